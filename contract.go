@@ -1,0 +1,93 @@
+package spool
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Default field names and limits of the message contract (SPEC: "Message
+// contract").
+const (
+	DefaultKeyField    = "msg_id"
+	DefaultOrderField  = "order_no"
+	DefaultSeqField    = "seq"
+	DefaultAmountField = "amount"
+	// DefaultMaxSize is the largest message accepted, in bytes (1 MiB).
+	DefaultMaxSize int64 = 1 << 20
+	// MaxDepth is how deeply arrays and objects may nest before a message is
+	// a parse error; it keeps a hostile file from costing unbounded stack.
+	MaxDepth = 512
+)
+
+// Contract says what a valid message looks like: which fields play which
+// role, which are required, and how large a file may be. The zero value is
+// not usable; start from DefaultContract.
+type Contract struct {
+	// KeyField is the idempotency key: a non-empty string or an integer.
+	KeyField string `json:"key_field"`
+	// OrderField is the ordering key: a non-empty string or an integer.
+	OrderField string `json:"order_field"`
+	// SeqField is the sequence within the order: an integer >= 1.
+	SeqField string `json:"seq_field"`
+	// AmountField is money: a JSON number or a string in JSON number syntax,
+	// kept exactly as written.
+	AmountField string `json:"amount_field"`
+	// Required lists the fields that must be present and not null. The key
+	// field is always required, listed or not: without it there is no
+	// idempotency.
+	Required []string `json:"required"`
+	// MaxSize is the largest message in bytes; larger files are dead-lettered
+	// as too-large without being read. Zero means DefaultMaxSize.
+	MaxSize int64 `json:"max_size"`
+}
+
+// DefaultContract returns the SPEC's contract: msg_id, order_no, seq and
+// amount, all required, 1 MiB at most.
+func DefaultContract() Contract {
+	return Contract{
+		KeyField:    DefaultKeyField,
+		OrderField:  DefaultOrderField,
+		SeqField:    DefaultSeqField,
+		AmountField: DefaultAmountField,
+		Required:    []string{DefaultKeyField, DefaultOrderField, DefaultSeqField, DefaultAmountField},
+		MaxSize:     DefaultMaxSize,
+	}
+}
+
+// ErrBadContract is wrapped by Contract.Check for a contract that cannot work.
+var ErrBadContract = errors.New("bad contract")
+
+// Check reports a contract that cannot be used: empty or clashing field
+// names, or a negative size limit.
+func (c Contract) Check() error {
+	roles := map[string]string{}
+	for _, r := range []struct{ role, name string }{
+		{"key field", c.KeyField}, {"order field", c.OrderField},
+		{"seq field", c.SeqField}, {"amount field", c.AmountField},
+	} {
+		if r.name == "" {
+			return fmt.Errorf("%w: %s is empty", ErrBadContract, r.role)
+		}
+		if other, ok := roles[r.name]; ok {
+			return fmt.Errorf("%w: %s and %s are both %q", ErrBadContract, other, r.role, r.name)
+		}
+		roles[r.name] = r.role
+	}
+	for _, f := range c.Required {
+		if f == "" {
+			return fmt.Errorf("%w: empty name in required fields", ErrBadContract)
+		}
+	}
+	if c.MaxSize < 0 {
+		return fmt.Errorf("%w: max size %d is negative", ErrBadContract, c.MaxSize)
+	}
+	return nil
+}
+
+// Limit returns the size limit in bytes, applying the default for zero.
+func (c Contract) Limit() int64 {
+	if c.MaxSize == 0 {
+		return DefaultMaxSize
+	}
+	return c.MaxSize
+}

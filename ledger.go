@@ -1,0 +1,75 @@
+package spool
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Outcome is what became of one delivery (one claimed file).
+type Outcome string
+
+// The outcomes of a delivery.
+const (
+	// OutcomeProcessed: the first delivery of its msg_id; a row was inserted
+	// into processed. The file goes to done/.
+	OutcomeProcessed Outcome = "processed"
+	// OutcomeDuplicate: processed already held the msg_id; the constraint
+	// absorbed it and the duplicate was recorded. The file goes to done/.
+	OutcomeDuplicate Outcome = "duplicate"
+	// OutcomeDeadLetter: the message was rejected; a dead-letter record holds
+	// reason and detail. The file goes to error/.
+	OutcomeDeadLetter Outcome = "dead-letter"
+)
+
+// Delivery is one claimed file on its way through the ledger. The consumer
+// fills everything but Outcome; Ledger.Record sets Outcome.
+type Delivery struct {
+	// Claim is the identity of this claim: unique across all claims ever
+	// made, and derivable again from the claimed file while it sits in
+	// processing/ (I7). A recovering consumer asks the ledger about it.
+	Claim string
+	// File is the name the message had in inbox/.
+	File string
+	// Ino is the claimed file's inode number; with the claim it lets reports
+	// find a dead letter's record after the file was renamed.
+	Ino uint64
+	// Consumer identifies the consumer that claimed it (host, pid, random).
+	Consumer string
+	// Hash is the hex SHA-256 of the content; empty when it was not read.
+	Hash string
+	// Size is the file's size in bytes.
+	Size int64
+	// Message is set for a valid message, Reject for a poison one; exactly
+	// one of them is non-nil.
+	Message *Message
+	Reject  *RejectError
+	// At is when the consumer finished inspecting it.
+	At time.Time
+
+	// Outcome is set by Ledger.Record.
+	Outcome Outcome
+}
+
+// Ledger is the idempotent record of every delivery. The consumer needs only
+// these methods; reports use the concrete ledger package.
+type Ledger interface {
+	// Record commits a batch of deliveries in one durable transaction and sets
+	// each delivery's Outcome: a valid message is inserted into processed
+	// with ON CONFLICT (msg_id) DO NOTHING, and becomes a duplicate when
+	// nothing was inserted; a rejected one gets a dead-letter record. When
+	// Record returns nil the commit is on stable storage (I3). On error
+	// nothing of the batch is committed. Deliveries within a batch are applied
+	// in slice order, so of two deliveries of one msg_id the earlier one is
+	// processed.
+	Record(ctx context.Context, batch []*Delivery) error
+	// ClaimOutcome returns the outcome recorded for a claim identity, and
+	// false when the claim was never recorded (its consumer died before the
+	// commit, so the message must be consumed again).
+	ClaimOutcome(ctx context.Context, claim string) (Outcome, bool, error)
+	// Close releases the ledger.
+	Close() error
+}
+
+// ErrLedgerClosed is returned by a ledger used after Close.
+var ErrLedgerClosed = errors.New("ledger closed")
