@@ -1,0 +1,284 @@
+package spool
+
+import (
+	"bytes"
+	"fmt"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Parse checks one message's bytes against the contract and returns the
+// valid Message, or a *RejectError saying why the message is poison: the
+// consumer dead-letters it at once instead of retrying it (SPEC: "Message
+// contract"). Every error for a bad message is a *RejectError; the only
+// other error is one wrapping ErrBadContract, for a contract without a key
+// field, because that is the operator's mistake, not the message's, and must
+// stop the run rather than dead-letter the whole queue.
+//
+// The rules, in the order they are applied, each reason beating the next:
+//
+//   - ReasonParse: an empty file; anything but exactly one JSON object
+//     (RFC 8259, strictly); invalid UTF-8 anywhere, including inside strings;
+//     trailing data or a second object; nesting deeper than MaxDepth. A
+//     leading UTF-8 byte order mark is a parse error too: RFC 8259 forbids
+//     senders to add one, and accepting it would make two byte-different
+//     files of one message look alike only to some tools.
+//   - ReasonInvalidField "duplicate key": a key that repeats within any one
+//     object, compared after decoding ("a" and "\u0061" are the same key),
+//     because which of the two values counts differs between JSON tools.
+//   - ReasonMissingField: the key field (always required), then each of
+//     c.Required in order, absent or null.
+//   - ReasonInvalidField: a role field that is present and not null but has
+//     the wrong type or range, checked whether or not it is required.
+//
+// Parse keeps numbers as the text that was sent, so Amount and integer keys
+// never pass through float64. It does not trust the caller to have bounded
+// the input: time and memory stay linear in len(data) and the stack is
+// bounded by MaxDepth. The returned Message shares data (Message.Raw and
+// each Field.Raw are sub-slices of it), so data must not be modified while
+// the Message is in use.
+func (c Contract) Parse(data []byte) (*Message, error) {
+	if c.KeyField == "" {
+		return nil, fmt.Errorf("%w: key field is empty", ErrBadContract)
+	}
+	s := getScanner(data)
+	defer putScanner(s)
+
+	s.skipWS()
+	if s.pos == len(data) {
+		return nil, reject(ReasonParse, "", "empty message")
+	}
+	s.pos = 0
+	kind, ok := s.scan()
+	if !ok {
+		return nil, reject(ReasonParse, "", "%s", s.err)
+	}
+	if kind != KindObject {
+		return nil, reject(ReasonParse, "", "not a JSON object, found %s", kindNoun(kind))
+	}
+	if s.dup {
+		return nil, reject(ReasonInvalidField, s.dupKey, "duplicate key")
+	}
+
+	// Presence: key field first, then the required list in order.
+	if err := s.present(c.KeyField); err != nil {
+		return nil, err
+	}
+	for _, name := range c.Required {
+		if err := s.present(name); err != nil {
+			return nil, err
+		}
+	}
+
+	// Types of the role fields. Their decoded values are appended to s.keys
+	// after the top-level names, so that one string conversion at the end
+	// gives every string of the Message: a valid message costs three
+	// allocations (the Message, its Fields and that string).
+	var key, order, amount span
+	var seq int64
+	var err *RejectError
+	if key, err = s.identifier(c.KeyField); err != nil {
+		return nil, err
+	}
+	if c.OrderField != "" {
+		if order, err = s.identifier(c.OrderField); err != nil {
+			return nil, err
+		}
+	}
+	if c.SeqField != "" {
+		if seq, err = s.sequence(c.SeqField); err != nil {
+			return nil, err
+		}
+	}
+	if c.AmountField != "" {
+		if amount, err = s.amount(c.AmountField); err != nil {
+			return nil, err
+		}
+	}
+
+	text := string(s.keys)
+	fields := make([]Field, len(s.members))
+	for i, m := range s.members {
+		fields[i] = Field{
+			Name: text[m.keyStart:m.keyEnd],
+			Kind: m.kind,
+			Raw:  data[m.valStart:m.valEnd:m.valEnd],
+		}
+	}
+	return &Message{
+		MsgID:   text[key.start:key.end],
+		OrderNo: text[order.start:order.end],
+		Seq:     seq,
+		Amount:  Amount(text[amount.start:amount.end]),
+		Fields:  fields,
+		Raw:     data,
+	}, nil
+}
+
+// span locates a decoded value in scanner.keys; the zero span is "".
+type span struct{ start, end int }
+
+// field returns the top-level member with the given name. Keys are unique
+// by now (duplicates were rejected), so the first match is the only one.
+func (s *scanner) field(name string) (member, bool) {
+	for _, m := range s.members {
+		if string(s.keys[m.keyStart:m.keyEnd]) == name {
+			return m, true
+		}
+	}
+	return member{}, false
+}
+
+// present rejects a required field that is absent or null: null counts as
+// missing (SPEC), because a producer that sends "msg_id": null has not sent
+// a key.
+func (s *scanner) present(name string) *RejectError {
+	m, ok := s.field(name)
+	switch {
+	case !ok:
+		return reject(ReasonMissingField, name, "required field is missing")
+	case m.kind == KindNull:
+		return reject(ReasonMissingField, name, "required field is null")
+	}
+	return nil
+}
+
+// identifier checks a key-like field (the idempotency key or the order
+// key): a string with something besides whitespace, or an integer kept as
+// the exact text that was sent. An absent or null field gives the zero span.
+func (s *scanner) identifier(name string) (span, *RejectError) {
+	m, ok := s.field(name)
+	if !ok || m.kind == KindNull {
+		return span{}, nil
+	}
+	const rule = "must be a non-empty string or an integer"
+	start := len(s.keys)
+	switch m.kind {
+	case KindInteger:
+		s.keys = append(s.keys, s.data[m.valStart:m.valEnd]...)
+	case KindString:
+		s.decodeString(m)
+		v := s.keys[start:]
+		switch {
+		case len(v) == 0:
+			return span{}, reject(ReasonInvalidField, name, "%s, found an empty string", rule)
+		case onlySpace(v):
+			return span{}, reject(ReasonInvalidField, name, "%s, found a string of only whitespace", rule)
+		case bytes.IndexByte(v, 0) >= 0:
+			// PostgreSQL text cannot hold U+0000: storing this key would
+			// fail the ledger batch on every attempt, so it is poison now.
+			return span{}, reject(ReasonInvalidField, name, "must not contain U+0000 (NUL)")
+		}
+	default:
+		return span{}, reject(ReasonInvalidField, name, "%s, found %s", rule, s.describe(m))
+	}
+	return span{start, len(s.keys)}, nil
+}
+
+// sequence checks the sequence field: an integer from 1 to MaxInt64,
+// written as an integer (1.0 and 1e0 are not: a producer that sends them is
+// not sending what the contract says, and guessing would hide it).
+func (s *scanner) sequence(name string) (int64, *RejectError) {
+	m, ok := s.field(name)
+	if !ok || m.kind == KindNull {
+		return 0, nil
+	}
+	const rule = "must be an integer >= 1"
+	if m.kind != KindInteger {
+		return 0, reject(ReasonInvalidField, name, "%s, found %s", rule, s.describe(m))
+	}
+	text := s.data[m.valStart:m.valEnd]
+	if text[0] == '-' || (len(text) == 1 && text[0] == '0') {
+		return 0, reject(ReasonInvalidField, name, "%s, found %s", rule, clip(text))
+	}
+	var n int64
+	for _, d := range text {
+		v := int64(d - '0')
+		if n > (1<<63-1-v)/10 {
+			return 0, reject(ReasonInvalidField, name, "%s that fits in 64 bits, found %s", rule, clip(text))
+		}
+		n = n*10 + v
+	}
+	return n, nil
+}
+
+// amount checks the money field: a JSON number, or a string holding exactly
+// one JSON number, kept as the text that was sent so that nothing is ever
+// rounded (SPEC: "never through float64").
+func (s *scanner) amount(name string) (span, *RejectError) {
+	m, ok := s.field(name)
+	if !ok || m.kind == KindNull {
+		return span{}, nil
+	}
+	const rule = "must be a JSON number or a string in JSON number syntax"
+	start := len(s.keys)
+	switch m.kind {
+	case KindInteger, KindNumber:
+		s.keys = append(s.keys, s.data[m.valStart:m.valEnd]...)
+	case KindString:
+		s.decodeString(m)
+		if !isJSONNumber(s.keys[start:]) {
+			return span{}, reject(ReasonInvalidField, name, "%s, found %s", rule, s.describe(m))
+		}
+	default:
+		return span{}, reject(ReasonInvalidField, name, "%s, found %s", rule, s.describe(m))
+	}
+	return span{start, len(s.keys)}, nil
+}
+
+// decodeString appends the decoded content of the string member m to
+// s.keys. The scan already validated it, so it cannot fail.
+func (s *scanner) decodeString(m member) {
+	s.pos = m.valStart
+	s.str(&s.keys)
+}
+
+// describe names a rejected value for a detail: its kind, and its text
+// when that is short enough to be useful on one line.
+func (s *scanner) describe(m member) string {
+	switch m.kind {
+	case KindObject, KindArray:
+		return kindNoun(m.kind)
+	case KindString:
+		return "string " + clip(s.data[m.valStart:m.valEnd])
+	}
+	return kindNoun(m.kind) + " " + clip(s.data[m.valStart:m.valEnd])
+}
+
+// maxShown is how much of a bad value a detail quotes.
+const maxShown = 40
+
+// clip returns the raw JSON text of a scalar for a detail, cut to maxShown
+// bytes at a rune boundary. It stays on one line: a scalar's JSON text
+// holds no raw line break (strings carry them only escaped).
+func clip(raw []byte) string {
+	if len(raw) <= maxShown {
+		return string(raw)
+	}
+	n := maxShown
+	for n > 0 && !utf8.RuneStart(raw[n]) {
+		n--
+	}
+	return string(raw[:n]) + "..."
+}
+
+// kindNoun names a kind for a human: both kinds of number are "number".
+func kindNoun(k Kind) string {
+	if k == KindInteger {
+		return "number"
+	}
+	return string(k)
+}
+
+// onlySpace reports whether the valid UTF-8 b holds only Unicode white
+// space (the set strings.TrimSpace removes).
+func onlySpace(b []byte) bool {
+	for len(b) > 0 {
+		r, size := utf8.DecodeRune(b)
+		if !unicode.IsSpace(r) {
+			return false
+		}
+		b = b[size:]
+	}
+	return true
+}

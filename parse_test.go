@@ -1,0 +1,760 @@
+package spool
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// benchMessage is a realistic message of about 200 bytes.
+const benchMessage = `{"msg_id":"7f9c2b1e-4a3d-4e8b-9c1f-2d3e4f5a6b7c","order_no":"ORD-2024-000123","seq":17,` +
+	`"amount":"12345.67","currency":"EUR","customer":{"id":98765,"tier":"gold"},"tags":["priority","eu"],` +
+	`"ts":"2024-05-01T12:34:56Z"}`
+
+// msg builds a message from the valid default one: each pair of args sets a
+// field's raw JSON value, replacing it in place, or removes the field when
+// the value is "-"; new fields are appended.
+func msg(args ...string) string {
+	keys := []string{"msg_id", "order_no", "seq", "amount"}
+	vals := map[string]string{"msg_id": `"m-1"`, "order_no": `"o-1"`, "seq": `1`, "amount": `"10.00"`}
+	for i := 0; i+1 < len(args); i += 2 {
+		if _, ok := vals[args[i]]; !ok {
+			keys = append(keys, args[i])
+		}
+		vals[args[i]] = args[i+1]
+	}
+	var b strings.Builder
+	b.WriteString("{")
+	first := true
+	for _, k := range keys {
+		if vals[k] == "-" {
+			continue
+		}
+		if !first {
+			b.WriteString(",")
+		}
+		first = false
+		b.WriteString(`"` + k + `":` + vals[k])
+	}
+	b.WriteString("}")
+	return b.String()
+}
+
+// want is a test's expectation: a Message's contract values, or a rejection.
+type want struct {
+	msgID, orderNo string
+	seq            int64
+	amount         Amount
+
+	reason Reason // non-empty: Parse must reject
+	field  string
+	detail string // exact, when not empty
+}
+
+func ok(msgID, orderNo string, seq int64, amount Amount) want {
+	return want{msgID: msgID, orderNo: orderNo, seq: seq, amount: amount}
+}
+
+func rej(reason Reason, field, detail string) want {
+	return want{reason: reason, field: field, detail: detail}
+}
+
+// check runs Parse and compares with w.
+func check(t *testing.T, c Contract, in string, w want) {
+	t.Helper()
+	m, err := c.Parse([]byte(in))
+	if w.reason != "" {
+		if err == nil {
+			t.Fatalf("Parse(%.80q) = %+v, want %s rejection", in, m, w.reason)
+		}
+		var re *RejectError
+		if !errors.As(err, &re) {
+			t.Fatalf("Parse(%.80q) error %T %v, want *RejectError", in, err, err)
+		}
+		if m != nil {
+			t.Errorf("Parse(%.80q) returned a Message with its error", in)
+		}
+		if re.Reason != w.reason || re.Field != w.field {
+			t.Fatalf("Parse(%.80q) = %s field %q (%s), want %s field %q", in, re.Reason, re.Field, re.Detail, w.reason, w.field)
+		}
+		if w.detail != "" && re.Detail != w.detail {
+			t.Errorf("Parse(%.80q) detail %q, want %q", in, re.Detail, w.detail)
+		}
+		if strings.ContainsAny(re.Detail, "\r\n") {
+			t.Errorf("detail %q spans lines", re.Detail)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("Parse(%.80q): %v", in, err)
+	}
+	got := want{msgID: m.MsgID, orderNo: m.OrderNo, seq: m.Seq, amount: m.Amount}
+	if got != w {
+		t.Errorf("Parse(%.80q) = %+v, want %+v", in, got, w)
+	}
+}
+
+func TestParse(t *testing.T) {
+	const (
+		keyRule    = "must be a non-empty string or an integer"
+		seqRule    = "must be an integer >= 1"
+		amountRule = "must be a JSON number or a string in JSON number syntax"
+	)
+	deep := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+	tests := []struct {
+		name string
+		in   string
+		want want
+	}{
+		{"valid", msg(), ok("m-1", "o-1", 1, "10.00")},
+		{"realistic", benchMessage, ok("7f9c2b1e-4a3d-4e8b-9c1f-2d3e4f5a6b7c", "ORD-2024-000123", 17, "12345.67")},
+		{"whitespace everywhere", " \n{ \"msg_id\" :\t\"m\" , \"order_no\":\"o\",\"seq\" : 2 ,\"amount\": 3 }\r\n ", ok("m", "o", 2, "3")},
+		{"other fields kept", msg("note", `{"a":[1,2,{"b":null}]}`, "flag", "true"), ok("m-1", "o-1", 1, "10.00")},
+
+		// Parse errors.
+		{"empty", ``, rej(ReasonParse, "", "empty message")},
+		{"only whitespace", " \n\t\r ", rej(ReasonParse, "", "empty message")},
+		{"array", `[{"msg_id":"m"}]`, rej(ReasonParse, "", "not a JSON object, found array")},
+		{"string", `"msg"`, rej(ReasonParse, "", "not a JSON object, found string")},
+		{"integer", `42`, rej(ReasonParse, "", "not a JSON object, found number")},
+		{"number", `4.2`, rej(ReasonParse, "", "not a JSON object, found number")},
+		{"true", `true`, rej(ReasonParse, "", "not a JSON object, found boolean")},
+		{"null", ` null `, rej(ReasonParse, "", "not a JSON object, found null")},
+		{"syntax", `{"msg_id":x}`, rej(ReasonParse, "", "invalid character 'x' looking for beginning of value at offset 10")},
+		{"truncated", msg()[:20], rej(ReasonParse, "", "unexpected end of input in string literal at offset 20")},
+		{"trailing data", msg() + " x", rej(ReasonParse, "", "trailing data at offset 59")},
+		{"trailing comma", msg() + ",", rej(ReasonParse, "", "trailing data at offset 58")},
+		{"two objects", msg() + "\n" + msg(), rej(ReasonParse, "", "trailing data at offset 59")},
+		{"BOM", "\xEF\xBB\xBF" + msg(), rej(ReasonParse, "", "invalid character U+FEFF (byte order mark) looking for beginning of value at offset 0")},
+		{"invalid UTF-8 in msg_id", msg("msg_id", "\"m\xff\""), rej(ReasonParse, "", "invalid UTF-8 at offset 12")},
+		{"invalid UTF-8 in other field", msg("note", "\"caf\xe9\""), rej(ReasonParse, "", "invalid UTF-8 at offset 69")},
+		{"invalid UTF-8 in key", "{\"\xc3\x28\":1}", rej(ReasonParse, "", "invalid UTF-8 at offset 2")},
+		{"nesting MaxDepth+1", msg("deep", deep(MaxDepth)), rej(ReasonParse, "", "nesting deeper than 512 levels at offset 576")},
+		{"nesting MaxDepth", msg("deep", deep(MaxDepth-1)), ok("m-1", "o-1", 1, "10.00")},
+		{"nesting 1M", msg("deep", strings.Repeat("[", 1<<20)), rej(ReasonParse, "", "nesting deeper than 512 levels at offset 576")},
+		{"syntax beats duplicate", `{"msg_id":"a","msg_id":"b"`, rej(ReasonParse, "", "unexpected end of input after object key:value pair at offset 26")},
+		{"not an object beats duplicate", `[{"a":1,"a":2}]`, rej(ReasonParse, "", "not a JSON object, found array")},
+
+		// Duplicate keys.
+		{"duplicate key", `{"msg_id":"a","msg_id":"b","order_no":"o","seq":1,"amount":1}`, rej(ReasonInvalidField, "msg_id", "duplicate key")},
+		{"duplicate same value", strings.TrimSuffix(msg("x", "1"), "}") + `,"x":1}`, rej(ReasonInvalidField, "x", "duplicate key")},
+		{"duplicate via escape", strings.TrimSuffix(msg(), "}") + `,"\u006dsg_id":"c"}`, rej(ReasonInvalidField, "msg_id", "duplicate key")},
+		{"duplicate via partial escape", msg("a\\u0062", "1", "ab", "2"), rej(ReasonInvalidField, "ab", "duplicate key")},
+		{"duplicate nested", msg("meta", `{"k":1,"j":2,"k":3}`), rej(ReasonInvalidField, "k", "duplicate key")},
+		{"duplicate in array", msg("items", `[{"k":1},{"k":1,"k":2}]`), rej(ReasonInvalidField, "k", "duplicate key")},
+		{"duplicate beats missing", `{"a":1,"a":2}`, rej(ReasonInvalidField, "a", "duplicate key")},
+		{"same key, different objects", msg("meta", `{"msg_id":1,"x":{"msg_id":2}}`), ok("m-1", "o-1", 1, "10.00")},
+
+		// Missing fields, in contract order.
+		{"msg_id missing", msg("msg_id", "-"), rej(ReasonMissingField, "msg_id", "required field is missing")},
+		{"msg_id null", msg("msg_id", "null"), rej(ReasonMissingField, "msg_id", "required field is null")},
+		{"order_no missing", msg("order_no", "-"), rej(ReasonMissingField, "order_no", "required field is missing")},
+		{"order_no null", msg("order_no", "null"), rej(ReasonMissingField, "order_no", "required field is null")},
+		{"seq missing", msg("seq", "-"), rej(ReasonMissingField, "seq", "required field is missing")},
+		{"seq null", msg("seq", "null"), rej(ReasonMissingField, "seq", "required field is null")},
+		{"amount missing", msg("amount", "-"), rej(ReasonMissingField, "amount", "required field is missing")},
+		{"amount null", msg("amount", "null"), rej(ReasonMissingField, "amount", "required field is null")},
+		{"empty object", `{}`, rej(ReasonMissingField, "msg_id", "required field is missing")},
+		{"key first", `{"amount":1,"seq":1}`, rej(ReasonMissingField, "msg_id", "required field is missing")},
+		{"then list order", `{"msg_id":"m","amount":null}`, rej(ReasonMissingField, "order_no", "required field is missing")},
+		{"seq before amount", `{"amount":null,"msg_id":"m","order_no":"o"}`, rej(ReasonMissingField, "seq", "required field is missing")},
+		{"missing beats invalid", msg("msg_id", "true", "amount", "-"), rej(ReasonMissingField, "amount", "required field is missing")},
+		{"nested field does not count", `{"x":{"msg_id":"m"},"order_no":"o","seq":1,"amount":1}`, rej(ReasonMissingField, "msg_id", "required field is missing")},
+
+		// The key.
+		{"integer key", msg("msg_id", "42"), ok("42", "o-1", 1, "10.00")},
+		{"negative integer key", msg("msg_id", "-7"), ok("-7", "o-1", 1, "10.00")},
+		{"zero key", msg("msg_id", "0"), ok("0", "o-1", 1, "10.00")},
+		{"huge integer key", msg("msg_id", "123456789012345678901234567890"), ok("123456789012345678901234567890", "o-1", 1, "10.00")},
+		{"escaped key", msg("msg_id", `"a\u0062"`), ok("ab", "o-1", 1, "10.00")},
+		{"key with escapes", msg("msg_id", `"x\"y\\z\/\t\uD834\uDD1E"`), ok("x\"y\\z/\t𝄞", "o-1", 1, "10.00")},
+		{"lone surrogate key", msg("msg_id", `"\uD800"`), ok("\uFFFD", "o-1", 1, "10.00")},
+		{"padded key kept", msg("msg_id", `" m "`), ok(" m ", "o-1", 1, "10.00")},
+		{"empty key", msg("msg_id", `""`), rej(ReasonInvalidField, "msg_id", keyRule+", found an empty string")},
+		{"whitespace key", msg("msg_id", `"  \t "`), rej(ReasonInvalidField, "msg_id", keyRule+", found a string of only whitespace")},
+		{"escaped whitespace key", msg("msg_id", `"\n\u00a0\u2003"`), rej(ReasonInvalidField, "msg_id", keyRule+", found a string of only whitespace")},
+		{"NUL in key", msg("msg_id", `"a\u0000"`), rej(ReasonInvalidField, "msg_id", "must not contain U+0000 (NUL)")},
+		{"decimal key", msg("msg_id", "1.5"), rej(ReasonInvalidField, "msg_id", keyRule+", found number 1.5")},
+		{"exponent key", msg("msg_id", "1e3"), rej(ReasonInvalidField, "msg_id", keyRule+", found number 1e3")},
+		{"boolean key", msg("msg_id", "true"), rej(ReasonInvalidField, "msg_id", keyRule+", found boolean true")},
+		{"object key", msg("msg_id", `{"id":1}`), rej(ReasonInvalidField, "msg_id", keyRule+", found object")},
+		{"array key", msg("msg_id", `["m"]`), rej(ReasonInvalidField, "msg_id", keyRule+", found array")},
+
+		// The order key follows the same rule.
+		{"integer order", msg("order_no", "7"), ok("m-1", "7", 1, "10.00")},
+		{"escaped order", msg("order_no", `"\u004F-1"`), ok("m-1", "O-1", 1, "10.00")},
+		{"empty order", msg("order_no", `""`), rej(ReasonInvalidField, "order_no", keyRule+", found an empty string")},
+		{"whitespace order", msg("order_no", `" "`), rej(ReasonInvalidField, "order_no", keyRule+", found a string of only whitespace")},
+		{"boolean order", msg("order_no", `false`), rej(ReasonInvalidField, "order_no", keyRule+", found boolean false")},
+		{"key checked before order", msg("msg_id", "[]", "order_no", "[]"), rej(ReasonInvalidField, "msg_id", keyRule+", found array")},
+
+		// The sequence.
+		{"seq max", msg("seq", "9223372036854775807"), ok("m-1", "o-1", 9223372036854775807, "10.00")},
+		{"seq large", msg("seq", "1000000"), ok("m-1", "o-1", 1000000, "10.00")},
+		{"seq overflow", msg("seq", "9223372036854775808"), rej(ReasonInvalidField, "seq", seqRule+" that fits in 64 bits, found 9223372036854775808")},
+		{"seq huge", msg("seq", "99999999999999999999"), rej(ReasonInvalidField, "seq", seqRule+" that fits in 64 bits, found 99999999999999999999")},
+		{"seq zero", msg("seq", "0"), rej(ReasonInvalidField, "seq", seqRule+", found 0")},
+		{"seq negative zero", msg("seq", "-0"), rej(ReasonInvalidField, "seq", seqRule+", found -0")},
+		{"seq negative", msg("seq", "-1"), rej(ReasonInvalidField, "seq", seqRule+", found -1")},
+		{"seq 1.0", msg("seq", "1.0"), rej(ReasonInvalidField, "seq", seqRule+", found number 1.0")},
+		{"seq 1e2", msg("seq", "1e2"), rej(ReasonInvalidField, "seq", seqRule+", found number 1e2")},
+		{"seq string", msg("seq", `"3"`), rej(ReasonInvalidField, "seq", seqRule+`, found string "3"`)},
+		{"seq boolean", msg("seq", `true`), rej(ReasonInvalidField, "seq", seqRule+", found boolean true")},
+		{"seq long number clipped", msg("seq", "1."+strings.Repeat("5", 60)), rej(ReasonInvalidField, "seq", seqRule+", found number 1."+strings.Repeat("5", 38)+"...")},
+
+		// The amount, exact.
+		{"amount exact number", msg("amount", "12345678901234567.89"), ok("m-1", "o-1", 1, "12345678901234567.89")},
+		{"amount exact string", msg("amount", `"12345678901234567.89"`), ok("m-1", "o-1", 1, "12345678901234567.89")},
+		{"amount negative", msg("amount", "-0.50"), ok("m-1", "o-1", 1, "-0.50")},
+		{"amount negative string", msg("amount", `"-0.50"`), ok("m-1", "o-1", 1, "-0.50")},
+		{"amount exponent", msg("amount", "1E+2"), ok("m-1", "o-1", 1, "1E+2")},
+		{"amount exponent string", msg("amount", `"1e-2"`), ok("m-1", "o-1", 1, "1e-2")},
+		{"amount integer", msg("amount", "0"), ok("m-1", "o-1", 1, "0")},
+		{"amount trailing zeros kept", msg("amount", "10.500"), ok("m-1", "o-1", 1, "10.500")},
+		{"amount huge", msg("amount", "1"+strings.Repeat("0", 400)), ok("m-1", "o-1", 1, Amount("1"+strings.Repeat("0", 400)))},
+		{"amount escaped string", msg("amount", `"\u0031\u0032.5"`), ok("m-1", "o-1", 1, "12.5")},
+		{"amount leading space", msg("amount", `" 12.5"`), rej(ReasonInvalidField, "amount", amountRule+`, found string " 12.5"`)},
+		{"amount trailing space", msg("amount", `"12.5 "`), rej(ReasonInvalidField, "amount", amountRule+`, found string "12.5 "`)},
+		{"amount plus", msg("amount", `"+1"`), rej(ReasonInvalidField, "amount", amountRule+`, found string "+1"`)},
+		{"amount leading zero", msg("amount", `"012"`), rej(ReasonInvalidField, "amount", amountRule+`, found string "012"`)},
+		{"amount comma", msg("amount", `"1,50"`), rej(ReasonInvalidField, "amount", amountRule+`, found string "1,50"`)},
+		{"amount empty string", msg("amount", `""`), rej(ReasonInvalidField, "amount", amountRule+`, found string ""`)},
+		{"amount dot", msg("amount", `"1."`), rej(ReasonInvalidField, "amount", amountRule+`, found string "1."`)},
+		{"amount NaN", msg("amount", `"NaN"`), rej(ReasonInvalidField, "amount", amountRule+`, found string "NaN"`)},
+		{"amount currency", msg("amount", `"$5"`), rej(ReasonInvalidField, "amount", amountRule+`, found string "$5"`)},
+		{"amount boolean", msg("amount", `true`), rej(ReasonInvalidField, "amount", amountRule+", found boolean true")},
+		{"amount object", msg("amount", `{"value":1}`), rej(ReasonInvalidField, "amount", amountRule+", found object")},
+		{"amount array", msg("amount", `[1]`), rej(ReasonInvalidField, "amount", amountRule+", found array")},
+		{"amount long string clipped", msg("amount", `"`+strings.Repeat("é", 30)+`"`), rej(ReasonInvalidField, "amount", amountRule+`, found string "`+strings.Repeat("é", 19)+"...")},
+	}
+	c := DefaultContract()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { check(t, c, tt.in, tt.want) })
+	}
+}
+
+func TestParseCustomContract(t *testing.T) {
+	c := Contract{
+		KeyField:    "id",
+		OrderField:  "account",
+		SeqField:    "n",
+		AmountField: "value",
+		Required:    []string{"value", "currency"},
+	}
+	tests := []struct {
+		name string
+		in   string
+		want want
+	}{
+		{"minimal", `{"id":5,"value":"3.10","currency":"EUR"}`, ok("5", "", 0, "3.10")},
+		{"all roles", `{"id":"x","account":"acc","n":3,"value":-1,"currency":"EUR"}`, ok("x", "acc", 3, "-1")},
+		{"default names are plain fields", `{"id":"x","value":1,"currency":"EUR","msg_id":true,"seq":"no","amount":[]}`, ok("x", "", 0, "1")},
+		{"optional roles may be null", `{"id":"x","value":1,"currency":"EUR","account":null,"n":null}`, ok("x", "", 0, "1")},
+		{"key always required", `{"value":1,"currency":"EUR"}`, rej(ReasonMissingField, "id", "required field is missing")},
+		{"key null", `{"id":null,"value":1,"currency":"EUR"}`, rej(ReasonMissingField, "id", "required field is null")},
+		{"listed field missing", `{"id":"x","currency":"EUR"}`, rej(ReasonMissingField, "value", "required field is missing")},
+		{"non-role required field", `{"id":"x","value":1}`, rej(ReasonMissingField, "currency", "required field is missing")},
+		{"optional role still type-checked", `{"id":"x","value":1,"currency":"EUR","n":0}`, rej(ReasonInvalidField, "n", "must be an integer >= 1, found 0")},
+		{"optional order still type-checked", `{"id":"x","value":1,"currency":"EUR","account":""}`, rej(ReasonInvalidField, "account", "must be a non-empty string or an integer, found an empty string")},
+		{"configured key named", `{"id":1.5,"value":1,"currency":"EUR"}`, rej(ReasonInvalidField, "id", "must be a non-empty string or an integer, found number 1.5")},
+		{"configured amount named", `{"id":"x","value":"1 ","currency":"EUR"}`, rej(ReasonInvalidField, "value", `must be a JSON number or a string in JSON number syntax, found string "1 "`)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { check(t, c, tt.in, tt.want) })
+	}
+
+	// Roles left empty are not checked: only the key is indispensable.
+	keyOnly := Contract{KeyField: "k"}
+	check(t, keyOnly, `{"k":"v","seq":"x","amount":true}`, ok("v", "", 0, ""))
+}
+
+func TestParseBadContract(t *testing.T) {
+	_, err := Contract{}.Parse([]byte(`{"":"x"}`))
+	if !errors.Is(err, ErrBadContract) {
+		t.Fatalf("zero Contract: error %v, want ErrBadContract", err)
+	}
+	var re *RejectError
+	if errors.As(err, &re) {
+		t.Errorf("zero Contract: %v is a RejectError; a bad contract is no message's fault", err)
+	}
+}
+
+func TestParseFields(t *testing.T) {
+	in := []byte(` { "msg_id" : "m" , "n\u0061me":"x\ny", "order_no":7,"seq" : 2,"amount":-1.5e3,` +
+		`"ok":false, "nested" : { "a" : [ 1 , 2 ] } , "list":[ ],"nothing":null } `)
+	m, err := DefaultContract().Parse(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantFields := []struct {
+		name string
+		kind Kind
+		raw  string
+	}{
+		{"msg_id", KindString, `"m"`},
+		{"name", KindString, `"x\ny"`},
+		{"order_no", KindInteger, `7`},
+		{"seq", KindInteger, `2`},
+		{"amount", KindNumber, `-1.5e3`},
+		{"ok", KindBoolean, `false`},
+		{"nested", KindObject, `{ "a" : [ 1 , 2 ] }`},
+		{"list", KindArray, `[ ]`},
+		{"nothing", KindNull, `null`},
+	}
+	if len(m.Fields) != len(wantFields) {
+		t.Fatalf("got %d fields, want %d: %+v", len(m.Fields), len(wantFields), m.Fields)
+	}
+	for i, w := range wantFields {
+		f := m.Fields[i]
+		if f.Name != w.name || f.Kind != w.kind || string(f.Raw) != w.raw {
+			t.Errorf("field %d = {%q %s %q}, want {%q %s %q}", i, f.Name, f.Kind, f.Raw, w.name, w.kind, w.raw)
+		}
+		if cap(f.Raw) != len(f.Raw) {
+			t.Errorf("field %q: Raw has spare capacity %d; an append would overwrite the message", f.Name, cap(f.Raw)-len(f.Raw))
+		}
+	}
+	if got := (want{msgID: m.MsgID, orderNo: m.OrderNo, seq: m.Seq, amount: m.Amount}); got != ok("m", "7", 2, "-1.5e3") {
+		t.Errorf("contract values = %+v", got)
+	}
+	if &m.Raw[0] != &in[0] || len(m.Raw) != len(in) {
+		t.Errorf("Message.Raw is not the input")
+	}
+	if f, found := m.Field("name"); !found || string(f.Raw) != `"x\ny"` {
+		t.Errorf(`Field("name") = %+v, %v`, f, found)
+	}
+}
+
+// TestParseReusesNoState parses messages of different shapes in turn: the
+// pooled scanner must not carry anything from one message into the next.
+func TestParseReusesNoState(t *testing.T) {
+	c := DefaultContract()
+	big := msg("meta", `{"a":1,"b":{"c":2,"d":[{"e":3}]}}`, "msg_id", `"first"`)
+	small := `{"msg_id":"s","order_no":"o","seq":3,"amount":"0.01"}`
+	for i := 0; i < 3; i++ {
+		check(t, c, big, ok("first", "o-1", 1, "10.00"))
+		check(t, c, `{"a":1,"a":2}`, rej(ReasonInvalidField, "a", "duplicate key"))
+		check(t, c, `{"x":`, rej(ReasonParse, "", ""))
+		check(t, c, small, ok("s", "o", 3, "0.01"))
+	}
+	m1, _ := c.Parse([]byte(big))
+	m2, _ := c.Parse([]byte(small))
+	if m1.MsgID != "first" || len(m1.Fields) != 5 || m1.Fields[4].Name != "meta" || len(m2.Fields) != 4 {
+		t.Errorf("messages changed after another parse: %+v / %+v", m1, m2)
+	}
+}
+
+// TestParseConcurrent parses from many goroutines at once, as a worker pool
+// does: the pooled scanners must never be shared (run it with -race).
+func TestParseConcurrent(t *testing.T) {
+	c := DefaultContract()
+	done := make(chan error)
+	const workers, rounds = 8, 200
+	for w := 0; w < workers; w++ {
+		go func() {
+			for i := 0; i < rounds; i++ {
+				id := itoa(w*rounds + i + 1)
+				in := msg("msg_id", `"id-`+id+`"`, "seq", id, "pad", `{"x":[`+id+`]}`)
+				m, err := c.Parse([]byte(in))
+				if err != nil {
+					done <- err
+					return
+				}
+				if m.MsgID != "id-"+id || itoa(int(m.Seq)) != id || m.Fields[4].Name != "pad" {
+					done <- errors.New("got " + m.MsgID + " for id-" + id)
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	for w := 0; w < workers; w++ {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestParseTestdata runs the files of testdata/parse, named REASON__case.json
+// ("ok" for a valid message).
+func TestParseTestdata(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "parse", "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no files in testdata/parse")
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reason, _, found := strings.Cut(filepath.Base(file), "__")
+			if !found {
+				t.Fatalf("name is not REASON__case.json")
+			}
+			_, err = DefaultContract().Parse(data)
+			got := "ok"
+			var re *RejectError
+			if errors.As(err, &re) {
+				got = string(re.Reason)
+			} else if err != nil {
+				t.Fatalf("error %T %v is not a RejectError", err, err)
+			}
+			if got != reason {
+				t.Errorf("got %s (%v), want %s", got, err, reason)
+			}
+		})
+	}
+}
+
+// TestParseHostile feeds inputs built to make a careless parser quadratic,
+// deep or greedy. Each must finish, with the expected verdict.
+func TestParseHostile(t *testing.T) {
+	var manyKeys strings.Builder
+	manyKeys.WriteString(`{"msg_id":"m","order_no":"o","seq":1,"amount":1,"o":{`)
+	for i := 0; i < 200000; i++ {
+		if i > 0 {
+			manyKeys.WriteByte(',')
+		}
+		manyKeys.WriteString(`"k` + itoa(i) + `":0`)
+	}
+	manyKeys.WriteString(`}}`)
+	tests := []struct {
+		name string
+		in   string
+		want want
+	}{
+		{"200k distinct nested keys", manyKeys.String(), ok("m", "o", 1, "1")},
+		{"200k top-level keys, dup last", func() string {
+			var b strings.Builder
+			b.WriteString(`{"msg_id":"m"`)
+			for i := 0; i < 200000; i++ {
+				b.WriteString(`,"` + itoa(i) + `":0`)
+			}
+			b.WriteString(`,"199999":1}`)
+			return b.String()
+		}(), rej(ReasonInvalidField, "199999", "duplicate key")},
+		{"1M opening brackets", strings.Repeat("[", 1<<20), rej(ReasonParse, "", "nesting deeper than 512 levels at offset 512")},
+		{"1M opening braces", strings.Repeat(`{"":`, 1<<18), rej(ReasonParse, "", "nesting deeper than 512 levels at offset 2048")},
+		{"long string", `{"msg_id":"` + strings.Repeat("é", 1<<19) + `"}`, rej(ReasonMissingField, "order_no", "required field is missing")},
+		{"long escapes", `{"msg_id":"` + strings.Repeat(`\uD834\uDD1E`, 1<<16) + `","x":"\`, rej(ReasonParse, "", "")},
+		{"long number", `{"msg_id":` + strings.Repeat("9", 1<<20) + `}`, rej(ReasonMissingField, "order_no", "required field is missing")},
+	}
+	c := DefaultContract()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { check(t, c, tt.in, tt.want) })
+	}
+}
+
+func itoa(i int) string {
+	if i == 0 {
+		return "0"
+	}
+	var b []byte
+	for ; i > 0; i /= 10 {
+		b = append([]byte{byte('0' + i%10)}, b...)
+	}
+	return string(b)
+}
+
+func TestParseAllocs(t *testing.T) {
+	if raceEnabled() {
+		t.Skip("the race detector makes sync.Pool drop items at random")
+	}
+	data := []byte(benchMessage)
+	c := DefaultContract()
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := c.Parse(data); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// The Message, its Fields and one string holding every name and value.
+	if allocs > 3 {
+		t.Errorf("Parse of a %d-byte message: %v allocations, want at most 3", len(data), allocs)
+	}
+}
+
+func raceEnabled() bool {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return false
+	}
+	for _, s := range info.Settings {
+		if s.Key == "-race" && s.Value == "true" {
+			return true
+		}
+	}
+	return false
+}
+
+// suiteDir is the JSONTestSuite corpus, relative to the repository root.
+var suiteDir = filepath.Join("..", "shared", "testdata", "JSONTestSuite", "test_parsing")
+
+func suiteFiles(tb testing.TB) []string {
+	files, err := filepath.Glob(filepath.Join(suiteDir, "*.json"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return files
+}
+
+// TestJSONTestSuite runs Parse over every case of JSONTestSuite and checks
+// the scanner's verdict against encoding/json's.
+func TestJSONTestSuite(t *testing.T) {
+	files := suiteFiles(t)
+	if len(files) == 0 {
+		msg := "JSONTestSuite not found in " + suiteDir + " (see ../shared/testdata/JSONTestSuite/ABOUT.md)"
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	c := DefaultContract()
+	var counts = map[string]int{}
+	for _, file := range files {
+		name := filepath.Base(file)
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := c.Parse(data)
+		var re *RejectError
+		if err != nil && !errors.As(err, &re) {
+			t.Errorf("%s: error %T %v is not a RejectError", name, err, err)
+			continue
+		}
+		if m != nil {
+			// No suite case carries a msg_id, so none can be valid.
+			t.Errorf("%s: accepted as a message: %+v", name, m)
+			continue
+		}
+		kind, _, scanErr := checkJSON(data)
+		switch name[:2] {
+		case "n_":
+			if re.Reason != ReasonParse {
+				t.Errorf("%s: %v, want %s", name, re, ReasonParse)
+			}
+			if scanErr == "" {
+				t.Errorf("%s: scanner accepts an invalid text", name)
+			}
+		case "y_":
+			if scanErr != "" {
+				t.Errorf("%s: scanner rejects a valid text: %s", name, scanErr)
+			}
+			wantParse := kind != KindObject
+			if (re.Reason == ReasonParse) != wantParse {
+				t.Errorf("%s (%s): %v; want parse only for a non-object", name, kind, re)
+			}
+		case "i_":
+			t.Logf("%s: %v", name, re)
+		default:
+			t.Errorf("%s: unknown prefix", name)
+			continue
+		}
+		counts[name[:2]]++
+		if name[:2] == "i_" {
+			continue
+		}
+		// Cross-check the syntax verdict with encoding/json.
+		if got, ref := scanErr == "", json.Valid(data); got != ref {
+			if !utf8.Valid(data) && !got {
+				t.Logf("%s: known difference, encoding/json accepts invalid UTF-8 in strings: %s", name, scanErr)
+			} else {
+				t.Errorf("%s: scanner valid=%v (%s), json.Valid=%v", name, got, scanErr, ref)
+			}
+		}
+	}
+	t.Logf("JSONTestSuite: %d y_, %d n_, %d i_ cases", counts["y_"], counts["n_"], counts["i_"])
+	if counts["y_"] == 0 || counts["n_"] == 0 {
+		t.Errorf("suite incomplete: %v", counts)
+	}
+}
+
+// FuzzParse checks Parse against encoding/json on arbitrary bytes: it must
+// not panic, must reject only with RejectError, and must agree with
+// encoding/json on validity and on every value it extracts.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{
+		benchMessage, msg(), `{}`, ``, ` `, `[]`, `{"msg_id":42}`, `{"msg_id":"a\u0062"}`,
+		msg("msg_id", "-0", "order_no", "123456789012345678901234567890"),
+		msg("amount", "12345678901234567.89"), msg("amount", `"-0.50"`), msg("amount", `" 1"`),
+		msg("seq", "9223372036854775807"), msg("seq", "9223372036854775808"), msg("seq", "1.0"),
+		msg("msg_id", `"\uD800"`), msg("msg_id", `"\u0000"`), msg("msg_id", `" "`),
+		msg("x", `{"a":1,"\u0061":2}`), `{"msg_id":"a","msg_id":"b"}`,
+		"\xEF\xBB\xBF{}", "{\"msg_id\":\"\xff\"}", msg() + msg(), msg() + " x",
+		msg("d", strings.Repeat(`[{"a":`, 20)+"0"+strings.Repeat("}]", 20)),
+	} {
+		f.Add([]byte(s))
+	}
+	if files, err := filepath.Glob(filepath.Join("testdata", "parse", "*.json")); err == nil {
+		for _, file := range files {
+			if data, err := os.ReadFile(file); err == nil {
+				f.Add(data)
+			}
+		}
+	}
+	// Small seeds only: the fuzzer minimizes every new input it finds, in
+	// time quadratic in its length, and stops mutating while it does.
+	for _, file := range suiteFiles(f) {
+		if data, err := os.ReadFile(file); err == nil && len(data) <= 512 {
+			f.Add(data)
+		}
+	}
+	full, keyOnly := DefaultContract(), DefaultContract()
+	keyOnly.Required = nil
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := full.Parse(data)
+		checkFuzzResult(t, data, m, err)
+		m2, err2 := keyOnly.Parse(data)
+		checkFuzzResult(t, data, m2, err2)
+		if err == nil && (err2 != nil || m.MsgID != m2.MsgID || m.Amount != m2.Amount || m.Seq != m2.Seq || m.OrderNo != m2.OrderNo) {
+			t.Fatalf("the full contract accepts %+v, the key-only contract gives %+v, %v", m, m2, err2)
+		}
+	})
+}
+
+func checkFuzzResult(t *testing.T, data []byte, m *Message, err error) {
+	t.Helper()
+	valid := json.Valid(data)
+	if err != nil {
+		re, isReject := err.(*RejectError)
+		if !isReject {
+			t.Fatalf("error %T %v is not a *RejectError", err, err)
+		}
+		if m != nil {
+			t.Fatalf("a Message with an error")
+		}
+		if strings.ContainsAny(re.Detail, "\r\n") {
+			t.Fatalf("detail %q spans lines", re.Detail)
+		}
+		if !valid && utf8.Valid(data) && re.Reason != ReasonParse {
+			t.Fatalf("encoding/json rejects %q, Parse says %v", data, re)
+		}
+		if valid && utf8.Valid(data) && re.Reason == ReasonParse &&
+			!strings.HasPrefix(re.Detail, "not a JSON object") && !strings.HasPrefix(re.Detail, "nesting deeper") &&
+			re.Detail != "empty message" {
+			t.Fatalf("encoding/json accepts %q, Parse says %v", data, re)
+		}
+		return
+	}
+	if !valid {
+		t.Fatalf("Parse accepts %q, encoding/json does not", data)
+	}
+	if strings.TrimSpace(m.MsgID) == "" {
+		t.Fatalf("empty MsgID %q accepted", m.MsgID)
+	}
+	if m.Amount != "" && !refIsNumber(string(m.Amount)) {
+		t.Fatalf("Amount %q is not a JSON number", m.Amount)
+	}
+	if m.Seq < 0 {
+		t.Fatalf("Seq %d", m.Seq)
+	}
+	if !bytes.Equal(m.Raw, data) {
+		t.Fatalf("Raw is not the input")
+	}
+	// encoding/json decodes the same values (keys are unique, so its
+	// last-wins rule does not matter).
+	var ref map[string]any
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(&ref); err != nil {
+		t.Fatalf("encoding/json cannot decode an accepted message: %v", err)
+	}
+	if len(ref) != len(m.Fields) {
+		t.Fatalf("%d fields, encoding/json finds %d", len(m.Fields), len(ref))
+	}
+	for _, f := range m.Fields {
+		v, found := ref[f.Name]
+		if !found {
+			t.Fatalf("field %q unknown to encoding/json", f.Name)
+		}
+		var want Kind
+		switch v := v.(type) {
+		case string:
+			want = KindString
+		case json.Number:
+			want = KindNumber
+			if !strings.ContainsAny(string(v), ".eE") {
+				want = KindInteger
+			}
+		case bool:
+			want = KindBoolean
+		case map[string]any:
+			want = KindObject
+		case []any:
+			want = KindArray
+		case nil:
+			want = KindNull
+		}
+		if f.Kind != want {
+			t.Fatalf("field %q kind %s, encoding/json says %s", f.Name, f.Kind, want)
+		}
+		if !json.Valid(f.Raw) {
+			t.Fatalf("field %q Raw %q is not JSON", f.Name, f.Raw)
+		}
+	}
+	text := func(name string) string {
+		switch v := ref[name].(type) {
+		case string:
+			return v
+		case json.Number:
+			return string(v)
+		}
+		return ""
+	}
+	if m.MsgID != text(DefaultKeyField) || m.OrderNo != text(DefaultOrderField) || string(m.Amount) != text(DefaultAmountField) {
+		t.Fatalf("values %q %q %q, encoding/json decodes %q %q %q", m.MsgID, m.OrderNo, m.Amount,
+			text(DefaultKeyField), text(DefaultOrderField), text(DefaultAmountField))
+	}
+	if s := text(DefaultSeqField); (s == "" && m.Seq != 0) || (s != "" && s != itoa(int(m.Seq))) {
+		t.Fatalf("Seq %d, encoding/json decodes %q", m.Seq, s)
+	}
+}
+
+// refIsNumber reports whether s is exactly one JSON number, according to
+// encoding/json: the fuzzer's reference for isJSONNumber.
+func refIsNumber(s string) bool {
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return false
+	}
+	n, ok := v.(json.Number)
+	return ok && string(n) == s
+}
+
+func BenchmarkParse(b *testing.B) {
+	data := []byte(benchMessage)
+	c := DefaultContract()
+	b.ReportAllocs()
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, err := c.Parse(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkParseEncodingJSON is the baseline Parse is measured against:
+// encoding/json decoding the same message into raw fields, which still
+// misses duplicate keys and invalid UTF-8.
+func BenchmarkParseEncodingJSON(b *testing.B) {
+	data := []byte(benchMessage)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(data, &m); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
