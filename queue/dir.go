@@ -1,0 +1,150 @@
+// Package queue implements spool's directory protocol: the four stages of a
+// queue directory, atomic claims into a per-consumer directory that a kernel
+// lock guards, recovery of the claims of dead consumers, no-replace moves
+// between stages, and the one atomic-write helper producers use.
+//
+// It knows nothing of messages' content or of the ledger: the consumer in
+// package spool decides what becomes of a claim; this package only moves
+// files so that none is lost, duplicated or overwritten.
+//
+// Linux is the supported platform (renameat2, flock, dirfd-relative calls).
+package queue
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Stage is one of the four directories of a queue.
+type Stage string
+
+// The stages, in the order a message passes through them.
+const (
+	Inbox      Stage = "inbox"
+	Processing Stage = "processing"
+	Done       Stage = "done"
+	Error      Stage = "error"
+)
+
+// Stages lists every stage.
+var Stages = []Stage{Inbox, Processing, Done, Error}
+
+// ErrNotQueue is wrapped by Open when the directory lacks a stage.
+var ErrNotQueue = errors.New("not a queue directory")
+
+// ErrCrossDevice is wrapped by Open when the stages are not on one
+// filesystem: rename between them would not be atomic, so a move could be
+// half done after a crash.
+var ErrCrossDevice = errors.New("stages are on different filesystems")
+
+// Dir is an open queue directory. It holds a descriptor on each stage so that
+// the hot path uses dirfd-relative system calls. Dir is safe for concurrent
+// use.
+type Dir struct {
+	path string
+	fds  map[Stage]int
+}
+
+// IsMessageName reports whether an entry name is a message: it ends in
+// ".json" and does not start with "." (temp files, editor swap files and
+// in-progress copies stay invisible to consumers).
+func IsMessageName(name string) bool {
+	return strings.HasSuffix(name, ".json") && !strings.HasPrefix(name, ".") && len(name) > len(".json")
+}
+
+// Init creates the queue directory and its four stages; it is idempotent.
+func Init(path string) error {
+	for _, s := range Stages {
+		if err := os.MkdirAll(filepath.Join(path, string(s)), 0o755); err != nil {
+			return fmt.Errorf("init queue: %w", err)
+		}
+	}
+	if err := syncPath(path); err != nil {
+		return fmt.Errorf("init queue: %w", err)
+	}
+	return nil
+}
+
+// Open opens an existing queue directory, checking that every stage exists
+// and that all of them sit on the queue's filesystem.
+func Open(path string) (*Dir, error) {
+	var root unix.Stat_t
+	if err := unix.Stat(path, &root); err != nil {
+		return nil, fmt.Errorf("open queue %s: %w", path, err)
+	}
+	if root.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return nil, fmt.Errorf("open queue %s: %w: not a directory", path, ErrNotQueue)
+	}
+	d := &Dir{path: path, fds: make(map[Stage]int, len(Stages))}
+	for _, s := range Stages {
+		p := filepath.Join(path, string(s))
+		fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			d.Close()
+			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+				return nil, fmt.Errorf("open queue %s: %w: missing %s/ (run spool init)", path, ErrNotQueue, s)
+			}
+			return nil, fmt.Errorf("open queue %s: %w", p, err)
+		}
+		d.fds[s] = fd
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			d.Close()
+			return nil, fmt.Errorf("open queue %s: %w", p, err)
+		}
+		if st.Dev != root.Dev {
+			d.Close()
+			return nil, fmt.Errorf("open queue %s: %w: %s/ is on another filesystem than %s", path, ErrCrossDevice, s, path)
+		}
+	}
+	return d, nil
+}
+
+// Path returns the queue directory's path.
+func (d *Dir) Path() string { return d.path }
+
+// StagePath returns the path of a stage directory.
+func (d *Dir) StagePath(s Stage) string { return filepath.Join(d.path, string(s)) }
+
+// Close releases the stage descriptors.
+func (d *Dir) Close() error {
+	var errs []error
+	for s, fd := range d.fds {
+		if err := unix.Close(fd); err != nil {
+			errs = append(errs, fmt.Errorf("close %s: %w", s, err))
+		}
+		delete(d.fds, s)
+	}
+	return errors.Join(errs...)
+}
+
+// fd returns the descriptor of a stage.
+func (d *Dir) fd(s Stage) int { return d.fds[s] }
+
+// Sync makes the entries of the given stages durable (fsync of each stage
+// directory), so that renames into or out of them survive a power cut.
+func (d *Dir) Sync(stages ...Stage) error {
+	for _, s := range stages {
+		if err := unix.Fsync(d.fd(s)); err != nil {
+			return fmt.Errorf("sync %s: %w", s, err)
+		}
+	}
+	return nil
+}
+
+func syncPath(path string) error {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	err = unix.Fsync(fd)
+	if cerr := unix.Close(fd); err == nil {
+		err = cerr
+	}
+	return err
+}

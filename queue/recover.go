@@ -1,0 +1,167 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Resolver tells recovery where an orphaned claim belongs: Done or Error
+// when the ledger holds its outcome (the consumer died after the commit and
+// before the move), Inbox when it was never recorded (the message must be
+// consumed again, and must not count as a duplicate of itself: I7).
+type Resolver func(ctx context.Context, claimID string) (Stage, error)
+
+// Recovered counts what a recovery pass did.
+type Recovered struct {
+	Sessions int // dead sessions cleared
+	ToInbox  int // unrecorded claims put back
+	ToDone   int // recorded claims finished
+	ToError  int
+}
+
+// Total is the number of files recovery moved.
+func (r Recovered) Total() int { return r.ToInbox + r.ToDone + r.ToError }
+
+// DefaultLease is how long a session on another host may go without
+// renewing its lease before its claims are taken over.
+const DefaultLease = 2 * time.Minute
+
+// staleJoin is how old an unpublished session directory must be before it
+// is removed: its creator may still be between mkdir and flock.
+const staleJoin = time.Minute
+
+// Recover finishes or returns every claim left in processing/ by dead
+// consumers. A session on this host is dead when its lock can be taken
+// (the kernel released it with the process); a session of another host when
+// its lease is older than lease as well. Live sessions are left alone, so
+// Recover is safe to run while other consumers work (I6).
+func (d *Dir) Recover(ctx context.Context, resolve Resolver, lease time.Duration) (Recovered, error) {
+	var rec Recovered
+	host, _ := os.Hostname()
+	host = strings.NewReplacer("/", "_", "@", "_").Replace(host)
+	proc := d.fd(Processing)
+	names, err := readNames(proc)
+	if err != nil {
+		return rec, fmt.Errorf("recover: %w", err)
+	}
+	for _, name := range names {
+		if err := ctx.Err(); err != nil {
+			return rec, err
+		}
+		var st unix.Stat_t
+		if err := unix.Fstatat(proc, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				continue
+			}
+			return rec, fmt.Errorf("recover %s: %w", name, err)
+		}
+		isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
+		switch {
+		case !isDir && IsMessageName(name):
+			// A message directly in processing/ was not claimed by spool
+			// (claims live in session directories): give it back to inbox/.
+			if _, err := moveUnique(proc, name, d.fd(Inbox)); err != nil && !errors.Is(err, unix.ENOENT) {
+				return rec, fmt.Errorf("recover %s: %w", name, err)
+			}
+			rec.ToInbox++
+		case !isDir:
+			// Not ours: leave it.
+		case strings.HasPrefix(name, joinPrefix):
+			if time.Since(time.Unix(st.Mtim.Unix())) > staleJoin {
+				if err := d.recoverSession(ctx, name, resolve, &rec); err != nil {
+					return rec, err
+				}
+			}
+		case strings.HasPrefix(name, "."):
+		default:
+			foreign := sessionHost(name) != host
+			if foreign && time.Since(time.Unix(st.Mtim.Unix())) < lease {
+				continue
+			}
+			if err := d.recoverSession(ctx, name, resolve, &rec); err != nil {
+				return rec, err
+			}
+		}
+	}
+	if rec.Total() > 0 || rec.Sessions > 0 {
+		if err := d.Sync(Processing, Inbox, Done, Error); err != nil {
+			return rec, fmt.Errorf("recover: %w", err)
+		}
+	}
+	return rec, nil
+}
+
+func sessionHost(id string) string {
+	if i := strings.LastIndexByte(id, '@'); i >= 0 {
+		return id[i+1:]
+	}
+	return ""
+}
+
+// recoverSession takes a session's lock and, if it was free, moves every
+// claim inside to where the resolver says, then removes the directory.
+func (d *Dir) recoverSession(ctx context.Context, name string, resolve Resolver, rec *Recovered) error {
+	proc := d.fd(Processing)
+	fd, err := unix.Openat(proc, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil // another consumer recovered it meanwhile
+		}
+		return fmt.Errorf("recover %s: %w", name, err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil // alive
+		}
+		return fmt.Errorf("recover %s: lock: %w", name, err)
+	}
+	session := strings.TrimPrefix(name, joinPrefix)
+	entries, err := readNames(fd)
+	if err != nil {
+		return fmt.Errorf("recover %s: %w", name, err)
+	}
+	for _, e := range entries {
+		var st unix.Stat_t
+		if err := unix.Fstatat(fd, e, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return fmt.Errorf("recover %s/%s: %w", name, e, err)
+		}
+		to, err := resolve(ctx, claimID(session, &st))
+		if err != nil {
+			return fmt.Errorf("recover %s/%s: %w", name, e, err)
+		}
+		if _, err := moveUnique(fd, e, d.fd(to)); err != nil {
+			return fmt.Errorf("recover %s/%s to %s: %w", name, e, to, err)
+		}
+		switch to {
+		case Done:
+			rec.ToDone++
+		case Error:
+			rec.ToError++
+		default:
+			rec.ToInbox++
+		}
+	}
+	if err := unix.Unlinkat(proc, name, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("recover %s: remove: %w", name, err)
+	}
+	rec.Sessions++
+	return nil
+}
+
+// readNames lists a directory by descriptor without closing it.
+func readNames(dirfd int) ([]string, error) {
+	fd, err := unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), ".")
+	defer f.Close()
+	return f.Readdirnames(-1)
+}

@@ -1,0 +1,273 @@
+package queue
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrGone is returned by Claim when the message is no longer in inbox/:
+// another consumer claimed it first (or it was removed). Skip it.
+var ErrGone = errors.New("message gone from inbox")
+
+// ErrBusy is returned by Claim when this session already holds a claim of
+// the same name; the newer file stays in inbox/ to be claimed later, since a
+// claim never clobbers an in-flight file.
+var ErrBusy = errors.New("a claim of the same name is in flight")
+
+// ErrNotRegular is returned by Claim.Read for a symlink, FIFO, device or
+// directory: it is never opened or followed.
+var ErrNotRegular = errors.New("not a regular file")
+
+// TooLargeError is returned by Claim.Read for a file over the size limit.
+type TooLargeError struct{ Size, Limit int64 }
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("%d bytes, over the %d-byte limit", e.Size, e.Limit)
+}
+
+// joinPrefix marks a session directory that is being created: it is renamed
+// to its final name only once locked, so that a recovering consumer never
+// mistakes a newborn session for a dead one.
+const joinPrefix = ".join-"
+
+// Session is one consumer's presence in processing/: a directory of its own,
+// processing/<id>/, on which it holds an exclusive flock for its whole life.
+// The kernel drops the lock when the process dies, however it dies, which is
+// how the next consumer knows at once that the claims inside are orphans
+// (I5). A Session is used by one consumer; Claim, Read and Finish may be
+// called from several goroutines.
+type Session struct {
+	d    *Dir
+	id   string
+	fd   int // the session directory, flocked
+	host string
+}
+
+// Join creates and locks this consumer's claim directory in processing/.
+func (d *Dir) Join() (*Session, error) {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	host = strings.NewReplacer("/", "_", "@", "_").Replace(host)
+	var rnd [6]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		return nil, fmt.Errorf("join: %w", err)
+	}
+	id := fmt.Sprintf("%s-%d@%s", hex.EncodeToString(rnd[:]), os.Getpid(), host)
+	proc := d.fd(Processing)
+	tmp := joinPrefix + id
+	if err := unix.Mkdirat(proc, tmp, 0o755); err != nil {
+		return nil, fmt.Errorf("join: create %s: %w", tmp, err)
+	}
+	fd, err := unix.Openat(proc, tmp, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		_ = unix.Unlinkat(proc, tmp, unix.AT_REMOVEDIR)
+		return nil, fmt.Errorf("join: open %s: %w", tmp, err)
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		unix.Close(fd)
+		_ = unix.Unlinkat(proc, tmp, unix.AT_REMOVEDIR)
+		return nil, fmt.Errorf("join: lock %s: %w", tmp, err)
+	}
+	if err := unix.Renameat2(proc, tmp, proc, id, unix.RENAME_NOREPLACE); err != nil && !errors.Is(err, unix.EINVAL) {
+		unix.Close(fd)
+		_ = unix.Unlinkat(proc, tmp, unix.AT_REMOVEDIR)
+		return nil, fmt.Errorf("join: publish %s: %w", id, err)
+	} else if err != nil {
+		if err := unix.Renameat(proc, tmp, proc, id); err != nil {
+			unix.Close(fd)
+			return nil, fmt.Errorf("join: publish %s: %w", id, err)
+		}
+	}
+	if err := unix.Fsync(proc); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("join: sync processing: %w", err)
+	}
+	return &Session{d: d, id: id, fd: fd, host: host}, nil
+}
+
+// ID identifies the session (random, pid and host) for the ledger.
+func (s *Session) ID() string { return s.id }
+
+// Claim is one message claimed by a session: the file now sits in
+// processing/<session>/<Name>.
+type Claim struct {
+	// Name is the message's name in inbox/.
+	Name string
+	// ID is the identity of this claim (session, inode, change time): unique
+	// across claims, and derivable again from the file while it sits in the
+	// claim directory, so recovery can ask the ledger what became of it (I7).
+	ID string
+	// Ino is the file's inode number.
+	Ino uint64
+	// Mode is the file type (from lstat: a symlink is reported as such).
+	Mode uint32
+	// Size is the file's size in bytes as the claim found it.
+	Size int64
+}
+
+// Regular reports whether the claimed entry is a regular file.
+func (c *Claim) Regular() bool { return c.Mode&unix.S_IFMT == unix.S_IFREG }
+
+// claimID derives a claim's identity from its session and the claimed
+// file's inode and change time. The rename into the claim directory sets
+// the change time, so a later claim of a file under the same name, even a
+// byte-identical redelivery or a reused inode, gets another identity.
+func claimID(session string, st *unix.Stat_t) string {
+	return session + ":" + strconv.FormatUint(st.Ino, 10) + ":" +
+		strconv.FormatInt(st.Ctim.Sec, 10) + "." + strconv.FormatInt(st.Ctim.Nsec, 10)
+}
+
+// Claim atomically moves inbox/name into the session's directory. It
+// returns ErrGone when another consumer won the race, ErrBusy when a claim
+// of the same name is already in flight in this session.
+func (s *Session) Claim(name string) (*Claim, error) {
+	err := renameNoReplace(s.d.fd(Inbox), name, s.fd, name)
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return nil, ErrGone
+	case errors.Is(err, unix.EEXIST):
+		return nil, ErrBusy
+	case err != nil:
+		return nil, fmt.Errorf("claim %s: %w", name, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(s.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return nil, fmt.Errorf("claim %s: stat: %w", name, err)
+	}
+	return &Claim{Name: name, ID: claimID(s.id, &st), Ino: st.Ino, Mode: st.Mode, Size: st.Size}, nil
+}
+
+// Read returns the content of a claimed regular file, up to limit bytes.
+// It never follows a symlink and never blocks on a FIFO: anything but a
+// regular file is ErrNotRegular without being opened, and a file over the
+// limit is a *TooLargeError without being read.
+func (s *Session) Read(c *Claim, limit int64) ([]byte, error) {
+	return readAt(s.fd, c, limit)
+}
+
+func readAt(dirfd int, c *Claim, limit int64) ([]byte, error) {
+	if !c.Regular() {
+		return nil, ErrNotRegular
+	}
+	if c.Size > limit {
+		return nil, &TooLargeError{Size: c.Size, Limit: limit}
+	}
+	fd, err := unix.Openat(dirfd, c.Name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) {
+			return nil, ErrNotRegular
+		}
+		return nil, fmt.Errorf("read %s: %w", c.Name, err)
+	}
+	f := os.NewFile(uintptr(fd), c.Name)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, fmt.Errorf("read %s: %w", c.Name, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, ErrNotRegular
+	}
+	// Read one byte past the limit: a file that grew since the claim (a
+	// producer still writing into inbox/ directly) is still caught.
+	buf := make([]byte, 0, st.Size+1)
+	buf, err = readAll(f, buf, limit+1)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", c.Name, err)
+	}
+	if int64(len(buf)) > limit {
+		return nil, &TooLargeError{Size: int64(len(buf)), Limit: limit}
+	}
+	return buf, nil
+}
+
+func readAll(r io.Reader, buf []byte, max int64) ([]byte, error) {
+	for int64(len(buf)) < max {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		room := cap(buf) - len(buf)
+		if int64(room) > max-int64(len(buf)) {
+			room = int(max - int64(len(buf)))
+		}
+		n, err := r.Read(buf[len(buf) : len(buf)+room])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+	return buf, nil
+}
+
+// Finish moves a claimed file to done/ or error/, keeping both files on a
+// name collision; it returns the name the file got there. The caller must
+// have committed the claim's outcome durably first (I3, I4).
+func (s *Session) Finish(c *Claim, to Stage) (string, error) {
+	if to != Done && to != Error && to != Inbox {
+		return "", fmt.Errorf("finish %s: cannot move to %s", c.Name, to)
+	}
+	final, err := moveUnique(s.fd, c.Name, s.d.fd(to))
+	if err != nil {
+		return "", fmt.Errorf("finish %s to %s: %w", c.Name, to, err)
+	}
+	return final, nil
+}
+
+// Sync makes the session's claims durable (fsync of its directory), so a
+// claim recorded in the ledger cannot be undone by a power cut.
+func (s *Session) Sync() error {
+	if err := unix.Fsync(s.fd); err != nil {
+		return fmt.Errorf("sync claims: %w", err)
+	}
+	return nil
+}
+
+// Touch renews the session's lease (its directory's modification time), so
+// that consumers on other hosts, which cannot see its lock, leave its
+// claims alone while it lives.
+func (s *Session) Touch() error {
+	now := time.Now()
+	ts := []unix.Timespec{unix.NsecToTimespec(now.UnixNano()), unix.NsecToTimespec(now.UnixNano())}
+	if err := unix.UtimesNanoAt(s.d.fd(Processing), s.id, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return fmt.Errorf("renew lease: %w", err)
+	}
+	return nil
+}
+
+// Close removes the session's directory, which must be empty (every claim
+// finished), and releases its lock. A session with claims left in flight
+// keeps its directory: the next consumer recovers them.
+func (s *Session) Close() error {
+	if s.fd < 0 {
+		return nil
+	}
+	proc := s.d.fd(Processing)
+	err := unix.Unlinkat(proc, s.id, unix.AT_REMOVEDIR)
+	if err != nil && !errors.Is(err, unix.ENOENT) {
+		err = fmt.Errorf("close session %s: %w", s.id, err)
+	} else {
+		err = nil
+		if serr := unix.Fsync(proc); serr != nil {
+			err = fmt.Errorf("close session: sync processing: %w", serr)
+		}
+	}
+	if cerr := unix.Close(s.fd); cerr != nil && err == nil {
+		err = fmt.Errorf("close session %s: %w", s.id, cerr)
+	}
+	s.fd = -1
+	return err
+}
