@@ -1,0 +1,180 @@
+package ledgertest
+
+import (
+	"errors"
+	"io/fs"
+	"reflect"
+	"testing"
+
+	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/ledger"
+)
+
+// testFailingBatch: a batch that fails part-way commits nothing and leaves
+// every Outcome empty, so the consumer moves no file (I3, I4).
+func testFailingBatch(t *testing.T, db *ledger.DB) {
+	a := valid("c1", msg{ID: "m1", OrderNo: "A", Seq: 1, Amount: "1"})
+	b := rejected("c2", "bad.json", 7, spool.ReasonParse, "", "x")
+	c := valid("c1", msg{ID: "m2", OrderNo: "A", Seq: 2, Amount: "1"}) // same claim: UNIQUE fails
+	c.Outcome = spool.OutcomeProcessed                                 // stale: must be cleared
+	if err := db.Record(t.Context(), []*spool.Delivery{a, b, c}); err == nil {
+		t.Fatal("Record with a claim twice: nil error, want one")
+	}
+	if got, want := outcomes(a, b, c), []spool.Outcome{"", "", ""}; !reflect.DeepEqual(got, want) {
+		t.Errorf("outcomes after a failed batch = %q, want all empty", got)
+	}
+	assertEmpty(t, db)
+
+	// The failed transaction left nothing locked: the batch, fixed, goes in.
+	c.Claim = "c3"
+	record(t, db, a, b, c)
+	if got, want := outcomes(a, b, c), []spool.Outcome{spool.OutcomeProcessed, spool.OutcomeDeadLetter, spool.OutcomeProcessed}; !reflect.DeepEqual(got, want) {
+		t.Errorf("outcomes after retry = %q, want %q", got, want)
+	}
+}
+
+func assertEmpty(t *testing.T, db *ledger.DB) {
+	t.Helper()
+	for _, claim := range []string{"c1", "c2"} {
+		if o, ok := claimOutcome(t, db, claim); ok {
+			t.Errorf("ClaimOutcome(%s) = %q after a failed batch, want not found", claim, o)
+		}
+	}
+	for _, id := range []string{"m1", "m2"} {
+		if _, ok := processedRow(t, db, id); ok {
+			t.Errorf("Processed(%s) found after a failed batch", id)
+		}
+	}
+	for _, table := range []string{"processed", "deliveries"} {
+		if n := count(t, db, "SELECT COUNT(*) FROM "+table); n != 0 {
+			t.Errorf("%s rows after a failed batch = %d, want 0", table, n)
+		}
+	}
+}
+
+// testClaimRecordedTwice: a claim is recorded at most once, across batches;
+// a consumer recovering a claim must ask ClaimOutcome first (I7).
+func testClaimRecordedTwice(t *testing.T, db *ledger.DB) {
+	first := valid("c1", msg{ID: "m1"})
+	record(t, db, first)
+	other := valid("c9", msg{ID: "m9"})
+	again := valid("c1", msg{ID: "m1"})
+	if err := db.Record(t.Context(), []*spool.Delivery{other, again}); err == nil {
+		t.Fatal("Record of an already recorded claim: nil error, want one")
+	}
+	if other.Outcome != "" || again.Outcome != "" {
+		t.Errorf("outcomes = %q, %q, want empty", other.Outcome, again.Outcome)
+	}
+	if _, ok := processedRow(t, db, "m9"); ok {
+		t.Error("Processed(m9) found: the failed batch was partly committed")
+	}
+	if o, ok := claimOutcome(t, db, "c1"); !ok || o != spool.OutcomeProcessed {
+		t.Errorf("ClaimOutcome(c1) = %q, %v, want processed, true", o, ok)
+	}
+}
+
+func testBadDelivery(t *testing.T, db *ledger.DB) {
+	good := valid("ok", msg{ID: "ok"})
+	noClaim := valid("", msg{ID: "m1"})
+	neither := valid("c2", msg{ID: "m2"})
+	neither.Message = nil
+	both := valid("c3", msg{ID: "m3"})
+	both.Reject = &spool.RejectError{Reason: spool.ReasonParse}
+	noID := valid("c4", msg{ID: ""})
+	noReason := rejected("c5", "x.json", 5, "", "", "why?")
+	for name, bad := range map[string]*spool.Delivery{
+		"no claim": noClaim, "neither": neither, "both": both, "no msg_id": noID, "no reason": noReason, "nil": nil,
+	} {
+		err := db.Record(t.Context(), []*spool.Delivery{good, bad})
+		if !errors.Is(err, ledger.ErrBadDelivery) {
+			t.Errorf("Record(%s) = %v, want ErrBadDelivery", name, err)
+		}
+		if good.Outcome != "" {
+			t.Errorf("Record(%s): good delivery's outcome = %q, want empty", name, good.Outcome)
+		}
+	}
+	if n := count(t, db, "SELECT COUNT(*) FROM deliveries"); n != 0 {
+		t.Errorf("deliveries = %d after bad batches, want 0", n)
+	}
+}
+
+func testEmptyBatch(t *testing.T, db *ledger.DB) {
+	if err := db.Record(t.Context(), nil); err != nil {
+		t.Errorf("Record(nil) = %v, want nil", err)
+	}
+}
+
+// testUncleanText: a file name that is not UTF-8, or a detail holding NUL,
+// must not fail the batch on any engine; they are stored with U+FFFD.
+func testUncleanText(t *testing.T, db *ledger.DB) {
+	dl := rejected("c1", "caf\xe9.json", 11, spool.ReasonParse, "", "bad byte \x00 at 3")
+	p := valid("c2", msg{ID: "m1"})
+	p.File = "r\xe9sum\xe9.json"
+	record(t, db, dl, p)
+	got, ok, err := db.DeadLetterByIno(t.Context(), 11)
+	if err != nil || !ok {
+		t.Fatalf("DeadLetterByIno(11) = %v, %v", ok, err)
+	}
+	if got.File != "caf\uFFFD.json" || got.Detail != "bad byte \uFFFD at 3" {
+		t.Errorf("dead letter file, detail = %q, %q, want %q, %q", got.File, got.Detail, "caf\uFFFD.json", "bad byte \uFFFD at 3")
+	}
+	r, _ := processedRow(t, db, "m1")
+	if r.File != "r\uFFFDsum\uFFFD.json" {
+		t.Errorf("processed file = %q, want %q", r.File, "r\uFFFDsum\uFFFD.json")
+	}
+}
+
+// testViews: the operator views exist and select what they say.
+func testViews(t *testing.T, db *ledger.DB) {
+	record(t, db,
+		valid("c1", msg{ID: "m1"}), valid("c2", msg{ID: "m1"}), valid("c3", msg{ID: "m1"}),
+		rejected("c4", "x.json", 4, spool.ReasonTooLarge, "", "2 MiB"))
+	if n := count(t, db, "SELECT COUNT(*) FROM duplicates WHERE msg_id = 'm1'"); n != 2 {
+		t.Errorf("duplicates view rows = %d, want 2", n)
+	}
+	if n := count(t, db, "SELECT COUNT(*) FROM dead_letters WHERE reason = 'too-large' AND detail = '2 MiB'"); n != 1 {
+		t.Errorf("dead_letters view rows = %d, want 1", n)
+	}
+}
+
+// testMigrate: Migrate is idempotent, also when run concurrently, and
+// records every migration once.
+func testMigrate(t *testing.T, db *ledger.DB) {
+	files, err := fs.Glob(db.Dialect().Migrations(), "*.up.sql")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("migrations of %s: %q, %v", db.Dialect().Name(), files, err)
+	}
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() { errs <- db.Migrate(t.Context()) }()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Errorf("Migrate: %v", err)
+		}
+	}
+	if n := count(t, db, "SELECT COUNT(*) FROM schema_migrations"); n != int64(len(files)) {
+		t.Errorf("schema_migrations rows = %d, want %d", n, len(files))
+	}
+	// The schema still works.
+	record(t, db, valid("c1", msg{ID: "m1"}))
+}
+
+func testClosed(t *testing.T, db *ledger.DB) {
+	if err := db.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	d := valid("c1", msg{ID: "m1"})
+	if err := db.Record(t.Context(), []*spool.Delivery{d}); !errors.Is(err, spool.ErrLedgerClosed) {
+		t.Errorf("Record after Close = %v, want ErrLedgerClosed", err)
+	}
+	if _, _, err := db.ClaimOutcome(t.Context(), "c1"); !errors.Is(err, spool.ErrLedgerClosed) {
+		t.Errorf("ClaimOutcome after Close = %v, want ErrLedgerClosed", err)
+	}
+	if _, err := db.Stats(t.Context()); !errors.Is(err, spool.ErrLedgerClosed) {
+		t.Errorf("Stats after Close = %v, want ErrLedgerClosed", err)
+	}
+	if err := db.Close(); err != nil {
+		t.Errorf("second Close = %v, want nil", err)
+	}
+}

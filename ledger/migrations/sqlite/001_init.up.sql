@@ -1,0 +1,72 @@
+-- 001_init: the ledger's tables on SQLite. Keep in step with
+-- ../postgres/001_init.up.sql: the shared queries in package ledger must run
+-- unchanged on both.
+--
+-- Timestamps are TEXT in the fixed-width UTC layout
+-- 2006-01-02T15:04:05.000000Z, so they compare and sort correctly as text.
+-- Money (amount) is TEXT: a NUMERIC or REAL column would round it.
+
+-- processed holds one row per distinct valid msg_id (I2). Its PRIMARY KEY is
+-- what absorbs duplicates: INSERT ... ON CONFLICT (msg_id) DO NOTHING.
+-- NOT NULL is spelled out because SQLite lets a non-INTEGER PRIMARY KEY be NULL.
+CREATE TABLE processed (
+    msg_id       TEXT    NOT NULL PRIMARY KEY,
+    order_no     TEXT,
+    seq          INTEGER,
+    amount       TEXT,
+    processed_at TEXT    NOT NULL,
+    file         TEXT    NOT NULL,
+    content_hash TEXT    NOT NULL,
+    payload      TEXT    NOT NULL,
+    claim        TEXT    NOT NULL
+);
+
+-- The order check groups and windows by (order_no, seq).
+CREATE INDEX processed_order_seq ON processed (order_no, seq);
+
+-- deliveries holds one row per claim, whatever became of it: a recovering
+-- consumer asks it about a claim it finds in processing/ (I7), and a dead
+-- letter's row carries its reason and detail (I4).
+CREATE TABLE deliveries (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,
+    claim        TEXT    NOT NULL UNIQUE,
+    file         TEXT    NOT NULL,
+    ino          INTEGER,
+    consumer     TEXT    NOT NULL,
+    msg_id       TEXT,
+    outcome      TEXT    NOT NULL
+                 CHECK (outcome IN ('processed', 'duplicate', 'dead-letter')),
+    reason       TEXT,
+    field        TEXT,
+    detail       TEXT,
+    content_hash TEXT,
+    size         INTEGER,
+    at           TEXT    NOT NULL,
+    CHECK (outcome = 'dead-letter' OR msg_id IS NOT NULL),
+    CHECK (outcome <> 'dead-letter' OR reason IS NOT NULL)
+);
+
+CREATE INDEX deliveries_outcome_msg_id ON deliveries (outcome, msg_id);
+CREATE INDEX deliveries_ino ON deliveries (ino);
+
+-- replays records every file an operator moved from error/ back to inbox/.
+CREATE TABLE replays (
+    id       INTEGER PRIMARY KEY AUTOINCREMENT,
+    file     TEXT    NOT NULL,
+    new_name TEXT    NOT NULL,
+    ino      INTEGER,
+    by_user  TEXT    NOT NULL,
+    note     TEXT,
+    at       TEXT    NOT NULL
+);
+
+-- Views for operators: SELECT * FROM duplicates; SELECT * FROM dead_letters.
+CREATE VIEW duplicates AS
+    SELECT id, msg_id, file, ino, consumer, claim, content_hash, size, at
+    FROM deliveries
+    WHERE outcome = 'duplicate';
+
+CREATE VIEW dead_letters AS
+    SELECT id, file, ino, reason, field, detail, consumer, claim, content_hash, size, at
+    FROM deliveries
+    WHERE outcome = 'dead-letter';

@@ -1,0 +1,50 @@
+package ledger
+
+// queries are the shared SQL statements, written once with ? placeholders in
+// the subset of SQL that SQLite and PostgreSQL both speak, and rebound for
+// the dialect when a DB is made.
+type queries struct {
+	insertProcessed string
+	insertDelivery  string
+	claimOutcome    string
+	duplicates      string
+	deadLetterByIno string
+	countProcessed  string
+	countDeliveries string
+	insertReplay    string
+	processed       string
+}
+
+func newQueries(d Dialect) queries {
+	return queries{
+		// I2: the PRIMARY KEY, not application code, decides; RowsAffected
+		// tells an insert (1) from a duplicate (0) on both engines.
+		insertProcessed: d.Rebind(`INSERT INTO processed
+    (msg_id, order_no, seq, amount, processed_at, file, content_hash, payload, claim)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (msg_id) DO NOTHING`),
+		insertDelivery: d.Rebind(`INSERT INTO deliveries
+    (claim, file, ino, consumer, msg_id, outcome, reason, field, detail, content_hash, size, at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		claimOutcome: d.Rebind(`SELECT outcome FROM deliveries WHERE claim = ?`),
+		// Sorted in Go, not here: collations differ between engines.
+		duplicates: d.Rebind(`SELECT DISTINCT msg_id FROM deliveries
+WHERE outcome = 'duplicate' AND msg_id IS NOT NULL`),
+		// Latest by id, the ledger's own commit order, not by the consumers'
+		// clocks, which may disagree across hosts.
+		deadLetterByIno: d.Rebind(`SELECT file, reason, field, detail, at, claim, consumer
+FROM deliveries
+WHERE outcome = 'dead-letter' AND ino = ?
+ORDER BY id DESC
+LIMIT 1`),
+		countProcessed: d.Rebind(`SELECT COUNT(*) FROM processed`),
+		countDeliveries: d.Rebind(`SELECT outcome, reason, COUNT(*) FROM deliveries
+WHERE outcome <> 'processed'
+GROUP BY outcome, reason`),
+		insertReplay: d.Rebind(`INSERT INTO replays (file, new_name, ino, by_user, note, at)
+VALUES (?, ?, ?, ?, ?, ?)`),
+		processed: d.Rebind(`SELECT msg_id, order_no, seq, amount, processed_at, file, content_hash, payload, claim
+FROM processed
+WHERE msg_id = ?`),
+	}
+}

@@ -1,0 +1,148 @@
+// Package sqlite is the embedded ledger backend: a single SQLite file, by
+// default DIR/ledger.db inside the queue directory, shared by every consumer
+// process on the host. It uses modernc.org/sqlite, a pure-Go SQLite, so the
+// spool binary builds with CGO_ENABLED=0.
+//
+// The file must live on a local filesystem: WAL mode relies on shared memory
+// that network filesystems do not provide. Consumers on several hosts share a
+// PostgreSQL ledger instead.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	// The "sqlite" database/sql driver.
+	_ "modernc.org/sqlite"
+
+	"github.com/spoolq/spool/ledger"
+)
+
+// busyTimeout is how long, in milliseconds, a connection waits for another
+// process's write transaction before failing with "database is locked". A
+// write transaction of the ledger lasts milliseconds, so 30 s only runs out
+// when something is badly wrong.
+const busyTimeout = 30000
+
+// maxConns is the size of the connection pool. SQLite admits one writer at a
+// time per file, so more connections would only wait for the write lock in
+// SQLite's busy handler, which polls with sleeps and is unfair; with few
+// connections, goroutines instead queue in database/sql's pool, in order and
+// without polling. Two rather than one lets a reader (a report, ClaimOutcome)
+// run beside a writer, which WAL allows, and keeps the ledger usable if a
+// caller ever holds one connection while asking for another.
+const maxConns = 2
+
+// params are applied by the driver to every connection it opens, so no
+// connection of the pool can miss one (a PRAGMA run once with db.Exec would
+// reach only one connection).
+//
+//   - busy_timeout: several processes share the file; wait rather than fail.
+//   - journal_mode=WAL: readers and the writer do not block each other, and
+//     a commit appends to one file.
+//   - synchronous=FULL: in WAL mode NORMAL may lose the last commits on power
+//     loss; FULL syncs the WAL on every commit, so a row is on disk before its
+//     file leaves processing/ (I3).
+//   - foreign_keys: off by default in SQLite; on, so a future constraint
+//     means the same as on PostgreSQL.
+//   - _txlock=immediate: write transactions take the write lock at BEGIN. A
+//     deferred transaction that reads first and then writes must upgrade its
+//     lock, and two processes doing that at once get SQLITE_BUSY at once,
+//     with no waiting, because one of them would have to give up its
+//     snapshot. Read-only transactions still begin deferred.
+var params = "_pragma=busy_timeout(" + strconv.Itoa(busyTimeout) + ")" +
+	"&_pragma=journal_mode(WAL)" +
+	"&_pragma=synchronous(FULL)" +
+	"&_pragma=foreign_keys(1)" +
+	"&_txlock=immediate"
+
+// Open opens, creating it if needed, the SQLite ledger at path and brings
+// its schema up to date. It fails when SQLite declines WAL mode or
+// synchronous=FULL rather than run without the settings the invariants rely
+// on; SQLite declines a journal mode silently, so Open checks.
+func Open(ctx context.Context, path string) (*ledger.DB, error) {
+	db, err := open(ctx, path)
+	if err != nil {
+		return nil, fmt.Errorf("open ledger %s: %w", path, err)
+	}
+	l, err := ledger.New(ctx, db, ledger.SQLite())
+	if err != nil {
+		_ = db.Close() // the error that matters is New's
+		return nil, fmt.Errorf("open ledger %s: %w", path, err)
+	}
+	return l, nil
+}
+
+// open returns a pool on path whose every connection carries params, after
+// checking on one of them that the settings took effect.
+func open(ctx context.Context, path string) (*sql.DB, error) {
+	dsn, err := dsnFor(path)
+	if err != nil {
+		return nil, err
+	}
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(maxConns)
+	db.SetMaxIdleConns(maxConns)
+	if err := check(ctx, db); err != nil {
+		_ = db.Close() // the error that matters is check's
+		return nil, err
+	}
+	return db, nil
+}
+
+// check verifies the settings SQLite may silently decline: journal_mode
+// reports the mode in force, which stays the old one when WAL is impossible.
+func check(ctx context.Context, db *sql.DB) error {
+	var mode string
+	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return err
+	}
+	if !strings.EqualFold(mode, "wal") {
+		return fmt.Errorf("journal_mode is %q, want wal (is the file on a local filesystem?)", mode)
+	}
+	var sync int
+	if err := db.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&sync); err != nil {
+		return err
+	}
+	if sync != 2 {
+		return fmt.Errorf("synchronous is %d, want 2 (FULL)", sync)
+	}
+	return nil
+}
+
+// dsnFor returns the modernc.org/sqlite data source name for path: a file:
+// URI, so that a path holding '?', '#' or '%' still names the file it says,
+// followed by the parameters every connection must carry.
+func dsnFor(path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	return "file:" + escapePath(filepath.ToSlash(abs)) + "?" + params, nil
+}
+
+// escapePath percent-encodes what SQLite's URI parser would otherwise read as
+// syntax (%, ?, #) and anything outside printable ASCII; SQLite decodes
+// %XX in the path before opening the file.
+func escapePath(p string) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if c <= ' ' || c >= 0x7f || c == '%' || c == '?' || c == '#' {
+			b.WriteByte('%')
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&15])
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}

@@ -1,0 +1,406 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/ledger"
+	"github.com/spoolq/spool/ledger/ledgertest"
+)
+
+func openTemp(t testing.TB) (*ledger.DB, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	db, err := Open(context.Background(), path)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	return db, path
+}
+
+func TestConformance(t *testing.T) {
+	ledgertest.Run(t, func(t *testing.T) *ledger.DB {
+		db, _ := openTemp(t)
+		return db
+	})
+}
+
+func delivery(claim, msgID string) *spool.Delivery {
+	raw := `{"msg_id":` + strconv.Quote(msgID) + `,"order_no":"A","seq":1,"amount":"1.00"}`
+	return &spool.Delivery{
+		Claim: claim, File: msgID + ".json", Ino: 1, Consumer: "test", Size: int64(len(raw)),
+		Message: &spool.Message{MsgID: msgID, OrderNo: "A", Seq: 1, Amount: "1.00", Raw: []byte(raw)},
+		At:      time.Now(),
+	}
+}
+
+// recordAll records msgs under claims prefix-<msg>, in batches, and returns
+// how many were processed.
+func recordAll(ctx context.Context, db *ledger.DB, prefix string, msgs []string, batch int) (int, error) {
+	processed := 0
+	for len(msgs) > 0 {
+		n := min(batch, len(msgs))
+		var ds []*spool.Delivery
+		for _, m := range msgs[:n] {
+			ds = append(ds, delivery(prefix+"-"+m, m))
+		}
+		if err := db.Record(ctx, ds); err != nil {
+			return processed, err
+		}
+		for _, d := range ds {
+			if d.Outcome == spool.OutcomeProcessed {
+				processed++
+			}
+		}
+		msgs = msgs[n:]
+	}
+	return processed, nil
+}
+
+func msgIDs(n, rotate int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("m%03d", (i+rotate)%n)
+	}
+	return ids
+}
+
+func countRows(t *testing.T, db *ledger.DB, query string) int64 {
+	t.Helper()
+	var n int64
+	if err := db.SQL().QueryRowContext(t.Context(), query).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+// TestTwoHandles: two ledgers on one file, as two consumer processes would
+// hold, write at once; none fails with "database is locked" and the PRIMARY
+// KEY still admits one row per msg_id.
+func TestTwoHandles(t *testing.T) {
+	a, path := openTemp(t)
+	defer a.Close()
+	b, err := Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+
+	const msgs = 60
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		total int
+	)
+	for i, db := range []*ledger.DB{a, b, a, b, a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n, err := recordAll(t.Context(), db, fmt.Sprintf("h%d", i), msgIDs(msgs, i*7), 4)
+			if err != nil {
+				t.Errorf("handle %d: %v", i, err)
+			}
+			mu.Lock()
+			total += n
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if total != msgs {
+		t.Errorf("processed outcomes = %d, want %d", total, msgs)
+	}
+	if n := countRows(t, a, "SELECT COUNT(*) FROM processed"); n != msgs {
+		t.Errorf("processed rows = %d, want %d", n, msgs)
+	}
+	if n := countRows(t, b, "SELECT COUNT(*) FROM deliveries WHERE outcome = 'duplicate'"); n != 5*msgs {
+		t.Errorf("duplicate deliveries = %d, want %d", n, 5*msgs)
+	}
+}
+
+// TestMultiProcess: consumer processes sharing the ledger file, for real.
+// Each child is this test binary running TestHelperProcess.
+func TestMultiProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	_, path := openTemp(t) // create and migrate; the children migrate again
+	const procs, msgs = 3, 50
+	var cmds []*exec.Cmd
+	var outs []*strings.Builder
+	for i := range procs {
+		cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "SPOOL_SQLITE_HELPER="+path, "SPOOL_SQLITE_HELPER_ID="+strconv.Itoa(i))
+		var out strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds, outs = append(cmds, cmd), append(outs, &out)
+	}
+	for i, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("process %d: %v\n%s", i, err, outs[i])
+		}
+	}
+	db, err := Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if n := countRows(t, db, "SELECT COUNT(*) FROM processed"); n != msgs {
+		t.Errorf("processed rows = %d, want %d", n, msgs)
+	}
+	if n := countRows(t, db, "SELECT COUNT(*) FROM deliveries"); n != procs*msgs {
+		t.Errorf("deliveries = %d, want %d", n, procs*msgs)
+	}
+}
+
+// TestHelperProcess is a child of TestMultiProcess; on its own it does nothing.
+func TestHelperProcess(t *testing.T) {
+	path := os.Getenv("SPOOL_SQLITE_HELPER")
+	if path == "" {
+		t.Skip("a child of TestMultiProcess")
+	}
+	id, _ := strconv.Atoi(os.Getenv("SPOOL_SQLITE_HELPER_ID"))
+	db, err := Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := recordAll(t.Context(), db, fmt.Sprintf("p%d", id), msgIDs(50, id*13), 3); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPragmas: the settings hold on every connection of the pool, not only
+// the first.
+func TestPragmas(t *testing.T) {
+	db, _ := openTemp(t)
+	defer db.Close()
+	var conns []*sql.Conn
+	for range maxConns {
+		c, err := db.SQL().Conn(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		conns = append(conns, c)
+	}
+	for i, c := range conns {
+		for _, p := range []struct{ pragma, want string }{
+			{"journal_mode", "wal"},
+			{"synchronous", "2"}, // FULL
+			{"busy_timeout", strconv.Itoa(busyTimeout)},
+			{"foreign_keys", "1"},
+		} {
+			var got string
+			if err := c.QueryRowContext(t.Context(), "PRAGMA "+p.pragma).Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			if got != p.want {
+				t.Errorf("connection %d: PRAGMA %s = %q, want %q", i, p.pragma, got, p.want)
+			}
+		}
+	}
+	if got := db.SQL().Stats().MaxOpenConnections; got != maxConns {
+		t.Errorf("max open connections = %d, want %d", got, maxConns)
+	}
+}
+
+// TestImmediate: a write transaction holds the write lock from BEGIN, so a
+// writer never has to upgrade a read lock (which fails at once with
+// SQLITE_BUSY); a read-only one does not take it.
+func TestImmediate(t *testing.T) {
+	db, path := openTemp(t)
+	defer db.Close()
+	other, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(0)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	other.SetMaxOpenConns(1)
+	tryWrite := func() error {
+		c, err := other.Conn(t.Context())
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		if _, err := c.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
+			return err
+		}
+		_, err = c.ExecContext(t.Context(), "ROLLBACK")
+		return err
+	}
+
+	ro, err := db.SQL().BeginTx(t.Context(), &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tryWrite(); err != nil {
+		t.Errorf("write beside a read-only transaction: %v, want success", err)
+	}
+	if err := ro.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+
+	tx, err := db.SQL().BeginTx(t.Context(), nil) // no statement yet
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tryWrite(); err == nil || !strings.Contains(err.Error(), "locked") {
+		t.Errorf("write beside an open write transaction: %v, want database is locked", err)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tryWrite(); err != nil {
+		t.Errorf("write after rollback: %v, want success", err)
+	}
+}
+
+// TestConcurrentOpen: processes starting at once on a new file all migrate
+// it without error, and it is migrated once.
+func TestConcurrentOpen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	var wg sync.WaitGroup
+	dbs := make([]*ledger.DB, 6)
+	for i := range dbs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			db, err := Open(t.Context(), path)
+			if err != nil {
+				t.Errorf("Open %d: %v", i, err)
+				return
+			}
+			dbs[i] = db
+		}()
+	}
+	wg.Wait()
+	for _, db := range dbs {
+		if db != nil {
+			defer db.Close()
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	if n := countRows(t, dbs[0], "SELECT COUNT(*) FROM schema_migrations"); n != 1 {
+		t.Errorf("schema_migrations rows = %d, want 1", n)
+	}
+}
+
+// TestOddPath: '?', '#', '%' and spaces in the path name the file they say,
+// not URI syntax.
+func TestOddPath(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "q?a#b%41 c")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "led ger%20.db")
+	db, err := Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Record(t.Context(), []*spool.Delivery{delivery("c1", "m1")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if want := []string{"led ger%20.db"}; !reflect.DeepEqual(names, want) {
+		t.Errorf("files in %s = %q, want %q (WAL files removed on close)", dir, names, want)
+	}
+}
+
+func TestOpenMissingDir(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "no", "such", "ledger.db")
+	if db, err := Open(t.Context(), path); err == nil {
+		db.Close()
+		t.Fatal("Open in a missing directory: nil error, want one")
+	} else if !strings.Contains(err.Error(), path) {
+		t.Errorf("error %q does not name the path", err)
+	}
+}
+
+// TestOrderCheckSQLOrder: on SQLite (BINARY collation) the query's own ORDER
+// BY already gives OrderCheck's order, so `sqlite3 ledger.db <
+// ordercheck.sql` prints the rows as `spool order-check` does.
+func TestOrderCheckSQLOrder(t *testing.T) {
+	db, _ := openTemp(t)
+	defer db.Close()
+	var ds []*spool.Delivery
+	for i, m := range []struct {
+		order string
+		seq   int64
+	}{{"b", 1}, {"b", 3}, {"X", 1}, {"X", 3}, {"X", 12}, {"X", 12}, {"a", 2}, {"B", 2}, {"X", 9}} {
+		d := delivery(fmt.Sprintf("c%d", i), fmt.Sprintf("m%d", i))
+		d.Message.OrderNo, d.Message.Seq = m.order, m.seq
+		ds = append(ds, d)
+	}
+	if err := db.Record(t.Context(), ds); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ledgertest.RunOrderCheckSQL(t, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []ledger.OrderProblem{
+		{OrderNo: "B", Seq: "1", Problem: "missing"},
+		{OrderNo: "X", Seq: "2", Problem: "missing"},
+		{OrderNo: "X", Seq: "4-8", Problem: "missing"},
+		{OrderNo: "X", Seq: "10-11", Problem: "missing"},
+		{OrderNo: "X", Seq: "12", Problem: "duplicate"},
+		{OrderNo: "a", Seq: "1", Problem: "missing"},
+		{OrderNo: "b", Seq: "2", Problem: "missing"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("OrderCheckSQL =\n%+v\nwant\n%+v", got, want)
+	}
+	check, err := db.OrderCheck(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(check, want) {
+		t.Errorf("OrderCheck =\n%+v\nwant\n%+v", check, want)
+	}
+}
+
+func BenchmarkRecordBatch(b *testing.B) {
+	const size = 256
+	db, _ := openTemp(b)
+	defer db.Close()
+	ctx := context.Background()
+	n := 0
+	for b.Loop() {
+		batch := make([]*spool.Delivery, size)
+		for i := range batch {
+			id := strconv.Itoa(n)
+			batch[i] = delivery("c"+id, "m"+id)
+			n++
+		}
+		if err := db.Record(ctx, batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "msgs/s")
+}
