@@ -1,0 +1,411 @@
+package spool
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/spoolq/spool/queue"
+	"golang.org/x/sys/unix"
+)
+
+// Defaults of Config.
+const (
+	DefaultBatchSize    = 256
+	DefaultBatchBytes   = 8 << 20
+	DefaultPollInterval = 250 * time.Millisecond
+)
+
+// Config tunes a Consumer. The zero value of every field means its default.
+type Config struct {
+	// Contract validates messages. Zero value: DefaultContract().
+	Contract Contract
+	// Workers is how many goroutines claim, read and parse in parallel.
+	// Zero: GOMAXPROCS.
+	Workers int
+	// BatchSize is the most deliveries committed in one ledger transaction.
+	// Zero: DefaultBatchSize. 1 gives one commit per message.
+	BatchSize int
+	// Lease is how long a session of another host may go silent before its
+	// claims are taken over. Zero: queue.DefaultLease.
+	Lease time.Duration
+	// PollInterval is how often Watch looks at an empty inbox.
+	// Zero: DefaultPollInterval.
+	PollInterval time.Duration
+	// Logger receives operational events. Nil: discard.
+	Logger *slog.Logger
+	// OnDelivery, when set, is called after each delivery has reached done/
+	// or error/, with the name it got there; for progress and metrics. It
+	// must be quick and safe for concurrent use.
+	OnDelivery func(d *Delivery, stored string)
+}
+
+// Stats counts what a run did.
+type Stats struct {
+	Processed   int
+	Duplicates  int
+	DeadLetters int
+	// Recovered counts claims of dead consumers finished or put back.
+	Recovered int
+}
+
+// Total is the number of deliveries finished.
+func (s Stats) Total() int { return s.Processed + s.Duplicates + s.DeadLetters }
+
+func (s *Stats) add(o Outcome) {
+	switch o {
+	case OutcomeProcessed:
+		s.Processed++
+	case OutcomeDuplicate:
+		s.Duplicates++
+	case OutcomeDeadLetter:
+		s.DeadLetters++
+	}
+}
+
+// Consumer drains a queue directory into a ledger, keeping I1 to I7.
+type Consumer struct {
+	dir    *queue.Dir
+	ledger Ledger
+	cfg    Config
+	log    *slog.Logger
+}
+
+// NewConsumer returns a consumer of dir recording into l.
+func NewConsumer(dir *queue.Dir, l Ledger, cfg Config) (*Consumer, error) {
+	if cfg.Contract.KeyField == "" {
+		cfg.Contract = DefaultContract()
+	}
+	if err := cfg.Contract.Check(); err != nil {
+		return nil, err
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = runtime.GOMAXPROCS(0)
+	}
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = DefaultBatchSize
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = queue.DefaultLease
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = DefaultPollInterval
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Consumer{dir: dir, ledger: l, cfg: cfg, log: log}, nil
+}
+
+// Drain consumes inbox/ until a pass finds nothing to claim, then returns.
+// Claims left by dead consumers are recovered first and again before
+// returning, so that processing/ holds nothing of theirs (I5).
+func (c *Consumer) Drain(ctx context.Context) (Stats, error) {
+	return c.run(ctx, false)
+}
+
+// Watch consumes inbox/ and keeps consuming new arrivals until ctx is
+// cancelled; the batch in flight is finished, not abandoned.
+func (c *Consumer) Watch(ctx context.Context) (Stats, error) {
+	return c.run(ctx, true)
+}
+
+func (c *Consumer) run(ctx context.Context, watch bool) (Stats, error) {
+	var st Stats
+	s, err := c.dir.Join()
+	if err != nil {
+		return st, fmt.Errorf("consume: %w", err)
+	}
+	c.log.Debug("session joined", "session", s.ID())
+	stopLease := c.renewLease(s)
+	defer stopLease()
+	// In-flight work finishes even when ctx is cancelled (Watch's shutdown),
+	// so the ledger and the moves use a context that is not cancelled.
+	work := context.WithoutCancel(ctx)
+	for {
+		if err := c.recover(work, &st); err != nil {
+			return st, c.abandon(s, err)
+		}
+		claimed, err := c.pass(ctx, work, s, &st)
+		if err != nil {
+			return st, c.abandon(s, err)
+		}
+		if claimed > 0 {
+			continue
+		}
+		// An empty pass: recover once more, in case a consumer died while
+		// we ran and left claims that belong back in inbox/.
+		before := st.Recovered
+		if err := c.recover(work, &st); err != nil {
+			return st, c.abandon(s, err)
+		}
+		if st.Recovered > before {
+			continue
+		}
+		if !watch {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return st, s.Close()
+		case <-time.After(c.cfg.PollInterval):
+		}
+	}
+	if err := s.Close(); err != nil {
+		return st, fmt.Errorf("consume: %w", err)
+	}
+	return st, nil
+}
+
+// abandon leaves the session's claims for recovery (exactly as a crash
+// would: the next Recover asks the ledger about each one) and returns err.
+func (c *Consumer) abandon(s *queue.Session, err error) error {
+	if cerr := s.Close(); cerr != nil {
+		c.log.Warn("claims left for recovery", "session", s.ID(), "err", cerr)
+	}
+	return err
+}
+
+func (c *Consumer) renewLease(s *queue.Session) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(c.cfg.Lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if err := s.Touch(); err != nil {
+					c.log.Warn("lease renewal failed", "err", err)
+				}
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+func (c *Consumer) recover(ctx context.Context, st *Stats) error {
+	rec, err := c.dir.Recover(ctx, c.resolve, c.cfg.Lease)
+	if err != nil {
+		return fmt.Errorf("recover: %w", err)
+	}
+	if rec.Total() > 0 {
+		c.log.Info("recovered claims of dead consumers", "sessions", rec.Sessions,
+			"to_inbox", rec.ToInbox, "to_done", rec.ToDone, "to_error", rec.ToError)
+	}
+	st.Recovered += rec.Total()
+	return nil
+}
+
+// resolve maps a recorded claim to the stage its outcome sends it to; an
+// unrecorded claim goes back to inbox/ to be consumed as a new claim (I7).
+func (c *Consumer) resolve(ctx context.Context, claim string) (queue.Stage, error) {
+	o, ok, err := c.ledger.ClaimOutcome(ctx, claim)
+	switch {
+	case err != nil:
+		return "", err
+	case !ok:
+		return queue.Inbox, nil
+	case o == OutcomeDeadLetter:
+		return queue.Error, nil
+	default:
+		return queue.Done, nil
+	}
+}
+
+// pass scans inbox/ once and consumes what it can claim, a batch at a time.
+// It returns how many messages it claimed, or were in the way of a claim of
+// the same name, so the caller knows whether another pass is needed.
+func (c *Consumer) pass(ctx, work context.Context, s *queue.Session, st *Stats) (int, error) {
+	claimed := 0
+	err := c.dir.Scan(queue.Inbox, func(names []string) error {
+		for len(names) > 0 {
+			if ctx.Err() != nil {
+				return nil
+			}
+			n := min(len(names), c.cfg.BatchSize)
+			k, err := c.batch(work, s, names[:n], st)
+			claimed += k
+			if err != nil {
+				return err
+			}
+			names = names[n:]
+		}
+		return nil
+	})
+	return claimed, err
+}
+
+type item struct {
+	claim *queue.Claim
+	d     *Delivery
+	busy  bool
+}
+
+// batch claims and inspects names in parallel, records them in one ledger
+// transaction, and only then moves them out of processing/ (I3, I4).
+func (c *Consumer) batch(ctx context.Context, s *queue.Session, names []string, st *Stats) (int, error) {
+	items := make([]item, len(names))
+	errs := make([]error, len(names))
+	var next sync.Mutex
+	i := 0
+	var wg sync.WaitGroup
+	for w := 0; w < min(c.cfg.Workers, len(names)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				next.Lock()
+				j := i
+				i++
+				next.Unlock()
+				if j >= len(names) {
+					return
+				}
+				items[j], errs[j] = c.inspect(s, names[j])
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return 0, err
+	}
+	batch := make([]*Delivery, 0, len(items))
+	claimed := 0
+	for _, it := range items {
+		if it.busy {
+			claimed++
+		}
+		if it.d != nil {
+			batch = append(batch, it.d)
+			claimed++
+		}
+	}
+	if len(batch) == 0 {
+		return claimed, nil
+	}
+	// The claims must be durable before the ledger names them: otherwise a
+	// power cut could undo a claim whose outcome is committed, and the
+	// message would come back as a duplicate of itself.
+	if err := s.Sync(); err != nil {
+		return claimed, err
+	}
+	if err := c.ledger.Record(ctx, batch); err != nil {
+		return claimed, fmt.Errorf("record batch: %w", err)
+	}
+	// I3/I4: the batch is committed durably; now the files may leave.
+	var toDone, toError bool
+	for _, it := range items {
+		if it.d == nil {
+			continue
+		}
+		to := queue.Done
+		if it.d.Outcome == OutcomeDeadLetter {
+			to, toError = queue.Error, true
+		} else {
+			toDone = true
+		}
+		stored, err := s.Finish(it.claim, to)
+		if err != nil {
+			return claimed, err
+		}
+		st.add(it.d.Outcome)
+		if it.d.Outcome == OutcomeDeadLetter {
+			c.log.Info("dead letter", "file", it.d.File, "stored", stored, "reason", it.d.Reject.Reason, "detail", it.d.Reject.Error())
+		}
+		if c.cfg.OnDelivery != nil {
+			c.cfg.OnDelivery(it.d, stored)
+		}
+	}
+	var stages []queue.Stage
+	if toDone {
+		stages = append(stages, queue.Done)
+	}
+	if toError {
+		stages = append(stages, queue.Error)
+	}
+	if err := c.dir.Sync(stages...); err != nil {
+		return claimed, err
+	}
+	return claimed, nil
+}
+
+// inspect claims one message and turns it into a delivery: valid, or
+// rejected with its reason. Only failures of the run itself are errors;
+// anything wrong with the message is a RejectError inside the delivery.
+func (c *Consumer) inspect(s *queue.Session, name string) (item, error) {
+	cl, err := s.Claim(name)
+	switch {
+	case errors.Is(err, queue.ErrGone):
+		return item{}, nil
+	case errors.Is(err, queue.ErrBusy):
+		return item{busy: true}, nil
+	case err != nil:
+		return item{}, err
+	}
+	d := &Delivery{Claim: cl.ID, File: name, Ino: cl.Ino, Consumer: s.ID(), Size: cl.Size}
+	data, err := s.Read(cl, c.cfg.Contract.Limit())
+	var tooLarge *queue.TooLargeError
+	switch {
+	case errors.Is(err, queue.ErrNotRegular):
+		d.Reject = reject(ReasonNotRegular, "", "%s, not a regular file; not opened", fileType(cl.Mode))
+	case errors.As(err, &tooLarge):
+		d.Reject = reject(ReasonTooLarge, "", "%s", tooLarge.Error())
+	case err != nil:
+		// An unreadable file must not block the queue either: isolate it.
+		d.Reject = reject(ReasonParse, "", "cannot read: %v", unwrapErrno(err))
+	default:
+		sum := sha256.Sum256(data)
+		d.Hash = hex.EncodeToString(sum[:])
+		msg, err := c.cfg.Contract.Parse(data)
+		var rej *RejectError
+		switch {
+		case errors.As(err, &rej):
+			d.Reject = rej
+		case err != nil:
+			d.Reject = reject(ReasonParse, "", "%v", err)
+		default:
+			d.Message = msg
+		}
+	}
+	d.At = time.Now().UTC()
+	return item{claim: cl, d: d}, nil
+}
+
+func fileType(mode uint32) string {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFLNK:
+		return "symlink"
+	case unix.S_IFIFO:
+		return "FIFO"
+	case unix.S_IFDIR:
+		return "directory"
+	case unix.S_IFSOCK:
+		return "socket"
+	case unix.S_IFCHR:
+		return "character device"
+	case unix.S_IFBLK:
+		return "block device"
+	}
+	return "special file"
+}
+
+func unwrapErrno(err error) error {
+	var errno unix.Errno
+	if errors.As(err, &errno) {
+		return errno
+	}
+	return err
+}
