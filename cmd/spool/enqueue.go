@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/spoolq/spool/queue"
+)
+
+var enqueueCommand = &command{
+	name:    "enqueue",
+	args:    "DIR FILE...",
+	summary: "the safe producer: copy files into inbox/ atomically (temp file, fsync, rename)",
+	help: `
+Copies each FILE into inbox/ as a new delivery: written to a hidden temp
+file, fsynced and renamed in, so a consumer never sees a partial file. Every
+FILE is checked first (it exists, is a regular file or a link to one, and is
+named NAME.json not starting with '.'), so a bad argument changes nothing.
+A name already in inbox/ gets a ~N suffix.
+
+Prints the name each file got in inbox/, one a line.`,
+}
+
+func init() { enqueueCommand.run = runEnqueue }
+
+func runEnqueue(_ context.Context, e *env, args []string) (err error) {
+	flags := e.flagSet()
+	pos, err := e.parse(flags, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return e.usage("missing DIR")
+	}
+	if len(pos) == 1 {
+		return e.usage("missing FILE")
+	}
+	d, err := openQueue(pos[0])
+	if err != nil {
+		return err
+	}
+	defer closeQueue(d, &err)
+	srcs := pos[1:]
+	for _, src := range srcs {
+		if err := checkSource(src); err != nil {
+			return err
+		}
+	}
+	for _, src := range srcs {
+		name, err := d.Enqueue(src)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(e.stdout, name)
+	}
+	return nil
+}
+
+// checkSource refuses a file that could not be enqueued, before anything
+// is copied.
+func checkSource(src string) error {
+	if !queue.IsMessageName(filepath.Base(src)) {
+		return fmt.Errorf("%s: %w", src, queue.ErrNotMessageName)
+	}
+	fi, err := os.Stat(src)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return &inputError{path: src, err: errors.New("no such file")}
+	case err != nil:
+		return err
+	case !fi.Mode().IsRegular():
+		return &usageError{msg: fmt.Sprintf("%s: not a regular file (%s)", src, fileKind(fi.Mode()))}
+	}
+	return nil
+}

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/queue"
+)
+
+// Exit statuses: the contract scripts rely on (SPEC: "Commands").
+const (
+	exitOK = 0
+	// exitProblem: a check found a problem (lag over the threshold, order
+	// problems, an input file that does not exist).
+	exitProblem = 1
+	// exitUsage: bad usage or configuration.
+	exitUsage = 2
+	// exitFailure: the command could not do its work.
+	exitFailure = 3
+)
+
+// errHelp is returned after a command printed its help on request.
+var errHelp = errors.New("help requested")
+
+// errCheckFailed is returned by a check whose output already shows what it
+// found (lag over the threshold, order problems, skipped sources): exit 1
+// with nothing more on stderr.
+var errCheckFailed = errors.New("check found a problem")
+
+// usageError is a command line that cannot be right.
+type usageError struct {
+	msg      string
+	synopsis string
+}
+
+func (e *usageError) Error() string {
+	if e.synopsis == "" {
+		return e.msg
+	}
+	return e.msg + " (usage: " + strings.TrimSpace(e.synopsis) + ")"
+}
+
+// configError is a configuration file that cannot be used.
+type configError struct {
+	path string
+	err  error
+}
+
+func (e *configError) Error() string { return fmt.Sprintf("config %s: %v", e.path, e.err) }
+func (e *configError) Unwrap() error { return e.err }
+
+// inputError is an input file named on the command line (a file to
+// enqueue, init's --from directory) that does not exist: "file not found"
+// is a check's finding, exit 1.
+type inputError struct {
+	path string
+	err  error
+}
+
+func (e *inputError) Error() string { return fmt.Sprintf("%s: %v", e.path, e.err) }
+func (e *inputError) Unwrap() error { return e.err }
+
+// exitCode is the one place that maps errors to exit statuses.
+func exitCode(err error) int {
+	var (
+		usage  *usageError
+		config *configError
+		input  *inputError
+	)
+	switch {
+	case err == nil, errors.Is(err, errHelp):
+		return exitOK
+	case errors.As(err, &usage), errors.As(err, &config),
+		errors.Is(err, queue.ErrNotQueue), errors.Is(err, queue.ErrCrossDevice),
+		errors.Is(err, spool.ErrBadContract), errors.Is(err, queue.ErrPathLike),
+		errors.Is(err, queue.ErrNotMessageName):
+		return exitUsage
+	case errors.Is(err, errCheckFailed), errors.Is(err, queue.ErrNotInError), errors.As(err, &input):
+		return exitProblem
+	}
+	return exitFailure
+}
+
+// finish prints err as one line on stderr, unless the command's output
+// already said it all, and returns the exit status.
+func finish(e *env, err error) int {
+	code := exitCode(err)
+	if err != nil && !errors.Is(err, errHelp) && !errors.Is(err, errCheckFailed) {
+		fmt.Fprintf(e.stderr, "spool: %s: %s\n", e.cmd.name, oneLine(err.Error()))
+	}
+	return code
+}
+
+// oneLine keeps an error message on one line: scripts and log collectors
+// read stderr a line at a time.
+func oneLine(s string) string {
+	s = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(s)
+	return strings.TrimSpace(s)
+}

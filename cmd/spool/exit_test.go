@@ -1,0 +1,46 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"testing"
+
+	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/queue"
+)
+
+func TestExitCode(t *testing.T) {
+	wrap := func(err error) error { return fmt.Errorf("context: %w", err) }
+	for _, tt := range []struct {
+		err  error
+		want int
+	}{
+		{nil, 0},
+		{errHelp, 0},
+		{errCheckFailed, 1},
+		{wrap(queue.ErrNotInError), 1},
+		{&inputError{path: "x.json", err: fs.ErrNotExist}, 1},
+		{&usageError{msg: "bad"}, 2},
+		{&configError{path: "spool.conf", err: errors.New("bad")}, 2},
+		{wrap(queue.ErrNotQueue), 2},
+		{wrap(queue.ErrCrossDevice), 2},
+		{wrap(spool.ErrBadContract), 2},
+		{wrap(queue.ErrPathLike), 2},
+		{wrap(queue.ErrNotMessageName), 2},
+		// A file vanishing under a running command is a failure of the run,
+		// not a check's finding: only input files named by the user are 1.
+		{wrap(fs.ErrNotExist), 3},
+		{errors.New("disk on fire"), 3},
+	} {
+		if got := exitCode(tt.err); got != tt.want {
+			t.Errorf("exitCode(%v) = %d, want %d", tt.err, got, tt.want)
+		}
+	}
+}
+
+func TestOneLine(t *testing.T) {
+	if got := oneLine("a\nb\r\nc\rd\n"); got != "a b c d" {
+		t.Errorf("oneLine = %q", got)
+	}
+}

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/spoolq/spool/queue"
+)
+
+var initCommand = &command{
+	name:    "init",
+	args:    "DIR [--from SRC] [--db PATH]",
+	summary: "create a queue and its ledger; optionally copy SRC/*.json into inbox/",
+	help: `
+Creates DIR with its four stages (inbox, processing, done, error) and the
+ledger; running it again on a queue is harmless. With --from, every message
+file of SRC (NAME.json, not starting with '.') is copied into inbox/
+atomically, as a new delivery: a name already in inbox/ gets a ~N suffix.
+Symbolic links are followed, as cp does; anything not a regular file is
+skipped with a warning, and the exit status is then 1.
+
+Prints: initialized DIR[; copied N messages from SRC into inbox/[, skipped M]]
+("1 message" for one).`,
+}
+
+func init() { initCommand.run = runInit }
+
+func runInit(ctx context.Context, e *env, args []string) (err error) {
+	flags := e.flagSet()
+	from := flags.String("from", "", "copy the message files of directory `SRC` into inbox/")
+	db := addDBFlag(flags)
+	pos, err := e.parse(flags, args)
+	if err != nil {
+		return err
+	}
+	if err := e.positionals(pos, 1, 1, "DIR"); err != nil {
+		return err
+	}
+	dir := pos[0]
+	// Check the source before creating anything, so a typo changes nothing.
+	if *from != "" {
+		fi, err := os.Stat(*from)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return &inputError{path: *from, err: errors.New("no such directory")}
+		case err != nil:
+			return fmt.Errorf("--from: %w", err)
+		case !fi.IsDir():
+			return e.usage("--from %s: not a directory", *from)
+		}
+	}
+	if err := queue.Init(dir); err != nil {
+		return err
+	}
+	d, err := openQueue(dir)
+	if err != nil {
+		return err
+	}
+	defer closeQueue(d, &err)
+	l, err := openLedger(ctx, dir, *db)
+	if err != nil {
+		return err
+	}
+	if err := l.Close(); err != nil {
+		return fmt.Errorf("close ledger: %w", err)
+	}
+	if *from == "" {
+		fmt.Fprintf(e.stdout, "initialized %s\n", dir)
+		return nil
+	}
+	copied, skipped, err := copyMessages(e, d, *from)
+	if err != nil {
+		return err
+	}
+	noun := "messages"
+	if copied == 1 {
+		noun = "message"
+	}
+	line := fmt.Sprintf("initialized %s; copied %d %s from %s into inbox/", dir, copied, noun, *from)
+	if skipped > 0 {
+		line += fmt.Sprintf(", skipped %d", skipped)
+	}
+	fmt.Fprintln(e.stdout, line)
+	if skipped > 0 {
+		return errCheckFailed
+	}
+	return nil
+}
+
+// copyMessages enqueues the message files of src in name order. A source
+// that cannot be a delivery (not a regular file, unreadable, gone) is
+// skipped with a warning; a failure to write into the queue stops the copy.
+func copyMessages(e *env, d *queue.Dir, src string) (copied, skipped int, err error) {
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		return 0, 0, fmt.Errorf("--from: %w", err)
+	}
+	for _, ent := range entries {
+		if !queue.IsMessageName(ent.Name()) {
+			continue
+		}
+		path := filepath.Join(src, ent.Name())
+		fi, err := os.Stat(path) // follows a symlink, as cp does
+		if err != nil {
+			e.warn("skipped %s: %v", path, unwrapPath(err))
+			skipped++
+			continue
+		}
+		if !fi.Mode().IsRegular() {
+			e.warn("skipped %s: not a regular file (%s)", path, fileKind(fi.Mode()))
+			skipped++
+			continue
+		}
+		if _, err := d.Enqueue(path); err != nil {
+			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, queue.ErrNotRegular) {
+				e.warn("skipped %s: %v", path, unwrapPath(err))
+				skipped++
+				continue
+			}
+			return copied, skipped, err
+		}
+		copied++
+	}
+	return copied, skipped, nil
+}
+
+// unwrapPath drops the *PathError wrapper, whose path the caller already
+// names.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeDir != 0:
+		return "directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "FIFO"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	case m&fs.ModeSymlink != 0:
+		return "symlink"
+	}
+	return "special file"
+}

@@ -1,0 +1,208 @@
+// Command spool consumes a directory-based message queue into an idempotent
+// ledger, and inspects, monitors and replays it. Run `spool help` for the
+// commands; every command takes the queue directory first, and its flags
+// may come before or after the positional arguments.
+//
+// Exit status: 0 success; 1 a check that found a problem (lag over the
+// threshold, order problems, a file to replay or enqueue that does not
+// exist); 2 bad usage or configuration; 3 a runtime failure. Every error is
+// one line on stderr: "spool: COMMAND: ERROR".
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+)
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// command is one subcommand of spool.
+type command struct {
+	name string
+	// args is the synopsis after the command's name.
+	args string
+	// summary is one line for `spool help`.
+	summary string
+	// help is the longer description for `spool help COMMAND`.
+	help string
+	run  func(ctx context.Context, e *env, args []string) error
+}
+
+// commands lists the subcommands in the order `spool help` shows them.
+var commands []*command
+
+func init() {
+	commands = []*command{
+		initCommand, enqueueCommand, consumeCommand, lagCommand, statusCommand,
+		schemaCommand, dupsCommand, errorsCommand, orderCheckCommand, replayCommand,
+		demoCommand, versionCommand,
+	}
+}
+
+func lookup(name string) *command {
+	for _, c := range commands {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// env is what a command may touch besides the filesystem: its streams and
+// its own name, for warnings and usage.
+type env struct {
+	cmd    *command
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+}
+
+// warn prints a one-line warning to stderr in the format of errors.
+func (e *env) warn(format string, args ...any) {
+	fmt.Fprintf(e.stderr, "spool: %s: %s\n", e.cmd.name, oneLine(fmt.Sprintf(format, args...)))
+}
+
+// run is spool's whole command line, callable from tests: it returns the
+// exit status instead of exiting.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		writeUsage(stderr)
+		return exitUsage
+	}
+	name := args[0]
+	switch name {
+	case "help", "-h", "-help", "--help":
+		return help(args[1:], stdout, stderr)
+	case "-version", "--version":
+		name = "version"
+	}
+	c := lookup(name)
+	if c == nil {
+		fmt.Fprintf(stderr, "spool: %s: unknown command (run 'spool help' for the list)\n", oneLine(name))
+		return exitUsage
+	}
+	e := &env{cmd: c, stdin: stdin, stdout: stdout, stderr: stderr}
+	err := c.run(ctx, e, args[1:])
+	return finish(e, err)
+}
+
+func help(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		writeUsage(stdout)
+		return exitOK
+	}
+	c := lookup(args[0])
+	if c == nil {
+		fmt.Fprintf(stderr, "spool: help: unknown command %q (run 'spool help' for the list)\n", args[0])
+		return exitUsage
+	}
+	// The command prints its own help, with its flags.
+	e := &env{cmd: c, stdout: stdout, stderr: stderr}
+	return finish(e, c.run(context.Background(), e, []string{"-h"}))
+}
+
+func writeUsage(w io.Writer) {
+	fmt.Fprint(w, `spool consumes a directory message queue into an idempotent ledger.
+
+Usage: spool COMMAND DIR [ARGS] [FLAGS]   (flags may also follow DIR)
+
+Commands:
+`)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, c := range commands {
+		fmt.Fprintf(tw, "  %s\t%s\n", strings.TrimSpace(c.name+" "+positionalSynopsis(c.args)), c.summary)
+	}
+	tw.Flush()
+	fmt.Fprint(w, `
+Run 'spool help COMMAND' for a command's flags. Try 'spool demo' first.
+Exit status: 0 ok, 1 a check found a problem, 2 bad usage or configuration,
+3 runtime failure.
+`)
+}
+
+// positionalSynopsis drops the optional flags from a synopsis, keeping
+// the positional arguments: "DIR [-o FILE] [--sql]" -> "DIR".
+func positionalSynopsis(args string) string {
+	var keep []string
+	depth := 0
+	skipping := false
+	for _, tok := range strings.Fields(args) {
+		if depth == 0 {
+			skipping = strings.HasPrefix(tok, "[-") || strings.HasPrefix(tok, "[contract")
+		}
+		depth += strings.Count(tok, "[") - strings.Count(tok, "]")
+		if !skipping {
+			keep = append(keep, tok)
+		}
+	}
+	return strings.Join(keep, " ")
+}
+
+// flagSet returns the command's flag set. Errors and help are handled by
+// parse, so the flag package prints nothing by itself.
+func (e *env) flagSet() *flag.FlagSet {
+	fs := flag.NewFlagSet(e.cmd.name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return fs
+}
+
+// parse parses args with flags anywhere among the positionals. -h prints
+// the command's help on stdout and returns errHelp.
+func (e *env) parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	pos, err := parseInterleaved(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		e.writeHelp(fs)
+		return nil, errHelp
+	}
+	if err != nil {
+		return nil, e.usage("%v", err)
+	}
+	return pos, nil
+}
+
+func (e *env) writeHelp(fs *flag.FlagSet) {
+	fmt.Fprintf(e.stdout, "Usage: spool %s %s\n\n%s\n", e.cmd.name, e.cmd.args, strings.TrimSpace(e.cmd.help))
+	has := false
+	fs.VisitAll(func(*flag.Flag) { has = true })
+	if has {
+		fmt.Fprint(e.stdout, "\nFlags:\n")
+		fs.SetOutput(e.stdout)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
+}
+
+// usage returns a usage error that ends with the command's synopsis.
+func (e *env) usage(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...), synopsis: "spool " + e.cmd.name + " " + e.cmd.args}
+}
+
+// positionals checks the number of positional arguments: at least min, at
+// most max (max < 0: no limit), naming the first missing one.
+func (e *env) positionals(pos []string, min, max int, names ...string) error {
+	if len(pos) < min {
+		return e.usage("missing %s", names[len(pos)])
+	}
+	if max >= 0 && len(pos) > max {
+		return e.usage("unexpected argument %q", pos[max])
+	}
+	for i, p := range pos {
+		if p == "" {
+			name := "argument"
+			if i < len(names) {
+				name = names[i]
+			}
+			return e.usage("%s is empty", name)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/spoolq/spool/ledger"
+	"github.com/spoolq/spool/ledger/sqlite"
+	"github.com/spoolq/spool/queue"
+)
+
+// ledgerName is the default ledger file inside the queue directory.
+const ledgerName = "ledger.db"
+
+// openQueue opens the queue at dir. A directory that does not exist is
+// not a queue: a configuration error, like one that lacks a stage.
+func openQueue(dir string) (*queue.Dir, error) {
+	d, err := queue.Open(dir)
+	if errors.Is(err, fs.ErrNotExist) && !errors.Is(err, queue.ErrNotQueue) {
+		return nil, fmt.Errorf("open queue %s: %w: no such directory (create one with spool init)", dir, queue.ErrNotQueue)
+	}
+	return d, err
+}
+
+// addDBFlag registers --db on fs.
+func addDBFlag(fs *flag.FlagSet) *string {
+	return fs.String("db", "", "ledger `PATH`, an SQLite file (default DIR/"+ledgerName+")")
+}
+
+// ledgerPath is --db, or the queue's own ledger file.
+func ledgerPath(dir, db string) string {
+	if db != "" {
+		return db
+	}
+	return filepath.Join(dir, ledgerName)
+}
+
+// openLedger opens (creating it if needed) the SQLite ledger.
+func openLedger(ctx context.Context, dir, db string) (*ledger.DB, error) {
+	return sqlite.Open(ctx, ledgerPath(dir, db))
+}
+
+// closeLedger closes l, keeping the first error.
+func closeLedger(l *ledger.DB, err *error) {
+	if cerr := l.Close(); cerr != nil && *err == nil {
+		*err = fmt.Errorf("close ledger: %w", cerr)
+	}
+}
+
+// closeQueue closes d, keeping the first error.
+func closeQueue(d *queue.Dir, err *error) {
+	if cerr := d.Close(); cerr != nil && *err == nil {
+		*err = fmt.Errorf("close queue: %w", cerr)
+	}
+}
+
+// addOutputFlag registers -o on fs.
+func addOutputFlag(fs *flag.FlagSet) *string {
+	return fs.String("o", "", "write the output to `FILE` atomically instead of stdout")
+}
+
+// output writes what fill produces to stdout, or, when path is set, to
+// the file at path atomically: a temp file in the same directory, synced,
+// renamed over path, and the directory synced, so a reader of path sees
+// the old content or the new, never a part.
+func (e *env) output(path string, fill func(io.Writer) error) error {
+	if path == "" {
+		bw := bufio.NewWriter(e.stdout)
+		if err := fill(bw); err != nil {
+			return err
+		}
+		return bw.Flush()
+	}
+	if err := writeAtomic(path, fill); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+func writeAtomic(path string, fill func(io.Writer) error) (err error) {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	bw := bufio.NewWriter(f)
+	if err := fill(bw); err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	// CreateTemp makes the file 0600; an output file is for everyone who
+	// may read the directory, like one made by the shell's redirection.
+	if err := f.Chmod(0o644); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	if err := d.Sync(); err != nil {
+		d.Close()
+		return err
+	}
+	return d.Close()
+}

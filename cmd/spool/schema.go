@@ -1,0 +1,57 @@
+package main
+
+import (
+	"context"
+	"io"
+
+	"github.com/spoolq/spool/report"
+)
+
+var schemaCommand = &command{
+	name:    "schema",
+	args:    "DIR [-o FILE] [contract flags]",
+	summary: "CSV field,type,role of the valid messages waiting in inbox/",
+	help: `
+Infers the schema of the valid messages waiting in inbox/ (read in place,
+never claimed; invalid ones are skipped): the union of their top-level
+fields, as CSV with the header field,type,role.
+
+type is string, integer, number (integers and decimals mixed), boolean,
+object or array; nulls are ignored, a field that is only ever null is null,
+and any other mix lists its kinds joined by | in that order (string|number).
+role is idempotency-key, order-key or sequence for the contract's fields.
+Fields appear in order of first appearance, files taken in name order.
+
+The contract comes from DIR/spool.conf and the contract flags. --db is
+accepted for symmetry with the other commands and not used.`,
+}
+
+func init() { schemaCommand.run = runSchema }
+
+func runSchema(ctx context.Context, e *env, args []string) (err error) {
+	flags := e.flagSet()
+	out := addOutputFlag(flags)
+	cf := addContractFlags(flags)
+	addDBFlag(flags)
+	pos, err := e.parse(flags, args)
+	if err != nil {
+		return err
+	}
+	if err := e.positionals(pos, 1, 1, "DIR"); err != nil {
+		return err
+	}
+	d, err := openQueue(pos[0])
+	if err != nil {
+		return err
+	}
+	defer closeQueue(d, &err)
+	c, err := cf.contract(pos[0])
+	if err != nil {
+		return err
+	}
+	rows, err := report.Schema(ctx, d, c)
+	if err != nil {
+		return err
+	}
+	return e.output(*out, func(w io.Writer) error { return report.WriteSchemaCSV(w, rows) })
+}

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+)
+
+var versionCommand = &command{
+	name:    "version",
+	summary: "print spool's version, from the build information",
+	help: `
+Prints the module version spool was built as (or (devel) for a build from a
+source tree), with the VCS revision and the Go version when known.`,
+}
+
+func init() { versionCommand.run = runVersion }
+
+func runVersion(_ context.Context, e *env, args []string) error {
+	flags := e.flagSet()
+	pos, err := e.parse(flags, args)
+	if err != nil {
+		return err
+	}
+	if err := e.positionals(pos, 0, 0); err != nil {
+		return err
+	}
+	fmt.Fprintln(e.stdout, "spool "+version())
+	return nil
+}
+
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(unknown)"
+	}
+	v := bi.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	var rev, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+			if len(rev) > 12 {
+				rev = rev[:12]
+			}
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "-dirty"
+			}
+		}
+	}
+	if rev != "" {
+		v += fmt.Sprintf(" (%s%s)", rev, dirty)
+	}
+	return v + " " + bi.GoVersion
+}
