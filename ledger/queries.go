@@ -4,8 +4,6 @@ package ledger
 // the subset of SQL that SQLite and PostgreSQL both speak, and rebound for
 // the dialect when a DB is made.
 type queries struct {
-	insertProcessed string
-	insertDelivery  string
 	claimOutcome    string
 	duplicates      string
 	deadLetterByIno string
@@ -17,15 +15,6 @@ type queries struct {
 
 func newQueries(d Dialect) queries {
 	return queries{
-		// I2: the PRIMARY KEY, not application code, decides; RowsAffected
-		// tells an insert (1) from a duplicate (0) on both engines.
-		insertProcessed: d.Rebind(`INSERT INTO processed
-    (msg_id, order_no, seq, amount, processed_at, file, content_hash, payload, claim)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (msg_id) DO NOTHING`),
-		insertDelivery: d.Rebind(`INSERT INTO deliveries
-    (claim, file, ino, consumer, msg_id, outcome, reason, field, detail, content_hash, size, at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		claimOutcome: d.Rebind(`SELECT outcome FROM deliveries WHERE claim = ?`),
 		// Sorted in Go, not here: collations differ between engines.
 		duplicates: d.Rebind(`SELECT DISTINCT msg_id FROM deliveries

@@ -44,28 +44,54 @@ const maxConns = 2
 //   - busy_timeout: several processes share the file; wait rather than fail.
 //   - journal_mode=WAL: readers and the writer do not block each other, and
 //     a commit appends to one file.
-//   - synchronous=FULL: in WAL mode NORMAL may lose the last commits on power
+//   - synchronous=FULL (NORMAL with Options.Relaxed): in WAL mode NORMAL may lose the last commits on power
 //     loss; FULL syncs the WAL on every commit, so a row is on disk before its
 //     file leaves processing/ (I3).
 //   - foreign_keys: off by default in SQLite; on, so a future constraint
 //     means the same as on PostgreSQL.
+//   - temp_store=MEMORY: statement journals (an INSERT ... ON CONFLICT that
+//     may have to undo itself keeps one) and RETURNING's scratch tables
+//     would otherwise be temp files under /var/tmp, written page by page:
+//     profiling a drain found more writes there than to the ledger itself.
 //   - _txlock=immediate: write transactions take the write lock at BEGIN. A
 //     deferred transaction that reads first and then writes must upgrade its
 //     lock, and two processes doing that at once get SQLITE_BUSY at once,
 //     with no waiting, because one of them would have to give up its
 //     snapshot. Read-only transactions still begin deferred.
-var params = "_pragma=busy_timeout(" + strconv.Itoa(busyTimeout) + ")" +
-	"&_pragma=journal_mode(WAL)" +
-	"&_pragma=synchronous(FULL)" +
-	"&_pragma=foreign_keys(1)" +
-	"&_txlock=immediate"
+func params(o Options) string {
+	sync := "FULL"
+	if o.Relaxed {
+		sync = "NORMAL"
+	}
+	return "_pragma=busy_timeout(" + strconv.Itoa(busyTimeout) + ")" +
+		"&_pragma=journal_mode(WAL)" +
+		"&_pragma=synchronous(" + sync + ")" +
+		"&_pragma=foreign_keys(1)" +
+		"&_pragma=temp_store(MEMORY)" +
+		"&_txlock=immediate"
+}
+
+// Options tune the backend. The zero value is the durable default.
+type Options struct {
+	// Relaxed runs SQLite with synchronous=NORMAL: in WAL mode a commit is
+	// then not fsynced, so a power cut (not a crash of the process: the
+	// operating system still has the data) may lose the last commits while
+	// their files already sit in done/. For users who accept that in
+	// exchange for throughput; never the default.
+	Relaxed bool
+}
 
 // Open opens, creating it if needed, the SQLite ledger at path and brings
 // its schema up to date. It fails when SQLite declines WAL mode or
 // synchronous=FULL rather than run without the settings the invariants rely
 // on; SQLite declines a journal mode silently, so Open checks.
 func Open(ctx context.Context, path string) (*ledger.DB, error) {
-	db, err := open(ctx, path)
+	return OpenWith(ctx, path, Options{})
+}
+
+// OpenWith is Open with options.
+func OpenWith(ctx context.Context, path string, o Options) (*ledger.DB, error) {
+	db, err := open(ctx, path, o)
 	if err != nil {
 		return nil, fmt.Errorf("open ledger %s: %w", path, err)
 	}
@@ -79,8 +105,8 @@ func Open(ctx context.Context, path string) (*ledger.DB, error) {
 
 // open returns a pool on path whose every connection carries params, after
 // checking on one of them that the settings took effect.
-func open(ctx context.Context, path string) (*sql.DB, error) {
-	dsn, err := dsnFor(path)
+func open(ctx context.Context, path string, o Options) (*sql.DB, error) {
+	dsn, err := dsnFor(path, o)
 	if err != nil {
 		return nil, err
 	}
@@ -90,7 +116,7 @@ func open(ctx context.Context, path string) (*sql.DB, error) {
 	}
 	db.SetMaxOpenConns(maxConns)
 	db.SetMaxIdleConns(maxConns)
-	if err := check(ctx, db); err != nil {
+	if err := check(ctx, db, o); err != nil {
 		_ = db.Close() // the error that matters is check's
 		return nil, err
 	}
@@ -99,7 +125,7 @@ func open(ctx context.Context, path string) (*sql.DB, error) {
 
 // check verifies the settings SQLite may silently decline: journal_mode
 // reports the mode in force, which stays the old one when WAL is impossible.
-func check(ctx context.Context, db *sql.DB) error {
+func check(ctx context.Context, db *sql.DB, o Options) error {
 	var mode string
 	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
 		return err
@@ -111,8 +137,8 @@ func check(ctx context.Context, db *sql.DB) error {
 	if err := db.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&sync); err != nil {
 		return err
 	}
-	if sync != 2 {
-		return fmt.Errorf("synchronous is %d, want 2 (FULL)", sync)
+	if want := map[bool]int{false: 2, true: 1}[o.Relaxed]; sync != want {
+		return fmt.Errorf("synchronous is %d, want %d", sync, want)
 	}
 	return nil
 }
@@ -120,12 +146,12 @@ func check(ctx context.Context, db *sql.DB) error {
 // dsnFor returns the modernc.org/sqlite data source name for path: a file:
 // URI, so that a path holding '?', '#' or '%' still names the file it says,
 // followed by the parameters every connection must carry.
-func dsnFor(path string) (string, error) {
+func dsnFor(path string, o Options) (string, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return "", err
 	}
-	return "file:" + escapePath(filepath.ToSlash(abs)) + "?" + params, nil
+	return "file:" + escapePath(filepath.ToSlash(abs)) + "?" + params(o), nil
 }
 
 // escapePath percent-encodes what SQLite's URI parser would otherwise read as
