@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spoolq/spool/queue"
@@ -39,6 +40,10 @@ type Config struct {
 	// PollInterval is how often Watch looks at an empty inbox.
 	// Zero: DefaultPollInterval.
 	PollInterval time.Duration
+	// Relaxed skips the directory fsyncs around each batch. Pair it with a
+	// relaxed ledger: a power cut may then lose the last batches' records or
+	// moves (a crash of the process loses nothing). Never the default.
+	Relaxed bool
 	// Logger receives operational events. Nil: discard.
 	Logger *slog.Logger
 	// OnDelivery, when set, is called after each delivery has reached done/
@@ -225,27 +230,96 @@ func (c *Consumer) resolve(ctx context.Context, claim string) (queue.Stage, erro
 	}
 }
 
-// pass scans inbox/ once and consumes what it can claim, a batch at a time.
-// It returns how many messages it claimed, or were in the way of a claim of
-// the same name, so the caller knows whether another pass is needed.
+// errStopScan ends a scan early without being an error of the run.
+var errStopScan = errors.New("scan stopped")
+
+// inspected is a batch claimed and inspected, waiting for its commit.
+type inspected struct {
+	items   []item
+	claimed int
+	err     error
+}
+
+// pass scans inbox/ once and consumes what it can claim, as a three-stage
+// pipeline so that the filesystem's work and the ledger's overlap on
+// separate cores: one goroutine claims, reads and parses the next batch;
+// this one records the batch before it in the ledger; a third moves the
+// files of the batch before that out of processing/, only ever after their
+// commit (I3, I4). It returns how many messages it claimed, or found in the
+// way of a claim of the same name, so the caller knows whether another pass
+// is needed. On a failure the claims of batches not yet recorded stay in
+// the session's directory for recovery, as after a crash.
 func (c *Consumer) pass(ctx, work context.Context, s *queue.Session, st *Stats) (int, error) {
-	claimed := 0
-	err := c.dir.Scan(queue.Inbox, func(names []string) error {
-		for len(names) > 0 {
-			if ctx.Err() != nil {
-				return nil
+	var (
+		once    sync.Once
+		failErr error
+		stop    = make(chan struct{})
+	)
+	fail := func(err error) {
+		once.Do(func() { failErr = err; close(stop) })
+	}
+	ready := make(chan inspected, 1)
+	recorded := make(chan []item, 1)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		defer close(ready)
+		err := c.dir.Scan(queue.Inbox, func(names []string) error {
+			for len(names) > 0 {
+				if ctx.Err() != nil {
+					return errStopScan
+				}
+				n := min(len(names), c.cfg.BatchSize)
+				items, claimed, err := c.inspectBatch(s, names[:n])
+				select {
+				case ready <- inspected{items, claimed, err}:
+				case <-stop:
+					return errStopScan
+				}
+				if err != nil {
+					return errStopScan
+				}
+				names = names[n:]
 			}
-			n := min(len(names), c.cfg.BatchSize)
-			k, err := c.batch(work, s, names[:n], st)
-			claimed += k
-			if err != nil {
-				return err
-			}
-			names = names[n:]
+			return nil
+		})
+		if err != nil && !errors.Is(err, errStopScan) {
+			fail(err)
 		}
-		return nil
-	})
-	return claimed, err
+	}()
+	go func() {
+		defer wg.Done()
+		for items := range recorded {
+			if err := c.finish(s, items, st); err != nil {
+				fail(err)
+				for range recorded {
+				}
+				return
+			}
+		}
+	}()
+	claimed := 0
+	for b := range ready {
+		select {
+		case <-stop:
+			continue // leave the claims for recovery
+		default:
+		}
+		claimed += b.claimed
+		err := b.err
+		if err == nil {
+			err = c.record(work, s, b.items)
+		}
+		if err != nil {
+			fail(err)
+			continue
+		}
+		recorded <- b.items
+	}
+	close(recorded)
+	wg.Wait()
+	return claimed, failErr
 }
 
 type item struct {
@@ -254,23 +328,18 @@ type item struct {
 	busy  bool
 }
 
-// batch claims and inspects names in parallel, records them in one ledger
-// transaction, and only then moves them out of processing/ (I3, I4).
-func (c *Consumer) batch(ctx context.Context, s *queue.Session, names []string, st *Stats) (int, error) {
+// inspectBatch claims and inspects names with the worker pool.
+func (c *Consumer) inspectBatch(s *queue.Session, names []string) ([]item, int, error) {
 	items := make([]item, len(names))
 	errs := make([]error, len(names))
-	var next sync.Mutex
-	i := 0
+	var next atomic.Int64
 	var wg sync.WaitGroup
 	for w := 0; w < min(c.cfg.Workers, len(names)); w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for {
-				next.Lock()
-				j := i
-				i++
-				next.Unlock()
+				j := int(next.Add(1) - 1)
 				if j >= len(names) {
 					return
 				}
@@ -279,33 +348,51 @@ func (c *Consumer) batch(ctx context.Context, s *queue.Session, names []string, 
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return 0, err
-	}
-	batch := make([]*Delivery, 0, len(items))
-	claimed := 0
+	claimed, inFlight := 0, 0
 	for _, it := range items {
-		if it.busy {
+		if it.busy || it.d != nil {
 			claimed++
 		}
 		if it.d != nil {
+			inFlight++
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return items, claimed, err
+	}
+	// The claims must be durable before the ledger names them: otherwise a
+	// power cut could undo a claim whose outcome is then committed, and the
+	// message would come back as a duplicate of itself. Done here, in the
+	// claiming stage, to keep the fsync off the ledger's critical path.
+	if inFlight > 0 && !c.cfg.Relaxed {
+		if err := s.Sync(); err != nil {
+			return items, claimed, err
+		}
+	}
+	return items, claimed, nil
+}
+
+// record commits a batch's deliveries in one ledger transaction, after
+// making its claims durable.
+func (c *Consumer) record(ctx context.Context, s *queue.Session, items []item) error {
+	batch := make([]*Delivery, 0, len(items))
+	for _, it := range items {
+		if it.d != nil {
 			batch = append(batch, it.d)
-			claimed++
 		}
 	}
 	if len(batch) == 0 {
-		return claimed, nil
-	}
-	// The claims must be durable before the ledger names them: otherwise a
-	// power cut could undo a claim whose outcome is committed, and the
-	// message would come back as a duplicate of itself.
-	if err := s.Sync(); err != nil {
-		return claimed, err
+		return nil
 	}
 	if err := c.ledger.Record(ctx, batch); err != nil {
-		return claimed, fmt.Errorf("record batch: %w", err)
+		return fmt.Errorf("record batch: %w", err)
 	}
-	// I3/I4: the batch is committed durably; now the files may leave.
+	return nil
+}
+
+// finish moves the files of a recorded batch to done/ or error/ and makes
+// the moves durable. I3/I4: it runs only after record committed the batch.
+func (c *Consumer) finish(s *queue.Session, items []item, st *Stats) error {
 	var toDone, toError bool
 	for _, it := range items {
 		if it.d == nil {
@@ -319,7 +406,7 @@ func (c *Consumer) batch(ctx context.Context, s *queue.Session, names []string, 
 		}
 		stored, err := s.Finish(it.claim, to)
 		if err != nil {
-			return claimed, err
+			return err
 		}
 		st.add(it.d.Outcome)
 		if it.d.Outcome == OutcomeDeadLetter {
@@ -329,6 +416,9 @@ func (c *Consumer) batch(ctx context.Context, s *queue.Session, names []string, 
 			c.cfg.OnDelivery(it.d, stored)
 		}
 	}
+	if c.cfg.Relaxed {
+		return nil
+	}
 	var stages []queue.Stage
 	if toDone {
 		stages = append(stages, queue.Done)
@@ -336,16 +426,14 @@ func (c *Consumer) batch(ctx context.Context, s *queue.Session, names []string, 
 	if toError {
 		stages = append(stages, queue.Error)
 	}
-	if err := c.dir.Sync(stages...); err != nil {
-		return claimed, err
-	}
-	return claimed, nil
+	return c.dir.Sync(stages...)
 }
 
 // inspect claims one message and turns it into a delivery: valid, or
 // rejected with its reason. Only failures of the run itself are errors;
 // anything wrong with the message is a RejectError inside the delivery.
 func (c *Consumer) inspect(s *queue.Session, name string) (item, error) {
+	start := time.Now()
 	cl, err := s.Claim(name)
 	switch {
 	case errors.Is(err, queue.ErrGone):
@@ -355,7 +443,7 @@ func (c *Consumer) inspect(s *queue.Session, name string) (item, error) {
 	case err != nil:
 		return item{}, err
 	}
-	d := &Delivery{Claim: cl.ID, File: name, Ino: cl.Ino, Consumer: s.ID(), Size: cl.Size}
+	d := &Delivery{Claim: cl.ID, File: name, Ino: cl.Ino, Consumer: s.ID(), Size: cl.Size, Claimed: start}
 	data, err := s.Read(cl, c.cfg.Contract.Limit())
 	var tooLarge *queue.TooLargeError
 	switch {

@@ -44,8 +44,10 @@ type Delivery struct {
 	// one of them is non-nil.
 	Message *Message
 	Reject  *RejectError
-	// At is when the consumer finished inspecting it.
-	At time.Time
+	// Claimed is when the consumer started claiming it; At is when it
+	// finished inspecting it.
+	Claimed time.Time
+	At      time.Time
 
 	// Outcome is set by Ledger.Record.
 	Outcome Outcome
