@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/ledger/sqlite"
 )
 
 var consumeCommand = &command{
@@ -38,6 +39,7 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	workers := flags.Int("workers", 0, "goroutines claiming and parsing in parallel (default GOMAXPROCS)")
 	batch := flags.Int("batch", 0, fmt.Sprintf("most messages per ledger transaction (default %d)", spool.DefaultBatchSize))
 	verbose := flags.Bool("v", false, "log what happens to stderr")
+	durability := addDurabilityFlag(flags)
 	db := addDBFlag(flags)
 	cf := addContractFlags(flags)
 	pos, err := e.parse(flags, args)
@@ -53,6 +55,10 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	if *batch < 0 {
 		return e.usage("--batch %d: want 0 (default) or more", *batch)
 	}
+	relaxed, err := e.relaxed(*durability)
+	if err != nil {
+		return err
+	}
 	dir := pos[0]
 	d, err := openQueue(dir)
 	if err != nil {
@@ -63,7 +69,7 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	l, err := openLedger(ctx, dir, *db)
+	l, err := sqlite.OpenWith(ctx, ledgerPath(dir, *db), sqlite.Options{Relaxed: relaxed})
 	if err != nil {
 		return err
 	}
@@ -73,7 +79,7 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 		logger = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	consumer, err := spool.NewConsumer(d, l, spool.Config{
-		Contract: c, Workers: *workers, BatchSize: *batch, Logger: logger,
+		Contract: c, Workers: *workers, BatchSize: *batch, Logger: logger, Relaxed: relaxed,
 	})
 	if err != nil {
 		return err

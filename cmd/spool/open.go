@@ -132,3 +132,19 @@ func syncDir(dir string) error {
 	}
 	return d.Close()
 }
+
+// addDurabilityFlag registers --durability on fs.
+func addDurabilityFlag(fs *flag.FlagSet) *string {
+	return fs.String("durability", "full", "`full` (every batch fsynced before its files move) or relaxed (a power cut may lose the last batches; a crash loses nothing)")
+}
+
+// relaxed parses a --durability value.
+func (e *env) relaxed(durability string) (bool, error) {
+	switch durability {
+	case "full", "":
+		return false, nil
+	case "relaxed":
+		return true, nil
+	}
+	return false, e.usage("--durability %q: want full or relaxed", durability)
+}

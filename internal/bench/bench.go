@@ -1,0 +1,273 @@
+// Package bench measures a durable drain of a generated queue against the
+// least any consumer must do per message (rename in, read, rename out), in
+// the same process and on the same kind of directory, so that the ratio
+// between the two is the figure to quote: absolute rates drift on shared
+// machines, the ratio much less.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/internal/sample"
+	"github.com/spoolq/spool/ledger/sqlite"
+	"github.com/spoolq/spool/queue"
+	"golang.org/x/sys/unix"
+)
+
+// Options choose what to measure.
+type Options struct {
+	N          int     // messages to generate
+	DupFrac    float64 // fraction of redeliveries
+	PoisonFrac float64 // fraction of poison messages
+	Seed       int64
+	Parent     string // where the temporary queues go; "" means os.TempDir
+	Floor      bool   // also run the floor loops
+	Relaxed    bool   // relaxed durability (ledger and directory syncs)
+	Workers    int    // consumer workers; 0 means the default
+	Batch      int    // consumer batch size; 0 means the default
+	Keep       bool   // keep the temporary directories
+}
+
+// Run is one measured drain.
+type Run struct {
+	Name     string
+	N        int
+	Elapsed  time.Duration
+	P50, P99 time.Duration // per message, claim to done/error (spool only)
+}
+
+// Rate is messages per second.
+func (r Run) Rate() float64 { return float64(r.N) / r.Elapsed.Seconds() }
+
+// Report is the outcome of Bench.
+type Report struct {
+	Options  Options
+	Spool    Run
+	Expected sample.Expected
+	Got      spool.Stats
+	PeakRSS  int64 // bytes, the process's high-water mark after the drain
+	Floors   []Run // plain os calls, then dirfd-relative calls
+}
+
+// Exact reports whether the drain's outcome counts are the generated ones:
+// a fast but wrong run must not pass for a result.
+func (r Report) Exact() bool {
+	return r.Got.Processed == r.Expected.Unique && r.Got.Duplicates == r.Expected.Duplicates &&
+		r.Got.DeadLetters == r.Expected.DeadLetters
+}
+
+// Bench generates the queue(s), drains with spool, then runs the floors.
+func Bench(ctx context.Context, o Options) (Report, error) {
+	rep := Report{Options: o}
+	parent := o.Parent
+	if parent == "" {
+		parent = os.TempDir()
+	}
+	root, err := os.MkdirTemp(parent, "spool-bench-")
+	if err != nil {
+		return rep, fmt.Errorf("bench: %w", err)
+	}
+	if !o.Keep {
+		defer os.RemoveAll(root)
+	}
+	gen := sample.Options{DupFrac: o.DupFrac, PoisonFrac: o.PoisonFrac, Seed: o.Seed}
+	// Each queue is generated right before its run and flushed first, so
+	// every run starts with the same state of the page cache and no
+	// writeback of its own generation landing on it.
+	prepare := func(name string) (string, sample.Expected, error) {
+		dir := filepath.Join(root, name)
+		exp, err := generate(dir, o.N, gen)
+		syscall.Sync()
+		return dir, exp, err
+	}
+	qdir, exp, err := prepare("spool")
+	if err != nil {
+		return rep, err
+	}
+	rep.Expected = exp
+	if rep.Spool, rep.Got, err = drain(ctx, qdir, o); err != nil {
+		return rep, err
+	}
+	rep.PeakRSS = peakRSS()
+	if !o.Floor {
+		return rep, nil
+	}
+	for _, f := range []struct {
+		name string
+		run  func(string) (Run, error)
+	}{{"floor-os", floorOS}, {"floor-dirfd", floorDirfd}} {
+		dir, _, err := prepare(f.name)
+		if err != nil {
+			return rep, err
+		}
+		r, err := f.run(dir)
+		if err != nil {
+			return rep, err
+		}
+		rep.Floors = append(rep.Floors, r)
+	}
+	return rep, nil
+}
+
+// generate writes n generated messages straight into a new queue's inbox.
+// Generation is not measured and the queue is private, so plain writes do.
+func generate(dir string, n int, o sample.Options) (sample.Expected, error) {
+	if err := queue.Init(dir); err != nil {
+		return sample.Expected{}, err
+	}
+	inbox := filepath.Join(dir, string(queue.Inbox))
+	return sample.Generate(n, o, func(f sample.File) error {
+		return os.WriteFile(filepath.Join(inbox, f.Name), f.Data, 0o644)
+	})
+}
+
+func drain(ctx context.Context, dir string, o Options) (Run, spool.Stats, error) {
+	run := Run{Name: "spool"}
+	d, err := queue.Open(dir)
+	if err != nil {
+		return run, spool.Stats{}, err
+	}
+	defer d.Close()
+	l, err := sqlite.OpenWith(ctx, filepath.Join(dir, "ledger.db"), sqlite.Options{Relaxed: o.Relaxed})
+	if err != nil {
+		return run, spool.Stats{}, err
+	}
+	defer l.Close()
+	var mu sync.Mutex
+	lat := make([]time.Duration, 0, min(o.N, 1<<20))
+	c, err := spool.NewConsumer(d, l, spool.Config{
+		Workers: o.Workers, BatchSize: o.Batch, Relaxed: o.Relaxed,
+		OnDelivery: func(dl *spool.Delivery, _ string) {
+			// A bounded sample keeps memory flat at a million messages.
+			if len(lat) < cap(lat) {
+				mu.Lock()
+				lat = append(lat, time.Since(dl.Claimed))
+				mu.Unlock()
+			}
+		},
+	})
+	if err != nil {
+		return run, spool.Stats{}, err
+	}
+	start := time.Now()
+	st, err := c.Drain(ctx)
+	run.Elapsed = time.Since(start)
+	run.N = st.Total()
+	slices.Sort(lat)
+	if len(lat) > 0 {
+		run.P50 = lat[len(lat)/2]
+		run.P99 = lat[len(lat)*99/100]
+	}
+	return run, st, err
+}
+
+// floorOS is the minimal consumer with package os: rename in, read, rename
+// out; no parsing, no ledger, no fsync, one goroutine.
+func floorOS(dir string) (Run, error) {
+	run := Run{Name: "floor (os)"}
+	inbox, proc, done := filepath.Join(dir, "inbox"), filepath.Join(dir, "processing"), filepath.Join(dir, "done")
+	f, err := os.Open(inbox)
+	if err != nil {
+		return run, err
+	}
+	defer f.Close()
+	start := time.Now()
+	for {
+		names, err := f.Readdirnames(queue.ScanChunk)
+		for _, n := range names {
+			if err := os.Rename(filepath.Join(inbox, n), filepath.Join(proc, n)); err != nil {
+				return run, err
+			}
+			if _, err := os.ReadFile(filepath.Join(proc, n)); err != nil {
+				return run, err
+			}
+			if err := os.Rename(filepath.Join(proc, n), filepath.Join(done, n)); err != nil {
+				return run, err
+			}
+			run.N++
+		}
+		if err != nil {
+			break
+		}
+	}
+	run.Elapsed = time.Since(start)
+	return run, nil
+}
+
+// floorDirfd is floorOS with dirfd-relative system calls on open directory
+// descriptors, which skip path resolution from the root: the physical
+// limit of this loop on this machine.
+func floorDirfd(dir string) (Run, error) {
+	run := Run{Name: "floor (dirfd)"}
+	var fds [3]int
+	for i, s := range []string{"inbox", "processing", "done"} {
+		fd, err := unix.Open(filepath.Join(dir, s), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return run, err
+		}
+		defer unix.Close(fd)
+		fds[i] = fd
+	}
+	f, err := os.Open(filepath.Join(dir, "inbox"))
+	if err != nil {
+		return run, err
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	start := time.Now()
+	for {
+		names, err := f.Readdirnames(queue.ScanChunk)
+		for _, n := range names {
+			if err := unix.Renameat(fds[0], n, fds[1], n); err != nil {
+				return run, err
+			}
+			fd, err := unix.Openat(fds[1], n, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return run, err
+			}
+			for {
+				k, err := unix.Read(fd, buf)
+				if err != nil {
+					unix.Close(fd)
+					return run, err
+				}
+				if k == 0 {
+					break
+				}
+			}
+			if err := unix.Close(fd); err != nil {
+				return run, err
+			}
+			if err := unix.Renameat(fds[1], n, fds[2], n); err != nil {
+				return run, err
+			}
+			run.N++
+		}
+		if err != nil {
+			break
+		}
+	}
+	run.Elapsed = time.Since(start)
+	if run.N == 0 {
+		return run, errors.New("floor: nothing to drain")
+	}
+	return run, nil
+}
+
+// peakRSS is the process's resident-set high-water mark in bytes.
+func peakRSS() int64 {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Maxrss * 1024
+}
