@@ -47,6 +47,7 @@ var ErrCrossDevice = errors.New("stages are on different filesystems")
 // use.
 type Dir struct {
 	path string
+	root int // the queue directory itself
 	fds  map[Stage]int
 }
 
@@ -80,7 +81,11 @@ func Open(path string) (*Dir, error) {
 	if root.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return nil, fmt.Errorf("open queue %s: %w: not a directory", path, ErrNotQueue)
 	}
-	d := &Dir{path: path, fds: make(map[Stage]int, len(Stages))}
+	rootfd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open queue %s: %w", path, err)
+	}
+	d := &Dir{path: path, root: rootfd, fds: make(map[Stage]int, len(Stages))}
 	for _, s := range Stages {
 		p := filepath.Join(path, string(s))
 		fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -119,6 +124,12 @@ func (d *Dir) Close() error {
 			errs = append(errs, fmt.Errorf("close %s: %w", s, err))
 		}
 		delete(d.fds, s)
+	}
+	if d.root >= 0 {
+		if err := unix.Close(d.root); err != nil {
+			errs = append(errs, fmt.Errorf("close queue: %w", err))
+		}
+		d.root = -1
 	}
 	return errors.Join(errs...)
 }

@@ -72,12 +72,6 @@ func (d *Dir) Recover(ctx context.Context, resolve Resolver, lease time.Duration
 			rec.ToInbox++
 		case !isDir:
 			// Not ours: leave it.
-		case strings.HasPrefix(name, joinPrefix):
-			if time.Since(time.Unix(st.Mtim.Unix())) > staleJoin {
-				if err := d.recoverSession(ctx, name, resolve, &rec); err != nil {
-					return rec, err
-				}
-			}
 		case strings.HasPrefix(name, "."):
 		default:
 			foreign := sessionHost(name) != host
@@ -88,6 +82,9 @@ func (d *Dir) Recover(ctx context.Context, resolve Resolver, lease time.Duration
 				return rec, err
 			}
 		}
+	}
+	if err := d.removeStaleJoins(); err != nil {
+		return rec, fmt.Errorf("recover: %w", err)
 	}
 	if rec.Total() > 0 || rec.Sessions > 0 {
 		if err := d.Sync(Processing, Inbox, Done, Error); err != nil {
@@ -164,4 +161,33 @@ func readNames(dirfd int) ([]string, error) {
 	f := os.NewFile(uintptr(fd), ".")
 	defer f.Close()
 	return f.Readdirnames(-1)
+}
+
+// removeStaleJoins removes the directories that consumers killed while
+// joining left in the queue directory: empty (nothing is claimed into a
+// session before it is published), unlocked, and older than staleJoin.
+func (d *Dir) removeStaleJoins() error {
+	names, err := readNames(d.root)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		if !strings.HasPrefix(name, joinPrefix) {
+			continue
+		}
+		var st unix.Stat_t
+		if err := unix.Fstatat(d.root, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil ||
+			st.Mode&unix.S_IFMT != unix.S_IFDIR || time.Since(time.Unix(st.Mtim.Unix())) < staleJoin {
+			continue
+		}
+		fd, err := unix.Openat(d.root, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue
+		}
+		if unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) == nil {
+			_ = unix.Unlinkat(d.root, name, unix.AT_REMOVEDIR) // fails harmlessly if not empty
+		}
+		unix.Close(fd)
+	}
+	return nil
 }

@@ -34,9 +34,11 @@ func (e *TooLargeError) Error() string {
 	return fmt.Sprintf("%d bytes, over the %d-byte limit", e.Size, e.Limit)
 }
 
-// joinPrefix marks a session directory that is being created: it is renamed
-// to its final name only once locked, so that a recovering consumer never
-// mistakes a newborn session for a dead one.
+// joinPrefix marks a session directory that is being created. It is made
+// in the queue directory, not in processing/, and renamed into processing/
+// only once locked: a recovering consumer never mistakes a newborn session
+// for a dead one, and a consumer killed while joining leaves processing/
+// clean (I5). Recover removes such leftovers once they are stale.
 const joinPrefix = ".join-"
 
 // Session is one consumer's presence in processing/: a directory of its own,
@@ -66,28 +68,23 @@ func (d *Dir) Join() (*Session, error) {
 	id := fmt.Sprintf("%s-%d@%s", hex.EncodeToString(rnd[:]), os.Getpid(), host)
 	proc := d.fd(Processing)
 	tmp := joinPrefix + id
-	if err := unix.Mkdirat(proc, tmp, 0o755); err != nil {
+	if err := unix.Mkdirat(d.root, tmp, 0o755); err != nil {
 		return nil, fmt.Errorf("join: create %s: %w", tmp, err)
 	}
-	fd, err := unix.Openat(proc, tmp, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := unix.Openat(d.root, tmp, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		_ = unix.Unlinkat(proc, tmp, unix.AT_REMOVEDIR)
+		_ = unix.Unlinkat(d.root, tmp, unix.AT_REMOVEDIR)
 		return nil, fmt.Errorf("join: open %s: %w", tmp, err)
 	}
 	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		unix.Close(fd)
-		_ = unix.Unlinkat(proc, tmp, unix.AT_REMOVEDIR)
+		_ = unix.Unlinkat(d.root, tmp, unix.AT_REMOVEDIR)
 		return nil, fmt.Errorf("join: lock %s: %w", tmp, err)
 	}
-	if err := unix.Renameat2(proc, tmp, proc, id, unix.RENAME_NOREPLACE); err != nil && !errors.Is(err, unix.EINVAL) {
+	if err := renameNoReplace(d.root, tmp, proc, id); err != nil {
 		unix.Close(fd)
-		_ = unix.Unlinkat(proc, tmp, unix.AT_REMOVEDIR)
+		_ = unix.Unlinkat(d.root, tmp, unix.AT_REMOVEDIR)
 		return nil, fmt.Errorf("join: publish %s: %w", id, err)
-	} else if err != nil {
-		if err := unix.Renameat(proc, tmp, proc, id); err != nil {
-			unix.Close(fd)
-			return nil, fmt.Errorf("join: publish %s: %w", id, err)
-		}
 	}
 	if err := unix.Fsync(proc); err != nil {
 		unix.Close(fd)
