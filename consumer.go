@@ -40,6 +40,12 @@ type Config struct {
 	// PollInterval is how often Watch looks at an empty inbox.
 	// Zero: DefaultPollInterval.
 	PollInterval time.Duration
+	// Handler, when set, does the business work of each message inside the
+	// ledger transaction; the ledger must then be a WorkLedger. Nil: the
+	// ledger's processed row is the only work.
+	Handler Handler
+	// Retry is the backoff policy for the handler's transient failures.
+	Retry Retry
 	// Relaxed skips the directory fsyncs around each batch. Pair it with a
 	// relaxed ledger: a power cut may then lose the last batches' records or
 	// moves (a crash of the process loses nothing). Never the default.
@@ -59,6 +65,8 @@ type Stats struct {
 	DeadLetters int
 	// Recovered counts claims of dead consumers finished or put back.
 	Recovered int
+	// Retries counts transient handler failures scheduled for a retry.
+	Retries int
 }
 
 // Total is the number of deliveries finished.
@@ -79,8 +87,25 @@ func (s *Stats) add(o Outcome) {
 type Consumer struct {
 	dir    *queue.Dir
 	ledger Ledger
+	work   WorkLedger // the ledger, when a Handler is configured
 	cfg    Config
 	log    *slog.Logger
+
+	// waiting are claims held in processing/ until their retry is due;
+	// schedule is the ledger's retry schedule as of the current pass.
+	mu       sync.Mutex
+	waiting  []waiting
+	schedule map[string]time.Time
+}
+
+// waiting is a claim held until its next attempt is due. It stays in the
+// session's directory, invisible to other consumers and blocking nobody;
+// when due it goes back to inbox/ to be claimed again. If the consumer dies
+// meanwhile, recovery puts it back (its claim was never recorded) and the
+// ledger still holds its attempt count.
+type waiting struct {
+	claim *queue.Claim
+	due   time.Time
 }
 
 // NewConsumer returns a consumer of dir recording into l.
@@ -107,7 +132,15 @@ func NewConsumer(dir *queue.Dir, l Ledger, cfg Config) (*Consumer, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Consumer{dir: dir, ledger: l, cfg: cfg, log: log}, nil
+	c := &Consumer{dir: dir, ledger: l, cfg: cfg, log: log}
+	if cfg.Handler != nil {
+		wl, ok := l.(WorkLedger)
+		if !ok {
+			return nil, fmt.Errorf("consumer: a handler needs a ledger that runs work in its transaction (%T does not)", l)
+		}
+		c.work = wl
+	}
+	return c, nil
 }
 
 // Drain consumes inbox/ until a pass finds nothing to claim, then returns.
@@ -139,6 +172,12 @@ func (c *Consumer) run(ctx context.Context, watch bool) (Stats, error) {
 		if err := c.recover(work, &st); err != nil {
 			return st, c.abandon(s, err)
 		}
+		if err := c.release(s, false); err != nil {
+			return st, c.abandon(s, err)
+		}
+		if err := c.loadSchedule(work); err != nil {
+			return st, c.abandon(s, err)
+		}
 		claimed, err := c.pass(ctx, work, s, &st)
 		if err != nil {
 			return st, c.abandon(s, err)
@@ -155,19 +194,102 @@ func (c *Consumer) run(ctx context.Context, watch bool) (Stats, error) {
 		if st.Recovered > before {
 			continue
 		}
-		if !watch {
+		next, held := c.nextDue()
+		if !watch && !held {
 			break
+		}
+		wait := c.cfg.PollInterval
+		if held && (!watch || time.Until(next) < wait) {
+			wait = max(time.Until(next), 0)
 		}
 		select {
 		case <-ctx.Done():
-			return st, s.Close()
-		case <-time.After(c.cfg.PollInterval):
+			return st, c.close(s)
+		case <-time.After(wait):
 		}
 	}
-	if err := s.Close(); err != nil {
+	if err := c.close(s); err != nil {
 		return st, fmt.Errorf("consume: %w", err)
 	}
 	return st, nil
+}
+
+// close gives back the claims still waiting for a retry (so processing/ is
+// left empty, I5; their attempts stay in the ledger) and closes the session.
+func (c *Consumer) close(s *queue.Session) error {
+	if err := c.release(s, true); err != nil {
+		return c.abandon(s, err)
+	}
+	return s.Close()
+}
+
+// release moves the waiting claims that are due, or all of them, back to
+// inbox/.
+func (c *Consumer) release(s *queue.Session, all bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	keep := c.waiting[:0]
+	var errs []error
+	for _, w := range c.waiting {
+		if !all && w.due.After(now) {
+			keep = append(keep, w)
+			continue
+		}
+		if _, err := s.Finish(w.claim, queue.Inbox); err != nil {
+			errs = append(errs, err)
+			keep = append(keep, w)
+		}
+	}
+	c.waiting = keep
+	if len(errs) > 0 {
+		return fmt.Errorf("release waiting claims: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// nextDue returns the earliest due time of the waiting claims.
+func (c *Consumer) nextDue() (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var next time.Time
+	for i, w := range c.waiting {
+		if i == 0 || w.due.Before(next) {
+			next = w.due
+		}
+	}
+	return next, len(c.waiting) > 0
+}
+
+func (c *Consumer) hold(cl *queue.Claim, due time.Time) {
+	c.mu.Lock()
+	c.waiting = append(c.waiting, waiting{claim: cl, due: due})
+	c.mu.Unlock()
+}
+
+// loadSchedule reads the ledger's retry schedule, so that a message claimed
+// before its retry is due (after a restart, or from another consumer) is
+// held rather than tried early.
+func (c *Consumer) loadSchedule(ctx context.Context) error {
+	if c.work == nil {
+		return nil
+	}
+	sched, err := c.work.RetrySchedule(ctx)
+	if err != nil {
+		return fmt.Errorf("load retry schedule: %w", err)
+	}
+	c.mu.Lock()
+	c.schedule = sched
+	c.mu.Unlock()
+	return nil
+}
+
+// dueAt returns when a msg_id may next be tried, if it waits for a retry.
+func (c *Consumer) dueAt(msgID string) (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.schedule[msgID]
+	return t, ok
 }
 
 // abandon leaves the session's claims for recovery (exactly as a crash
@@ -384,7 +506,13 @@ func (c *Consumer) record(ctx context.Context, s *queue.Session, items []item) e
 	if len(batch) == 0 {
 		return nil
 	}
-	if err := c.ledger.Record(ctx, batch); err != nil {
+	var err error
+	if c.work != nil {
+		err = c.work.RecordWork(ctx, batch, Work{Handler: c.cfg.Handler, Retry: c.cfg.Retry})
+	} else {
+		err = c.ledger.Record(ctx, batch)
+	}
+	if err != nil {
 		return fmt.Errorf("record batch: %w", err)
 	}
 	return nil
@@ -396,6 +524,13 @@ func (c *Consumer) finish(s *queue.Session, items []item, st *Stats) error {
 	var toDone, toError bool
 	for _, it := range items {
 		if it.d == nil {
+			continue
+		}
+		if it.d.Outcome == OutcomeRetry {
+			st.Retries++
+			c.hold(it.claim, it.d.RetryAt)
+			c.log.Info("retry scheduled", "file", it.d.File, "msg_id", it.d.Message.MsgID,
+				"attempt", it.d.Attempts, "at", it.d.RetryAt, "err", it.d.Err)
 			continue
 		}
 		to := queue.Done
@@ -466,6 +601,11 @@ func (c *Consumer) inspect(s *queue.Session, name string) (item, error) {
 			d.Reject = reject(ReasonParse, "", "%v", err)
 		default:
 			d.Message = msg
+			if due, ok := c.dueAt(msg.MsgID); ok && due.After(time.Now()) {
+				// Its retry is not due yet: hold the claim, unrecorded.
+				c.hold(cl, due)
+				return item{busy: true}, nil
+			}
 		}
 	}
 	d.At = time.Now().UTC()

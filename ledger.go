@@ -20,6 +20,11 @@ const (
 	// OutcomeDeadLetter: the message was rejected; a dead-letter record holds
 	// reason and detail. The file goes to error/.
 	OutcomeDeadLetter Outcome = "dead-letter"
+	// OutcomeRetry: the handler failed transiently; nothing of the message
+	// was recorded but its attempt. The file waits in processing/ until
+	// RetryAt, then goes back to inbox/. Never stored as a delivery's
+	// outcome.
+	OutcomeRetry Outcome = "retry"
 )
 
 // Delivery is one claimed file on its way through the ledger. The consumer
@@ -41,7 +46,8 @@ type Delivery struct {
 	// Size is the file's size in bytes.
 	Size int64
 	// Message is set for a valid message, Reject for a poison one; exactly
-	// one of them is non-nil.
+	// one of them is non-nil when the delivery is recorded. A ledger sets
+	// Reject on a valid message its handler dead-lettered.
 	Message *Message
 	Reject  *RejectError
 	// Claimed is when the consumer started claiming it; At is when it
@@ -51,6 +57,11 @@ type Delivery struct {
 
 	// Outcome is set by Ledger.Record.
 	Outcome Outcome
+	// For OutcomeRetry (and a retries-exhausted dead letter): the attempts
+	// made so far, the last error, and when the next attempt is due.
+	Attempts int
+	Err      error
+	RetryAt  time.Time
 }
 
 // Ledger is the idempotent record of every delivery. The consumer needs only

@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// rowsPerInsert is how many rows one INSERT carries: 128 rows of 12 columns
+// rowsPerInsert is how many rows one INSERT carries: 128 rows of 16 columns
 // stay far below the bind-parameter limits of SQLite (32766) and
 // PostgreSQL (65535), while a 256-message batch needs only two statements a
 // table.
@@ -15,7 +15,7 @@ const rowsPerInsert = 128
 
 const (
 	processedColumns = 9
-	deliveryColumns  = 12
+	deliveryColumns  = 16
 )
 
 // multiRow is a multi-row INSERT whose full-size form (rowsPerInsert rows)
@@ -95,7 +95,8 @@ func (db *DB) prepareInserts(ctx context.Context) error {
 		return fmt.Errorf("prepare insert processed: %w", err)
 	}
 	db.insDeliveries, err = newMultiRow(ctx, db.sql, db.dialect, `INSERT INTO deliveries
-    (claim, file, ino, consumer, msg_id, outcome, reason, field, detail, content_hash, size, at)`,
+    (claim, file, ino, consumer, msg_id, outcome, reason, field, detail, content_hash, size, at,
+     attempts, first_failure, last_failure, conflict)`,
 		deliveryColumns, "")
 	if err != nil {
 		return fmt.Errorf("prepare insert deliveries: %w", err)

@@ -2,12 +2,9 @@ package ledger
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -39,7 +36,7 @@ type DB struct {
 	insProcessed, insDeliveries *multiRow
 }
 
-var _ spool.Ledger = (*DB)(nil)
+var _ spool.WorkLedger = (*DB)(nil)
 
 // New returns a ledger on db, whose engine is d, after bringing its schema up
 // to date with Migrate. The ledger owns db from then on: Close closes it. On
@@ -109,9 +106,15 @@ func (db *DB) fail(op string, err error) error {
 // two batches sharing msg_ids lock them in the same order and cannot deadlock
 // on PostgreSQL.
 func (db *DB) Record(ctx context.Context, batch []*spool.Delivery) error {
+	return db.RecordWork(ctx, batch, spool.Work{})
+}
+
+// RecordWork is Record with business work in the transaction; see
+// spool.WorkLedger.
+func (db *DB) RecordWork(ctx context.Context, batch []*spool.Delivery, w spool.Work) error {
 	for _, d := range batch {
 		if d != nil {
-			d.Outcome = ""
+			d.Outcome, d.Attempts, d.Err, d.RetryAt = "", 0, nil, time.Time{}
 		}
 	}
 	if err := db.open(); err != nil {
@@ -125,12 +128,18 @@ func (db *DB) Record(ctx context.Context, batch []*spool.Delivery) error {
 	if len(batch) == 0 {
 		return nil
 	}
-	outcomes, err := db.record(ctx, batch)
+	res, err := db.record(ctx, batch, w)
 	if err != nil {
 		return db.fail("record batch", err)
 	}
 	for i, d := range batch {
-		d.Outcome = outcomes[i]
+		r := res[i]
+		d.Outcome, d.Attempts, d.Err, d.RetryAt = r.outcome, r.attempts, r.err, r.retryAt
+		if r.outcome == spool.OutcomeDeadLetter && d.Reject == nil {
+			// A valid message the handler dead-lettered: say why, as for any
+			// other dead letter.
+			d.Reject = &spool.RejectError{Reason: spool.Reason(r.reason), Detail: r.detail}
+		}
 	}
 	return nil
 }
@@ -149,111 +158,6 @@ func checkDelivery(d *spool.Delivery) error {
 		return fmt.Errorf("%w: %s: rejected without a reason", ErrBadDelivery, d.File)
 	}
 	return nil
-}
-
-func (db *DB) record(ctx context.Context, batch []*spool.Delivery) ([]spool.Outcome, error) {
-	now := time.Now()
-	tx, err := db.sql.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, fmt.Errorf("begin: %w", err)
-	}
-	// After Commit, Rollback is a no-op returning sql.ErrTxDone; before it,
-	// the error that matters is the one being returned.
-	defer func() { _ = tx.Rollback() }()
-
-	outcomes := make([]spool.Outcome, len(batch))
-	// The first delivery of each msg_id in the batch is the candidate for
-	// processed; later ones in the same batch are duplicates whatever
-	// happens to it (I2: the earlier delivery wins).
-	first := make(map[string]int, len(batch))
-	var candidates []int
-	for i, d := range batch {
-		switch {
-		case d.Message == nil:
-			outcomes[i] = spool.OutcomeDeadLetter
-		default:
-			if _, seen := first[d.Message.MsgID]; seen {
-				outcomes[i] = spool.OutcomeDuplicate
-				continue
-			}
-			first[d.Message.MsgID] = i
-			candidates = append(candidates, i)
-		}
-	}
-	// Inserted in msg_id order, so that two consumers whose batches share
-	// msg_ids take the key locks in the same order and cannot deadlock
-	// (PostgreSQL).
-	slices.SortFunc(candidates, func(a, b int) int {
-		return strings.Compare(batch[a].Message.MsgID, batch[b].Message.MsgID)
-	})
-	// Multi-row statements: the cost of a statement round trip through
-	// database/sql and the driver dwarfs SQLite's per-row work, so rows go
-	// in chunks. RETURNING names the rows the PRIMARY KEY let in; the rest
-	// were already there: duplicates (I2, decided by the constraint).
-	inserted := make(map[string]bool, len(candidates))
-	for chunk := range slices.Chunk(candidates, rowsPerInsert) {
-		args := make([]any, 0, len(chunk)*processedColumns)
-		for _, i := range chunk {
-			d := batch[i]
-			m := d.Message
-			hash := d.Hash
-			if hash == "" {
-				sum := sha256.Sum256(m.Raw)
-				hash = hex.EncodeToString(sum[:])
-			}
-			args = append(args, m.MsgID, nullString(m.OrderNo), nullInt(m.Seq), nullString(string(m.Amount)),
-				formatTime(now), clean(d.File), hash, string(m.Raw), d.Claim)
-		}
-		rows, err := db.insProcessed.query(ctx, tx, args)
-		if err != nil {
-			return nil, fmt.Errorf("insert processed: %w", err)
-		}
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("insert processed: %w", err)
-			}
-			inserted[id] = true
-		}
-		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-			return nil, fmt.Errorf("insert processed: %w", err)
-		}
-	}
-	for _, i := range candidates {
-		if inserted[batch[i].Message.MsgID] {
-			outcomes[i] = spool.OutcomeProcessed
-		} else {
-			outcomes[i] = spool.OutcomeDuplicate
-		}
-	}
-	for start := 0; start < len(batch); start += rowsPerInsert {
-		chunk := batch[start:min(start+rowsPerInsert, len(batch))]
-		args := make([]any, 0, len(chunk)*deliveryColumns)
-		for j, d := range chunk {
-			var msgID, reason, field, detail any
-			if d.Message != nil {
-				msgID = d.Message.MsgID
-			} else {
-				reason = clean(string(d.Reject.Reason))
-				field = nullString(clean(d.Reject.Field))
-				detail = nullString(clean(d.Reject.Detail))
-			}
-			at := d.At
-			if at.IsZero() {
-				at = now
-			}
-			args = append(args, d.Claim, clean(d.File), nullIno(d.Ino), clean(d.Consumer), msgID,
-				string(outcomes[start+j]), reason, field, detail, nullString(d.Hash), d.Size, formatTime(at))
-		}
-		if err := db.insDeliveries.exec(ctx, tx, args); err != nil {
-			return nil, fmt.Errorf("insert deliveries: %w", err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("commit: %w", err)
-	}
-	return outcomes, nil
 }
 
 // ClaimOutcome returns the outcome recorded for claim, and false when the
@@ -320,4 +224,33 @@ func clean(s string) string {
 		return s
 	}
 	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
+
+// RetrySchedule returns the msg_ids waiting for a retry and when each is
+// due; see spool.WorkLedger.
+func (db *DB) RetrySchedule(ctx context.Context) (map[string]time.Time, error) {
+	if err := db.open(); err != nil {
+		return nil, err
+	}
+	rows, err := db.sql.QueryContext(ctx, db.q.retrySchedule)
+	if err != nil {
+		return nil, fmt.Errorf("retry schedule: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]time.Time{}
+	for rows.Next() {
+		var id, next string
+		if err := rows.Scan(&id, &next); err != nil {
+			return nil, fmt.Errorf("retry schedule: %w", err)
+		}
+		t, err := parseTime("next_at", next)
+		if err != nil {
+			return nil, err
+		}
+		out[id] = t
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("retry schedule: %w", err)
+	}
+	return out, nil
 }

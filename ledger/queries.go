@@ -4,6 +4,11 @@ package ledger
 // the subset of SQL that SQLite and PostgreSQL both speak, and rebound for
 // the dialect when a DB is made.
 type queries struct {
+	insertProcessed string
+	selectAttempts  string
+	upsertAttempts  string
+	deleteAttempts  string
+	retrySchedule   string
 	claimOutcome    string
 	duplicates      string
 	deadLetterByIno string
@@ -15,7 +20,20 @@ type queries struct {
 
 func newQueries(d Dialect) queries {
 	return queries{
-		claimOutcome: d.Rebind(`SELECT outcome FROM deliveries WHERE claim = ?`),
+		// One row, for the path with business work; RowsAffected tells an
+		// insert (1) from a duplicate (0) on both engines.
+		insertProcessed: d.Rebind(`INSERT INTO processed
+    (msg_id, order_no, seq, amount, processed_at, file, content_hash, payload, claim)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (msg_id) DO NOTHING`),
+		selectAttempts: d.Rebind(`SELECT attempts, first_failure FROM attempts WHERE msg_id = ?`),
+		upsertAttempts: d.Rebind(`INSERT INTO attempts (msg_id, attempts, first_failure, last_failure, next_at, last_error, file)
+VALUES (?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (msg_id) DO UPDATE SET attempts = excluded.attempts, last_failure = excluded.last_failure,
+    next_at = excluded.next_at, last_error = excluded.last_error, file = excluded.file`),
+		deleteAttempts: d.Rebind(`DELETE FROM attempts WHERE msg_id = ?`),
+		retrySchedule:  d.Rebind(`SELECT msg_id, next_at FROM attempts`),
+		claimOutcome:   d.Rebind(`SELECT outcome FROM deliveries WHERE claim = ?`),
 		// Sorted in Go, not here: collations differ between engines.
 		duplicates: d.Rebind(`SELECT DISTINCT msg_id FROM deliveries
 WHERE outcome = 'duplicate' AND msg_id IS NOT NULL`),

@@ -1,0 +1,246 @@
+package spool_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/ledger"
+	"github.com/spoolq/spool/ledger/sqlite"
+	"github.com/spoolq/spool/queue"
+)
+
+// fixture is a queue with a ledger and a few messages in inbox/.
+type fixture struct {
+	dir    *queue.Dir
+	ledger *ledger.DB
+}
+
+func newFixture(t *testing.T, msgs map[string]string) *fixture {
+	t.Helper()
+	root := filepath.Join(t.TempDir(), "q")
+	if err := queue.Init(root); err != nil {
+		t.Fatal(err)
+	}
+	d, err := queue.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	l, err := sqlite.Open(context.Background(), filepath.Join(root, "ledger.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	if _, err := l.SQL().Exec(`CREATE TABLE balances (order_no TEXT PRIMARY KEY, total INTEGER NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range msgs {
+		if _, err := d.WriteFile(queue.Inbox, name, []byte(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &fixture{dir: d, ledger: l}
+}
+
+func (f *fixture) count(t *testing.T, s queue.Stage) int {
+	t.Helper()
+	n, err := f.dir.Count(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func (f *fixture) scalar(t *testing.T, q string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := f.ledger.SQL().QueryRow(q, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return n
+}
+
+func msg(id, order string, seq int) string {
+	return fmt.Sprintf(`{"msg_id":%q,"order_no":%q,"seq":%d,"amount":"10"}`, id, order, seq)
+}
+
+// addBalance is a business handler writing through the ledger's transaction.
+func addBalance(ctx context.Context, tx *sql.Tx, m *spool.Message) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO balances (order_no, total) VALUES (?, 10)
+ON CONFLICT (order_no) DO UPDATE SET total = total + 10`, m.OrderNo)
+	return err
+}
+
+func TestHandlerTransientThenSuccess(t *testing.T) {
+	f := newFixture(t, map[string]string{"a.json": msg("A", "O1", 1), "b.json": msg("B", "O1", 2)})
+	var calls atomic.Int32
+	h := spool.HandlerFunc(func(ctx context.Context, tx *sql.Tx, m *spool.Message) error {
+		if err := addBalance(ctx, tx, m); err != nil {
+			return err
+		}
+		if m.MsgID == "A" && calls.Add(1) < 3 {
+			return errors.New("downstream timeout") // after its write: the rollback must undo it
+		}
+		return nil
+	})
+	c, err := spool.NewConsumer(f.dir, f.ledger, spool.Config{Handler: h,
+		Retry: spool.Retry{Base: 20 * time.Millisecond, Cap: time.Second, MaxAttempts: 5, NoJitter: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Drain(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Processed != 2 || st.Retries != 2 || st.DeadLetters != 0 {
+		t.Fatalf("stats = %+v, want 2 processed after 2 retries", st)
+	}
+	if got := f.scalar(t, `SELECT total FROM balances WHERE order_no = 'O1'`); got != 20 {
+		t.Fatalf("balance = %d, want 20: each message's business write committed once", got)
+	}
+	if got := f.scalar(t, `SELECT COUNT(*) FROM attempts`); got != 0 {
+		t.Fatalf("attempts rows = %d after success, want 0", got)
+	}
+	if f.count(t, queue.Done) != 2 || f.count(t, queue.Processing) != 0 {
+		t.Fatalf("done=%d processing=%d", f.count(t, queue.Done), f.count(t, queue.Processing))
+	}
+}
+
+func TestHandlerPermanentAndPanic(t *testing.T) {
+	f := newFixture(t, map[string]string{"a.json": msg("A", "O1", 1), "b.json": msg("B", "O2", 1), "c.json": msg("C", "O3", 1)})
+	h := spool.HandlerFunc(func(ctx context.Context, tx *sql.Tx, m *spool.Message) error {
+		if err := addBalance(ctx, tx, m); err != nil {
+			return err
+		}
+		switch m.MsgID {
+		case "A":
+			return spool.Permanent(errors.New("order O1 is closed"))
+		case "B":
+			panic("nil map")
+		}
+		return nil
+	})
+	c, err := spool.NewConsumer(f.dir, f.ledger, spool.Config{Handler: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Drain(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Processed != 1 || st.DeadLetters != 2 || st.Retries != 0 {
+		t.Fatalf("stats = %+v, want 1 processed, 2 dead letters at once", st)
+	}
+	if got := f.scalar(t, `SELECT COUNT(*) FROM processed`); got != 1 {
+		t.Fatalf("processed rows = %d, want 1: a failed handler rolls back its row", got)
+	}
+	if got := f.scalar(t, `SELECT COUNT(*) FROM balances`); got != 1 {
+		t.Fatalf("balances rows = %d, want 1: failed handlers' writes rolled back", got)
+	}
+	if got := f.scalar(t, `SELECT COUNT(*) FROM deliveries WHERE reason = 'handler' AND detail LIKE '%closed%'`); got != 1 {
+		t.Fatalf("permanent failure's dead letter with detail: %d rows", got)
+	}
+	if got := f.scalar(t, `SELECT COUNT(*) FROM deliveries WHERE reason = 'handler' AND detail LIKE '%panicked%'`); got != 1 {
+		t.Fatalf("panic's dead letter: %d rows", got)
+	}
+}
+
+func TestHandlerRetriesExhausted(t *testing.T) {
+	f := newFixture(t, map[string]string{"a.json": msg("A", "O1", 1)})
+	h := spool.HandlerFunc(func(context.Context, *sql.Tx, *spool.Message) error { return errors.New("still locked") })
+	c, err := spool.NewConsumer(f.dir, f.ledger, spool.Config{Handler: h,
+		Retry: spool.Retry{Base: time.Millisecond, Cap: 5 * time.Millisecond, MaxAttempts: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Drain(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.DeadLetters != 1 || st.Retries != 2 {
+		t.Fatalf("stats = %+v, want 2 retries then a dead letter", st)
+	}
+	var reason, detail string
+	var attempts int
+	if err := f.ledger.SQL().QueryRow(`SELECT reason, detail, attempts FROM deliveries`).Scan(&reason, &detail, &attempts); err != nil {
+		t.Fatal(err)
+	}
+	if reason != "retries-exhausted" || detail != "still locked" || attempts != 3 {
+		t.Fatalf("dead letter = %s %q attempts=%d", reason, detail, attempts)
+	}
+	if f.count(t, queue.Error) != 1 || f.count(t, queue.Processing) != 0 {
+		t.Fatal("the message is not alone in error/")
+	}
+}
+
+// TestBackoffDoesNotBlock: a message waiting for its retry never delays the
+// hundred behind it, and an interrupted run keeps its attempt count.
+func TestBackoffDoesNotBlock(t *testing.T) {
+	msgs := map[string]string{"000-slow.json": msg("SLOW", "S", 1)}
+	for i := range 100 {
+		msgs[fmt.Sprintf("m%03d.json", i)] = msg(fmt.Sprintf("M%03d", i), "O", i+1)
+	}
+	f := newFixture(t, msgs)
+	h := spool.HandlerFunc(func(_ context.Context, _ *sql.Tx, m *spool.Message) error {
+		if m.MsgID == "SLOW" {
+			return errors.New("busy")
+		}
+		return nil
+	})
+	// The timeout is a safety net; the test proceeds when the 100 are done.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var done atomic.Int32
+	c, err := spool.NewConsumer(f.dir, f.ledger, spool.Config{Handler: h, BatchSize: 10,
+		Retry: spool.Retry{Base: time.Hour, Cap: time.Hour, MaxAttempts: 5},
+		OnDelivery: func(d *spool.Delivery, _ string) {
+			if done.Add(1) == 100 {
+				cancel() // all others are through while SLOW waits an hour
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Drain(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Processed != 100 || st.Retries != 1 {
+		t.Fatalf("stats = %+v, want the 100 processed while SLOW waits", st)
+	}
+	// Stopped: SLOW went back to inbox/, processing/ is empty, the attempt is kept.
+	if f.count(t, queue.Inbox) != 1 || f.count(t, queue.Processing) != 0 {
+		t.Fatalf("inbox=%d processing=%d", f.count(t, queue.Inbox), f.count(t, queue.Processing))
+	}
+	if got := f.scalar(t, `SELECT attempts FROM attempts WHERE msg_id = 'SLOW'`); got != 1 {
+		t.Fatalf("attempts = %d, want 1", got)
+	}
+	// A new consumer claims it early and holds it rather than trying it.
+	c2, err := spool.NewConsumer(f.dir, f.ledger, spool.Config{Handler: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel2()
+	st2, err := c2.Watch(ctx2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st2.Total() != 0 || st2.Retries != 0 {
+		t.Fatalf("second run tried SLOW before it was due: %+v", st2)
+	}
+	if got := f.scalar(t, `SELECT attempts FROM attempts WHERE msg_id = 'SLOW'`); got != 1 {
+		t.Fatalf("attempts after restart = %d, want 1", got)
+	}
+	if _, err := os.Stat(filepath.Join(f.dir.StagePath(queue.Inbox), "000-slow.json")); err != nil {
+		t.Fatalf("SLOW is not back in inbox/: %v", err)
+	}
+}

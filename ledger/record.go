@@ -1,0 +1,345 @@
+package ledger
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spoolq/spool"
+)
+
+// result is what became of one delivery of a batch; it is copied into the
+// deliveries only after the commit.
+type result struct {
+	outcome  spool.Outcome
+	attempts int
+	err      error
+	retryAt  time.Time
+	// For the deliveries row.
+	reason, field, detail string
+	firstFailure          time.Time
+	conflict              bool
+}
+
+// maxDetail bounds a failure detail kept in the ledger: a handler's error
+// may carry a whole response body or a stack.
+const maxDetail = 2000
+
+func (db *DB) record(ctx context.Context, batch []*spool.Delivery, w spool.Work) ([]result, error) {
+	now := time.Now()
+	tx, err := db.sql.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
+	}
+	// After Commit, Rollback is a no-op returning sql.ErrTxDone; before it,
+	// the error that matters is the one being returned.
+	defer func() { _ = tx.Rollback() }()
+
+	res := make([]result, len(batch))
+	for i, d := range batch {
+		if d.Reject != nil {
+			res[i] = result{outcome: spool.OutcomeDeadLetter, reason: string(d.Reject.Reason),
+				field: d.Reject.Field, detail: d.Reject.Detail}
+		}
+	}
+	if w.Handler == nil {
+		err = db.insertProcessedRows(ctx, tx, batch, res, now)
+	} else {
+		err = db.runWork(ctx, tx, batch, res, w, now)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := db.markConflicts(ctx, tx, batch, res); err != nil {
+		return nil, err
+	}
+	if err := db.insertDeliveryRows(ctx, tx, batch, res, now); err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("commit: %w", err)
+	}
+	return res, nil
+}
+
+func processedArgs(d *spool.Delivery, now time.Time) []any {
+	m := d.Message
+	hash := d.Hash
+	if hash == "" {
+		sum := sha256.Sum256(m.Raw)
+		hash = hex.EncodeToString(sum[:])
+	}
+	return []any{m.MsgID, nullString(m.OrderNo), nullInt(m.Seq), nullString(string(m.Amount)),
+		formatTime(now), clean(d.File), hash, string(m.Raw), d.Claim}
+}
+
+// insertProcessedRows is the path without business work: the valid
+// deliveries' rows go into processed in multi-row statements.
+func (db *DB) insertProcessedRows(ctx context.Context, tx *sql.Tx, batch []*spool.Delivery, res []result, now time.Time) error {
+	// The first delivery of each msg_id in the batch is the candidate for
+	// processed; later ones in the same batch are duplicates whatever
+	// happens to it (I2: the earlier delivery wins).
+	first := make(map[string]bool, len(batch))
+	var candidates []int
+	for i, d := range batch {
+		if d.Message == nil {
+			continue
+		}
+		if first[d.Message.MsgID] {
+			res[i].outcome = spool.OutcomeDuplicate
+			continue
+		}
+		first[d.Message.MsgID] = true
+		candidates = append(candidates, i)
+	}
+	// Inserted in msg_id order, so that two consumers whose batches share
+	// msg_ids take the key locks in the same order and cannot deadlock
+	// (PostgreSQL).
+	slices.SortFunc(candidates, func(a, b int) int {
+		return strings.Compare(batch[a].Message.MsgID, batch[b].Message.MsgID)
+	})
+	// Multi-row statements: a statement's round trip through database/sql
+	// and the driver costs more than SQLite's per-row work. RETURNING names
+	// the rows the PRIMARY KEY let in; the rest were already there:
+	// duplicates (I2, decided by the constraint).
+	inserted := make(map[string]bool, len(candidates))
+	for chunk := range slices.Chunk(candidates, rowsPerInsert) {
+		args := make([]any, 0, len(chunk)*processedColumns)
+		for _, i := range chunk {
+			args = append(args, processedArgs(batch[i], now)...)
+		}
+		rows, err := db.insProcessed.query(ctx, tx, args)
+		if err != nil {
+			return fmt.Errorf("insert processed: %w", err)
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return fmt.Errorf("insert processed: %w", err)
+			}
+			inserted[id] = true
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return fmt.Errorf("insert processed: %w", err)
+		}
+	}
+	for _, i := range candidates {
+		if inserted[batch[i].Message.MsgID] {
+			res[i].outcome = spool.OutcomeProcessed
+		} else {
+			res[i].outcome = spool.OutcomeDuplicate
+		}
+	}
+	return nil
+}
+
+// runWork is the path with business work: each valid delivery in its own
+// savepoint, so that a failing handler takes back its own writes and its
+// processed row and nothing else of the batch.
+func (db *DB) runWork(ctx context.Context, tx *sql.Tx, batch []*spool.Delivery, res []result, w spool.Work, now time.Time) error {
+	order := make([]int, 0, len(batch))
+	for i, d := range batch {
+		if d.Message != nil {
+			order = append(order, i)
+		}
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		return strings.Compare(batch[a].Message.MsgID, batch[b].Message.MsgID)
+	})
+	for _, i := range order {
+		d := batch[i]
+		if _, err := tx.ExecContext(ctx, "SAVEPOINT spool_message"); err != nil {
+			return fmt.Errorf("savepoint: %w", err)
+		}
+		r, err := tx.ExecContext(ctx, db.q.insertProcessed, processedArgs(d, now)...)
+		if err != nil {
+			return fmt.Errorf("insert processed %q: %w", d.Message.MsgID, err)
+		}
+		n, err := r.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("insert processed %q: %w", d.Message.MsgID, err)
+		}
+		if n == 0 {
+			res[i].outcome = spool.OutcomeDuplicate
+			if _, err := tx.ExecContext(ctx, "RELEASE SAVEPOINT spool_message"); err != nil {
+				return fmt.Errorf("release savepoint: %w", err)
+			}
+			continue
+		}
+		herr := spool.Call(ctx, w.Handler, tx, d.Message)
+		if herr == nil {
+			if _, err := tx.ExecContext(ctx, db.q.deleteAttempts, d.Message.MsgID); err != nil {
+				return fmt.Errorf("clear attempts %q: %w", d.Message.MsgID, err)
+			}
+			if _, err := tx.ExecContext(ctx, "RELEASE SAVEPOINT spool_message"); err != nil {
+				return fmt.Errorf("release savepoint: %w", err)
+			}
+			res[i].outcome = spool.OutcomeProcessed
+			continue
+		}
+		// The handler failed: undo its writes and the processed row, then
+		// record the failure in the batch's transaction.
+		if _, err := tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT spool_message"); err != nil {
+			return fmt.Errorf("rollback to savepoint after %v: %w", herr, err)
+		}
+		if _, err := tx.ExecContext(ctx, "RELEASE SAVEPOINT spool_message"); err != nil {
+			return fmt.Errorf("release savepoint: %w", err)
+		}
+		if err := db.fail1(ctx, tx, d, &res[i], herr, w.Retry, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fail1 records a handler failure: a retry scheduled in attempts, or a dead
+// letter (handler, retries-exhausted) with the attempt history.
+func (db *DB) fail1(ctx context.Context, tx *sql.Tx, d *spool.Delivery, r *result, herr error, policy spool.Retry, now time.Time) error {
+	id := d.Message.MsgID
+	attempts, first := 0, now
+	var firstText string
+	err := tx.QueryRowContext(ctx, db.q.selectAttempts, id).Scan(&attempts, &firstText)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return fmt.Errorf("read attempts %q: %w", id, err)
+	default:
+		if first, err = parseTime("first_failure", firstText); err != nil {
+			return err
+		}
+	}
+	attempts++
+	r.attempts, r.err, r.firstFailure = attempts, herr, first
+	detail := herr.Error()
+	if len(detail) > maxDetail {
+		detail = detail[:maxDetail] + "..."
+	}
+	permanent := spool.IsPermanent(herr)
+	if permanent || policy.Exhausted(attempts) {
+		r.outcome, r.reason, r.detail = spool.OutcomeDeadLetter, string(spool.ReasonHandler), detail
+		if !permanent {
+			r.reason = string(spool.ReasonRetriesExhausted)
+		}
+		if _, err := tx.ExecContext(ctx, db.q.deleteAttempts, id); err != nil {
+			return fmt.Errorf("clear attempts %q: %w", id, err)
+		}
+		return nil
+	}
+	r.outcome = spool.OutcomeRetry
+	r.retryAt = now.Add(policy.Delay(attempts, herr))
+	if _, err := tx.ExecContext(ctx, db.q.upsertAttempts, id, attempts, formatTime(first), formatTime(now),
+		formatTime(r.retryAt), clean(detail), clean(d.File)); err != nil {
+		return fmt.Errorf("record attempt %q: %w", id, err)
+	}
+	return nil
+}
+
+// markConflicts flags the duplicates whose content differs from the
+// processed row's: the same msg_id with another body means a producer bug
+// or tampering, not an ordinary redelivery.
+func (db *DB) markConflicts(ctx context.Context, tx *sql.Tx, batch []*spool.Delivery, res []result) error {
+	var ids []any
+	seen := map[string]bool{}
+	for i, d := range batch {
+		if res[i].outcome == spool.OutcomeDuplicate && !seen[d.Message.MsgID] {
+			seen[d.Message.MsgID] = true
+			ids = append(ids, d.Message.MsgID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	hashes := make(map[string]string, len(ids))
+	for chunk := range slices.Chunk(ids, rowsPerInsert) {
+		q := db.dialect.Rebind("SELECT msg_id, content_hash FROM processed WHERE msg_id IN (" +
+			strings.TrimSuffix(strings.Repeat("?, ", len(chunk)), ", ") + ")")
+		rows, err := tx.QueryContext(ctx, q, chunk...)
+		if err != nil {
+			return fmt.Errorf("compare duplicates: %w", err)
+		}
+		for rows.Next() {
+			var id, h string
+			if err := rows.Scan(&id, &h); err != nil {
+				rows.Close()
+				return fmt.Errorf("compare duplicates: %w", err)
+			}
+			hashes[id] = h
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return fmt.Errorf("compare duplicates: %w", err)
+		}
+	}
+	for i, d := range batch {
+		if res[i].outcome != spool.OutcomeDuplicate {
+			continue
+		}
+		hash := d.Hash
+		if hash == "" {
+			sum := sha256.Sum256(d.Message.Raw)
+			hash = hex.EncodeToString(sum[:])
+		}
+		if h, ok := hashes[d.Message.MsgID]; ok && h != hash {
+			res[i].conflict = true
+		}
+	}
+	return nil
+}
+
+// insertDeliveryRows records every delivery that reached an outcome; a
+// delivery waiting for a retry has none yet, so its claim stays unknown to
+// recovery and the message goes back to inbox/ if its consumer dies.
+func (db *DB) insertDeliveryRows(ctx context.Context, tx *sql.Tx, batch []*spool.Delivery, res []result, now time.Time) error {
+	args := make([]any, 0, rowsPerInsert*deliveryColumns)
+	flush := func() error {
+		if len(args) == 0 {
+			return nil
+		}
+		err := db.insDeliveries.exec(ctx, tx, args)
+		args = args[:0]
+		if err != nil {
+			return fmt.Errorf("insert deliveries: %w", err)
+		}
+		return nil
+	}
+	for i, d := range batch {
+		r := res[i]
+		if r.outcome == spool.OutcomeRetry {
+			continue
+		}
+		var msgID, attempts, firstFailure, lastFailure any
+		if d.Message != nil {
+			msgID = d.Message.MsgID
+		}
+		if r.attempts > 0 {
+			attempts, firstFailure, lastFailure = r.attempts, formatTime(r.firstFailure), formatTime(now)
+		}
+		var reason any
+		if r.reason != "" {
+			reason = clean(r.reason)
+		}
+		at := d.At
+		if at.IsZero() {
+			at = now
+		}
+		conflict := 0
+		if r.conflict {
+			conflict = 1
+		}
+		args = append(args, d.Claim, clean(d.File), nullIno(d.Ino), clean(d.Consumer), msgID,
+			string(r.outcome), reason, nullString(clean(r.field)), nullString(clean(r.detail)),
+			nullString(d.Hash), d.Size, formatTime(at), attempts, firstFailure, lastFailure, conflict)
+		if len(args) == rowsPerInsert*deliveryColumns {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return flush()
+}
