@@ -1,0 +1,633 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/ledger"
+	"github.com/spoolq/spool/ledger/ledgertest"
+)
+
+// envDSN names the environment variable holding the test server's DSN.
+const envDSN = "SPOOL_TEST_POSTGRES"
+
+// serverDSN returns the test server's DSN, skipping the test when there is
+// none, except on CI, which must run these tests.
+func serverDSN(t testing.TB) string {
+	t.Helper()
+	dsn := os.Getenv(envDSN)
+	if dsn == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI must provide %s (e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable)", envDSN)
+		}
+		t.Skipf("PostgreSQL tests skipped: set %s to a server's DSN, e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable", envDSN)
+	}
+	return dsn
+}
+
+// withParam returns dsn, a URL or a keyword/value string, with the
+// parameter key set to value.
+func withParam(t testing.TB, dsn, key, value string) string {
+	t.Helper()
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		// libpq's URI rules: the last occurrence of a key wins, and only
+		// %XX is decoded, so a space must be %20, not '+'.
+		sep := "?"
+		if strings.Contains(dsn, "?") {
+			sep = "&"
+		}
+		return dsn + sep + key + "=" + strings.ReplaceAll(url.QueryEscape(value), "+", "%20")
+	}
+	quoted := strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(value)
+	return dsn + " " + key + "='" + quoted + "'"
+}
+
+// admin is a plain connection to the test server, for creating and
+// dropping schemas; closed by t.Cleanup.
+func admin(t testing.TB, dsn string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// freshSchema creates an empty schema for one test and returns a DSN whose
+// search_path is that schema. The schema is dropped when the test ends,
+// after the ledgers on it were closed (cleanups run last-in first-out).
+func freshSchema(t testing.TB) string {
+	t.Helper()
+	dsn := serverDSN(t)
+	b := make([]byte, 8)
+	_, _ = rand.Read(b) // never returns an error
+	schema := "spool_test_" + hex.EncodeToString(b)
+	db := admin(t, dsn)
+	if _, err := db.ExecContext(context.Background(), "CREATE SCHEMA "+schema); err != nil {
+		t.Fatalf("create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		// t.Context is already cancelled when cleanups run.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := db.ExecContext(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	return withParam(t, dsn, "search_path", schema)
+}
+
+// openFresh opens a ledger in a fresh schema; the caller closes it.
+func openFresh(t testing.TB) (*ledger.DB, string) {
+	t.Helper()
+	dsn := freshSchema(t)
+	db, err := Open(context.Background(), dsn)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	return db, dsn
+}
+
+func TestConformance(t *testing.T) {
+	serverDSN(t)
+	t.Parallel()
+	ledgertest.Run(t, func(t *testing.T) *ledger.DB {
+		db, _ := openFresh(t)
+		return db
+	})
+}
+
+func delivery(claim, msgID string) *spool.Delivery {
+	raw := `{"msg_id":` + strconv.Quote(msgID) + `,"order_no":"A","seq":1,"amount":"1.00"}`
+	return &spool.Delivery{
+		Claim: claim, File: msgID + ".json", Ino: 1, Consumer: "test", Size: int64(len(raw)),
+		Message: &spool.Message{MsgID: msgID, OrderNo: "A", Seq: 1, Amount: "1.00", Raw: []byte(raw)},
+		At:      time.Now(),
+	}
+}
+
+func countRows(t *testing.T, db *sql.DB, query string, args ...any) int64 {
+	t.Helper()
+	var n int64
+	if err := db.QueryRowContext(t.Context(), query, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+// TestTwoHandles: two ledgers on one database, as consumers on two hosts
+// hold, record overlapping msg_ids at once, each in its own order and
+// batching. The PRIMARY KEY admits one row per msg_id (I2), and no batch
+// fails: the ledger's msg_id-ordered inserts must not deadlock.
+func TestTwoHandles(t *testing.T) {
+	t.Parallel()
+	a, dsn := openFresh(t)
+	defer a.Close()
+	b, err := Open(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+
+	const msgs = 60
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		won   = map[string]int{}
+		total int
+	)
+	for i, db := range []*ledger.DB{a, b, a, b, a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ids := make([]string, msgs)
+			for k := range ids {
+				ids[k] = fmt.Sprintf("m%03d", (k*7+i*11)%msgs) // 7 is coprime to 60
+			}
+			if i%2 == 1 {
+				slices.Reverse(ids)
+			}
+			size := 3 + i // batches of different sizes overlap differently
+			for len(ids) > 0 {
+				n := min(size, len(ids))
+				var ds []*spool.Delivery
+				for _, id := range ids[:n] {
+					ds = append(ds, delivery(fmt.Sprintf("h%d-%s", i, id), id))
+				}
+				if err := db.Record(t.Context(), ds); err != nil {
+					t.Errorf("handle %d: Record: %v", i, err)
+					return
+				}
+				mu.Lock()
+				for _, d := range ds {
+					if d.Outcome == spool.OutcomeProcessed {
+						won[d.Message.MsgID]++
+						total++
+					}
+				}
+				mu.Unlock()
+				ids = ids[n:]
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	if total != msgs || len(won) != msgs {
+		t.Errorf("processed outcomes = %d over %d msg_ids, want %d over %d", total, len(won), msgs, msgs)
+	}
+	for id, n := range won {
+		if n != 1 {
+			t.Errorf("%s processed %d times, want 1", id, n)
+		}
+	}
+	if n := countRows(t, a.SQL(), "SELECT COUNT(*) FROM processed"); n != msgs {
+		t.Errorf("processed rows = %d, want %d", n, msgs)
+	}
+	if n := countRows(t, b.SQL(), "SELECT COUNT(DISTINCT msg_id) FROM processed"); n != msgs {
+		t.Errorf("distinct msg_ids in processed = %d, want %d", n, msgs)
+	}
+	if n := countRows(t, b.SQL(), "SELECT COUNT(*) FROM deliveries WHERE outcome = 'duplicate'"); n != 5*msgs {
+		t.Errorf("duplicate deliveries = %d, want %d", n, 5*msgs)
+	}
+}
+
+// TestRecordWorkSavepoint: on PostgreSQL an error inside a transaction
+// aborts it until it is rolled back, so a handler whose SQL fails must be
+// undone by rolling back to the message's savepoint, which also takes back
+// the handler's earlier writes and the processed row, and nothing else of
+// the batch. The messages after it must still commit.
+func TestRecordWorkSavepoint(t *testing.T) {
+	t.Parallel()
+	db, _ := openFresh(t)
+	defer db.Close()
+	if _, err := db.SQL().ExecContext(t.Context(),
+		`CREATE TABLE work (msg_id TEXT NOT NULL PRIMARY KEY, note TEXT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	// RecordWork runs the handler in msg_id order: the failures come first,
+	// so the successes prove the transaction survived them.
+	h := spool.HandlerFunc(func(ctx context.Context, tx *sql.Tx, m *spool.Message) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO work (msg_id, note) VALUES ($1, 'written')`, m.MsgID); err != nil {
+			return err
+		}
+		switch m.MsgID {
+		case "a-sql-error":
+			// NOT NULL violation: the server aborts the transaction.
+			_, err := tx.ExecContext(ctx, `INSERT INTO work (msg_id, note) VALUES ($1, NULL)`, m.MsgID+"-2")
+			if err == nil {
+				return errors.New("insert of NULL note succeeded")
+			}
+			return spool.Permanent(fmt.Errorf("book order: %w", err))
+		case "b-permanent":
+			return spool.Permanent(errors.New("order rejected"))
+		case "c-transient":
+			return errors.New("service unavailable")
+		}
+		return nil
+	})
+	batch := []*spool.Delivery{
+		delivery("c1", "a-sql-error"),
+		delivery("c2", "b-permanent"),
+		delivery("c3", "c-transient"),
+		delivery("c4", "d-ok"),
+		delivery("c5", "d-ok"), // a duplicate in the batch: the handler is not run again
+		delivery("c6", "e-ok"),
+	}
+	if err := db.RecordWork(t.Context(), batch, spool.Work{Handler: h}); err != nil {
+		t.Fatalf("RecordWork: %v", err)
+	}
+	var got []spool.Outcome
+	for _, d := range batch {
+		got = append(got, d.Outcome)
+	}
+	want := []spool.Outcome{spool.OutcomeDeadLetter, spool.OutcomeDeadLetter, spool.OutcomeRetry,
+		spool.OutcomeProcessed, spool.OutcomeDuplicate, spool.OutcomeProcessed}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("outcomes = %q, want %q", got, want)
+	}
+	for _, d := range batch[:2] {
+		if d.Reject == nil || d.Reject.Reason != spool.ReasonHandler {
+			t.Errorf("%s: reject = %+v, want reason handler", d.Message.MsgID, d.Reject)
+		}
+	}
+	if r := batch[0].Reject; r != nil && !strings.Contains(r.Detail, "23502") && !strings.Contains(r.Detail, "null value") {
+		t.Errorf("a-sql-error detail = %q, want the PostgreSQL NOT NULL error", r.Detail)
+	}
+
+	ids := func(query string) []string {
+		t.Helper()
+		rows, err := db.SQL().QueryContext(t.Context(), query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var out []string
+		for rows.Next() {
+			var s string
+			if err := rows.Scan(&s); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, s)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	// The failed handlers' writes and processed rows are gone; the
+	// successful ones committed with the batch.
+	if got, want := ids("SELECT msg_id FROM work ORDER BY msg_id"), []string{"d-ok", "e-ok"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("work rows = %q, want %q", got, want)
+	}
+	if got, want := ids("SELECT msg_id FROM processed ORDER BY msg_id"), []string{"d-ok", "e-ok"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("processed rows = %q, want %q", got, want)
+	}
+	// The transient failure is scheduled, in the same transaction.
+	if got, want := ids("SELECT msg_id FROM attempts"), []string{"c-transient"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("attempts rows = %q, want %q", got, want)
+	}
+	if got, want := ids("SELECT claim FROM dead_letters WHERE reason = 'handler' ORDER BY claim"), []string{"c1", "c2"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("handler dead letters = %q, want %q", got, want)
+	}
+
+	// A second attempt fails again and is counted; a third, with a handler
+	// that now succeeds, commits its rows and clears the attempts row.
+	retry := delivery("c7", "c-transient")
+	if err := db.RecordWork(t.Context(), []*spool.Delivery{retry}, spool.Work{Handler: h}); err != nil {
+		t.Fatal(err)
+	}
+	if retry.Outcome != spool.OutcomeRetry || retry.Attempts != 2 {
+		t.Errorf("second attempt: outcome %q, attempts %d, want retry, 2", retry.Outcome, retry.Attempts)
+	}
+	ok := spool.HandlerFunc(func(ctx context.Context, tx *sql.Tx, m *spool.Message) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO work (msg_id, note) VALUES ($1, 'late')`, m.MsgID)
+		return err
+	})
+	retry = delivery("c8", "c-transient")
+	if err := db.RecordWork(t.Context(), []*spool.Delivery{retry}, spool.Work{Handler: ok}); err != nil {
+		t.Fatal(err)
+	}
+	if retry.Outcome != spool.OutcomeProcessed {
+		t.Errorf("third attempt: outcome %q, want processed", retry.Outcome)
+	}
+	if got := ids("SELECT msg_id FROM attempts"); len(got) != 0 {
+		t.Errorf("attempts rows after success = %q, want none", got)
+	}
+	if got, want := ids("SELECT msg_id FROM work ORDER BY msg_id"), []string{"c-transient", "d-ok", "e-ok"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("work rows = %q, want %q", got, want)
+	}
+}
+
+// TestOrderCheckSQL: ordercheck.sql run as psql would returns OrderCheck's
+// rows; in a database whose collation is byte order it returns them in
+// OrderCheck's order too.
+func TestOrderCheckSQL(t *testing.T) {
+	t.Parallel()
+	db, _ := openFresh(t)
+	defer db.Close()
+	var ds []*spool.Delivery
+	for i, m := range []struct {
+		order string
+		seq   int64
+	}{{"b", 1}, {"b", 3}, {"X", 1}, {"X", 3}, {"X", 12}, {"X", 12}, {"a", 2}, {"B", 2}, {"X", 9}, {"A", 1}, {"A", 2}} {
+		d := delivery(fmt.Sprintf("c%d", i), fmt.Sprintf("m%d", i))
+		d.Message.OrderNo, d.Message.Seq = m.order, m.seq
+		ds = append(ds, d)
+	}
+	ds = append(ds, delivery("again", "m0")) // a redelivery is not a duplicate seq
+	if err := db.Record(t.Context(), ds); err != nil {
+		t.Fatal(err)
+	}
+	want := []ledger.OrderProblem{
+		{OrderNo: "B", Seq: "1", Problem: ledger.ProblemMissing},
+		{OrderNo: "X", Seq: "2", Problem: ledger.ProblemMissing},
+		{OrderNo: "X", Seq: "4-8", Problem: ledger.ProblemMissing},
+		{OrderNo: "X", Seq: "10-11", Problem: ledger.ProblemMissing},
+		{OrderNo: "X", Seq: "12", Problem: ledger.ProblemDuplicate},
+		{OrderNo: "a", Seq: "1", Problem: ledger.ProblemMissing},
+		{OrderNo: "b", Seq: "2", Problem: ledger.ProblemMissing},
+	}
+	check, err := db.OrderCheck(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(check, want) {
+		t.Errorf("OrderCheck =\n%+v\nwant\n%+v", check, want)
+	}
+	got, err := ledgertest.RunOrderCheckSQL(t, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var collation string
+	if err := db.SQL().QueryRowContext(t.Context(),
+		`SELECT datcollate FROM pg_database WHERE datname = current_database()`).Scan(&collation); err != nil {
+		t.Fatal(err)
+	}
+	switch strings.ToLower(collation) {
+	case "c", "posix", "c.utf-8", "c.utf8":
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("OrderCheckSQL under collation %s =\n%+v\nwant\n%+v", collation, got, want)
+		}
+	default:
+		// order_no follows the collation; within an order_no the rows keep
+		// the query's order.
+		slices.SortStableFunc(got, func(a, b ledger.OrderProblem) int { return strings.Compare(a.OrderNo, b.OrderNo) })
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("OrderCheckSQL under collation %s, re-sorted by order_no =\n%+v\nwant\n%+v", collation, got, want)
+		}
+	}
+}
+
+// TestSynchronousCommit: a session whose commits may return before they are
+// on disk is refused (I3); the values that still flush locally are not.
+func TestSynchronousCommit(t *testing.T) {
+	t.Parallel()
+	dsn := freshSchema(t)
+	for _, tc := range []struct {
+		value  string
+		refuse bool
+	}{
+		{"off", true},
+		{"local", false},
+		{"remote_write", false},
+		{"on", false},
+	} {
+		t.Run(tc.value, func(t *testing.T) {
+			db, err := Open(t.Context(), withParam(t, dsn, "options", "-c synchronous_commit="+tc.value))
+			if tc.refuse {
+				if err == nil {
+					db.Close()
+					t.Fatal("Open: nil error, want a refusal")
+				}
+				if !errors.Is(err, ErrNotDurable) || !strings.Contains(err.Error(), "synchronous_commit is off") {
+					t.Errorf("Open = %v, want ErrNotDurable naming synchronous_commit", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+			defer db.Close()
+			var got string
+			if err := db.SQL().QueryRowContext(t.Context(), "SHOW synchronous_commit").Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.value {
+				t.Errorf("synchronous_commit = %q, want %q: the DSN's options did not reach the session", got, tc.value)
+			}
+		})
+	}
+}
+
+// TestKeywordDSN: a keyword/value DSN works as the URL does, search_path
+// included.
+func TestKeywordDSN(t *testing.T) {
+	t.Parallel()
+	dsn := freshSchema(t)
+	if u, err := url.Parse(dsn); err == nil && u.Scheme != "" {
+		dsn = keywordDSN(t, u)
+	}
+	db, err := Open(t.Context(), dsn)
+	if err != nil {
+		t.Fatalf("Open(%q): %v", dsn, err)
+	}
+	defer db.Close()
+	if err := db.Record(t.Context(), []*spool.Delivery{delivery("c1", "m1")}); err != nil {
+		t.Fatal(err)
+	}
+	var schema string
+	if err := db.SQL().QueryRowContext(t.Context(), "SELECT current_schema()").Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(schema, "spool_test_") {
+		t.Errorf("current_schema() = %q, want the test's spool_test_ schema", schema)
+	}
+	if n := countRows(t, db.SQL(), "SELECT COUNT(*) FROM "+schema+".processed"); n != 1 {
+		t.Errorf("rows in %s.processed = %d, want 1", schema, n)
+	}
+}
+
+// keywordDSN rewrites a postgres:// URL as keyword/value pairs.
+func keywordDSN(t *testing.T, u *url.URL) string {
+	t.Helper()
+	var kv []string
+	add := func(k, v string) {
+		if v != "" {
+			kv = append(kv, k+"='"+strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(v)+"'")
+		}
+	}
+	add("host", u.Hostname())
+	add("port", u.Port())
+	add("user", u.User.Username())
+	pw, _ := u.User.Password()
+	add("password", pw)
+	add("dbname", strings.TrimPrefix(u.Path, "/"))
+	q := u.Query()
+	keys := slices.Sorted(func(yield func(string) bool) {
+		for k := range q {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	for _, k := range keys {
+		add(k, q.Get(k))
+	}
+	return strings.Join(kv, " ")
+}
+
+// TestMissingSchema: a search_path naming no schema fails Open clearly
+// instead of failing the first CREATE TABLE.
+func TestMissingSchema(t *testing.T) {
+	t.Parallel()
+	dsn := withParam(t, serverDSN(t), "search_path", "spool_test_no_such_schema")
+	db, err := Open(t.Context(), dsn)
+	if err == nil {
+		db.Close()
+		t.Fatal("Open: nil error, want one")
+	}
+	if !strings.Contains(err.Error(), `search_path "spool_test_no_such_schema" names no existing schema`) {
+		t.Errorf("Open = %v, want it to name the search_path", err)
+	}
+}
+
+// TestPool: the pool is bounded, and every connection of it carries the
+// DSN's settings, not only the first.
+func TestPool(t *testing.T) {
+	t.Parallel()
+	db, _ := openFresh(t)
+	defer db.Close()
+	if got := db.SQL().Stats().MaxOpenConnections; got != maxConns {
+		t.Errorf("max open connections = %d, want %d", got, maxConns)
+	}
+	var conns []*sql.Conn
+	for range maxConns {
+		c, err := db.SQL().Conn(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		conns = append(conns, c)
+	}
+	for i, c := range conns {
+		var schema, app string
+		if err := c.QueryRowContext(t.Context(), "SELECT current_schema(), current_setting('application_name')").Scan(&schema, &app); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(schema, "spool_test_") || app != "spool" {
+			t.Errorf("connection %d: schema %q, application_name %q, want spool_test_..., spool", i, schema, app)
+		}
+	}
+}
+
+// TestConcurrentOpen: consumers starting at once on a new schema all migrate
+// it without error, and it is migrated once.
+func TestConcurrentOpen(t *testing.T) {
+	t.Parallel()
+	dsn := freshSchema(t)
+	var wg sync.WaitGroup
+	dbs := make([]*ledger.DB, 4)
+	for i := range dbs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			db, err := Open(t.Context(), dsn)
+			if err != nil {
+				t.Errorf("Open %d: %v", i, err)
+				return
+			}
+			dbs[i] = db
+		}()
+	}
+	wg.Wait()
+	for _, db := range dbs {
+		if db != nil {
+			defer db.Close()
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	files, err := fs.Glob(ledger.PostgreSQL().Migrations(), "*.up.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := countRows(t, dbs[0].SQL(), "SELECT COUNT(*) FROM schema_migrations"); n != int64(len(files)) {
+		t.Errorf("schema_migrations rows = %d, want one per migration, %d", n, len(files))
+	}
+}
+
+// TestBadDSN runs without a server: a DSN that does not parse fails Open
+// without echoing the password.
+func TestBadDSN(t *testing.T) {
+	for _, dsn := range []string{
+		"postgres://spool:s3cret@db.internal:notaport/queue",
+		"host=db.internal password=s3cret port=notaport",
+	} {
+		db, err := Open(t.Context(), dsn)
+		if err == nil {
+			db.Close()
+			t.Errorf("Open(%q): nil error, want one", dsn)
+			continue
+		}
+		if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("Open error %q shows the password", err)
+		}
+	}
+}
+
+// TestSettingsCheck runs without a server: what check refuses.
+func TestSettingsCheck(t *testing.T) {
+	good := settings{synchronousCommit: "on", fsync: "on", version: 150020, schema: "public", searchPath: `"$user", public`}
+	for _, tc := range []struct {
+		name       string
+		change     func(*settings)
+		wantErr    string // empty: accepted
+		notDurable bool   // the error is ErrNotDurable
+	}{
+		{"defaults", func(*settings) {}, "", false},
+		{"synchronous_commit local", func(s *settings) { s.synchronousCommit = "local" }, "", false},
+		{"synchronous_commit remote_apply", func(s *settings) { s.synchronousCommit = "remote_apply" }, "", false},
+		{"synchronous_commit off", func(s *settings) { s.synchronousCommit = "off" }, "synchronous_commit is off", true},
+		{"fsync off", func(s *settings) { s.fsync = "off" }, "fsync off", true},
+		{"PostgreSQL 14", func(s *settings) { s.version = 140011 }, "PostgreSQL 15 or later", false},
+		{"PostgreSQL 17", func(s *settings) { s.version = 170002 }, "", false},
+		{"no schema", func(s *settings) { s.schema, s.searchPath = "", "nope" }, `search_path "nope" names no existing schema`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := good
+			tc.change(&s)
+			err := s.check()
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Errorf("check = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("check = %v, want an error containing %q", err, tc.wantErr)
+			}
+			if got := errors.Is(err, ErrNotDurable); got != tc.notDurable {
+				t.Errorf("errors.Is(%v, ErrNotDurable) = %v, want %v", err, got, tc.notDurable)
+			}
+		})
+	}
+}
