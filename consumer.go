@@ -388,6 +388,11 @@ func (c *Consumer) pass(ctx, work context.Context, s *queue.Session, st *Stats) 
 		defer wg.Done()
 		defer close(ready)
 		err := c.dir.Scan(queue.Inbox, func(names []string) error {
+			// Retries that fell due during the pass go back to inbox/ now,
+			// not at the end of a long pass.
+			if err := c.release(s, false); err != nil {
+				return err
+			}
 			for len(names) > 0 {
 				if ctx.Err() != nil {
 					return errStopScan

@@ -117,7 +117,7 @@ func (r Retry) withDefaults() Retry {
 }
 
 // Delay returns the wait after the given failed attempt (1 for the first),
-// honouring a RetryAfterError in err.
+// honouring a RetryAfterError in err up to Cap.
 func (r Retry) Delay(attempt int, err error) time.Duration {
 	r = r.withDefaults()
 	bound := r.Cap
@@ -132,7 +132,7 @@ func (r Retry) Delay(attempt int, err error) time.Duration {
 	}
 	var ra *RetryAfterError
 	if errors.As(err, &ra) && ra.After > d {
-		d = ra.After
+		d = min(ra.After, r.Cap) // a server cannot park a message beyond the policy's cap
 	}
 	return d
 }

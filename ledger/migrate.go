@@ -72,6 +72,14 @@ func migrate(ctx context.Context, sqlDB *sql.DB, d Dialect) error {
 	if err != nil {
 		return err
 	}
+	// Most opens find the schema current. Check that with a read first: the
+	// migration transaction takes the write lock, and on SQLite every report
+	// and consumer opening the ledger would otherwise queue behind a
+	// consumer's long transaction (a slow handler) just to learn nothing
+	// needs doing.
+	if current, err := upToDate(ctx, sqlDB, ms); err == nil && current {
+		return nil
+	}
 	tx, err := sqlDB.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
@@ -127,4 +135,16 @@ func migrate(ctx context.Context, sqlDB *sql.DB, d Dialect) error {
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
+}
+
+// upToDate reports whether every migration is recorded as applied, with a
+// read-only query; an error (no schema_migrations table yet) means no.
+func upToDate(ctx context.Context, sqlDB *sql.DB, ms []migration) (bool, error) {
+	var n int64
+	var maxVersion sql.NullInt64
+	err := sqlDB.QueryRowContext(ctx, `SELECT COUNT(*), MAX(version) FROM schema_migrations`).Scan(&n, &maxVersion)
+	if err != nil {
+		return false, err
+	}
+	return len(ms) > 0 && n == int64(len(ms)) && maxVersion.Valid && maxVersion.Int64 == ms[len(ms)-1].version, nil
 }

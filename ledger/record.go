@@ -24,6 +24,7 @@ type result struct {
 	// For the deliveries row.
 	reason, field, detail string
 	firstFailure          time.Time
+	lastFailure           time.Time
 	conflict              bool
 }
 
@@ -192,7 +193,7 @@ func (db *DB) runWork(ctx context.Context, tx *sql.Tx, batch []*spool.Delivery, 
 		if _, err := tx.ExecContext(ctx, "RELEASE SAVEPOINT spool_message"); err != nil {
 			return fmt.Errorf("release savepoint: %w", err)
 		}
-		if err := db.fail1(ctx, tx, d, &res[i], herr, w.Retry, now); err != nil {
+		if err := db.fail1(ctx, tx, d, &res[i], herr, w.Retry); err != nil {
 			return err
 		}
 	}
@@ -201,7 +202,11 @@ func (db *DB) runWork(ctx context.Context, tx *sql.Tx, batch []*spool.Delivery, 
 
 // fail1 records a handler failure: a retry scheduled in attempts, or a dead
 // letter (handler, retries-exhausted) with the attempt history.
-func (db *DB) fail1(ctx context.Context, tx *sql.Tx, d *spool.Delivery, r *result, herr error, policy spool.Retry, now time.Time) error {
+func (db *DB) fail1(ctx context.Context, tx *sql.Tx, d *spool.Delivery, r *result, herr error, policy spool.Retry) error {
+	// The failure's own time, not the batch's start: the backoff counts
+	// from when this message failed, however long the handlers before it
+	// in the batch took.
+	now := time.Now()
 	id := d.Message.MsgID
 	attempts, first := 0, now
 	var firstText string
@@ -216,7 +221,7 @@ func (db *DB) fail1(ctx context.Context, tx *sql.Tx, d *spool.Delivery, r *resul
 		}
 	}
 	attempts++
-	r.attempts, r.err, r.firstFailure = attempts, herr, first
+	r.attempts, r.err, r.firstFailure, r.lastFailure = attempts, herr, first, now
 	detail := herr.Error()
 	if len(detail) > maxDetail {
 		detail = detail[:maxDetail] + "..."
@@ -318,7 +323,7 @@ func (db *DB) insertDeliveryRows(ctx context.Context, tx *sql.Tx, batch []*spool
 			msgID = d.Message.MsgID
 		}
 		if r.attempts > 0 {
-			attempts, firstFailure, lastFailure = r.attempts, formatTime(r.firstFailure), formatTime(now)
+			attempts, firstFailure, lastFailure = r.attempts, formatTime(r.firstFailure), formatTime(r.lastFailure)
 		}
 		var reason any
 		if r.reason != "" {

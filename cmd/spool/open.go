@@ -10,8 +10,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spoolq/spool/ledger"
+	"github.com/spoolq/spool/ledger/postgres"
 	"github.com/spoolq/spool/ledger/sqlite"
 	"github.com/spoolq/spool/queue"
 )
@@ -31,7 +33,7 @@ func openQueue(dir string) (*queue.Dir, error) {
 
 // addDBFlag registers --db on fs.
 func addDBFlag(fs *flag.FlagSet) *string {
-	return fs.String("db", "", "ledger `PATH`, an SQLite file (default DIR/"+ledgerName+")")
+	return fs.String("db", "", "ledger: an SQLite file `PATH` (default DIR/"+ledgerName+"), or a postgres:// URL for consumers on many hosts")
 }
 
 // ledgerPath is --db, or the queue's own ledger file.
@@ -42,9 +44,24 @@ func ledgerPath(dir, db string) string {
 	return filepath.Join(dir, ledgerName)
 }
 
-// openLedger opens (creating it if needed) the SQLite ledger.
+// openLedger opens the ledger with full durability.
 func openLedger(ctx context.Context, dir, db string) (*ledger.DB, error) {
-	return sqlite.Open(ctx, ledgerPath(dir, db))
+	return openLedgerWith(ctx, dir, db, false)
+}
+
+// openLedgerWith opens the ledger --db names: a PostgreSQL database for a
+// postgres:// or postgresql:// URL, else the SQLite file (created if
+// needed). relaxed applies to SQLite only; a PostgreSQL server decides its
+// own durability, and the backend refuses one that is not durable.
+func openLedgerWith(ctx context.Context, dir, db string, relaxed bool) (*ledger.DB, error) {
+	if isPostgres(db) {
+		return postgres.Open(ctx, db)
+	}
+	return sqlite.OpenWith(ctx, ledgerPath(dir, db), sqlite.Options{Relaxed: relaxed})
+}
+
+func isPostgres(db string) bool {
+	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
 }
 
 // closeLedger closes l, keeping the first error.

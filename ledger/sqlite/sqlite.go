@@ -11,10 +11,12 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	// The "sqlite" database/sql driver.
 	_ "modernc.org/sqlite"
@@ -91,6 +93,25 @@ func Open(ctx context.Context, path string) (*ledger.DB, error) {
 
 // OpenWith is Open with options.
 func OpenWith(ctx context.Context, path string, o Options) (*ledger.DB, error) {
+	// Switching a new file to WAL needs an exclusive lock, and SQLite
+	// reports SQLITE_BUSY for it at once, without its busy handler: two
+	// consumers starting together on a fresh queue would see one of them
+	// fail. So opening retries a busy database, within the busy timeout.
+	deadline := time.Now().Add(busyTimeout * time.Millisecond)
+	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
+		l, err := openOnce(ctx, path, o)
+		if err == nil || !isBusy(err) || time.Now().After(deadline) {
+			return l, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("open ledger %s: %w", path, ctx.Err())
+		case <-time.After(wait):
+		}
+	}
+}
+
+func openOnce(ctx context.Context, path string, o Options) (*ledger.DB, error) {
 	db, err := open(ctx, path, o)
 	if err != nil {
 		return nil, fmt.Errorf("open ledger %s: %w", path, err)
@@ -101,6 +122,17 @@ func OpenWith(ctx context.Context, path string, o Options) (*ledger.DB, error) {
 		return nil, fmt.Errorf("open ledger %s: %w", path, err)
 	}
 	return l, nil
+}
+
+// isBusy reports an SQLITE_BUSY (5) or SQLITE_LOCKED (6) error, whose
+// primary code is the low byte of the extended one.
+func isBusy(err error) bool {
+	var coded interface{ Code() int }
+	if !errors.As(err, &coded) {
+		return false
+	}
+	c := coded.Code() & 0xff
+	return c == 5 || c == 6
 }
 
 // open returns a pool on path whose every connection carries params, after
