@@ -1,0 +1,86 @@
+package e2e
+
+import (
+	"strconv"
+	"testing"
+	"time"
+)
+
+// TestConcurrentConsumers starts four consumers at once on one queue (I6):
+// they race for every claim, and for the ledger's creation too. Each
+// message must be consumed exactly once: one delivery per file.
+func TestConcurrentConsumers(t *testing.T) {
+	t.Parallel()
+	rng := newRand(t)
+	c := genCorpus(rng, genOptions{Total: scale(2500, 600), Hostile: true})
+	q := newQueue(t, c)
+
+	var ps []*proc
+	for i := range 4 {
+		ps = append(ps, start(t, "consume", q, "--batch", strconv.Itoa([]int{1, 8, 32, 256}[i])))
+	}
+	var sum consumeStats
+	for _, p := range ps {
+		r := p.wait(t)
+		if r.code != 0 {
+			t.Fatalf("a concurrent consumer failed:\n%s", r)
+		}
+		st := parseStats(t, r)
+		sum.Processed += st.Processed
+		sum.Duplicates += st.Duplicates
+		sum.DeadLetters += st.DeadLetters
+		sum.Recovered += st.Recovered
+	}
+	want := consumeStats{
+		Processed:   len(c.valid),
+		Duplicates:  c.redeliveries(),
+		DeadLetters: c.count(errorStage),
+	}
+	if sum != want {
+		t.Errorf("the consumers' summaries add up to %+v, want %+v", sum, want)
+	}
+	checkFinal(t, q, c)
+}
+
+// TestCrashWhileConcurrent runs two consumers that drain the queue while a
+// third is started and SIGKILLed again and again beside them: its orphaned
+// claims must be recovered by the survivors or by the final clean run.
+func TestCrashWhileConcurrent(t *testing.T) {
+	t.Parallel()
+	rng := newRand(t)
+	c := genCorpus(rng, genOptions{Total: scale(2000, 500), Hostile: true})
+	q := newQueue(t, c)
+
+	steady := []*proc{
+		start(t, "consume", q, "--batch", "4"),
+		start(t, "consume", q, "--batch", "16"),
+	}
+	kills := 0
+	for run, running := 0, true; (running || kills < 3) && run < 500; run++ {
+		p := start(t, "consume", q, "--batch", strconv.Itoa(1+rng.IntN(64)))
+		if p.killAfter(t, logDelay(rng, 2*time.Millisecond, 200*time.Millisecond)) {
+			kills++
+		} else if r := p.result(); r.code != 0 {
+			t.Fatalf("consumer exited by itself with a failure:\n%s", r)
+		}
+		running = false
+		for _, s := range steady {
+			select {
+			case <-s.done:
+			default:
+				running = true
+			}
+		}
+	}
+	for _, s := range steady {
+		if r := s.wait(t); r.code != 0 {
+			t.Fatalf("a steady consumer failed:\n%s", r)
+		}
+	}
+	t.Logf("%d kills of a live consumer beside the steady ones", kills)
+	if kills < 3 {
+		t.Errorf("only %d kills hit a live consumer", kills)
+	}
+	mustRun(t, 0, "consume", q)
+	checkFinal(t, q, c)
+}

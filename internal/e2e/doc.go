@@ -1,0 +1,36 @@
+// Package e2e holds spool's end-to-end tests. They build the real spool
+// binary once (TestMain, with -race when the tests themselves run with the
+// race detector) and drive it as an operator or a script would: init, schema,
+// consume, dups, errors, order-check, lag, replay and enqueue, on queue
+// directories the tests generate in temporary directories.
+//
+// Every test checks the SPEC's invariants from the outside, by reading the
+// four stage directories and the SQLite ledger (read-only, with
+// database/sql and the modernc driver):
+//
+//   - TestLabFlow, TestOrderCheckProblems: the lab's 20-file fixture and
+//     every command's contract (init, schema, consume, dups, errors,
+//     order-check, lag, replay and its all-or-nothing refusals, status).
+//   - TestCrashInjection: consumers killed with SIGKILL at random instants
+//     and right after their first claims, while late redeliveries arrive;
+//     then I1 to I5 and I7 (no message is a duplicate of its own
+//     interrupted processing).
+//   - TestKilledWhileJoining: consumers killed as their claim directory
+//     appears; processing/ must still end empty (I5).
+//   - TestConcurrentConsumers, TestCrashWhileConcurrent: I6, several
+//     consumer processes on one queue, one of them killed repeatedly.
+//   - TestHostileInbox: empty, truncated, nested, huge, non-UTF-8 files,
+//     symlinks (never followed: their targets' access times are checked),
+//     FIFOs, directories, odd names, and non-messages left untouched.
+//   - TestRedeliveryAfterRestart: the other half of I7, a later redelivery
+//     of the same name and content is a duplicate; enqueue's refusals.
+//   - TestWatchShutdown: consume --watch, and SIGTERM finishing in-flight
+//     work.
+//   - TestCrossDeviceRefused: stages on two filesystems are refused.
+//
+// Failures print the random seed; SPOOL_E2E_SEED=N replays it. With -short
+// the queues are smaller. The tests need Linux (flock, mkfifo, /dev/shm for
+// the cross-device case, which is skipped without it).
+//
+// The package has no API; this file exists so that it is a package.
+package e2e

@@ -1,0 +1,206 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// spoolBin is the spool binary under test, built once by TestMain.
+var spoolBin string
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "spool-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	spoolBin = filepath.Join(dir, "spool")
+	// go test puts $GOROOT/bin first in PATH, so this is the toolchain that
+	// builds the tests themselves.
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: go tool not found:", err)
+		return 1
+	}
+	args := []string{"build", "-o", spoolBin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	args = append(args, "github.com/spoolq/spool/cmd/spool")
+	build := exec.Command(goTool, args...)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: go %s: %v\n", strings.Join(args, " "), err)
+		return 1
+	}
+	return m.Run()
+}
+
+// cmdTimeout bounds one command that is expected to finish by itself: a
+// hang (a FIFO opened for reading, a lost lock) fails the test instead of
+// stalling it.
+const cmdTimeout = 2 * time.Minute
+
+// result is what one spool invocation did.
+type result struct {
+	args   []string
+	stdout string
+	stderr string
+	code   int // exit status; -1 when killed by a signal
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("spool %q: exit %d\nstdout:\n%s\nstderr:\n%s", r.args, r.code, r.stdout, r.stderr)
+}
+
+// run runs spool with args and returns what it did; it fails the test if
+// spool cannot be started or does not finish within cmdTimeout.
+func run(t testing.TB, args ...string) result {
+	t.Helper()
+	return runWithin(t, cmdTimeout, args...)
+}
+
+// runWithin is run with another deadline.
+func runWithin(t testing.TB, timeout time.Duration, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, spoolBin, args...)
+	cmd.WaitDelay = 5 * time.Second
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.Stdin = nil
+	err := cmd.Run()
+	r := result{args: args, stdout: out.String(), stderr: errb.String()}
+	if ctx.Err() != nil {
+		t.Fatalf("spool %q did not finish within %v (hang?)\nstdout:\n%s\nstderr:\n%s", args, timeout, r.stdout, r.stderr)
+	}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	default:
+		t.Fatalf("spool %q: %v", args, err)
+	}
+	return r
+}
+
+// mustRun runs spool and fails the test unless it exits with want.
+func mustRun(t testing.TB, want int, args ...string) result {
+	t.Helper()
+	r := run(t, args...)
+	if r.code != want {
+		t.Fatalf("want exit %d, got\n%s", want, r)
+	}
+	return r
+}
+
+// consumeStats is the summary line of spool consume.
+type consumeStats struct {
+	Processed, Duplicates, DeadLetters, Recovered int
+}
+
+var statsLine = regexp.MustCompile(`(?m)^processed=(\d+) duplicates=(\d+) dead-letters=(\d+) recovered=(\d+)$`)
+
+// parseStats finds consume's summary line on stdout.
+func parseStats(t testing.TB, r result) consumeStats {
+	t.Helper()
+	m := statsLine.FindAllStringSubmatch(r.stdout, -1)
+	if len(m) != 1 {
+		t.Fatalf("want exactly one line processed=N duplicates=N dead-letters=N recovered=N on stdout, got %d\n%s", len(m), r)
+	}
+	n := func(i int) int { v, _ := strconv.Atoi(m[0][i]); return v }
+	return consumeStats{n(1), n(2), n(3), n(4)}
+}
+
+// killed reports whether a finished command was ended by SIGKILL.
+func killed(ps *os.ProcessState) bool {
+	ws, ok := ps.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
+}
+
+// proc is a spool process running in the background.
+type proc struct {
+	cmd    *exec.Cmd
+	out    bytes.Buffer
+	errb   bytes.Buffer
+	done   chan struct{}
+	err    error
+	killed bool // ended by SIGKILL
+}
+
+// start starts spool in the background.
+func start(t testing.TB, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(spoolBin, args...), done: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.errb
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start spool %q: %v", args, err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		p.killed = killed(p.cmd.ProcessState)
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+// wait waits for p to exit, failing the test after cmdTimeout.
+func (p *proc) wait(t testing.TB) result {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(cmdTimeout):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		t.Fatalf("spool %q did not finish within %v\nstdout:\n%s\nstderr:\n%s", p.cmd.Args[1:], cmdTimeout, p.out.String(), p.errb.String())
+	}
+	return p.result()
+}
+
+func (p *proc) result() result {
+	r := result{args: p.cmd.Args[1:], stdout: p.out.String(), stderr: p.errb.String()}
+	if p.err != nil {
+		r.code = p.cmd.ProcessState.ExitCode()
+	}
+	return r
+}
+
+// killAfter waits up to d for p to exit by itself, then sends SIGKILL. It
+// reports whether the kill hit a live process (false: it had exited before).
+func (p *proc) killAfter(t testing.TB, d time.Duration) bool {
+	t.Helper()
+	select {
+	case <-p.done:
+		return false
+	case <-time.After(d):
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+	return p.killed
+}

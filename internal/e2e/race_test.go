@@ -1,0 +1,7 @@
+//go:build race
+
+package e2e
+
+// raceEnabled reports whether the tests run with the race detector; the
+// spool binary under test is then built with -race too.
+const raceEnabled = true
