@@ -9,11 +9,19 @@ import (
 
 var dupsCommand = &command{
 	name:    "dups",
-	args:    "DIR [-o FILE] [--db PATH]",
+	args:    "DIR [-o FILE] [--conflicts] [--db PATH]",
 	summary: "the msg_ids ignored as duplicates, distinct and ascending, one a line",
 	help: `
 Prints every msg_id that was delivered again after being processed, once
-each, in ascending byte order, one a line. Nothing when there were none.`,
+each, in ascending byte order, one a line. Nothing when there were none.
+
+--conflicts lists instead the redeliveries whose content differs from the
+processed message's (same msg_id, another body: a producer bug or
+tampering), as CSV with the header
+msg_id,processed_file,processed_hash,duplicate_file,duplicate_hash,at: one
+row per conflicting delivery, by msg_id then time (RFC 3339 UTC), hashes
+in hex SHA-256. Exit 1 when there is at least one, 0 with just the header
+otherwise. A plain duplicate (same body) is not a conflict.`,
 }
 
 func init() { dupsCommand.run = runDups }
@@ -21,6 +29,7 @@ func init() { dupsCommand.run = runDups }
 func runDups(ctx context.Context, e *env, args []string) (err error) {
 	flags := e.flagSet()
 	out := addOutputFlag(flags)
+	conflicts := flags.Bool("conflicts", false, "CSV of the redeliveries whose body differs; exit 1 when there is one")
 	db := addDBFlag(flags)
 	pos, err := e.parse(flags, args)
 	if err != nil {
@@ -39,6 +48,19 @@ func runDups(ctx context.Context, e *env, args []string) (err error) {
 		return err
 	}
 	defer closeLedger(l, &err)
+	if *conflicts {
+		cs, err := l.Conflicts(ctx)
+		if err != nil {
+			return err
+		}
+		if err := e.output(*out, func(w io.Writer) error { return report.WriteConflictsCSV(w, cs) }); err != nil {
+			return err
+		}
+		if len(cs) > 0 {
+			return errCheckFailed
+		}
+		return nil
+	}
 	ids, err := l.Duplicates(ctx)
 	if err != nil {
 		return err

@@ -9,14 +9,30 @@ import (
 
 var errorsCommand = &command{
 	name:    "errors",
-	args:    "DIR [-o FILE] [--detail] [--db PATH]",
-	summary: "CSV file,reason of the dead letters in error/",
+	args:    "DIR [-o FILE] [--detail | --long | --json | --group-by reason] [--db PATH]",
+	summary: "CSV file,reason of the dead letters in error/; --long, --json, --group-by reason for more",
 	help: `
 Lists every message in error/, sorted by name, as CSV with the header
 file,reason. The reason is the one the ledger recorded (parse,
-missing-field, invalid-field, not-regular, too-large, ...), or unknown for a
-file the ledger has no record of (one dropped into error/ by hand).
---detail adds the columns field and detail.`,
+missing-field, invalid-field, not-regular, too-large, handler,
+retries-exhausted), or unknown for a file the ledger has no record of (one
+dropped into error/ by hand). --detail adds the columns field and detail.
+
+--long prints a table for people instead: file, reason, attempts, first and
+last failure (UTC), the consumer that dead-lettered it (host:pid), the name
+it was claimed under when that differs, how often it was replayed and
+failed before (REPLAYS, PREVIOUS), and the detail. A poison message counts
+one attempt, at the time it was inspected.
+
+--json prints one JSON array with an object per file: file, original_file,
+reason, field, detail, msg_id, attempts, first_failure, last_failure, at,
+consumer, consumer_host, consumer_pid, ino, replays, previous_failures and
+history (earlier dead letters and replays, oldest first). Times are RFC 3339
+UTC; unknown values are null.
+
+--group-by reason is the triage view: CSV reason,count,first,last, one row
+per reason of the files in error/, most frequent first, with the earliest
+first failure and the latest last failure.`,
 }
 
 func init() { errorsCommand.run = runErrors }
@@ -24,7 +40,10 @@ func init() { errorsCommand.run = runErrors }
 func runErrors(ctx context.Context, e *env, args []string) (err error) {
 	flags := e.flagSet()
 	out := addOutputFlag(flags)
-	detail := flags.Bool("detail", false, "add the columns field,detail")
+	detail := flags.Bool("detail", false, "add the columns field,detail to the CSV")
+	long := flags.Bool("long", false, "a readable table with attempts, times, consumer and history")
+	asJSON := flags.Bool("json", false, "one JSON array of objects with every recorded field")
+	groupBy := flags.String("group-by", "", "`reason`: CSV reason,count,first,last, most frequent first")
 	db := addDBFlag(flags)
 	pos, err := e.parse(flags, args)
 	if err != nil {
@@ -32,6 +51,18 @@ func runErrors(ctx context.Context, e *env, args []string) (err error) {
 	}
 	if err := e.positionals(pos, 1, 1, "DIR"); err != nil {
 		return err
+	}
+	views := 0
+	for _, on := range []bool{*detail, *long, *asJSON, *groupBy != ""} {
+		if on {
+			views++
+		}
+	}
+	if views > 1 {
+		return e.usage("--detail, --long, --json and --group-by are exclusive")
+	}
+	if *groupBy != "" && *groupBy != "reason" {
+		return e.usage("--group-by %q: only reason is supported", *groupBy)
 	}
 	d, err := openQueue(pos[0])
 	if err != nil {
@@ -47,5 +78,15 @@ func runErrors(ctx context.Context, e *env, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	return e.output(*out, func(w io.Writer) error { return report.WriteErrorsCSV(w, rows, *detail) })
+	return e.output(*out, func(w io.Writer) error {
+		switch {
+		case *long:
+			return report.WriteErrorsLong(w, rows)
+		case *asJSON:
+			return report.WriteErrorsJSON(w, rows)
+		case *groupBy != "":
+			return report.WriteReasonGroupsCSV(w, report.GroupByReason(rows))
+		}
+		return report.WriteErrorsCSV(w, rows, *detail)
+	})
 }

@@ -43,7 +43,7 @@ func init() {
 	commands = []*command{
 		initCommand, enqueueCommand, consumeCommand, lagCommand, statusCommand,
 		schemaCommand, dupsCommand, errorsCommand, orderCheckCommand, replayCommand,
-		demoCommand, benchCommand, versionCommand,
+		replaysCommand, pruneCommand, demoCommand, benchCommand, versionCommand,
 	}
 }
 

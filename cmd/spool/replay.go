@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/user"
@@ -10,27 +11,50 @@ import (
 
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/queue"
+	"github.com/spoolq/spool/report"
 )
 
 var replayCommand = &command{
 	name:    "replay",
-	args:    "DIR FILE... [--by USER] [--note TEXT] [--db PATH]",
+	args:    "DIR [FILE...] [--reason R] [--all] [--dry-run] [--force] [--by USER] [--note TEXT] [contract flags] [--db PATH]",
 	summary: "move dead letters from error/ back to inbox/, all or nothing, recorded in the ledger",
 	help: `
-Moves each named file from error/ back to inbox/ to be consumed again, and
-records every replay in the ledger (who, when, why). All or nothing: a name
-with / or .. (exit 2) or a name not in error/ (exit 1) changes nothing.
-A name already in inbox/ gets a ~N suffix.
+Moves dead letters from error/ back to inbox/ to be consumed again, and
+records every replay in the ledger (when, who, why: see spool replays).
+Select exactly one way: FILE names, --reason R (every dead letter whose
+reason is R, e.g. handler, or unknown for files without a record), or --all.
 
-Prints one line per file: replayed NAME -> inbox/NEWNAME`,
+All or nothing: a name with / or .. (exit 2) or a name not in error/
+(exit 1) changes nothing. A name already in inbox/ gets a ~N suffix.
+
+The ledger is consulted first: a dead letter whose msg_id is already in
+processed (it was sent again and processed meanwhile) is not requeued, and
+is reported as "skip NAME: msg_id X already processed"; --force requeues it
+anyway (the ledger will absorb it as a duplicate, or flag a conflict if
+the bodies differ). The msg_id is read from the file with the queue's
+contract (spool.conf, or --key), or else is the one the ledger recorded.
+
+--dry-run prints what would be replayed and changes nothing, in the queue
+or in the ledger.
+
+Prints one line per file, in the order given (name order for --reason and
+--all):
+  replayed NAME -> inbox/NEWNAME
+  would replay NAME                      (--dry-run)
+  skip NAME: msg_id X already processed`,
 }
 
 func init() { replayCommand.run = runReplay }
 
 func runReplay(ctx context.Context, e *env, args []string) (err error) {
 	flags := e.flagSet()
+	reason := flags.String("reason", "", "replay every dead letter with reason `R`")
+	all := flags.Bool("all", false, "replay every dead letter in error/")
+	dryRun := flags.Bool("dry-run", false, "print what would be replayed; change nothing")
+	force := flags.Bool("force", false, "requeue dead letters whose msg_id is already processed")
 	by := flags.String("by", "", "who replays, for the ledger (default: the OS user)")
 	note := flags.String("note", "", "why, for the ledger")
+	cf := addContractFlags(flags)
 	db := addDBFlag(flags)
 	pos, err := e.parse(flags, args)
 	if err != nil {
@@ -39,10 +63,23 @@ func runReplay(ctx context.Context, e *env, args []string) (err error) {
 	if len(pos) == 0 {
 		return e.usage("missing DIR")
 	}
-	if len(pos) == 1 {
-		return e.usage("missing FILE")
-	}
 	dir, names := pos[0], pos[1:]
+	reasonSet := false
+	flags.Visit(func(f *flag.Flag) { reasonSet = reasonSet || f.Name == "reason" })
+	modes := 0
+	for _, on := range []bool{len(names) > 0, reasonSet, *all} {
+		if on {
+			modes++
+		}
+	}
+	switch {
+	case modes == 0:
+		return e.usage("missing FILE (or --reason R, or --all)")
+	case modes > 1:
+		return e.usage("give FILE names, --reason or --all, not several")
+	case reasonSet && *reason == "":
+		return e.usage("--reason is empty")
+	}
 	// Path-like names are refused, all of them, before anything is opened.
 	for _, n := range names {
 		if err := queue.CheckName(n); err != nil {
@@ -58,6 +95,10 @@ func runReplay(ctx context.Context, e *env, args []string) (err error) {
 		return err
 	}
 	defer closeQueue(d, &err)
+	contract, err := cf.contract(dir)
+	if err != nil {
+		return err
+	}
 	// The ledger is opened before anything moves, so that a replay is never
 	// done without the means to record it.
 	l, err := openLedger(ctx, dir, *db)
@@ -65,7 +106,44 @@ func runReplay(ctx context.Context, e *env, args []string) (err error) {
 		return err
 	}
 	defer closeLedger(l, &err)
-	done, rerr := d.Replay(names)
+
+	rows, err := report.Errors(ctx, d, l)
+	if err != nil {
+		return err
+	}
+	selected, err := selectDeadLetters(rows, names, *reason, *all)
+	if err != nil {
+		return err
+	}
+	if len(selected) == 0 {
+		// Not a failure: the queue is as the operator wants it. But a typo
+		// in --reason must not pass for "all fine", hence the warning.
+		if *all {
+			e.warn("error/ holds no dead letter: nothing to replay")
+		} else {
+			e.warn("no dead letter in error/ has reason %q: nothing to replay", *reason)
+		}
+		return nil
+	}
+	plan, err := report.ReplayPlan(ctx, d, l, contract, selected)
+	if err != nil {
+		return err
+	}
+	var todo []string
+	for _, c := range plan {
+		switch {
+		case c.Processed && !*force:
+			fmt.Fprintf(e.stdout, "skip %s: msg_id %s already processed\n", cell(c.File), cell(c.Key))
+		case *dryRun:
+			fmt.Fprintf(e.stdout, "would replay %s\n", cell(c.File))
+		default:
+			todo = append(todo, c.File)
+		}
+	}
+	if *dryRun || len(todo) == 0 {
+		return nil
+	}
+	done, rerr := d.Replay(todo)
 	// Replay returns moved files along with an error only when the final
 	// directory sync failed: they did move, so they are still recorded.
 	now := time.Now()
@@ -73,9 +151,55 @@ func runReplay(ctx context.Context, e *env, args []string) (err error) {
 		if err := l.RecordReplay(ctx, ledger.Replay{File: r.File, NewName: r.NewName, Ino: r.Ino, By: who, Note: *note, At: now}); err != nil {
 			return fmt.Errorf("%s was replayed as inbox/%s but not recorded: %w", r.File, r.NewName, err)
 		}
-		fmt.Fprintf(e.stdout, "replayed %s -> inbox/%s\n", r.File, r.NewName)
+		fmt.Fprintf(e.stdout, "replayed %s -> inbox/%s\n", cell(r.File), cell(r.NewName))
 	}
 	return rerr
+}
+
+// selectDeadLetters picks the rows to replay: the named files, every one
+// with the reason, or all. Every name must be a message in error/, or
+// nothing is selected (ErrNotInError, exit 1); a name given twice is
+// selected once.
+func selectDeadLetters(rows []report.ErrorRow, names []string, reason string, all bool) ([]report.ErrorRow, error) {
+	var out []report.ErrorRow
+	switch {
+	case len(names) > 0:
+		byName := make(map[string]report.ErrorRow, len(rows))
+		for _, r := range rows {
+			byName[r.File] = r
+		}
+		seen := map[string]bool{}
+		for _, n := range names {
+			r, ok := byName[n]
+			if !ok {
+				return nil, fmt.Errorf("%s: %w", n, queue.ErrNotInError)
+			}
+			if !seen[n] {
+				seen[n] = true
+				out = append(out, r)
+			}
+		}
+	case all:
+		out = rows
+	default:
+		for _, r := range rows {
+			if r.Reason == reason {
+				out = append(out, r)
+			}
+		}
+	}
+	return out, nil
+}
+
+// cell keeps a name on its line: one holding a control character (a file
+// name may hold a line break) is printed Go-quoted.
+func cell(s string) string {
+	for _, c := range s {
+		if c < ' ' || c == 0x7f {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }
 
 // osUser names the user running spool: the OS account, else $USER, else

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spoolq/spool/ledger"
+	"github.com/spoolq/spool/queue"
+)
+
+var pruneCommand = &command{
+	name:    "prune",
+	args:    "DIR --older-than DURATION [--dry-run] [--db PATH]",
+	summary: "remove ledger rows past the dedup window (a later redelivery is processed again)",
+	help: `
+Removes the processed rows processed more than DURATION ago, and the
+processed and duplicate deliveries inspected more than DURATION ago: the
+dedup window's periodic clean-up. DURATION is required: a Go duration
+(36h, 90m) or a number of days (30d, or 1d12h); zero and negative are
+refused.
+
+What it costs: a msg_id whose row was removed is forgotten, so a redelivery
+of it after the window is processed again instead of being absorbed as a
+duplicate. Choose a window longer than any producer may redeliver. The
+pruned rows also leave order-check (their sequences look missing) and dups.
+
+It never removes dead-letter records (the history of error/ and of its
+replays), the replay log, pending retries, or anything of a claim still in
+processing/, whose recovery asks the ledger about it.
+
+Prints: pruned N rows older than TIME: processed=P deliveries=D
+(with --dry-run: would prune ..., and nothing is removed).`,
+}
+
+func init() { pruneCommand.run = runPrune }
+
+func runPrune(ctx context.Context, e *env, args []string) (err error) {
+	flags := e.flagSet()
+	olderThan := flags.String("older-than", "", "the dedup window: remove rows older than `DURATION` (e.g. 30d, 36h); required")
+	dryRun := flags.Bool("dry-run", false, "count what would be removed; remove nothing")
+	db := addDBFlag(flags)
+	pos, err := e.parse(flags, args)
+	if err != nil {
+		return err
+	}
+	if err := e.positionals(pos, 1, 1, "DIR"); err != nil {
+		return err
+	}
+	if *olderThan == "" {
+		return e.usage("missing --older-than DURATION: prune removes nothing without an explicit window")
+	}
+	window, err := parseWindow(*olderThan)
+	if err != nil {
+		return e.usage("--older-than: %v", err)
+	}
+	d, err := openQueue(pos[0])
+	if err != nil {
+		return err
+	}
+	defer closeQueue(d, &err)
+	inFlight, err := claimedInos(d.StagePath(queue.Processing))
+	if err != nil {
+		return fmt.Errorf("list claims in processing/: %w", err)
+	}
+	l, err := openLedger(ctx, pos[0], *db)
+	if err != nil {
+		return err
+	}
+	defer closeLedger(l, &err)
+	before := time.Now().Add(-window)
+	n, err := l.Prune(ctx, ledger.Prune{Before: before, KeepInos: inFlight, DryRun: *dryRun})
+	if err != nil {
+		return err
+	}
+	verb := "pruned"
+	if *dryRun {
+		verb = "would prune"
+	}
+	fmt.Fprintf(e.stdout, "%s %d rows older than %s: processed=%d deliveries=%d\n",
+		verb, n.Total(), before.UTC().Format(time.RFC3339), n.Processed, n.Deliveries)
+	return nil
+}
+
+// parseWindow parses a positive Go duration, also accepting a leading
+// number of days: "30d", "1d12h", "36h".
+func parseWindow(s string) (time.Duration, error) {
+	const day = 24 * time.Hour
+	var days int64
+	rest := s
+	if i := strings.IndexByte(s, 'd'); i >= 0 {
+		n, err := strconv.ParseInt(s[:i], 10, 64)
+		if err != nil || s[:i] == "" || s[0] == '+' || s[0] == '-' {
+			return 0, fmt.Errorf("%q: want a duration such as 30d, 36h or 1d12h", s)
+		}
+		if n > int64(1<<63-1)/int64(day) {
+			return 0, fmt.Errorf("%q is too long", s)
+		}
+		days, rest = n, s[i+1:]
+	}
+	var extra time.Duration
+	if rest != "" {
+		var err error
+		if extra, err = time.ParseDuration(rest); err != nil {
+			return 0, fmt.Errorf("%q: want a duration such as 30d, 36h or 1d12h", s)
+		}
+		if days > 0 && extra < 0 {
+			return 0, fmt.Errorf("%q: want a duration such as 30d, 36h or 1d12h", s)
+		}
+	}
+	total := time.Duration(days) * day
+	if extra > 0 && total > time.Duration(1<<63-1)-extra {
+		return 0, fmt.Errorf("%q is too long", s)
+	}
+	total += extra
+	if total <= 0 {
+		return 0, fmt.Errorf("%q: the window must be longer than zero", s)
+	}
+	return total, nil
+}
+
+// claimedInos returns the inode numbers of the files claimed in
+// processing/: those in the consumers' session directories, and any
+// message lying directly in processing/. Their ledger records must
+// outlive a prune, because recovery of a dead consumer's claims asks the
+// ledger what became of each (I7).
+func claimedInos(processing string) ([]uint64, error) {
+	var inos []uint64
+	add := func(dir string) ([]os.DirEntry, error) {
+		es, err := os.ReadDir(dir)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range es {
+			info, err := e.Info()
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // finished meanwhile
+			}
+			if err != nil {
+				return nil, err
+			}
+			if st, ok := info.Sys().(*syscall.Stat_t); ok && !e.IsDir() {
+				inos = append(inos, st.Ino)
+			}
+		}
+		return es, nil
+	}
+	es, err := add(processing)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range es {
+		if !e.IsDir() {
+			continue
+		}
+		if _, err := add(filepath.Join(processing, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+	}
+	return inos, nil
+}

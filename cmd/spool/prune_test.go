@@ -1,0 +1,227 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spoolq/spool/ledger"
+)
+
+func TestParseWindow(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"30d", 30 * 24 * time.Hour, true},
+		{"36h", 36 * time.Hour, true},
+		{"1d12h", 36 * time.Hour, true},
+		{"90m", 90 * time.Minute, true},
+		{"1.5h", 90 * time.Minute, true},
+		{"0s", 0, false},
+		{"0d", 0, false},
+		{"-1h", 0, false},
+		{"-1d", 0, false},
+		{"+1d", 0, false},
+		{"1d-2h", 0, false},
+		{"30", 0, false},
+		{"d", 0, false},
+		{"1.5d", 0, false},
+		{"30days", 0, false},
+		{"", 0, false},
+		{"999999999d", 0, false},
+		{"106751d", 106751 * 24 * time.Hour, true},
+		{"106751d24h", 0, false},
+	} {
+		got, err := parseWindow(tt.in)
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("parseWindow(%q) = %v, %v; want %v, ok=%v", tt.in, got, err, tt.want, tt.ok)
+		}
+	}
+}
+
+// pruneQueue makes a queue whose ledger holds m1 (processed, then a
+// duplicate), m2 and m3 processed, and a parse dead letter, with every row
+// but m3's processed row dated 40 days ago.
+func pruneQueue(t *testing.T) string {
+	t.Helper()
+	q := newQueue(t)
+	in := filepath.Join(q, "inbox")
+	write(t, filepath.Join(in, "1.json"), msg("m1", "O", 1, "1"))
+	write(t, filepath.Join(in, "2.json"), msg("m2", "O", 2, "1"))
+	write(t, filepath.Join(in, "3.json"), msg("m3", "O", 3, "1"))
+	write(t, filepath.Join(in, "bad.json"), "not json")
+	cli(t, "consume", q).want(t, 0, "processed=3 duplicates=0 dead-letters=1 recovered=0\n")
+	write(t, filepath.Join(in, "1-again.json"), msg("m1", "O", 1, "1"))
+	cli(t, "consume", q).want(t, 0, "processed=0 duplicates=1 dead-letters=0 recovered=0\n")
+	old := time.Now().Add(-40 * 24 * time.Hour).UTC().Format(ledger.TimeLayout)
+	withLedger(t, q, func(l *ledger.DB) {
+		for _, stmt := range []string{
+			`UPDATE processed SET processed_at = ? WHERE msg_id <> 'm3'`,
+			`UPDATE deliveries SET at = ?`,
+		} {
+			if _, err := l.SQL().Exec(stmt, old); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	return q
+}
+
+// ledgerRows lists the processed msg_ids and the deliveries' files and
+// outcomes.
+func ledgerRows(t *testing.T, q string) []string {
+	t.Helper()
+	var out []string
+	withLedger(t, q, func(l *ledger.DB) {
+		rows, err := l.SQL().Query(`SELECT 'processed ' || msg_id FROM processed
+UNION ALL SELECT 'delivery ' || file || ' ' || outcome FROM deliveries`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var s string
+			if err := rows.Scan(&s); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, s)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	slices.Sort(out)
+	return out
+}
+
+var pruneLine = regexp.MustCompile(`^(pruned|would prune) (\d+) rows older than (\S+): processed=(\d+) deliveries=(\d+)\n$`)
+
+// wantPrune checks a prune's one line of output and that its time is the
+// window's edge.
+func wantPrune(t *testing.T, r result, verb, total, processed, deliveries string, window time.Duration) {
+	t.Helper()
+	m := pruneLine.FindStringSubmatch(r.stdout)
+	if r.code != 0 || m == nil || m[1] != verb || m[2] != total || m[4] != processed || m[5] != deliveries {
+		t.Fatalf("prune: exit %d, stdout %q, stderr %q; want %s %s rows: processed=%s deliveries=%s",
+			r.code, r.stdout, r.stderr, verb, total, processed, deliveries)
+	}
+	edge, err := time.Parse(time.RFC3339, m[3])
+	if err != nil || time.Since(edge.Add(window)).Abs() > time.Minute {
+		t.Errorf("window edge %q: %v; want about now - %v", m[3], err, window)
+	}
+}
+
+func TestPrune(t *testing.T) {
+	q := pruneQueue(t)
+	all := []string{
+		"delivery 1-again.json duplicate", "delivery 1.json processed", "delivery 2.json processed",
+		"delivery 3.json processed", "delivery bad.json dead-letter",
+		"processed m1", "processed m2", "processed m3",
+	}
+	if got := ledgerRows(t, q); !slices.Equal(got, all) {
+		t.Fatalf("fixture = %v", got)
+	}
+	before := listing(t, q)
+
+	// Refusals change nothing.
+	for _, tt := range []struct {
+		args []string
+		sub  string
+	}{
+		{[]string{"prune", q}, "missing --older-than"},
+		{[]string{"prune", q, "--dry-run"}, "missing --older-than"},
+		{[]string{"prune", q, "--older-than", ""}, "missing --older-than"},
+		{[]string{"prune", q, "--older-than", "0s"}, "longer than zero"},
+		{[]string{"prune", q, "--older-than", "-24h"}, "longer than zero"},
+		{[]string{"prune", q, "--older-than", "30"}, "want a duration"},
+		{[]string{"prune", q, "--older-than", "a month"}, "want a duration"},
+		{[]string{"prune", q, "--older-than"}, "needs an argument"},
+		{[]string{"prune", "--older-than", "1d"}, "missing DIR"},
+	} {
+		cli(t, tt.args...).wantFail(t, 2, "prune", tt.sub)
+	}
+	if after := listing(t, q); after != before {
+		t.Fatalf("a refused prune changed the queue")
+	}
+
+	// A dry run counts and removes nothing.
+	wantPrune(t, cli(t, "prune", q, "--older-than", "30d", "--dry-run"), "would prune", "6", "2", "4", 30*24*time.Hour)
+	if after := listing(t, q); after != before {
+		t.Fatalf("a dry run changed the queue or the ledger")
+	}
+	// A window wider than the rows' age finds nothing.
+	wantPrune(t, cli(t, "prune", q, "--older-than", "41d"), "pruned", "0", "0", "0", 41*24*time.Hour)
+
+	wantPrune(t, cli(t, "prune", "--older-than", "30d", q), "pruned", "6", "2", "4", 30*24*time.Hour)
+	// Left: m3's row (too recent) and the dead letter (never pruned).
+	if got, want := ledgerRows(t, q), []string{"delivery bad.json dead-letter", "processed m3"}; !slices.Equal(got, want) {
+		t.Errorf("after prune: %v, want %v", got, want)
+	}
+	cli(t, "errors", q).want(t, 0, "file,reason\nbad.json,parse\n")
+	cli(t, "dups", q).want(t, 0, "")
+
+	// The cost of the window: m1 sent again is processed again.
+	write(t, filepath.Join(q, "inbox", "1-late.json"), msg("m1", "O", 1, "1"))
+	cli(t, "consume", q).want(t, 0, "processed=1 duplicates=0 dead-letters=0 recovered=0\n")
+}
+
+// TestPruneKeepsClaimsInFlight: the rows of a claim still in processing/
+// (its consumer died between the commit and the move) survive, so that
+// recovery finds its outcome (I7).
+func TestPruneKeepsClaimsInFlight(t *testing.T) {
+	q := pruneQueue(t)
+	session := filepath.Join(q, "processing", "0123456789ab-999999@elsewhere")
+	if err := os.Mkdir(session, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Put 2.json back where its crashed consumer would have left it.
+	if err := os.Rename(filepath.Join(q, "done", "2.json"), filepath.Join(session, "2.json")); err != nil {
+		t.Fatal(err)
+	}
+	wantPrune(t, cli(t, "prune", q, "--older-than", "30d"), "pruned", "4", "1", "3", 30*24*time.Hour)
+	want := []string{"delivery 2.json processed", "delivery bad.json dead-letter", "processed m2", "processed m3"}
+	if got := ledgerRows(t, q); !slices.Equal(got, want) {
+		t.Errorf("after prune: %v, want %v", got, want)
+	}
+}
+
+func TestNewCommandsHelp(t *testing.T) {
+	for cmd, want := range map[string]string{
+		"prune":   "Usage: spool prune DIR --older-than DURATION [--dry-run] [--db PATH]\n",
+		"replays": "Usage: spool replays DIR [-o FILE] [--json] [--db PATH]\n",
+		"replay":  "Usage: spool replay DIR [FILE...] [--reason R] [--all] [--dry-run] [--force]",
+		"errors":  "Usage: spool errors DIR [-o FILE] [--detail | --long | --json | --group-by reason]",
+		"dups":    "Usage: spool dups DIR [-o FILE] [--conflicts] [--db PATH]\n",
+	} {
+		r := cli(t, "help", cmd)
+		if r.code != 0 || !strings.HasPrefix(r.stdout, want) {
+			t.Errorf("help %s: exit %d:\n%s", cmd, r.code, r.stdout)
+		}
+	}
+	r := cli(t, "help")
+	for _, line := range []string{"  replays DIR ", "  prune DIR --older-than DURATION ", "  replay DIR [FILE...] "} {
+		if !strings.Contains(r.stdout, line) {
+			t.Errorf("spool help lacks %q:\n%s", line, r.stdout)
+		}
+	}
+}
+
+func TestNewCommandsNotAQueue(t *testing.T) {
+	plain := t.TempDir()
+	for _, args := range [][]string{
+		{"prune", plain, "--older-than", "30d"}, {"replays", plain}, {"replay", plain, "--all"},
+		{"errors", plain, "--long"}, {"dups", plain, "--conflicts"},
+	} {
+		before := listing(t, plain)
+		cli(t, args...).wantFail(t, 2, args[0], "not a queue directory")
+		if after := listing(t, plain); after != before {
+			t.Errorf("%v on a plain directory changed it:\n%s", args, after)
+		}
+	}
+}

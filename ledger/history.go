@@ -1,0 +1,406 @@
+package ledger
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spoolq/spool"
+)
+
+// This file holds the queries behind the operator's history views: the
+// dead-letter records of a file, the replay log, conflicting redeliveries,
+// which msg_ids are processed (for a controlled replay) and the dedup
+// window's prune. They are written once with ? placeholders, rebound for
+// the dialect, and sort in Go wherever byte order matters, because the
+// engines' collations differ.
+
+// DeadLetterRecord is one dead-letter delivery with everything the ledger
+// knows of it: what DeadLetter holds, plus the delivery's identity, its
+// message key when it had one, and the handler's attempt history.
+type DeadLetterRecord struct {
+	DeadLetter
+	// ID is the delivery's row id: the ledger's commit order, which holds
+	// across hosts whose clocks disagree.
+	ID int64
+	// Ino is the claimed file's inode number; 0 when unknown.
+	Ino uint64
+	// MsgID is the message's key; empty when the message was rejected
+	// before it had a valid one (parse, missing-field, ...).
+	MsgID string
+	// ContentHash is the hex SHA-256 of the content; empty when the file
+	// was not read (not-regular, too-large).
+	ContentHash string
+	// Size is the file's size in bytes as its claim found it.
+	Size int64
+	// Attempts is how many times the business handler was tried; 0 for a
+	// message rejected before any handler ran (a poison message fails once,
+	// at At).
+	Attempts int
+	// FirstFailure and LastFailure bound the handler's failed attempts;
+	// zero when Attempts is 0.
+	FirstFailure, LastFailure time.Time
+}
+
+// ReplayRecord is one row of the replay log.
+type ReplayRecord struct {
+	// ID is the row id: the order replays were recorded in.
+	ID int64
+	Replay
+}
+
+// Conflict is a duplicate delivery whose content differs from the processed
+// row's: the same msg_id with another body, a producer bug or tampering.
+type Conflict struct {
+	// ID is the duplicate delivery's row id.
+	ID    int64
+	MsgID string
+	// ProcessedFile and ProcessedHash are the processed row's file name and
+	// content hash; both empty when that row has since been pruned.
+	ProcessedFile, ProcessedHash string
+	// DuplicateFile and DuplicateHash are the conflicting delivery's.
+	DuplicateFile, DuplicateHash string
+	// Consumer identifies the consumer that received the duplicate.
+	Consumer string
+	// At is when that consumer inspected the duplicate.
+	At time.Time
+}
+
+// Prune says which rows DB.Prune removes.
+type Prune struct {
+	// Before is the edge of the dedup window: processed rows processed
+	// before it, and processed and duplicate deliveries inspected before
+	// it, are removed. Required.
+	Before time.Time
+	// KeepInos lists the inode numbers of the files still claimed in
+	// processing/: their deliveries, and the processed rows of those
+	// claims, are kept whatever their age, because recovery asks the
+	// ledger about such a claim (I7) and must not find it forgotten. At
+	// most MaxPruneKeep.
+	KeepInos []uint64
+	// DryRun counts what would be removed and removes nothing.
+	DryRun bool
+}
+
+// Pruned counts the rows Prune removed (or, in a dry run, would remove).
+type Pruned struct {
+	Processed  int64
+	Deliveries int64
+}
+
+// Total is the number of rows removed.
+func (p Pruned) Total() int64 { return p.Processed + p.Deliveries }
+
+// MaxPruneKeep bounds Prune.KeepInos: each inode is a bind parameter, and
+// the engines cap how many one statement may carry.
+const MaxPruneKeep = 10000
+
+// ErrTooManyInFlight is wrapped by Prune when more files are claimed in
+// processing/ than it can protect in one statement; prune again when the
+// consumers are less busy.
+var ErrTooManyInFlight = errors.New("too many claims in flight")
+
+const deadLetterColumns = `id, file, ino, reason, field, detail, at, claim, consumer,
+    msg_id, content_hash, size, attempts, first_failure, last_failure`
+
+// scanDeadLetter reads one row of deadLetterColumns.
+func scanDeadLetter(rows *sql.Rows) (DeadLetterRecord, error) {
+	var (
+		r                                       DeadLetterRecord
+		reason, at                              string
+		ino, size, attempts                     sql.NullInt64
+		field, detail, msgID, hash, first, last sql.NullString
+	)
+	if err := rows.Scan(&r.ID, &r.File, &ino, &reason, &field, &detail, &at, &r.Claim, &r.Consumer,
+		&msgID, &hash, &size, &attempts, &first, &last); err != nil {
+		return DeadLetterRecord{}, err
+	}
+	r.Ino = uint64(ino.Int64) // stored with the same bits; see nullIno
+	r.Reason = spool.Reason(reason)
+	r.Field, r.Detail, r.MsgID, r.ContentHash = field.String, detail.String, msgID.String, hash.String
+	r.Size, r.Attempts = size.Int64, int(attempts.Int64)
+	var err error
+	if r.At, err = parseTime("deliveries.at", at); err != nil {
+		return DeadLetterRecord{}, err
+	}
+	if first.Valid {
+		if r.FirstFailure, err = parseTime("deliveries.first_failure", first.String); err != nil {
+			return DeadLetterRecord{}, err
+		}
+	}
+	if last.Valid {
+		if r.LastFailure, err = parseTime("deliveries.last_failure", last.String); err != nil {
+			return DeadLetterRecord{}, err
+		}
+	}
+	return r, nil
+}
+
+// DeadLetterHistory returns every dead-letter record of the file with inode
+// ino, oldest first (in commit order). A file that was replayed and failed
+// again has one record per failure; an inode the filesystem reused for
+// another file has that file's records too, so callers match names (see
+// report.Errors). Nil for ino 0 (unknown).
+func (db *DB) DeadLetterHistory(ctx context.Context, ino uint64) ([]DeadLetterRecord, error) {
+	if err := db.open(); err != nil {
+		return nil, err
+	}
+	if ino == 0 {
+		return nil, nil
+	}
+	op := fmt.Sprintf("dead-letter history of inode %d", ino)
+	// outcome = 'dead-letter' lets the engine use the partial index
+	// deliveries_dead_letter_ino.
+	rows, err := db.sql.QueryContext(ctx, db.dialect.Rebind(`SELECT `+deadLetterColumns+`
+FROM deliveries
+WHERE outcome = 'dead-letter' AND ino = ?
+ORDER BY id`), int64(ino))
+	if err != nil {
+		return nil, db.fail(op, err)
+	}
+	defer rows.Close()
+	var out []DeadLetterRecord
+	for rows.Next() {
+		r, err := scanDeadLetter(rows)
+		if err != nil {
+			return nil, db.fail(op, err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, db.fail(op, err)
+	}
+	return out, nil
+}
+
+// Replays returns the replay log, oldest first: in the order the replays
+// were recorded, which is their time order as long as the operators'
+// clocks agree.
+func (db *DB) Replays(ctx context.Context) ([]ReplayRecord, error) {
+	if err := db.open(); err != nil {
+		return nil, err
+	}
+	rows, err := db.sql.QueryContext(ctx, db.dialect.Rebind(`SELECT id, file, new_name, ino, by_user, note, at
+FROM replays
+ORDER BY id`))
+	if err != nil {
+		return nil, db.fail("list replays", err)
+	}
+	defer rows.Close()
+	var out []ReplayRecord
+	for rows.Next() {
+		var (
+			r    ReplayRecord
+			ino  sql.NullInt64
+			note sql.NullString
+			at   string
+		)
+		if err := rows.Scan(&r.ID, &r.File, &r.NewName, &ino, &r.By, &note, &at); err != nil {
+			return nil, db.fail("list replays", err)
+		}
+		r.Ino, r.Note = uint64(ino.Int64), note.String
+		if r.At, err = parseTime("replays.at", at); err != nil {
+			return nil, fmt.Errorf("list replays: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, db.fail("list replays", err)
+	}
+	return out, nil
+}
+
+// Conflicts returns the conflicting redeliveries, sorted by msg_id in byte
+// order, then by the time of the duplicate, then by commit order.
+func (db *DB) Conflicts(ctx context.Context) ([]Conflict, error) {
+	if err := db.open(); err != nil {
+		return nil, err
+	}
+	// LEFT JOIN: a conflict stays visible after its processed row was
+	// pruned, with that side empty.
+	rows, err := db.sql.QueryContext(ctx, db.dialect.Rebind(`SELECT d.id, d.msg_id, p.file, p.content_hash,
+    d.file, d.content_hash, d.consumer, d.at
+FROM deliveries d
+LEFT JOIN processed p ON p.msg_id = d.msg_id
+WHERE d.conflict = 1 AND d.outcome = 'duplicate'`))
+	if err != nil {
+		return nil, db.fail("list conflicts", err)
+	}
+	defer rows.Close()
+	var out []Conflict
+	for rows.Next() {
+		var (
+			c                   Conflict
+			pFile, pHash, dHash sql.NullString
+			at                  string
+		)
+		if err := rows.Scan(&c.ID, &c.MsgID, &pFile, &pHash, &c.DuplicateFile, &dHash, &c.Consumer, &at); err != nil {
+			return nil, db.fail("list conflicts", err)
+		}
+		c.ProcessedFile, c.ProcessedHash, c.DuplicateHash = pFile.String, pHash.String, dHash.String
+		if c.At, err = parseTime("deliveries.at", at); err != nil {
+			return nil, fmt.Errorf("list conflicts: %w", err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, db.fail("list conflicts", err)
+	}
+	slices.SortFunc(out, func(a, b Conflict) int {
+		return cmp.Or(strings.Compare(a.MsgID, b.MsgID), a.At.Compare(b.At), cmp.Compare(a.ID, b.ID))
+	})
+	return out, nil
+}
+
+// ProcessedIDs returns which of ids have a row in processed, so that a
+// replay can tell a dead letter whose message was processed meanwhile (it
+// was sent again and succeeded) from one still to be done.
+func (db *DB) ProcessedIDs(ctx context.Context, ids []string) (map[string]bool, error) {
+	if err := db.open(); err != nil {
+		return nil, err
+	}
+	out := make(map[string]bool, len(ids))
+	args := make([]any, 0, len(ids))
+	seen := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		if id != "" && !seen[id] {
+			seen[id] = true
+			args = append(args, id)
+		}
+	}
+	for chunk := range slices.Chunk(args, rowsPerInsert) {
+		rows, err := db.sql.QueryContext(ctx, db.dialect.Rebind(
+			"SELECT msg_id FROM processed WHERE msg_id IN ("+placeholders(len(chunk))+")"), chunk...)
+		if err != nil {
+			return nil, db.fail("look up processed msg_ids", err)
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return nil, db.fail("look up processed msg_ids", err)
+			}
+			out[id] = true
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return nil, db.fail("look up processed msg_ids", err)
+		}
+	}
+	return out, nil
+}
+
+// Prune removes the ledger rows past the dedup window: processed rows whose
+// processed_at is before p.Before, and processed and duplicate deliveries
+// inspected before it, in one transaction. It never removes dead-letter
+// records (they are the history of the files in error/ and of their
+// replays), the replay log, retry attempts, or anything of a claim still in
+// processing/ (p.KeepInos).
+//
+// What it costs: a msg_id whose processed row is gone is no longer known,
+// so a redelivery of it is processed again, not absorbed as a duplicate;
+// order-check no longer sees the pruned sequences; dups forgets the pruned
+// duplicates.
+func (db *DB) Prune(ctx context.Context, p Prune) (Pruned, error) {
+	if err := db.open(); err != nil {
+		return Pruned{}, err
+	}
+	if p.Before.IsZero() {
+		return Pruned{}, errors.New("prune: no window edge (Before is zero)")
+	}
+	if len(p.KeepInos) > MaxPruneKeep {
+		return Pruned{}, fmt.Errorf("prune: %w: %d files in processing/, at most %d", ErrTooManyInFlight, len(p.KeepInos), MaxPruneKeep)
+	}
+	before := formatTime(p.Before)
+	keep := make([]any, 0, len(p.KeepInos))
+	for _, ino := range p.KeepInos {
+		if ino != 0 {
+			keep = append(keep, int64(ino))
+		}
+	}
+	// The conditions are written once and used both to count (dry run) and
+	// to delete, so a dry run reports exactly what a real run would remove
+	// from the same ledger.
+	procWhere, procArgs := "processed_at < ?", []any{before}
+	delWhere, delArgs := "outcome IN ('processed', 'duplicate') AND at < ?", []any{before}
+	if len(keep) > 0 {
+		in := placeholders(len(keep))
+		procWhere += " AND claim NOT IN (SELECT claim FROM deliveries WHERE ino IN (" + in + "))"
+		procArgs = append(procArgs, keep...)
+		delWhere += " AND (ino IS NULL OR ino NOT IN (" + in + "))"
+		delArgs = append(delArgs, keep...)
+	}
+	var (
+		res Pruned
+		err error
+	)
+	if p.DryRun {
+		res, err = db.countPrune(ctx, procWhere, procArgs, delWhere, delArgs)
+	} else {
+		res, err = db.prune(ctx, procWhere, procArgs, delWhere, delArgs)
+	}
+	if err != nil {
+		return Pruned{}, db.fail("prune before "+before, err)
+	}
+	return res, nil
+}
+
+func (db *DB) countPrune(ctx context.Context, procWhere string, procArgs []any, delWhere string, delArgs []any) (Pruned, error) {
+	// Read-only: on SQLite it begins deferred and never takes the write
+	// lock from consumers; one snapshot for both counts.
+	tx, err := db.sql.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return Pruned{}, fmt.Errorf("begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }() // read-only: nothing to commit
+	var res Pruned
+	if err := tx.QueryRowContext(ctx, db.dialect.Rebind("SELECT COUNT(*) FROM processed WHERE "+procWhere),
+		procArgs...).Scan(&res.Processed); err != nil {
+		return Pruned{}, fmt.Errorf("count processed: %w", err)
+	}
+	if err := tx.QueryRowContext(ctx, db.dialect.Rebind("SELECT COUNT(*) FROM deliveries WHERE "+delWhere),
+		delArgs...).Scan(&res.Deliveries); err != nil {
+		return Pruned{}, fmt.Errorf("count deliveries: %w", err)
+	}
+	return res, nil
+}
+
+func (db *DB) prune(ctx context.Context, procWhere string, procArgs []any, delWhere string, delArgs []any) (Pruned, error) {
+	tx, err := db.sql.BeginTx(ctx, nil)
+	if err != nil {
+		return Pruned{}, fmt.Errorf("begin: %w", err)
+	}
+	// After Commit, Rollback is a no-op; before it, the error that matters
+	// is the one being returned.
+	defer func() { _ = tx.Rollback() }()
+	var res Pruned
+	// processed first: its keep condition reads the deliveries that the
+	// second statement may remove.
+	r, err := tx.ExecContext(ctx, db.dialect.Rebind("DELETE FROM processed WHERE "+procWhere), procArgs...)
+	if err != nil {
+		return Pruned{}, fmt.Errorf("delete processed: %w", err)
+	}
+	if res.Processed, err = r.RowsAffected(); err != nil {
+		return Pruned{}, fmt.Errorf("delete processed: %w", err)
+	}
+	r, err = tx.ExecContext(ctx, db.dialect.Rebind("DELETE FROM deliveries WHERE "+delWhere), delArgs...)
+	if err != nil {
+		return Pruned{}, fmt.Errorf("delete deliveries: %w", err)
+	}
+	if res.Deliveries, err = r.RowsAffected(); err != nil {
+		return Pruned{}, fmt.Errorf("delete deliveries: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return Pruned{}, fmt.Errorf("commit: %w", err)
+	}
+	return res, nil
+}
+
+// placeholders returns n comma-separated ? placeholders.
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
