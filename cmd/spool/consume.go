@@ -10,12 +10,11 @@ import (
 	"syscall"
 
 	"github.com/spoolq/spool"
-	"github.com/spoolq/spool/ledger/sqlite"
 )
 
 var consumeCommand = &command{
 	name:    "consume",
-	args:    "DIR [--watch] [--workers N] [--batch N] [-v] [--db PATH] [contract flags]",
+	args:    "DIR [--watch] [--exec CMD | --sql FILE | --post URL] [--retry-* ...] [--on-dead-letter CMD] [--workers N] [--batch N] [-v] [--db PATH] [contract flags]",
 	summary: "drain inbox/ into the ledger (or keep consuming with --watch)",
 	help: `
 Consumes inbox/ until it is empty, then exits: each message is claimed,
@@ -27,6 +26,34 @@ recovered first. Any number of consumers may run at once on one queue.
 --watch keeps consuming new arrivals until SIGINT or SIGTERM, then finishes
 the work in flight and exits 0. A drain interrupted by a signal exits 3.
 
+Business work, at most one handler, run for each new msg_id inside the
+ledger transaction that records it (a duplicate never runs it):
+  --exec CMD   /bin/sh -c CMD, the message on stdin, SPOOL_MSG_ID,
+               SPOOL_ORDER_NO, SPOOL_SEQ, SPOOL_AMOUNT, SPOOL_FILE and
+               SPOOL_QUEUE in the environment. Exit 0: done. Exit 75
+               (EX_TEMPFAIL), a timeout (--exec-timeout) or a signal: retry.
+               Any other exit: dead letter (reason handler), the end of its
+               stderr as the detail.
+  --sql FILE   the file's statements, with :msg_id, :order_no, :seq,
+               :amount, :file, :payload and :FIELD (any top-level field)
+               bound; they commit or roll back with the processed row. A
+               failing statement is a dead letter, unless the database was
+               busy or locked (retry).
+  --post URL   POST the message (application/json, Idempotency-Key:
+               msg_id). 2xx: done. 408, 429, 5xx, network errors: retry,
+               no sooner than a Retry-After. Other statuses: dead letter.
+A retried message waits in processing/ without holding up the others; its
+attempt count and next time are kept in the ledger, so a restart keeps
+them. After --retry-max attempts it is a dead letter, retries-exhausted.
+With --exec and --post the default batch is 1, so that a crash repeats the
+command or request of at most one message.
+
+--on-dead-letter CMD runs /bin/sh -c CMD for each message that lands in
+error/, with SPOOL_FILE (its name there), SPOOL_REASON, SPOOL_DETAIL and
+SPOOL_QUEUE; at most 4 at once, each killed after --on-dead-letter-timeout,
+a failure logged as one line on stderr. It never holds up consumption;
+consume waits for the notifications still running before it exits.
+
 The contract comes from DIR/spool.conf and the contract flags.
 Prints: processed=N duplicates=N dead-letters=N recovered=N`,
 }
@@ -37,11 +64,13 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	flags := e.flagSet()
 	watch := flags.Bool("watch", false, "keep consuming new arrivals until SIGINT/SIGTERM")
 	workers := flags.Int("workers", 0, "goroutines claiming and parsing in parallel (default GOMAXPROCS)")
-	batch := flags.Int("batch", 0, fmt.Sprintf("most messages per ledger transaction (default %d)", spool.DefaultBatchSize))
+	batch := flags.Int("batch", 0, fmt.Sprintf("most messages per ledger transaction (default %d; 1 with --exec or --post)", spool.DefaultBatchSize))
 	verbose := flags.Bool("v", false, "log what happens to stderr")
 	durability := addDurabilityFlag(flags)
 	db := addDBFlag(flags)
 	cf := addContractFlags(flags)
+	hf := addHandlerFlags(flags)
+	nf := addNotifyFlags(flags)
 	pos, err := e.parse(flags, args)
 	if err != nil {
 		return err
@@ -59,6 +88,21 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	if err != nil {
 		return err
 	}
+	if err := hf.check(e); err != nil {
+		return err
+	}
+	if err := nf.check(e); err != nil {
+		return err
+	}
+	if *batch == 0 && (hf.kind() == "exec" || hf.kind() == "post") {
+		// Their effects are outside the ledger: after a crash, every
+		// message of the uncommitted batch runs them again. One message
+		// per transaction bounds that to one, and holds the ledger's write
+		// lock for one command or request at a time.
+		*batch = 1
+	}
+	// The logger and the notifier write to stderr from several goroutines.
+	e = &env{cmd: e.cmd, stdin: e.stdin, stdout: e.stdout, stderr: &lockedWriter{w: e.stderr}}
 	dir := pos[0]
 	d, err := openQueue(dir)
 	if err != nil {
@@ -69,7 +113,7 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	l, err := sqlite.OpenWith(ctx, ledgerPath(dir, *db), sqlite.Options{Relaxed: relaxed})
+	l, err := openLedgerWith(ctx, dir, *db, relaxed)
 	if err != nil {
 		return err
 	}
@@ -78,9 +122,25 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	if *verbose {
 		logger = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
-	consumer, err := spool.NewConsumer(d, l, spool.Config{
+	h, err := hf.handler(ctx, l, dir)
+	if err != nil {
+		return err
+	}
+	cfg := spool.Config{
 		Contract: c, Workers: *workers, BatchSize: *batch, Logger: logger, Relaxed: relaxed,
-	})
+		Handler: h, Retry: hf.retry(),
+	}
+	if nf.command != "" {
+		n, err := newNotifier(nf.command, dir, nf.timeout, notifyWorkers, notifyPending, e.warn)
+		if err != nil {
+			return err
+		}
+		// On the way out, wait for the notifications still queued or
+		// running, at most for two rounds of them.
+		defer n.close(2 * nf.timeout)
+		cfg.OnDelivery = n.deliver
+	}
+	consumer, err := spool.NewConsumer(d, l, cfg)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,130 @@
+package spool_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/ledger/sqlite"
+	"github.com/spoolq/spool/queue"
+)
+
+// A handler marks what retrying cannot fix; every other error is retried.
+// The mark survives wrapping.
+func ExamplePermanent() {
+	err := spool.Permanent(fmt.Errorf("order %s is closed", "O-7"))
+	fmt.Println(spool.IsPermanent(err), err)
+	fmt.Println(spool.IsPermanent(fmt.Errorf("book payment: %w", err)))
+	fmt.Println(spool.IsPermanent(errors.New("connection reset")))
+	fmt.Println(spool.Permanent(nil) == nil)
+	// Output:
+	// true order O-7 is closed
+	// true
+	// false
+	// true
+}
+
+// Without jitter the delays double from Base up to Cap; a RetryAfterError
+// (an HTTP Retry-After) asks for a longer wait, granted up to Cap.
+func ExampleRetry_Delay() {
+	r := spool.Retry{Base: time.Second, Cap: 10 * time.Second, MaxAttempts: 6, NoJitter: true}
+	for attempt := 1; attempt <= 5; attempt++ {
+		fmt.Printf("after attempt %d: wait %v, exhausted %v\n", attempt, r.Delay(attempt, nil), r.Exhausted(attempt))
+	}
+	busy := &spool.RetryAfterError{Err: errors.New("503 Service Unavailable"), After: 30 * time.Second}
+	fmt.Println("with Retry-After: 30:", r.Delay(1, busy))
+	busy.After = 5 * time.Second
+	fmt.Println("with Retry-After: 5:", r.Delay(1, busy))
+	fmt.Println("after attempt 6: exhausted", r.Exhausted(6))
+	// Output:
+	// after attempt 1: wait 1s, exhausted false
+	// after attempt 2: wait 2s, exhausted false
+	// after attempt 3: wait 4s, exhausted false
+	// after attempt 4: wait 8s, exhausted false
+	// after attempt 5: wait 10s, exhausted false
+	// with Retry-After: 30: 10s
+	// with Retry-After: 5: 5s
+	// after attempt 6: exhausted true
+}
+
+// A consumer with a handler that writes through the ledger's transaction:
+// a payment row commits with its message's processed row, or not at all.
+// The duplicate never reaches the handler; the refund is refused for good
+// (a dead letter, reason handler), like the file that is not JSON.
+func ExampleNewConsumer() {
+	root, err := os.MkdirTemp("", "spool-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(root)
+	if err := queue.Init(root); err != nil {
+		panic(err)
+	}
+	dir, err := queue.Open(root)
+	if err != nil {
+		panic(err)
+	}
+	defer dir.Close()
+	ctx := context.Background()
+	l, err := sqlite.Open(ctx, filepath.Join(root, "ledger.db"))
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+	if _, err := l.SQL().ExecContext(ctx, `CREATE TABLE payments (
+    msg_id TEXT NOT NULL PRIMARY KEY, order_no TEXT NOT NULL, amount TEXT NOT NULL)`); err != nil {
+		panic(err)
+	}
+	for name, body := range map[string]string{
+		"a.json":        `{"msg_id":"m1","order_no":"A","seq":1,"amount":"10.00"}`,
+		"a-resend.json": `{"msg_id":"m1","order_no":"A","seq":1,"amount":"10.00"}`,
+		"b.json":        `{"msg_id":"m2","order_no":"A","seq":2,"amount":0.10}`,
+		"c.json":        `{"msg_id":"m3","order_no":"A","seq":3,"amount":"-5.00"}`,
+		"d.json":        `not json`,
+	} {
+		if _, err := dir.WriteFile(queue.Inbox, name, []byte(body)); err != nil {
+			panic(err)
+		}
+	}
+
+	pay := spool.HandlerFunc(func(ctx context.Context, tx *sql.Tx, m *spool.Message) error {
+		if strings.HasPrefix(string(m.Amount), "-") {
+			return spool.Permanent(fmt.Errorf("order %s: refunds are not booked here", m.OrderNo))
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO payments (msg_id, order_no, amount) VALUES (?, ?, ?)`,
+			m.MsgID, m.OrderNo, string(m.Amount))
+		return err // transient: retried with backoff
+	})
+	c, err := spool.NewConsumer(dir, l, spool.Config{Handler: pay})
+	if err != nil {
+		panic(err)
+	}
+	st, err := c.Drain(ctx)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("processed=%d duplicates=%d dead-letters=%d\n", st.Processed, st.Duplicates, st.DeadLetters)
+
+	rows, err := l.SQL().QueryContext(ctx, `SELECT msg_id, amount FROM payments ORDER BY msg_id`)
+	if err != nil {
+		panic(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, amount string
+		if err := rows.Scan(&id, &amount); err != nil {
+			panic(err)
+		}
+		fmt.Println(id, amount)
+	}
+	// Output:
+	// processed=2 duplicates=1 dead-letters=2
+	// m1 10.00
+	// m2 0.10
+}
