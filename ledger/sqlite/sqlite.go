@@ -39,6 +39,9 @@ const busyTimeout = 30000
 // caller ever holds one connection while asking for another.
 const maxConns = 2
 
+// walCheckpointPages is the WAL size, in pages, that triggers a checkpoint.
+const walCheckpointPages = 20000
+
 // params are applied by the driver to every connection it opens, so no
 // connection of the pool can miss one (a PRAGMA run once with db.Exec would
 // reach only one connection).
@@ -55,6 +58,11 @@ const maxConns = 2
 //     may have to undo itself keeps one) and RETURNING's scratch tables
 //     would otherwise be temp files under /var/tmp, written page by page:
 //     profiling a drain found more writes there than to the ledger itself.
+//   - wal_autocheckpoint: how many WAL pages trigger a checkpoint (the
+//     default is 1000). Checkpointing every few thousand messages stalled
+//     the commits behind it; at 20000 pages (80 MiB of WAL at most) a
+//     100k-message drain ran 13% faster (spool bench --n 100000, 19.2k ->
+//     21.5-22.5k msg/s, two runs each), with the same peak RSS.
 //   - _txlock=immediate: write transactions take the write lock at BEGIN. A
 //     deferred transaction that reads first and then writes must upgrade its
 //     lock, and two processes doing that at once get SQLITE_BUSY at once,
@@ -70,6 +78,7 @@ func params(o Options) string {
 		"&_pragma=synchronous(" + sync + ")" +
 		"&_pragma=foreign_keys(1)" +
 		"&_pragma=temp_store(MEMORY)" +
+		"&_pragma=wal_autocheckpoint(" + strconv.Itoa(walCheckpointPages) + ")" +
 		"&_txlock=immediate"
 }
 
