@@ -295,6 +295,11 @@ func (c *Consumer) dueAt(msgID string) (time.Time, bool) {
 // abandon leaves the session's claims for recovery (exactly as a crash
 // would: the next Recover asks the ledger about each one) and returns err.
 func (c *Consumer) abandon(s *queue.Session, err error) error {
+	// Waiting claims stay in the abandoned session's directory too; the
+	// next run must not try to release them from its own.
+	c.mu.Lock()
+	c.waiting = nil
+	c.mu.Unlock()
 	if cerr := s.Close(); cerr != nil {
 		c.log.Warn("claims left for recovery", "session", s.ID(), "err", cerr)
 	}
