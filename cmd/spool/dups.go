@@ -38,16 +38,11 @@ func runDups(ctx context.Context, e *env, args []string) (err error) {
 	if err := e.positionals(pos, 1, 1, "DIR"); err != nil {
 		return err
 	}
-	d, err := openQueue(pos[0])
+	_, l, done, err := openQueueAndLedger(ctx, pos[0], *db)
 	if err != nil {
 		return err
 	}
-	defer closeQueue(d, &err)
-	l, err := openLedger(ctx, pos[0], *db)
-	if err != nil {
-		return err
-	}
-	defer closeLedger(l, &err)
+	defer done(&err)
 	if *conflicts {
 		cs, err := l.Conflicts(ctx)
 		if err != nil {

@@ -64,16 +64,11 @@ func runErrors(ctx context.Context, e *env, args []string) (err error) {
 	if *groupBy != "" && *groupBy != "reason" {
 		return e.usage("--group-by %q: only reason is supported", *groupBy)
 	}
-	d, err := openQueue(pos[0])
+	d, l, done, err := openQueueAndLedger(ctx, pos[0], *db)
 	if err != nil {
 		return err
 	}
-	defer closeQueue(d, &err)
-	l, err := openLedger(ctx, pos[0], *db)
-	if err != nil {
-		return err
-	}
-	defer closeLedger(l, &err)
+	defer done(&err)
 	rows, err := report.Errors(ctx, d, l)
 	if err != nil {
 		return err

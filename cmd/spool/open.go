@@ -165,3 +165,20 @@ func (e *env) relaxed(durability string) (bool, error) {
 	}
 	return false, e.usage("--durability %q: want full or relaxed", durability)
 }
+
+// openQueueAndLedger opens the queue at dir, then its ledger, for the
+// commands that read both; done closes them, keeping the first error in
+// *err.
+func openQueueAndLedger(ctx context.Context, dir, db string) (d *queue.Dir, l *ledger.DB, done func(err *error), err error) {
+	if d, err = openQueue(dir); err != nil {
+		return nil, nil, nil, err
+	}
+	if l, err = openLedger(ctx, dir, db); err != nil {
+		_ = d.Close() // the error that matters is the ledger's
+		return nil, nil, nil, err
+	}
+	return d, l, func(err *error) {
+		closeLedger(l, err)
+		closeQueue(d, err)
+	}, nil
+}

@@ -46,16 +46,11 @@ func runOrderCheck(ctx context.Context, e *env, args []string) (err error) {
 	if err := e.positionals(pos, 1, 1, "DIR"); err != nil {
 		return err
 	}
-	d, err := openQueue(pos[0])
+	_, l, done, err := openQueueAndLedger(ctx, pos[0], *db)
 	if err != nil {
 		return err
 	}
-	defer closeQueue(d, &err)
-	l, err := openLedger(ctx, pos[0], *db)
-	if err != nil {
-		return err
-	}
-	defer closeLedger(l, &err)
+	defer done(&err)
 	problems, err := l.OrderCheck(ctx)
 	if err != nil {
 		return err

@@ -30,16 +30,11 @@ func runStatus(ctx context.Context, e *env, args []string) (err error) {
 	if err := e.positionals(pos, 1, 1, "DIR"); err != nil {
 		return err
 	}
-	d, err := openQueue(pos[0])
+	d, l, done, err := openQueueAndLedger(ctx, pos[0], *db)
 	if err != nil {
 		return err
 	}
-	defer closeQueue(d, &err)
-	l, err := openLedger(ctx, pos[0], *db)
-	if err != nil {
-		return err
-	}
-	defer closeLedger(l, &err)
+	defer done(&err)
 	r, err := report.Status(ctx, d, l)
 	if err != nil {
 		return err
