@@ -10,6 +10,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func newQueue(t *testing.T) *Dir {
@@ -404,5 +405,42 @@ func TestEnqueueRefusesFIFOWithoutBlocking(t *testing.T) {
 	}
 	if _, err := d.Enqueue(filepath.Join(t.TempDir(), "x.txt")); !errors.Is(err, ErrNotMessageName) {
 		t.Fatalf("Enqueue(x.txt) err = %v, want ErrNotMessageName", err)
+	}
+}
+
+// TestRecoverForeignSessionAfterLease: a session of another host cannot be
+// judged by its lock (the kernel holding it is elsewhere), so its claims are
+// taken over only once its lease, the directory's mtime, has expired.
+func TestRecoverForeignSessionAfterLease(t *testing.T) {
+	d := newQueue(t)
+	proc := d.StagePath(Processing)
+	for _, s := range []struct {
+		id  string
+		age time.Duration
+	}{{"aaaa-1@other-host", 3 * time.Minute}, {"bbbb-2@other-host", 10 * time.Second}} {
+		dir := filepath.Join(proc, s.id)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, s.id[:4]+".json"), []byte("{}"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		past := time.Now().Add(-s.age)
+		if err := os.Chtimes(dir, past, past); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec, err := d.Recover(context.Background(), func(context.Context, string) (Stage, error) { return Inbox, nil }, 2*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec != (Recovered{Sessions: 1, ToInbox: 1}) {
+		t.Fatalf("Recover = %+v, want only the expired session", rec)
+	}
+	if got := names(t, d.StagePath(Inbox)); strings.Join(got, ",") != "aaaa.json" {
+		t.Fatalf("inbox = %v, want the expired session's claim", got)
+	}
+	if got := names(t, proc); strings.Join(got, ",") != "bbbb-2@other-host" {
+		t.Fatalf("processing = %v, want the live foreign session left alone", got)
 	}
 }
