@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -150,10 +149,10 @@ func (s *Session) Claim(name string) (*Claim, error) {
 // regular file is ErrNotRegular without being opened, and a file over the
 // limit is a *TooLargeError without being read.
 func (s *Session) Read(c *Claim, limit int64) ([]byte, error) {
-	return readAt(s.fd, c, limit)
+	return readAt(s.fd, c, limit, true)
 }
 
-func readAt(dirfd int, c *Claim, limit int64) ([]byte, error) {
+func readAt(dirfd int, c *Claim, limit int64, private bool) ([]byte, error) {
 	if !c.Regular() {
 		return nil, ErrNotRegular
 	}
@@ -167,19 +166,25 @@ func readAt(dirfd int, c *Claim, limit int64) ([]byte, error) {
 		}
 		return nil, fmt.Errorf("read %s: %w", c.Name, err)
 	}
-	f := os.NewFile(uintptr(fd), c.Name)
-	defer f.Close()
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, fmt.Errorf("read %s: %w", c.Name, err)
+	defer unix.Close(fd) // read-only: a close error loses nothing
+	size := c.Size
+	if !private {
+		// Outside a claim directory the entry may have been replaced since
+		// it was listed: check what was opened.
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return nil, fmt.Errorf("read %s: %w", c.Name, err)
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFREG {
+			return nil, ErrNotRegular
+		}
+		size = st.Size
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, ErrNotRegular
-	}
-	// Read one byte past the limit: a file that grew since the claim (a
+	// Plain read(2) on the descriptor: an *os.File would try to register a
+	// regular file with the poller (two wasted system calls a message).
+	// Read one byte past the limit, so a file that grew since the claim (a
 	// producer still writing into inbox/ directly) is still caught.
-	buf := make([]byte, 0, st.Size+1)
-	buf, err = readAll(f, buf, limit+1)
+	buf, err := readFd(fd, make([]byte, 0, min(size, limit)+1), limit+1)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", c.Name, err)
 	}
@@ -189,23 +194,24 @@ func readAt(dirfd int, c *Claim, limit int64) ([]byte, error) {
 	return buf, nil
 }
 
-func readAll(r io.Reader, buf []byte, max int64) ([]byte, error) {
+// readFd reads fd to its end, or to max bytes, into buf.
+func readFd(fd int, buf []byte, max int64) ([]byte, error) {
 	for int64(len(buf)) < max {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
 		}
-		room := cap(buf) - len(buf)
-		if int64(room) > max-int64(len(buf)) {
-			room = int(max - int64(len(buf)))
-		}
-		n, err := r.Read(buf[len(buf) : len(buf)+room])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			return buf, nil
+		room := min(int64(cap(buf)-len(buf)), max-int64(len(buf)))
+		n, err := unix.Read(fd, buf[len(buf):len(buf)+int(room)])
+		if errors.Is(err, unix.EINTR) {
+			continue
 		}
 		if err != nil {
 			return buf, err
 		}
+		if n == 0 {
+			return buf, nil
+		}
+		buf = buf[:len(buf)+n]
 	}
 	return buf, nil
 }
