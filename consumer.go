@@ -523,7 +523,7 @@ func (c *Consumer) record(ctx context.Context, s *queue.Session, items []item) e
 		err = c.ledger.Record(ctx, batch)
 	}
 	if err != nil {
-		return fmt.Errorf("record batch: %w", err)
+		return fmt.Errorf("ledger: %w", err) // the ledger names the operation
 	}
 	return nil
 }

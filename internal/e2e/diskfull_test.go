@@ -1,0 +1,103 @@
+package e2e
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestDiskFull: a consumer that runs out of space fails the run with one
+// clear line and a runtime-failure status, and loses nothing: once space is
+// freed, the next run recovers what it left and finishes every message.
+// It mounts a small tmpfs, so it needs root; elsewhere it skips.
+func TestDiskFull(t *testing.T) {
+	mnt := filepath.Join(t.TempDir(), "fs")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a small tmpfs to fill (needs root): %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", mnt, err, out)
+		}
+	})
+	q := filepath.Join(mnt, "q")
+	mustRun(t, 0, "init", q)
+	const n = 120
+	for i := range n {
+		body := fmt.Sprintf(`{"msg_id":"m-%03d","order_no":"O","seq":%d,"amount":"%d.50","note":%q}`, i, i+1, i, strings.Repeat("x", 100))
+		if err := os.WriteFile(filepath.Join(q, "inbox", fmt.Sprintf("%03d.json", i)), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Open the ledger while there is room (so the run fails in the middle,
+	// not at its start), then fill the disk but for a little room: a few
+	// batches commit, then the ledger or a move runs out of space.
+	mustRun(t, 0, "dups", q)
+	filler := filepath.Join(mnt, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	if err := f.Truncate(mustSize(t, f) - 160<<10); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	r := run(t, "consume", q, "--batch", "10")
+	if r.code != 3 {
+		t.Fatalf("consume on a full disk: want exit 3 (runtime failure)\n%s", r)
+	}
+	if lines := strings.Split(strings.TrimSpace(r.stderr), "\n"); len(lines) != 1 || !strings.HasPrefix(lines[0], "spool: consume: ") {
+		t.Fatalf("want one error line on stderr, got %q", r.stderr)
+	}
+	t.Logf("full disk after %d of %d messages: %s", countNames(t, q, "done"), n, strings.TrimSpace(r.stderr))
+	total := countNames(t, q, "inbox") + countClaims(t, q) + countNames(t, q, "done") + countNames(t, q, "error")
+	if total != n {
+		t.Fatalf("after the failed run the stages hold %d messages, want %d: something was lost", total, n)
+	}
+
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	st := parseStats(t, mustRun(t, 0, "consume", q))
+	if st.Processed+st.Duplicates+st.DeadLetters == 0 && countNames(t, q, "done") != n {
+		t.Fatalf("the run after freeing space consumed nothing: %+v", st)
+	}
+	requireEmpty(t, q, "processing")
+	if got := countNames(t, q, "done"); got != n {
+		t.Fatalf("done/ holds %d, want all %d", got, n)
+	}
+	db := openLedger(t, q)
+	if got := count(t, db, "SELECT COUNT(*) FROM processed"); got != n {
+		t.Fatalf("processed holds %d rows, want %d", got, n)
+	}
+	if got := count(t, db, "SELECT COUNT(*) FROM deliveries WHERE outcome = 'duplicate'"); got != 0 {
+		t.Fatalf("%d duplicates: a message became a duplicate of its own interrupted run", got)
+	}
+}
+
+func mustSize(t *testing.T, f *os.File) int64 {
+	t.Helper()
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
