@@ -20,7 +20,6 @@ import (
 // Defaults of Config.
 const (
 	DefaultBatchSize    = 256
-	DefaultBatchBytes   = 8 << 20
 	DefaultPollInterval = 250 * time.Millisecond
 )
 

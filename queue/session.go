@@ -47,10 +47,9 @@ const joinPrefix = ".join-"
 // (I5). A Session is used by one consumer; Claim, Read and Finish may be
 // called from several goroutines.
 type Session struct {
-	d    *Dir
-	id   string
-	fd   int // the session directory, flocked
-	host string
+	d  *Dir
+	id string
+	fd int // the session directory, flocked
 }
 
 // Join creates and locks this consumer's claim directory in processing/.
@@ -89,7 +88,7 @@ func (d *Dir) Join() (*Session, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("join: sync processing: %w", err)
 	}
-	return &Session{d: d, id: id, fd: fd, host: host}, nil
+	return &Session{d: d, id: id, fd: fd}, nil
 }
 
 // ID identifies the session (random, pid and host) for the ledger.
