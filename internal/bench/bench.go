@@ -9,9 +9,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"syscall"
@@ -39,6 +41,9 @@ type Options struct {
 	Workers    int    // consumer workers; 0 means the default
 	Batch      int    // consumer batch size; 0 means the default
 	Keep       bool   // keep the temporary directories
+	// CPUProfile, when set, receives a CPU profile of spool's drain only
+	// (not of the generation or the floors).
+	CPUProfile io.Writer
 }
 
 // Run is one measured drain.
@@ -46,7 +51,26 @@ type Run struct {
 	Name     string
 	N        int
 	Elapsed  time.Duration
+	CPU      time.Duration // user and system time of the whole process during the run
 	P50, P99 time.Duration // per message, claim to done/error (spool only)
+}
+
+// CPUPerMessage is the processor time spent per message, on all cores: on a
+// machine whose cores are all busy, it is what bounds the rate.
+func (r Run) CPUPerMessage() time.Duration {
+	if r.N == 0 {
+		return 0
+	}
+	return r.CPU / time.Duration(r.N)
+}
+
+// cpuTime is the process's user and system time so far.
+func cpuTime() time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // Rate is messages per second.
@@ -168,9 +192,17 @@ func drain(ctx context.Context, dir string, o Options) (Run, spool.Stats, error)
 	if err != nil {
 		return run, spool.Stats{}, err
 	}
-	start := time.Now()
+	if o.CPUProfile != nil {
+		if err := pprof.StartCPUProfile(o.CPUProfile); err != nil {
+			return run, spool.Stats{}, fmt.Errorf("bench: %w", err)
+		}
+	}
+	start, cpu := time.Now(), cpuTime()
 	st, err := c.Drain(ctx)
-	run.Elapsed = time.Since(start)
+	run.Elapsed, run.CPU = time.Since(start), cpuTime()-cpu
+	if o.CPUProfile != nil {
+		pprof.StopCPUProfile()
+	}
 	run.N = st.Total()
 	slices.Sort(lat)
 	if len(lat) > 0 {
@@ -190,7 +222,7 @@ func floorOS(dir string) (Run, error) {
 		return run, err
 	}
 	defer f.Close()
-	start := time.Now()
+	start, cpu := time.Now(), cpuTime()
 	for {
 		names, err := f.Readdirnames(queue.ScanChunk)
 		for _, n := range names {
@@ -209,7 +241,7 @@ func floorOS(dir string) (Run, error) {
 			break
 		}
 	}
-	run.Elapsed = time.Since(start)
+	run.Elapsed, run.CPU = time.Since(start), cpuTime()-cpu
 	return run, nil
 }
 
@@ -233,7 +265,7 @@ func floorDirfd(dir string) (Run, error) {
 	}
 	defer f.Close()
 	buf := make([]byte, 64<<10)
-	start := time.Now()
+	start, cpu := time.Now(), cpuTime()
 	for {
 		names, err := f.Readdirnames(queue.ScanChunk)
 		for _, n := range names {
@@ -266,7 +298,7 @@ func floorDirfd(dir string) (Run, error) {
 			break
 		}
 	}
-	run.Elapsed = time.Since(start)
+	run.Elapsed, run.CPU = time.Since(start), cpuTime()-cpu
 	if run.N == 0 {
 		return run, errors.New("floor: nothing to drain")
 	}
