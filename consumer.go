@@ -342,8 +342,26 @@ func (c *Consumer) recover(ctx context.Context, st *Stats) error {
 
 // resolve maps a recorded claim to the stage its outcome sends it to; an
 // unrecorded claim goes back to inbox/ to be consumed as a new claim (I7).
-func (c *Consumer) resolve(ctx context.Context, claim string) (queue.Stage, error) {
-	o, ok, err := c.ledger.ClaimOutcome(ctx, claim)
+// The file is read and parsed again for its msg_id, by which the ledger
+// finds a processed claim; a file that does not parse was a dead letter,
+// found by its claim alone.
+func (c *Consumer) resolve(ctx context.Context, orphan *queue.Orphan) (queue.Stage, error) {
+	var msgID string
+	data, err := orphan.Read(c.cfg.Contract.Limit())
+	var tooLarge *queue.TooLargeError
+	switch {
+	case err == nil:
+		if msg, err := c.cfg.Contract.Parse(data); err == nil {
+			msgID = msg.MsgID
+		}
+	case errors.Is(err, queue.ErrNotRegular), errors.As(err, &tooLarge):
+	default:
+		// Unreadable now: it was a dead letter if it was unreadable then
+		// too, and its claim finds it.
+		c.log.Warn("recovery cannot read a claim; looking it up by claim alone",
+			"file", orphan.Name(), "claim", orphan.ID, "err", err)
+	}
+	o, ok, err := c.ledger.ClaimOutcome(ctx, orphan.ID, msgID)
 	switch {
 	case err != nil:
 		return "", err

@@ -78,8 +78,11 @@ type Ledger interface {
 	Record(ctx context.Context, batch []*Delivery) error
 	// ClaimOutcome returns the outcome recorded for a claim identity, and
 	// false when the claim was never recorded (its consumer died before the
-	// commit, so the message must be consumed again).
-	ClaimOutcome(ctx context.Context, claim string) (Outcome, bool, error)
+	// commit, so the message must be consumed again). msgID is the key of
+	// the claimed message when its file still parses, "" otherwise: a
+	// processed delivery is recorded by its processed row alone (one row a
+	// message, not two), and is found through that row's key.
+	ClaimOutcome(ctx context.Context, claim, msgID string) (Outcome, bool, error)
 	// Close releases the ledger.
 	Close() error
 }

@@ -77,12 +77,11 @@ type Prune struct {
 	// before it, and processed and duplicate deliveries inspected before
 	// it, are removed. Required.
 	Before time.Time
-	// KeepInos lists the inode numbers of the files still claimed in
-	// processing/: their deliveries, and the processed rows of those
-	// claims, are kept whatever their age, because recovery asks the
+	// KeepClaims lists the claims still in processing/ (queue.Dir.Claims):
+	// their records are kept whatever their age, because recovery asks the
 	// ledger about such a claim (I7) and must not find it forgotten. At
 	// most MaxPruneKeep.
-	KeepInos []uint64
+	KeepClaims []string
 	// DryRun counts what would be removed and removes nothing.
 	DryRun bool
 }
@@ -96,7 +95,7 @@ type Pruned struct {
 // Total is the number of rows removed.
 func (p Pruned) Total() int64 { return p.Processed + p.Deliveries }
 
-// MaxPruneKeep bounds Prune.KeepInos: each inode is a bind parameter, and
+// MaxPruneKeep bounds Prune.KeepClaims: each claim is a bind parameter, and
 // the engines cap how many one statement may carry.
 const MaxPruneKeep = 10000
 
@@ -299,7 +298,7 @@ func (db *DB) ProcessedIDs(ctx context.Context, ids []string) (map[string]bool, 
 // inspected before it, in one transaction. It never removes dead-letter
 // records (they are the history of the files in error/ and of their
 // replays), the replay log, retry attempts, or anything of a claim still in
-// processing/ (p.KeepInos).
+// processing/ (p.KeepClaims).
 //
 // What it costs: a msg_id whose processed row is gone is no longer known,
 // so a redelivery of it is processed again, not absorbed as a duplicate;
@@ -312,26 +311,24 @@ func (db *DB) Prune(ctx context.Context, p Prune) (Pruned, error) {
 	if p.Before.IsZero() {
 		return Pruned{}, errors.New("prune: no window edge (Before is zero)")
 	}
-	if len(p.KeepInos) > MaxPruneKeep {
-		return Pruned{}, fmt.Errorf("prune: %w: %d files in processing/, at most %d", ErrTooManyInFlight, len(p.KeepInos), MaxPruneKeep)
+	if len(p.KeepClaims) > MaxPruneKeep {
+		return Pruned{}, fmt.Errorf("prune: %w: %d files in processing/, at most %d", ErrTooManyInFlight, len(p.KeepClaims), MaxPruneKeep)
 	}
 	before := formatTime(p.Before)
-	keep := make([]any, 0, len(p.KeepInos))
-	for _, ino := range p.KeepInos {
-		if ino != 0 {
-			keep = append(keep, int64(ino))
-		}
-	}
 	// The conditions are written once and used both to count (dry run) and
 	// to delete, so a dry run reports exactly what a real run would remove
 	// from the same ledger.
 	procWhere, procArgs := "processed_at < ?", []any{before}
 	delWhere, delArgs := "outcome IN ('processed', 'duplicate') AND at < ?", []any{before}
-	if len(keep) > 0 {
-		in := placeholders(len(keep))
-		procWhere += " AND claim NOT IN (SELECT claim FROM deliveries WHERE ino IN (" + in + "))"
+	if len(p.KeepClaims) > 0 {
+		keep := make([]any, len(p.KeepClaims))
+		for i, c := range p.KeepClaims {
+			keep[i] = c
+		}
+		in := " AND claim NOT IN (" + placeholders(len(keep)) + ")"
+		procWhere += in
 		procArgs = append(procArgs, keep...)
-		delWhere += " AND (ino IS NULL OR ino NOT IN (" + in + "))"
+		delWhere += in
 		delArgs = append(delArgs, keep...)
 	}
 	var (
@@ -378,8 +375,6 @@ func (db *DB) prune(ctx context.Context, procWhere string, procArgs []any, delWh
 	// is the one being returned.
 	defer func() { _ = tx.Rollback() }()
 	var res Pruned
-	// processed first: its keep condition reads the deliveries that the
-	// second statement may remove.
 	r, err := tx.ExecContext(ctx, db.dialect.Rebind("DELETE FROM processed WHERE "+procWhere), procArgs...)
 	if err != nil {
 		return Pruned{}, fmt.Errorf("delete processed: %w", err)

@@ -330,9 +330,10 @@ func testProcessedIDs(t *testing.T, db *ledger.DB) {
 }
 
 // pruneFixture records, all "old" (40 days ago) unless noted:
-// m1 processed + a duplicate + a conflict, m2 processed (its file still
-// claimed in processing/, inode 20), m3 processed recently, and an old
-// dead letter; it returns the window edge, 30 days ago.
+// m1 processed + a duplicate (c5) + a conflict (c6), m2 processed, m3
+// processed recently, an old dead letter, and a processed delivery row (c0)
+// as ledgers before migration 003 wrote them; it returns the window edge,
+// 30 days ago.
 func pruneFixture(t *testing.T, db *ledger.DB) time.Time {
 	t.Helper()
 	mustRecord(t, db,
@@ -344,6 +345,8 @@ func pruneFixture(t *testing.T, db *ledger.DB) time.Time {
 		message("c6", "m1-other.json", 12, "m1", `{"msg_id":"m1","x":1}`))
 	old := time.Now().Add(-40 * 24 * time.Hour).UTC().Format(ledger.TimeLayout)
 	exec(t, db, `UPDATE processed SET processed_at = ? WHERE msg_id IN ('m1', 'm2')`, old)
+	exec(t, db, `INSERT INTO deliveries (claim, file, ino, consumer, msg_id, outcome, at)
+VALUES ('c0', 'm0.json', 5, 'old', 'm0', 'processed', ?)`, old)
 	exec(t, db, `UPDATE deliveries SET at = ? WHERE claim <> 'c3'`, old)
 	return time.Now().Add(-30 * 24 * time.Hour)
 }
@@ -379,33 +382,39 @@ func testPrune(t *testing.T, db *ledger.DB) {
 
 	// A dry run counts exactly what the real run removes, and removes
 	// nothing.
-	dry, err := db.Prune(ctx, ledger.Prune{Before: before, KeepInos: []uint64{20}, DryRun: true})
+	// c2 (m2's processed delivery) and c5 (a duplicate) are still claimed
+	// in processing/.
+	keep := []string{"c2", "c5"}
+	dry, err := db.Prune(ctx, ledger.Prune{Before: before, KeepClaims: keep, DryRun: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (ledger.Pruned{Processed: 1, Deliveries: 3}); dry != want {
+	if want := (ledger.Pruned{Processed: 1, Deliveries: 2}); dry != want {
 		t.Errorf("dry run = %+v, want %+v", dry, want)
 	}
 	if got := ledgerState(t, db); !slices.Equal(got, start) {
 		t.Fatalf("a dry run changed the ledger:\n%v\nwant\n%v", got, start)
 	}
 
-	got, err := db.Prune(ctx, ledger.Prune{Before: before, KeepInos: []uint64{20}})
+	got, err := db.Prune(ctx, ledger.Prune{Before: before, KeepClaims: keep})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got != dry {
 		t.Errorf("prune = %+v, the dry run said %+v", got, dry)
 	}
-	// Left: m2, whose claim is still in processing/ (inode 20), m3, too
-	// recent, and the dead letter, never pruned.
-	want := []string{"d:c2:processed", "d:c3:processed", "d:c4:dead-letter", "p:m2", "p:m3"}
+	// Left: m2 and the duplicate c5, whose claims are still in
+	// processing/, m3, too recent, and the dead letter, never pruned.
+	want := []string{"d:c4:dead-letter", "d:c5:duplicate", "p:m2", "p:m3"}
 	if state := ledgerState(t, db); !slices.Equal(state, want) {
 		t.Errorf("after prune: %v, want %v", state, want)
 	}
 	// I7: recovery still finds the in-flight claim's outcome.
-	if o, ok, err := db.ClaimOutcome(ctx, "c2"); err != nil || !ok || o != spool.OutcomeProcessed {
+	if o, ok, err := db.ClaimOutcome(ctx, "c2", "m2"); err != nil || !ok || o != spool.OutcomeProcessed {
 		t.Errorf("ClaimOutcome(c2) = %s, %v, %v", o, ok, err)
+	}
+	if o, ok, err := db.ClaimOutcome(ctx, "c5", "m1"); err != nil || !ok || o != spool.OutcomeDuplicate {
+		t.Errorf("ClaimOutcome(c5) = %s, %v, %v", o, ok, err)
 	}
 	// The cost: m1 is forgotten, so a redelivery is processed again.
 	again := message("c7", "m1-late.json", 13, "m1", `{"msg_id":"m1"}`)
@@ -414,7 +423,7 @@ func testPrune(t *testing.T, db *ledger.DB) {
 		t.Errorf("redelivery after the window: %s, want processed", again.Outcome)
 	}
 	// Pruning again finds nothing more.
-	if n, err := db.Prune(ctx, ledger.Prune{Before: before, KeepInos: []uint64{20}}); err != nil || n.Total() != 0 {
+	if n, err := db.Prune(ctx, ledger.Prune{Before: before, KeepClaims: keep}); err != nil || n.Total() != 0 {
 		t.Errorf("second prune = %+v, %v; want nothing", n, err)
 	}
 }
@@ -425,10 +434,10 @@ func testPruneWithoutKeep(t *testing.T, db *ledger.DB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (ledger.Pruned{Processed: 2, Deliveries: 4}); got != want {
+	if want := (ledger.Pruned{Processed: 2, Deliveries: 3}); got != want {
 		t.Errorf("prune = %+v, want %+v", got, want)
 	}
-	if got, want := ledgerState(t, db), []string{"d:c3:processed", "d:c4:dead-letter", "p:m3"}; !slices.Equal(got, want) {
+	if got, want := ledgerState(t, db), []string{"d:c4:dead-letter", "p:m3"}; !slices.Equal(got, want) {
 		t.Errorf("after prune: %v, want %v", got, want)
 	}
 }
@@ -439,11 +448,11 @@ func testPruneRefuses(t *testing.T, db *ledger.DB) {
 	if _, err := db.Prune(t.Context(), ledger.Prune{}); err == nil {
 		t.Error("Prune without Before: nil error")
 	}
-	many := make([]uint64, ledger.MaxPruneKeep+1)
+	many := make([]string, ledger.MaxPruneKeep+1)
 	for i := range many {
-		many[i] = uint64(i + 1)
+		many[i] = fmt.Sprint("c", i+1)
 	}
-	_, err := db.Prune(t.Context(), ledger.Prune{Before: time.Now(), KeepInos: many})
+	_, err := db.Prune(t.Context(), ledger.Prune{Before: time.Now(), KeepClaims: many})
 	if !errors.Is(err, ledger.ErrTooManyInFlight) {
 		t.Errorf("Prune with %d in flight: %v, want ErrTooManyInFlight", len(many), err)
 	}

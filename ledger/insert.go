@@ -14,7 +14,7 @@ import (
 const rowsPerInsert = 128
 
 const (
-	processedColumns = 9
+	processedColumns = 10
 	deliveryColumns  = 16
 )
 
@@ -89,7 +89,7 @@ func (m *multiRow) close() error {
 func (db *DB) prepareInserts(ctx context.Context) error {
 	var err error
 	db.insProcessed, err = newMultiRow(ctx, db.sql, db.dialect, `INSERT INTO processed
-    (msg_id, order_no, seq, amount, processed_at, file, content_hash, payload, claim)`,
+    (msg_id, order_no, seq, amount, processed_at, file, content_hash, payload, claim, ino)`,
 		processedColumns, "\nON CONFLICT (msg_id) DO NOTHING\nRETURNING msg_id")
 	if err != nil {
 		return fmt.Errorf("prepare insert processed: %w", err)

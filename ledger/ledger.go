@@ -161,10 +161,22 @@ func checkDelivery(d *spool.Delivery) error {
 }
 
 // ClaimOutcome returns the outcome recorded for claim, and false when the
-// claim was never recorded; see spool.Ledger.
-func (db *DB) ClaimOutcome(ctx context.Context, claim string) (spool.Outcome, bool, error) {
+// claim was never recorded; see spool.Ledger. A processed claim is the one
+// named by its msg_id's processed row; any other outcome has a deliveries
+// row keyed by the claim.
+func (db *DB) ClaimOutcome(ctx context.Context, claim, msgID string) (spool.Outcome, bool, error) {
 	if err := db.open(); err != nil {
 		return "", false, err
+	}
+	if msgID != "" {
+		var owner string
+		err := db.sql.QueryRowContext(ctx, db.q.processedClaim, msgID).Scan(&owner)
+		switch {
+		case err == nil && owner == claim:
+			return spool.OutcomeProcessed, true, nil
+		case err != nil && !errors.Is(err, sql.ErrNoRows):
+			return "", false, db.fail("claim outcome "+claim, err)
+		}
 	}
 	var o string
 	err := db.sql.QueryRowContext(ctx, db.q.claimOutcome, claim).Scan(&o)

@@ -10,6 +10,7 @@ type queries struct {
 	deleteAttempts  string
 	retrySchedule   string
 	claimOutcome    string
+	processedClaim  string
 	duplicates      string
 	deadLetterByIno string
 	countProcessed  string
@@ -23,8 +24,8 @@ func newQueries(d Dialect) queries {
 		// One row, for the path with business work; RowsAffected tells an
 		// insert (1) from a duplicate (0) on both engines.
 		insertProcessed: d.Rebind(`INSERT INTO processed
-    (msg_id, order_no, seq, amount, processed_at, file, content_hash, payload, claim)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+    (msg_id, order_no, seq, amount, processed_at, file, content_hash, payload, claim, ino)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (msg_id) DO NOTHING`),
 		selectAttempts: d.Rebind(`SELECT attempts, first_failure FROM attempts WHERE msg_id = ?`),
 		upsertAttempts: d.Rebind(`INSERT INTO attempts (msg_id, attempts, first_failure, last_failure, next_at, last_error, file)
@@ -34,6 +35,7 @@ ON CONFLICT (msg_id) DO UPDATE SET attempts = excluded.attempts, last_failure = 
 		deleteAttempts: d.Rebind(`DELETE FROM attempts WHERE msg_id = ?`),
 		retrySchedule:  d.Rebind(`SELECT msg_id, next_at FROM attempts`),
 		claimOutcome:   d.Rebind(`SELECT outcome FROM deliveries WHERE claim = ?`),
+		processedClaim: d.Rebind(`SELECT claim FROM processed WHERE msg_id = ?`),
 		// Sorted in Go, not here: collations differ between engines.
 		duplicates: d.Rebind(`SELECT DISTINCT msg_id FROM deliveries
 WHERE outcome = 'duplicate' AND msg_id IS NOT NULL`),

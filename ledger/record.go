@@ -77,7 +77,7 @@ func processedArgs(d *spool.Delivery, now time.Time) []any {
 		hash = hex.EncodeToString(sum[:])
 	}
 	return []any{m.MsgID, nullString(m.OrderNo), nullInt(m.Seq), nullString(string(m.Amount)),
-		formatTime(now), clean(d.File), hash, string(m.Raw), d.Claim}
+		formatTime(now), clean(d.File), hash, string(m.Raw), d.Claim, nullIno(d.Ino)}
 }
 
 // insertProcessedRows is the path without business work: the valid
@@ -248,7 +248,10 @@ func (db *DB) fail1(ctx context.Context, tx *sql.Tx, d *spool.Delivery, r *resul
 
 // markConflicts flags the duplicates whose content differs from the
 // processed row's: the same msg_id with another body means a producer bug
-// or tampering, not an ordinary redelivery.
+// or tampering, not an ordinary redelivery. It also refuses a duplicate
+// whose claim is the processed row's own: that claim was recorded already,
+// and recording it again would make a message a duplicate of itself (I7).
+// The deliveries' UNIQUE claim catches the other outcomes recorded twice.
 func (db *DB) markConflicts(ctx context.Context, tx *sql.Tx, batch []*spool.Delivery, res []result) error {
 	var ids []any
 	seen := map[string]bool{}
@@ -261,21 +264,23 @@ func (db *DB) markConflicts(ctx context.Context, tx *sql.Tx, batch []*spool.Deli
 	if len(ids) == 0 {
 		return nil
 	}
-	hashes := make(map[string]string, len(ids))
+	type owner struct{ hash, claim string }
+	owners := make(map[string]owner, len(ids))
 	for chunk := range slices.Chunk(ids, rowsPerInsert) {
-		q := db.dialect.Rebind("SELECT msg_id, content_hash FROM processed WHERE msg_id IN (" +
-			strings.TrimSuffix(strings.Repeat("?, ", len(chunk)), ", ") + ")")
+		q := db.dialect.Rebind("SELECT msg_id, content_hash, claim FROM processed WHERE msg_id IN (" +
+			placeholders(len(chunk)) + ")")
 		rows, err := tx.QueryContext(ctx, q, chunk...)
 		if err != nil {
 			return fmt.Errorf("compare duplicates: %w", err)
 		}
 		for rows.Next() {
-			var id, h string
-			if err := rows.Scan(&id, &h); err != nil {
+			var id string
+			var o owner
+			if err := rows.Scan(&id, &o.hash, &o.claim); err != nil {
 				rows.Close()
 				return fmt.Errorf("compare duplicates: %w", err)
 			}
-			hashes[id] = h
+			owners[id] = o
 		}
 		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 			return fmt.Errorf("compare duplicates: %w", err)
@@ -285,21 +290,30 @@ func (db *DB) markConflicts(ctx context.Context, tx *sql.Tx, batch []*spool.Deli
 		if res[i].outcome != spool.OutcomeDuplicate {
 			continue
 		}
+		o, ok := owners[d.Message.MsgID]
+		if !ok {
+			continue
+		}
+		if o.claim == d.Claim {
+			return fmt.Errorf("%w: %s: claim %s already recorded as processed", ErrBadDelivery, d.File, d.Claim)
+		}
 		hash := d.Hash
 		if hash == "" {
 			sum := sha256.Sum256(d.Message.Raw)
 			hash = hex.EncodeToString(sum[:])
 		}
-		if h, ok := hashes[d.Message.MsgID]; ok && h != hash {
+		if o.hash != hash {
 			res[i].conflict = true
 		}
 	}
 	return nil
 }
 
-// insertDeliveryRows records every delivery that reached an outcome; a
-// delivery waiting for a retry has none yet, so its claim stays unknown to
-// recovery and the message goes back to inbox/ if its consumer dies.
+// insertDeliveryRows records the duplicates and dead letters. A processed
+// delivery is recorded by its processed row alone (migration 003), and a
+// delivery waiting for a retry has no outcome yet, so its claim stays
+// unknown to recovery and the message goes back to inbox/ if its consumer
+// dies.
 func (db *DB) insertDeliveryRows(ctx context.Context, tx *sql.Tx, batch []*spool.Delivery, res []result, now time.Time) error {
 	args := make([]any, 0, rowsPerInsert*deliveryColumns)
 	flush := func() error {
@@ -315,7 +329,7 @@ func (db *DB) insertDeliveryRows(ctx context.Context, tx *sql.Tx, batch []*spool
 	}
 	for i, d := range batch {
 		r := res[i]
-		if r.outcome == spool.OutcomeRetry {
+		if r.outcome == spool.OutcomeRetry || r.outcome == spool.OutcomeProcessed {
 			continue
 		}
 		var msgID, attempts, firstFailure, lastFailure any

@@ -308,7 +308,8 @@ func TestRecoverDeadSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := d.Recover(context.Background(), func(_ context.Context, id string) (Stage, error) {
+	rec, err := d.Recover(context.Background(), func(_ context.Context, o *Orphan) (Stage, error) {
+		id := o.ID
 		if to, ok := recorded[id]; ok {
 			return to, nil
 		}
@@ -430,7 +431,7 @@ func TestRecoverForeignSessionAfterLease(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rec, err := d.Recover(context.Background(), func(context.Context, string) (Stage, error) { return Inbox, nil }, 2*time.Minute)
+	rec, err := d.Recover(context.Background(), func(context.Context, *Orphan) (Stage, error) { return Inbox, nil }, 2*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

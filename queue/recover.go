@@ -15,7 +15,27 @@ import (
 // when the ledger holds its outcome (the consumer died after the commit and
 // before the move), Inbox when it was never recorded (the message must be
 // consumed again, and must not count as a duplicate of itself: I7).
-type Resolver func(ctx context.Context, claimID string) (Stage, error)
+type Resolver func(ctx context.Context, o *Orphan) (Stage, error)
+
+// Orphan is a claim left in processing/ by a dead consumer, as recovery
+// finds it.
+type Orphan struct {
+	// ID is the claim's identity, as Claim.ID was when it was claimed.
+	ID    string
+	claim Claim
+	dirfd int
+}
+
+// Name is the file's name in the claim directory (its name in inbox/).
+func (o *Orphan) Name() string { return o.claim.Name }
+
+// Read returns the orphan's content with the protections of Session.Read:
+// no link followed, no FIFO opened, nothing over limit read. The ledger
+// finds a processed claim through its message's key, so the resolver reads
+// the message again to learn it.
+func (o *Orphan) Read(limit int64) ([]byte, error) {
+	return readAt(o.dirfd, &o.claim, limit, false)
+}
 
 // Recovered counts what a recovery pass did.
 type Recovered struct {
@@ -129,7 +149,11 @@ func (d *Dir) recoverSession(ctx context.Context, name string, resolve Resolver,
 		if err := unix.Fstatat(fd, e, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			return fmt.Errorf("recover %s/%s: %w", name, e, err)
 		}
-		to, err := resolve(ctx, claimID(session, &st))
+		to, err := resolve(ctx, &Orphan{
+			ID:    claimID(session, &st),
+			claim: Claim{Name: e, Ino: st.Ino, Mode: st.Mode, Size: st.Size},
+			dirfd: fd,
+		})
 		if err != nil {
 			return fmt.Errorf("recover %s/%s: %w", name, e, err)
 		}
@@ -190,4 +214,45 @@ func (d *Dir) removeStaleJoins() error {
 		unix.Close(fd)
 	}
 	return nil
+}
+
+// Claims returns the identities of the claims in processing/, in every
+// session directory, live or dead: each may still be recovered, and
+// recovery asks the ledger about it, so its ledger records must stay (a
+// prune keeps them). Claims finished while Claims runs may or may not be
+// listed.
+func (d *Dir) Claims() ([]string, error) {
+	proc := d.fd(Processing)
+	sessions, err := readNames(proc)
+	if err != nil {
+		return nil, fmt.Errorf("list claims: %w", err)
+	}
+	var ids []string
+	for _, session := range sessions {
+		if strings.HasPrefix(session, ".") {
+			continue
+		}
+		fd, err := unix.Openat(proc, session, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue // not a session directory, or recovered meanwhile
+		}
+		names, err := readNames(fd)
+		if err != nil {
+			unix.Close(fd)
+			return nil, fmt.Errorf("list claims of %s: %w", session, err)
+		}
+		for _, name := range names {
+			var st unix.Stat_t
+			if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+				if errors.Is(err, unix.ENOENT) {
+					continue // finished meanwhile
+				}
+				unix.Close(fd)
+				return nil, fmt.Errorf("list claims of %s: %w", session, err)
+			}
+			ids = append(ids, claimID(session, &st))
+		}
+		unix.Close(fd)
+	}
+	return ids, nil
 }

@@ -2,18 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spoolq/spool/ledger"
-	"github.com/spoolq/spool/queue"
 )
 
 var pruneCommand = &command{
@@ -66,9 +60,9 @@ func runPrune(ctx context.Context, e *env, args []string) (err error) {
 		return err
 	}
 	defer closeQueue(d, &err)
-	inFlight, err := claimedInos(d.StagePath(queue.Processing))
+	inFlight, err := d.Claims()
 	if err != nil {
-		return fmt.Errorf("list claims in processing/: %w", err)
+		return err
 	}
 	l, err := openLedger(ctx, pos[0], *db)
 	if err != nil {
@@ -76,7 +70,7 @@ func runPrune(ctx context.Context, e *env, args []string) (err error) {
 	}
 	defer closeLedger(l, &err)
 	before := time.Now().Add(-window)
-	n, err := l.Prune(ctx, ledger.Prune{Before: before, KeepInos: inFlight, DryRun: *dryRun})
+	n, err := l.Prune(ctx, ledger.Prune{Before: before, KeepClaims: inFlight, DryRun: *dryRun})
 	if err != nil {
 		return err
 	}
@@ -124,45 +118,4 @@ func parseWindow(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("%q: the window must be longer than zero", s)
 	}
 	return total, nil
-}
-
-// claimedInos returns the inode numbers of the files claimed in
-// processing/: those in the consumers' session directories, and any
-// message lying directly in processing/. Their ledger records must
-// outlive a prune, because recovery of a dead consumer's claims asks the
-// ledger what became of each (I7).
-func claimedInos(processing string) ([]uint64, error) {
-	var inos []uint64
-	add := func(dir string) ([]os.DirEntry, error) {
-		es, err := os.ReadDir(dir)
-		if err != nil {
-			return nil, err
-		}
-		for _, e := range es {
-			info, err := e.Info()
-			if errors.Is(err, fs.ErrNotExist) {
-				continue // finished meanwhile
-			}
-			if err != nil {
-				return nil, err
-			}
-			if st, ok := info.Sys().(*syscall.Stat_t); ok && !e.IsDir() {
-				inos = append(inos, st.Ino)
-			}
-		}
-		return es, nil
-	}
-	es, err := add(processing)
-	if err != nil {
-		return nil, err
-	}
-	for _, e := range es {
-		if !e.IsDir() {
-			continue
-		}
-		if _, err := add(filepath.Join(processing, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, err
-		}
-	}
-	return inos, nil
 }

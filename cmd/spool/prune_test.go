@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/ledger"
+	"github.com/spoolq/spool/queue"
 )
 
 func TestParseWindow(t *testing.T) {
@@ -119,9 +120,9 @@ func wantPrune(t *testing.T, r result, verb, total, processed, deliveries string
 
 func TestPrune(t *testing.T) {
 	q := pruneQueue(t)
+	// A processed delivery is recorded by its processed row alone.
 	all := []string{
-		"delivery 1-again.json duplicate", "delivery 1.json processed", "delivery 2.json processed",
-		"delivery 3.json processed", "delivery bad.json dead-letter",
+		"delivery 1-again.json duplicate", "delivery bad.json dead-letter",
 		"processed m1", "processed m2", "processed m3",
 	}
 	if got := ledgerRows(t, q); !slices.Equal(got, all) {
@@ -151,14 +152,14 @@ func TestPrune(t *testing.T) {
 	}
 
 	// A dry run counts and removes nothing.
-	wantPrune(t, cli(t, "prune", q, "--older-than", "30d", "--dry-run"), "would prune", "6", "2", "4", 30*24*time.Hour)
+	wantPrune(t, cli(t, "prune", q, "--older-than", "30d", "--dry-run"), "would prune", "3", "2", "1", 30*24*time.Hour)
 	if after := listing(t, q); after != before {
 		t.Fatalf("a dry run changed the queue or the ledger")
 	}
 	// A window wider than the rows' age finds nothing.
 	wantPrune(t, cli(t, "prune", q, "--older-than", "41d"), "pruned", "0", "0", "0", 41*24*time.Hour)
 
-	wantPrune(t, cli(t, "prune", "--older-than", "30d", q), "pruned", "6", "2", "4", 30*24*time.Hour)
+	wantPrune(t, cli(t, "prune", "--older-than", "30d", q), "pruned", "3", "2", "1", 30*24*time.Hour)
 	// Left: m3's row (too recent) and the dead letter (never pruned).
 	if got, want := ledgerRows(t, q), []string{"delivery bad.json dead-letter", "processed m3"}; !slices.Equal(got, want) {
 		t.Errorf("after prune: %v, want %v", got, want)
@@ -176,18 +177,59 @@ func TestPrune(t *testing.T) {
 // recovery finds its outcome (I7).
 func TestPruneKeepsClaimsInFlight(t *testing.T) {
 	q := pruneQueue(t)
-	session := filepath.Join(q, "processing", "0123456789ab-999999@elsewhere")
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	session := filepath.Join(q, "processing", "0123456789ab-999999@"+host)
 	if err := os.Mkdir(session, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	// Put 2.json back where its crashed consumer would have left it.
-	if err := os.Rename(filepath.Join(q, "done", "2.json"), filepath.Join(session, "2.json")); err != nil {
+	// Put 2.json (processed) and 1-again.json (a duplicate) back where
+	// their crashed consumer would have left them, and make their ledger
+	// records name these claims, as that consumer's commit did.
+	for _, name := range []string{"2.json", "1-again.json"} {
+		if err := os.Rename(filepath.Join(q, "done", name), filepath.Join(session, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := queue.Open(q)
+	if err != nil {
 		t.Fatal(err)
 	}
-	wantPrune(t, cli(t, "prune", q, "--older-than", "30d"), "pruned", "4", "1", "3", 30*24*time.Hour)
-	want := []string{"delivery 2.json processed", "delivery bad.json dead-letter", "processed m2", "processed m3"}
+	claims, err := d.Claims()
+	d.Close()
+	if err != nil || len(claims) != 2 {
+		t.Fatalf("claims in processing/ = %q, %v; want 2", claims, err)
+	}
+	withLedger(t, q, func(l *ledger.DB) {
+		for _, c := range claims {
+			for _, stmt := range []string{
+				`UPDATE processed SET claim = ? WHERE msg_id = 'm2' AND ino = ?`,
+				`UPDATE deliveries SET claim = ? WHERE file = '1-again.json' AND ino = ?`,
+			} {
+				ino := c[strings.IndexByte(c, ':')+1 : strings.LastIndexByte(c, ':')]
+				if _, err := l.SQL().Exec(stmt, c, ino); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	})
+	wantPrune(t, cli(t, "prune", q, "--older-than", "30d"), "pruned", "1", "1", "0", 30*24*time.Hour)
+	want := []string{"delivery 1-again.json duplicate", "delivery bad.json dead-letter", "processed m2", "processed m3"}
 	if got := ledgerRows(t, q); !slices.Equal(got, want) {
 		t.Errorf("after prune: %v, want %v", got, want)
+	}
+	// Recovery still finds both outcomes: both files go to done/, neither
+	// is consumed again (I7).
+	cli(t, "consume", q).want(t, 0, "processed=0 duplicates=0 dead-letters=0 recovered=2\n")
+	if got := ledgerRows(t, q); !slices.Equal(got, want) {
+		t.Errorf("after recovery: %v, want %v", got, want)
+	}
+	for _, name := range []string{"2.json", "1-again.json"} {
+		if _, err := os.Stat(filepath.Join(q, "done", name)); err != nil {
+			t.Errorf("recovered claim: %v", err)
+		}
 	}
 }
 

@@ -111,7 +111,7 @@ func checkFinal(t *testing.T, q string, c *corpus) {
 	// (renames keep it), that agrees with where the file is.
 	ds := deliveries(t, db)
 	if len(ds) != len(finals) {
-		t.Errorf("deliveries holds %d rows for %d files in done/ and error/ (one delivery per file)", len(ds), len(finals))
+		t.Errorf("the ledger records %d claims for %d files in done/ and error/ (one delivery per file)", len(ds), len(finals))
 	}
 	byIno := map[uint64][]delivery{}
 	for _, d := range ds {
@@ -168,7 +168,7 @@ func checkFinal(t *testing.T, q string, c *corpus) {
 	if dups != c.redeliveries() {
 		t.Errorf("I7: %d duplicate deliveries recorded, want %d (the redelivered files)", dups, c.redeliveries())
 	}
-	processedDeliveries := count(t, db, `SELECT COUNT(*) FROM deliveries WHERE outcome = 'processed'`)
+	processedDeliveries := count(t, db, `SELECT COUNT(*) FROM claims WHERE outcome = 'processed'`)
 	if processedDeliveries != len(c.valid) {
 		t.Errorf("%d processed deliveries recorded, want %d", processedDeliveries, len(c.valid))
 	}

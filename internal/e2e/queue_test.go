@@ -315,26 +315,25 @@ func processedRows(t testing.TB, db *sql.DB) map[string]processedRow {
 	return m
 }
 
-// delivery is one row of the deliveries table.
+// delivery is one recorded claim: a row of the claims view (migration 003),
+// which holds the processed rows and the other deliveries alike.
 type delivery struct {
-	ID       int64
-	Claim    string
-	File     string
-	Ino      uint64
-	Consumer string
-	MsgID    string
-	Outcome  string
-	Reason   string
-	Field    string
-	Detail   string
-	Hash     string
+	Claim   string
+	File    string
+	Ino     uint64
+	MsgID   string
+	Outcome string
+	Reason  string
+	Field   string
+	Detail  string
+	Hash    string
 }
 
 func deliveries(t testing.TB, db *sql.DB) []delivery {
 	t.Helper()
-	rows, err := db.Query(`SELECT id, claim, file, COALESCE(ino, 0), consumer, COALESCE(msg_id, ''), outcome,
+	rows, err := db.Query(`SELECT claim, file, COALESCE(ino, 0), COALESCE(msg_id, ''), outcome,
 		COALESCE(reason, ''), COALESCE(field, ''), COALESCE(detail, ''), COALESCE(content_hash, '')
-		FROM deliveries ORDER BY id`)
+		FROM claims ORDER BY at, claim`)
 	if err != nil {
 		t.Fatalf("query deliveries: %v", err)
 	}
@@ -343,7 +342,7 @@ func deliveries(t testing.TB, db *sql.DB) []delivery {
 	for rows.Next() {
 		var d delivery
 		var ino int64
-		if err := rows.Scan(&d.ID, &d.Claim, &d.File, &ino, &d.Consumer, &d.MsgID, &d.Outcome,
+		if err := rows.Scan(&d.Claim, &d.File, &ino, &d.MsgID, &d.Outcome,
 			&d.Reason, &d.Field, &d.Detail, &d.Hash); err != nil {
 			t.Fatalf("scan deliveries: %v", err)
 		}

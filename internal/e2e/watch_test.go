@@ -81,8 +81,8 @@ func TestWatchShutdown(t *testing.T) {
 	if got := count(t, db, `SELECT COUNT(*) FROM processed`); got != n+m {
 		t.Errorf("processed holds %d rows, want %d", got, n+m)
 	}
-	if got := count(t, db, `SELECT COUNT(*) FROM deliveries`); got != n+m {
-		t.Errorf("deliveries holds %d rows, want %d", got, n+m)
+	if got := count(t, db, `SELECT COUNT(*) FROM claims`); got != n+m {
+		t.Errorf("the ledger records %d claims, want %d", got, n+m)
 	}
 	requireEmpty(t, q, processing)
 }

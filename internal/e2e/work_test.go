@@ -85,8 +85,8 @@ echo "$SPOOL_MSG_ID" >> "$1/marker"
 	if len(rows) != 1 || rows["FLAKY"].File != "flaky.json" {
 		t.Errorf("processed holds %v, want FLAKY's row", rows)
 	}
-	if n := count(t, db, `SELECT COUNT(*) FROM deliveries`); n != 1 {
-		t.Errorf("deliveries holds %d rows, want 1 (a retry is not a delivery)", n)
+	if n := count(t, db, `SELECT COUNT(*) FROM claims`); n != 1 {
+		t.Errorf("the ledger records %d claims, want 1 (a retry is not a delivery)", n)
 	}
 	if n := count(t, db, `SELECT COUNT(*) FROM attempts`); n != 0 {
 		t.Errorf("attempts keeps %d rows after success, want none", n)

@@ -15,8 +15,10 @@ import (
 func testFailingBatch(t *testing.T, db *ledger.DB) {
 	a := valid("c1", msg{ID: "m1", OrderNo: "A", Seq: 1, Amount: "1"})
 	b := rejected("c2", "bad.json", 7, spool.ReasonParse, "", "x")
-	c := valid("c1", msg{ID: "m2", OrderNo: "A", Seq: 2, Amount: "1"}) // same claim: UNIQUE fails
-	c.Outcome = spool.OutcomeProcessed                                 // stale: must be cleared
+	// The same claim again, after its processed row went in: refused
+	// part-way through the transaction.
+	c := valid("c1", msg{ID: "m1", OrderNo: "A", Seq: 1, Amount: "1"})
+	c.Outcome = spool.OutcomeProcessed // stale: must be cleared
 	if err := db.Record(t.Context(), []*spool.Delivery{a, b, c}); err == nil {
 		t.Fatal("Record with a claim twice: nil error, want one")
 	}
@@ -28,16 +30,16 @@ func testFailingBatch(t *testing.T, db *ledger.DB) {
 	// The failed transaction left nothing locked: the batch, fixed, goes in.
 	c.Claim = "c3"
 	record(t, db, a, b, c)
-	if got, want := outcomes(a, b, c), []spool.Outcome{spool.OutcomeProcessed, spool.OutcomeDeadLetter, spool.OutcomeProcessed}; !reflect.DeepEqual(got, want) {
+	if got, want := outcomes(a, b, c), []spool.Outcome{spool.OutcomeProcessed, spool.OutcomeDeadLetter, spool.OutcomeDuplicate}; !reflect.DeepEqual(got, want) {
 		t.Errorf("outcomes after retry = %q, want %q", got, want)
 	}
 }
 
 func assertEmpty(t *testing.T, db *ledger.DB) {
 	t.Helper()
-	for _, claim := range []string{"c1", "c2"} {
-		if o, ok := claimOutcome(t, db, claim); ok {
-			t.Errorf("ClaimOutcome(%s) = %q after a failed batch, want not found", claim, o)
+	for _, c := range []struct{ claim, msgID string }{{"c1", "m1"}, {"c2", "m2"}, {"c2", ""}} {
+		if o, ok := claimOutcome(t, db, c.claim, c.msgID); ok {
+			t.Errorf("ClaimOutcome(%s, %s) = %q after a failed batch, want not found", c.claim, c.msgID, o)
 		}
 	}
 	for _, id := range []string{"m1", "m2"} {
@@ -68,7 +70,7 @@ func testClaimRecordedTwice(t *testing.T, db *ledger.DB) {
 	if _, ok := processedRow(t, db, "m9"); ok {
 		t.Error("Processed(m9) found: the failed batch was partly committed")
 	}
-	if o, ok := claimOutcome(t, db, "c1"); !ok || o != spool.OutcomeProcessed {
+	if o, ok := claimOutcome(t, db, "c1", "m1"); !ok || o != spool.OutcomeProcessed {
 		t.Errorf("ClaimOutcome(c1) = %q, %v, want processed, true", o, ok)
 	}
 }
@@ -168,7 +170,7 @@ func testClosed(t *testing.T, db *ledger.DB) {
 	if err := db.Record(t.Context(), []*spool.Delivery{d}); !errors.Is(err, spool.ErrLedgerClosed) {
 		t.Errorf("Record after Close = %v, want ErrLedgerClosed", err)
 	}
-	if _, _, err := db.ClaimOutcome(t.Context(), "c1"); !errors.Is(err, spool.ErrLedgerClosed) {
+	if _, _, err := db.ClaimOutcome(t.Context(), "c1", "m1"); !errors.Is(err, spool.ErrLedgerClosed) {
 		t.Errorf("ClaimOutcome after Close = %v, want ErrLedgerClosed", err)
 	}
 	if _, err := db.Stats(t.Context()); !errors.Is(err, spool.ErrLedgerClosed) {

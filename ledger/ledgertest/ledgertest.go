@@ -149,11 +149,11 @@ func processedRow(t *testing.T, db *ledger.DB, msgID string) (ledger.Row, bool) 
 	return r, ok
 }
 
-func claimOutcome(t *testing.T, db *ledger.DB, claim string) (spool.Outcome, bool) {
+func claimOutcome(t *testing.T, db *ledger.DB, claim, msgID string) (spool.Outcome, bool) {
 	t.Helper()
-	o, ok, err := db.ClaimOutcome(t.Context(), claim)
+	o, ok, err := db.ClaimOutcome(t.Context(), claim, msgID)
 	if err != nil {
-		t.Fatalf("ClaimOutcome(%q): %v", claim, err)
+		t.Fatalf("ClaimOutcome(%q, %q): %v", claim, msgID, err)
 	}
 	return o, ok
 }
@@ -204,7 +204,7 @@ func testDuplicateAcrossBatches(t *testing.T, db *ledger.DB) {
 	if got, want := outcomes(first, second, other), []spool.Outcome{spool.OutcomeProcessed, spool.OutcomeDuplicate, spool.OutcomeProcessed}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("outcomes = %v, want %v", got, want)
 	}
-	if o, ok := claimOutcome(t, db, "c2"); !ok || o != spool.OutcomeDuplicate {
+	if o, ok := claimOutcome(t, db, "c2", "m1"); !ok || o != spool.OutcomeDuplicate {
 		t.Errorf("ClaimOutcome(c2) = %q, %v, want duplicate, true", o, ok)
 	}
 	if r, _ := processedRow(t, db, "m1"); r.Claim != "c1" {
@@ -254,19 +254,26 @@ func testClaimOutcome(t *testing.T, db *ledger.DB) {
 		valid("c1", msg{ID: "m1", OrderNo: "A", Seq: 1, Amount: "1"}),
 		valid("c2", msg{ID: "m1", OrderNo: "A", Seq: 1, Amount: "1"}),
 		rejected("c3", "x.json", 5, spool.ReasonParse, "", "not JSON"))
+	// A processed claim is found through its message's key; the other
+	// outcomes through the claim alone, whatever key is given.
 	for _, tc := range []struct {
-		claim string
-		want  spool.Outcome
-		found bool
+		claim, msgID string
+		want         spool.Outcome
+		found        bool
 	}{
-		{"c1", spool.OutcomeProcessed, true},
-		{"c2", spool.OutcomeDuplicate, true},
-		{"c3", spool.OutcomeDeadLetter, true},
-		{"c4", "", false},
-		{"", "", false},
+		{"c1", "m1", spool.OutcomeProcessed, true},
+		{"c1", "", "", false},   // a processed claim needs its key
+		{"c1", "m2", "", false}, // and the right one
+		{"c2", "m1", spool.OutcomeDuplicate, true},
+		{"c2", "", spool.OutcomeDuplicate, true},
+		{"c3", "", spool.OutcomeDeadLetter, true},
+		{"c3", "m1", spool.OutcomeDeadLetter, true},
+		{"c4", "m1", "", false}, // m1 was processed by another claim
+		{"c4", "", "", false},
+		{"", "", "", false},
 	} {
-		if got, found := claimOutcome(t, db, tc.claim); got != tc.want || found != tc.found {
-			t.Errorf("ClaimOutcome(%q) = %q, %v, want %q, %v", tc.claim, got, found, tc.want, tc.found)
+		if got, found := claimOutcome(t, db, tc.claim, tc.msgID); got != tc.want || found != tc.found {
+			t.Errorf("ClaimOutcome(%q, %q) = %q, %v, want %q, %v", tc.claim, tc.msgID, got, found, tc.want, tc.found)
 		}
 	}
 }
@@ -347,8 +354,13 @@ func testOptionalFieldsNull(t *testing.T, db *ledger.DB) {
 	if n := count(t, db, "SELECT COUNT(*) FROM processed WHERE order_no IS NULL AND seq IS NULL AND amount IS NULL"); n != 1 {
 		t.Errorf("rows with NULL order_no, seq and amount = %d, want 1", n)
 	}
-	if n := count(t, db, "SELECT COUNT(*) FROM deliveries WHERE content_hash IS NULL"); n != 1 {
-		t.Errorf("deliveries with NULL content_hash = %d, want 1 (not given by the consumer)", n)
+	// A processed delivery is recorded by its processed row alone; the
+	// claims view shows it with the hash the ledger computed.
+	if n := count(t, db, "SELECT COUNT(*) FROM deliveries"); n != 0 {
+		t.Errorf("deliveries rows = %d, want 0 (a processed delivery has only its processed row)", n)
+	}
+	if n := count(t, db, "SELECT COUNT(*) FROM claims WHERE claim = 'c1' AND outcome = 'processed' AND content_hash = '"+r.ContentHash+"'"); n != 1 {
+		t.Errorf("claims rows for c1 with its hash = %d, want 1", n)
 	}
 }
 

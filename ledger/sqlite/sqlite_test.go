@@ -162,8 +162,8 @@ func TestMultiProcess(t *testing.T) {
 	if n := countRows(t, db, "SELECT COUNT(*) FROM processed"); n != msgs {
 		t.Errorf("processed rows = %d, want %d", n, msgs)
 	}
-	if n := countRows(t, db, "SELECT COUNT(*) FROM deliveries"); n != procs*msgs {
-		t.Errorf("deliveries = %d, want %d", n, procs*msgs)
+	if n := countRows(t, db, "SELECT COUNT(*) FROM claims"); n != procs*msgs {
+		t.Errorf("recorded claims = %d, want %d", n, procs*msgs)
 	}
 }
 
