@@ -9,13 +9,17 @@
 // (ledger/sqlite) that open a *sql.DB with the right settings and hand it to
 // New; each passes the conformance suite in ledger/ledgertest.
 //
-// The schema (see migrations/) has three tables and two views:
+// The schema (see migrations/) has four tables and three views:
 //
 //	processed     one row per distinct valid msg_id (I2); its PRIMARY KEY
-//	              absorbs duplicates
-//	deliveries    one row per claim: processed, duplicate or dead-letter,
-//	              with reason and detail for a dead letter (I4)
+//	              absorbs duplicates; it also records the claim that
+//	              processed it
+//	deliveries    one row per other claim: duplicate or dead-letter, with
+//	              reason and detail for a dead letter (I4); ledgers older
+//	              than migration 003 also hold processed claims here
+//	attempts      messages waiting for a retry of their handler
 //	replays       every file moved from error/ back to inbox/
+//	claims        view: every recorded claim, whatever its outcome
 //	duplicates    view: the duplicate deliveries
 //	dead_letters  view: the dead-letter deliveries
 //
