@@ -13,15 +13,7 @@ import (
 // spool, to set beside spool bench's floor loops; the files are written
 // before the timer starts.
 func BenchmarkClaimReadFinish(b *testing.B) {
-	root := filepath.Join(b.TempDir(), "q")
-	if err := Init(root); err != nil {
-		b.Fatal(err)
-	}
-	d, err := Open(root)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer d.Close()
+	d := newQueue(b)
 	body := []byte(`{"msg_id":"GEN-1-0000000001","order_no":"ORD-0000001","seq":1,"event_type":"order.created","amount":"12.50","currency":"EUR"}` + "\n")
 	names := make([]string, b.N)
 	for i := range names {

@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-func newQueue(t *testing.T) *Dir {
+func newQueue(t testing.TB) *Dir {
 	t.Helper()
 	root := filepath.Join(t.TempDir(), "q")
 	if err := Init(root); err != nil {
