@@ -481,7 +481,7 @@ func (c *Consumer) pass(ctx, work context.Context, s *queue.Session, st *Stats) 
 			err = <-b.synced
 		}
 		if err == nil {
-			err = c.record(work, s, b.items)
+			err = c.record(work, b.items)
 		}
 		if err != nil {
 			fail(err)
@@ -550,9 +550,9 @@ func (c *Consumer) needsSync(items []item) bool {
 	return false
 }
 
-// record commits a batch's deliveries in one ledger transaction, after
-// making its claims durable.
-func (c *Consumer) record(ctx context.Context, s *queue.Session, items []item) error {
+// record commits a batch's deliveries in one ledger transaction. The caller
+// has waited for the batch's claims to be durable first (needsSync).
+func (c *Consumer) record(ctx context.Context, items []item) error {
 	batch := make([]*Delivery, 0, len(items))
 	for _, it := range items {
 		if it.d != nil {
