@@ -33,7 +33,8 @@ type DB struct {
 	q       queries
 	closed  atomic.Bool
 
-	insProcessed, insDeliveries *multiRow
+	// Prepared when the ledger opens: see multiRow.
+	insProcessed, insDeliveries, selOwners *multiRow
 }
 
 var _ spool.WorkLedger = (*DB)(nil)
@@ -51,10 +52,14 @@ func New(ctx context.Context, db *sql.DB, d Dialect) (*DB, error) {
 	}
 	l := &DB{sql: db, dialect: d, q: newQueries(d)}
 	if err := l.prepareInserts(ctx); err != nil {
-		_ = l.insProcessed.close() // the error that matters is prepare's
+		_ = l.closeStmts() // the error that matters is prepare's
 		return nil, fmt.Errorf("new %s ledger: %w", d.Name(), err)
 	}
 	return l, nil
+}
+
+func (db *DB) closeStmts() error {
+	return errors.Join(db.insProcessed.close(), db.insDeliveries.close(), db.selOwners.close())
 }
 
 // SQL returns the underlying database, for reports and checks that need
@@ -71,8 +76,7 @@ func (db *DB) Close() error {
 	if db.closed.Swap(true) {
 		return nil
 	}
-	stmtErr := errors.Join(db.insProcessed.close(), db.insDeliveries.close())
-	if err := errors.Join(stmtErr, db.sql.Close()); err != nil {
+	if err := errors.Join(db.closeStmts(), db.sql.Close()); err != nil {
 		return fmt.Errorf("close ledger: %w", err)
 	}
 	return nil

@@ -110,26 +110,20 @@ func (db *DB) insertProcessedRows(ctx context.Context, tx *sql.Tx, batch []*spoo
 	// the rows the PRIMARY KEY let in; the rest were already there:
 	// duplicates (I2, decided by the constraint).
 	inserted := make(map[string]bool, len(candidates))
-	for chunk := range slices.Chunk(candidates, rowsPerInsert) {
-		args := make([]any, 0, len(chunk)*processedColumns)
-		for _, i := range chunk {
-			args = append(args, processedArgs(batch[i], now)...)
+	args := make([]any, 0, len(candidates)*processedColumns)
+	for _, i := range candidates {
+		args = append(args, processedArgs(batch[i], now)...)
+	}
+	err := db.insProcessed.query(ctx, tx, args, func(rows *sql.Rows) error {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return err
 		}
-		rows, err := db.insProcessed.query(ctx, tx, args)
-		if err != nil {
-			return fmt.Errorf("insert processed: %w", err)
-		}
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return fmt.Errorf("insert processed: %w", err)
-			}
-			inserted[id] = true
-		}
-		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-			return fmt.Errorf("insert processed: %w", err)
-		}
+		inserted[id] = true
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("insert processed: %w", err)
 	}
 	for _, i := range candidates {
 		if inserted[batch[i].Message.MsgID] {
@@ -266,25 +260,17 @@ func (db *DB) markConflicts(ctx context.Context, tx *sql.Tx, batch []*spool.Deli
 	}
 	type owner struct{ hash, claim string }
 	owners := make(map[string]owner, len(ids))
-	for chunk := range slices.Chunk(ids, rowsPerInsert) {
-		q := db.dialect.Rebind("SELECT msg_id, content_hash, claim FROM processed WHERE msg_id IN (" +
-			placeholders(len(chunk)) + ")")
-		rows, err := tx.QueryContext(ctx, q, chunk...)
-		if err != nil {
-			return fmt.Errorf("compare duplicates: %w", err)
+	err := db.selOwners.query(ctx, tx, ids, func(rows *sql.Rows) error {
+		var id string
+		var o owner
+		if err := rows.Scan(&id, &o.hash, &o.claim); err != nil {
+			return err
 		}
-		for rows.Next() {
-			var id string
-			var o owner
-			if err := rows.Scan(&id, &o.hash, &o.claim); err != nil {
-				rows.Close()
-				return fmt.Errorf("compare duplicates: %w", err)
-			}
-			owners[id] = o
-		}
-		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-			return fmt.Errorf("compare duplicates: %w", err)
-		}
+		owners[id] = o
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("compare duplicates: %w", err)
 	}
 	for i, d := range batch {
 		if res[i].outcome != spool.OutcomeDuplicate {
@@ -315,18 +301,7 @@ func (db *DB) markConflicts(ctx context.Context, tx *sql.Tx, batch []*spool.Deli
 // unknown to recovery and the message goes back to inbox/ if its consumer
 // dies.
 func (db *DB) insertDeliveryRows(ctx context.Context, tx *sql.Tx, batch []*spool.Delivery, res []result, now time.Time) error {
-	args := make([]any, 0, rowsPerInsert*deliveryColumns)
-	flush := func() error {
-		if len(args) == 0 {
-			return nil
-		}
-		err := db.insDeliveries.exec(ctx, tx, args)
-		args = args[:0]
-		if err != nil {
-			return fmt.Errorf("insert deliveries: %w", err)
-		}
-		return nil
-	}
+	var args []any
 	for i, d := range batch {
 		r := res[i]
 		if r.outcome == spool.OutcomeRetry || r.outcome == spool.OutcomeProcessed {
@@ -354,11 +329,9 @@ func (db *DB) insertDeliveryRows(ctx context.Context, tx *sql.Tx, batch []*spool
 		args = append(args, d.Claim, clean(d.File), nullIno(d.Ino), clean(d.Consumer), msgID,
 			string(r.outcome), reason, nullString(clean(r.field)), nullString(clean(r.detail)),
 			nullString(d.Hash), d.Size, formatTime(at), attempts, firstFailure, lastFailure, conflict)
-		if len(args) == rowsPerInsert*deliveryColumns {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
 	}
-	return flush()
+	if err := db.insDeliveries.exec(ctx, tx, args); err != nil {
+		return fmt.Errorf("insert deliveries: %w", err)
+	}
+	return nil
 }

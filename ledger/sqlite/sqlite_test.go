@@ -390,6 +390,9 @@ func TestOrderCheckSQLOrder(t *testing.T) {
 	}
 }
 
+// BenchmarkRecordBatch records batches mixed as spool bench's queue is: a
+// tenth redeliveries of earlier messages and one in a hundred poison, so
+// that a batch's statements have the odd row counts of a real drain.
 func BenchmarkRecordBatch(b *testing.B) {
 	const size = 256
 	db, _ := openTemp(b)
@@ -400,7 +403,15 @@ func BenchmarkRecordBatch(b *testing.B) {
 		batch := make([]*spool.Delivery, size)
 		for i := range batch {
 			id := strconv.Itoa(n)
-			batch[i] = delivery("c"+id, "m"+id)
+			switch {
+			case n%100 == 42:
+				batch[i] = &spool.Delivery{Claim: "c" + id, File: id + ".json", Consumer: "test", At: time.Now(),
+					Reject: &spool.RejectError{Reason: spool.ReasonParse, Detail: "bench"}}
+			case n%10 == 7:
+				batch[i] = delivery("c"+id, "m"+strconv.Itoa(n-5)) // a redelivery
+			default:
+				batch[i] = delivery("c"+id, "m"+id)
+			}
 			n++
 		}
 		if err := db.Record(ctx, batch); err != nil {
