@@ -271,6 +271,76 @@ func TestReadNeverFollowsOrBlocks(t *testing.T) {
 	}
 }
 
+// TestReadSeesChangeSinceClaim: Read stops at the size the claim saw only
+// when the file really ends there. A file written to after its claim (a
+// producer writing straight into inbox/) is read to its end, caught by the
+// limit when it grew past it, and a file cut short is read as it now is.
+func TestReadSeesChangeSinceClaim(t *testing.T) {
+	d := newQueue(t)
+	s, err := d.Join()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	claimed := func(name, body string) *Claim {
+		t.Helper()
+		put(t, d, Inbox, name, body)
+		c, err := s.Claim(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	path := func(name string) string {
+		return filepath.Join(d.StagePath(Processing), s.ID(), name)
+	}
+	write := func(name string, flag int, body string) {
+		t.Helper()
+		f, err := os.OpenFile(path(name), os.O_WRONLY|flag, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteString(body); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	cases := []struct {
+		name, body string
+		change     func(name string)
+		limit      int64
+		want       string // the content Read returns; "" for TooLargeError
+	}{
+		{"same.json", "abcdef", func(string) {}, 1024, "abcdef"},
+		{"empty.json", "", func(string) {}, 1024, ""},
+		{"grew.json", "abc", func(n string) { write(n, os.O_APPEND, "defgh") }, 1024, "abcdefgh"},
+		{"grew-by-one.json", "abc", func(n string) { write(n, os.O_APPEND, "d") }, 1024, "abcd"},
+		{"grew-past-limit.json", "abc", func(n string) { write(n, os.O_APPEND, strings.Repeat("x", 20)) }, 16, ""},
+		{"shrank.json", "abcdef", func(n string) { write(n, os.O_TRUNC, "ab") }, 1024, "ab"},
+		{"at-limit.json", strings.Repeat("y", 16), func(string) {}, 16, strings.Repeat("y", 16)},
+	}
+	for _, tc := range cases {
+		c := claimed(tc.name, tc.body)
+		tc.change(tc.name)
+		data, err := s.Read(c, tc.limit)
+		var tl *TooLargeError
+		switch {
+		case tc.want == "" && tc.body != "":
+			if !errors.As(err, &tl) {
+				t.Errorf("%s: Read = %q, %v; want TooLargeError", tc.name, data, err)
+			}
+		case err != nil || string(data) != tc.want:
+			t.Errorf("%s: Read = %q, %v; want %q", tc.name, data, err, tc.want)
+		}
+		if _, err := s.Finish(c, Done); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestRecoverDeadSession: a session that went away with claims in flight
 // (as after kill -9: its lock is gone) is recovered by the next consumer;
 // recorded claims are finished, unrecorded ones go back to inbox/, and a
