@@ -14,7 +14,7 @@ import (
 
 var benchCommand = &command{
 	name:    "bench",
-	args:    "[--n N] [--dup F] [--poison F] [--floor] [--durability full|relaxed]",
+	args:    "[--n N] [--dup F] [--poison F] [--floor] [--rounds R] [--durability full|relaxed]",
 	summary: "drain a generated queue and report throughput, latency, memory",
 	help: `
 Generates a queue of N realistic ~200-byte messages (with fractions of
@@ -27,7 +27,9 @@ on the same filesystem, the least any consumer must do per message (rename
 in, read, rename out; no parsing, no ledger, no fsync), once with package
 os and once with dirfd-relative system calls, and prints spool's rate as a
 ratio of each: the figure to quote, since absolute rates drift on shared
-machines.`,
+machines. --rounds R repeats the whole measurement R times, spool and the
+floors interleaved, each round on freshly generated queues, and ends with
+the medians of the rounds (of each round's own ratios, for the ratios).`,
 }
 
 func init() { benchCommand.run = runBench }
@@ -43,8 +45,9 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	flags.BoolVar(&o.Floor, "floor", false, "also run the floor loops and print the ratios")
 	flags.IntVar(&o.Workers, "workers", 0, "consumer workers (default GOMAXPROCS)")
 	flags.IntVar(&o.Batch, "batch", 0, fmt.Sprintf("messages per ledger transaction (default %d)", spool.DefaultBatchSize))
+	flags.IntVar(&o.Rounds, "rounds", 1, "measure `R` times, interleaved, and print the medians")
 	flags.BoolVar(&o.Keep, "keep", false, "keep the temporary queues")
-	cpuprofile := flags.String("cpuprofile", "", "write a CPU profile of spool's drain to `FILE` (go tool pprof)")
+	cpuprofile := flags.String("cpuprofile", "", "write a CPU profile of spool's drain (the first round's) to `FILE` (go tool pprof)")
 	durability := addDurabilityFlag(flags)
 	pos, err := e.parse(flags, args)
 	if err != nil {
@@ -58,6 +61,9 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	}
 	if o.N < 1 || o.DupFrac < 0 || o.PoisonFrac < 0 || o.DupFrac+o.PoisonFrac > 1 {
 		return e.usage("want --n >= 1 and fractions >= 0 that sum to at most 1")
+	}
+	if o.Rounds < 1 {
+		return e.usage("want --rounds >= 1")
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -80,21 +86,37 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintf(w, "messages   %d (%.0f%% redeliveries, %.0f%% poison, seed %d), durability %s\n",
 		o.N, o.DupFrac*100, o.PoisonFrac*100, o.Seed, mode)
-	fmt.Fprintf(w, "spool      %8.0f msg/s  %8s  cpu %5.1fµs/msg  p50 %s  p99 %s  peak RSS %.1f MiB\n",
-		rep.Spool.Rate(), rep.Spool.Elapsed.Round(time.Millisecond), micros(rep.Spool.CPUPerMessage()),
-		rep.Spool.P50.Round(time.Microsecond), rep.Spool.P99.Round(time.Microsecond), float64(rep.PeakRSS)/(1<<20))
-	verdict := "exact"
-	if !rep.Exact() {
-		verdict = "MISMATCH"
+	for i, round := range rep.Rounds {
+		if len(rep.Rounds) > 1 {
+			fmt.Fprintf(w, "round      %d of %d\n", i+1, len(rep.Rounds))
+		}
+		fmt.Fprintf(w, "spool      %8.0f msg/s  %8s  cpu %5.1fµs/msg  p50 %s  p99 %s\n",
+			round.Spool.Rate(), round.Spool.Elapsed.Round(time.Millisecond), micros(round.Spool.CPUPerMessage()),
+			round.Spool.P50.Round(time.Microsecond), round.Spool.P99.Round(time.Microsecond))
+		verdict := "exact"
+		if !rep.Exact(round) {
+			verdict = "MISMATCH"
+		}
+		fmt.Fprintf(w, "outcomes   processed=%d duplicates=%d dead-letters=%d (expected %d/%d/%d: %s)\n",
+			round.Got.Processed, round.Got.Duplicates, round.Got.DeadLetters,
+			rep.Expected.Unique, rep.Expected.Duplicates, rep.Expected.DeadLetters, verdict)
+		for j, f := range round.Floors {
+			fmt.Fprintf(w, "%-14s %8.0f msg/s  %8s  cpu %5.1fµs/msg  spool/floor %.2f\n",
+				f.Name, f.Rate(), f.Elapsed.Round(time.Millisecond), micros(f.CPUPerMessage()), round.Ratio(j))
+		}
 	}
-	fmt.Fprintf(w, "outcomes   processed=%d duplicates=%d dead-letters=%d (expected %d/%d/%d: %s)\n",
-		rep.Got.Processed, rep.Got.Duplicates, rep.Got.DeadLetters,
-		rep.Expected.Unique, rep.Expected.Duplicates, rep.Expected.DeadLetters, verdict)
-	for _, f := range rep.Floors {
-		fmt.Fprintf(w, "%-14s %8.0f msg/s  %8s  cpu %5.1fµs/msg  spool/floor %.2f\n",
-			f.Name, f.Rate(), f.Elapsed.Round(time.Millisecond), micros(f.CPUPerMessage()), rep.Spool.Rate()/f.Rate())
+	if len(rep.Rounds) > 1 {
+		fmt.Fprintf(w, "median of %d rounds: spool %.0f msg/s  cpu %.1fµs/msg", len(rep.Rounds),
+			rep.Median(func(r bench.Round) float64 { return r.Spool.Rate() }),
+			rep.Median(func(r bench.Round) float64 { return micros(r.Spool.CPUPerMessage()) }))
+		for j, f := range rep.Rounds[0].Floors {
+			fmt.Fprintf(w, "  spool/%s %.2f", f.Name,
+				rep.Median(func(r bench.Round) float64 { return r.Ratio(j) }))
+		}
+		fmt.Fprintln(w)
 	}
-	if !rep.Exact() {
+	fmt.Fprintf(w, "peak RSS   %.1f MiB\n", float64(rep.PeakRSS)/(1<<20))
+	if !rep.AllExact() {
 		return errCheckFailed
 	}
 	return nil

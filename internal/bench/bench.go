@@ -41,8 +41,13 @@ type Options struct {
 	Workers    int    // consumer workers; 0 means the default
 	Batch      int    // consumer batch size; 0 means the default
 	Keep       bool   // keep the temporary directories
+	// Rounds is how many times the whole measurement runs, spool and the
+	// floors interleaved, each on freshly generated queues; 0 means 1. On a
+	// shared machine whose speed drifts from minute to minute, the median
+	// of the rounds' ratios is the figure to quote.
+	Rounds int
 	// CPUProfile, when set, receives a CPU profile of spool's drain only
-	// (not of the generation or the floors).
+	// (not of the generation or the floors), in the first round.
 	CPUProfile io.Writer
 }
 
@@ -76,24 +81,61 @@ func cpuTime() time.Duration {
 // Rate is messages per second.
 func (r Run) Rate() float64 { return float64(r.N) / r.Elapsed.Seconds() }
 
+// Round is one measurement: spool's drain, then the floors if asked for.
+type Round struct {
+	Spool  Run
+	Got    spool.Stats
+	Floors []Run // plain os calls, then dirfd-relative calls
+}
+
+// Ratio is spool's rate as a fraction of the i-th floor's in this round.
+func (r Round) Ratio(i int) float64 { return r.Spool.Rate() / r.Floors[i].Rate() }
+
 // Report is the outcome of Bench.
 type Report struct {
 	Options  Options
-	Spool    Run
-	Expected sample.Expected
-	Got      spool.Stats
-	PeakRSS  int64 // bytes, the process's high-water mark after the drain
-	Floors   []Run // plain os calls, then dirfd-relative calls
+	Expected sample.Expected // the same in every round: same seed
+	Rounds   []Round
+	PeakRSS  int64 // bytes, the process's high-water mark after the drains
 }
 
-// Exact reports whether the drain's outcome counts are the generated ones:
-// a fast but wrong run must not pass for a result.
-func (r Report) Exact() bool {
-	return r.Got.Processed == r.Expected.Unique && r.Got.Duplicates == r.Expected.Duplicates &&
-		r.Got.DeadLetters == r.Expected.DeadLetters
+// Exact reports whether a round's outcome counts are the generated ones: a
+// fast but wrong run must not pass for a result.
+func (r Report) Exact(round Round) bool {
+	return round.Got.Processed == r.Expected.Unique && round.Got.Duplicates == r.Expected.Duplicates &&
+		round.Got.DeadLetters == r.Expected.DeadLetters
 }
 
-// Bench generates the queue(s), drains with spool, then runs the floors.
+// AllExact reports whether every round was exact.
+func (r Report) AllExact() bool {
+	for _, round := range r.Rounds {
+		if !r.Exact(round) {
+			return false
+		}
+	}
+	return len(r.Rounds) > 0
+}
+
+// Median is the median over the rounds of f (the mean of the middle two
+// for an even count).
+func (r Report) Median(f func(Round) float64) float64 {
+	if len(r.Rounds) == 0 {
+		return 0
+	}
+	xs := make([]float64, len(r.Rounds))
+	for i, round := range r.Rounds {
+		xs[i] = f(round)
+	}
+	slices.Sort(xs)
+	m := len(xs) / 2
+	if len(xs)%2 == 0 {
+		return (xs[m-1] + xs[m]) / 2
+	}
+	return xs[m]
+}
+
+// Bench runs the rounds: in each, it generates a queue and drains it with
+// spool, then runs the floors, each on a queue of its own.
 func Bench(ctx context.Context, o Options) (Report, error) {
 	rep := Report{Options: o}
 	parent := o.Parent
@@ -107,6 +149,32 @@ func Bench(ctx context.Context, o Options) (Report, error) {
 	if !o.Keep {
 		defer os.RemoveAll(root)
 	}
+	for i := range max(o.Rounds, 1) {
+		dir := filepath.Join(root, fmt.Sprintf("round-%d", i+1))
+		if o.Rounds <= 1 {
+			dir = root
+		}
+		round, exp, err := bench(ctx, dir, o, i == 0)
+		if err != nil {
+			return rep, err
+		}
+		rep.Expected = exp
+		rep.Rounds = append(rep.Rounds, round)
+		if !o.Keep && dir != root {
+			// A million-message round leaves gigabytes: free them before
+			// the next one.
+			if err := os.RemoveAll(dir); err != nil {
+				return rep, fmt.Errorf("bench: %w", err)
+			}
+		}
+	}
+	rep.PeakRSS = peakRSS()
+	return rep, nil
+}
+
+// bench is one round, in root.
+func bench(ctx context.Context, root string, o Options, first bool) (Round, sample.Expected, error) {
+	var round Round
 	gen := sample.Options{DupFrac: o.DupFrac, PoisonFrac: o.PoisonFrac, Seed: o.Seed}
 	// Each queue is generated right before its run and flushed first, so
 	// every run starts with the same state of the page cache and no
@@ -119,15 +187,16 @@ func Bench(ctx context.Context, o Options) (Report, error) {
 	}
 	qdir, exp, err := prepare("spool")
 	if err != nil {
-		return rep, err
+		return round, exp, err
 	}
-	rep.Expected = exp
-	if rep.Spool, rep.Got, err = drain(ctx, qdir, o); err != nil {
-		return rep, err
+	if !first {
+		o.CPUProfile = nil
 	}
-	rep.PeakRSS = peakRSS()
+	if round.Spool, round.Got, err = drain(ctx, qdir, o); err != nil {
+		return round, exp, err
+	}
 	if !o.Floor {
-		return rep, nil
+		return round, exp, nil
 	}
 	for _, f := range []struct {
 		name string
@@ -135,15 +204,15 @@ func Bench(ctx context.Context, o Options) (Report, error) {
 	}{{"floor-os", floorOS}, {"floor-dirfd", floorDirfd}} {
 		dir, _, err := prepare(f.name)
 		if err != nil {
-			return rep, err
+			return round, exp, err
 		}
 		r, err := f.run(dir)
 		if err != nil {
-			return rep, err
+			return round, exp, err
 		}
-		rep.Floors = append(rep.Floors, r)
+		round.Floors = append(round.Floors, r)
 	}
-	return rep, nil
+	return round, exp, nil
 }
 
 // generate writes n generated messages straight into a new queue's inbox.

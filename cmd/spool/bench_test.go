@@ -1,0 +1,60 @@
+package main
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestBenchRounds: --rounds repeats spool and both floors, checks every
+// round's counts, ends with the medians, and leaves nothing behind.
+func TestBenchRounds(t *testing.T) {
+	tmp := t.TempDir()
+	r := cli(t, "bench", "--n", "60", "--floor", "--rounds", "3", "--tmp", tmp)
+	if r.code != 0 {
+		t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	for _, c := range []struct {
+		pattern string
+		count   int
+	}{
+		{`(?m)^round +\d of 3$`, 3},
+		{`(?m)^spool +\d+ msg/s`, 3},
+		{`(?m)^outcomes .*: exact\)$`, 3},
+		{`(?m)^floor \(os\) +\d+ msg/s .* spool/floor \d+\.\d\d$`, 3},
+		{`(?m)^floor \(dirfd\) +\d+ msg/s .* spool/floor \d+\.\d\d$`, 3},
+		{`(?m)^median of 3 rounds: spool \d+ msg/s  cpu [\d.]+µs/msg  spool/floor \(os\) \d+\.\d\d  spool/floor \(dirfd\) \d+\.\d\d$`, 1},
+		{`(?m)^peak RSS +[\d.]+ MiB$`, 1},
+	} {
+		if n := len(regexp.MustCompile(c.pattern).FindAllString(r.stdout, -1)); n != c.count {
+			t.Errorf("%d lines match %s, want %d; stdout:\n%s", n, c.pattern, c.count, r.stdout)
+		}
+	}
+	left, err := os.ReadDir(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 0 {
+		t.Errorf("bench left %d entries in its temp dir", len(left))
+	}
+}
+
+// TestBenchOneRound: the default prints one round, no round headers and no
+// medians.
+func TestBenchOneRound(t *testing.T) {
+	r := cli(t, "bench", "--n", "30", "--tmp", t.TempDir())
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr %s", r.code, r.stderr)
+	}
+	if strings.Contains(r.stdout, "round") || strings.Contains(r.stdout, "median") || strings.Contains(r.stdout, "floor") {
+		t.Errorf("one round without --floor printed rounds, medians or floors:\n%s", r.stdout)
+	}
+	if !strings.Contains(r.stdout, ": exact)") {
+		t.Errorf("no exact outcome line:\n%s", r.stdout)
+	}
+}
+
+func TestBenchBadRounds(t *testing.T) {
+	cli(t, "bench", "--rounds", "0").wantFail(t, 2, "bench", "--rounds")
+}
