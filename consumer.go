@@ -19,7 +19,13 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultBatchSize    = 256
+	DefaultBatchSize = 256
+	// DefaultBatchBytes bounds the bytes of messages in one batch. Small
+	// messages never reach it (256 of 200 bytes are 50 KiB); large ones
+	// make smaller batches, so that the five batches a pass may hold at
+	// once (claimed, recording, moving out, and the hand-overs between)
+	// stay within tens of MiB instead of 5 × 256 × the size limit.
+	DefaultBatchBytes   = 8 << 20
 	DefaultPollInterval = 250 * time.Millisecond
 )
 
@@ -33,6 +39,11 @@ type Config struct {
 	// BatchSize is the most deliveries committed in one ledger transaction.
 	// Zero: DefaultBatchSize. 1 gives one commit per message.
 	BatchSize int
+	// BatchBytes closes a batch early once the files claimed into it reach
+	// this many bytes; the file that crosses the bound stays in the batch,
+	// so a batch always holds at least one message. Zero:
+	// DefaultBatchBytes.
+	BatchBytes int64
 	// Lease is how long a session of another host may go silent before its
 	// claims are taken over. Zero: queue.DefaultLease.
 	Lease time.Duration
@@ -120,6 +131,9 @@ func NewConsumer(dir *queue.Dir, l Ledger, cfg Config) (*Consumer, error) {
 	}
 	if cfg.BatchSize <= 0 {
 		cfg.BatchSize = DefaultBatchSize
+	}
+	if cfg.BatchBytes <= 0 {
+		cfg.BatchBytes = DefaultBatchBytes
 	}
 	if cfg.Lease <= 0 {
 		cfg.Lease = queue.DefaultLease
@@ -424,8 +438,7 @@ func (c *Consumer) pass(ctx, work context.Context, s *queue.Session, st *Stats) 
 				if ctx.Err() != nil {
 					return errStopScan
 				}
-				n := min(len(names), c.cfg.BatchSize)
-				items, claimed, err := c.inspectBatch(s, names[:n])
+				items, claimed, err := c.inspectBatch(s, names[:min(len(names), c.cfg.BatchSize)])
 				var synced chan error
 				if err == nil && c.needsSync(items) {
 					synced = make(chan error, 1)
@@ -443,7 +456,7 @@ func (c *Consumer) pass(ctx, work context.Context, s *queue.Session, st *Stats) 
 				if err != nil {
 					return errStopScan
 				}
-				names = names[n:]
+				names = names[len(items):]
 			}
 			return nil
 		})
@@ -503,26 +516,39 @@ type item struct {
 	busy  bool
 }
 
-// inspectBatch claims and inspects names with the worker pool.
+// inspectBatch claims and inspects names with the worker pool, in order,
+// until they run out or the claimed files reach BatchBytes. It returns the
+// items of the names it took, a prefix of names: the rest are left in
+// inbox/ for the next batch.
 func (c *Consumer) inspectBatch(s *queue.Session, names []string) ([]item, int, error) {
 	items := make([]item, len(names))
 	errs := make([]error, len(names))
-	var next atomic.Int64
-	var wg sync.WaitGroup
+	var (
+		next  atomic.Int64 // the next name to take
+		bytes atomic.Int64 // claimed so far
+		full  atomic.Bool  // bytes reached the bound: take no more names
+		wg    sync.WaitGroup
+	)
 	for w := 0; w < min(c.cfg.Workers, len(names)); w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for {
+			for !full.Load() {
 				j := int(next.Add(1) - 1)
 				if j >= len(names) {
 					return
 				}
 				items[j], errs[j] = c.inspect(s, names[j])
+				if cl := items[j].claim; cl != nil && bytes.Add(cl.Size) >= c.cfg.BatchBytes {
+					full.Store(true)
+				}
 			}
 		}()
 	}
 	wg.Wait()
+	// Every name below next was taken and inspected; none above it was.
+	taken := min(int(next.Load()), len(names))
+	items, errs = items[:taken], errs[:taken]
 	claimed := 0
 	for _, it := range items {
 		if it.busy || it.d != nil {

@@ -244,3 +244,67 @@ func TestBackoffDoesNotBlock(t *testing.T) {
 		t.Fatalf("SLOW is not back in inbox/: %v", err)
 	}
 }
+
+// batchSizes is a ledger that remembers how many deliveries each Record
+// call carried.
+type batchSizes struct {
+	spool.Ledger
+	sizes []int
+}
+
+func (b *batchSizes) Record(ctx context.Context, batch []*spool.Delivery) error {
+	b.sizes = append(b.sizes, len(batch))
+	return b.Ledger.Record(ctx, batch)
+}
+
+// TestBatchBytesBound: a batch closes once its claimed files reach
+// BatchBytes, so large messages make small batches; every message is still
+// consumed, a message larger than the bound still goes through (alone in
+// its batch here), and the names not taken wait in inbox/ for the next one.
+func TestBatchBytesBound(t *testing.T) {
+	pad := func(n int) string { return fmt.Sprintf("%*s", n, "") }
+	for _, workers := range []int{1, 2} {
+		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
+			msgs := map[string]string{}
+			size := 0
+			for i := range 21 {
+				// All of one size: two-digit ids and seqs.
+				m := fmt.Sprintf(`{"msg_id":"m%02d","order_no":"O","seq":%d,"amount":"1","pad":%q}`, i, i+10, pad(950))
+				msgs[fmt.Sprintf("m%02d.json", i)] = m
+				size = len(m)
+			}
+			msgs["m21-big.json"] = fmt.Sprintf(`{"msg_id":"big","order_no":"O","seq":30,"amount":"1","pad":%q}`, pad(5000))
+			f := newFixture(t, msgs)
+			l := &batchSizes{Ledger: f.ledger}
+			// Two messages stay under the bound, the third crosses it.
+			c, err := spool.NewConsumer(f.dir, l, spool.Config{Workers: workers, BatchBytes: int64(2*size + 1)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := c.Drain(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Processed != 22 || f.count(t, queue.Done) != 22 || f.count(t, queue.Inbox) != 0 {
+				t.Fatalf("stats %+v, done %d, inbox %d; want all 22 processed", st, f.count(t, queue.Done), f.count(t, queue.Inbox))
+			}
+			// The bound is checked after each claim: a batch holds the files
+			// up to the one that crosses it, plus at most one more per
+			// other worker that was already claiming.
+			most := 3 + workers - 1
+			total := 0
+			for _, n := range l.sizes {
+				total += n
+				if n < 1 || n > most {
+					t.Errorf("a batch of %d deliveries, want 1 to %d (sizes %v)", n, most, l.sizes)
+				}
+			}
+			if total != 22 || len(l.sizes) < 22/most {
+				t.Errorf("batches %v: %d deliveries in %d batches", l.sizes, total, len(l.sizes))
+			}
+			if workers == 1 && l.sizes[len(l.sizes)-1] != 1 {
+				t.Errorf("the 5000-byte message follows seven full batches of three, so it should be alone in the last: %v", l.sizes)
+			}
+		})
+	}
+}
