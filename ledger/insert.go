@@ -54,7 +54,7 @@ func newMultiRow(ctx context.Context, db *sql.DB, d Dialect, cols int, text func
 // insertText is the INSERT of n rows of cols columns between head and tail.
 func insertText(head string, cols int, tail string) func(n int) string {
 	return func(n int) string {
-		tuple := "(" + strings.TrimSuffix(strings.Repeat("?, ", cols), ", ") + ")"
+		tuple := "(" + placeholders(cols) + ")"
 		var b strings.Builder
 		b.WriteString(head)
 		b.WriteString("\nVALUES ")

@@ -149,10 +149,13 @@ func Bench(ctx context.Context, o Options) (Report, error) {
 	if !o.Keep {
 		defer os.RemoveAll(root)
 	}
+	// One round runs in root itself; several get a directory each, freed
+	// as soon as the round is over.
+	perRound := o.Rounds > 1
 	for i := range max(o.Rounds, 1) {
-		dir := filepath.Join(root, fmt.Sprintf("round-%d", i+1))
-		if o.Rounds <= 1 {
-			dir = root
+		dir := root
+		if perRound {
+			dir = filepath.Join(root, fmt.Sprintf("round-%d", i+1))
 		}
 		round, exp, err := bench(ctx, dir, o, i == 0)
 		if err != nil {
@@ -160,7 +163,7 @@ func Bench(ctx context.Context, o Options) (Report, error) {
 		}
 		rep.Expected = exp
 		rep.Rounds = append(rep.Rounds, round)
-		if !o.Keep && dir != root {
+		if perRound && !o.Keep {
 			// A million-message round leaves gigabytes: free them before
 			// the next one.
 			if err := os.RemoveAll(dir); err != nil {
