@@ -428,7 +428,7 @@ func (c *Consumer) pass(ctx, work context.Context, s *queue.Session, st *Stats) 
 	go func() {
 		defer wg.Done()
 		defer close(ready)
-		err := c.dir.Scan(queue.Inbox, func(names []string) error {
+		err := c.dir.ScanOrdered(queue.Inbox, func(names []string) error {
 			// Retries that fell due during the pass go back to inbox/ now,
 			// not at the end of a long pass.
 			if err := c.release(s, false); err != nil {

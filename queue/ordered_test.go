@@ -1,0 +1,171 @@
+package queue
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// putNames creates empty message files for names, plus entries that are
+// not messages, in a shuffled order.
+func putNames(t *testing.T, d *Dir, names []string) {
+	t.Helper()
+	shuffled := slices.Clone(names)
+	rand.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+	for _, n := range shuffled {
+		put(t, d, Inbox, n, "{}")
+	}
+	for _, n := range []string{".hidden.json", "notes.txt", "x.json.tmp", ".json"} {
+		put(t, d, Inbox, n, "")
+	}
+}
+
+func messageNames(n int) []string {
+	var out []string
+	for i := range n {
+		// Not all the same length, so that the order is not just that of
+		// the numbers' widths.
+		out = append(out, fmt.Sprintf("%0*d-order.json", 3+i%3, rand.IntN(1_000_000)*1000+i))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// takeAll scans like a consumer: every name delivered is claimed (here:
+// removed), so that the next window's read no longer sees it.
+func takeAll(t *testing.T, d *Dir, window int) (got []string, chunks [][]string) {
+	t.Helper()
+	err := d.scanOrdered(Inbox, window, func(names []string) error {
+		if len(names) == 0 || len(names) > ScanChunk {
+			t.Errorf("chunk of %d names", len(names))
+		}
+		chunks = append(chunks, slices.Clone(names))
+		for _, n := range names {
+			got = append(got, n)
+			if err := os.Remove(filepath.Join(d.StagePath(Inbox), n)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got, chunks
+}
+
+func TestScanOrderedWindows(t *testing.T) {
+	for _, tc := range []struct{ n, window int }{
+		{0, 8}, {1, 8}, {7, 8}, {8, 8}, {9, 8}, {100, 8}, {1500, 1000}, {1300, ScanChunk},
+	} {
+		t.Run(fmt.Sprintf("n=%d,window=%d", tc.n, tc.window), func(t *testing.T) {
+			d := newQueue(t)
+			want := messageNames(tc.n)
+			putNames(t, d, want)
+			got, _ := takeAll(t, d, tc.window)
+			if !slices.Equal(got, want) {
+				t.Fatalf("delivered %d names, want %d in name order\n got %q\nwant %q", len(got), len(want), got, want)
+			}
+		})
+	}
+}
+
+// A backlog of more than maxWindows windows is taken in order for
+// maxWindows windows, then in directory order; every name once.
+func TestScanOrderedFallsBackPastMaxWindows(t *testing.T) {
+	d := newQueue(t)
+	const window = 4
+	want := messageNames(maxWindows*window*3 + 5)
+	putNames(t, d, want)
+	got, _ := takeAll(t, d, window)
+	if len(got) != len(want) {
+		t.Fatalf("delivered %d names, want %d", len(got), len(want))
+	}
+	// The first window is the smallest names, in order.
+	if !slices.Equal(got[:window], want[:window]) {
+		t.Errorf("first window %q, want %q", got[:window], want[:window])
+	}
+	sorted := slices.Clone(got)
+	slices.Sort(sorted)
+	if !slices.Equal(sorted, want) || len(slices.Compact(sorted)) != len(want) {
+		t.Errorf("not every name exactly once: %q", got)
+	}
+}
+
+// Names that are not claimed (another consumer's, a busy one) are not
+// delivered twice by one scan, even across the fallback.
+func TestScanOrderedEachNameOnce(t *testing.T) {
+	for _, n := range []int{10, maxWindows*4 + 3} {
+		d := newQueue(t)
+		want := messageNames(n)
+		putNames(t, d, want)
+		var got []string
+		err := d.scanOrdered(Inbox, 4, func(names []string) error {
+			got = append(got, names...)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sorted := slices.Clone(got)
+		slices.Sort(sorted)
+		if !slices.Equal(sorted, want) {
+			t.Errorf("n=%d: delivered %d names (%d distinct), want each of %d once", n, len(got), len(slices.Compact(sorted)), len(want))
+		}
+	}
+}
+
+// A name that sorts before the last one delivered and arrives during the
+// scan waits for the next scan; one that sorts after it is taken now.
+func TestScanOrderedLateArrivals(t *testing.T) {
+	d := newQueue(t)
+	want := messageNames(20)
+	putNames(t, d, want)
+	added := false
+	var got []string
+	err := d.scanOrdered(Inbox, 5, func(names []string) error {
+		got = append(got, names...)
+		for _, n := range names {
+			os.Remove(filepath.Join(d.StagePath(Inbox), n))
+		}
+		if !added {
+			added = true
+			put(t, d, Inbox, "0-early.json", "{}")
+			put(t, d, Inbox, "999999999999-late.json", "{}")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(got, "0-early.json") || !slices.Contains(got, "999999999999-late.json") {
+		t.Errorf("first scan delivered %q", got)
+	}
+	var next []string
+	if err := d.ScanOrdered(Inbox, func(names []string) error { next = append(next, names...); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(next, []string{"0-early.json"}) {
+		t.Errorf("second scan delivered %q, want the early arrival", next)
+	}
+}
+
+func TestDirentParsingMatchesReaddir(t *testing.T) {
+	d := newQueue(t)
+	want := []string{"a.json", "заказ №1.json", "with space.json", "x.json", "long-" + fmt.Sprint(make([]int, 40)) + ".json"}
+	for _, n := range want {
+		put(t, d, Inbox, n, "{}")
+	}
+	got, more, err := d.smallest(Inbox, 100, "", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if more != 0 || !slices.Equal(got, want) {
+		t.Errorf("smallest = %q (more %d), want %q", got, more, want)
+	}
+}
