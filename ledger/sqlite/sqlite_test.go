@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -419,4 +420,66 @@ func BenchmarkRecordBatch(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// BenchmarkRecordKeyOrder records batches of 256 new msg_ids into a ledger
+// that already holds 300k rows, the new msg_ids either following the
+// existing ones (as a drop folder's sequence-numbered files arrive, taken
+// in name order) or falling at random places among them (files taken in
+// directory order, or random msg_ids such as UUIDv4). Random places touch
+// a different leaf page of the msg_id index for nearly every row: each is
+// read back in if the page cache lost it and written to the WAL again at
+// every commit, so the cost per message grows with the ledger.
+//
+//	go test -run '^$' -bench RecordKeyOrder -count 6 ./ledger/sqlite
+func BenchmarkRecordKeyOrder(b *testing.B) {
+	const size, prefill = 256, 300_000
+	for _, order := range []string{"sequential", "random"} {
+		b.Run(order, func(b *testing.B) {
+			db, _ := openTemp(b)
+			defer db.Close()
+			ctx := context.Background()
+			// Existing ids are multiples of 1000, so that a random new id
+			// lands between two of them.
+			id := func(k int) string { return fmt.Sprintf("GEN-%012d", k) }
+			record := func(ids []int) {
+				batch := make([]*spool.Delivery, len(ids))
+				for i, k := range ids {
+					batch[i] = delivery("c"+id(k), id(k))
+				}
+				if err := db.Record(ctx, batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+			ids := make([]int, 0, size)
+			for k := 0; k < prefill; k++ {
+				ids = append(ids, k*1000)
+				if len(ids) == size {
+					record(ids)
+					ids = ids[:0]
+				}
+			}
+			next := prefill * 1000
+			rng := rand.New(rand.NewPCG(1, 2))
+			seen := map[int]bool{}
+			n := 0
+			for b.Loop() {
+				ids = ids[:0]
+				for len(ids) < size {
+					k := next
+					if order == "random" {
+						k = rng.IntN(prefill)*1000 + 1 + rng.IntN(999)
+					}
+					next++
+					if !seen[k] {
+						seen[k] = true
+						ids = append(ids, k)
+					}
+				}
+				record(ids)
+				n += size
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(n), "µs/msg")
+		})
+	}
 }
