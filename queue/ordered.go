@@ -11,8 +11,15 @@ import (
 )
 
 // ScanWindow is how many names ScanOrdered holds at once: about 6 MiB for
-// names of 30 bytes.
-const ScanWindow = 1 << 17
+// names of 30 bytes. ScanWindowBytes bounds the same names' bytes, so that
+// a backlog of long names (up to 255 bytes each) holds fewer of them.
+const (
+	ScanWindow      = 1 << 17
+	ScanWindowBytes = 8 << 20
+)
+
+// window bounds what one read of the directory keeps.
+type window struct{ names, bytes int }
 
 // maxWindows bounds the directory reads of one ScanOrdered. Each window
 // costs a read of the whole directory (an ext4 directory does not shrink as
@@ -23,8 +30,8 @@ const maxWindows = 16
 
 // ScanOrdered calls fn with the message names of a stage in ascending name
 // order, ScanChunk names at a time, while holding at most ScanWindow names
-// in memory: each read of the directory keeps the smallest ScanWindow names
-// after the last one delivered. A backlog of more than maxWindows windows
+// (and ScanWindowBytes of them) in memory: each read of the directory keeps
+// the smallest names after the last one delivered. A backlog of more than maxWindows windows
 // is taken in windows of its smallest names first, then in directory order
 // (as Scan), so that the reads stay linear in its size.
 //
@@ -39,15 +46,15 @@ const maxWindows = 16
 // file, a retry sent back) is not delivered by this call: as with Scan,
 // callers that must see everything scan again until a pass finds nothing.
 func (d *Dir) ScanOrdered(s Stage, fn func(names []string) error) error {
-	return d.scanOrdered(s, ScanWindow, fn)
+	return d.scanOrdered(s, window{ScanWindow, ScanWindowBytes}, fn)
 }
 
-func (d *Dir) scanOrdered(s Stage, window int, fn func(names []string) error) error {
+func (d *Dir) scanOrdered(s Stage, w window, fn func(names []string) error) error {
 	after, first := "", true
 	for range maxWindows {
 		// Nothing refers to the previous window any more but its last
 		// name (after), so the collector can take it during this read.
-		names, more, err := d.smallest(s, window, after, first)
+		names, more, err := d.smallest(s, w, after, first)
 		if err != nil {
 			return err
 		}
@@ -61,7 +68,7 @@ func (d *Dir) scanOrdered(s Stage, window int, fn func(names []string) error) er
 			return nil
 		}
 		after, first = names[len(names)-1], false
-		if more > (maxWindows-1)*window {
+		if more > (maxWindows-1)*len(names) {
 			break
 		}
 	}
@@ -76,18 +83,23 @@ func (d *Dir) scanOrdered(s Stage, window int, fn func(names []string) error) er
 }
 
 // smallest reads the stage's directory once and returns its smallest
-// message names (at most window of them) that sort after after (all of
-// them if first), in no particular order, and how many names after after
-// it left out. The names are read without a string for each: most are
+// message names (as many as w allows) that sort after after (all of them
+// if first), in no particular order, and how many names after after it
+// left out. The names are read without a string for each: most are
 // compared and dropped.
-func (d *Dir) smallest(s Stage, window int, after string, first bool) ([]string, int, error) {
+func (d *Dir) smallest(s Stage, w window, after string, first bool) ([]string, int, error) {
 	fd, err := unix.Openat(d.fd(s), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, 0, fmt.Errorf("scan %s: %w", s, err)
 	}
 	defer unix.Close(fd)
 	var h maxHeap
-	more := 0
+	more, held := 0, 0 // names left out; bytes of the names in h
+	// Once a name has been left out, only a smaller name than the largest
+	// held may come in: every name held must sort before every name left
+	// out, or the next read, which starts after the largest held, would
+	// skip one.
+	full := false
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := unix.Getdents(fd, buf)
@@ -107,13 +119,23 @@ func (d *Dir) smallest(s Stage, window int, after string, first bool) ([]string,
 			if !isMessageNameBytes(name) || (!first && string(name) <= after) {
 				continue
 			}
-			switch {
-			case len(h) < window:
+			if !full && len(h) < w.names && held+len(name) <= w.bytes {
 				h.push(string(name))
-			case string(name) < h[0]:
-				h.replaceMax(string(name))
-				more++
-			default:
+				held += len(name)
+				continue
+			}
+			full = true
+			more++
+			if len(h) == 0 || string(name) >= h[0] {
+				continue
+			}
+			// It takes the largest name's place, and more of the largest
+			// leave while the names held are over the byte bound.
+			held += len(name) - len(h[0])
+			h.replaceMax(string(name))
+			for held > w.bytes && len(h) > 1 {
+				held -= len(h[0])
+				h.popMax()
 				more++
 			}
 		}
@@ -160,6 +182,20 @@ func (h *maxHeap) push(name string) {
 // replaceMax puts name, smaller than the root, in the root's place.
 func (h maxHeap) replaceMax(name string) {
 	h[0] = name
+	h.down()
+}
+
+// popMax removes the root.
+func (h *maxHeap) popMax() {
+	s := *h
+	last := len(s) - 1
+	s[0] = s[last]
+	*h = s[:last]
+	h.down()
+}
+
+// down moves the root down to its place.
+func (h maxHeap) down() {
 	for i := 0; ; {
 		largest, l, r := i, 2*i+1, 2*i+2
 		if l < len(h) && h[l] > h[largest] {

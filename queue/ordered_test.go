@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -36,9 +37,9 @@ func messageNames(n int) []string {
 
 // takeAll scans like a consumer: every name delivered is claimed (here:
 // removed), so that the next window's read no longer sees it.
-func takeAll(t *testing.T, d *Dir, window int) (got []string, chunks [][]string) {
+func takeAll(t *testing.T, d *Dir, w window) (got []string, chunks [][]string) {
 	t.Helper()
-	err := d.scanOrdered(Inbox, window, func(names []string) error {
+	err := d.scanOrdered(Inbox, w, func(names []string) error {
 		if len(names) == 0 || len(names) > ScanChunk {
 			t.Errorf("chunk of %d names", len(names))
 		}
@@ -65,7 +66,7 @@ func TestScanOrderedWindows(t *testing.T) {
 			d := newQueue(t)
 			want := messageNames(tc.n)
 			putNames(t, d, want)
-			got, _ := takeAll(t, d, tc.window)
+			got, _ := takeAll(t, d, window{tc.window, ScanWindowBytes})
 			if !slices.Equal(got, want) {
 				t.Fatalf("delivered %d names, want %d in name order\n got %q\nwant %q", len(got), len(want), got, want)
 			}
@@ -77,16 +78,16 @@ func TestScanOrderedWindows(t *testing.T) {
 // maxWindows windows, then in directory order; every name once.
 func TestScanOrderedFallsBackPastMaxWindows(t *testing.T) {
 	d := newQueue(t)
-	const window = 4
-	want := messageNames(maxWindows*window*3 + 5)
+	const size = 4
+	want := messageNames(maxWindows*size*3 + 5)
 	putNames(t, d, want)
-	got, _ := takeAll(t, d, window)
+	got, _ := takeAll(t, d, window{4, ScanWindowBytes})
 	if len(got) != len(want) {
 		t.Fatalf("delivered %d names, want %d", len(got), len(want))
 	}
 	// The first window is the smallest names, in order.
-	if !slices.Equal(got[:window], want[:window]) {
-		t.Errorf("first window %q, want %q", got[:window], want[:window])
+	if !slices.Equal(got[:size], want[:size]) {
+		t.Errorf("first window %q, want %q", got[:size], want[:size])
 	}
 	sorted := slices.Clone(got)
 	slices.Sort(sorted)
@@ -103,7 +104,7 @@ func TestScanOrderedEachNameOnce(t *testing.T) {
 		want := messageNames(n)
 		putNames(t, d, want)
 		var got []string
-		err := d.scanOrdered(Inbox, 4, func(names []string) error {
+		err := d.scanOrdered(Inbox, window{4, ScanWindowBytes}, func(names []string) error {
 			got = append(got, names...)
 			return nil
 		})
@@ -126,7 +127,7 @@ func TestScanOrderedLateArrivals(t *testing.T) {
 	putNames(t, d, want)
 	added := false
 	var got []string
-	err := d.scanOrdered(Inbox, 5, func(names []string) error {
+	err := d.scanOrdered(Inbox, window{5, ScanWindowBytes}, func(names []string) error {
 		got = append(got, names...)
 		for _, n := range names {
 			os.Remove(filepath.Join(d.StagePath(Inbox), n))
@@ -159,7 +160,7 @@ func TestDirentParsingMatchesReaddir(t *testing.T) {
 	for _, n := range want {
 		put(t, d, Inbox, n, "{}")
 	}
-	got, more, err := d.smallest(Inbox, 100, "", true)
+	got, more, err := d.smallest(Inbox, window{100, ScanWindowBytes}, "", true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,5 +168,35 @@ func TestDirentParsingMatchesReaddir(t *testing.T) {
 	slices.Sort(want)
 	if more != 0 || !slices.Equal(got, want) {
 		t.Errorf("smallest = %q (more %d), want %q", got, more, want)
+	}
+}
+
+// Long names fill the byte bound before the count bound: fewer names are
+// held at once, still in order, and every name is delivered once.
+func TestScanOrderedByteBound(t *testing.T) {
+	d := newQueue(t)
+	var want []string
+	for i := range 120 {
+		// Lengths from 14 to about 200 bytes, in no relation to the order.
+		want = append(want, fmt.Sprintf("%06d-%s.json", rand.IntN(1_000_000)*1000+i, strings.Repeat("x", rand.IntN(190))))
+	}
+	slices.Sort(want)
+	putNames(t, d, want)
+	const budget = 1000
+	held, _, err := d.smallest(Inbox, window{1000, budget}, "", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(held)
+	n := 0
+	for _, name := range held {
+		n += len(name)
+	}
+	if n > budget || len(held) == 0 || len(held) == len(want) || !slices.Equal(held, want[:len(held)]) {
+		t.Errorf("one read held %d names of %d bytes (bound %d), want the smallest of the %d names within the bound", len(held), n, budget, len(want))
+	}
+	got, _ := takeAll(t, d, window{1000, budget})
+	if !slices.Equal(got, want) {
+		t.Fatalf("delivered %d names, want %d in name order", len(got), len(want))
 	}
 }
