@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -73,5 +75,29 @@ func TestContract(t *testing.T) {
 				t.Errorf("got %+v\nwant %+v", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestKeywordDSNRefused(t *testing.T) {
+	for db, want := range map[string]bool{
+		"host=127.0.0.1 port=5432 dbname=test": true,
+		"dbname=spool":                         true,
+		"ledger.db":                            false,
+		"/var/lib/spool/host.db":               false,
+		"my host=notes.db":                     true,
+		"":                                     false,
+	} {
+		if got := isKeywordDSN(db); got != want {
+			t.Errorf("isKeywordDSN(%q) = %v, want %v", db, got, want)
+		}
+	}
+	dir := t.TempDir()
+	_, err := openLedger(t.Context(), dir, "host=127.0.0.1 dbname=test")
+	var u *usageError
+	if !errors.As(err, &u) {
+		t.Fatalf("openLedger with a keyword DSN: %v, want a usage error", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("it left %d files in %s", len(entries), dir)
 	}
 }

@@ -57,7 +57,27 @@ func openLedgerWith(ctx context.Context, dir, db string, relaxed bool) (*ledger.
 	if isPostgres(db) {
 		return postgres.Open(ctx, db)
 	}
+	if isKeywordDSN(db) {
+		// Taken as a file name, it would quietly give this host a ledger of
+		// its own, and consumers meant to share one would not.
+		return nil, &usageError{msg: fmt.Sprintf("--db %q looks like a PostgreSQL keyword/value connection string; give a postgres:// URL", db)}
+	}
 	return sqlite.OpenWith(ctx, ledgerPath(dir, db), sqlite.Options{Relaxed: relaxed})
+}
+
+// isKeywordDSN reports whether db reads as libpq's keyword/value form
+// ("host=... dbname=..."), which no SQLite path a user means does.
+func isKeywordDSN(db string) bool {
+	for _, f := range strings.Fields(db) {
+		k, _, ok := strings.Cut(f, "=")
+		switch k {
+		case "host", "hostaddr", "port", "dbname", "user", "sslmode":
+			if ok {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func isPostgres(db string) bool {
