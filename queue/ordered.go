@@ -67,6 +67,9 @@ func (d *Dir) scanOrdered(s Stage, w window, fn func(names []string) error) erro
 		if more == 0 {
 			return nil
 		}
+		if len(names) == 0 {
+			break // no name fit the window's bytes: take them as they come
+		}
 		after, first = names[len(names)-1], false
 		if more > (maxWindows-1)*len(names) {
 			break
