@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -54,8 +53,13 @@ type Dir struct {
 // IsMessageName reports whether an entry name is a message: it ends in
 // ".json" and does not start with "." (temp files, editor swap files and
 // in-progress copies stay invisible to consumers).
-func IsMessageName(name string) bool {
-	return strings.HasSuffix(name, ".json") && !strings.HasPrefix(name, ".") && len(name) > len(".json")
+func IsMessageName(name string) bool { return isMessageName(name) }
+
+// isMessageName is IsMessageName for a name as a string or as bytes still
+// in a directory read buffer (ScanOrdered), without a copy.
+func isMessageName[T string | []byte](name T) bool {
+	const ext = ".json"
+	return len(name) > len(ext) && string(name[len(name)-len(ext):]) == ext && name[0] != '.'
 }
 
 // Init creates the queue directory and its four stages; it is idempotent.

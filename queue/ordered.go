@@ -31,9 +31,9 @@ const maxWindows = 16
 // ScanOrdered calls fn with the message names of a stage in ascending name
 // order, ScanChunk names at a time, while holding at most ScanWindow names
 // (and ScanWindowBytes of them) in memory: each read of the directory keeps
-// the smallest names after the last one delivered. A backlog of more than maxWindows windows
-// is taken in windows of its smallest names first, then in directory order
-// (as Scan), so that the reads stay linear in its size.
+// the smallest names after the last one delivered. A backlog of more than
+// maxWindows windows is taken in windows of its smallest names first, then
+// in directory order (as Scan), so that the reads stay linear in its size.
 //
 // Why the consumer wants it: a drop folder's names usually carry the order
 // the producer wrote in (a sequence number, a timestamp), and so, often, do
@@ -50,11 +50,11 @@ func (d *Dir) ScanOrdered(s Stage, fn func(names []string) error) error {
 }
 
 func (d *Dir) scanOrdered(s Stage, w window, fn func(names []string) error) error {
-	after, first := "", true
+	after := ""
 	for range maxWindows {
 		// Nothing refers to the previous window any more but its last
 		// name (after), so the collector can take it during this read.
-		names, more, err := d.smallest(s, w, after, first)
+		names, more, err := d.smallest(s, w, after)
 		if err != nil {
 			return err
 		}
@@ -70,7 +70,7 @@ func (d *Dir) scanOrdered(s Stage, w window, fn func(names []string) error) erro
 		if len(names) == 0 {
 			break // no name fit the window's bytes: take them as they come
 		}
-		after, first = names[len(names)-1], false
+		after = names[len(names)-1]
 		if more > (maxWindows-1)*len(names) {
 			break
 		}
@@ -86,11 +86,11 @@ func (d *Dir) scanOrdered(s Stage, w window, fn func(names []string) error) erro
 }
 
 // smallest reads the stage's directory once and returns its smallest
-// message names (as many as w allows) that sort after after (all of them
-// if first), in no particular order, and how many names after after it
+// message names (as many as w allows) that sort after after, in no
+// particular order, and how many names after after it
 // left out. The names are read without a string for each: most are
 // compared and dropped.
-func (d *Dir) smallest(s Stage, w window, after string, first bool) ([]string, int, error) {
+func (d *Dir) smallest(s Stage, w window, after string) ([]string, int, error) {
 	fd, err := unix.Openat(d.fd(s), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, 0, fmt.Errorf("scan %s: %w", s, err)
@@ -98,11 +98,6 @@ func (d *Dir) smallest(s Stage, w window, after string, first bool) ([]string, i
 	defer unix.Close(fd)
 	var h maxHeap
 	more, held := 0, 0 // names left out; bytes of the names in h
-	// Once a name has been left out, only a smaller name than the largest
-	// held may come in: every name held must sort before every name left
-	// out, or the next read, which starts after the largest held, would
-	// skip one.
-	full := false
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := unix.Getdents(fd, buf)
@@ -119,15 +114,19 @@ func (d *Dir) smallest(s Stage, w window, after string, first bool) ([]string, i
 			name := direntName(buf[off:n])
 			off += int(binary.NativeEndian.Uint16(buf[off+16:]))
 			// The string conversions in comparisons do not allocate.
-			if !isMessageNameBytes(name) || (!first && string(name) <= after) {
+			// after is "" on the first read, before every message name.
+			if !isMessageName(name) || string(name) <= after {
 				continue
 			}
-			if !full && len(h) < w.names && held+len(name) <= w.bytes {
+			// Once a name has been left out, only a name smaller than the
+			// largest held may come in: every name held must sort before
+			// every name left out, or the next read, which starts after
+			// the largest held, would skip one.
+			if more == 0 && len(h) < w.names && held+len(name) <= w.bytes {
 				h.push(string(name))
 				held += len(name)
 				continue
 			}
-			full = true
 			more++
 			if len(h) == 0 || string(name) >= h[0] {
 				continue
@@ -156,11 +155,6 @@ func direntName(b []byte) []byte {
 		name = name[:i]
 	}
 	return name
-}
-
-// isMessageNameBytes is IsMessageName of a name still in the read buffer.
-func isMessageNameBytes(b []byte) bool {
-	return len(b) > len(".json") && bytes.HasSuffix(b, []byte(".json")) && b[0] != '.'
 }
 
 // maxHeap keeps the largest of the names it holds at its root, so that a

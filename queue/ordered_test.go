@@ -160,7 +160,7 @@ func TestDirentParsingMatchesReaddir(t *testing.T) {
 	for _, n := range want {
 		put(t, d, Inbox, n, "{}")
 	}
-	got, more, err := d.smallest(Inbox, window{100, ScanWindowBytes}, "", true)
+	got, more, err := d.smallest(Inbox, window{100, ScanWindowBytes}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestScanOrderedByteBound(t *testing.T) {
 	slices.Sort(want)
 	putNames(t, d, want)
 	const budget = 1000
-	held, _, err := d.smallest(Inbox, window{1000, budget}, "", true)
+	held, _, err := d.smallest(Inbox, window{1000, budget}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
