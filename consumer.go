@@ -27,6 +27,15 @@ const (
 	// stay within tens of MiB instead of 5 × 256 × the size limit.
 	DefaultBatchBytes   = 8 << 20
 	DefaultPollInterval = 250 * time.Millisecond
+	// DefaultWorkersPerCPU sizes the claiming pool: more workers than cores,
+	// because a worker spends most of a message in the kernel and may wait
+	// there on the disk. A backlog that sat for a while is no longer in the
+	// page cache, so its files, their inodes and the directory's blocks are
+	// read from disk; with one worker per core, every such read stalls a
+	// core's share of the pipeline. Measured on 1M-message drains whose
+	// queue had partly left the cache: 8 workers on 2 cores drained 26-36%
+	// faster than 2, with no more CPU per message (README, Performance).
+	DefaultWorkersPerCPU = 4
 )
 
 // Config tunes a Consumer. The zero value of every field means its default.
@@ -34,7 +43,7 @@ type Config struct {
 	// Contract validates messages. Zero value: DefaultContract().
 	Contract Contract
 	// Workers is how many goroutines claim, read and parse in parallel.
-	// Zero: GOMAXPROCS.
+	// Zero: DefaultWorkersPerCPU × GOMAXPROCS.
 	Workers int
 	// BatchSize is the most deliveries committed in one ledger transaction.
 	// Zero: DefaultBatchSize. 1 gives one commit per message.
@@ -127,7 +136,7 @@ func NewConsumer(dir *queue.Dir, l Ledger, cfg Config) (*Consumer, error) {
 		return nil, err
 	}
 	if cfg.Workers <= 0 {
-		cfg.Workers = runtime.GOMAXPROCS(0)
+		cfg.Workers = DefaultWorkersPerCPU * runtime.GOMAXPROCS(0)
 	}
 	if cfg.BatchSize <= 0 {
 		cfg.BatchSize = DefaultBatchSize

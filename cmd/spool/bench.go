@@ -43,7 +43,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	flags.Int64Var(&o.Seed, "seed", 1, "generator seed")
 	flags.StringVar(&o.Parent, "tmp", "", "parent `DIR` of the temporary queues (default the system's temp dir)")
 	flags.BoolVar(&o.Floor, "floor", false, "also run the floor loops and print the ratios")
-	flags.IntVar(&o.Workers, "workers", 0, "consumer workers (default GOMAXPROCS)")
+	flags.IntVar(&o.Workers, "workers", 0, fmt.Sprintf("consumer workers (default %d per GOMAXPROCS)", spool.DefaultWorkersPerCPU))
 	flags.IntVar(&o.Batch, "batch", 0, fmt.Sprintf("messages per ledger transaction (default %d)", spool.DefaultBatchSize))
 	flags.IntVar(&o.Rounds, "rounds", 1, "measure `R` times, interleaved, and print the medians")
 	flags.BoolVar(&o.Keep, "keep", false, "keep the temporary queues")
