@@ -14,7 +14,7 @@ import (
 
 var benchCommand = &command{
 	name:    "bench",
-	args:    "[--n N] [--dup F] [--poison F] [--floor] [--rounds R] [--durability full|relaxed]",
+	args:    "[--n N] [--dup F] [--poison F] [--floor] [--rounds R] [--cold] [--durability full|relaxed]",
 	summary: "drain a generated queue and report throughput, latency, memory",
 	help: `
 Generates a queue of N realistic ~200-byte messages (with fractions of
@@ -29,7 +29,10 @@ os and once with dirfd-relative system calls, and prints spool's rate as a
 ratio of each: the figure to quote, since absolute rates drift on shared
 machines. --rounds R repeats the whole measurement R times, spool and the
 floors interleaved, each round on freshly generated queues, and ends with
-the medians of the rounds (of each round's own ratios, for the ratios).`,
+the medians of the rounds (of each round's own ratios, for the ratios).
+--cold evicts each generated queue's files from the page cache before its
+run, so that the messages are read from the disk, as they are when a
+backlog has sat for a while.`,
 }
 
 func init() { benchCommand.run = runBench }
@@ -47,6 +50,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	flags.IntVar(&o.Batch, "batch", 0, fmt.Sprintf("messages per ledger transaction (default %d)", spool.DefaultBatchSize))
 	flags.IntVar(&o.Rounds, "rounds", 1, "measure `R` times, interleaved, and print the medians")
 	flags.BoolVar(&o.Keep, "keep", false, "keep the temporary queues")
+	flags.BoolVar(&o.Cold, "cold", false, "evict each generated queue's files from the page cache before its run, as for a backlog that sat on disk")
 	cpuprofile := flags.String("cpuprofile", "", "write a CPU profile of spool's drain (the first round's) to `FILE` (go tool pprof)")
 	durability := addDurabilityFlag(flags)
 	pos, err := e.parse(flags, args)

@@ -58,3 +58,15 @@ func TestBenchOneRound(t *testing.T) {
 func TestBenchBadRounds(t *testing.T) {
 	cli(t, "bench", "--rounds", "0").wantFail(t, 2, "bench", "--rounds")
 }
+
+// TestBenchCold: --cold drains a queue evicted from the page cache, with
+// the floors too, and the counts stay exact.
+func TestBenchCold(t *testing.T) {
+	r := cli(t, "bench", "--n", "40", "--cold", "--floor", "--tmp", t.TempDir())
+	if r.code != 0 {
+		t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stdout, ": exact)") || !strings.Contains(r.stdout, "floor (dirfd)") {
+		t.Errorf("no exact outcome or no floor line:\n%s", r.stdout)
+	}
+}

@@ -41,6 +41,13 @@ type Options struct {
 	Workers    int    // consumer workers; 0 means the default
 	Batch      int    // consumer batch size; 0 means the default
 	Keep       bool   // keep the temporary directories
+	// Cold evicts each generated queue's files from the page cache before
+	// its run, as for a backlog that sat on disk (overnight, or on a host
+	// that reclaims idle page cache): the drain then reads the messages
+	// from the disk, not from memory. Otherwise the queue is as warm as
+	// its generation left it, which for a large N is partly cold already
+	// on hosts that reclaim idle pages after a minute or so.
+	Cold bool
 	// Rounds is how many times the whole measurement runs, spool and the
 	// floors interleaved, each on freshly generated queues; 0 means 1. On a
 	// shared machine whose speed drifts from minute to minute, the median
@@ -186,6 +193,9 @@ func bench(ctx context.Context, root string, o Options, first bool) (Round, samp
 		dir := filepath.Join(root, name)
 		exp, err := generate(dir, o.N, gen)
 		syscall.Sync()
+		if err == nil && o.Cold {
+			err = evict(filepath.Join(dir, string(queue.Inbox)))
+		}
 		return dir, exp, err
 	}
 	qdir, exp, err := prepare("spool")
@@ -228,6 +238,38 @@ func generate(dir string, n int, o sample.Options) (sample.Expected, error) {
 	return sample.Generate(n, o, func(f sample.File) error {
 		return os.WriteFile(filepath.Join(inbox, f.Name), f.Data, 0o644)
 	})
+}
+
+// evict drops the (clean, just synced) pages of every file in dir from the
+// page cache. The inodes and the directory's own blocks stay cached: only
+// the messages' contents must come from the disk again.
+func evict(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("bench: evict: %w", err)
+	}
+	defer f.Close()
+	dirfd := int(f.Fd())
+	for {
+		names, rerr := f.Readdirnames(queue.ScanChunk)
+		for _, n := range names {
+			fd, err := unix.Openat(dirfd, n, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return fmt.Errorf("bench: evict: %w", err)
+			}
+			err = unix.Fadvise(fd, 0, 0, unix.FADV_DONTNEED)
+			unix.Close(fd)
+			if err != nil {
+				return fmt.Errorf("bench: evict %s: %w", n, err)
+			}
+		}
+		if rerr == io.EOF {
+			return nil
+		}
+		if rerr != nil {
+			return fmt.Errorf("bench: evict: %w", rerr)
+		}
+	}
 }
 
 func drain(ctx context.Context, dir string, o Options) (Run, spool.Stats, error) {
