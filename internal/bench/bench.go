@@ -194,7 +194,7 @@ func bench(ctx context.Context, root string, o Options, first bool) (Round, samp
 		exp, err := generate(dir, o.N, gen)
 		syscall.Sync()
 		if err == nil && o.Cold {
-			err = evict(filepath.Join(dir, string(queue.Inbox)))
+			err = evict(dir)
 		}
 		return dir, exp, err
 	}
@@ -240,20 +240,19 @@ func generate(dir string, n int, o sample.Options) (sample.Expected, error) {
 	})
 }
 
-// evict drops the (clean, just synced) pages of every file in dir from the
-// page cache. The inodes and the directory's own blocks stay cached: only
-// the messages' contents must come from the disk again.
+// evict drops the (clean, just synced) pages of the messages in a queue's
+// inbox/ from the page cache. The inodes and the directory's own blocks stay
+// cached: only the messages' contents must come from the disk again.
 func evict(dir string) error {
-	f, err := os.Open(dir)
+	d, err := queue.Open(dir)
 	if err != nil {
 		return fmt.Errorf("bench: evict: %w", err)
 	}
-	defer f.Close()
-	dirfd := int(f.Fd())
-	for {
-		names, rerr := f.Readdirnames(queue.ScanChunk)
+	defer d.Close()
+	inbox := d.StagePath(queue.Inbox)
+	return d.Scan(queue.Inbox, func(names []string) error {
 		for _, n := range names {
-			fd, err := unix.Openat(dirfd, n, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+			fd, err := unix.Open(filepath.Join(inbox, n), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 			if err != nil {
 				return fmt.Errorf("bench: evict: %w", err)
 			}
@@ -263,13 +262,8 @@ func evict(dir string) error {
 				return fmt.Errorf("bench: evict %s: %w", n, err)
 			}
 		}
-		if rerr == io.EOF {
-			return nil
-		}
-		if rerr != nil {
-			return fmt.Errorf("bench: evict: %w", rerr)
-		}
-	}
+		return nil
+	})
 }
 
 func drain(ctx context.Context, dir string, o Options) (Run, spool.Stats, error) {

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/spoolq/spool/queue"
 	"golang.org/x/sys/unix"
 )
 
@@ -37,8 +38,9 @@ func TestMedian(t *testing.T) {
 	}
 }
 
-// TestEvict: after evict, a synced file's pages have left the page cache,
-// so a --cold drain really reads from the disk; the files are unchanged.
+// TestEvict: after evict, the synced messages' pages have left the page
+// cache, so a --cold drain really reads from the disk; the files are
+// unchanged.
 func TestEvict(t *testing.T) {
 	dir := t.TempDir()
 	var st unix.Statfs_t
@@ -48,21 +50,26 @@ func TestEvict(t *testing.T) {
 	if st.Type == unix.TMPFS_MAGIC || st.Type == unix.RAMFS_MAGIC {
 		t.Skipf("%s is in memory (statfs type %#x): nothing to evict to", dir, st.Type)
 	}
-	data := bytes.Repeat([]byte("x"), 3*4096)
+	if err := queue.Init(dir); err != nil {
+		t.Fatal(err)
+	}
+	inbox := filepath.Join(dir, string(queue.Inbox))
+	page := os.Getpagesize()
+	data := bytes.Repeat([]byte("x"), 3*page)
 	for i := range 5 {
-		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("m%d", i)), data, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(inbox, fmt.Sprintf("m%d.json", i)), data, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
 	syscall.Sync()
-	if n := resident(t, filepath.Join(dir, "m0")); n == 0 {
-		t.Fatalf("m0 not in the page cache right after it was written; cannot test eviction")
+	if n := resident(t, filepath.Join(inbox, "m0.json")); n == 0 {
+		t.Fatalf("m0.json not in the page cache right after it was written; cannot test eviction")
 	}
 	if err := evict(dir); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 5 {
-		p := filepath.Join(dir, fmt.Sprintf("m%d", i))
+		p := filepath.Join(inbox, fmt.Sprintf("m%d.json", i))
 		if n := resident(t, p); n != 0 {
 			t.Errorf("%s: %d of 3 pages still in the page cache after evict", p, n)
 		}
@@ -72,7 +79,7 @@ func TestEvict(t *testing.T) {
 		}
 	}
 	if err := evict(filepath.Join(dir, "missing")); err == nil {
-		t.Error("evict of a missing directory succeeded")
+		t.Error("evict of a missing queue succeeded")
 	}
 }
 
@@ -93,7 +100,8 @@ func resident(t *testing.T, path string) int {
 		t.Fatal(err)
 	}
 	defer unix.Munmap(m)
-	vec := make([]byte, (len(m)+4095)/4096)
+	page := os.Getpagesize()
+	vec := make([]byte, (len(m)+page-1)/page)
 	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
 		t.Fatal(e)
 	}
