@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/spoolq/spool/queue"
@@ -27,11 +26,12 @@ const (
 	// stay within tens of MiB instead of 5 × 256 × the size limit.
 	DefaultBatchBytes   = 8 << 20
 	DefaultPollInterval = 250 * time.Millisecond
-	// DefaultWorkersPerCPU sizes the claiming pool: more workers than cores,
-	// because a worker spends most of a message in the kernel and may wait
-	// there on the disk. A backlog that sat for a while is no longer in the
+	// DefaultWorkersPerCPU sizes the pool that reads and parses claimed
+	// messages: more workers than cores, because a worker may wait in the
+	// kernel on the disk. A backlog that sat for a while is no longer in the
 	// page cache, so its files are read from the disk; with one worker per
-	// core, every such read stalls a core's share of the pipeline. Measured on 1M-message drains whose
+	// core, every such read stalls a core's share of the pipeline. Measured
+	// (when the workers also claimed) on 1M-message drains whose
 	// queue had partly left the cache, in three alternated pairs: 8 workers
 	// on 2 cores drained 36%, 26% and 4% faster than 2, with no more CPU per
 	// message; on a warm queue the two are the same (README, Performance).
@@ -42,7 +42,8 @@ const (
 type Config struct {
 	// Contract validates messages. Zero value: DefaultContract().
 	Contract Contract
-	// Workers is how many goroutines claim, read and parse in parallel.
+	// Workers is how many goroutines read and parse claimed messages in
+	// parallel; the claims themselves are made one after another.
 	// Zero: DefaultWorkersPerCPU × GOMAXPROCS.
 	Workers int
 	// BatchSize is the most deliveries committed in one ledger transaction.
@@ -109,6 +110,14 @@ type Consumer struct {
 	work   WorkLedger // the ledger, when a Handler is configured
 	cfg    Config
 	log    *slog.Logger
+
+	// moves is held by whichever stage of a pass is renaming files, the
+	// claiming or the finishing, for a whole batch at a time. The kernel
+	// runs the cross-directory renames of one filesystem one at a time
+	// (Linux's s_vfs_rename_mutex), so a second thread renaming at once
+	// gains nothing: it spins on that lock, on a core the reads, parsing
+	// and ledger could have used (README, Performance).
+	moves sync.Mutex
 
 	// waiting are claims held in processing/ until their retry is due;
 	// schedule is the ledger's retry schedule as of the current pass.
@@ -413,13 +422,15 @@ type inspected struct {
 
 // pass scans inbox/ once and consumes what it can claim, as a three-stage
 // pipeline so that the filesystem's work and the ledger's overlap on
-// separate cores: one goroutine claims, reads and parses the next batch;
-// this one records the batch before it in the ledger; a third moves the
-// files of the batch before that out of processing/, only ever after their
-// commit (I3, I4). It returns how many messages it claimed, or found in the
-// way of a claim of the same name, so the caller knows whether another pass
-// is needed. On a failure the claims of batches not yet recorded stay in
-// the session's directory for recovery, as after a crash.
+// separate cores: one goroutine claims the next batch while the worker pool
+// reads and parses its claims; this one records the batch before it in the
+// ledger; a third moves the files of the batch before that out of
+// processing/, only ever after their commit (I3, I4). The claiming and the
+// moving out take turns, a batch at a time (moves). It returns how many
+// messages it claimed, or found in the way of a claim of the same name, so
+// the caller knows whether another pass is needed. On a failure the claims
+// of batches not yet recorded stay in the session's directory for
+// recovery, as after a crash.
 func (c *Consumer) pass(ctx, work context.Context, s *queue.Session, st *Stats) (int, error) {
 	var (
 		once    sync.Once
@@ -523,48 +534,69 @@ type item struct {
 	claim *queue.Claim
 	d     *Delivery
 	busy  bool
+	// claimed is when the claim began (the delivery's Claimed).
+	claimed time.Time
 }
 
-// inspectBatch claims and inspects names with the worker pool, in order,
-// until they run out or the claimed files reach BatchBytes. It returns the
-// items of the names it took, a prefix of names: the rest are left in
-// inbox/ for the next batch.
+// inspectBatch claims names in order until they run out or the claimed
+// files reach BatchBytes, and has the worker pool read and parse each claim
+// as soon as it is made. It returns the items of the names it took, a
+// prefix of names: the rest are left in inbox/ for the next batch.
 func (c *Consumer) inspectBatch(s *queue.Session, names []string) ([]item, int, error) {
 	items := make([]item, len(names))
-	errs := make([]error, len(names))
-	var (
-		next  atomic.Int64 // the next name to take
-		bytes atomic.Int64 // claimed so far
-		full  atomic.Bool  // bytes reached the bound: take no more names
-		wg    sync.WaitGroup
-	)
-	for w := 0; w < min(c.cfg.Workers, len(names)); w++ {
+	toRead := make(chan int, len(names))
+	var wg sync.WaitGroup
+	for range min(c.cfg.Workers, len(names)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for !full.Load() {
-				j := int(next.Add(1) - 1)
-				if j >= len(names) {
-					return
-				}
-				items[j], errs[j] = c.inspect(s, names[j])
-				if cl := items[j].claim; cl != nil && bytes.Add(cl.Size) >= c.cfg.BatchBytes {
-					full.Store(true)
-				}
+			for j := range toRead {
+				items[j] = c.examine(s, items[j].claim, names[j], items[j].claimed)
 			}
 		}()
 	}
+	taken, err := c.claimBatch(s, names, items, toRead)
+	close(toRead)
 	wg.Wait()
-	// Every name below next was taken and inspected; none above it was.
-	taken := min(int(next.Load()), len(names))
-	items, errs = items[:taken], errs[:taken]
+	items = items[:taken]
 	claimed := 0
 	for _, it := range items {
 		if it.busy || it.d != nil {
 			claimed++
 		}
 	}
-	return items, claimed, errors.Join(errs...)
+	return items, claimed, err
+}
+
+// claimBatch claims names one after another, in this goroutine, sending
+// the index of each claim to toRead. It stops when the names run out, when
+// the claimed files reach BatchBytes (the file that crosses the bound stays
+// in the batch) or at a failure of the run, and returns how many names it
+// took.
+func (c *Consumer) claimBatch(s *queue.Session, names []string, items []item, toRead chan<- int) (int, error) {
+	c.moves.Lock()
+	defer c.moves.Unlock()
+	var bytes int64
+	for j, name := range names {
+		if bytes >= c.cfg.BatchBytes {
+			return j, nil
+		}
+		start := time.Now()
+		cl, err := s.Claim(name)
+		switch {
+		case errors.Is(err, queue.ErrGone):
+			continue
+		case errors.Is(err, queue.ErrBusy):
+			items[j].busy = true
+			continue
+		case err != nil:
+			return j + 1, err
+		}
+		items[j].claim, items[j].claimed = cl, start
+		bytes += cl.Size
+		toRead <- j
+	}
+	return len(names), nil
 }
 
 // needsSync reports whether a batch's claims must be made durable before
@@ -647,6 +679,19 @@ func (m *moveSync) sync(d *queue.Dir, force bool) error {
 // finish moves the files of a recorded batch to done/ or error/. I3/I4: it
 // runs only after record committed the batch.
 func (c *Consumer) finish(s *queue.Session, items []item, st *Stats, ms *moveSync) error {
+	if err := c.moveOut(s, items, st, ms); err != nil {
+		return err
+	}
+	if c.cfg.Relaxed {
+		return nil
+	}
+	return ms.sync(c.dir, false)
+}
+
+// moveOut does finish's renames, holding moves.
+func (c *Consumer) moveOut(s *queue.Session, items []item, st *Stats, ms *moveSync) error {
+	c.moves.Lock()
+	defer c.moves.Unlock()
 	for _, it := range items {
 		if it.d == nil {
 			continue
@@ -676,26 +721,13 @@ func (c *Consumer) finish(s *queue.Session, items []item, st *Stats, ms *moveSyn
 			c.cfg.OnDelivery(it.d, stored)
 		}
 	}
-	if c.cfg.Relaxed {
-		return nil
-	}
-	return ms.sync(c.dir, false)
+	return nil
 }
 
-// inspect claims one message and turns it into a delivery: valid, or
-// rejected with its reason. Only failures of the run itself are errors;
-// anything wrong with the message is a RejectError inside the delivery.
-func (c *Consumer) inspect(s *queue.Session, name string) (item, error) {
-	start := time.Now()
-	cl, err := s.Claim(name)
-	switch {
-	case errors.Is(err, queue.ErrGone):
-		return item{}, nil
-	case errors.Is(err, queue.ErrBusy):
-		return item{busy: true}, nil
-	case err != nil:
-		return item{}, err
-	}
+// examine reads and parses a claimed message and turns it into a
+// delivery: valid, or rejected with its reason. Anything wrong with the
+// message is a RejectError inside the delivery, never a failure of the run.
+func (c *Consumer) examine(s *queue.Session, cl *queue.Claim, name string, start time.Time) item {
 	d := &Delivery{Claim: cl.ID, File: name, Ino: cl.Ino, Consumer: s.ID(), Size: cl.Size, Claimed: start}
 	data, err := s.Read(cl, c.cfg.Contract.Limit())
 	var tooLarge *queue.TooLargeError
@@ -722,12 +754,12 @@ func (c *Consumer) inspect(s *queue.Session, name string) (item, error) {
 			if due, ok := c.dueAt(msg.MsgID); ok && due.After(time.Now()) {
 				// Its retry is not due yet: hold the claim, unrecorded.
 				c.hold(cl, due)
-				return item{busy: true}, nil
+				return item{busy: true}
 			}
 		}
 	}
 	d.At = time.Now().UTC()
-	return item{claim: cl, d: d}, nil
+	return item{claim: cl, d: d}
 }
 
 func fileType(mode uint32) string {

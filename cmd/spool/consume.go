@@ -63,7 +63,7 @@ func init() { consumeCommand.run = runConsume }
 func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	flags := e.flagSet()
 	watch := flags.Bool("watch", false, "keep consuming new arrivals until SIGINT/SIGTERM")
-	workers := flags.Int("workers", 0, fmt.Sprintf("goroutines claiming and parsing in parallel (default %d per GOMAXPROCS)", spool.DefaultWorkersPerCPU))
+	workers := flags.Int("workers", 0, fmt.Sprintf("goroutines reading and parsing claimed messages in parallel (default %d per GOMAXPROCS)", spool.DefaultWorkersPerCPU))
 	batch := flags.Int("batch", 0, fmt.Sprintf("most messages per ledger transaction (default %d; 1 with --exec or --post)", spool.DefaultBatchSize))
 	verbose := flags.Bool("v", false, "log what happens to stderr")
 	durability := addDurabilityFlag(flags)
