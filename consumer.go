@@ -551,7 +551,7 @@ func (c *Consumer) inspectBatch(s *queue.Session, names []string) ([]item, int, 
 		go func() {
 			defer wg.Done()
 			for j := range toRead {
-				items[j] = c.examine(s, items[j].claim, names[j], items[j].claimed)
+				items[j] = c.examine(s, items[j].claim, items[j].claimed)
 			}
 		}()
 	}
@@ -727,8 +727,8 @@ func (c *Consumer) moveOut(s *queue.Session, items []item, st *Stats, ms *moveSy
 // examine reads and parses a claimed message and turns it into a
 // delivery: valid, or rejected with its reason. Anything wrong with the
 // message is a RejectError inside the delivery, never a failure of the run.
-func (c *Consumer) examine(s *queue.Session, cl *queue.Claim, name string, start time.Time) item {
-	d := &Delivery{Claim: cl.ID, File: name, Ino: cl.Ino, Consumer: s.ID(), Size: cl.Size, Claimed: start}
+func (c *Consumer) examine(s *queue.Session, cl *queue.Claim, start time.Time) item {
+	d := &Delivery{Claim: cl.ID, File: cl.Name, Ino: cl.Ino, Consumer: s.ID(), Size: cl.Size, Claimed: start}
 	data, err := s.Read(cl, c.cfg.Contract.Limit())
 	var tooLarge *queue.TooLargeError
 	switch {
