@@ -31,9 +31,9 @@ const (
 	// kernel on the disk. A backlog that sat for a while is no longer in the
 	// page cache, so its files are read from the disk; with one worker per
 	// core, every such read stalls a core's share of the pipeline. Measured
-	// (when the workers also claimed) on 1M-message drains whose
-	// queue had partly left the cache, in three alternated pairs: 8 workers
-	// on 2 cores drained 36%, 26% and 4% faster than 2, with no more CPU per
+	// when the workers also claimed, on 1M-message drains whose queue had
+	// partly left the cache, in three alternated pairs: 8 workers on 2
+	// cores drained 36%, 26% and 4% faster than 2, with no more CPU per
 	// message; on a warm queue the two are the same (README, Performance).
 	DefaultWorkersPerCPU = 4
 )
