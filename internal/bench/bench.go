@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/internal/pagecache"
 	"github.com/spoolq/spool/internal/sample"
 	"github.com/spoolq/spool/ledger/sqlite"
 	"github.com/spoolq/spool/queue"
@@ -252,14 +253,8 @@ func evict(dir string) error {
 	inbox := d.StagePath(queue.Inbox)
 	return d.Scan(queue.Inbox, func(names []string) error {
 		for _, n := range names {
-			fd, err := unix.Open(filepath.Join(inbox, n), unix.O_RDONLY|unix.O_CLOEXEC, 0)
-			if err != nil {
-				return fmt.Errorf("bench: evict: %w", err)
-			}
-			err = unix.Fadvise(fd, 0, 0, unix.FADV_DONTNEED)
-			unix.Close(fd)
-			if err != nil {
-				return fmt.Errorf("bench: evict %s: %w", n, err)
+			if err := pagecache.Evict(filepath.Join(inbox, n)); err != nil {
+				return fmt.Errorf("bench: %w", err)
 			}
 		}
 		return nil

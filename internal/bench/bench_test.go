@@ -8,8 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 
+	"github.com/spoolq/spool/internal/pagecache"
 	"github.com/spoolq/spool/queue"
 	"golang.org/x/sys/unix"
 )
@@ -83,31 +83,11 @@ func TestEvict(t *testing.T) {
 	}
 }
 
-// resident counts the pages of path in the page cache (mincore(2)).
 func resident(t *testing.T, path string) int {
 	t.Helper()
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	n, err := pagecache.Resident(path)
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		t.Fatal(err)
-	}
-	m, err := unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Munmap(m)
-	page := os.Getpagesize()
-	vec := make([]byte, (len(m)+page-1)/page)
-	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
-		t.Fatal(e)
-	}
-	n := 0
-	for _, v := range vec {
-		n += int(v & 1)
 	}
 	return n
 }
