@@ -34,7 +34,7 @@ func (o *Orphan) Name() string { return o.claim.Name }
 // finds a processed claim through its message's key, so the resolver reads
 // the message again to learn it.
 func (o *Orphan) Read(limit int64) ([]byte, error) {
-	return readAt(o.dirfd, &o.claim, limit, false)
+	return readAt(o.dirfd, &o.claim, limit, nil)
 }
 
 // Recovered counts what a recovery pass did.

@@ -119,5 +119,5 @@ func (d *Dir) List(s Stage, fn func(Entry) error) error {
 // over limit read). It is for inspection (schema inference), never for
 // consuming: consumers claim first.
 func (d *Dir) ReadEntry(s Stage, e Entry, limit int64) ([]byte, error) {
-	return readAt(d.fd(s), &Claim{Name: e.Name, Ino: e.Ino, Mode: e.Mode, Size: e.Size}, limit, false)
+	return readAt(d.fd(s), &Claim{Name: e.Name, Ino: e.Ino, Mode: e.Mode, Size: e.Size}, limit, nil)
 }

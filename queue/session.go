@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -50,6 +51,8 @@ type Session struct {
 	d  *Dir
 	id string
 	fd int // the session directory, flocked
+	// cold counts Reads that found the file's data outside the page cache.
+	cold atomic.Int64
 }
 
 // Join creates and locks this consumer's claim directory in processing/.
@@ -148,10 +151,21 @@ func (s *Session) Claim(name string) (*Claim, error) {
 // regular file is ErrNotRegular without being opened, and a file over the
 // limit is a *TooLargeError without being read.
 func (s *Session) Read(c *Claim, limit int64) ([]byte, error) {
-	return readAt(s.fd, c, limit, true)
+	return readAt(s.fd, c, limit, &s.cold)
 }
 
-func readAt(dirfd int, c *Claim, limit int64, private bool) ([]byte, error) {
+// ColdReads is how many of the session's Reads found the file's data
+// outside the page cache, and so waited for the disk (an estimate, as
+// Prefetch's count). A consumer watches it to decide whether to Prefetch
+// what it claims next.
+func (s *Session) ColdReads() int64 { return s.cold.Load() }
+
+// readAt reads a file of dirfd. cold is set only for a claim in a session
+// directory (private to this consumer): its first read(2) then counts into
+// cold whether the data was cached. Outside a claim directory (cold nil)
+// the entry may have been replaced since it was listed, so what was opened
+// is checked first.
+func readAt(dirfd int, c *Claim, limit int64, cold *atomic.Int64) ([]byte, error) {
 	if !c.Regular() {
 		return nil, ErrNotRegular
 	}
@@ -167,9 +181,7 @@ func readAt(dirfd int, c *Claim, limit int64, private bool) ([]byte, error) {
 	}
 	defer unix.Close(fd) // read-only: a close error loses nothing
 	size := c.Size
-	if !private {
-		// Outside a claim directory the entry may have been replaced since
-		// it was listed: check what was opened.
+	if cold == nil {
 		var st unix.Stat_t
 		if err := unix.Fstat(fd, &st); err != nil {
 			return nil, fmt.Errorf("read %s: %w", c.Name, err)
@@ -183,7 +195,7 @@ func readAt(dirfd int, c *Claim, limit int64, private bool) ([]byte, error) {
 	// regular file with the poller (two wasted system calls a message).
 	// Read one byte past the limit, so a file that grew since the claim (a
 	// producer still writing into inbox/ directly) is still caught.
-	buf, err := readFd(fd, make([]byte, 0, min(size, limit)+1), limit+1, size)
+	buf, err := readFd(fd, make([]byte, 0, min(size, limit)+1), limit+1, size, cold)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", c.Name, err)
 	}
@@ -199,13 +211,31 @@ func readAt(dirfd int, c *Claim, limit int64, private bool) ([]byte, error) {
 // would return 0 to say so is skipped (one system call in about eight of a
 // message's). A file that grew since the fstat returns more than size and
 // is read on to its end as before.
-func readFd(fd int, buf []byte, max, size int64) ([]byte, error) {
+//
+// If cold is set, the first read asks the kernel not to wait for the disk
+// (RWF_NOWAIT): when the data is not cached it counts one into cold and
+// reads again, waiting. That costs nothing when the data is cached and one
+// failed system call when it is not, against a wait for the disk.
+func readFd(fd int, buf []byte, max, size int64, cold *atomic.Int64) ([]byte, error) {
+	probe := cold != nil && !noWaitUnsupported.Load()
 	for int64(len(buf)) < max {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
 		}
 		room := min(int64(cap(buf)-len(buf)), max-int64(len(buf)))
-		n, err := unix.Read(fd, buf[len(buf):len(buf)+int(room)])
+		into := buf[len(buf) : len(buf)+int(room)]
+		var n int
+		var err error
+		if probe {
+			probe = false
+			n, err = readNoWait(fd, into)
+			if errors.Is(err, unix.EAGAIN) {
+				cold.Add(1)
+				continue
+			}
+		} else {
+			n, err = unix.Read(fd, into)
+		}
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}

@@ -104,6 +104,8 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(w, "outcomes   processed=%d duplicates=%d dead-letters=%d (expected %d/%d/%d: %s)\n",
 			round.Got.Processed, round.Got.Duplicates, round.Got.DeadLetters,
 			rep.Expected.Unique, rep.Expected.Duplicates, rep.Expected.DeadLetters, verdict)
+		fmt.Fprintf(w, "disk       cold reads=%d read-ahead=%d (messages found outside the page cache when read, before claimed)\n",
+			round.Got.ColdReads, round.Got.ReadAhead)
 		for j, f := range round.Floors {
 			fmt.Fprintf(w, "%-14s %8.0f msg/s  %8s  cpu %5.1fµs/msg  spool/floor %.2f\n",
 				f.Name, f.Rate(), f.Elapsed.Round(time.Millisecond), micros(f.CPUPerMessage()), round.Ratio(j))

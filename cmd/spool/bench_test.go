@@ -3,8 +3,11 @@ package main
 import (
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestBenchRounds: --rounds repeats spool and both floors, checks every
@@ -68,5 +71,43 @@ func TestBenchCold(t *testing.T) {
 	}
 	if !strings.Contains(r.stdout, ": exact)") || !strings.Contains(r.stdout, "floor (dirfd)") {
 		t.Errorf("no exact outcome or no floor line:\n%s", r.stdout)
+	}
+}
+
+// TestBenchReadsAheadOnlyWhenCold: a backlog evicted from the page cache is
+// found cold by the first chunk's reads, and the chunks after it are read
+// ahead; a warm backlog of the same size is never read ahead. Several
+// chunks (queue.ScanChunk names each) are needed for the consumer to react.
+func TestBenchReadsAheadOnlyWhenCold(t *testing.T) {
+	tmp := t.TempDir()
+	var fs unix.Statfs_t
+	if err := unix.Statfs(tmp, &fs); err != nil {
+		t.Fatal(err)
+	}
+	if fs.Type == unix.TMPFS_MAGIC || fs.Type == unix.RAMFS_MAGIC {
+		t.Skipf("%s is in memory (statfs type %#x): nothing is ever cold", tmp, fs.Type)
+	}
+	disk := regexp.MustCompile(`(?m)^disk +cold reads=(\d+) read-ahead=(\d+) `)
+	counts := func(args ...string) (cold, ahead int) {
+		t.Helper()
+		r := cli(t, append([]string{"bench", "--n", "3000", "--tmp", tmp}, args...)...)
+		if r.code != 0 || !strings.Contains(r.stdout, ": exact)") {
+			t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+		}
+		m := disk.FindStringSubmatch(r.stdout)
+		if m == nil {
+			t.Fatalf("no disk line:\n%s", r.stdout)
+		}
+		cold, _ = strconv.Atoi(m[1])
+		ahead, _ = strconv.Atoi(m[2])
+		return cold, ahead
+	}
+	if cold, ahead := counts(); ahead != 0 {
+		t.Errorf("warm backlog: %d cold reads, %d read ahead; want none read ahead", cold, ahead)
+	}
+	// The first chunk is read cold before anything is read ahead. (Both
+	// counts are estimates: see queue.Dir.Prefetch.)
+	if cold, ahead := counts("--cold"); cold == 0 || ahead == 0 {
+		t.Fatalf("evicted backlog: %d cold reads, %d read ahead; want both", cold, ahead)
 	}
 }

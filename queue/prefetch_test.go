@@ -1,0 +1,192 @@
+package queue
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/spoolq/spool/internal/pagecache"
+)
+
+// dropCache writes names into inbox/, makes them durable and drops their
+// data from the page cache. It skips the test where the filesystem keeps
+// the data anyway (tmpfs).
+func dropCache(t *testing.T, d *Dir, names []string, body string) {
+	t.Helper()
+	for _, n := range names {
+		put(t, d, Inbox, n, body)
+	}
+	syscall.Sync()
+	for _, n := range names {
+		if err := pagecache.Evict(filepath.Join(d.StagePath(Inbox), n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if cached(t, d, names[0]) {
+		t.Skip("this filesystem keeps files in memory: nothing to read ahead")
+	}
+}
+
+// cached reports whether the start of inbox/name is in the page cache,
+// without reading it in (a read that does not wait may still start one).
+func cached(t *testing.T, d *Dir, name string) bool {
+	t.Helper()
+	n, err := pagecache.Resident(filepath.Join(d.StagePath(Inbox), name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n > 0
+}
+
+// TestPrefetchReadsAhead: Prefetch finds the files that left the page
+// cache, counts them, and has the kernel read them back without reading
+// them itself; files already cached count nothing.
+func TestPrefetchReadsAhead(t *testing.T) {
+	d := newQueue(t)
+	var names []string
+	for i := range 40 {
+		names = append(names, fmt.Sprintf("m%03d.json", i))
+	}
+	body := `{"msg_id":"` + strings.Repeat("x", 200) + `"}`
+	dropCache(t, d, names, body)
+	// The kernel may keep a page it was busy with: count what left.
+	left := 0
+	for _, name := range names {
+		if !cached(t, d, name) {
+			left++
+		}
+	}
+	if left < len(names)/2 {
+		t.Skipf("only %d of %d files left the page cache", left, len(names))
+	}
+	// A file whose read the probe itself started, and which the disk
+	// served before the probe looked again, counts as cached: the count
+	// is an estimate, which is all the consumer needs of it.
+	if got := d.Prefetch(Inbox, names, 1<<20); got < 1 || got > left {
+		t.Fatalf("Prefetch found %d cold files of %d", got, left)
+	}
+	// The reads were only queued: wait until they land (or fail the test
+	// after a deadline no healthy disk comes near).
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		n := 0
+		for _, name := range names {
+			if cached(t, d, name) {
+				n++
+			}
+		}
+		if n == len(names) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d prefetched files in the page cache after 30s", n, len(names))
+		}
+	}
+	if got := d.Prefetch(Inbox, names, 1<<20); got != 0 {
+		t.Errorf("Prefetch of cached files found %d cold, want 0", got)
+	}
+	for _, name := range names {
+		data, err := os.ReadFile(filepath.Join(d.StagePath(Inbox), name))
+		if err != nil || string(data) != body {
+			t.Fatalf("%s changed by Prefetch (err %v)", name, err)
+		}
+	}
+}
+
+// TestPrefetchOpensOnlyRegularFiles: a hostile drop folder's FIFOs,
+// symlinks, directories, empty, oversized and vanished files are skipped
+// without being opened or followed. A writer waiting to open the FIFO
+// would be let through by any reader's open.
+func TestPrefetchOpensOnlyRegularFiles(t *testing.T) {
+	d := newQueue(t)
+	inbox := d.StagePath(Inbox)
+	fifo := filepath.Join(inbox, "fifo.json")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	opened := make(chan error, 1)
+	go func() {
+		f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		if err == nil {
+			f.Close()
+		}
+		opened <- err
+	}()
+	outside := filepath.Join(t.TempDir(), "secret.json")
+	if err := os.WriteFile(outside, []byte(`{"msg_id":"x"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(inbox, "link.json")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(inbox, "dir.json"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	put(t, d, Inbox, "empty.json", "")
+	put(t, d, Inbox, "big.json", strings.Repeat(" ", 2048))
+
+	got := d.Prefetch(Inbox, []string{"fifo.json", "link.json", "dir.json", "empty.json", "big.json", "gone.json"}, 1024)
+	if got != 0 {
+		t.Errorf("Prefetch counted %d cold files among none it may open", got)
+	}
+	select {
+	case err := <-opened:
+		t.Fatalf("Prefetch opened the FIFO (the writer's open returned: %v)", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	// Let the writer go.
+	r, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-opened
+	r.Close()
+}
+
+// TestReadCountsColdFiles: claims whose data left the page cache count in
+// ColdReads and still read whole; a cached one counts nothing.
+func TestReadCountsColdFiles(t *testing.T) {
+	d := newQueue(t)
+	body := `{"msg_id":"a","payload":"` + strings.Repeat("y", 300) + `"}`
+	var cold []string
+	for i := range 8 {
+		cold = append(cold, fmt.Sprintf("cold%d.json", i))
+	}
+	dropCache(t, d, cold, body)
+	put(t, d, Inbox, "warm.json", body)
+	s, err := d.Join()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	read := func(name string) {
+		t.Helper()
+		c, err := s.Claim(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := s.Read(c, 1<<20)
+		if err != nil || string(data) != body {
+			t.Fatalf("Read(%s) = %q, %v", name, data, err)
+		}
+		if _, err := s.Finish(c, Done); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range cold {
+		read(name)
+	}
+	// As in TestPrefetchReadsAhead, a read the probe started and the disk
+	// served at once counts as cached.
+	n := s.ColdReads()
+	if n < 1 || n > int64(len(cold)) {
+		t.Fatalf("after reading %d evicted files: ColdReads = %d", len(cold), n)
+	}
+	read("warm.json")
+	if got := s.ColdReads(); got != n {
+		t.Errorf("reading a cached file moved ColdReads from %d to %d", n, got)
+	}
+}
