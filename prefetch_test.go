@@ -10,7 +10,7 @@ import (
 // TestPrefetcherOffersOnlyAfterColdFiles: a chunk is handed to the
 // prefetcher only when files were found cold since the chunk before, so a
 // warm backlog costs no read-ahead at all; and offering never waits on a
-// busy prefetcher.
+// prefetcher that has a chunk queued already.
 func TestPrefetcherOffersOnlyAfterColdFiles(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "q")
 	if err := queue.Init(root); err != nil {
@@ -41,7 +41,7 @@ func TestPrefetcherOffersOnlyAfterColdFiles(t *testing.T) {
 		t.Fatal("no chunk offered after cold files were found")
 	}
 	p.cold.Add(1)
-	p.offer([]string{"c.json"}) // the prefetcher is still busy: skipped, not waited for
+	p.offer([]string{"c.json"}) // b.json's chunk still queued: skipped, not waited for
 	if got := <-p.chunks; len(got) != 1 || got[0] != "b.json" {
 		t.Fatalf("prefetched %v, want [b.json]", got)
 	}
