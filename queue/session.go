@@ -155,9 +155,10 @@ func (s *Session) Read(c *Claim, limit int64) ([]byte, error) {
 }
 
 // ColdReads is how many of the session's Reads found the file's data
-// outside the page cache, and so waited for the disk (an estimate, as
-// Prefetch's count). A consumer watches it to decide whether to Prefetch
-// what it claims next.
+// outside the page cache, and so waited for the disk. It is an estimate:
+// now and then a read of a file that was not cached succeeds without
+// waiting (one in a few hundred, in the tests). A consumer watches it to
+// decide whether to Prefetch what it claims next.
 func (s *Session) ColdReads() int64 { return s.cold.Load() }
 
 // readAt reads a file of dirfd. cold is set only for a claim in a session
