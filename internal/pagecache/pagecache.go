@@ -12,6 +12,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// InMemory reports whether the filesystem holding path keeps its files in
+// memory only (tmpfs, ramfs), where nothing can be evicted to the disk.
+func InMemory(path string) (bool, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return false, fmt.Errorf("statfs: %w", err)
+	}
+	return st.Type == unix.TMPFS_MAGIC || st.Type == unix.RAMFS_MAGIC, nil
+}
+
 // Evict drops the cached pages of the file at path (posix_fadvise
 // DONTNEED). Only clean pages go: sync the file first.
 func Evict(path string) error {
