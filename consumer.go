@@ -486,7 +486,8 @@ func (c *Consumer) pass(ctx, work context.Context, s *queue.Session, st *Stats) 
 		// Each chunk the scan gives is claimed once the scan has given the
 		// next, so that the next can be read ahead meanwhile. The chunk is
 		// kept as a copy: the scan's chunks share its window's array, which
-		// must not outlive the window (see queue.Dir.ScanOrdered).
+		// would otherwise be held through the next window's read, doubling
+		// what the scan holds (see queue.Dir.ScanOrdered).
 		var pending []string
 		err := c.dir.ScanOrdered(queue.Inbox, func(names []string) error {
 			// Retries that fell due during the pass go back to inbox/ now,

@@ -9,8 +9,8 @@ import (
 )
 
 // noWaitUnsupported is set once a read with RWF_NOWAIT failed for any
-// reason but EAGAIN (a kernel before 4.14, a filesystem without it such as
-// NFS, a seccomp filter): this process's reads then always wait, and count
+// reason but EAGAIN (a kernel before 4.14, a filesystem without it, a
+// seccomp filter): this process's reads then always wait, and count
 // no cold reads. It is process-wide, as a consumer reads one queue.
 var noWaitUnsupported atomic.Bool
 
