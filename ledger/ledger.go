@@ -47,6 +47,29 @@ var _ spool.WorkLedger = (*DB)(nil)
 // BEGIN IMMEDIATE), or concurrent writers can fail with SQLITE_BUSY instead
 // of waiting; ledger/sqlite.Open sets this up.
 func New(ctx context.Context, db *sql.DB, d Dialect) (*DB, error) {
+	return NewWith(ctx, db, d, Options{})
+}
+
+// ErrNoLedger is wrapped by NewWith, with Options.MustExist, for a database
+// that holds no ledger yet.
+var ErrNoLedger = errors.New("no ledger in this database")
+
+// Options tune NewWith. The zero value is New's behaviour.
+type Options struct {
+	// MustExist refuses a database that holds no ledger yet (no
+	// schema_migrations table) with ErrNoLedger, instead of creating the
+	// schema: reports and checks read a ledger, and must not leave an empty
+	// one behind a mistyped address. An existing ledger is still migrated.
+	MustExist bool
+}
+
+// NewWith is New with options.
+func NewWith(ctx context.Context, db *sql.DB, d Dialect, o Options) (*DB, error) {
+	if o.MustExist {
+		if _, err := upToDate(ctx, db, nil); err != nil {
+			return nil, fmt.Errorf("new %s ledger: %w (%v)", d.Name(), ErrNoLedger, err)
+		}
+	}
 	if err := migrate(ctx, db, d); err != nil {
 		return nil, fmt.Errorf("new %s ledger: migrate: %w", d.Name(), err)
 	}

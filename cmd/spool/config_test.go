@@ -92,7 +92,7 @@ func TestKeywordDSNRefused(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	_, err := openLedger(t.Context(), dir, "host=127.0.0.1 dbname=test")
+	_, err := openLedgerWith(t.Context(), dir, "host=127.0.0.1 dbname=test", ledgerOpts{use: writeLedger})
 	var u *usageError
 	if !errors.As(err, &u) {
 		t.Fatalf("openLedger with a keyword DSN: %v, want a usage error", err)

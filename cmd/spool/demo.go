@@ -61,7 +61,7 @@ func runDemo(ctx context.Context, e *env, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	l, err := openLedger(ctx, dir, *db)
+	l, err := openLedgerFor(ctx, d, *db, ledgerOpts{use: writeLedger})
 	if err != nil {
 		return err
 	}

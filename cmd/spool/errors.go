@@ -64,7 +64,7 @@ func runErrors(ctx context.Context, e *env, args []string) (err error) {
 	if *groupBy != "" && *groupBy != "reason" {
 		return e.usage("--group-by %q: only reason is supported", *groupBy)
 	}
-	d, l, done, err := openQueueAndLedger(ctx, pos[0], *db)
+	d, l, done, err := openBound(ctx, pos[0], *db, ledgerOpts{use: readLedger})
 	if err != nil {
 		return err
 	}

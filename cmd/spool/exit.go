@@ -75,7 +75,7 @@ func exitCode(err error) int {
 	case errors.As(err, &usage), errors.As(err, &config),
 		errors.Is(err, queue.ErrNotQueue), errors.Is(err, queue.ErrCrossDevice),
 		errors.Is(err, spool.ErrBadContract), errors.Is(err, queue.ErrPathLike),
-		errors.Is(err, queue.ErrNotMessageName):
+		errors.Is(err, queue.ErrNotMessageName), errors.As(err, new(*ledgerError)):
 		return exitUsage
 	case errors.Is(err, errCheckFailed), errors.Is(err, queue.ErrNotInError), errors.As(err, &input):
 		return exitProblem

@@ -16,8 +16,10 @@ var initCommand = &command{
 	args:    "DIR [--from SRC] [--db PATH]",
 	summary: "create a queue and its ledger; optionally copy SRC/*.json into inbox/",
 	help: `
-Creates DIR with its four stages (inbox, processing, done, error) and the
-ledger; running it again on a queue is harmless. With --from, every message
+Creates DIR with its four stages (inbox, processing, done, error), its
+identity (DIR/queue.id) and the ledger, and records the queue's identity
+in the ledger; running it again on a queue is harmless. A ledger that
+belongs to another queue is refused (exit 2). With --from, every message
 file of SRC (NAME.json, not starting with '.') is copied into inbox/
 atomically, as a new delivery: a name already in inbox/ gets a ~N suffix.
 Symbolic links are followed, as cp does; anything not a regular file is
@@ -33,6 +35,7 @@ func runInit(ctx context.Context, e *env, args []string) (err error) {
 	flags := e.flagSet()
 	from := flags.String("from", "", "copy the message files of directory `SRC` into inbox/")
 	db := addDBFlag(flags)
+	newLedger := addNewLedgerFlag(flags)
 	pos, err := e.parse(flags, args)
 	if err != nil {
 		return err
@@ -61,7 +64,17 @@ func runInit(ctx context.Context, e *env, args []string) (err error) {
 		return err
 	}
 	defer closeQueue(d, &err)
-	l, err := openLedger(ctx, dir, *db)
+	// A new queue gets its identity now, so that a ledger that already
+	// belongs to another queue is refused as such. A queue with history
+	// that lost its queue.id does not: the ledger may know the old one.
+	if has, err := d.HasHistory(); err != nil {
+		return err
+	} else if !has {
+		if _, err := d.EnsureID(); err != nil {
+			return err
+		}
+	}
+	l, err := openLedgerFor(ctx, d, *db, ledgerOpts{use: writeLedger, newLedger: *newLedger})
 	if err != nil {
 		return err
 	}

@@ -44,25 +44,23 @@ func ledgerPath(dir, db string) string {
 	return filepath.Join(dir, ledgerName)
 }
 
-// openLedger opens the ledger with full durability.
-func openLedger(ctx context.Context, dir, db string) (*ledger.DB, error) {
-	return openLedgerWith(ctx, dir, db, false)
-}
-
 // openLedgerWith opens the ledger --db names: a PostgreSQL database for a
-// postgres:// or postgresql:// URL, else the SQLite file (created if
-// needed). relaxed applies to SQLite only; a PostgreSQL server decides its
-// own durability, and the backend refuses one that is not durable.
-func openLedgerWith(ctx context.Context, dir, db string, relaxed bool) (*ledger.DB, error) {
+// postgres:// or postgresql:// URL, else the SQLite file. o.relaxed applies
+// to SQLite only; a PostgreSQL server decides its own durability, and the
+// backend refuses one that is not durable. For readLedger nothing is
+// created. Commands call openLedgerFor, which also checks the ledger
+// belongs to the queue.
+func openLedgerWith(ctx context.Context, dir, db string, o ledgerOpts) (*ledger.DB, error) {
+	mustExist := o.use == readLedger
 	if isPostgres(db) {
-		return postgres.Open(ctx, db)
+		return postgres.OpenWith(ctx, db, postgres.Options{MustExist: mustExist})
 	}
 	if isKeywordDSN(db) {
 		// Taken as a file name, it would quietly give this host a ledger of
 		// its own, and consumers meant to share one would not.
 		return nil, &usageError{msg: fmt.Sprintf("--db %q looks like a PostgreSQL keyword/value connection string; give a postgres:// URL", db)}
 	}
-	return sqlite.OpenWith(ctx, ledgerPath(dir, db), sqlite.Options{Relaxed: relaxed})
+	return sqlite.OpenWith(ctx, ledgerPath(dir, db), sqlite.Options{Relaxed: o.relaxed, MustExist: mustExist})
 }
 
 // isKeywordDSN reports whether db reads as libpq's keyword/value form
@@ -186,19 +184,3 @@ func (e *env) relaxed(durability string) (bool, error) {
 	return false, e.usage("--durability %q: want full or relaxed", durability)
 }
 
-// openQueueAndLedger opens the queue at dir, then its ledger, for the
-// commands that read both; done closes them, keeping the first error in
-// *err.
-func openQueueAndLedger(ctx context.Context, dir, db string) (d *queue.Dir, l *ledger.DB, done func(err *error), err error) {
-	if d, err = openQueue(dir); err != nil {
-		return nil, nil, nil, err
-	}
-	if l, err = openLedger(ctx, dir, db); err != nil {
-		_ = d.Close() // the error that matters is the ledger's
-		return nil, nil, nil, err
-	}
-	return d, l, func(err *error) {
-		closeLedger(l, err)
-		closeQueue(d, err)
-	}, nil
-}

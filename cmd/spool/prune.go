@@ -64,7 +64,7 @@ func runPrune(ctx context.Context, e *env, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	l, err := openLedger(ctx, pos[0], *db)
+	l, err := openLedgerFor(ctx, d, *db, ledgerOpts{use: readLedger})
 	if err != nil {
 		return err
 	}

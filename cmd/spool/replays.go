@@ -35,7 +35,7 @@ func runReplays(ctx context.Context, e *env, args []string) (err error) {
 	if err := e.positionals(pos, 1, 1, "DIR"); err != nil {
 		return err
 	}
-	_, l, done, err := openQueueAndLedger(ctx, pos[0], *db)
+	_, l, done, err := openBound(ctx, pos[0], *db, ledgerOpts{use: readLedger})
 	if err != nil {
 		return err
 	}

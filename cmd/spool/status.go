@@ -30,7 +30,7 @@ func runStatus(ctx context.Context, e *env, args []string) (err error) {
 	if err := e.positionals(pos, 1, 1, "DIR"); err != nil {
 		return err
 	}
-	d, l, done, err := openQueueAndLedger(ctx, pos[0], *db)
+	d, l, done, err := openBound(ctx, pos[0], *db, ledgerOpts{use: readLedger})
 	if err != nil {
 		return err
 	}

@@ -71,6 +71,18 @@ const minServerVersion = 150000
 // older than PostgreSQL 15. The ledger's pool holds at most four
 // connections.
 func Open(ctx context.Context, dsn string) (*ledger.DB, error) {
+	return OpenWith(ctx, dsn, Options{})
+}
+
+// Options tune OpenWith. The zero value is Open's behaviour.
+type Options struct {
+	// MustExist refuses a schema that holds no ledger yet
+	// (ledger.ErrNoLedger) instead of creating the tables: for reports.
+	MustExist bool
+}
+
+// OpenWith is Open with options.
+func OpenWith(ctx context.Context, dsn string, o Options) (*ledger.DB, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		// pgx redacts the password from its parse errors.
@@ -81,7 +93,7 @@ func Open(ctx context.Context, dsn string) (*ledger.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", where, err)
 	}
-	l, err := ledger.New(ctx, db, ledger.PostgreSQL())
+	l, err := ledger.NewWith(ctx, db, ledger.PostgreSQL(), ledger.Options{MustExist: o.MustExist})
 	if err != nil {
 		_ = db.Close() // the error that matters is New's
 		return nil, fmt.Errorf("open %s: %w", where, err)

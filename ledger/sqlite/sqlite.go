@@ -90,6 +90,10 @@ type Options struct {
 	// their files already sit in done/. For users who accept that in
 	// exchange for throughput; never the default.
 	Relaxed bool
+	// MustExist fails the open when the file does not exist or holds no
+	// ledger (ledger.ErrNoLedger), instead of creating one: for reports,
+	// which must never leave an empty ledger behind a mistyped --db.
+	MustExist bool
 }
 
 // Open opens, creating it if needed, the SQLite ledger at path and brings
@@ -125,7 +129,7 @@ func openOnce(ctx context.Context, path string, o Options) (*ledger.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open ledger %s: %w", path, err)
 	}
-	l, err := ledger.New(ctx, db, ledger.SQLite())
+	l, err := ledger.NewWith(ctx, db, ledger.SQLite(), ledger.Options{MustExist: o.MustExist})
 	if err != nil {
 		_ = db.Close() // the error that matters is New's
 		return nil, fmt.Errorf("open ledger %s: %w", path, err)
@@ -192,7 +196,14 @@ func dsnFor(path string, o Options) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return "file:" + escapePath(filepath.ToSlash(abs)) + "?" + params(o), nil
+	dsn := "file:" + escapePath(filepath.ToSlash(abs)) + "?" + params(o)
+	if o.MustExist {
+		// SQLite's own URI parameter: open read-write, never create. The
+		// file is also checked before opening, for a clear error; this
+		// closes the race with its removal.
+		dsn += "&mode=rw"
+	}
+	return dsn, nil
 }
 
 // escapePath percent-encodes what SQLite's URI parser would otherwise read as

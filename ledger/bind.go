@@ -1,0 +1,157 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/spoolq/spool/queue"
+)
+
+// A ledger belongs to one queue: the queue's identity (queue.Dir.ID, the
+// queue.id file) is recorded in the ledger's meta table when the two are
+// first used together, and every command checks it after. That is what
+// keeps the core promise when the ledger is not the one the queue was
+// consumed into: a deleted, emptied or mistyped ledger, or two queues
+// pointed at one database, would otherwise pass for a ledger that has
+// simply never seen the queue's old messages, and process them again.
+// docs/DESIGN.md, "Queue identity", has the whole rule.
+
+// ErrOtherQueue is wrapped by Bind when the ledger belongs to another queue.
+var ErrOtherQueue = errors.New("ledger belongs to another queue")
+
+// ErrNewLedger is wrapped by Bind when the ledger holds no record at all
+// while the queue's done/ or error/ holds messages: the ledger was deleted,
+// emptied or mistyped, and consuming into it would process old messages
+// again.
+var ErrNewLedger = errors.New("ledger has no record of this queue's messages")
+
+// ErrNoQueueID is wrapped by Bind when the ledger belongs to a queue but
+// the queue directory has no queue.id file (it was deleted, or this is
+// another directory).
+var ErrNoQueueID = errors.New("queue has no identity")
+
+// metaQueueID is the meta row holding the identity of the ledger's queue.
+const metaQueueID = "queue_id"
+
+// QueueID returns the identity of the queue the ledger belongs to, or ""
+// when it belongs to none yet.
+func (db *DB) QueueID(ctx context.Context) (string, error) {
+	if err := db.open(); err != nil {
+		return "", err
+	}
+	var id string
+	err := db.sql.QueryRowContext(ctx, db.dialect.Rebind(`SELECT value FROM meta WHERE name = ?`), metaQueueID).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", db.fail("read queue identity", err)
+	}
+	return id, nil
+}
+
+// bindQueueID records id as the ledger's queue unless it already has one,
+// and returns the one it has after: id, or the other queue's when another
+// binder won.
+func (db *DB) bindQueueID(ctx context.Context, id string) (string, error) {
+	if _, err := db.sql.ExecContext(ctx, db.dialect.Rebind(`INSERT INTO meta (name, value) VALUES (?, ?)
+ON CONFLICT (name) DO NOTHING`), metaQueueID, id); err != nil {
+		return "", db.fail("record queue identity", err)
+	}
+	return db.QueueID(ctx)
+}
+
+// Empty reports whether the ledger holds no record of any delivery: no
+// processed row, no duplicate or dead-letter record, no replay.
+func (db *DB) Empty(ctx context.Context) (bool, error) {
+	if err := db.open(); err != nil {
+		return false, err
+	}
+	var n int
+	err := db.sql.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM processed LIMIT 1) p)
+    + (SELECT COUNT(*) FROM (SELECT 1 FROM deliveries LIMIT 1) d)
+    + (SELECT COUNT(*) FROM (SELECT 1 FROM replays LIMIT 1) r)`).Scan(&n)
+	if err != nil {
+		return false, db.fail("check for records", err)
+	}
+	return n == 0, nil
+}
+
+// BindMode says what Bind may do besides checking.
+type BindMode int
+
+const (
+	// BindCheck only checks: for reports, which never write.
+	BindCheck BindMode = iota
+	// BindWrite also binds a queue and a ledger that belong to nobody yet
+	// (a new queue, or one made before queue identities existed), writing
+	// the queue's queue.id first and then the ledger's row, so that a crash
+	// between the two leaves a state the next Bind completes.
+	BindWrite
+	// BindNew is BindWrite that also accepts an empty ledger for a queue
+	// whose done/ or error/ holds messages: the operator starts a new
+	// ledger on purpose, knowing that old messages delivered again will be
+	// processed again.
+	BindNew
+)
+
+// Bind checks that the ledger and the queue belong together, and with
+// BindWrite or BindNew binds them when neither belongs to anything yet. It
+// returns the queue's identity (empty only for BindCheck on an unbound
+// pair).
+//
+// It fails with ErrOtherQueue when the ledger records another queue's
+// identity; ErrNoQueueID when the ledger records one and the queue has no
+// queue.id; and ErrNewLedger when the ledger holds no record at all, the
+// queue's done/ or error/ holds messages, and mode is not BindNew. An
+// unbound ledger that holds records is taken for the queue's own: that is
+// how ledgers made before queue identities existed are adopted.
+func Bind(ctx context.Context, db *DB, d *queue.Dir, mode BindMode) (string, error) {
+	qid, err := d.ID()
+	if err != nil {
+		return "", fmt.Errorf("bind ledger: %w", err)
+	}
+	lid, err := db.QueueID(ctx)
+	if err != nil {
+		return "", fmt.Errorf("bind ledger: %w", err)
+	}
+	switch {
+	case lid != "" && qid == lid:
+		return qid, nil
+	case lid != "" && qid != "":
+		return "", fmt.Errorf("%w: the ledger is queue %s's, and %s is queue %s", ErrOtherQueue, lid, d.Path(), qid)
+	case lid != "":
+		return "", fmt.Errorf("%w: %s has no %s, and the ledger belongs to queue %s", ErrNoQueueID, d.Path(), queue.IDFile, lid)
+	}
+	empty, err := db.Empty(ctx)
+	if err != nil {
+		return "", fmt.Errorf("bind ledger: %w", err)
+	}
+	if empty && mode != BindNew {
+		has, err := d.HasHistory()
+		if err != nil {
+			return "", fmt.Errorf("bind ledger: %w", err)
+		}
+		if has {
+			return "", fmt.Errorf("%w: the ledger is empty, and %s holds messages in done/ or error/", ErrNewLedger, d.Path())
+		}
+	}
+	if mode == BindCheck {
+		return qid, nil
+	}
+	if qid == "" {
+		if qid, err = d.EnsureID(); err != nil {
+			return "", fmt.Errorf("bind ledger: %w", err)
+		}
+	}
+	got, err := db.bindQueueID(ctx, qid)
+	if err != nil {
+		return "", fmt.Errorf("bind ledger: %w", err)
+	}
+	if got != qid {
+		return "", fmt.Errorf("%w: the ledger is queue %s's, and %s is queue %s", ErrOtherQueue, got, d.Path(), qid)
+	}
+	return qid, nil
+}
