@@ -366,6 +366,15 @@ func (c *Consumer) renewLease(s *queue.Session) (stop func()) {
 	return func() { close(done); wg.Wait() }
 }
 
+// Recover finishes or returns the claims that dead consumers left in
+// processing/, as Drain and Watch do when they start, and returns how many
+// it moved. It is safe while other consumers run (I6).
+func (c *Consumer) Recover(ctx context.Context) (int, error) {
+	var st Stats
+	err := c.recover(ctx, &st)
+	return st.Recovered, err
+}
+
 func (c *Consumer) recover(ctx context.Context, st *Stats) error {
 	rec, err := c.dir.Recover(ctx, c.resolve, c.cfg.Lease)
 	if err != nil {

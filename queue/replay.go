@@ -1,9 +1,12 @@
 package queue
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -79,4 +82,120 @@ func (d *Dir) Replay(names []string) ([]Replayed, error) {
 		return todo, fmt.Errorf("replay: %w", err)
 	}
 	return todo, nil
+}
+
+// StagingPrefix starts the hidden name a replay gives a dead letter in
+// error/ while it moves it: not a message name, so neither consumers nor
+// reports see it, and one name per (intent, item), so that a replay killed
+// half-way can tell the files it has still to move (docs/DESIGN.md,
+// "Replay").
+const StagingPrefix = ".spool-replay-"
+
+// StagingName is the staging name of item idx of replay intent id.
+func StagingName(id int64, idx int) string {
+	return StagingPrefix + strconv.FormatInt(id, 10) + "-" + strconv.Itoa(idx)
+}
+
+// Stage renames error/name, if it is still the file with inode ino, to
+// its staging name in error/. It reports false, and moves nothing, when
+// error/name is gone or is another file; a file already staged is left
+// there and reported true. Call Sync(Error) after staging a batch.
+func (d *Dir) Stage(id int64, idx int, name string, ino uint64) (bool, error) {
+	staging := StagingName(id, idx)
+	var st unix.Stat_t
+	if err := unix.Fstatat(d.fd(Error), staging, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil {
+		return true, nil
+	}
+	if err := CheckName(name); err != nil {
+		return false, fmt.Errorf("stage %s: %w", name, err)
+	}
+	if err := unix.Fstatat(d.fd(Error), name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return false, nil
+		}
+		return false, fmt.Errorf("stage %s: %w", name, err)
+	}
+	if ino != 0 && st.Ino != ino {
+		return false, nil
+	}
+	if err := renameNoReplace(d.fd(Error), name, d.fd(Error), staging); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return false, nil // taken by another replay meanwhile
+		}
+		return false, fmt.Errorf("stage %s: %w", name, err)
+	}
+	return true, nil
+}
+
+// Release moves item idx of replay intent id from its staging name in
+// error/ to inbox/name (suffixed on a collision), and returns the name it
+// got there. It reports false when the staging name is gone: the file was
+// released before. Call Sync(Inbox, Error) after releasing a batch.
+func (d *Dir) Release(id int64, idx int, name string) (string, bool, error) {
+	if err := CheckName(name); err != nil {
+		return "", false, fmt.Errorf("release %s: %w", name, err)
+	}
+	final, err := moveUniqueAs(d.fd(Error), StagingName(id, idx), d.fd(Inbox), name)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return "", false, nil
+		}
+		return "", false, fmt.Errorf("release %s: %w", name, err)
+	}
+	return final, true, nil
+}
+
+// Locate returns the stage and name of the message file with inode ino,
+// looking in inbox/, the claims in processing/, error/ and done/, in that
+// order; ok is false when no stage holds it. It lists whole directories:
+// for the rare question of where a file went after a crash, not for a hot
+// path.
+func (d *Dir) Locate(ino uint64) (s Stage, name string, ok bool, err error) {
+	found := errors.New("found")
+	for _, s := range []Stage{Inbox, Processing, Error, Done} {
+		err := d.List(s, func(e Entry) error {
+			if e.Ino == ino {
+				name = e.Name
+				return found
+			}
+			return nil
+		})
+		if errors.Is(err, found) {
+			return s, name, true, nil
+		}
+		if err != nil {
+			return "", "", false, fmt.Errorf("locate inode %d: %w", ino, err)
+		}
+	}
+	return "", "", false, nil
+}
+
+// LockReplays takes the queue's replay lock, waiting for it, and returns
+// the function that releases it: one replay at a time per queue, so that
+// two runs never stage, release or finish the same intent at once, and a
+// replay's selection is not raced by another's moves. The lock is an flock
+// on error/ itself, so it needs no file of its own, and the kernel
+// releases it if the process dies.
+func (d *Dir) LockReplays(ctx context.Context) (unlock func() error, err error) {
+	fd, err := unix.Openat(d.fd(Error), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("lock replays: %w", err)
+	}
+	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			unix.Close(fd)
+			return nil, fmt.Errorf("lock replays: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			unix.Close(fd)
+			return nil, fmt.Errorf("lock replays: %w", ctx.Err())
+		case <-time.After(wait):
+		}
+	}
+	return func() error { return unix.Close(fd) }, nil
 }

@@ -61,10 +61,17 @@ func (d *Dir) writeFrom(s Stage, name string, fill func(io.Writer) error) (strin
 	if _, err := rand.Read(rnd[:]); err != nil {
 		return "", fmt.Errorf("write %s: %w", name, err)
 	}
-	tmp := ".spool-tmp-" + hex.EncodeToString(rnd[:])
+	tmp := TempPrefix + hex.EncodeToString(rnd[:])
 	fd, err := unix.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o644)
 	if err != nil {
 		return "", fmt.Errorf("write %s: %w", name, err)
+	}
+	// Held until the file is renamed or removed: a temp file whose lock is
+	// free was left by a writer that died (RemoveStaleTemps).
+	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
+		unix.Close(fd)
+		_ = unix.Unlinkat(dirfd, tmp, 0)
+		return "", fmt.Errorf("write %s: lock: %w", name, err)
 	}
 	f := os.NewFile(uintptr(fd), tmp)
 	fail := func(err error) (string, error) {

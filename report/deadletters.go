@@ -208,10 +208,12 @@ func ErrorsJSON(rows []ErrorRow) []ErrorJSON {
 // WriteErrorsJSON writes rows as one JSON array of ErrorJSON objects,
 // indented, ending with a newline; an empty error/ is [].
 func WriteErrorsJSON(w io.Writer, rows []ErrorRow) error {
-	return writeJSON(w, ErrorsJSON(rows))
+	return WriteJSON(w, ErrorsJSON(rows))
 }
 
-func writeJSON(w io.Writer, v any) error {
+// WriteJSON writes v as indented JSON ending with a newline, with &, < and
+// > left as they are: the one JSON style of spool's reports.
+func WriteJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)

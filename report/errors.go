@@ -244,3 +244,9 @@ func WriteErrorsCSV(w io.Writer, rows []ErrorRow, detail bool) error {
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
+
+// Size is the file's size in bytes, as listed.
+func (r ErrorRow) Size() int64 { return r.entry.Size }
+
+// ModTime is the file's modification time, as listed.
+func (r ErrorRow) ModTime() time.Time { return time.Unix(0, r.entry.ModTime) }

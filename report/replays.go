@@ -52,5 +52,5 @@ func WriteReplaysJSON(w io.Writer, replays []ledger.ReplayRecord) error {
 		}
 		out = append(out, j)
 	}
-	return writeJSON(w, out)
+	return WriteJSON(w, out)
 }

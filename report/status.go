@@ -27,6 +27,12 @@ type StatusReport struct {
 	Now time.Time
 	// Ledger counts processed rows, duplicates and dead letters by reason.
 	Ledger ledger.Stats
+	// Temps counts the temp files in the queue (queue.Dir.Temps), and
+	// StaleTemps those whose writer is gone: spool fsck --repair, enqueue
+	// and consume remove them.
+	Temps, StaleTemps int
+	// UnfinishedReplays counts replays killed before they finished.
+	UnfinishedReplays int
 }
 
 // OldestAge is how long the oldest message has waited in inbox/, and false
@@ -71,6 +77,21 @@ func Status(ctx context.Context, d *queue.Dir, l *ledger.DB) (StatusReport, erro
 		return r, fmt.Errorf("status: %w", err)
 	}
 	r.Ledger = st
+	temps, err := d.Temps()
+	if err != nil {
+		return r, fmt.Errorf("status: %w", err)
+	}
+	for _, t := range temps {
+		r.Temps++
+		if t.Stale {
+			r.StaleTemps++
+		}
+	}
+	unfinished, err := l.UnfinishedReplays(ctx)
+	if err != nil {
+		return r, fmt.Errorf("status: %w", err)
+	}
+	r.UnfinishedReplays = len(unfinished)
 	return r, nil
 }
 
@@ -88,6 +109,12 @@ func WriteStatus(w io.Writer, r StatusReport) error {
 	fmt.Fprintf(tw, "processing\t%d\n", r.Processing)
 	fmt.Fprintf(tw, "done\t%d\n", r.Done)
 	fmt.Fprintf(tw, "error\t%d\n", r.Error)
+	if r.Temps > 0 {
+		fmt.Fprintf(tw, "temp files\t%d (%d stale: spool fsck --repair removes them)\n", r.Temps, r.StaleTemps)
+	}
+	if r.UnfinishedReplays > 0 {
+		fmt.Fprintf(tw, "replays\t%d interrupted (spool fsck --repair finishes them)\n", r.UnfinishedReplays)
+	}
 	fmt.Fprintf(tw, "ledger\t%d processed, %d duplicates, %d dead letters\n",
 		r.Ledger.Processed, r.Ledger.Duplicates, r.Ledger.DeadLetters)
 	type count struct {

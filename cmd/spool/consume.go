@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/ledger"
+	"github.com/spoolq/spool/queue"
 )
 
 var consumeCommand = &command{
@@ -21,7 +23,8 @@ Consumes inbox/ until it is empty, then exits: each message is claimed,
 validated against the contract and recorded in the ledger in one durable
 transaction, then moved to done/ (processed, or a duplicate) or error/ (a
 dead letter, with its reason). Claims left by a crashed consumer are
-recovered first. Any number of consumers may run at once on one queue.
+recovered first, a replay that was killed half-way is finished, and stale
+temp files of killed producers are removed. Any number of consumers may run at once on one queue.
 
 --watch keeps consuming new arrivals until SIGINT or SIGTERM, then finishes
 the work in flight and exits 0. A drain interrupted by a signal exits 3.
@@ -68,6 +71,7 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	verbose := flags.Bool("v", false, "log what happens to stderr")
 	durability := addDurabilityFlag(flags)
 	db := addDBFlag(flags)
+	newLedger := addNewLedgerFlag(flags)
 	cf := addContractFlags(flags)
 	hf := addHandlerFlags(flags)
 	nf := addNotifyFlags(flags)
@@ -113,11 +117,14 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	l, err := openLedgerWith(ctx, dir, *db, relaxed)
+	l, err := openLedgerFor(ctx, d, *db, ledgerOpts{use: writeLedger, relaxed: relaxed, newLedger: *newLedger})
 	if err != nil {
 		return err
 	}
 	defer closeLedger(l, &err)
+	if err := tidyQueue(ctx, e, d, l); err != nil {
+		return err
+	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if *verbose {
 		logger = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -161,4 +168,30 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 		return errors.New("interrupted before inbox/ was drained; the work in flight was finished")
 	}
 	return nil
+}
+
+// tidyQueue does what a consumer's start does before it claims: it
+// finishes the replays a killed spool replay left (their files must reach
+// inbox/ before anything is claimed, so that none is consumed while its
+// replay is unrecorded), and removes stale temp files of killed writers.
+func tidyQueue(ctx context.Context, e *env, d *queue.Dir, l *ledger.DB) (err error) {
+	intents, err := l.UnfinishedReplays(ctx)
+	if err != nil {
+		return err
+	}
+	if len(intents) > 0 {
+		unlock, err := d.LockReplays(ctx)
+		if err != nil {
+			return err
+		}
+		rerr := resumeReplays(ctx, e, d, l)
+		if err := errors.Join(rerr, unlock()); err != nil {
+			return err
+		}
+	}
+	removed, err := d.RemoveStaleTemps()
+	for _, t := range removed {
+		e.warn("removed %s, a temp file a killed writer left (%d bytes)", t.Path(), t.Size)
+	}
+	return err
 }

@@ -50,6 +50,15 @@ func runEnqueue(_ context.Context, e *env, args []string) (err error) {
 			return err
 		}
 	}
+	// The temp files of an enqueue killed before its rename would
+	// otherwise stay, full size, with nothing to remove them.
+	removed, err := d.RemoveStaleTemps()
+	for _, t := range removed {
+		e.warn("removed %s, a temp file a killed writer left (%d bytes)", t.Path(), t.Size)
+	}
+	if err != nil {
+		return err
+	}
 	for _, src := range srcs {
 		name, err := d.Enqueue(src)
 		if err != nil {

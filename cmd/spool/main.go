@@ -43,7 +43,7 @@ func init() {
 	commands = []*command{
 		initCommand, enqueueCommand, consumeCommand, lagCommand, statusCommand,
 		schemaCommand, dupsCommand, errorsCommand, orderCheckCommand, replayCommand,
-		replaysCommand, pruneCommand, demoCommand, benchCommand, versionCommand,
+		replaysCommand, fsckCommand, pruneCommand, demoCommand, benchCommand, versionCommand,
 	}
 }
 

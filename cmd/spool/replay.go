@@ -7,10 +7,10 @@ import (
 	"os"
 	"os/user"
 	"strconv"
-	"time"
 
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/queue"
+	"github.com/spoolq/spool/replay"
 	"github.com/spoolq/spool/report"
 )
 
@@ -25,7 +25,11 @@ Select exactly one way: FILE names, --reason R (every dead letter whose
 reason is R, e.g. handler, or unknown for files without a record), or --all.
 
 All or nothing: a name with / or .. (exit 2) or a name not in error/
-(exit 1) changes nothing. A name already in inbox/ gets a ~N suffix.
+(exit 1) changes nothing. A name already in inbox/ gets a ~N suffix. The
+replay is committed to the ledger, with every file it selected, before the
+first file moves; one killed at any instant is finished by the next
+spool replay, spool consume or spool fsck --repair, so in the end every
+selected file was replayed, with one replay record each, or none was.
 
 The ledger is consulted first: a dead letter whose msg_id is already in
 processed (it was sent again and processed meanwhile) is not requeued, and
@@ -101,12 +105,28 @@ func runReplay(ctx context.Context, e *env, args []string) (err error) {
 	}
 	// The ledger is opened before anything moves, so that a replay is never
 	// done without the means to record it.
-	l, err := openLedger(ctx, dir, *db)
+	l, err := openLedgerFor(ctx, d, *db, ledgerOpts{use: writeLedger})
 	if err != nil {
 		return err
 	}
 	defer closeLedger(l, &err)
 
+	// One replay at a time per queue: the selection below must not be
+	// raced by another replay's moves, and the replays a killed run left
+	// unfinished are finished first, so this one sees the queue as they
+	// leave it.
+	unlock, err := d.LockReplays(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if uerr := unlock(); err == nil && uerr != nil {
+			err = uerr
+		}
+	}()
+	if err := resumeReplays(ctx, e, d, l); err != nil {
+		return err
+	}
 	rows, err := report.Errors(ctx, d, l)
 	if err != nil {
 		return err
@@ -129,7 +149,7 @@ func runReplay(ctx context.Context, e *env, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	var todo []string
+	var todo []replay.File
 	for _, c := range plan {
 		switch {
 		case c.Processed && !*force:
@@ -137,23 +157,33 @@ func runReplay(ctx context.Context, e *env, args []string) (err error) {
 		case *dryRun:
 			fmt.Fprintf(e.stdout, "would replay %s\n", cell(c.File))
 		default:
-			todo = append(todo, c.File)
+			todo = append(todo, replay.File{Name: c.File, Ino: c.Ino})
 		}
 	}
 	if *dryRun || len(todo) == 0 {
 		return nil
 	}
-	done, rerr := d.Replay(todo)
-	// Replay returns moved files along with an error only when the final
-	// directory sync failed: they did move, so they are still recorded.
-	now := time.Now()
+	// The intent is committed before the first file moves: killed at any
+	// instant from here, the next replay, consume or fsck --repair
+	// finishes it (package replay).
+	done, err := replay.Run(ctx, d, l, todo, who, *note)
 	for _, r := range done {
-		if err := l.RecordReplay(ctx, ledger.Replay{File: r.File, NewName: r.NewName, Ino: r.Ino, By: who, Note: *note, At: now}); err != nil {
-			return fmt.Errorf("%s was replayed as inbox/%s but not recorded: %w", r.File, r.NewName, err)
-		}
 		fmt.Fprintf(e.stdout, "replayed %s -> inbox/%s\n", cell(r.File), cell(r.NewName))
 	}
-	return rerr
+	if err != nil {
+		return fmt.Errorf("%w (the replay is recorded; spool replay %s or spool fsck %s --repair finishes it)", err, dir, dir)
+	}
+	return nil
+}
+
+// resumeReplays finishes the replays a killed run left unfinished, saying
+// so on stderr. The caller holds the replay lock.
+func resumeReplays(ctx context.Context, e *env, d *queue.Dir, l *ledger.DB) error {
+	fin, err := replay.ResumeLocked(ctx, d, l)
+	for _, f := range fin {
+		e.warn("finished replay %d by %s, interrupted before: %d of its %d files replayed", f.Intent.ID, f.Intent.By, len(f.Replays), len(f.Intent.Items))
+	}
+	return err
 }
 
 // selectDeadLetters picks the rows to replay: the named files, every one

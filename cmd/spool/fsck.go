@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+
+	"github.com/spoolq/spool/fsck"
+	"github.com/spoolq/spool/ledger"
+	"github.com/spoolq/spool/queue"
+	"github.com/spoolq/spool/report"
+)
+
+var fsckCommand = &command{
+	name:    "fsck",
+	args:    "DIR [--repair] [--json] [contract flags] [--db PATH]",
+	summary: "check that the ledger and the directories agree; --repair fixes what it can",
+	help: `
+Compares the queue's directories with its ledger and reports each kind of
+disagreement with a count and examples:
+
+  other-queue             the ledger belongs to another queue
+  no-queue-id             DIR/queue.id is missing, the ledger knows its queue
+  done-unrecorded         a file in done/ whose message has no processed or
+                          duplicate record (rows lost: a redelivery would be
+                          processed again)
+  done-invalid            a file in done/ with no record that is not a valid
+                          message under the contract
+  error-unrecorded        a file in error/ with no dead-letter record
+  dead-claims             claims of dead consumers still in processing/
+  temp-files              stale temp files of killed producers or consumers
+  interrupted-replay      a replay killed before it finished
+  processed-without-file  a processed row whose file is in no stage
+                          (informational: prune and operators remove files)
+  unbound                 a queue made before queue identities
+                          (informational)
+
+Exit 0 when it finds nothing but informational findings, 1 otherwise.
+
+--repair fixes what can be fixed without guessing, one line per repair,
+and then checks again: it records a processed row again from each valid
+file of done/ that lost it (marked repaired_at, with the time; a duplicate
+record when another file holds the msg_id), gives each unrecorded dead
+letter a record with reason unknown, recovers dead claims, removes stale
+temp files, finishes interrupted replays, binds an unbound queue, and puts
+back a lost queue.id when the ledger knew every file. It leaves alone a
+ledger of another queue and invalid files in done/. Running it again finds
+nothing more to do. With --repair a missing or empty ledger is created and
+rebuilt from the directories.
+
+The contract (DIR/spool.conf and the contract flags) parses the files of
+done/ that have no record. --json prints the report as one JSON object.`,
+}
+
+func init() { fsckCommand.run = runFsck }
+
+func runFsck(ctx context.Context, e *env, args []string) (err error) {
+	flags := e.flagSet()
+	repair := flags.Bool("repair", false, "repair what can be repaired without guessing")
+	asJSON := flags.Bool("json", false, "print the report as JSON")
+	cf := addContractFlags(flags)
+	db := addDBFlag(flags)
+	pos, err := e.parse(flags, args)
+	if err != nil {
+		return err
+	}
+	if err := e.positionals(pos, 1, 1, "DIR"); err != nil {
+		return err
+	}
+	dir := pos[0]
+	d, err := openQueue(dir)
+	if err != nil {
+		return err
+	}
+	defer closeQueue(d, &err)
+	contract, err := cf.contract(dir)
+	if err != nil {
+		return err
+	}
+	if !*repair {
+		if r := missingLedger(d, *db); r != nil {
+			return writeFsck(e, r, *asJSON)
+		}
+	}
+	l, err := openLedgerWith(ctx, dir, *db, ledgerOpts{use: map[bool]ledgerUse{false: readLedger, true: writeLedger}[*repair]})
+	if err != nil {
+		if errors.Is(err, ledger.ErrNoLedger) {
+			return refuse(err, "%s holds no spool ledger (is --db right?)", ledgerWhere(dir, *db))
+		}
+		return err
+	}
+	defer closeLedger(l, &err)
+	o := fsck.Options{Contract: contract}
+	var r *fsck.Report
+	if *repair {
+		o.Log = func(line string) { fmt.Fprintln(e.stdout, cell(line)) }
+		r, err = fsck.Repair(ctx, d, l, o)
+	} else {
+		r, err = fsck.Check(ctx, d, l, o)
+	}
+	if err != nil {
+		return err
+	}
+	return writeFsck(e, r, *asJSON)
+}
+
+func ledgerWhere(dir, db string) string {
+	if isPostgres(db) {
+		return db
+	}
+	return ledgerPath(dir, db)
+}
+
+// missingLedger reports a missing or empty SQLite ledger as a finding,
+// without creating it; nil when the file is there.
+func missingLedger(d *queue.Dir, db string) *fsck.Report {
+	if isPostgres(db) {
+		return nil
+	}
+	path := ledgerPath(d.Path(), db)
+	fi, err := os.Stat(path)
+	state := "does not exist"
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err == nil && fi.Mode().IsRegular() && fi.Size() == 0:
+		state = "is an empty file"
+	default:
+		return nil // there, or an error the open will name
+	}
+	done, _ := d.Count(queue.Done)
+	bad, _ := d.Count(queue.Error)
+	return &fsck.Report{Queue: d.Path(), Findings: []fsck.Finding{{
+		Kind: "ledger-missing", Count: done + bad,
+		Text: fmt.Sprintf("the ledger %s %s: %d files in done/ and %d in error/ have no record; spool fsck %s --repair rebuilds it", path, state, done, bad, d.Path()),
+	}}}
+}
+
+// writeFsck prints the report; errCheckFailed when it holds a problem.
+func writeFsck(e *env, r *fsck.Report, asJSON bool) error {
+	if asJSON {
+		if err := report.WriteJSON(e.stdout, r); err != nil {
+			return err
+		}
+	} else {
+		for _, f := range r.Findings {
+			line := fmt.Sprintf("%s: %s", f.Kind, f.Text)
+			if f.Info {
+				line = "info " + line
+			}
+			if len(f.Examples) > 0 {
+				ex := make([]string, len(f.Examples))
+				for i, x := range f.Examples {
+					ex[i] = cell(x)
+				}
+				line += "; e.g. " + strings.Join(ex, ", ")
+			}
+			fmt.Fprintln(e.stdout, line)
+		}
+		if n := r.Problems(); n > 0 {
+			fmt.Fprintf(e.stdout, "fsck %s: %d kinds of problem found (spool fsck %s --repair fixes what it can)\n", cell(r.Queue), n, cell(r.Queue))
+		} else {
+			fmt.Fprintf(e.stdout, "fsck %s: ok\n", cell(r.Queue))
+		}
+	}
+	if r.Problems() > 0 {
+		return errCheckFailed
+	}
+	return nil
+}

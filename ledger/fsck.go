@@ -1,0 +1,191 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/spoolq/spool"
+)
+
+// This file holds what spool fsck reads from the ledger and writes back
+// when it repairs it from the directories (package fsck).
+
+// KnownInodes returns, sorted and without repeats, the inode of every file
+// the ledger recorded as processed or as a duplicate: the files that may
+// sit in done/. Eight bytes a record, so a million fit in 8 MB.
+func (db *DB) KnownInodes(ctx context.Context) ([]uint64, error) {
+	if err := db.open(); err != nil {
+		return nil, err
+	}
+	var out []uint64
+	for _, q := range []string{
+		`SELECT ino FROM processed WHERE ino IS NOT NULL`,
+		`SELECT ino FROM deliveries WHERE outcome IN ('processed', 'duplicate') AND ino IS NOT NULL`,
+	} {
+		rows, err := db.sql.QueryContext(ctx, q)
+		if err != nil {
+			return nil, db.fail("list recorded inodes", err)
+		}
+		for rows.Next() {
+			var ino int64
+			if err := rows.Scan(&ino); err != nil {
+				rows.Close()
+				return nil, db.fail("list recorded inodes", err)
+			}
+			out = append(out, uint64(ino)) // stored with the same bits; see nullIno
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return nil, db.fail("list recorded inodes", err)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// ProcessedFile is a processed row as fsck sees it.
+type ProcessedFile struct {
+	MsgID string
+	File  string
+	// Ino is 0 for rows written before inodes were recorded.
+	Ino uint64
+}
+
+// EachProcessed calls fn for every processed row, in no particular order,
+// streaming: the rows are never all in memory.
+func (db *DB) EachProcessed(ctx context.Context, fn func(ProcessedFile) error) error {
+	if err := db.open(); err != nil {
+		return err
+	}
+	rows, err := db.sql.QueryContext(ctx, `SELECT msg_id, file, ino FROM processed`)
+	if err != nil {
+		return db.fail("list processed", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			p   ProcessedFile
+			ino sql.NullInt64
+		)
+		if err := rows.Scan(&p.MsgID, &p.File, &ino); err != nil {
+			return db.fail("list processed", err)
+		}
+		p.Ino = uint64(ino.Int64)
+		if err := fn(p); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return db.fail("list processed", err)
+	}
+	return nil
+}
+
+// RepairedFile is a file in done/ or error/ that the ledger has no record
+// of, as fsck --repair records it.
+type RepairedFile struct {
+	// Name is its name in its stage.
+	Name string
+	Ino  uint64
+	Size int64
+	// Hash is the hex SHA-256 of its content; empty when it was not read.
+	Hash string
+	// Message is the file parsed with the queue's contract (done/ only).
+	Message *spool.Message
+	// ModTime is the file's modification time: the best estimate there is
+	// of when it was processed.
+	ModTime time.Time
+}
+
+// RepairOutcome is what RepairDone recorded for one file.
+type RepairOutcome string
+
+// The outcomes of RepairDone.
+const (
+	// RepairedProcessed: a processed row was written for the file.
+	RepairedProcessed RepairOutcome = "processed"
+	// RepairedDuplicate: its msg_id already had a processed row (another
+	// file's), so a duplicate record was written.
+	RepairedDuplicate RepairOutcome = "duplicate"
+)
+
+// repairClaim is the claim identity of a record fsck rebuilt: unique, and
+// never one a consumer makes (those are "<session>/<ino>-<ctime>").
+func repairClaim(stage string, f RepairedFile, at time.Time) string {
+	return fmt.Sprintf("fsck:%s:%d:%s:%s", stage, f.Ino, f.Name, formatTime(at))
+}
+
+// RepairDone records, in one transaction, a processed row for each valid
+// message file of done/ that lost its row, marked with repaired_at = at;
+// one whose msg_id another file's row already holds gets a duplicate
+// record instead. consumer names who repaired it.
+func (db *DB) RepairDone(ctx context.Context, files []RepairedFile, consumer string, at time.Time) ([]RepairOutcome, error) {
+	if err := db.open(); err != nil {
+		return nil, err
+	}
+	out := make([]RepairOutcome, len(files))
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		for i, f := range files {
+			m := f.Message
+			if m == nil {
+				return fmt.Errorf("%w: %s: no message", ErrBadDelivery, f.Name)
+			}
+			claim := repairClaim("done", f, at)
+			res, err := tx.ExecContext(ctx, db.dialect.Rebind(`INSERT INTO processed
+    (msg_id, order_no, seq, amount, processed_at, file, content_hash, payload, claim, ino, repaired_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (msg_id) DO NOTHING`), m.MsgID, nullString(m.OrderNo), nullInt(m.Seq), nullString(string(m.Amount)),
+				formatTime(f.ModTime), clean(f.Name), f.Hash, string(m.Raw), claim, nullIno(f.Ino), formatTime(at))
+			if err != nil {
+				return fmt.Errorf("insert processed %s: %w", clean(f.Name), err)
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return fmt.Errorf("insert processed %s: %w", clean(f.Name), err)
+			}
+			if n == 1 {
+				out[i] = RepairedProcessed
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, db.dialect.Rebind(`INSERT INTO deliveries
+    (claim, file, ino, consumer, msg_id, outcome, content_hash, size, at, repaired_at)
+VALUES (?, ?, ?, ?, ?, 'duplicate', ?, ?, ?, ?)`), claim, clean(f.Name), nullIno(f.Ino), consumer, m.MsgID,
+				f.Hash, f.Size, formatTime(f.ModTime), formatTime(at)); err != nil {
+				return fmt.Errorf("insert duplicate %s: %w", clean(f.Name), err)
+			}
+			out[i] = RepairedDuplicate
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, db.fail("repair records of done/", err)
+	}
+	return out, nil
+}
+
+// RepairError gives each file of error/ that has no dead-letter record one,
+// with reason unknown and repaired_at = at, in one transaction.
+func (db *DB) RepairError(ctx context.Context, files []RepairedFile, consumer string, at time.Time) error {
+	if err := db.open(); err != nil {
+		return err
+	}
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		for _, f := range files {
+			if _, err := tx.ExecContext(ctx, db.dialect.Rebind(`INSERT INTO deliveries
+    (claim, file, ino, consumer, outcome, reason, detail, content_hash, size, at, repaired_at)
+VALUES (?, ?, ?, ?, 'dead-letter', 'unknown', ?, ?, ?, ?, ?)`), repairClaim("error", f, at), clean(f.Name), nullIno(f.Ino),
+				consumer, "recorded by spool fsck --repair: the ledger had no record of this dead letter",
+				nullString(f.Hash), f.Size, formatTime(f.ModTime), formatTime(at)); err != nil {
+				return fmt.Errorf("insert dead letter %s: %w", clean(f.Name), err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return db.fail("repair records of error/", err)
+	}
+	return nil
+}
