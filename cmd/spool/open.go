@@ -183,4 +183,3 @@ func (e *env) relaxed(durability string) (bool, error) {
 	}
 	return false, e.usage("--durability %q: want full or relaxed", durability)
 }
-
