@@ -5,8 +5,8 @@ import (
 	"fmt"
 )
 
-// Default field names and limits of the message contract (SPEC: "Message
-// contract").
+// Default field names and limits of the message contract (docs/DESIGN.md,
+// "The message contract").
 const (
 	DefaultKeyField    = "msg_id"
 	DefaultOrderField  = "order_no"
@@ -41,8 +41,8 @@ type Contract struct {
 	MaxSize int64 `json:"max_size"`
 }
 
-// DefaultContract returns the SPEC's contract: msg_id, order_no, seq and
-// amount, all required, 1 MiB at most.
+// DefaultContract returns the default contract (docs/DESIGN.md, "The message
+// contract"): msg_id, order_no, seq and amount, all required, 1 MiB at most.
 func DefaultContract() Contract {
 	return Contract{
 		KeyField:    DefaultKeyField,

@@ -20,12 +20,17 @@
 //   - I4: a file in error/ has a dead-letter record with reason and detail.
 //   - I5: after a drain run, processing/ is empty, including the claims a
 //     crashed consumer left: on one host they are recovered at once, because
-//     the owner's lock on its claim directory dies with it.
+//     the owner's lock on its claim directory dies with it; across hosts,
+//     once the owner's lease has expired.
 //   - I6: any number of consumers may run at once on one queue.
 //   - I7: after kill -9 at any instant, a new run restores I1 to I5 and never
 //     reports a message as a duplicate of its own interrupted processing: the
 //     ledger remembers each claim's identity (consumer, inode, change time),
 //     not just the message's name and content.
+//
+// docs/DESIGN.md in the repository is the full design: the queue layout,
+// the message contract, these invariants and how each is kept, the consume
+// protocol, the ledger schema and the command contract.
 //
 // The root package holds the domain: Message and its exact Amount, the
 // Contract that validates raw bytes into a Message, the Reasons a message is

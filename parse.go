@@ -9,8 +9,8 @@ import (
 
 // Parse checks one message's bytes against the contract and returns the
 // valid Message, or a *RejectError saying why the message is poison: the
-// consumer dead-letters it at once instead of retrying it (SPEC: "Message
-// contract"). Every error for a bad message is a *RejectError; the only
+// consumer dead-letters it at once instead of retrying it (docs/DESIGN.md,
+// "The message contract"). Every error for a bad message is a *RejectError; the only
 // other error is one wrapping ErrBadContract, for a contract without a key
 // field, because that is the operator's mistake, not the message's, and must
 // stop the run rather than dead-letter the whole queue.
@@ -130,7 +130,7 @@ func (s *scanner) field(name string) (member, bool) {
 }
 
 // present rejects a required field that is absent or null: null counts as
-// missing (SPEC), because a producer that sends "msg_id": null has not sent
+// missing (docs/DESIGN.md, "The message contract"), because a producer that sends "msg_id": null has not sent
 // a key.
 func (s *scanner) present(name string) *RejectError {
 	m, ok := s.field(name)
@@ -204,7 +204,7 @@ func (s *scanner) sequence(name string) (int64, *RejectError) {
 
 // amount checks the money field: a JSON number, or a string holding exactly
 // one JSON number, kept as the text that was sent so that nothing is ever
-// rounded (SPEC: "never through float64").
+// rounded (docs/DESIGN.md, "The message contract": money is exact).
 func (s *scanner) amount(name string) (span, *RejectError) {
 	m, ok := s.field(name)
 	if !ok || m.kind == KindNull {

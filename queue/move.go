@@ -17,7 +17,8 @@ var noReplaceUnsupported atomic.Bool
 
 // renameNoReplace renames olddir/old to newdir/new and fails with EEXIST,
 // never overwriting, when new exists. Nothing is ever overwritten in any
-// stage (SPEC), so every move between stages goes through here.
+// stage (docs/DESIGN.md, "Nothing is overwritten"), so every move between
+// stages goes through here.
 func renameNoReplace(olddir int, old string, newdir int, new string) error {
 	if !noReplaceUnsupported.Load() {
 		err := unix.Renameat2(olddir, old, newdir, new, unix.RENAME_NOREPLACE)
@@ -28,7 +29,8 @@ func renameNoReplace(olddir int, old string, newdir int, new string) error {
 	}
 	// Fallback for filesystems without RENAME_NOREPLACE (older NFS): a hard
 	// link cannot replace an existing name either. A crash between link and
-	// unlink leaves two names for one file; the README documents this.
+	// unlink leaves two names for one file (docs/DESIGN.md, "Nothing is
+	// overwritten").
 	err := unix.Linkat(olddir, old, newdir, new, 0)
 	if err == nil {
 		return unix.Unlinkat(olddir, old, 0)

@@ -9,7 +9,8 @@ import (
 	"github.com/spoolq/spool/queue"
 )
 
-// Exit statuses: the contract scripts rely on (SPEC: "Commands").
+// Exit statuses: the contract scripts rely on (docs/DESIGN.md, "Exit
+// status").
 const (
 	exitOK = 0
 	// exitProblem: a check found a problem (lag over the threshold, order

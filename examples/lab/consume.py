@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The consumer the lab describes, one commit per message: the baseline
-`spool bench` figures are compared with in the README.
+`spool bench` figures are compared with in docs/PERFORMANCE.md.
 
     python3 examples/lab/consume.py QUEUE_DIR
 

@@ -10,10 +10,10 @@ import (
 	"testing"
 )
 
-// checkFinal checks a drained queue against its corpus: the SPEC's
-// invariants I1 to I5 and I7, read from the directories and the ledger, and
-// the report commands' agreement with both. Every check reports with
-// t.Errorf so that one run shows all that is wrong.
+// checkFinal checks a drained queue against its corpus: the invariants I1
+// to I5 and I7 (docs/DESIGN.md, "Invariants"), read from the directories and
+// the ledger, and the report commands' agreement with both. Every check
+// reports with t.Errorf so that one run shows all that is wrong.
 func checkFinal(t *testing.T, q string, c *corpus) {
 	t.Helper()
 

@@ -4,8 +4,8 @@
 // consume, dups, errors, order-check, lag, replay and enqueue, on queue
 // directories the tests generate in temporary directories.
 //
-// Every test checks the SPEC's invariants from the outside, by reading the
-// four stage directories and the SQLite ledger (read-only, with
+// Every test checks the invariants of docs/DESIGN.md from the outside, by
+// reading the four stage directories and the SQLite ledger (read-only, with
 // database/sql and the modernc driver):
 //
 //   - TestLabFlow, TestOrderCheckProblems: the lab's 20-file fixture and

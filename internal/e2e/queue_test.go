@@ -18,7 +18,7 @@ import (
 	_ "modernc.org/sqlite"
 )
 
-// The stages of a queue directory (SPEC: "Queue directory").
+// The stages of a queue directory (docs/DESIGN.md, "The queue directory").
 const (
 	inbox      = "inbox"
 	processing = "processing"
@@ -26,7 +26,8 @@ const (
 	errorStage = "error"
 )
 
-// isMessageName is the SPEC's definition of a message name.
+// isMessageName is the definition of a message name (docs/DESIGN.md, "What
+// counts as a message").
 func isMessageName(name string) bool {
 	return strings.HasSuffix(name, ".json") && !strings.HasPrefix(name, ".")
 }

@@ -9,8 +9,9 @@ import (
 	"time"
 )
 
-// produce puts messages first..first+n-1 into inbox/ the way the SPEC asks
-// producers to: written under a hidden name, then renamed in.
+// produce puts messages first..first+n-1 into inbox/ the way producers must
+// (docs/DESIGN.md, "The queue directory"): written under a hidden name, then
+// renamed in.
 func produce(t *testing.T, q string, first, n int) {
 	t.Helper()
 	in := filepath.Join(q, inbox)
