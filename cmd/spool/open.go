@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -104,9 +103,8 @@ func addOutputFlag(fs *flag.FlagSet) *string {
 }
 
 // output writes what fill produces to stdout, or, when path is set, to
-// the file at path atomically: a temp file in the same directory, synced,
-// renamed over path, and the directory synced, so a reader of path sees
-// the old content or the new, never a part.
+// the file at path atomically and durably (queue.ReplaceFile), so a reader
+// of path sees the old content or the new, never a part.
 func (e *env) output(path string, fill func(io.Writer) error) error {
 	if path == "" {
 		bw := bufio.NewWriter(e.stdout)
@@ -115,59 +113,7 @@ func (e *env) output(path string, fill func(io.Writer) error) error {
 		}
 		return bw.Flush()
 	}
-	if err := writeAtomic(path, fill); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
-}
-
-func writeAtomic(path string, fill func(io.Writer) error) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	bw := bufio.NewWriter(f)
-	if err := fill(bw); err != nil {
-		return err
-	}
-	if err := bw.Flush(); err != nil {
-		return err
-	}
-	// CreateTemp makes the file 0600; an output file is for everyone who
-	// may read the directory, like one made by the shell's redirection.
-	if err := f.Chmod(0o644); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	if err := d.Sync(); err != nil {
-		d.Close()
-		return err
-	}
-	return d.Close()
+	return queue.ReplaceFile(path, fill)
 }
 
 // addDurabilityFlag registers --durability on fs.
