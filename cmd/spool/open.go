@@ -12,8 +12,9 @@ import (
 	"strings"
 
 	"github.com/spoolq/spool/ledger"
-	"github.com/spoolq/spool/ledger/postgres"
-	"github.com/spoolq/spool/ledger/sqlite"
+	// The backends --db can name, registered with ledger.Open by scheme.
+	_ "github.com/spoolq/spool/ledger/postgres"
+	_ "github.com/spoolq/spool/ledger/sqlite"
 	"github.com/spoolq/spool/queue"
 )
 
@@ -32,7 +33,7 @@ func openQueue(dir string) (*queue.Dir, error) {
 
 // addDBFlag registers --db on fs.
 func addDBFlag(fs *flag.FlagSet) *string {
-	return fs.String("db", "", "ledger: an SQLite file `PATH` (default DIR/"+ledgerName+"), or a postgres:// URL for consumers on many hosts")
+	return fs.String("db", "", "ledger: an SQLite file `PATH` or sqlite:PATH (default DIR/"+ledgerName+"), or a postgres:// URL for consumers on many hosts")
 }
 
 // ledgerPath is --db, or the queue's own ledger file.
@@ -48,20 +49,18 @@ func openLedger(ctx context.Context, dir, db string) (*ledger.DB, error) {
 	return openLedgerWith(ctx, dir, db, false)
 }
 
-// openLedgerWith opens the ledger --db names: a PostgreSQL database for a
-// postgres:// or postgresql:// URL, else the SQLite file (created if
-// needed). relaxed applies to SQLite only; a PostgreSQL server decides its
-// own durability, and the backend refuses one that is not durable.
+// openLedgerWith opens the ledger --db names, with the backend registered
+// for its scheme (ledger.Open): a PostgreSQL database for a postgres:// or
+// postgresql:// URL, else the SQLite file of a path or sqlite:PATH (created
+// if needed). relaxed applies to SQLite only; a PostgreSQL server decides
+// its own durability, and the backend refuses one that is not durable.
 func openLedgerWith(ctx context.Context, dir, db string, relaxed bool) (*ledger.DB, error) {
-	if isPostgres(db) {
-		return postgres.Open(ctx, db)
-	}
-	if isKeywordDSN(db) {
+	if !ledger.HasScheme(db) && isKeywordDSN(db) {
 		// Taken as a file name, it would quietly give this host a ledger of
 		// its own, and consumers meant to share one would not.
 		return nil, &usageError{msg: fmt.Sprintf("--db %q looks like a PostgreSQL keyword/value connection string; give a postgres:// URL", db)}
 	}
-	return sqlite.OpenWith(ctx, ledgerPath(dir, db), sqlite.Options{Relaxed: relaxed})
+	return ledger.Open(ctx, ledgerPath(dir, db), ledger.OpenOptions{Relaxed: relaxed})
 }
 
 // isKeywordDSN reports whether db reads as libpq's keyword/value form
@@ -77,10 +76,6 @@ func isKeywordDSN(db string) bool {
 		}
 	}
 	return false
-}
-
-func isPostgres(db string) bool {
-	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
 }
 
 // closeLedger closes l, keeping the first error.
