@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package queue implements spool's directory protocol: the four stages of a
 // queue directory, atomic claims into a per-consumer directory that a kernel
 // lock guards, recovery of the claims of dead consumers, no-replace moves
