@@ -22,9 +22,10 @@ fuzz: ## fuzz the message parser for a minute each
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 60s .
 	$(GO) test -run '^$$' -fuzz FuzzScan -fuzztime 60s .
 
-lint: ## gofmt and go vet
+lint: ## gofmt, go vet and staticcheck (the version go.mod pins as a tool)
 	@test -z "$$(gofmt -l .)" || (gofmt -l .; exit 1)
 	$(GO) vet $(PKGS)
+	$(GO) tool staticcheck $(PKGS)
 
 lab: ## the lab's eight steps in a temporary queue
 	examples/lab/run.sh

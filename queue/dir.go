@@ -1,7 +1,10 @@
+//go:build linux
+
 // Package queue implements spool's directory protocol: the four stages of a
 // queue directory, atomic claims into a per-consumer directory that a kernel
 // lock guards, recovery of the claims of dead consumers, no-replace moves
-// between stages, and the one atomic-write helper producers use.
+// between stages, and the one atomic-write helper, which producers use to
+// put messages into a stage and the CLI to write its -o files.
 //
 // It knows nothing of messages' content or of the ledger: the consumer in
 // package spool decides what becomes of a claim; this package only moves

@@ -1,3 +1,5 @@
+//go:build linux
+
 package queue
 
 import (
@@ -87,34 +89,10 @@ func (d *Dir) SetID(id string) error {
 // writeRootFile creates name in the queue directory with data, durably and
 // without replacing anything: EEXIST when name exists.
 func (d *Dir) writeRootFile(name string, data []byte) error {
-	var rnd [8]byte
-	if _, err := rand.Read(rnd[:]); err != nil {
-		return err
-	}
-	tmp := TempPrefix + hex.EncodeToString(rnd[:])
-	fd, err := unix.Openat(d.root, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o644)
-	if err != nil {
-		return err
-	}
-	f := os.NewFile(uintptr(fd), tmp)
-	werr := unix.Flock(fd, unix.LOCK_EX)
-	if werr == nil {
-		_, werr = f.Write(data)
-	}
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = renameNoReplace(d.root, tmp, d.root, name)
-	}
-	if werr != nil {
-		_ = unix.Unlinkat(d.root, tmp, 0)
-		return werr
-	}
-	return unix.Fsync(d.root)
+	_, err := writeAtomic(d.root, TempPrefix,
+		func(f *os.File) error { _, err := f.Write(data); return err },
+		func(tmp string) (string, error) { return name, renameNoReplace(d.root, tmp, d.root, name) })
+	return err
 }
 
 func validID(id string) bool {

@@ -1,9 +1,10 @@
+//go:build linux
+
 package queue
 
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -24,8 +25,7 @@ type DeadClaim struct {
 // other hosts whose lease is also older than lease. It moves nothing, and
 // holds no session's lock for longer than it takes to test it.
 func (d *Dir) DeadClaims(lease time.Duration) ([]DeadClaim, error) {
-	host, _ := os.Hostname()
-	host = strings.NewReplacer("/", "_", "@", "_").Replace(host)
+	host := thisHost()
 	proc := d.fd(Processing)
 	names, err := readNames(proc)
 	if err != nil {

@@ -1,3 +1,5 @@
+//go:build linux
+
 package queue
 
 import (
@@ -63,8 +65,7 @@ const staleJoin = time.Minute
 // Recover is safe to run while other consumers work (I6).
 func (d *Dir) Recover(ctx context.Context, resolve Resolver, lease time.Duration) (Recovered, error) {
 	var rec Recovered
-	host, _ := os.Hostname()
-	host = strings.NewReplacer("/", "_", "@", "_").Replace(host)
+	host := thisHost()
 	proc := d.fd(Processing)
 	names, err := readNames(proc)
 	if err != nil {

@@ -1,3 +1,5 @@
+//go:build linux
+
 package queue
 
 import (
@@ -7,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -57,16 +58,11 @@ type Session struct {
 
 // Join creates and locks this consumer's claim directory in processing/.
 func (d *Dir) Join() (*Session, error) {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "localhost"
-	}
-	host = strings.NewReplacer("/", "_", "@", "_").Replace(host)
 	var rnd [6]byte
 	if _, err := rand.Read(rnd[:]); err != nil {
 		return nil, fmt.Errorf("join: %w", err)
 	}
-	id := fmt.Sprintf("%s-%d@%s", hex.EncodeToString(rnd[:]), os.Getpid(), host)
+	id := fmt.Sprintf("%s-%d@%s", hex.EncodeToString(rnd[:]), os.Getpid(), thisHost())
 	proc := d.fd(Processing)
 	tmp := joinPrefix + id
 	if err := unix.Mkdirat(d.root, tmp, 0o755); err != nil {

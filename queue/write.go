@@ -1,6 +1,9 @@
+//go:build linux
+
 package queue
 
 import (
+	"bufio"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -20,7 +23,7 @@ var ErrNotMessageName = errors.New("not a message name (want NAME.json, not star
 // writes a hidden temp file in the stage, fsyncs and closes it, renames it in
 // without replacing anything (a collision gets a "~N" suffix), and fsyncs the
 // stage directory. Readers never see a partial file. It returns the name
-// used. This is spool's one atomic-write recipe.
+// used. It and ReplaceFile share spool's one atomic-write recipe.
 func (d *Dir) WriteFile(s Stage, name string, data []byte) (string, error) {
 	return d.writeFrom(s, name, func(w io.Writer) error {
 		_, err := w.Write(data)
@@ -55,47 +58,111 @@ func (d *Dir) Enqueue(src string) (string, error) {
 	})
 }
 
+// writeFrom is WriteFile with the content written by fill.
 func (d *Dir) writeFrom(s Stage, name string, fill func(io.Writer) error) (string, error) {
 	dirfd := d.fd(s)
+	final, err := writeAtomic(dirfd, TempPrefix,
+		func(f *os.File) error { return fill(f) },
+		// Nothing in a stage is ever replaced: a collision is kept under a
+		// suffixed name.
+		func(tmp string) (string, error) { return moveUniqueAs(dirfd, tmp, dirfd, name) })
+	if err != nil {
+		if final != "" {
+			name = final
+		}
+		return final, fmt.Errorf("write %s/%s: %w", s, name, err)
+	}
+	return final, nil
+}
+
+// ReplaceFile writes what fill produces to the file at path, replacing
+// any file there, atomically and durably: fill writes (buffered) into a
+// hidden temp file in path's directory, which is fsynced, closed and
+// renamed over path, and then the directory is fsynced. A reader of path
+// sees the old content or the new, never a part, and once ReplaceFile
+// returns nil the new content survives a power cut. On error path is left
+// as it was and the temp file is removed.
+//
+// The file gets mode 0644 whatever the umask: it is output meant for
+// everyone who may read the directory. It is for files outside a queue's
+// stages (reports, exports); a message goes into a stage with
+// Dir.WriteFile, which never replaces.
+func ReplaceFile(path string, fill func(io.Writer) error) error {
+	dir, base := filepath.Dir(path), filepath.Base(path)
+	dirfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, &os.PathError{Op: "open", Path: dir, Err: err})
+	}
+	_, err = writeAtomic(dirfd, "."+base+".tmp-",
+		func(f *os.File) error {
+			bw := bufio.NewWriter(f)
+			if err := fill(bw); err != nil {
+				return err
+			}
+			if err := bw.Flush(); err != nil {
+				return err
+			}
+			return f.Chmod(0o644)
+		},
+		// To path as given, not dir/base: "-o out/" must fail as it did,
+		// not become out/out.
+		func(tmp string) (string, error) { return path, unix.Renameat(dirfd, tmp, unix.AT_FDCWD, path) })
+	if cerr := unix.Close(dirfd); cerr != nil && err == nil {
+		err = fmt.Errorf("close %s: %w", dir, cerr)
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// writeAtomic is spool's one atomic-write recipe, for a file in the
+// directory dirfd: it creates a hidden temp file there named prefix and a
+// random suffix, lets fill write it, fsyncs and closes it, lets publish
+// rename it to its final name (publish decides whether an existing file may
+// be replaced, and returns the name used), and fsyncs the directory so the
+// rename survives a power cut. Until publish succeeds a failure removes the
+// temp file and returns "" as the name; a failure to fsync the directory
+// returns the name the file was published under with the error.
+func writeAtomic(dirfd int, prefix string, fill func(*os.File) error, publish func(tmp string) (string, error)) (string, error) {
 	var rnd [8]byte
 	if _, err := rand.Read(rnd[:]); err != nil {
-		return "", fmt.Errorf("write %s: %w", name, err)
+		return "", err
 	}
-	tmp := TempPrefix + hex.EncodeToString(rnd[:])
+	tmp := prefix + hex.EncodeToString(rnd[:])
 	fd, err := unix.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o644)
 	if err != nil {
-		return "", fmt.Errorf("write %s: %w", name, err)
+		return "", err
 	}
-	// Held until the file is renamed or removed: a temp file whose lock is
-	// free was left by a writer that died (RemoveStaleTemps).
+	// Held until the file is published or removed: a temp file whose lock
+	// is free was left by a writer that died (RemoveStaleTemps).
 	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
-		unix.Close(fd)
+		_ = unix.Close(fd) // the error that matters is the lock's
 		_ = unix.Unlinkat(dirfd, tmp, 0)
-		return "", fmt.Errorf("write %s: lock: %w", name, err)
+		return "", fmt.Errorf("lock: %w", err)
 	}
 	f := os.NewFile(uintptr(fd), tmp)
 	fail := func(err error) (string, error) {
-		f.Close()
-		_ = unix.Unlinkat(dirfd, tmp, 0)
-		return "", fmt.Errorf("write %s/%s: %w", s, name, err)
+		_ = unix.Unlinkat(dirfd, tmp, 0) // the error that matters is err
+		return "", err
 	}
 	if err := fill(f); err != nil {
+		_ = f.Close() // the error that matters is fill's
 		return fail(err)
 	}
 	if err := f.Sync(); err != nil {
+		_ = f.Close() // the error that matters is Sync's
 		return fail(err)
 	}
 	if err := f.Close(); err != nil {
-		_ = unix.Unlinkat(dirfd, tmp, 0)
-		return "", fmt.Errorf("write %s/%s: %w", s, name, err)
+		return fail(err)
 	}
-	final, err := moveUniqueAs(dirfd, tmp, dirfd, name)
+	final, err := publish(tmp)
 	if err != nil {
-		_ = unix.Unlinkat(dirfd, tmp, 0)
-		return "", fmt.Errorf("write %s/%s: %w", s, name, err)
+		return fail(err)
 	}
 	if err := unix.Fsync(dirfd); err != nil {
-		return final, fmt.Errorf("write %s/%s: sync: %w", s, final, err)
+		return final, fmt.Errorf("sync: %w", err)
 	}
 	return final, nil
 }

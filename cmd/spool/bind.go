@@ -69,8 +69,7 @@ func addNewLedgerFlag(fs *flag.FlagSet) *bool {
 func openLedgerFor(ctx context.Context, d *queue.Dir, db string, o ledgerOpts) (*ledger.DB, error) {
 	dir := d.Path()
 	where := db
-	if !isPostgres(db) {
-		path := ledgerPath(dir, db)
+	if path, ok := sqliteFile(dir, db); ok {
 		where = path
 		fi, err := os.Stat(path)
 		switch {

@@ -108,19 +108,19 @@ func runFsck(ctx context.Context, e *env, args []string) (err error) {
 }
 
 func ledgerWhere(dir, db string) string {
-	if isPostgres(db) {
-		return db
+	if path, ok := sqliteFile(dir, db); ok {
+		return path
 	}
-	return ledgerPath(dir, db)
+	return db
 }
 
 // missingLedger reports a missing or empty SQLite ledger as a finding,
 // without creating it; nil when the file is there.
 func missingLedger(d *queue.Dir, db string) *fsck.Report {
-	if isPostgres(db) {
+	path, ok := sqliteFile(d.Path(), db)
+	if !ok {
 		return nil
 	}
-	path := ledgerPath(d.Path(), db)
 	fi, err := os.Stat(path)
 	state := "does not exist"
 	switch {

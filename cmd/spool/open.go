@@ -8,12 +8,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/spoolq/spool/ledger"
-	"github.com/spoolq/spool/ledger/postgres"
+	// The backends --db can name, registered with ledger.Open by scheme.
+	_ "github.com/spoolq/spool/ledger/postgres"
 	"github.com/spoolq/spool/ledger/sqlite"
 	"github.com/spoolq/spool/queue"
 )
@@ -33,7 +33,19 @@ func openQueue(dir string) (*queue.Dir, error) {
 
 // addDBFlag registers --db on fs.
 func addDBFlag(fs *flag.FlagSet) *string {
-	return fs.String("db", "", "ledger: an SQLite file `PATH` (default DIR/"+ledgerName+"), or a postgres:// URL for consumers on many hosts")
+	return fs.String("db", "", "ledger: an SQLite file `PATH` or sqlite:PATH (default DIR/"+ledgerName+"), or a postgres:// URL for consumers on many hosts")
+}
+
+// sqliteFile returns the SQLite file --db names (a path, or sqlite:PATH),
+// or false when --db names a database of another backend.
+func sqliteFile(dir, db string) (string, bool) {
+	if path, ok := strings.CutPrefix(db, sqlite.Scheme+":"); ok {
+		return path, true
+	}
+	if ledger.HasScheme(db) {
+		return "", false
+	}
+	return ledgerPath(dir, db), true
 }
 
 // ledgerPath is --db, or the queue's own ledger file.
@@ -44,23 +56,20 @@ func ledgerPath(dir, db string) string {
 	return filepath.Join(dir, ledgerName)
 }
 
-// openLedgerWith opens the ledger --db names: a PostgreSQL database for a
-// postgres:// or postgresql:// URL, else the SQLite file. o.relaxed applies
-// to SQLite only; a PostgreSQL server decides its own durability, and the
-// backend refuses one that is not durable. For readLedger nothing is
-// created. Commands call openLedgerFor, which also checks the ledger
-// belongs to the queue.
+// openLedgerWith opens the ledger --db names, with the backend registered
+// for its scheme (ledger.Open): a PostgreSQL database for a postgres:// or
+// postgresql:// URL, else the SQLite file of a path or sqlite:PATH.
+// o.relaxed applies to SQLite only; a PostgreSQL server decides its own
+// durability, and the backend refuses one that is not durable. For
+// readLedger nothing is created. Commands call openLedgerFor, which also
+// checks the ledger belongs to the queue.
 func openLedgerWith(ctx context.Context, dir, db string, o ledgerOpts) (*ledger.DB, error) {
-	mustExist := o.use == readLedger
-	if isPostgres(db) {
-		return postgres.OpenWith(ctx, db, postgres.Options{MustExist: mustExist})
-	}
-	if isKeywordDSN(db) {
+	if !ledger.HasScheme(db) && isKeywordDSN(db) {
 		// Taken as a file name, it would quietly give this host a ledger of
 		// its own, and consumers meant to share one would not.
 		return nil, &usageError{msg: fmt.Sprintf("--db %q looks like a PostgreSQL keyword/value connection string; give a postgres:// URL", db)}
 	}
-	return sqlite.OpenWith(ctx, ledgerPath(dir, db), sqlite.Options{Relaxed: o.relaxed, MustExist: mustExist})
+	return ledger.Open(ctx, ledgerPath(dir, db), ledger.OpenOptions{Relaxed: o.relaxed, MustExist: o.use == readLedger})
 }
 
 // isKeywordDSN reports whether db reads as libpq's keyword/value form
@@ -76,10 +85,6 @@ func isKeywordDSN(db string) bool {
 		}
 	}
 	return false
-}
-
-func isPostgres(db string) bool {
-	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
 }
 
 // closeLedger closes l, keeping the first error.
@@ -102,9 +107,8 @@ func addOutputFlag(fs *flag.FlagSet) *string {
 }
 
 // output writes what fill produces to stdout, or, when path is set, to
-// the file at path atomically: a temp file in the same directory, synced,
-// renamed over path, and the directory synced, so a reader of path sees
-// the old content or the new, never a part.
+// the file at path atomically and durably (queue.ReplaceFile), so a reader
+// of path sees the old content or the new, never a part.
 func (e *env) output(path string, fill func(io.Writer) error) error {
 	if path == "" {
 		bw := bufio.NewWriter(e.stdout)
@@ -113,59 +117,7 @@ func (e *env) output(path string, fill func(io.Writer) error) error {
 		}
 		return bw.Flush()
 	}
-	if err := writeAtomic(path, fill); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
-}
-
-func writeAtomic(path string, fill func(io.Writer) error) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	bw := bufio.NewWriter(f)
-	if err := fill(bw); err != nil {
-		return err
-	}
-	if err := bw.Flush(); err != nil {
-		return err
-	}
-	// CreateTemp makes the file 0600; an output file is for everyone who
-	// may read the directory, like one made by the shell's redirection.
-	if err := f.Chmod(0o644); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	if err := d.Sync(); err != nil {
-		d.Close()
-		return err
-	}
-	return d.Close()
+	return queue.ReplaceFile(path, fill)
 }
 
 // addDurabilityFlag registers --durability on fs.

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package pagecache drops files from the kernel's page cache and counts
 // what of them is in it: how the bench's --cold and the tests make and
 // check a backlog that must be read from the disk. Neither touches a

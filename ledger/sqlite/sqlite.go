@@ -11,7 +11,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -113,7 +112,7 @@ func OpenWith(ctx context.Context, path string, o Options) (*ledger.DB, error) {
 	deadline := time.Now().Add(busyTimeout * time.Millisecond)
 	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
 		l, err := openOnce(ctx, path, o)
-		if err == nil || !isBusy(err) || time.Now().After(deadline) {
+		if err == nil || !ledger.SQLite().IsConflict(err) || time.Now().After(deadline) {
 			return l, err
 		}
 		select {
@@ -135,17 +134,6 @@ func openOnce(ctx context.Context, path string, o Options) (*ledger.DB, error) {
 		return nil, fmt.Errorf("open ledger %s: %w", path, err)
 	}
 	return l, nil
-}
-
-// isBusy reports an SQLITE_BUSY (5) or SQLITE_LOCKED (6) error, whose
-// primary code is the low byte of the extended one.
-func isBusy(err error) bool {
-	var coded interface{ Code() int }
-	if !errors.As(err, &coded) {
-		return false
-	}
-	c := coded.Code() & 0xff
-	return c == 5 || c == 6
 }
 
 // open returns a pool on path whose every connection carries params, after

@@ -1,0 +1,32 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestOpenLedgerBackends: --db picks the backend by scheme; a plain path
+// and sqlite:PATH both name an SQLite file, and the default is the queue's.
+func TestOpenLedgerBackends(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ db, file string }{
+		{"", filepath.Join(dir, ledgerName)},
+		{filepath.Join(dir, "plain.db"), filepath.Join(dir, "plain.db")},
+		{"sqlite:" + filepath.Join(dir, "schemed.db"), filepath.Join(dir, "schemed.db")},
+	} {
+		l, err := openLedgerWith(t.Context(), dir, c.db, ledgerOpts{use: writeLedger})
+		if err != nil {
+			t.Fatalf("openLedger(--db %q): %v", c.db, err)
+		}
+		if got := l.Dialect().Name(); got != "sqlite" {
+			t.Errorf("--db %q: dialect %s, want sqlite", c.db, got)
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(c.file); err != nil {
+			t.Errorf("--db %q: no ledger at %s: %v", c.db, c.file, err)
+		}
+	}
+}
