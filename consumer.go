@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/queue"
-	"golang.org/x/sys/unix"
 )
 
 // Defaults of Config.
@@ -813,12 +812,12 @@ func (c *Consumer) examine(s *queue.Session, cl *queue.Claim, start time.Time) i
 	var tooLarge *queue.TooLargeError
 	switch {
 	case errors.Is(err, queue.ErrNotRegular):
-		d.Reject = reject(ReasonNotRegular, "", "%s, not a regular file; not opened", fileType(cl.Mode))
+		d.Reject = reject(ReasonNotRegular, "", "%s, not a regular file; not opened", queue.FileType(cl.Mode))
 	case errors.As(err, &tooLarge):
 		d.Reject = reject(ReasonTooLarge, "", "%s", tooLarge.Error())
 	case err != nil:
 		// An unreadable file must not block the queue either: isolate it.
-		d.Reject = reject(ReasonParse, "", "cannot read: %v", unwrapErrno(err))
+		d.Reject = reject(ReasonParse, "", "cannot read: %v", queue.Cause(err))
 	default:
 		sum := sha256.Sum256(data)
 		d.Hash = hex.EncodeToString(sum[:])
@@ -840,30 +839,4 @@ func (c *Consumer) examine(s *queue.Session, cl *queue.Claim, start time.Time) i
 	}
 	d.At = time.Now().UTC()
 	return item{claim: cl, d: d}
-}
-
-func fileType(mode uint32) string {
-	switch mode & unix.S_IFMT {
-	case unix.S_IFLNK:
-		return "symlink"
-	case unix.S_IFIFO:
-		return "FIFO"
-	case unix.S_IFDIR:
-		return "directory"
-	case unix.S_IFSOCK:
-		return "socket"
-	case unix.S_IFCHR:
-		return "character device"
-	case unix.S_IFBLK:
-		return "block device"
-	}
-	return "special file"
-}
-
-func unwrapErrno(err error) error {
-	var errno unix.Errno
-	if errors.As(err, &errno) {
-		return errno
-	}
-	return err
 }
