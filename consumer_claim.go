@@ -10,13 +10,35 @@ import (
 	"github.com/spoolq/spool/queue"
 )
 
+// item is one name of a batch, as claiming and examining left it.
 type item struct {
+	state itemState
 	claim *queue.Claim
-	d     *Delivery
-	busy  bool
+	// d is the delivery to record, for an examined item.
+	d *Delivery
 	// claimed is when the claim began (the delivery's Claimed).
 	claimed time.Time
 }
+
+// itemState is what claiming and examining made of a name. Every state but
+// gone counts as claimed for the pass, so that another pass follows: an
+// inFlight name is still in inbox/, a held one comes back to it.
+type itemState uint8
+
+const (
+	// gone: another consumer claimed the file first, or it was removed.
+	gone itemState = iota
+	// inFlight: this session holds a claim of the same name already
+	// (queue.ErrBusy); the newer file stays in inbox/ for a later pass.
+	inFlight
+	// claimed: the claim is made and waits for a worker to examine it.
+	claimed
+	// held: claimed, but the message's retry is not due yet; the claim
+	// waits unrecorded in processing/ (see hold), and the item is done.
+	held
+	// examined: claimed, read and parsed into d, to be recorded.
+	examined
+)
 
 // inspectBatch claims names in order until they run out or the claimed
 // files reach BatchBytes, and has the worker pool read and parse each claim
@@ -31,7 +53,7 @@ func (c *Consumer) inspectBatch(s *queue.Session, names []string) ([]item, int, 
 		go func() {
 			defer wg.Done()
 			for j := range toRead {
-				items[j] = c.examine(s, items[j].claim, items[j].claimed)
+				items[j] = c.examine(s, items[j])
 			}
 		}()
 	}
@@ -39,13 +61,13 @@ func (c *Consumer) inspectBatch(s *queue.Session, names []string) ([]item, int, 
 	close(toRead)
 	wg.Wait()
 	items = items[:taken]
-	claimed := 0
+	n := 0
 	for _, it := range items {
-		if it.busy || it.d != nil {
-			claimed++
+		if it.state != gone {
+			n++
 		}
 	}
-	return items, claimed, err
+	return items, n, err
 }
 
 // claimBatch claims names one after another, in this goroutine, sending
@@ -67,12 +89,12 @@ func (c *Consumer) claimBatch(s *queue.Session, names []string, items []item, to
 		case errors.Is(err, queue.ErrGone):
 			continue
 		case errors.Is(err, queue.ErrBusy):
-			items[j].busy = true
+			items[j].state = inFlight
 			continue
 		case err != nil:
 			return j + 1, err
 		}
-		items[j].claim, items[j].claimed = cl, start
+		items[j] = item{state: claimed, claim: cl, claimed: start}
 		bytes += cl.Size
 		toRead <- j
 	}
@@ -90,7 +112,7 @@ func (c *Consumer) needsSync(items []item) bool {
 		return false
 	}
 	for _, it := range items {
-		if it.d != nil {
+		if it.state == examined {
 			return true
 		}
 	}
@@ -100,37 +122,54 @@ func (c *Consumer) needsSync(items []item) bool {
 // examine reads and parses a claimed message and turns it into a
 // delivery: valid, or rejected with its reason. Anything wrong with the
 // message is a RejectError inside the delivery, never a failure of the run.
-func (c *Consumer) examine(s *queue.Session, cl *queue.Claim, start time.Time) item {
-	d := &Delivery{Claim: cl.ID, File: cl.Name, Ino: cl.Ino, Consumer: s.ID(), Size: cl.Size, Claimed: start}
-	data, err := s.Read(cl, c.cfg.Contract.Limit())
-	var tooLarge *queue.TooLargeError
-	switch {
-	case errors.Is(err, queue.ErrNotRegular):
-		d.Reject = reject(ReasonNotRegular, "", "%s, not a regular file; not opened", queue.FileType(cl.Mode))
-	case errors.As(err, &tooLarge):
-		d.Reject = reject(ReasonTooLarge, "", "%s", tooLarge.Error())
-	case err != nil:
-		// An unreadable file must not block the queue either: isolate it.
-		d.Reject = reject(ReasonParse, "", "cannot read: %v", queue.Cause(err))
-	default:
+// A valid message whose retry is not due yet is held instead.
+func (c *Consumer) examine(s *queue.Session, it item) item {
+	cl := it.claim
+	d := &Delivery{Claim: cl.ID, File: cl.Name, Ino: cl.Ino, Consumer: s.ID(), Size: cl.Size, Claimed: it.claimed}
+	data, rej := c.read(s, cl)
+	if rej == nil {
 		sum := sha256.Sum256(data)
 		d.Hash = hex.EncodeToString(sum[:])
-		msg, err := c.cfg.Contract.Parse(data)
-		var rej *RejectError
-		switch {
-		case errors.As(err, &rej):
-			d.Reject = rej
-		case err != nil:
-			d.Reject = reject(ReasonParse, "", "%v", err)
-		default:
-			d.Message = msg
-			if due, ok := c.dueAt(msg.MsgID); ok && due.After(time.Now()) {
-				// Its retry is not due yet: hold the claim, unrecorded.
-				c.hold(cl, due)
-				return item{busy: true}
-			}
+		d.Message, rej = c.parse(data)
+	}
+	d.Reject = rej
+	if d.Message != nil {
+		if due, ok := c.dueAt(d.Message.MsgID); ok && due.After(time.Now()) {
+			// Its retry is not due yet: hold the claim, unrecorded.
+			c.hold(cl, due)
+			return item{state: held}
 		}
 	}
 	d.At = time.Now().UTC()
-	return item{claim: cl, d: d}
+	return item{state: examined, claim: cl, d: d, claimed: it.claimed}
+}
+
+// read returns a claimed file's content, or why it cannot be a message: a
+// file that is not regular, too large or unreadable must not block the
+// queue, so it is isolated as a dead letter.
+func (c *Consumer) read(s *queue.Session, cl *queue.Claim) ([]byte, *RejectError) {
+	data, err := s.Read(cl, c.cfg.Contract.Limit())
+	var tooLarge *queue.TooLargeError
+	switch {
+	case err == nil:
+		return data, nil
+	case errors.Is(err, queue.ErrNotRegular):
+		return nil, reject(ReasonNotRegular, "", "%s, not a regular file; not opened", queue.FileType(cl.Mode))
+	case errors.As(err, &tooLarge):
+		return nil, reject(ReasonTooLarge, "", "%s", tooLarge.Error())
+	}
+	return nil, reject(ReasonParse, "", "cannot read: %v", queue.Cause(err))
+}
+
+// parse validates data against the contract: a message, or why not.
+func (c *Consumer) parse(data []byte) (*Message, *RejectError) {
+	msg, err := c.cfg.Contract.Parse(data)
+	var rej *RejectError
+	switch {
+	case errors.As(err, &rej):
+		return nil, rej
+	case err != nil:
+		return nil, reject(ReasonParse, "", "%v", err)
+	}
+	return msg, nil
 }

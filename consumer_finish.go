@@ -13,7 +13,7 @@ import (
 func (c *Consumer) record(ctx context.Context, items []item) error {
 	batch := make([]*Delivery, 0, len(items))
 	for _, it := range items {
-		if it.d != nil {
+		if it.state == examined {
 			batch = append(batch, it.d)
 		}
 	}
@@ -84,7 +84,7 @@ func (c *Consumer) moveOut(s *queue.Session, items []item, st *Stats, ms *moveSy
 	c.moves.Lock()
 	defer c.moves.Unlock()
 	for _, it := range items {
-		if it.d == nil {
+		if it.state != examined {
 			continue
 		}
 		if it.d.Outcome == OutcomeRetry {
