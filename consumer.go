@@ -70,9 +70,10 @@ type Config struct {
 	// Logger receives operational events. Nil: discard.
 	Logger *slog.Logger
 	// OnDelivery, when set, is called after each delivery has reached done/
-	// or error/, with the name it got there; for progress and metrics. It
-	// must be quick and safe for concurrent use.
-	OnDelivery func(d *Delivery, stored string)
+	// or error/, with what the ledger recorded for it and the name it got
+	// there; for progress, metrics and notifications. It must be quick and
+	// safe for concurrent use, and must not modify d.
+	OnDelivery func(d *Delivery, r Result, stored string)
 }
 
 // Stats counts what a run did.

@@ -14,8 +14,10 @@ import (
 type item struct {
 	state itemState
 	claim *queue.Claim
-	// d is the delivery to record, for an examined item.
+	// d is the delivery to record, for an examined item; r is what the
+	// ledger recorded for it, once it did.
 	d *Delivery
+	r Result
 	// claimed is when the claim began (the delivery's Claimed).
 	claimed time.Time
 }

@@ -8,8 +8,9 @@ import (
 	"github.com/spoolq/spool/queue"
 )
 
-// record commits a batch's deliveries in one ledger transaction. The caller
-// has waited for the batch's claims to be durable first (needsSync).
+// record commits a batch's deliveries in one ledger transaction and keeps
+// each one's result in its item. The caller has waited for the batch's
+// claims to be durable first (needsSync).
 func (c *Consumer) record(ctx context.Context, items []item) error {
 	batch := make([]*Delivery, 0, len(items))
 	for _, it := range items {
@@ -20,14 +21,25 @@ func (c *Consumer) record(ctx context.Context, items []item) error {
 	if len(batch) == 0 {
 		return nil
 	}
+	var res []Result
 	var err error
 	if c.work != nil {
-		err = c.work.RecordWork(ctx, batch, Work{Handler: c.cfg.Handler, Retry: c.cfg.Retry})
+		res, err = c.work.RecordWork(ctx, batch, Work{Handler: c.cfg.Handler, Retry: c.cfg.Retry})
 	} else {
-		err = c.ledger.Record(ctx, batch)
+		res, err = c.ledger.Record(ctx, batch)
 	}
 	if err != nil {
 		return fmt.Errorf("ledger: %w", err) // the ledger names the operation
+	}
+	if len(res) != len(batch) {
+		return fmt.Errorf("ledger: %d results for a batch of %d", len(res), len(batch))
+	}
+	k := 0
+	for i := range items {
+		if items[i].state == examined {
+			items[i].r = res[k]
+			k++
+		}
 	}
 	return nil
 }
@@ -79,7 +91,8 @@ func (c *Consumer) finish(s *queue.Session, items []item, st *Stats, ms *moveSyn
 	return ms.sync(c.dir, false)
 }
 
-// moveOut does finish's renames, holding moves.
+// moveOut does finish's renames, holding moves. A delivery whose retry was
+// scheduled is held in processing/ instead, until it is due.
 func (c *Consumer) moveOut(s *queue.Session, items []item, st *Stats, ms *moveSync) error {
 	c.moves.Lock()
 	defer c.moves.Unlock()
@@ -87,15 +100,16 @@ func (c *Consumer) moveOut(s *queue.Session, items []item, st *Stats, ms *moveSy
 		if it.state != examined {
 			continue
 		}
-		if it.d.Outcome == OutcomeRetry {
+		d, r := it.d, it.r
+		if r.Outcome == OutcomeRetry {
 			st.Retries++
-			c.hold(it.claim, it.d.RetryAt)
-			c.log.Info("retry scheduled", "file", it.d.File, "msg_id", it.d.Message.MsgID,
-				"attempt", it.d.Attempts, "at", it.d.RetryAt, "err", it.d.Err)
+			c.hold(it.claim, r.RetryAt)
+			c.log.Info("retry scheduled", "file", d.File, "msg_id", d.Message.MsgID,
+				"attempt", r.Attempts, "at", r.RetryAt, "err", r.Err)
 			continue
 		}
 		to := queue.Done
-		if it.d.Outcome == OutcomeDeadLetter {
+		if r.Outcome == OutcomeDeadLetter {
 			to, ms.toError = queue.Error, true
 		} else {
 			ms.toDone = true
@@ -104,12 +118,12 @@ func (c *Consumer) moveOut(s *queue.Session, items []item, st *Stats, ms *moveSy
 		if err != nil {
 			return err
 		}
-		st.add(it.d.Outcome)
-		if it.d.Outcome == OutcomeDeadLetter {
-			c.log.Info("dead letter", "file", it.d.File, "stored", stored, "reason", it.d.Reject.Reason, "detail", it.d.Reject.Error())
+		st.add(r.Outcome)
+		if r.Outcome == OutcomeDeadLetter {
+			c.log.Info("dead letter", "file", d.File, "stored", stored, "reason", r.Reject.Reason, "detail", r.Reject.Error())
 		}
 		if c.cfg.OnDelivery != nil {
-			c.cfg.OnDelivery(it.d, stored)
+			c.cfg.OnDelivery(d, r, stored)
 		}
 	}
 	return nil

@@ -202,7 +202,7 @@ func TestBackoffDoesNotBlock(t *testing.T) {
 	var done atomic.Int32
 	c, err := spool.NewConsumer(f.dir, f.ledger, spool.Config{Handler: h, BatchSize: 10,
 		Retry: spool.Retry{Base: time.Hour, Cap: time.Hour, MaxAttempts: 5},
-		OnDelivery: func(d *spool.Delivery, _ string) {
+		OnDelivery: func(*spool.Delivery, spool.Result, string) {
 			if done.Add(1) == 100 {
 				cancel() // all others are through while SLOW waits an hour
 			}
@@ -253,7 +253,7 @@ type batchSizes struct {
 	sizes []int
 }
 
-func (b *batchSizes) Record(ctx context.Context, batch []*spool.Delivery) error {
+func (b *batchSizes) Record(ctx context.Context, batch []*spool.Delivery) ([]spool.Result, error) {
 	b.sizes = append(b.sizes, len(batch))
 	return b.Ledger.Record(ctx, batch)
 }

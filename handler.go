@@ -158,10 +158,10 @@ type WorkLedger interface {
 	// permanent failure the savepoint is rolled back (the processed row and
 	// the handler's writes with it) and the delivery is a dead letter with
 	// reason handler. On a transient failure it is rolled back too, the
-	// attempt is counted in the ledger, and the delivery gets OutcomeRetry
+	// attempt is counted in the ledger, and the result is OutcomeRetry
 	// with RetryAt set; when w.Retry is exhausted it becomes a dead letter
 	// with reason retries-exhausted and the last error instead.
-	RecordWork(ctx context.Context, batch []*Delivery, w Work) error
+	RecordWork(ctx context.Context, batch []*Delivery, w Work) ([]Result, error)
 	// RetrySchedule returns the msg_ids waiting for a retry and when each is
 	// due, so a consumer that claims one early holds it until then.
 	RetrySchedule(ctx context.Context) (map[string]time.Time, error)

@@ -14,8 +14,9 @@ import (
 	"github.com/spoolq/spool"
 )
 
-// result is what became of one delivery of a batch; it is copied into the
-// deliveries only after the commit.
+// result is what became of one delivery of a batch, with what its
+// deliveries row needs; it is returned as a spool.Result only after the
+// commit.
 type result struct {
 	outcome  spool.Outcome
 	attempts int
@@ -26,6 +27,20 @@ type result struct {
 	firstFailure          time.Time
 	lastFailure           time.Time
 	conflict              bool
+}
+
+// public is the result as Record returns it for d.
+func (r result) public(d *spool.Delivery) spool.Result {
+	out := spool.Result{Outcome: r.outcome, Attempts: r.attempts, Err: r.err, RetryAt: r.retryAt}
+	if r.outcome == spool.OutcomeDeadLetter {
+		out.Reject = d.Reject
+		if out.Reject == nil {
+			// A valid message the handler dead-lettered: say why, as for
+			// any other dead letter.
+			out.Reject = &spool.RejectError{Reason: spool.Reason(r.reason), Detail: r.detail}
+		}
+	}
+	return out
 }
 
 // maxDetail bounds a failure detail kept in the ledger: a handler's error

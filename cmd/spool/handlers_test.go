@@ -392,10 +392,10 @@ func TestNotifierNeverBlocks(t *testing.T) {
 	}
 	start := time.Now()
 	for i := range 5 {
-		n.deliver(&spool.Delivery{Outcome: spool.OutcomeDeadLetter, File: fmt.Sprint(i, ".json"),
-			Reject: &spool.RejectError{Reason: spool.ReasonParse}}, fmt.Sprint(i, ".json"))
+		n.deliver(&spool.Delivery{File: fmt.Sprint(i, ".json")},
+			spool.Result{Outcome: spool.OutcomeDeadLetter, Reject: &spool.RejectError{Reason: spool.ReasonParse}}, fmt.Sprint(i, ".json"))
 	}
-	n.deliver(&spool.Delivery{Outcome: spool.OutcomeProcessed, File: "ok.json"}, "ok.json") // not a dead letter: ignored
+	n.deliver(&spool.Delivery{File: "ok.json"}, spool.Result{Outcome: spool.OutcomeProcessed}, "ok.json") // not a dead letter: ignored
 	if took := time.Since(start); took > time.Second {
 		t.Errorf("handing over 5 dead letters took %v", took)
 	}
@@ -403,7 +403,7 @@ func TestNotifierNeverBlocks(t *testing.T) {
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("close took %v with a 200ms bound", took)
 	}
-	n.deliver(&spool.Delivery{Outcome: spool.OutcomeDeadLetter, File: "late.json"}, "late.json") // after close: dropped, no panic
+	n.deliver(&spool.Delivery{File: "late.json"}, spool.Result{Outcome: spool.OutcomeDeadLetter}, "late.json") // after close: dropped, no panic
 	mu.Lock()
 	defer mu.Unlock()
 	skipped, killed := 0, 0

@@ -102,13 +102,13 @@ func newNotifier(command, queueDir string, timeout time.Duration, workers, pendi
 
 // deliver is the consumer's OnDelivery hook: it queues a notification for
 // a dead letter and never blocks.
-func (n *notifier) deliver(d *spool.Delivery, stored string) {
-	if d.Outcome != spool.OutcomeDeadLetter {
+func (n *notifier) deliver(d *spool.Delivery, r spool.Result, stored string) {
+	if r.Outcome != spool.OutcomeDeadLetter {
 		return
 	}
 	job := notification{stored: stored, original: d.File}
-	if d.Reject != nil {
-		job.reason, job.detail = string(d.Reject.Reason), d.Reject.Detail
+	if r.Reject != nil {
+		job.reason, job.detail = string(r.Reject.Reason), r.Reject.Detail
 	}
 	if d.Message != nil {
 		job.msgID = d.Message.MsgID

@@ -170,13 +170,14 @@ func TestTwoHandles(t *testing.T) {
 				for _, id := range ids[:n] {
 					ds = append(ds, delivery(fmt.Sprintf("h%d-%s", i, id), id))
 				}
-				if err := db.Record(t.Context(), ds); err != nil {
+				res, err := db.Record(t.Context(), ds)
+				if err != nil {
 					t.Errorf("handle %d: Record: %v", i, err)
 					return
 				}
 				mu.Lock()
-				for _, d := range ds {
-					if d.Outcome == spool.OutcomeProcessed {
+				for i, d := range ds {
+					if res[i].Outcome == spool.OutcomeProcessed {
 						won[d.Message.MsgID]++
 						total++
 					}
@@ -251,24 +252,25 @@ func TestRecordWorkSavepoint(t *testing.T) {
 		delivery("c5", "d-ok"), // a duplicate in the batch: the handler is not run again
 		delivery("c6", "e-ok"),
 	}
-	if err := db.RecordWork(t.Context(), batch, spool.Work{Handler: h}); err != nil {
+	res, err := db.RecordWork(t.Context(), batch, spool.Work{Handler: h})
+	if err != nil {
 		t.Fatalf("RecordWork: %v", err)
 	}
 	var got []spool.Outcome
-	for _, d := range batch {
-		got = append(got, d.Outcome)
+	for _, r := range res {
+		got = append(got, r.Outcome)
 	}
 	want := []spool.Outcome{spool.OutcomeDeadLetter, spool.OutcomeDeadLetter, spool.OutcomeRetry,
 		spool.OutcomeProcessed, spool.OutcomeDuplicate, spool.OutcomeProcessed}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("outcomes = %q, want %q", got, want)
 	}
-	for _, d := range batch[:2] {
-		if d.Reject == nil || d.Reject.Reason != spool.ReasonHandler {
-			t.Errorf("%s: reject = %+v, want reason handler", d.Message.MsgID, d.Reject)
+	for i, d := range batch[:2] {
+		if r := res[i].Reject; r == nil || r.Reason != spool.ReasonHandler {
+			t.Errorf("%s: reject = %+v, want reason handler", d.Message.MsgID, r)
 		}
 	}
-	if r := batch[0].Reject; r != nil && !strings.Contains(r.Detail, "23502") && !strings.Contains(r.Detail, "null value") {
+	if r := res[0].Reject; r != nil && !strings.Contains(r.Detail, "23502") && !strings.Contains(r.Detail, "null value") {
 		t.Errorf("a-sql-error detail = %q, want the PostgreSQL NOT NULL error", r.Detail)
 	}
 
@@ -311,22 +313,24 @@ func TestRecordWorkSavepoint(t *testing.T) {
 	// A second attempt fails again and is counted; a third, with a handler
 	// that now succeeds, commits its rows and clears the attempts row.
 	retry := delivery("c7", "c-transient")
-	if err := db.RecordWork(t.Context(), []*spool.Delivery{retry}, spool.Work{Handler: h}); err != nil {
+	res, err = db.RecordWork(t.Context(), []*spool.Delivery{retry}, spool.Work{Handler: h})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if retry.Outcome != spool.OutcomeRetry || retry.Attempts != 2 {
-		t.Errorf("second attempt: outcome %q, attempts %d, want retry, 2", retry.Outcome, retry.Attempts)
+	if res[0].Outcome != spool.OutcomeRetry || res[0].Attempts != 2 {
+		t.Errorf("second attempt: outcome %q, attempts %d, want retry, 2", res[0].Outcome, res[0].Attempts)
 	}
 	ok := spool.HandlerFunc(func(ctx context.Context, tx *sql.Tx, m *spool.Message) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO work (msg_id, note) VALUES ($1, 'late')`, m.MsgID)
 		return err
 	})
 	retry = delivery("c8", "c-transient")
-	if err := db.RecordWork(t.Context(), []*spool.Delivery{retry}, spool.Work{Handler: ok}); err != nil {
+	res, err = db.RecordWork(t.Context(), []*spool.Delivery{retry}, spool.Work{Handler: ok})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if retry.Outcome != spool.OutcomeProcessed {
-		t.Errorf("third attempt: outcome %q, want processed", retry.Outcome)
+	if res[0].Outcome != spool.OutcomeProcessed {
+		t.Errorf("third attempt: outcome %q, want processed", res[0].Outcome)
 	}
 	if got := ids("SELECT msg_id FROM attempts"); len(got) != 0 {
 		t.Errorf("attempts rows after success = %q, want none", got)
@@ -353,7 +357,7 @@ func TestOrderCheckSQL(t *testing.T) {
 		ds = append(ds, d)
 	}
 	ds = append(ds, delivery("again", "m0")) // a redelivery is not a duplicate seq
-	if err := db.Record(t.Context(), ds); err != nil {
+	if _, err := db.Record(t.Context(), ds); err != nil {
 		t.Fatal(err)
 	}
 	want := []ledger.OrderProblem{
@@ -450,7 +454,7 @@ func TestKeywordDSN(t *testing.T) {
 		t.Fatalf("Open(%q): %v", dsn, err)
 	}
 	defer db.Close()
-	if err := db.Record(t.Context(), []*spool.Delivery{delivery("c1", "m1")}); err != nil {
+	if _, err := db.Record(t.Context(), []*spool.Delivery{delivery("c1", "m1")}); err != nil {
 		t.Fatal(err)
 	}
 	var schema string
