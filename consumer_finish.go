@@ -24,7 +24,9 @@ func (c *Consumer) record(ctx context.Context, items []item) error {
 	var res []Result
 	var err error
 	if c.work != nil {
-		res, err = c.work.RecordWork(ctx, batch, Work{Handler: c.cfg.Handler, Retry: c.cfg.Retry})
+		// The consumer decides what a handler's failure makes of a
+		// message, by its retry policy; the ledger records the verdict.
+		res, err = c.work.RecordWork(ctx, batch, Work{Handler: c.cfg.Handler, Decide: c.cfg.Retry.Decide})
 	} else {
 		res, err = c.ledger.Record(ctx, batch)
 	}

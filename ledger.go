@@ -101,3 +101,39 @@ type Ledger interface {
 
 // ErrLedgerClosed is returned by a ledger used after Close.
 var ErrLedgerClosed = errors.New("ledger closed")
+
+// Work is what a WorkLedger runs for each first delivery inside the
+// transaction that records its batch, and how the failures of that work are
+// decided.
+type Work struct {
+	// Handler is called once for each delivery whose processed row the
+	// batch inserts; never for a duplicate. Nil: the work is Record's.
+	Handler Handler
+	// Decide turns each failure of Handler into a retry or a dead letter;
+	// the ledger records its verdict as it is. It is called inside the
+	// transaction, after the handler's writes were rolled back, and must
+	// not block. Required with a Handler; a consumer passes its
+	// Config.Retry's Decide.
+	Decide func(Failure) Verdict
+}
+
+// WorkLedger is a Ledger that can run business work in the transaction
+// that records a batch. Consumers with a Handler require it.
+type WorkLedger interface {
+	Ledger
+	// RecordWork is Record with w.Handler called for every delivery that
+	// inserts its processed row, inside a savepoint of the batch's
+	// transaction. On success the result is OutcomeProcessed. When the
+	// handler fails, the savepoint is rolled back (the processed row and
+	// the handler's writes with it), the ledger counts the attempt, and
+	// w.Decide says what becomes of the message: a dead letter, recorded
+	// with the verdict's reason, the error as its detail and the attempts
+	// made; or a retry, recorded with the attempt count and the verdict's
+	// RetryAt for RetrySchedule. The result carries the verdict, the
+	// attempts and the error. A verdict that is neither a dead letter with
+	// a reason nor a retry with a time fails the batch.
+	RecordWork(ctx context.Context, batch []*Delivery, w Work) ([]Result, error)
+	// RetrySchedule returns the msg_ids waiting for a retry and when each is
+	// due, so a consumer that claims one early holds it until then.
+	RetrySchedule(ctx context.Context) (map[string]time.Time, error)
+}

@@ -144,7 +144,7 @@ func failWork(t *testing.T, db *ledger.DB, d *spool.Delivery, msg string) {
 	h := spool.HandlerFunc(func(context.Context, *sql.Tx, *spool.Message) error {
 		return spool.Permanent(errors.New(msg))
 	})
-	res, err := db.RecordWork(t.Context(), []*spool.Delivery{d}, spool.Work{Handler: h, Retry: spool.Retry{MaxAttempts: 1}})
+	res, err := db.RecordWork(t.Context(), []*spool.Delivery{d}, spool.Work{Handler: h, Decide: spool.Retry{MaxAttempts: 1}.Decide})
 	if err != nil {
 		t.Fatalf("RecordWork: %v", err)
 	}

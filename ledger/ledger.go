@@ -121,6 +121,9 @@ func (db *DB) RecordWork(ctx context.Context, batch []*spool.Delivery, w spool.W
 	if err := db.open(); err != nil {
 		return nil, err
 	}
+	if w.Handler != nil && w.Decide == nil {
+		return nil, errors.New("record batch: work has a handler but no Decide")
+	}
 	for i, d := range batch {
 		if err := checkDelivery(d); err != nil {
 			return nil, fmt.Errorf("record batch: delivery %d: %w", i, err)

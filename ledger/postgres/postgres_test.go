@@ -252,7 +252,7 @@ func TestRecordWorkSavepoint(t *testing.T) {
 		delivery("c5", "d-ok"), // a duplicate in the batch: the handler is not run again
 		delivery("c6", "e-ok"),
 	}
-	res, err := db.RecordWork(t.Context(), batch, spool.Work{Handler: h})
+	res, err := db.RecordWork(t.Context(), batch, spool.Work{Handler: h, Decide: spool.Retry{}.Decide})
 	if err != nil {
 		t.Fatalf("RecordWork: %v", err)
 	}
@@ -313,7 +313,7 @@ func TestRecordWorkSavepoint(t *testing.T) {
 	// A second attempt fails again and is counted; a third, with a handler
 	// that now succeeds, commits its rows and clears the attempts row.
 	retry := delivery("c7", "c-transient")
-	res, err = db.RecordWork(t.Context(), []*spool.Delivery{retry}, spool.Work{Handler: h})
+	res, err = db.RecordWork(t.Context(), []*spool.Delivery{retry}, spool.Work{Handler: h, Decide: spool.Retry{}.Decide})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +325,7 @@ func TestRecordWorkSavepoint(t *testing.T) {
 		return err
 	})
 	retry = delivery("c8", "c-transient")
-	res, err = db.RecordWork(t.Context(), []*spool.Delivery{retry}, spool.Work{Handler: ok})
+	res, err = db.RecordWork(t.Context(), []*spool.Delivery{retry}, spool.Work{Handler: ok, Decide: spool.Retry{}.Decide})
 	if err != nil {
 		t.Fatal(err)
 	}
