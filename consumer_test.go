@@ -83,7 +83,8 @@ ON CONFLICT (order_no) DO UPDATE SET total = total + 10`, m.OrderNo)
 func TestHandlerTransientThenSuccess(t *testing.T) {
 	f := newFixture(t, map[string]string{"a.json": msg("A", "O1", 1), "b.json": msg("B", "O1", 2)})
 	var calls atomic.Int32
-	h := spool.HandlerFunc(func(ctx context.Context, tx *sql.Tx, m *spool.Message) error {
+	h := spool.HandlerFunc(func(ctx context.Context, tx *sql.Tx, d *spool.Delivery) error {
+		m := d.Message
 		if err := addBalance(ctx, tx, m); err != nil {
 			return err
 		}
@@ -117,7 +118,8 @@ func TestHandlerTransientThenSuccess(t *testing.T) {
 
 func TestHandlerPermanentAndPanic(t *testing.T) {
 	f := newFixture(t, map[string]string{"a.json": msg("A", "O1", 1), "b.json": msg("B", "O2", 1), "c.json": msg("C", "O3", 1)})
-	h := spool.HandlerFunc(func(ctx context.Context, tx *sql.Tx, m *spool.Message) error {
+	h := spool.HandlerFunc(func(ctx context.Context, tx *sql.Tx, d *spool.Delivery) error {
+		m := d.Message
 		if err := addBalance(ctx, tx, m); err != nil {
 			return err
 		}
@@ -156,7 +158,7 @@ func TestHandlerPermanentAndPanic(t *testing.T) {
 
 func TestHandlerRetriesExhausted(t *testing.T) {
 	f := newFixture(t, map[string]string{"a.json": msg("A", "O1", 1)})
-	h := spool.HandlerFunc(func(context.Context, *sql.Tx, *spool.Message) error { return errors.New("still locked") })
+	h := spool.HandlerFunc(func(context.Context, *sql.Tx, *spool.Delivery) error { return errors.New("still locked") })
 	c, err := spool.NewConsumer(f.dir, f.ledger, spool.Config{Handler: h,
 		Retry: spool.Retry{Base: time.Millisecond, Cap: 5 * time.Millisecond, MaxAttempts: 3}})
 	if err != nil {
@@ -190,7 +192,8 @@ func TestBackoffDoesNotBlock(t *testing.T) {
 		msgs[fmt.Sprintf("m%03d.json", i)] = msg(fmt.Sprintf("M%03d", i), "O", i+1)
 	}
 	f := newFixture(t, msgs)
-	h := spool.HandlerFunc(func(_ context.Context, _ *sql.Tx, m *spool.Message) error {
+	h := spool.HandlerFunc(func(_ context.Context, _ *sql.Tx, d *spool.Delivery) error {
+		m := d.Message
 		if m.MsgID == "SLOW" {
 			return errors.New("busy")
 		}

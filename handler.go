@@ -20,14 +20,14 @@ import (
 // the message is retried with backoff. A panic is a permanent failure of
 // that message, never of the consumer.
 type Handler interface {
-	Handle(ctx context.Context, tx *sql.Tx, m *Message) error
+	Handle(ctx context.Context, tx *sql.Tx, d *Delivery) error
 }
 
 // HandlerFunc adapts a function to Handler.
-type HandlerFunc func(ctx context.Context, tx *sql.Tx, m *Message) error
+type HandlerFunc func(ctx context.Context, tx *sql.Tx, d *Delivery) error
 
 // Handle calls f.
-func (f HandlerFunc) Handle(ctx context.Context, tx *sql.Tx, m *Message) error { return f(ctx, tx, m) }
+func (f HandlerFunc) Handle(ctx context.Context, tx *sql.Tx, d *Delivery) error { return f(ctx, tx, d) }
 
 // PermanentError marks a failure that retrying cannot fix: bad data, a
 // broken business invariant.
@@ -67,13 +67,13 @@ type PanicError struct{ Value any }
 
 func (e *PanicError) Error() string { return fmt.Sprintf("handler panicked: %v", e.Value) }
 
-// Call runs h on m, turning a panic into a permanent *PanicError so that a
+// Call runs h on d, turning a panic into a permanent *PanicError so that a
 // bug in one message's handling fails that message, not the consumer.
-func Call(ctx context.Context, h Handler, tx *sql.Tx, m *Message) (err error) {
+func Call(ctx context.Context, h Handler, tx *sql.Tx, d *Delivery) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = Permanent(&PanicError{Value: v})
 		}
 	}()
-	return h.Handle(ctx, tx, m)
+	return h.Handle(ctx, tx, d)
 }

@@ -141,7 +141,7 @@ func mustRecord(t *testing.T, db *ledger.DB, batch ...*spool.Delivery) []spool.R
 // with reason handler and one attempt.
 func failWork(t *testing.T, db *ledger.DB, d *spool.Delivery, msg string) {
 	t.Helper()
-	h := spool.HandlerFunc(func(context.Context, *sql.Tx, *spool.Message) error {
+	h := spool.HandlerFunc(func(context.Context, *sql.Tx, *spool.Delivery) error {
 		return spool.Permanent(errors.New(msg))
 	})
 	res, err := db.RecordWork(t.Context(), []*spool.Delivery{d}, spool.Work{Handler: h, Decide: spool.Retry{MaxAttempts: 1}.Decide})

@@ -191,7 +191,7 @@ func (db *DB) work1(ctx context.Context, tx *sql.Tx, d *spool.Delivery, r *resul
 		r.outcome = spool.OutcomeDuplicate
 		return release(ctx, tx)
 	}
-	herr := spool.Call(ctx, w.Handler, tx, d.Message)
+	herr := spool.Call(ctx, w.Handler, tx, d)
 	if herr == nil {
 		if _, err := tx.ExecContext(ctx, db.q.deleteAttempts, d.Message.MsgID); err != nil {
 			return fmt.Errorf("clear attempts %q: %w", d.Message.MsgID, err)

@@ -166,7 +166,7 @@ func (hf *handlerFlags) handler(ctx context.Context, l *ledger.DB, queueDir stri
 	}
 	switch hf.kind() {
 	case "exec":
-		return &execHandler{command: hf.exec, timeout: hf.execTimeout, queue: abs, dialect: l.Dialect()}, nil
+		return &execHandler{command: hf.exec, timeout: hf.execTimeout, queue: abs}, nil
 	case "sql":
 		return newSQLHandler(ctx, l, hf.sqlFile, hf.statements)
 	case "post":
@@ -175,19 +175,11 @@ func (hf *handlerFlags) handler(ctx context.Context, l *ledger.DB, queueDir stri
 	return nil, nil
 }
 
-// processedFile returns the inbox name of the message whose processed row
-// the ledger inserted in tx just before calling the handler; "" if there
-// is none (a ledger that calls the handler first).
-func processedFile(ctx context.Context, tx *sql.Tx, d ledger.Dialect, msgID string) (string, error) {
-	var file string
-	err := tx.QueryRowContext(ctx, d.Rebind(`SELECT file FROM processed WHERE msg_id = ?`), msgID).Scan(&file)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("look up the message's file: %w", err)
-	}
-	return file, nil
+// fileName is the delivery's name in inbox/ as the ledger stores it in
+// processed.file: invalid UTF-8 and NUL replaced by U+FFFD. Handlers pass
+// the stored name on, so that what they write matches the ledger's row.
+func fileName(d *spool.Delivery) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(d.File, "\uFFFD"), "\x00", "\uFFFD")
 }
 
 // execHandler runs a shell command for each message: --exec.
@@ -195,7 +187,6 @@ type execHandler struct {
 	command string
 	timeout time.Duration
 	queue   string // absolute
-	dialect ledger.Dialect
 }
 
 // Handle runs the command with the message on stdin. Exit 0 is success;
@@ -203,11 +194,8 @@ type execHandler struct {
 // start are transient; any other exit status is permanent. The command's
 // stdout is discarded (consume's stdout is for its summary); the end of its
 // stderr is the failure's detail.
-func (h *execHandler) Handle(ctx context.Context, tx *sql.Tx, m *spool.Message) error {
-	file, err := processedFile(ctx, tx, h.dialect, m.MsgID)
-	if err != nil {
-		return fmt.Errorf("exec: %w", err)
-	}
+func (h *execHandler) Handle(ctx context.Context, _ *sql.Tx, d *spool.Delivery) error {
+	m, file := d.Message, fileName(d)
 	seq := ""
 	if m.Seq != 0 {
 		seq = strconv.FormatInt(m.Seq, 10)
@@ -366,7 +354,8 @@ func newPostHandler(u string, timeout, maxRetryAfter time.Duration) *postHandler
 // request whose response was lost. 2xx is success; 408, 429, 5xx and
 // network errors are transient, with the response's Retry-After honoured
 // (up to the retry cap); any other status is permanent.
-func (h *postHandler) Handle(ctx context.Context, _ *sql.Tx, m *spool.Message) error {
+func (h *postHandler) Handle(ctx context.Context, _ *sql.Tx, d *spool.Delivery) error {
+	m := d.Message
 	for _, c := range []byte(m.MsgID) {
 		if (c < ' ' && c != '\t') || c == 0x7f {
 			return spool.Permanent(fmt.Errorf("post: msg_id %q cannot be sent as an Idempotency-Key header", m.MsgID))

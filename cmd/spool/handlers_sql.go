@@ -279,19 +279,11 @@ type sqlHandler struct {
 // unless the database reports a conflict that a later attempt may not
 // meet: SQLite busy or locked; a PostgreSQL serialization failure,
 // deadlock, lock or statement timeout.
-func (h *sqlHandler) Handle(ctx context.Context, tx *sql.Tx, m *spool.Message) error {
-	var file string
-	var fileKnown bool
+func (h *sqlHandler) Handle(ctx context.Context, tx *sql.Tx, d *spool.Delivery) error {
+	m, file := d.Message, fileName(d)
 	for i, s := range h.statements {
 		args := make([]any, 0, len(s.params))
 		for _, name := range s.params {
-			if name == "file" && !fileKnown {
-				f, err := processedFile(ctx, tx, h.dialect, m.MsgID)
-				if err != nil {
-					return fmt.Errorf("sql: %w", err)
-				}
-				file, fileKnown = f, true
-			}
 			v, err := sqlParam(name, m, file)
 			if err != nil {
 				return spool.Permanent(fmt.Errorf("sql statement %d (line %d): parameter :%s: %w", i+1, s.line, name, err))

@@ -225,7 +225,8 @@ func TestRecordWorkSavepoint(t *testing.T) {
 	}
 	// RecordWork runs the handler in msg_id order: the failures come first,
 	// so the successes prove the transaction survived them.
-	h := spool.HandlerFunc(func(ctx context.Context, tx *sql.Tx, m *spool.Message) error {
+	h := spool.HandlerFunc(func(ctx context.Context, tx *sql.Tx, d *spool.Delivery) error {
+		m := d.Message
 		if _, err := tx.ExecContext(ctx, `INSERT INTO work (msg_id, note) VALUES ($1, 'written')`, m.MsgID); err != nil {
 			return err
 		}
@@ -320,7 +321,8 @@ func TestRecordWorkSavepoint(t *testing.T) {
 	if res[0].Outcome != spool.OutcomeRetry || res[0].Attempts != 2 {
 		t.Errorf("second attempt: outcome %q, attempts %d, want retry, 2", res[0].Outcome, res[0].Attempts)
 	}
-	ok := spool.HandlerFunc(func(ctx context.Context, tx *sql.Tx, m *spool.Message) error {
+	ok := spool.HandlerFunc(func(ctx context.Context, tx *sql.Tx, d *spool.Delivery) error {
+		m := d.Message
 		_, err := tx.ExecContext(ctx, `INSERT INTO work (msg_id, note) VALUES ($1, 'late')`, m.MsgID)
 		return err
 	})
