@@ -19,6 +19,10 @@ type Dialect interface {
 	// Rebind rewrites a shared query's ? placeholders into the engine's
 	// style. It must leave ? inside quoted literals alone.
 	Rebind(query string) string
+	// Placeholder is the engine's numbered parameter n, from 1, for
+	// statements that use one value in several places: ?1 on SQLite, $1 on
+	// PostgreSQL.
+	Placeholder(n int) string
 	// Migrations holds the engine's migration files at its root, named
 	// NNN_name.up.sql and applied in NNN order.
 	Migrations() fs.FS
@@ -44,6 +48,7 @@ type sqliteDialect struct{}
 
 func (sqliteDialect) Name() string               { return "sqlite" }
 func (sqliteDialect) Rebind(query string) string { return query }
+func (sqliteDialect) Placeholder(n int) string   { return "?" + strconv.Itoa(n) }
 func (sqliteDialect) Migrations() fs.FS          { return sub("sqlite") }
 func (sqliteDialect) MigrationLock() string      { return "" }
 
@@ -51,6 +56,7 @@ type postgresDialect struct{}
 
 func (postgresDialect) Name() string               { return "postgres" }
 func (postgresDialect) Rebind(query string) string { return rebindDollar(query) }
+func (postgresDialect) Placeholder(n int) string   { return "$" + strconv.Itoa(n) }
 func (postgresDialect) Migrations() fs.FS          { return sub("postgres") }
 
 // MigrationLock takes a transaction-scoped advisory lock, released by the

@@ -27,6 +27,21 @@ func TestRebindDollar(t *testing.T) {
 	}
 }
 
+func TestPlaceholder(t *testing.T) {
+	for _, tc := range []struct {
+		d    Dialect
+		n    int
+		want string
+	}{
+		{SQLite(), 1, "?1"}, {SQLite(), 12, "?12"},
+		{PostgreSQL(), 1, "$1"}, {PostgreSQL(), 12, "$12"},
+	} {
+		if got := tc.d.Placeholder(tc.n); got != tc.want {
+			t.Errorf("%s Placeholder(%d) = %q, want %q", tc.d.Name(), tc.n, got, tc.want)
+		}
+	}
+}
+
 // TestMigrationsInStep: both engines have the same migrations, so a schema
 // change cannot be made on one and forgotten on the other.
 func TestMigrationsInStep(t *testing.T) {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -44,12 +43,7 @@ func (s sqlStatement) bind(d ledger.Dialect) string {
 	last := 0
 	for _, r := range s.refs {
 		b.WriteString(s.text[last:r.start])
-		if d.Name() == "postgres" {
-			b.WriteString("$")
-		} else {
-			b.WriteString("?")
-		}
-		b.WriteString(strconv.Itoa(r.param + 1))
+		b.WriteString(d.Placeholder(r.param + 1))
 		last = r.end
 	}
 	b.WriteString(s.text[last:])
