@@ -3,7 +3,10 @@
 // ledger; the suite then checks, on that engine, everything the consumer and
 // the reports rely on: I2 (one processed row per msg_id, even under
 // concurrency), exact money, dead-letter records (I4), claim lookups (I7),
-// all-or-nothing batches and the report queries.
+// all-or-nothing batches, business handlers in the batch's transaction
+// (committed and rolled back with it, one savepoint per message, retries
+// recorded as the consumer decides them and RetrySchedule), and the report
+// queries.
 package ledgertest
 
 import (
@@ -51,6 +54,12 @@ func Run(t *testing.T, open func(t *testing.T) *ledger.DB) {
 		{"Migrate", testMigrate},
 		{"Closed", testClosed},
 		{"Concurrent", testConcurrent},
+		{"WorkCommitsTogether", testWorkCommitsTogether},
+		{"WorkRollsBackTogether", testWorkRollsBackTogether},
+		{"WorkSavepoint", testWorkSavepoint},
+		{"RetryScheduled", testRetryScheduled},
+		{"RetryDue", testRetryDue},
+		{"BadVerdict", testBadVerdict},
 	}
 	fresh := func(t *testing.T) *ledger.DB {
 		db := open(t)
