@@ -31,7 +31,7 @@ const (
 	// when the workers also claimed, on 1M-message drains whose queue had
 	// partly left the cache, in three alternated pairs: 8 workers on 2
 	// cores drained 36%, 26% and 4% faster than 2, with no more CPU per
-	// message; on a warm queue the two are the same (README, Performance).
+	// message; on a warm queue the two are the same (docs/PERFORMANCE.md).
 	DefaultWorkersPerCPU = 4
 )
 
@@ -61,7 +61,9 @@ type Config struct {
 	// ledger transaction; the ledger must then be a WorkLedger. Nil: the
 	// ledger's processed row is the only work.
 	Handler Handler
-	// Retry is the backoff policy for the handler's transient failures.
+	// Retry is the policy that decides what a handler's failure makes of
+	// a message (Retry.Decide): a dead letter, or a retry with backoff.
+	// Zero: the documented defaults of Retry.
 	Retry Retry
 	// Relaxed skips the directory fsyncs around each batch. Pair it with a
 	// relaxed ledger: a power cut may then lose the last batches' records or
@@ -119,7 +121,7 @@ type Consumer struct {
 	// runs the cross-directory renames of one filesystem one at a time
 	// (Linux's s_vfs_rename_mutex), so a second thread renaming at once
 	// gains nothing: it spins on that lock, on a core the reads, parsing
-	// and ledger could have used (README, Performance).
+	// and ledger could have used (docs/PERFORMANCE.md).
 	moves sync.Mutex
 
 	// waiting are claims held in processing/ until their retry is due;

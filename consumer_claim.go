@@ -33,8 +33,8 @@ const (
 	// inFlight: this session holds a claim of the same name already
 	// (queue.ErrBusy); the newer file stays in inbox/ for a later pass.
 	inFlight
-	// claimed: the claim is made and waits for a worker to examine it.
-	claimed
+	// toExamine: the claim is made and waits for a worker to examine it.
+	toExamine
 	// held: claimed, but the message's retry is not due yet; the claim
 	// waits unrecorded in processing/ (see hold), and the item is done.
 	held
@@ -96,7 +96,7 @@ func (c *Consumer) claimBatch(s *queue.Session, names []string, items []item, to
 		case err != nil:
 			return j + 1, err
 		}
-		items[j] = item{state: claimed, claim: cl, claimed: start}
+		items[j] = item{state: toExamine, claim: cl, claimed: start}
 		bytes += cl.Size
 		toRead <- j
 	}
