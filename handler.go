@@ -12,7 +12,9 @@ import (
 // transaction that records it: its writes through tx commit together with
 // the processed row, or roll back together with it. Handle is called once
 // per first delivery of a msg_id (never for a duplicate) and may be called
-// again for the same message after a transient failure.
+// again for the same message after a transient failure. d is the delivery
+// being recorded: a valid message (d.Message is set) with its file name,
+// claim and consumer; Handle must not modify it.
 //
 // What a failure makes of the message is the consumer's decision, by its
 // Retry policy (Retry.Decide): an error marked with Permanent dead-letters
@@ -55,7 +57,9 @@ func IsPermanent(err error) bool {
 // HTTP Retry-After header does; the backoff delay still applies when it is
 // longer.
 type RetryAfterError struct {
-	Err   error
+	// Err is the failure itself, transient.
+	Err error
+	// After is the least wait before the next attempt.
 	After time.Duration
 }
 
@@ -63,7 +67,10 @@ func (e *RetryAfterError) Error() string { return e.Err.Error() }
 func (e *RetryAfterError) Unwrap() error { return e.Err }
 
 // PanicError is the failure of a handler that panicked.
-type PanicError struct{ Value any }
+type PanicError struct {
+	// Value is what the handler panicked with.
+	Value any
+}
 
 func (e *PanicError) Error() string { return fmt.Sprintf("handler panicked: %v", e.Value) }
 

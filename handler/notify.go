@@ -38,7 +38,9 @@ var ErrBacklog = errors.New("notifications already waiting")
 type NotifyError struct {
 	// File is the dead letter's name in error/.
 	File string
-	Err  error
+	// Err is what went wrong: the command's exit status, signal or
+	// timeout with the end of its stderr, or ErrBacklog.
+	Err error
 }
 
 func (e *NotifyError) Error() string { return "notify " + e.File + ": " + e.Err.Error() }

@@ -16,7 +16,8 @@ import (
 type StatementError struct {
 	// N numbers the statement in its file, from 1; Line is where it starts.
 	N, Line int
-	Err     error
+	// Err is the engine's error.
+	Err error
 }
 
 func (e *StatementError) Error() string {
