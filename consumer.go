@@ -31,7 +31,8 @@ const (
 	// when the workers also claimed, on 1M-message drains whose queue had
 	// partly left the cache, in three alternated pairs: 8 workers on 2
 	// cores drained 36%, 26% and 4% faster than 2, with no more CPU per
-	// message; on a warm queue the two are the same (docs/PERFORMANCE.md).
+	// message; on a warm queue the two are the same (docs/PERFORMANCE.md,
+	// "4 workers per core").
 	DefaultWorkersPerCPU = 4
 )
 
@@ -121,7 +122,8 @@ type Consumer struct {
 	// runs the cross-directory renames of one filesystem one at a time
 	// (Linux's s_vfs_rename_mutex), so a second thread renaming at once
 	// gains nothing: it spins on that lock, on a core the reads, parsing
-	// and ledger could have used (docs/PERFORMANCE.md).
+	// and ledger could have used (docs/PERFORMANCE.md, "Claims one after
+	// another").
 	moves sync.Mutex
 
 	// waiting are claims held in processing/ until their retry is due;
