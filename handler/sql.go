@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/spoolq/spool"
@@ -31,12 +30,13 @@ func (e *StatementError) Unwrap() error { return e.Err }
 // processed row, or roll back with it.
 //
 // A statement's failure is permanent (a constraint, a type, a missing
-// table) unless the database reports a conflict that a later attempt may
-// not meet: SQLite busy or locked; a PostgreSQL serialization failure,
-// deadlock, lock or statement timeout.
+// table) unless the engine reports a conflict that a later attempt may not
+// meet (ledger.Dialect's IsConflict: SQLite busy or locked; a PostgreSQL
+// serialization failure, deadlock, lock or statement timeout).
 //
 // A SQL is safe for concurrent use.
 type SQL struct {
+	dialect    ledger.Dialect
 	statements []boundStatement
 }
 
@@ -54,7 +54,7 @@ type boundStatement struct {
 // statements after them can refer to what they create. A statement that
 // does not prepare is a *StatementError.
 func NewSQL(ctx context.Context, l *ledger.DB, script *Script) (*SQL, error) {
-	h := &SQL{}
+	h := &SQL{dialect: l.Dialect()}
 	for _, s := range script.statements {
 		h.statements = append(h.statements, boundStatement{statement: s, query: s.bind(l.Dialect())})
 	}
@@ -119,7 +119,7 @@ func (h *SQL) Handle(ctx context.Context, tx *sql.Tx, d *spool.Delivery) error {
 		}
 		if _, err := tx.ExecContext(ctx, s.query, args...); err != nil {
 			err = fmt.Errorf("sql statement %d (line %d): %w", i+1, s.line, err)
-			if isConflict(err) {
+			if h.dialect.IsConflict(err) {
 				return err
 			}
 			return spool.Permanent(err)
@@ -171,34 +171,4 @@ func nullText(s string) any {
 		return nil
 	}
 	return s
-}
-
-// isConflict reports whether err is the database telling of a conflict
-// with other work, which a later attempt may not meet, rather than a fault
-// of the statement or the message. The drivers' errors are recognised by
-// their methods, so that this package imports neither driver.
-func isConflict(err error) bool {
-	// SQLite's (modernc.org/sqlite's *Error) carry an extended result code,
-	// whose low byte is the primary one.
-	var coded interface{ Code() int }
-	if errors.As(err, &coded) {
-		const sqliteBusy, sqliteLocked = 5, 6
-		switch coded.Code() & 0xff {
-		case sqliteBusy, sqliteLocked:
-			return true
-		}
-		return false
-	}
-	// PostgreSQL's (pgconn.PgError) carry their SQLSTATE.
-	var pe interface{ SQLState() string }
-	if errors.As(err, &pe) {
-		switch pe.SQLState() {
-		case "40001", // serialization_failure
-			"40P01", // deadlock_detected
-			"55P03", // lock_not_available (lock_timeout)
-			"57014": // query_canceled (statement_timeout)
-			return true
-		}
-	}
-	return false
 }

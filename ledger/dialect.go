@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"embed"
+	"errors"
 	"io/fs"
 	"strconv"
 	"strings"
@@ -19,10 +20,17 @@ type Dialect interface {
 	// Rebind rewrites a shared query's ? placeholders into the engine's
 	// style. It must leave ? inside quoted literals alone.
 	Rebind(query string) string
-	// Placeholder is the engine's numbered parameter n, from 1, for
-	// statements that use one value in several places: ?1 on SQLite, $1 on
-	// PostgreSQL.
+	// Placeholder is the engine's numbered placeholder for a query's n-th
+	// argument, n from 1 ("?1" on SQLite, "$1" on PostgreSQL), for queries
+	// that refer to one argument more than once.
 	Placeholder(n int) string
+	// IsConflict reports whether err is the engine telling of a conflict
+	// with other work, which a later attempt may not meet (a lock held
+	// elsewhere, a deadlock, a serialization failure, a timeout waiting for
+	// one of them), rather than a fault of the statement or of its data.
+	// It is the backend's one classification of such errors: a busy
+	// database to retry, a handler's failure to call transient.
+	IsConflict(err error) bool
 	// Migrations holds the engine's migration files at its root, named
 	// NNN_name.up.sql and applied in NNN order.
 	Migrations() fs.FS
@@ -37,27 +45,63 @@ type Dialect interface {
 var migrations embed.FS
 
 // SQLite returns the dialect of SQLite 3.25 or later: ? placeholders, and
-// write transactions that the backend must begin with BEGIN IMMEDIATE.
+// write transactions that the backend must begin with BEGIN IMMEDIATE. Its
+// conflicts are SQLITE_BUSY and SQLITE_LOCKED, from any driver whose errors
+// have a Code() int method giving SQLite's (extended) result code, as
+// modernc.org/sqlite's do.
 func SQLite() Dialect { return sqliteDialect{} }
 
 // PostgreSQL returns the dialect of PostgreSQL 15 or later: $1, $2, ...
-// placeholders, and an advisory lock serialising migrations.
+// placeholders, and an advisory lock serialising migrations. Its conflicts
+// are the SQLSTATEs serialization_failure, deadlock_detected,
+// lock_not_available (lock_timeout) and query_canceled (statement_timeout),
+// from any driver whose errors have a SQLState() string method, as pgx's
+// do.
 func PostgreSQL() Dialect { return postgresDialect{} }
 
 type sqliteDialect struct{}
 
 func (sqliteDialect) Name() string               { return "sqlite" }
 func (sqliteDialect) Rebind(query string) string { return query }
-func (sqliteDialect) Placeholder(n int) string   { return "?" + strconv.Itoa(n) }
 func (sqliteDialect) Migrations() fs.FS          { return sub("sqlite") }
 func (sqliteDialect) MigrationLock() string      { return "" }
+func (sqliteDialect) Placeholder(n int) string   { return "?" + strconv.Itoa(n) }
+
+func (sqliteDialect) IsConflict(err error) bool {
+	var coded interface{ Code() int }
+	if !errors.As(err, &coded) {
+		return false
+	}
+	// The primary result code is the low byte of the extended one.
+	const sqliteBusy, sqliteLocked = 5, 6
+	switch coded.Code() & 0xff {
+	case sqliteBusy, sqliteLocked:
+		return true
+	}
+	return false
+}
 
 type postgresDialect struct{}
 
 func (postgresDialect) Name() string               { return "postgres" }
 func (postgresDialect) Rebind(query string) string { return rebindDollar(query) }
-func (postgresDialect) Placeholder(n int) string   { return "$" + strconv.Itoa(n) }
 func (postgresDialect) Migrations() fs.FS          { return sub("postgres") }
+func (postgresDialect) Placeholder(n int) string   { return "$" + strconv.Itoa(n) }
+
+func (postgresDialect) IsConflict(err error) bool {
+	var pe interface{ SQLState() string }
+	if !errors.As(err, &pe) {
+		return false
+	}
+	switch pe.SQLState() {
+	case "40001", // serialization_failure
+		"40P01", // deadlock_detected
+		"55P03", // lock_not_available (lock_timeout)
+		"57014": // query_canceled (statement_timeout)
+		return true
+	}
+	return false
+}
 
 // MigrationLock takes a transaction-scoped advisory lock, released by the
 // commit, so a second process waits and then finds the migrations applied.
