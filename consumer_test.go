@@ -83,7 +83,8 @@ ON CONFLICT (order_no) DO UPDATE SET total = total + 10`, m.OrderNo)
 func TestHandlerTransientThenSuccess(t *testing.T) {
 	f := newFixture(t, map[string]string{"a.json": msg("A", "O1", 1), "b.json": msg("B", "O1", 2)})
 	var calls atomic.Int32
-	h := spool.HandlerFunc(func(ctx context.Context, tx *sql.Tx, m *spool.Message) error {
+	h := spool.HandlerFunc(func(ctx context.Context, tx *sql.Tx, d *spool.Delivery) error {
+		m := d.Message
 		if err := addBalance(ctx, tx, m); err != nil {
 			return err
 		}
@@ -117,7 +118,8 @@ func TestHandlerTransientThenSuccess(t *testing.T) {
 
 func TestHandlerPermanentAndPanic(t *testing.T) {
 	f := newFixture(t, map[string]string{"a.json": msg("A", "O1", 1), "b.json": msg("B", "O2", 1), "c.json": msg("C", "O3", 1)})
-	h := spool.HandlerFunc(func(ctx context.Context, tx *sql.Tx, m *spool.Message) error {
+	h := spool.HandlerFunc(func(ctx context.Context, tx *sql.Tx, d *spool.Delivery) error {
+		m := d.Message
 		if err := addBalance(ctx, tx, m); err != nil {
 			return err
 		}
@@ -156,7 +158,7 @@ func TestHandlerPermanentAndPanic(t *testing.T) {
 
 func TestHandlerRetriesExhausted(t *testing.T) {
 	f := newFixture(t, map[string]string{"a.json": msg("A", "O1", 1)})
-	h := spool.HandlerFunc(func(context.Context, *sql.Tx, *spool.Message) error { return errors.New("still locked") })
+	h := spool.HandlerFunc(func(context.Context, *sql.Tx, *spool.Delivery) error { return errors.New("still locked") })
 	c, err := spool.NewConsumer(f.dir, f.ledger, spool.Config{Handler: h,
 		Retry: spool.Retry{Base: time.Millisecond, Cap: 5 * time.Millisecond, MaxAttempts: 3}})
 	if err != nil {
@@ -190,7 +192,8 @@ func TestBackoffDoesNotBlock(t *testing.T) {
 		msgs[fmt.Sprintf("m%03d.json", i)] = msg(fmt.Sprintf("M%03d", i), "O", i+1)
 	}
 	f := newFixture(t, msgs)
-	h := spool.HandlerFunc(func(_ context.Context, _ *sql.Tx, m *spool.Message) error {
+	h := spool.HandlerFunc(func(_ context.Context, _ *sql.Tx, d *spool.Delivery) error {
+		m := d.Message
 		if m.MsgID == "SLOW" {
 			return errors.New("busy")
 		}
@@ -202,7 +205,7 @@ func TestBackoffDoesNotBlock(t *testing.T) {
 	var done atomic.Int32
 	c, err := spool.NewConsumer(f.dir, f.ledger, spool.Config{Handler: h, BatchSize: 10,
 		Retry: spool.Retry{Base: time.Hour, Cap: time.Hour, MaxAttempts: 5},
-		OnDelivery: func(d *spool.Delivery, _ string) {
+		OnDelivery: func(*spool.Delivery, spool.Result, string) {
 			if done.Add(1) == 100 {
 				cancel() // all others are through while SLOW waits an hour
 			}
@@ -253,7 +256,7 @@ type batchSizes struct {
 	sizes []int
 }
 
-func (b *batchSizes) Record(ctx context.Context, batch []*spool.Delivery) error {
+func (b *batchSizes) Record(ctx context.Context, batch []*spool.Delivery) ([]spool.Result, error) {
 	b.sizes = append(b.sizes, len(batch))
 	return b.Ledger.Record(ctx, batch)
 }

@@ -93,7 +93,8 @@ func ExampleNewConsumer() {
 		}
 	}
 
-	pay := spool.HandlerFunc(func(ctx context.Context, tx *sql.Tx, m *spool.Message) error {
+	pay := spool.HandlerFunc(func(ctx context.Context, tx *sql.Tx, d *spool.Delivery) error {
+		m := d.Message
 		if strings.HasPrefix(string(m.Amount), "-") {
 			return spool.Permanent(fmt.Errorf("order %s: refunds are not booked here", m.OrderNo))
 		}

@@ -22,13 +22,14 @@ const (
 	OutcomeDeadLetter Outcome = "dead-letter"
 	// OutcomeRetry: the handler failed transiently; nothing of the message
 	// was recorded but its attempt. The file waits in processing/ until
-	// RetryAt, then goes back to inbox/. Never stored as a delivery's
-	// outcome.
+	// the Result's RetryAt, then goes back to inbox/. Never stored as a
+	// delivery's outcome.
 	OutcomeRetry Outcome = "retry"
 )
 
-// Delivery is one claimed file on its way through the ledger. The consumer
-// fills everything but Outcome; Ledger.Record sets Outcome.
+// Delivery is one claimed file on its way through the ledger, as the
+// consumer found it. Ledgers and handlers read it and never modify it: what
+// became of it is a Result.
 type Delivery struct {
 	// Claim is the identity of this claim: unique across all claims ever
 	// made, and derivable again from the claimed file while it sits in
@@ -46,19 +47,29 @@ type Delivery struct {
 	// Size is the file's size in bytes.
 	Size int64
 	// Message is set for a valid message, Reject for a poison one; exactly
-	// one of them is non-nil when the delivery is recorded. A ledger sets
-	// Reject on a valid message its handler dead-lettered.
+	// one of them is non-nil when the delivery is recorded.
 	Message *Message
 	Reject  *RejectError
 	// Claimed is when the consumer started claiming it; At is when it
 	// finished inspecting it.
 	Claimed time.Time
 	At      time.Time
+}
 
-	// Outcome is set by Ledger.Record.
+// Result is what a ledger recorded for one delivery of a batch.
+type Result struct {
+	// Outcome is where the delivery's file goes: done/ for OutcomeProcessed
+	// and OutcomeDuplicate, error/ for OutcomeDeadLetter, back to inbox/
+	// once RetryAt has passed for OutcomeRetry.
 	Outcome Outcome
-	// For OutcomeRetry (and a retries-exhausted dead letter): the attempts
-	// made so far, the last error, and when the next attempt is due.
+	// Reject says why a dead letter was dead-lettered: the delivery's own
+	// Reject for a poison message, the handler's failure (ReasonHandler,
+	// ReasonRetriesExhausted, with its error as the detail) for a valid one.
+	// Nil for the other outcomes.
+	Reject *RejectError
+	// After a handler failed (OutcomeRetry, or a dead letter with a
+	// handler's reason): the attempts made at the msg_id so far, this one
+	// included, and the handler's error. RetryAt is when a retry is due.
 	Attempts int
 	Err      error
 	RetryAt  time.Time
@@ -67,15 +78,16 @@ type Delivery struct {
 // Ledger is the idempotent record of every delivery. The consumer needs only
 // these methods; reports use the concrete ledger package.
 type Ledger interface {
-	// Record commits a batch of deliveries in one durable transaction and sets
-	// each delivery's Outcome: a valid message is inserted into processed
-	// with ON CONFLICT (msg_id) DO NOTHING, and becomes a duplicate when
-	// nothing was inserted; a rejected one gets a dead-letter record. When
-	// Record returns nil the commit is on stable storage (I3). On error
-	// nothing of the batch is committed. Deliveries within a batch are applied
-	// in slice order, so of two deliveries of one msg_id the earlier one is
-	// processed.
-	Record(ctx context.Context, batch []*Delivery) error
+	// Record commits a batch of deliveries in one durable transaction and
+	// returns what became of each, results[i] for batch[i]: a valid message
+	// is inserted into processed with ON CONFLICT (msg_id) DO NOTHING, and
+	// is a duplicate when nothing was inserted; a rejected one gets a
+	// dead-letter record. When Record returns a nil error the commit is on
+	// stable storage (I3). On error nothing of the batch is committed and
+	// there are no results. Deliveries within a batch are applied in slice
+	// order, so of two deliveries of one msg_id the earlier one is
+	// processed. Record does not modify the deliveries.
+	Record(ctx context.Context, batch []*Delivery) ([]Result, error)
 	// ClaimOutcome returns the outcome recorded for a claim identity, and
 	// false when the claim was never recorded (its consumer died before the
 	// commit, so the message must be consumed again). msgID is the key of
@@ -89,3 +101,39 @@ type Ledger interface {
 
 // ErrLedgerClosed is returned by a ledger used after Close.
 var ErrLedgerClosed = errors.New("ledger closed")
+
+// Work is what a WorkLedger runs for each first delivery inside the
+// transaction that records its batch, and how the failures of that work are
+// decided.
+type Work struct {
+	// Handler is called once for each delivery whose processed row the
+	// batch inserts; never for a duplicate. Nil: the work is Record's.
+	Handler Handler
+	// Decide turns each failure of Handler into a retry or a dead letter;
+	// the ledger records its verdict as it is. It is called inside the
+	// transaction, after the handler's writes were rolled back, and must
+	// not block. Required with a Handler; a consumer passes its
+	// Config.Retry's Decide.
+	Decide func(Failure) Verdict
+}
+
+// WorkLedger is a Ledger that can run business work in the transaction
+// that records a batch. Consumers with a Handler require it.
+type WorkLedger interface {
+	Ledger
+	// RecordWork is Record with w.Handler called for every delivery that
+	// inserts its processed row, inside a savepoint of the batch's
+	// transaction. On success the result is OutcomeProcessed. When the
+	// handler fails, the savepoint is rolled back (the processed row and
+	// the handler's writes with it), the ledger counts the attempt, and
+	// w.Decide says what becomes of the message: a dead letter, recorded
+	// with the verdict's reason, the error as its detail and the attempts
+	// made; or a retry, recorded with the attempt count and the verdict's
+	// RetryAt for RetrySchedule. The result carries the verdict, the
+	// attempts and the error. A verdict that is neither a dead letter with
+	// a reason nor a retry with a time fails the batch.
+	RecordWork(ctx context.Context, batch []*Delivery, w Work) ([]Result, error)
+	// RetrySchedule returns the msg_ids waiting for a retry and when each is
+	// due, so a consumer that claims one early holds it until then.
+	RetrySchedule(ctx context.Context) (map[string]time.Time, error)
+}

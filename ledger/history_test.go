@@ -128,25 +128,28 @@ func poison(claim, file string, ino uint64, reason spool.Reason, field, detail s
 	}
 }
 
-func mustRecord(t *testing.T, db *ledger.DB, batch ...*spool.Delivery) {
+func mustRecord(t *testing.T, db *ledger.DB, batch ...*spool.Delivery) []spool.Result {
 	t.Helper()
-	if err := db.Record(t.Context(), batch); err != nil {
+	res, err := db.Record(t.Context(), batch)
+	if err != nil {
 		t.Fatalf("Record: %v", err)
 	}
+	return res
 }
 
 // failWork records d with a handler that fails permanently: a dead letter
 // with reason handler and one attempt.
 func failWork(t *testing.T, db *ledger.DB, d *spool.Delivery, msg string) {
 	t.Helper()
-	h := spool.HandlerFunc(func(context.Context, *sql.Tx, *spool.Message) error {
+	h := spool.HandlerFunc(func(context.Context, *sql.Tx, *spool.Delivery) error {
 		return spool.Permanent(errors.New(msg))
 	})
-	if err := db.RecordWork(t.Context(), []*spool.Delivery{d}, spool.Work{Handler: h, Retry: spool.Retry{MaxAttempts: 1}}); err != nil {
+	res, err := db.RecordWork(t.Context(), []*spool.Delivery{d}, spool.Work{Handler: h, Decide: spool.Retry{MaxAttempts: 1}.Decide})
+	if err != nil {
 		t.Fatalf("RecordWork: %v", err)
 	}
-	if d.Outcome != spool.OutcomeDeadLetter {
-		t.Fatalf("outcome %s, want a dead letter", d.Outcome)
+	if res[0].Outcome != spool.OutcomeDeadLetter {
+		t.Fatalf("outcome %s, want a dead letter", res[0].Outcome)
 	}
 }
 
@@ -418,9 +421,8 @@ func testPrune(t *testing.T, db *ledger.DB) {
 	}
 	// The cost: m1 is forgotten, so a redelivery is processed again.
 	again := message("c7", "m1-late.json", 13, "m1", `{"msg_id":"m1"}`)
-	mustRecord(t, db, again)
-	if again.Outcome != spool.OutcomeProcessed {
-		t.Errorf("redelivery after the window: %s, want processed", again.Outcome)
+	if r := mustRecord(t, db, again)[0]; r.Outcome != spool.OutcomeProcessed {
+		t.Errorf("redelivery after the window: %s, want processed", r.Outcome)
 	}
 	// Pruning again finds nothing more.
 	if n, err := db.Prune(ctx, ledger.Prune{Before: before, KeepClaims: keep}); err != nil || n.Total() != 0 {

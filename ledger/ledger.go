@@ -122,53 +122,48 @@ func (db *DB) fail(op string, err error) error {
 	return fmt.Errorf("%s: %w", op, err)
 }
 
-// Record commits batch in one transaction and then sets each delivery's
-// Outcome; see spool.Ledger. On error every Outcome is left empty (including
-// one left over from an earlier call) and nothing of the batch is committed. When it returns nil the commit is as durable as the
-// engine is configured to make it (I3: the SQLite backend syncs every commit).
+// Record commits batch in one transaction and returns what became of each
+// delivery, results[i] for batch[i]; see spool.Ledger. On error nothing of
+// the batch is committed and there are no results. When it returns a nil
+// error the commit is as durable as the engine is configured to make it
+// (I3: the SQLite backend syncs every commit). The deliveries are not
+// modified.
 //
 // Deliveries are applied in slice order as far as anyone can observe: of two
 // deliveries of one msg_id the earlier is processed and the later is a
 // duplicate. The processed inserts themselves run in msg_id order, so that
 // two batches sharing msg_ids lock them in the same order and cannot deadlock
 // on PostgreSQL.
-func (db *DB) Record(ctx context.Context, batch []*spool.Delivery) error {
+func (db *DB) Record(ctx context.Context, batch []*spool.Delivery) ([]spool.Result, error) {
 	return db.RecordWork(ctx, batch, spool.Work{})
 }
 
 // RecordWork is Record with business work in the transaction; see
 // spool.WorkLedger.
-func (db *DB) RecordWork(ctx context.Context, batch []*spool.Delivery, w spool.Work) error {
-	for _, d := range batch {
-		if d != nil {
-			d.Outcome, d.Attempts, d.Err, d.RetryAt = "", 0, nil, time.Time{}
-		}
-	}
+func (db *DB) RecordWork(ctx context.Context, batch []*spool.Delivery, w spool.Work) ([]spool.Result, error) {
 	if err := db.open(); err != nil {
-		return err
+		return nil, err
+	}
+	if w.Handler != nil && w.Decide == nil {
+		return nil, errors.New("record batch: work has a handler but no Decide")
 	}
 	for i, d := range batch {
 		if err := checkDelivery(d); err != nil {
-			return fmt.Errorf("record batch: delivery %d: %w", i, err)
+			return nil, fmt.Errorf("record batch: delivery %d: %w", i, err)
 		}
 	}
 	if len(batch) == 0 {
-		return nil
+		return nil, nil
 	}
 	res, err := db.record(ctx, batch, w)
 	if err != nil {
-		return db.fail("record batch", err)
+		return nil, db.fail("record batch", err)
 	}
+	out := make([]spool.Result, len(batch))
 	for i, d := range batch {
-		r := res[i]
-		d.Outcome, d.Attempts, d.Err, d.RetryAt = r.outcome, r.attempts, r.err, r.retryAt
-		if r.outcome == spool.OutcomeDeadLetter && d.Reject == nil {
-			// A valid message the handler dead-lettered: say why, as for any
-			// other dead letter.
-			d.Reject = &spool.RejectError{Reason: spool.Reason(r.reason), Detail: r.detail}
-		}
+		out[i] = res[i].public(d)
 	}
-	return nil
+	return out, nil
 }
 
 func checkDelivery(d *spool.Delivery) error {

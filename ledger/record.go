@@ -14,8 +14,9 @@ import (
 	"github.com/spoolq/spool"
 )
 
-// result is what became of one delivery of a batch; it is copied into the
-// deliveries only after the commit.
+// result is what became of one delivery of a batch, with what its
+// deliveries row needs; it is returned as a spool.Result only after the
+// commit.
 type result struct {
 	outcome  spool.Outcome
 	attempts int
@@ -26,6 +27,20 @@ type result struct {
 	firstFailure          time.Time
 	lastFailure           time.Time
 	conflict              bool
+}
+
+// public is the result as Record returns it for d.
+func (r result) public(d *spool.Delivery) spool.Result {
+	out := spool.Result{Outcome: r.outcome, Attempts: r.attempts, Err: r.err, RetryAt: r.retryAt}
+	if r.outcome == spool.OutcomeDeadLetter {
+		out.Reject = d.Reject
+		if out.Reject == nil {
+			// A valid message the handler dead-lettered: say why, as for
+			// any other dead letter.
+			out.Reject = &spool.RejectError{Reason: spool.Reason(r.reason), Detail: r.detail}
+		}
+	}
+	return out
 }
 
 // maxDetail bounds a failure detail kept in the ledger: a handler's error
@@ -135,6 +150,11 @@ func (db *DB) insertProcessedRows(ctx context.Context, tx *sql.Tx, batch []*spoo
 	return nil
 }
 
+// ErrBadVerdict is wrapped by RecordWork when Work.Decide returned a
+// verdict it cannot record: neither a dead letter with a reason nor a retry
+// with a time. Nothing of the batch is committed.
+var ErrBadVerdict = errors.New("bad verdict")
+
 // runWork is the path with business work: each valid delivery in its own
 // savepoint, so that a failing handler takes back its own writes and its
 // processed row and nothing else of the batch.
@@ -149,95 +169,127 @@ func (db *DB) runWork(ctx context.Context, tx *sql.Tx, batch []*spool.Delivery, 
 		return strings.Compare(batch[a].Message.MsgID, batch[b].Message.MsgID)
 	})
 	for _, i := range order {
-		d := batch[i]
-		if _, err := tx.ExecContext(ctx, "SAVEPOINT spool_message"); err != nil {
-			return fmt.Errorf("savepoint: %w", err)
-		}
-		r, err := tx.ExecContext(ctx, db.q.insertProcessed, processedArgs(d, now)...)
-		if err != nil {
-			return fmt.Errorf("insert processed %q: %w", d.Message.MsgID, err)
-		}
-		n, err := r.RowsAffected()
-		if err != nil {
-			return fmt.Errorf("insert processed %q: %w", d.Message.MsgID, err)
-		}
-		if n == 0 {
-			res[i].outcome = spool.OutcomeDuplicate
-			if _, err := tx.ExecContext(ctx, "RELEASE SAVEPOINT spool_message"); err != nil {
-				return fmt.Errorf("release savepoint: %w", err)
-			}
-			continue
-		}
-		herr := spool.Call(ctx, w.Handler, tx, d.Message)
-		if herr == nil {
-			if _, err := tx.ExecContext(ctx, db.q.deleteAttempts, d.Message.MsgID); err != nil {
-				return fmt.Errorf("clear attempts %q: %w", d.Message.MsgID, err)
-			}
-			if _, err := tx.ExecContext(ctx, "RELEASE SAVEPOINT spool_message"); err != nil {
-				return fmt.Errorf("release savepoint: %w", err)
-			}
-			res[i].outcome = spool.OutcomeProcessed
-			continue
-		}
-		// The handler failed: undo its writes and the processed row, then
-		// record the failure in the batch's transaction.
-		if _, err := tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT spool_message"); err != nil {
-			return fmt.Errorf("rollback to savepoint after %v: %w", herr, err)
-		}
-		if _, err := tx.ExecContext(ctx, "RELEASE SAVEPOINT spool_message"); err != nil {
-			return fmt.Errorf("release savepoint: %w", err)
-		}
-		if err := db.fail1(ctx, tx, d, &res[i], herr, w.Retry); err != nil {
+		if err := db.work1(ctx, tx, batch[i], &res[i], w, now); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// fail1 records a handler failure: a retry scheduled in attempts, or a dead
-// letter (handler, retries-exhausted) with the attempt history.
-func (db *DB) fail1(ctx context.Context, tx *sql.Tx, d *spool.Delivery, r *result, herr error, policy spool.Retry) error {
+// work1 inserts one delivery's processed row and runs the handler on it,
+// in a savepoint: a duplicate never reaches the handler, and a failure
+// takes back the handler's writes and the row before it is recorded.
+func (db *DB) work1(ctx context.Context, tx *sql.Tx, d *spool.Delivery, r *result, w spool.Work, now time.Time) error {
+	if _, err := tx.ExecContext(ctx, "SAVEPOINT spool_message"); err != nil {
+		return fmt.Errorf("savepoint: %w", err)
+	}
+	inserted, err := db.insertProcessed1(ctx, tx, d, now)
+	if err != nil {
+		return err
+	}
+	if !inserted {
+		r.outcome = spool.OutcomeDuplicate
+		return release(ctx, tx)
+	}
+	herr := spool.Call(ctx, w.Handler, tx, d)
+	if herr == nil {
+		if _, err := tx.ExecContext(ctx, db.q.deleteAttempts, d.Message.MsgID); err != nil {
+			return fmt.Errorf("clear attempts %q: %w", d.Message.MsgID, err)
+		}
+		r.outcome = spool.OutcomeProcessed
+		return release(ctx, tx)
+	}
+	// The handler failed: undo its writes and the processed row, then
+	// record the failure in the batch's transaction.
+	if _, err := tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT spool_message"); err != nil {
+		return fmt.Errorf("rollback to savepoint after %v: %w", herr, err)
+	}
+	if err := release(ctx, tx); err != nil {
+		return err
+	}
+	return db.recordFailure(ctx, tx, d, r, herr, w.Decide)
+}
+
+// insertProcessed1 inserts one delivery's processed row and reports
+// whether it went in: false for a duplicate, whose msg_id the PRIMARY KEY
+// already holds (I2).
+func (db *DB) insertProcessed1(ctx context.Context, tx *sql.Tx, d *spool.Delivery, now time.Time) (bool, error) {
+	res, err := tx.ExecContext(ctx, db.q.insertProcessed, processedArgs(d, now)...)
+	if err != nil {
+		return false, fmt.Errorf("insert processed %q: %w", d.Message.MsgID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("insert processed %q: %w", d.Message.MsgID, err)
+	}
+	return n > 0, nil
+}
+
+func release(ctx context.Context, tx *sql.Tx) error {
+	if _, err := tx.ExecContext(ctx, "RELEASE SAVEPOINT spool_message"); err != nil {
+		return fmt.Errorf("release savepoint: %w", err)
+	}
+	return nil
+}
+
+// recordFailure counts a handler's failed attempt, has decide give its
+// verdict, and records that: a retry scheduled in attempts, or a dead
+// letter with the attempt history (its attempts row cleared).
+func (db *DB) recordFailure(ctx context.Context, tx *sql.Tx, d *spool.Delivery, r *result, herr error, decide func(spool.Failure) spool.Verdict) error {
 	// The failure's own time, not the batch's start: the backoff counts
 	// from when this message failed, however long the handlers before it
 	// in the batch took.
 	now := time.Now()
 	id := d.Message.MsgID
-	attempts, first := 0, now
-	var firstText string
-	err := tx.QueryRowContext(ctx, db.q.selectAttempts, id).Scan(&attempts, &firstText)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-	case err != nil:
-		return fmt.Errorf("read attempts %q: %w", id, err)
-	default:
-		if first, err = parseTime("first_failure", firstText); err != nil {
-			return err
-		}
+	attempts, first, found, err := db.attempts(ctx, tx, id)
+	if err != nil {
+		return err
+	}
+	if !found {
+		first = now
 	}
 	attempts++
+	v := decide(spool.Failure{Err: herr, Attempts: attempts, At: now})
 	r.attempts, r.err, r.firstFailure, r.lastFailure = attempts, herr, first, now
 	detail := herr.Error()
 	if len(detail) > maxDetail {
 		detail = detail[:maxDetail] + "..."
 	}
-	permanent := spool.IsPermanent(herr)
-	if permanent || policy.Exhausted(attempts) {
-		r.outcome, r.reason, r.detail = spool.OutcomeDeadLetter, string(spool.ReasonHandler), detail
-		if !permanent {
-			r.reason = string(spool.ReasonRetriesExhausted)
-		}
+	switch {
+	case v.Outcome == spool.OutcomeDeadLetter && v.Reason != "":
+		r.outcome, r.reason, r.detail = spool.OutcomeDeadLetter, string(v.Reason), detail
 		if _, err := tx.ExecContext(ctx, db.q.deleteAttempts, id); err != nil {
 			return fmt.Errorf("clear attempts %q: %w", id, err)
 		}
 		return nil
+	case v.Outcome == spool.OutcomeRetry && !v.RetryAt.IsZero():
+		r.outcome, r.retryAt = spool.OutcomeRetry, v.RetryAt
+		if _, err := tx.ExecContext(ctx, db.q.upsertAttempts, id, attempts, formatTime(first), formatTime(now),
+			formatTime(r.retryAt), clean(detail), clean(d.File)); err != nil {
+			return fmt.Errorf("record attempt %q: %w", id, err)
+		}
+		return nil
 	}
-	r.outcome = spool.OutcomeRetry
-	r.retryAt = now.Add(policy.Delay(attempts, herr))
-	if _, err := tx.ExecContext(ctx, db.q.upsertAttempts, id, attempts, formatTime(first), formatTime(now),
-		formatTime(r.retryAt), clean(detail), clean(d.File)); err != nil {
-		return fmt.Errorf("record attempt %q: %w", id, err)
+	return fmt.Errorf("%w: %s: %+v", ErrBadVerdict, d.File, v)
+}
+
+// attempts returns the failed attempts recorded for msgID and when the
+// first of them failed, and false when none are recorded.
+func (db *DB) attempts(ctx context.Context, tx *sql.Tx, msgID string) (int, time.Time, bool, error) {
+	var n int
+	var first string
+	err := tx.QueryRowContext(ctx, db.q.selectAttempts, msgID).Scan(&n, &first)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return 0, time.Time{}, false, nil
+	case err != nil:
+		return 0, time.Time{}, false, fmt.Errorf("read attempts %q: %w", msgID, err)
 	}
-	return nil
+	t, err := parseTime("first_failure", first)
+	if err != nil {
+		return 0, time.Time{}, false, err
+	}
+	return n, t, true, nil
 }
 
 // markConflicts flags the duplicates whose content differs from the

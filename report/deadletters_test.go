@@ -343,7 +343,8 @@ func TestWriteConflictsAndReplays(t *testing.T) {
 // the msg_ids in fail, and succeeds for the others.
 func drainWith(t *testing.T, d *queue.Dir, l *ledger.DB, fail ...string) spool.Stats {
 	t.Helper()
-	h := spool.HandlerFunc(func(_ context.Context, _ *sql.Tx, m *spool.Message) error {
+	h := spool.HandlerFunc(func(_ context.Context, _ *sql.Tx, d *spool.Delivery) error {
+		m := d.Message
 		for _, id := range fail {
 			if m.MsgID == id {
 				return spool.Permanent(errors.New("order " + m.OrderNo + " is closed"))

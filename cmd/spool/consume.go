@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/spoolq/spool"
@@ -129,7 +130,13 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	if *verbose {
 		logger = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
-	h, err := hf.handler(ctx, l, dir)
+	// The handlers and the notifier see the queue by its absolute path: a
+	// command may change directory.
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("queue path: %w", err)
+	}
+	h, err := hf.handler(ctx, l, abs)
 	if err != nil {
 		return err
 	}
@@ -137,15 +144,15 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 		Contract: c, Workers: *workers, BatchSize: *batch, Logger: logger, Relaxed: relaxed,
 		Handler: h, Retry: hf.retry(),
 	}
-	if nf.command != "" {
-		n, err := newNotifier(nf.command, dir, nf.timeout, notifyWorkers, notifyPending, e.warn)
-		if err != nil {
-			return err
-		}
+	if n := nf.notifier(e, abs); n != nil {
 		// On the way out, wait for the notifications still queued or
 		// running, at most for two rounds of them.
-		defer n.close(2 * nf.timeout)
-		cfg.OnDelivery = n.deliver
+		defer func() {
+			if err := n.Close(2 * nf.timeout); err != nil {
+				warnNotify(e, err)
+			}
+		}()
+		cfg.OnDelivery = n.Deliver
 	}
 	consumer, err := spool.NewConsumer(d, l, cfg)
 	if err != nil {

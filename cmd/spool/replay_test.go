@@ -35,7 +35,8 @@ func drain(t *testing.T, q string, fail ...string) spool.Stats {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	h := spool.HandlerFunc(func(_ context.Context, _ *sql.Tx, m *spool.Message) error {
+	h := spool.HandlerFunc(func(_ context.Context, _ *sql.Tx, d *spool.Delivery) error {
+		m := d.Message
 		if slices.Contains(fail, m.MsgID) {
 			return spool.Permanent(errors.New("order " + m.OrderNo + " is closed"))
 		}

@@ -94,7 +94,8 @@ func run(ctx context.Context, dir string, stdout, stderr io.Writer) (err error) 
 // ledger's transaction tx. It returns a permanent error for a payment that
 // can never be booked; any other error (the database busy) is transient,
 // and the message is tried again later.
-func book(ctx context.Context, tx *sql.Tx, m *spool.Message) error {
+func book(ctx context.Context, tx *sql.Tx, d *spool.Delivery) error {
+	m := d.Message
 	cents, err := toCents(m.Amount)
 	if err != nil {
 		return spool.Permanent(fmt.Errorf("amount %s: %w", m.Amount, err))

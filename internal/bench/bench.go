@@ -280,7 +280,7 @@ func drain(ctx context.Context, dir string, o Options) (Run, spool.Stats, error)
 	seen := 0
 	c, err := spool.NewConsumer(d, l, spool.Config{
 		Workers: o.Workers, BatchSize: o.Batch, Relaxed: o.Relaxed,
-		OnDelivery: func(dl *spool.Delivery, _ string) {
+		OnDelivery: func(dl *spool.Delivery, _ spool.Result, _ string) {
 			d := time.Since(dl.Claimed)
 			mu.Lock()
 			defer mu.Unlock()

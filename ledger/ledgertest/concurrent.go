@@ -42,19 +42,20 @@ func testConcurrent(t *testing.T, db *ledger.DB) {
 			}
 			for len(ds) > 0 {
 				n := min(batch, len(ds))
-				if err := db.Record(t.Context(), ds[:n]); err != nil {
+				res, err := db.Record(t.Context(), ds[:n])
+				if err != nil {
 					t.Errorf("worker %d: Record: %v", w, err)
 					return
 				}
 				mu.Lock()
-				for _, d := range ds[:n] {
-					switch d.Outcome {
+				for i, d := range ds[:n] {
+					switch res[i].Outcome {
 					case spool.OutcomeProcessed:
 						won[d.Message.MsgID] = append(won[d.Message.MsgID], d.Claim)
 					case spool.OutcomeDuplicate:
 						dup++
 					default:
-						t.Errorf("worker %d: outcome of %s = %q", w, d.Claim, d.Outcome)
+						t.Errorf("worker %d: outcome of %s = %q", w, d.Claim, res[i].Outcome)
 					}
 				}
 				mu.Unlock()

@@ -10,27 +10,27 @@ import (
 	"github.com/spoolq/spool/ledger"
 )
 
-// testFailingBatch: a batch that fails part-way commits nothing and leaves
-// every Outcome empty, so the consumer moves no file (I3, I4).
+// testFailingBatch: a batch that fails part-way commits nothing and returns
+// no results, so the consumer moves no file (I3, I4).
 func testFailingBatch(t *testing.T, db *ledger.DB) {
 	a := valid("c1", msg{ID: "m1", OrderNo: "A", Seq: 1, Amount: "1"})
 	b := rejected("c2", "bad.json", 7, spool.ReasonParse, "", "x")
 	// The same claim again, after its processed row went in: refused
 	// part-way through the transaction.
 	c := valid("c1", msg{ID: "m1", OrderNo: "A", Seq: 1, Amount: "1"})
-	c.Outcome = spool.OutcomeProcessed // stale: must be cleared
-	if err := db.Record(t.Context(), []*spool.Delivery{a, b, c}); err == nil {
+	res, err := db.Record(t.Context(), []*spool.Delivery{a, b, c})
+	if err == nil {
 		t.Fatal("Record with a claim twice: nil error, want one")
 	}
-	if got, want := outcomes(a, b, c), []spool.Outcome{"", "", ""}; !reflect.DeepEqual(got, want) {
-		t.Errorf("outcomes after a failed batch = %q, want all empty", got)
+	if res != nil {
+		t.Errorf("results of a failed batch = %+v, want none", res)
 	}
 	assertEmpty(t, db)
 
 	// The failed transaction left nothing locked: the batch, fixed, goes in.
 	c.Claim = "c3"
-	record(t, db, a, b, c)
-	if got, want := outcomes(a, b, c), []spool.Outcome{spool.OutcomeProcessed, spool.OutcomeDeadLetter, spool.OutcomeDuplicate}; !reflect.DeepEqual(got, want) {
+	res = record(t, db, a, b, c)
+	if got, want := outcomes(res...), []spool.Outcome{spool.OutcomeProcessed, spool.OutcomeDeadLetter, spool.OutcomeDuplicate}; !reflect.DeepEqual(got, want) {
 		t.Errorf("outcomes after retry = %q, want %q", got, want)
 	}
 }
@@ -61,11 +61,12 @@ func testClaimRecordedTwice(t *testing.T, db *ledger.DB) {
 	record(t, db, first)
 	other := valid("c9", msg{ID: "m9"})
 	again := valid("c1", msg{ID: "m1"})
-	if err := db.Record(t.Context(), []*spool.Delivery{other, again}); err == nil {
+	res, err := db.Record(t.Context(), []*spool.Delivery{other, again})
+	if err == nil {
 		t.Fatal("Record of an already recorded claim: nil error, want one")
 	}
-	if other.Outcome != "" || again.Outcome != "" {
-		t.Errorf("outcomes = %q, %q, want empty", other.Outcome, again.Outcome)
+	if res != nil {
+		t.Errorf("results = %+v, want none", res)
 	}
 	if _, ok := processedRow(t, db, "m9"); ok {
 		t.Error("Processed(m9) found: the failed batch was partly committed")
@@ -87,12 +88,12 @@ func testBadDelivery(t *testing.T, db *ledger.DB) {
 	for name, bad := range map[string]*spool.Delivery{
 		"no claim": noClaim, "neither": neither, "both": both, "no msg_id": noID, "no reason": noReason, "nil": nil,
 	} {
-		err := db.Record(t.Context(), []*spool.Delivery{good, bad})
+		res, err := db.Record(t.Context(), []*spool.Delivery{good, bad})
 		if !errors.Is(err, ledger.ErrBadDelivery) {
 			t.Errorf("Record(%s) = %v, want ErrBadDelivery", name, err)
 		}
-		if good.Outcome != "" {
-			t.Errorf("Record(%s): good delivery's outcome = %q, want empty", name, good.Outcome)
+		if res != nil {
+			t.Errorf("Record(%s): results %+v, want none", name, res)
 		}
 	}
 	if n := count(t, db, "SELECT COUNT(*) FROM deliveries"); n != 0 {
@@ -101,8 +102,8 @@ func testBadDelivery(t *testing.T, db *ledger.DB) {
 }
 
 func testEmptyBatch(t *testing.T, db *ledger.DB) {
-	if err := db.Record(t.Context(), nil); err != nil {
-		t.Errorf("Record(nil) = %v, want nil", err)
+	if res, err := db.Record(t.Context(), nil); err != nil || len(res) != 0 {
+		t.Errorf("Record(nil) = %+v, %v, want no results and nil", res, err)
 	}
 }
 
@@ -167,7 +168,7 @@ func testClosed(t *testing.T, db *ledger.DB) {
 		t.Fatalf("Close: %v", err)
 	}
 	d := valid("c1", msg{ID: "m1"})
-	if err := db.Record(t.Context(), []*spool.Delivery{d}); !errors.Is(err, spool.ErrLedgerClosed) {
+	if _, err := db.Record(t.Context(), []*spool.Delivery{d}); !errors.Is(err, spool.ErrLedgerClosed) {
 		t.Errorf("Record after Close = %v, want ErrLedgerClosed", err)
 	}
 	if _, _, err := db.ClaimOutcome(t.Context(), "c1", "m1"); !errors.Is(err, spool.ErrLedgerClosed) {

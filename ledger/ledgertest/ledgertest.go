@@ -3,7 +3,10 @@
 // ledger; the suite then checks, on that engine, everything the consumer and
 // the reports rely on: I2 (one processed row per msg_id, even under
 // concurrency), exact money, dead-letter records (I4), claim lookups (I7),
-// all-or-nothing batches and the report queries.
+// all-or-nothing batches, business handlers in the batch's transaction
+// (committed and rolled back with it, one savepoint per message, retries
+// recorded as the consumer decides them and RetrySchedule), and the report
+// queries.
 package ledgertest
 
 import (
@@ -51,6 +54,12 @@ func Run(t *testing.T, open func(t *testing.T) *ledger.DB) {
 		{"Migrate", testMigrate},
 		{"Closed", testClosed},
 		{"Concurrent", testConcurrent},
+		{"WorkCommitsTogether", testWorkCommitsTogether},
+		{"WorkRollsBackTogether", testWorkRollsBackTogether},
+		{"WorkSavepoint", testWorkSavepoint},
+		{"RetryScheduled", testRetryScheduled},
+		{"RetryDue", testRetryDue},
+		{"BadVerdict", testBadVerdict},
 	}
 	fresh := func(t *testing.T) *ledger.DB {
 		db := open(t)
@@ -125,17 +134,23 @@ func rejected(claim, file string, ino uint64, reason spool.Reason, field, detail
 	}
 }
 
-func record(t *testing.T, db *ledger.DB, batch ...*spool.Delivery) {
+// record records batch and returns its results, one per delivery.
+func record(t *testing.T, db *ledger.DB, batch ...*spool.Delivery) []spool.Result {
 	t.Helper()
-	if err := db.Record(t.Context(), batch); err != nil {
+	res, err := db.Record(t.Context(), batch)
+	if err != nil {
 		t.Fatalf("Record: %v", err)
 	}
+	if len(res) != len(batch) {
+		t.Fatalf("Record: %d results for %d deliveries", len(res), len(batch))
+	}
+	return res
 }
 
-func outcomes(batch ...*spool.Delivery) []spool.Outcome {
-	out := make([]spool.Outcome, len(batch))
-	for i, d := range batch {
-		out[i] = d.Outcome
+func outcomes(res ...spool.Result) []spool.Outcome {
+	out := make([]spool.Outcome, len(res))
+	for i, r := range res {
+		out[i] = r.Outcome
 	}
 	return out
 }
@@ -179,8 +194,8 @@ func count(t *testing.T, db *ledger.DB, query string) int64 {
 func testDuplicateInBatch(t *testing.T, db *ledger.DB) {
 	first := valid("c1", msg{ID: "m1", OrderNo: "A", Seq: 1, Amount: "1.00"})
 	second := valid("c2", msg{ID: "m1", OrderNo: "A", Seq: 1, Amount: "1.00"})
-	record(t, db, first, second)
-	if got, want := outcomes(first, second), []spool.Outcome{spool.OutcomeProcessed, spool.OutcomeDuplicate}; !reflect.DeepEqual(got, want) {
+	res := record(t, db, first, second)
+	if got, want := outcomes(res...), []spool.Outcome{spool.OutcomeProcessed, spool.OutcomeDuplicate}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("outcomes = %v, want %v", got, want)
 	}
 	r, ok := processedRow(t, db, "m1")
@@ -197,11 +212,11 @@ func testDuplicateInBatch(t *testing.T, db *ledger.DB) {
 
 func testDuplicateAcrossBatches(t *testing.T, db *ledger.DB) {
 	first := valid("c1", msg{ID: "m1", OrderNo: "A", Seq: 1, Amount: "5"})
-	record(t, db, first)
+	res := record(t, db, first)
 	second := valid("c2", msg{ID: "m1", OrderNo: "A", Seq: 1, Amount: "5"})
 	other := valid("c3", msg{ID: "m2", OrderNo: "A", Seq: 2, Amount: "5"})
-	record(t, db, second, other)
-	if got, want := outcomes(first, second, other), []spool.Outcome{spool.OutcomeProcessed, spool.OutcomeDuplicate, spool.OutcomeProcessed}; !reflect.DeepEqual(got, want) {
+	res = append(res, record(t, db, second, other)...)
+	if got, want := outcomes(res...), []spool.Outcome{spool.OutcomeProcessed, spool.OutcomeDuplicate, spool.OutcomeProcessed}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("outcomes = %v, want %v", got, want)
 	}
 	if o, ok := claimOutcome(t, db, "c2", "m1"); !ok || o != spool.OutcomeDuplicate {
@@ -214,9 +229,8 @@ func testDuplicateAcrossBatches(t *testing.T, db *ledger.DB) {
 
 func testDeadLetter(t *testing.T, db *ledger.DB) {
 	d := rejected("c1", "bad.json", 77, spool.ReasonInvalidField, "seq", "seq must be an integer >= 1, got 0")
-	record(t, db, d)
-	if d.Outcome != spool.OutcomeDeadLetter {
-		t.Fatalf("outcome = %q, want dead-letter", d.Outcome)
+	if r := record(t, db, d)[0]; r.Outcome != spool.OutcomeDeadLetter || r.Reject == nil || *r.Reject != *d.Reject {
+		t.Fatalf("result = %+v, want dead-letter with the delivery's reject", r)
 	}
 	dl, ok, err := db.DeadLetterByIno(t.Context(), 77)
 	if err != nil || !ok {
@@ -336,9 +350,8 @@ func testProcessedRow(t *testing.T, db *ledger.DB) {
 func testOptionalFieldsNull(t *testing.T, db *ledger.DB) {
 	d := valid("c1", msg{ID: "bare"})
 	d.Hash = "" // not given: the ledger computes it from the payload
-	record(t, db, d)
-	if d.Outcome != spool.OutcomeProcessed {
-		t.Fatalf("outcome = %q, want processed", d.Outcome)
+	if r := record(t, db, d)[0]; r.Outcome != spool.OutcomeProcessed {
+		t.Fatalf("outcome = %q, want processed", r.Outcome)
 	}
 	r, ok := processedRow(t, db, "bare")
 	if !ok {

@@ -170,13 +170,14 @@ func TestTwoHandles(t *testing.T) {
 				for _, id := range ids[:n] {
 					ds = append(ds, delivery(fmt.Sprintf("h%d-%s", i, id), id))
 				}
-				if err := db.Record(t.Context(), ds); err != nil {
+				res, err := db.Record(t.Context(), ds)
+				if err != nil {
 					t.Errorf("handle %d: Record: %v", i, err)
 					return
 				}
 				mu.Lock()
-				for _, d := range ds {
-					if d.Outcome == spool.OutcomeProcessed {
+				for i, d := range ds {
+					if res[i].Outcome == spool.OutcomeProcessed {
 						won[d.Message.MsgID]++
 						total++
 					}
@@ -209,133 +210,6 @@ func TestTwoHandles(t *testing.T) {
 	}
 }
 
-// TestRecordWorkSavepoint: on PostgreSQL an error inside a transaction
-// aborts it until it is rolled back, so a handler whose SQL fails must be
-// undone by rolling back to the message's savepoint, which also takes back
-// the handler's earlier writes and the processed row, and nothing else of
-// the batch. The messages after it must still commit.
-func TestRecordWorkSavepoint(t *testing.T) {
-	t.Parallel()
-	db, _ := openFresh(t)
-	defer db.Close()
-	if _, err := db.SQL().ExecContext(t.Context(),
-		`CREATE TABLE work (msg_id TEXT NOT NULL PRIMARY KEY, note TEXT NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	// RecordWork runs the handler in msg_id order: the failures come first,
-	// so the successes prove the transaction survived them.
-	h := spool.HandlerFunc(func(ctx context.Context, tx *sql.Tx, m *spool.Message) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO work (msg_id, note) VALUES ($1, 'written')`, m.MsgID); err != nil {
-			return err
-		}
-		switch m.MsgID {
-		case "a-sql-error":
-			// NOT NULL violation: the server aborts the transaction.
-			_, err := tx.ExecContext(ctx, `INSERT INTO work (msg_id, note) VALUES ($1, NULL)`, m.MsgID+"-2")
-			if err == nil {
-				return errors.New("insert of NULL note succeeded")
-			}
-			return spool.Permanent(fmt.Errorf("book order: %w", err))
-		case "b-permanent":
-			return spool.Permanent(errors.New("order rejected"))
-		case "c-transient":
-			return errors.New("service unavailable")
-		}
-		return nil
-	})
-	batch := []*spool.Delivery{
-		delivery("c1", "a-sql-error"),
-		delivery("c2", "b-permanent"),
-		delivery("c3", "c-transient"),
-		delivery("c4", "d-ok"),
-		delivery("c5", "d-ok"), // a duplicate in the batch: the handler is not run again
-		delivery("c6", "e-ok"),
-	}
-	if err := db.RecordWork(t.Context(), batch, spool.Work{Handler: h}); err != nil {
-		t.Fatalf("RecordWork: %v", err)
-	}
-	var got []spool.Outcome
-	for _, d := range batch {
-		got = append(got, d.Outcome)
-	}
-	want := []spool.Outcome{spool.OutcomeDeadLetter, spool.OutcomeDeadLetter, spool.OutcomeRetry,
-		spool.OutcomeProcessed, spool.OutcomeDuplicate, spool.OutcomeProcessed}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("outcomes = %q, want %q", got, want)
-	}
-	for _, d := range batch[:2] {
-		if d.Reject == nil || d.Reject.Reason != spool.ReasonHandler {
-			t.Errorf("%s: reject = %+v, want reason handler", d.Message.MsgID, d.Reject)
-		}
-	}
-	if r := batch[0].Reject; r != nil && !strings.Contains(r.Detail, "23502") && !strings.Contains(r.Detail, "null value") {
-		t.Errorf("a-sql-error detail = %q, want the PostgreSQL NOT NULL error", r.Detail)
-	}
-
-	ids := func(query string) []string {
-		t.Helper()
-		rows, err := db.SQL().QueryContext(t.Context(), query)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
-		var out []string
-		for rows.Next() {
-			var s string
-			if err := rows.Scan(&s); err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, s)
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
-	// The failed handlers' writes and processed rows are gone; the
-	// successful ones committed with the batch.
-	if got, want := ids("SELECT msg_id FROM work ORDER BY msg_id"), []string{"d-ok", "e-ok"}; !reflect.DeepEqual(got, want) {
-		t.Errorf("work rows = %q, want %q", got, want)
-	}
-	if got, want := ids("SELECT msg_id FROM processed ORDER BY msg_id"), []string{"d-ok", "e-ok"}; !reflect.DeepEqual(got, want) {
-		t.Errorf("processed rows = %q, want %q", got, want)
-	}
-	// The transient failure is scheduled, in the same transaction.
-	if got, want := ids("SELECT msg_id FROM attempts"), []string{"c-transient"}; !reflect.DeepEqual(got, want) {
-		t.Errorf("attempts rows = %q, want %q", got, want)
-	}
-	if got, want := ids("SELECT claim FROM dead_letters WHERE reason = 'handler' ORDER BY claim"), []string{"c1", "c2"}; !reflect.DeepEqual(got, want) {
-		t.Errorf("handler dead letters = %q, want %q", got, want)
-	}
-
-	// A second attempt fails again and is counted; a third, with a handler
-	// that now succeeds, commits its rows and clears the attempts row.
-	retry := delivery("c7", "c-transient")
-	if err := db.RecordWork(t.Context(), []*spool.Delivery{retry}, spool.Work{Handler: h}); err != nil {
-		t.Fatal(err)
-	}
-	if retry.Outcome != spool.OutcomeRetry || retry.Attempts != 2 {
-		t.Errorf("second attempt: outcome %q, attempts %d, want retry, 2", retry.Outcome, retry.Attempts)
-	}
-	ok := spool.HandlerFunc(func(ctx context.Context, tx *sql.Tx, m *spool.Message) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO work (msg_id, note) VALUES ($1, 'late')`, m.MsgID)
-		return err
-	})
-	retry = delivery("c8", "c-transient")
-	if err := db.RecordWork(t.Context(), []*spool.Delivery{retry}, spool.Work{Handler: ok}); err != nil {
-		t.Fatal(err)
-	}
-	if retry.Outcome != spool.OutcomeProcessed {
-		t.Errorf("third attempt: outcome %q, want processed", retry.Outcome)
-	}
-	if got := ids("SELECT msg_id FROM attempts"); len(got) != 0 {
-		t.Errorf("attempts rows after success = %q, want none", got)
-	}
-	if got, want := ids("SELECT msg_id FROM work ORDER BY msg_id"), []string{"c-transient", "d-ok", "e-ok"}; !reflect.DeepEqual(got, want) {
-		t.Errorf("work rows = %q, want %q", got, want)
-	}
-}
-
 // TestOrderCheckSQL: ordercheck.sql run as psql would returns OrderCheck's
 // rows; in a database whose collation is byte order it returns them in
 // OrderCheck's order too.
@@ -353,7 +227,7 @@ func TestOrderCheckSQL(t *testing.T) {
 		ds = append(ds, d)
 	}
 	ds = append(ds, delivery("again", "m0")) // a redelivery is not a duplicate seq
-	if err := db.Record(t.Context(), ds); err != nil {
+	if _, err := db.Record(t.Context(), ds); err != nil {
 		t.Fatal(err)
 	}
 	want := []ledger.OrderProblem{
@@ -450,7 +324,7 @@ func TestKeywordDSN(t *testing.T) {
 		t.Fatalf("Open(%q): %v", dsn, err)
 	}
 	defer db.Close()
-	if err := db.Record(t.Context(), []*spool.Delivery{delivery("c1", "m1")}); err != nil {
+	if _, err := db.Record(t.Context(), []*spool.Delivery{delivery("c1", "m1")}); err != nil {
 		t.Fatal(err)
 	}
 	var schema string

@@ -57,11 +57,12 @@ func recordAll(ctx context.Context, db *ledger.DB, prefix string, msgs []string,
 		for _, m := range msgs[:n] {
 			ds = append(ds, delivery(prefix+"-"+m, m))
 		}
-		if err := db.Record(ctx, ds); err != nil {
+		res, err := db.Record(ctx, ds)
+		if err != nil {
 			return processed, err
 		}
-		for _, d := range ds {
-			if d.Outcome == spool.OutcomeProcessed {
+		for _, r := range res {
+			if r.Outcome == spool.OutcomeProcessed {
 				processed++
 			}
 		}
@@ -319,7 +320,7 @@ func TestOddPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Record(t.Context(), []*spool.Delivery{delivery("c1", "m1")}); err != nil {
+	if _, err := db.Record(t.Context(), []*spool.Delivery{delivery("c1", "m1")}); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Close(); err != nil {
@@ -363,7 +364,7 @@ func TestOrderCheckSQLOrder(t *testing.T) {
 		d.Message.OrderNo, d.Message.Seq = m.order, m.seq
 		ds = append(ds, d)
 	}
-	if err := db.Record(t.Context(), ds); err != nil {
+	if _, err := db.Record(t.Context(), ds); err != nil {
 		t.Fatal(err)
 	}
 	got, err := ledgertest.RunOrderCheckSQL(t, db)
@@ -415,7 +416,7 @@ func BenchmarkRecordBatch(b *testing.B) {
 			}
 			n++
 		}
-		if err := db.Record(ctx, batch); err != nil {
+		if _, err := db.Record(ctx, batch); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -447,7 +448,7 @@ func BenchmarkRecordKeyOrder(b *testing.B) {
 				for i, k := range ids {
 					batch[i] = delivery("c"+id(k), id(k))
 				}
-				if err := db.Record(ctx, batch); err != nil {
+				if _, err := db.Record(ctx, batch); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -1,0 +1,177 @@
+package spool
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/spoolq/spool/queue"
+)
+
+// item is one name of a batch, as claiming and examining left it.
+type item struct {
+	state itemState
+	claim *queue.Claim
+	// d is the delivery to record, for an examined item; r is what the
+	// ledger recorded for it, once it did.
+	d *Delivery
+	r Result
+	// claimed is when the claim began (the delivery's Claimed).
+	claimed time.Time
+}
+
+// itemState is what claiming and examining made of a name. Every state but
+// gone counts as claimed for the pass, so that another pass follows: an
+// inFlight name is still in inbox/, a held one comes back to it.
+type itemState uint8
+
+const (
+	// gone: another consumer claimed the file first, or it was removed.
+	gone itemState = iota
+	// inFlight: this session holds a claim of the same name already
+	// (queue.ErrBusy); the newer file stays in inbox/ for a later pass.
+	inFlight
+	// toExamine: the claim is made and waits for a worker to examine it.
+	toExamine
+	// held: claimed, but the message's retry is not due yet; the claim
+	// waits unrecorded in processing/ (see hold), and the item is done.
+	held
+	// examined: claimed, read and parsed into d, to be recorded.
+	examined
+)
+
+// inspectBatch claims names in order until they run out or the claimed
+// files reach BatchBytes, and has the worker pool read and parse each claim
+// as soon as it is made. It returns the items of the names it took, a
+// prefix of names: the rest are left in inbox/ for the next batch.
+func (c *Consumer) inspectBatch(s *queue.Session, names []string) ([]item, int, error) {
+	items := make([]item, len(names))
+	toRead := make(chan int, len(names))
+	var wg sync.WaitGroup
+	for range min(c.cfg.Workers, len(names)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range toRead {
+				items[j] = c.examine(s, items[j])
+			}
+		}()
+	}
+	taken, err := c.claimBatch(s, names, items, toRead)
+	close(toRead)
+	wg.Wait()
+	items = items[:taken]
+	n := 0
+	for _, it := range items {
+		if it.state != gone {
+			n++
+		}
+	}
+	return items, n, err
+}
+
+// claimBatch claims names one after another, in this goroutine, sending
+// the index of each claim to toRead. It stops when the names run out, when
+// the claimed files reach BatchBytes (the file that crosses the bound stays
+// in the batch) or at a failure of the run, and returns how many names it
+// took.
+func (c *Consumer) claimBatch(s *queue.Session, names []string, items []item, toRead chan<- int) (int, error) {
+	c.moves.Lock()
+	defer c.moves.Unlock()
+	var bytes int64
+	for j, name := range names {
+		if bytes >= c.cfg.BatchBytes {
+			return j, nil
+		}
+		start := time.Now()
+		cl, err := s.Claim(name)
+		switch {
+		case errors.Is(err, queue.ErrGone):
+			continue
+		case errors.Is(err, queue.ErrBusy):
+			items[j].state = inFlight
+			continue
+		case err != nil:
+			return j + 1, err
+		}
+		items[j] = item{state: toExamine, claim: cl, claimed: start}
+		bytes += cl.Size
+		toRead <- j
+	}
+	return len(names), nil
+}
+
+// needsSync reports whether a batch's claims must be made durable before
+// the ledger names them: otherwise a power cut could undo a claim whose
+// outcome is then committed, and the message would come back as a
+// duplicate of itself. The sync (of the session's directory) runs while
+// the next batch is claimed, and the ledger stage waits for it: off both
+// critical paths when the disk keeps up.
+func (c *Consumer) needsSync(items []item) bool {
+	if c.cfg.Relaxed {
+		return false
+	}
+	for _, it := range items {
+		if it.state == examined {
+			return true
+		}
+	}
+	return false
+}
+
+// examine reads and parses a claimed message and turns it into a
+// delivery: valid, or rejected with its reason. Anything wrong with the
+// message is a RejectError inside the delivery, never a failure of the run.
+// A valid message whose retry is not due yet is held instead.
+func (c *Consumer) examine(s *queue.Session, it item) item {
+	cl := it.claim
+	d := &Delivery{Claim: cl.ID, File: cl.Name, Ino: cl.Ino, Consumer: s.ID(), Size: cl.Size, Claimed: it.claimed}
+	data, rej := c.read(s, cl)
+	if rej == nil {
+		sum := sha256.Sum256(data)
+		d.Hash = hex.EncodeToString(sum[:])
+		d.Message, rej = c.parse(data)
+	}
+	d.Reject = rej
+	if d.Message != nil {
+		if due, ok := c.dueAt(d.Message.MsgID); ok && due.After(time.Now()) {
+			// Its retry is not due yet: hold the claim, unrecorded.
+			c.hold(cl, due)
+			return item{state: held}
+		}
+	}
+	d.At = time.Now().UTC()
+	return item{state: examined, claim: cl, d: d, claimed: it.claimed}
+}
+
+// read returns a claimed file's content, or why it cannot be a message: a
+// file that is not regular, too large or unreadable must not block the
+// queue, so it is isolated as a dead letter.
+func (c *Consumer) read(s *queue.Session, cl *queue.Claim) ([]byte, *RejectError) {
+	data, err := s.Read(cl, c.cfg.Contract.Limit())
+	var tooLarge *queue.TooLargeError
+	switch {
+	case err == nil:
+		return data, nil
+	case errors.Is(err, queue.ErrNotRegular):
+		return nil, reject(ReasonNotRegular, "", "%s, not a regular file; not opened", queue.FileType(cl.Mode))
+	case errors.As(err, &tooLarge):
+		return nil, reject(ReasonTooLarge, "", "%s", tooLarge.Error())
+	}
+	return nil, reject(ReasonParse, "", "cannot read: %v", queue.Cause(err))
+}
+
+// parse validates data against the contract: a message, or why not.
+func (c *Consumer) parse(data []byte) (*Message, *RejectError) {
+	msg, err := c.cfg.Contract.Parse(data)
+	var rej *RejectError
+	switch {
+	case errors.As(err, &rej):
+		return nil, rej
+	case err != nil:
+		return nil, reject(ReasonParse, "", "%v", err)
+	}
+	return msg, nil
+}

@@ -1,0 +1,214 @@
+package spool
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/spoolq/spool/queue"
+)
+
+// errStopScan ends a scan early without being an error of the run.
+var errStopScan = errors.New("scan stopped")
+
+// inspected is a batch claimed and inspected, waiting for its commit.
+type inspected struct {
+	items   []item
+	claimed int
+	err     error
+	// synced delivers the result of making the batch's claims durable,
+	// which runs while the next batch is claimed; nil when there is
+	// nothing to sync.
+	synced <-chan error
+}
+
+// pipeline is one pass's three stages and what they hand each other: the
+// claiming stage sends batches claimed and examined to ready, the
+// recording stage sends those it committed to recorded, and the finishing
+// stage moves their files out of processing/.
+type pipeline struct {
+	c  *Consumer
+	s  *queue.Session
+	st *Stats // written by the finishing stage only, until the pass ends
+	// ctx stops the claiming when cancelled; work, never cancelled, is for
+	// the ledger, so that a batch claimed is still recorded and moved.
+	ctx, work context.Context
+
+	ready    chan inspected
+	recorded chan []item
+	syncs    sync.WaitGroup // claim syncs in flight
+	pf       *prefetcher
+
+	once sync.Once
+	err  error         // the pass's first failure
+	stop chan struct{} // closed at the first failure
+}
+
+// pass scans inbox/ once and consumes what it can claim, as a three-stage
+// pipeline so that the filesystem's work and the ledger's overlap on
+// separate cores: one goroutine claims the next batch while the worker pool
+// reads and parses its claims (claimAll); this one records the batch
+// before it in the ledger (recordAll); a third moves the files of the
+// batch before that out of processing/, only ever after their commit (I3,
+// I4; finishAll). The claiming and the moving out take turns, a batch at a
+// time (moves). It returns how many messages it claimed, or found in the
+// way of a claim of the same name, so the caller knows whether another
+// pass is needed. On a failure the claims of batches not yet recorded stay
+// in the session's directory for recovery, as after a crash.
+func (c *Consumer) pass(ctx, work context.Context, s *queue.Session, st *Stats) (int, error) {
+	p := &pipeline{
+		c: c, s: s, st: st, ctx: ctx, work: work,
+		ready:    make(chan inspected, 1),
+		recorded: make(chan []item, 1),
+		stop:     make(chan struct{}),
+		pf:       c.startPrefetch(s),
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		defer close(p.ready)
+		p.claimAll()
+	}()
+	go func() {
+		defer wg.Done()
+		p.finishAll()
+	}()
+	claimed := p.recordAll()
+	wg.Wait()
+	p.pf.stop(st)
+	// A sync whose batch was never recorded (the pass failed) must end
+	// before the session can be closed.
+	p.syncs.Wait()
+	return claimed, p.err
+}
+
+// fail records the pass's first failure and stops the other stages.
+func (p *pipeline) fail(err error) {
+	p.once.Do(func() { p.err = err; close(p.stop) })
+}
+
+// failed reports whether a stage has failed.
+func (p *pipeline) failed() bool {
+	select {
+	case <-p.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// claimAll is the claiming stage. Each chunk the scan of inbox/ gives is
+// claimed once the scan has given the next, so that the next can be read
+// ahead meanwhile. The chunk is kept as a copy: the scan's chunks share its
+// window's array, which would otherwise be held through the next window's
+// read, doubling what the scan holds (see queue.Dir.ScanOrdered).
+func (p *pipeline) claimAll() {
+	var pending []string
+	err := p.c.dir.ScanOrdered(queue.Inbox, func(names []string) error {
+		// Retries that fell due during the pass go back to inbox/ now,
+		// not at the end of a long pass.
+		if err := p.c.release(p.s, false); err != nil {
+			return err
+		}
+		names = slices.Clone(names)
+		p.pf.offer(names)
+		pending, names = names, pending
+		return p.claimChunk(names)
+	})
+	if err == nil {
+		err = p.claimChunk(pending)
+	}
+	if err != nil && !errors.Is(err, errStopScan) {
+		p.fail(err)
+	}
+}
+
+// claimChunk claims names a batch at a time and hands each batch to the
+// recording stage, with the sync of its claims started. It returns
+// errStopScan when the pass is cancelled or has failed, or after handing
+// over a batch whose claiming failed.
+func (p *pipeline) claimChunk(names []string) error {
+	for len(names) > 0 {
+		if p.ctx.Err() != nil {
+			return errStopScan
+		}
+		items, claimed, err := p.c.inspectBatch(p.s, names[:min(len(names), p.c.cfg.BatchSize)])
+		b := inspected{items: items, claimed: claimed, err: err}
+		if err == nil && p.c.needsSync(items) {
+			b.synced = p.syncClaims()
+		}
+		select {
+		case p.ready <- b:
+		case <-p.stop:
+			return errStopScan
+		}
+		if err != nil {
+			return errStopScan
+		}
+		names = names[len(items):]
+	}
+	return nil
+}
+
+// syncClaims makes the session's claims durable in a goroutine of its
+// own, and returns the channel that will carry the result.
+func (p *pipeline) syncClaims() <-chan error {
+	synced := make(chan error, 1)
+	p.syncs.Add(1)
+	go func() {
+		defer p.syncs.Done()
+		synced <- p.s.Sync()
+	}()
+	return synced
+}
+
+// recordAll is the recording stage: it commits each claimed batch once its
+// claims are durable and hands it to the finishing stage. After a failure
+// it only drains ready, leaving the claims for recovery. It returns how
+// many messages the batches claimed.
+func (p *pipeline) recordAll() int {
+	claimed := 0
+	for b := range p.ready {
+		if p.failed() {
+			continue
+		}
+		claimed += b.claimed
+		err := b.err
+		if err == nil && b.synced != nil {
+			err = <-b.synced
+		}
+		if err == nil {
+			err = p.c.record(p.work, b.items)
+		}
+		if err != nil {
+			p.fail(err)
+			continue
+		}
+		p.recorded <- b.items
+	}
+	close(p.recorded)
+	return claimed
+}
+
+// finishAll is the finishing stage: it moves the files of each committed
+// batch out of processing/, syncing the moves now and then and once more
+// at the end (moveSync).
+func (p *pipeline) finishAll() {
+	ms := moveSync{last: time.Now()}
+	for items := range p.recorded {
+		if err := p.c.finish(p.s, items, p.st, &ms); err != nil {
+			p.fail(err)
+			for range p.recorded {
+			}
+			return
+		}
+	}
+	if !p.c.cfg.Relaxed {
+		if err := ms.sync(p.c.dir, true); err != nil {
+			p.fail(err)
+		}
+	}
+}

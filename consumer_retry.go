@@ -1,0 +1,89 @@
+package spool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spoolq/spool/queue"
+)
+
+// waiting is a claim held until its next attempt is due. It stays in the
+// session's directory, invisible to other consumers and blocking nobody;
+// when due it goes back to inbox/ to be claimed again. If the consumer dies
+// meanwhile, recovery puts it back (its claim was never recorded) and the
+// ledger still holds its attempt count.
+type waiting struct {
+	claim *queue.Claim
+	due   time.Time
+}
+
+// release moves the waiting claims that are due, or all of them, back to
+// inbox/.
+func (c *Consumer) release(s *queue.Session, all bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	keep := c.waiting[:0]
+	var errs []error
+	for _, w := range c.waiting {
+		if !all && w.due.After(now) {
+			keep = append(keep, w)
+			continue
+		}
+		if _, err := s.Finish(w.claim, queue.Inbox); err != nil {
+			errs = append(errs, err)
+			keep = append(keep, w)
+		}
+	}
+	c.waiting = keep
+	if len(errs) > 0 {
+		return fmt.Errorf("release waiting claims: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// nextDue returns the earliest due time of the waiting claims.
+func (c *Consumer) nextDue() (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var next time.Time
+	for i, w := range c.waiting {
+		if i == 0 || w.due.Before(next) {
+			next = w.due
+		}
+	}
+	return next, len(c.waiting) > 0
+}
+
+func (c *Consumer) hold(cl *queue.Claim, due time.Time) {
+	c.mu.Lock()
+	c.waiting = append(c.waiting, waiting{claim: cl, due: due})
+	c.mu.Unlock()
+}
+
+// loadSchedule reads the ledger's retry schedule, so that a message claimed
+// before its retry is due (after a restart, or from another consumer) is
+// held rather than tried early.
+func (c *Consumer) loadSchedule(ctx context.Context) error {
+	if c.work == nil {
+		return nil
+	}
+	sched, err := c.work.RetrySchedule(ctx)
+	if err != nil {
+		return fmt.Errorf("load retry schedule: %w", err)
+	}
+	c.mu.Lock()
+	c.schedule = sched
+	c.mu.Unlock()
+	return nil
+}
+
+// dueAt returns when a msg_id may next be tried, if it waits for a retry.
+func (c *Consumer) dueAt(msgID string) (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.schedule[msgID]
+	return t, ok
+}

@@ -1,0 +1,103 @@
+package handler
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spoolq/spool"
+)
+
+const (
+	// DefaultExecTimeout is Exec's Timeout when it is zero.
+	DefaultExecTimeout = 30 * time.Second
+	// ExitTempFail is sysexits.h's EX_TEMPFAIL: an Exec command that exits
+	// with it asks for a retry.
+	ExitTempFail = 75
+)
+
+// Exec runs a shell command for each message (spool consume --exec): the
+// message on stdin, and in the environment, beside the inherited one,
+// SPOOL_MSG_ID, SPOOL_ORDER_NO, SPOOL_SEQ, SPOOL_AMOUNT (empty when the
+// message lacks them), SPOOL_FILE (its name in inbox/) and SPOOL_QUEUE.
+//
+// Exit status 0 is success. ExitTempFail, a timeout, a death by a signal
+// and a failure to start are transient failures; any other exit status is
+// permanent. The command's stdout is discarded; the end of its stderr is
+// the failure's detail.
+//
+// An Exec is safe for concurrent use; its fields must not change while it
+// is in use.
+type Exec struct {
+	// Command is run with /bin/sh -c, in a process group of its own.
+	Command string
+	// Timeout bounds one run: after it the whole process group is killed
+	// and the message retried. Zero: DefaultExecTimeout.
+	Timeout time.Duration
+	// Queue is the queue's directory, given to the command as
+	// SPOOL_QUEUE. It should be absolute: the command may change
+	// directory.
+	Queue string
+}
+
+// Handle runs the command on d's message. It never uses tx.
+func (h *Exec) Handle(ctx context.Context, _ *sql.Tx, d *spool.Delivery) error {
+	env, err := h.env(d)
+	if err != nil {
+		return err
+	}
+	timeout := h.Timeout
+	if timeout <= 0 {
+		timeout = DefaultExecTimeout
+	}
+	r := runShell(ctx, h.Command, env, d.Message.Raw, timeout)
+	switch {
+	case r.err == nil:
+		return nil
+	case r.timedOut:
+		return fmt.Errorf("exec: timed out after %v, process group killed%s", timeout, r.detail())
+	case r.exitCode == ExitTempFail:
+		return fmt.Errorf("exec: exit status %d (temporary failure)%s", r.exitCode, r.detail())
+	case r.exitCode > 0:
+		return spool.Permanent(fmt.Errorf("exec: exit status %d%s", r.exitCode, r.detail()))
+	}
+	// Killed by a signal nobody here sent (the OOM killer, an operator), or
+	// not started at all: nothing says the message is at fault.
+	return fmt.Errorf("exec: %w%s", r.err, r.detail())
+}
+
+// env is the command's environment: the inherited one and the message's
+// SPOOL_* variables. A value holding NUL, which no environment can carry,
+// is a permanent failure.
+func (h *Exec) env(d *spool.Delivery) ([]string, error) {
+	m := d.Message
+	seq := ""
+	if m.Seq != 0 {
+		seq = strconv.FormatInt(m.Seq, 10)
+	}
+	vars := []struct{ name, value string }{
+		{"SPOOL_MSG_ID", m.MsgID}, {"SPOOL_ORDER_NO", m.OrderNo}, {"SPOOL_SEQ", seq},
+		{"SPOOL_AMOUNT", string(m.Amount)}, {"SPOOL_FILE", fileName(d)}, {"SPOOL_QUEUE", h.Queue},
+	}
+	env := os.Environ()
+	for _, v := range vars {
+		if strings.IndexByte(v.value, 0) >= 0 {
+			// The message on stdin is exact; a variable cannot be, and a
+			// mangled key would defeat the command's own idempotency.
+			return nil, spool.Permanent(fmt.Errorf("exec: %s holds a NUL byte, which the environment cannot carry", v.name))
+		}
+		env = append(env, v.name+"="+v.value)
+	}
+	return env, nil
+}
+
+// fileName is the delivery's name in inbox/ as the ledger stores it in
+// processed.file: invalid UTF-8 and NUL replaced by U+FFFD. Handlers pass
+// the stored name on, so that what they write matches the ledger's row.
+func fileName(d *spool.Delivery) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(d.File, "\uFFFD"), "\x00", "\uFFFD")
+}

@@ -1,0 +1,161 @@
+package handler
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spoolq/spool"
+)
+
+// DefaultPostTimeout is PostOptions' Timeout when it is zero.
+const DefaultPostTimeout = 30 * time.Second
+
+// maxBodyExcerpt bounds what Post reads of a failed response's body.
+const maxBodyExcerpt = 1 << 10
+
+// PostOptions tune a Post.
+type PostOptions struct {
+	// Timeout bounds one request, from connecting to reading the
+	// response; a request that runs out of it is retried. Zero:
+	// DefaultPostTimeout.
+	Timeout time.Duration
+	// MaxRetryAfter bounds the wait a response's Retry-After header may
+	// ask for: a message should not wait longer than the retry policy's
+	// longest delay because of one header. Zero: spool.DefaultRetryCap.
+	MaxRetryAfter time.Duration
+	// UserAgent is the requests' User-Agent header. Empty: "spool".
+	UserAgent string
+}
+
+// Post sends each message to an HTTP endpoint (spool consume --post): a
+// POST of the message's bytes as application/json, with the msg_id as its
+// Idempotency-Key, so that the server can recognise a retry of a request
+// whose response was lost. Redirects are not followed.
+//
+// A 2xx status is success. 408, 429, 5xx and network errors are transient,
+// with the response's Retry-After honoured up to MaxRetryAfter (a
+// *spool.RetryAfterError); any other status is permanent. The start of the
+// response's body is the failure's detail.
+//
+// A Post is safe for concurrent use.
+type Post struct {
+	url           string
+	client        *http.Client
+	maxRetryAfter time.Duration
+	userAgent     string
+}
+
+// NewPost returns a Post to rawURL, which must be an http:// or https://
+// URL with a host.
+func NewPost(rawURL string, o PostOptions) (*Post, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("post %q: want an http:// or https:// URL", rawURL)
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultPostTimeout
+	}
+	if o.MaxRetryAfter <= 0 {
+		o.MaxRetryAfter = spool.DefaultRetryCap
+	}
+	if o.UserAgent == "" {
+		o.UserAgent = "spool"
+	}
+	return &Post{
+		url: u.String(),
+		client: &http.Client{
+			Timeout: o.Timeout,
+			// A redirect would turn the POST into a GET (301, 302, 303) or
+			// resend the message elsewhere: report it instead.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+		maxRetryAfter: o.MaxRetryAfter,
+		userAgent:     o.UserAgent,
+	}, nil
+}
+
+// Handle posts d's message. It never uses tx.
+func (h *Post) Handle(ctx context.Context, _ *sql.Tx, d *spool.Delivery) error {
+	m := d.Message
+	for _, c := range []byte(m.MsgID) {
+		if (c < ' ' && c != '\t') || c == 0x7f {
+			return spool.Permanent(fmt.Errorf("post: msg_id %q cannot be sent as an Idempotency-Key header", m.MsgID))
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(m.Raw))
+	if err != nil {
+		return spool.Permanent(fmt.Errorf("post: %w", err))
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", m.MsgID)
+	req.Header.Set("User-Agent", h.userAgent)
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("post: %w", err) // the network, a timeout: try again later
+	}
+	defer resp.Body.Close()
+	excerpt, _ := io.ReadAll(io.LimitReader(resp.Body, maxBodyExcerpt))
+	// Read a little more so the connection can be reused; no more, a body
+	// that goes on is not worth the wait.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	return h.classify(resp, excerpt)
+}
+
+// classify maps a response to success, a transient or a permanent error.
+func (h *Post) classify(resp *http.Response, excerpt []byte) error {
+	code := resp.StatusCode
+	if code >= 200 && code <= 299 {
+		return nil
+	}
+	err := fmt.Errorf("post: %s%s", resp.Status, bodyDetail(excerpt))
+	switch {
+	case code == http.StatusRequestTimeout, code == http.StatusTooManyRequests, code >= 500:
+		if after, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
+			return &spool.RetryAfterError{Err: err, After: min(after, h.maxRetryAfter)}
+		}
+		return err
+	case code >= 300 && code <= 399:
+		return spool.Permanent(fmt.Errorf("%w (redirect to %q not followed)", err, resp.Header.Get("Location")))
+	}
+	return spool.Permanent(err)
+}
+
+// bodyDetail is ": BODY" for an error message, or "" for an empty body.
+func bodyDetail(b []byte) string {
+	s := tailText(b, maxDetailText, false)
+	if s == "" {
+		return ""
+	}
+	return ": " + s
+}
+
+// parseRetryAfter reads a Retry-After header: delay-seconds or an
+// HTTP-date (RFC 9110, 10.2.3), as a wait from now.
+func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n < 0 {
+			return 0, false
+		}
+		if n > int64(365*24*time.Hour/time.Second) {
+			n = int64(365 * 24 * time.Hour / time.Second) // no overflow
+		}
+		return time.Duration(n) * time.Second, true
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	return max(t.Sub(now), 0), true
+}

@@ -1,0 +1,174 @@
+package handler
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+
+	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/ledger"
+)
+
+// StatementError is a statement of a Script that the ledger's engine
+// refused to prepare: a syntax error, a missing table.
+type StatementError struct {
+	// N numbers the statement in its file, from 1; Line is where it starts.
+	N, Line int
+	// Err is the engine's error.
+	Err error
+}
+
+func (e *StatementError) Error() string {
+	return fmt.Sprintf("statement %d (line %d): %v", e.N, e.Line, e.Err)
+}
+
+func (e *StatementError) Unwrap() error { return e.Err }
+
+// SQL runs a Script's statements for each message (spool consume --sql),
+// inside the ledger's transaction: they commit together with the message's
+// processed row, or roll back with it.
+//
+// A statement's failure is permanent (a constraint, a type, a missing
+// table) unless the engine reports a conflict that a later attempt may not
+// meet (ledger.Dialect's IsConflict: SQLite busy or locked; a PostgreSQL
+// serialization failure, deadlock, lock or statement timeout).
+//
+// A SQL is safe for concurrent use.
+type SQL struct {
+	dialect    ledger.Dialect
+	statements []boundStatement
+}
+
+// boundStatement is a statement with its placeholders in the engine's
+// syntax.
+type boundStatement struct {
+	statement
+	query string
+}
+
+// NewSQL checks script against the ledger l and returns the handler that
+// runs it in l's transactions. Each statement is prepared in a
+// transaction that is rolled back; those without parameters (CREATE TABLE
+// IF NOT EXISTS...) are also run, each in a savepoint, so that the
+// statements after them can refer to what they create. A statement that
+// does not prepare is a *StatementError.
+func NewSQL(ctx context.Context, l *ledger.DB, script *Script) (*SQL, error) {
+	h := &SQL{dialect: l.Dialect()}
+	for _, s := range script.statements {
+		h.statements = append(h.statements, boundStatement{statement: s, query: s.bind(l.Dialect())})
+	}
+	tx, err := l.SQL().BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("check against the ledger: %w", err)
+	}
+	// Nothing of the check may stay.
+	defer func() { _ = tx.Rollback() }()
+	for i, s := range h.statements {
+		if err := check(ctx, tx, i, s); err != nil {
+			return nil, err
+		}
+	}
+	return h, nil
+}
+
+// check prepares statement i of a script in tx, and runs it if it has no
+// parameters; see NewSQL.
+func check(ctx context.Context, tx *sql.Tx, i int, s boundStatement) error {
+	st, err := tx.PrepareContext(ctx, s.query)
+	if err != nil {
+		return &StatementError{N: i + 1, Line: s.line, Err: err}
+	}
+	if err := st.Close(); err != nil {
+		return fmt.Errorf("statement %d: %w", i+1, err)
+	}
+	if len(s.params) > 0 {
+		return nil
+	}
+	// Its failure is the data's business, found again per message; the
+	// savepoint keeps it from aborting the check's transaction
+	// (PostgreSQL).
+	if _, err := tx.ExecContext(ctx, "SAVEPOINT spool_check"); err != nil {
+		return fmt.Errorf("check: %w", err)
+	}
+	undo := "RELEASE SAVEPOINT spool_check"
+	if _, err := tx.ExecContext(ctx, s.query); err != nil {
+		undo = "ROLLBACK TO SAVEPOINT spool_check"
+	}
+	if _, err := tx.ExecContext(ctx, undo); err != nil {
+		return fmt.Errorf("check: %w", err)
+	}
+	return nil
+}
+
+// Handle runs each statement in tx with its parameters bound to d: :msg_id,
+// :order_no, :seq, :amount (NULL when the message lacks them), :file (its
+// name in inbox/), :payload (the message's text), and any other :name the
+// message's top-level field of that name (a string decoded, null as NULL,
+// anything else its JSON text), or NULL when it has none.
+func (h *SQL) Handle(ctx context.Context, tx *sql.Tx, d *spool.Delivery) error {
+	m, file := d.Message, fileName(d)
+	for i, s := range h.statements {
+		args := make([]any, 0, len(s.params))
+		for _, name := range s.params {
+			v, err := sqlParam(name, m, file)
+			if err != nil {
+				return spool.Permanent(fmt.Errorf("sql statement %d (line %d): parameter :%s: %w", i+1, s.line, name, err))
+			}
+			args = append(args, v)
+		}
+		if _, err := tx.ExecContext(ctx, s.query, args...); err != nil {
+			err = fmt.Errorf("sql statement %d (line %d): %w", i+1, s.line, err)
+			if h.dialect.IsConflict(err) {
+				return err
+			}
+			return spool.Permanent(err)
+		}
+	}
+	return nil
+}
+
+// sqlParam is the value of a named parameter for m: spool's own names
+// first, then the message's top-level field of that name (a string
+// decoded, null as NULL, anything else its JSON text), else NULL.
+func sqlParam(name string, m *spool.Message, file string) (any, error) {
+	switch name {
+	case "msg_id":
+		return m.MsgID, nil
+	case "order_no":
+		return nullText(m.OrderNo), nil
+	case "seq":
+		if m.Seq == 0 {
+			return nil, nil
+		}
+		return m.Seq, nil
+	case "amount":
+		return nullText(string(m.Amount)), nil
+	case "file":
+		return nullText(file), nil
+	case "payload":
+		return string(m.Raw), nil
+	}
+	f, ok := m.Field(name)
+	if !ok {
+		return nil, nil
+	}
+	switch f.Kind {
+	case spool.KindNull:
+		return nil, nil
+	case spool.KindString:
+		var s string
+		if err := json.Unmarshal(f.Raw, &s); err != nil {
+			return nil, fmt.Errorf("decode string: %w", err)
+		}
+		return s, nil
+	}
+	return string(f.Raw), nil
+}
+
+func nullText(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}

@@ -1,0 +1,43 @@
+package queue
+
+import (
+	"errors"
+
+	"golang.org/x/sys/unix"
+)
+
+// FileType names the file type held in mode (a Claim's or an Entry's Mode)
+// for a person: "symlink", "FIFO", "directory", "socket", "character
+// device", "block device" or "regular file"; "special file" for any other.
+// A dead letter's detail says which kind of file was refused.
+func FileType(mode uint32) string {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return "regular file"
+	case unix.S_IFLNK:
+		return "symlink"
+	case unix.S_IFIFO:
+		return "FIFO"
+	case unix.S_IFDIR:
+		return "directory"
+	case unix.S_IFSOCK:
+		return "socket"
+	case unix.S_IFCHR:
+		return "character device"
+	case unix.S_IFBLK:
+		return "block device"
+	}
+	return "special file"
+}
+
+// Cause returns the system error (an errno, such as "permission denied")
+// beneath an error of this package, or err itself when there is none. A
+// dead letter's detail uses it so as not to repeat the file's name, which
+// its record holds already.
+func Cause(err error) error {
+	var errno unix.Errno
+	if errors.As(err, &errno) {
+		return errno
+	}
+	return err
+}
