@@ -1,8 +1,6 @@
 package spool
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"sync"
 	"time"
@@ -130,8 +128,7 @@ func (c *Consumer) examine(s *queue.Session, it item) item {
 	d := &Delivery{Claim: cl.ID, File: cl.Name, Ino: cl.Ino, Consumer: s.ID(), Size: cl.Size, Claimed: it.claimed}
 	data, rej := c.read(s, cl)
 	if rej == nil {
-		sum := sha256.Sum256(data)
-		d.Hash = hex.EncodeToString(sum[:])
+		d.Hash = ContentHash(data)
 		d.Message, rej = c.parse(data)
 	}
 	d.Reject = rej

@@ -11,8 +11,6 @@ package fsck
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -407,8 +405,7 @@ func (c *checker) resolveDone(ctx context.Context, entries []queue.Entry, unreco
 			invalid.add("done/" + e.Name)
 			continue
 		}
-		sum := sha256.Sum256(data)
-		files = append(files, ledger.RepairedFile{Name: e.Name, Ino: e.Ino, Size: e.Size, Hash: hex.EncodeToString(sum[:]),
+		files = append(files, ledger.RepairedFile{Name: e.Name, Ino: e.Ino, Size: e.Size, Hash: spool.ContentHash(data),
 			Message: m, ModTime: time.Unix(0, e.ModTime)})
 		ids = append(ids, m.MsgID)
 	}

@@ -2,9 +2,7 @@ package ledger
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -88,8 +86,7 @@ func processedArgs(d *spool.Delivery, now time.Time) []any {
 	m := d.Message
 	hash := d.Hash
 	if hash == "" {
-		sum := sha256.Sum256(m.Raw)
-		hash = hex.EncodeToString(sum[:])
+		hash = spool.ContentHash(m.Raw)
 	}
 	return []any{m.MsgID, nullString(m.OrderNo), nullInt(m.Seq), nullString(string(m.Amount)),
 		formatTime(now), clean(d.File), hash, string(m.Raw), d.Claim, nullIno(d.Ino)}
@@ -337,8 +334,7 @@ func (db *DB) markConflicts(ctx context.Context, tx *sql.Tx, batch []*spool.Deli
 		}
 		hash := d.Hash
 		if hash == "" {
-			sum := sha256.Sum256(d.Message.Raw)
-			hash = hex.EncodeToString(sum[:])
+			hash = spool.ContentHash(d.Message.Raw)
 		}
 		if o.hash != hash {
 			res[i].conflict = true
