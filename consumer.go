@@ -80,7 +80,11 @@ type Config struct {
 	OnDelivery func(d *Delivery, stored string)
 }
 
-// Stats counts what a run did.
+// Stats counts what a run did. Processed, Duplicates, DeadLetters and
+// Retries count outcomes as the ledger commits them, so that the Stats a
+// failed run returns say what it committed even when it failed before
+// moving those files out of processing/ (the next run's recovery moves
+// them, counting them as Recovered).
 type Stats struct {
 	Processed   int
 	Duplicates  int
@@ -107,6 +111,8 @@ func (s *Stats) add(o Outcome) {
 		s.Duplicates++
 	case OutcomeDeadLetter:
 		s.DeadLetters++
+	case OutcomeRetry:
+		s.Retries++
 	}
 }
 
@@ -511,7 +517,7 @@ func (c *Consumer) pass(ctx, work context.Context, s *queue.Session, st *Stats) 
 		defer wg.Done()
 		ms := moveSync{last: time.Now()}
 		for items := range recorded {
-			if err := c.finish(s, items, st, &ms); err != nil {
+			if err := c.finish(s, items, &ms); err != nil {
 				fail(err)
 				for range recorded {
 				}
@@ -542,6 +548,11 @@ func (c *Consumer) pass(ctx, work context.Context, s *queue.Session, st *Stats) 
 		if err != nil {
 			fail(err)
 			continue
+		}
+		for _, it := range b.items {
+			if it.d != nil {
+				st.add(it.d.Outcome) // committed, whether or not its move succeeds
+			}
 		}
 		recorded <- b.items
 	}
@@ -758,8 +769,8 @@ func (m *moveSync) sync(d *queue.Dir, force bool) error {
 
 // finish moves the files of a recorded batch to done/ or error/. I3/I4: it
 // runs only after record committed the batch.
-func (c *Consumer) finish(s *queue.Session, items []item, st *Stats, ms *moveSync) error {
-	if err := c.moveOut(s, items, st, ms); err != nil {
+func (c *Consumer) finish(s *queue.Session, items []item, ms *moveSync) error {
+	if err := c.moveOut(s, items, ms); err != nil {
 		return err
 	}
 	if c.cfg.Relaxed {
@@ -769,7 +780,7 @@ func (c *Consumer) finish(s *queue.Session, items []item, st *Stats, ms *moveSyn
 }
 
 // moveOut does finish's renames, holding moves.
-func (c *Consumer) moveOut(s *queue.Session, items []item, st *Stats, ms *moveSync) error {
+func (c *Consumer) moveOut(s *queue.Session, items []item, ms *moveSync) error {
 	c.moves.Lock()
 	defer c.moves.Unlock()
 	for _, it := range items {
@@ -777,7 +788,6 @@ func (c *Consumer) moveOut(s *queue.Session, items []item, st *Stats, ms *moveSy
 			continue
 		}
 		if it.d.Outcome == OutcomeRetry {
-			st.Retries++
 			c.hold(it.claim, it.d.RetryAt)
 			c.log.Info("retry scheduled", "file", it.d.File, "msg_id", it.d.Message.MsgID,
 				"attempt", it.d.Attempts, "at", it.d.RetryAt, "err", it.d.Err)
@@ -793,7 +803,6 @@ func (c *Consumer) moveOut(s *queue.Session, items []item, st *Stats, ms *moveSy
 		if err != nil {
 			return err
 		}
-		st.add(it.d.Outcome)
 		if it.d.Outcome == OutcomeDeadLetter {
 			c.log.Info("dead letter", "file", it.d.File, "stored", stored, "reason", it.d.Reject.Reason, "detail", it.d.Reject.Error())
 		}
