@@ -827,7 +827,7 @@ func (c *Consumer) examine(s *queue.Session, cl *queue.Claim, start time.Time) i
 		d.Reject = reject(ReasonTooLarge, "", "%s", tooLarge.Error())
 	case err != nil:
 		// An unreadable file must not block the queue either: isolate it.
-		d.Reject = reject(ReasonParse, "", "cannot read: %v", unwrapErrno(err))
+		d.Reject = reject(ReasonUnreadable, "", "cannot read: %s", readFailure(err))
 	default:
 		sum := sha256.Sum256(data)
 		d.Hash = hex.EncodeToString(sum[:])

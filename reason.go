@@ -1,6 +1,10 @@
 package spool
 
-import "fmt"
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
 
 // Reason says why a message was dead-lettered. Reasons are stable strings:
 // scripts read them from `spool errors`.
@@ -21,6 +25,11 @@ const (
 	ReasonNotRegular Reason = "not-regular"
 	// ReasonTooLarge: over the contract's size limit; never read into memory.
 	ReasonTooLarge Reason = "too-large"
+	// ReasonUnreadable: a regular file that could not be opened or read,
+	// most often for lack of permission (EACCES); the detail names the
+	// errno. Nothing is wrong with the message itself as far as anyone
+	// knows: an operator fixes it (chmod, chown) and replays it.
+	ReasonUnreadable Reason = "unreadable"
 	// ReasonHandler: the business handler failed permanently.
 	ReasonHandler Reason = "handler"
 	// ReasonRetriesExhausted: the handler failed transiently on every attempt.
@@ -53,4 +62,18 @@ func (e *RejectError) Error() string {
 
 func reject(reason Reason, field, format string, args ...any) *RejectError {
 	return &RejectError{Reason: reason, Field: field, Detail: fmt.Sprintf(format, args...)}
+}
+
+// readFailure describes why a file could not be read for a dead letter's
+// detail: the system's message and the errno's name, which is what an
+// operator searches for ("permission denied (EACCES)").
+func readFailure(err error) string {
+	errno, ok := unwrapErrno(err).(unix.Errno)
+	if !ok {
+		return err.Error()
+	}
+	if name := unix.ErrnoName(errno); name != "" {
+		return fmt.Sprintf("%v (%s)", errno, name)
+	}
+	return errno.Error()
 }
