@@ -62,7 +62,8 @@ func openLedgerWith(ctx context.Context, dir, db string, relaxed bool) (*ledger.
 		// its own, and consumers meant to share one would not.
 		return nil, &usageError{msg: fmt.Sprintf("--db %q looks like a PostgreSQL keyword/value connection string; give a postgres:// URL", db)}
 	}
-	return sqlite.OpenWith(ctx, ledgerPath(dir, db), sqlite.Options{Relaxed: relaxed})
+	l, err := sqlite.OpenWith(ctx, ledgerPath(dir, db), sqlite.Options{Relaxed: relaxed})
+	return l, nameDBFlag(db, err)
 }
 
 // isKeywordDSN reports whether db reads as libpq's keyword/value form

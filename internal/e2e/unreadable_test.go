@@ -112,6 +112,16 @@ func (as *unprivileged) command(ctx context.Context, args ...string) *exec.Cmd {
 // mustRun runs spool as nobody and fails the test unless it exits with want.
 func (as *unprivileged) mustRun(t testing.TB, want int, args ...string) result {
 	t.Helper()
+	r := as.run(t, args...)
+	if r.code != want {
+		t.Fatalf("as nobody, want exit %d, got\n%s", want, r)
+	}
+	return r
+}
+
+// run runs spool as nobody and returns what it did.
+func (as *unprivileged) run(t testing.TB, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
 	defer cancel()
 	cmd := as.command(ctx, args...)
@@ -126,9 +136,6 @@ func (as *unprivileged) mustRun(t testing.TB, want int, args ...string) result {
 		r.code = ee.ExitCode()
 	default:
 		t.Fatalf("spool %q as nobody: %v", args, err)
-	}
-	if r.code != want {
-		t.Fatalf("as nobody, want exit %d, got\n%s", want, r)
 	}
 	return r
 }
