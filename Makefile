@@ -18,9 +18,10 @@ test-race: ## the tests under the race detector, as CI runs them
 bench: ## Go benchmarks of the hot parts
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
-fuzz: ## fuzz the message parser for a minute each
+fuzz: ## fuzz the message and spool.conf parsers for a minute each
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 60s .
 	$(GO) test -run '^$$' -fuzz FuzzScan -fuzztime 60s .
+	$(GO) test -run '^$$' -fuzz FuzzParseConfig -fuzztime 60s ./cmd/spool
 
 lint: ## gofmt, go vet and staticcheck (the version go.mod pins as a tool)
 	@test -z "$$(gofmt -l .)" || (gofmt -l .; exit 1)

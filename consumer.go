@@ -79,7 +79,11 @@ type Config struct {
 	OnDelivery func(d *Delivery, r Result, stored string)
 }
 
-// Stats counts what a run did.
+// Stats counts what a run did. Processed, Duplicates, DeadLetters and
+// Retries count outcomes as the ledger commits them, so that the Stats a
+// failed run returns say what it committed even when it failed before
+// moving those files out of processing/ (the next run's recovery moves
+// them, counting them as Recovered).
 type Stats struct {
 	Processed   int
 	Duplicates  int
@@ -106,6 +110,8 @@ func (s *Stats) add(o Outcome) {
 		s.Duplicates++
 	case OutcomeDeadLetter:
 		s.DeadLetters++
+	case OutcomeRetry:
+		s.Retries++
 	}
 }
 

@@ -157,7 +157,7 @@ func (c *Consumer) read(s *queue.Session, cl *queue.Claim) ([]byte, *RejectError
 	case errors.As(err, &tooLarge):
 		return nil, reject(ReasonTooLarge, "", "%s", tooLarge.Error())
 	}
-	return nil, reject(ReasonParse, "", "cannot read: %v", queue.Cause(err))
+	return nil, reject(ReasonUnreadable, "", "cannot read: %s", queue.ReadFailure(err))
 }
 
 // parse validates data against the contract: a message, or why not.

@@ -83,8 +83,8 @@ func (m *moveSync) sync(d *queue.Dir, force bool) error {
 
 // finish moves the files of a recorded batch to done/ or error/. I3/I4: it
 // runs only after record committed the batch.
-func (c *Consumer) finish(s *queue.Session, items []item, st *Stats, ms *moveSync) error {
-	if err := c.moveOut(s, items, st, ms); err != nil {
+func (c *Consumer) finish(s *queue.Session, items []item, ms *moveSync) error {
+	if err := c.moveOut(s, items, ms); err != nil {
 		return err
 	}
 	if c.cfg.Relaxed {
@@ -95,7 +95,7 @@ func (c *Consumer) finish(s *queue.Session, items []item, st *Stats, ms *moveSyn
 
 // moveOut does finish's renames, holding moves. A delivery whose retry was
 // scheduled is held in processing/ instead, until it is due.
-func (c *Consumer) moveOut(s *queue.Session, items []item, st *Stats, ms *moveSync) error {
+func (c *Consumer) moveOut(s *queue.Session, items []item, ms *moveSync) error {
 	c.moves.Lock()
 	defer c.moves.Unlock()
 	for _, it := range items {
@@ -104,7 +104,6 @@ func (c *Consumer) moveOut(s *queue.Session, items []item, st *Stats, ms *moveSy
 		}
 		d, r := it.d, it.r
 		if r.Outcome == OutcomeRetry {
-			st.Retries++
 			c.hold(it.claim, r.RetryAt)
 			c.log.Info("retry scheduled", "file", d.File, "msg_id", d.Message.MsgID,
 				"attempt", r.Attempts, "at", r.RetryAt, "err", r.Err)
@@ -120,7 +119,6 @@ func (c *Consumer) moveOut(s *queue.Session, items []item, st *Stats, ms *moveSy
 		if err != nil {
 			return err
 		}
-		st.add(r.Outcome)
 		if r.Outcome == OutcomeDeadLetter {
 			c.log.Info("dead letter", "file", d.File, "stored", stored, "reason", r.Reject.Reason, "detail", r.Reject.Error())
 		}

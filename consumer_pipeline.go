@@ -187,6 +187,11 @@ func (p *pipeline) recordAll() int {
 			p.fail(err)
 			continue
 		}
+		for _, it := range b.items {
+			if it.state == examined {
+				p.st.add(it.r.Outcome) // committed, whether or not its move succeeds
+			}
+		}
 		p.recorded <- b.items
 	}
 	close(p.recorded)
@@ -199,7 +204,7 @@ func (p *pipeline) recordAll() int {
 func (p *pipeline) finishAll() {
 	ms := moveSync{last: time.Now()}
 	for items := range p.recorded {
-		if err := p.c.finish(p.s, items, p.st, &ms); err != nil {
+		if err := p.c.finish(p.s, items, &ms); err != nil {
 			p.fail(err)
 			for range p.recorded {
 			}

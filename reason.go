@@ -21,6 +21,11 @@ const (
 	ReasonNotRegular Reason = "not-regular"
 	// ReasonTooLarge: over the contract's size limit; never read into memory.
 	ReasonTooLarge Reason = "too-large"
+	// ReasonUnreadable: a regular file that could not be opened or read,
+	// most often for lack of permission (EACCES); the detail names the
+	// errno. Nothing is wrong with the message itself as far as anyone
+	// knows: an operator fixes it (chmod, chown) and replays it.
+	ReasonUnreadable Reason = "unreadable"
 	// ReasonHandler: the business handler failed permanently.
 	ReasonHandler Reason = "handler"
 	// ReasonRetriesExhausted: the handler failed transiently on every attempt.

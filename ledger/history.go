@@ -34,7 +34,7 @@ type DeadLetterRecord struct {
 	// before it had a valid one (parse, missing-field, ...).
 	MsgID string
 	// ContentHash is the hex SHA-256 of the content; empty when the file
-	// was not read (not-regular, too-large).
+	// was not read (not-regular, too-large, unreadable).
 	ContentHash string
 	// Size is the file's size in bytes as its claim found it.
 	Size int64

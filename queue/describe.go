@@ -2,6 +2,7 @@ package queue
 
 import (
 	"errors"
+	"fmt"
 
 	"golang.org/x/sys/unix"
 )
@@ -40,4 +41,18 @@ func Cause(err error) error {
 		return errno
 	}
 	return err
+}
+
+// ReadFailure describes why a file could not be read, for a dead letter's
+// detail: the system's message and the errno's name, which is what an
+// operator searches for ("permission denied (EACCES)").
+func ReadFailure(err error) string {
+	errno, ok := Cause(err).(unix.Errno)
+	if !ok {
+		return err.Error()
+	}
+	if name := unix.ErrnoName(errno); name != "" {
+		return fmt.Sprintf("%v (%s)", errno, name)
+	}
+	return errno.Error()
 }

@@ -303,7 +303,11 @@ func TestConfigFile(t *testing.T) {
 func TestBadConfigFile(t *testing.T) {
 	for _, tt := range []struct{ name, conf, sub string }{
 		{"malformed", `{"key_field": "id",`, "spool.conf"},
-		{"unknown key", `{"key": "id"}`, `unknown field "key"`},
+		{"unknown key", `{"key": "id"}`, `unknown key "key"`},
+		{"key in upper case", `{"KEY_FIELD": "id"}`, `unknown key "KEY_FIELD"`},
+		{"repeated key", `{"key_field": "msg_id", "key_field": "id"}`, `key "key_field" appears twice`},
+		{"empty key", `{"key_field": ""}`, "key_field is empty"},
+		{"null key", `{"key_field": null}`, "key_field is null"},
 		{"wrong type", `{"max_size": "1MiB"}`, "spool.conf"},
 		{"trailing", `{} {}`, "trailing data"},
 		{"negative size", `{"max_size": -1}`, "negative"},

@@ -11,7 +11,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/spoolq/spool"
 )
@@ -21,6 +24,10 @@ import (
 // and max_size, each optional. For example:
 //
 //	{"key_field": "event_id", "order_field": "account", "required": ["event_id"]}
+//
+// It is read strictly (parseConfig): a key in another case, a repeated or
+// unknown key, "" or null for a value is a configuration error, not a
+// default, because each would change the idempotency key unnoticed.
 const configName = "spool.conf"
 
 // contractFlags are the flags that override the queue's contract file.
@@ -105,7 +112,9 @@ func (cf *contractFlags) contract(dir string) (spool.Contract, error) {
 	return c, nil
 }
 
-// readConfig reads a contract file; nil, nil when there is none.
+// readConfig reads a contract file; nil, nil when there is none. Every
+// problem is a *configError naming the file: a contract that differs from
+// what the operator wrote changes the idempotency key without a word.
 func readConfig(path string) (*spool.Contract, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -114,24 +123,222 @@ func readConfig(path string) (*spool.Contract, error) {
 	if err != nil {
 		return nil, &configError{path: path, err: err}
 	}
-	var c spool.Contract
+	c, err := parseConfig(data)
+	if err != nil {
+		return nil, &configError{path: path, err: err}
+	}
+	return c, nil
+}
+
+// configKeys are the keys of spool.conf, in the order the errors list them.
+var configKeys = []string{"key_field", "order_field", "seq_field", "amount_field", "required", "max_size"}
+
+// parseConfig decodes spool.conf strictly: one JSON object of valid UTF-8,
+// nothing after it; keys exactly as configKeys spell them (case matters),
+// each at most once; field names non-empty strings; required an array of
+// distinct non-empty strings ([] means only the key); max_size a whole
+// number of bytes >= 1. A key left out keeps its default; null or "" is an
+// error, never a default, since the operator who wrote the key meant
+// something by it. The result has empty strings for the keys left out and a
+// nil Required when required is.
+//
+// encoding/json alone would match keys case-insensitively, let a repeated
+// key win and take null as "leave unchanged", so the object is walked token
+// by token here and each value checked by hand.
+func parseConfig(data []byte) (*spool.Contract, error) {
+	if !utf8.Valid(data) {
+		return nil, fmt.Errorf("invalid UTF-8 at offset %d", invalidUTF8At(data))
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
-		return nil, &configError{path: path, err: fmt.Errorf("want a JSON object with key_field, order_field, seq_field, amount_field, required, max_size: %w", err)}
+	dec.UseNumber()
+	tok, err := dec.Token()
+	switch {
+	case errors.Is(err, io.EOF):
+		return nil, errors.New(`empty file: want a JSON object such as {"key_field": "event_id"}`)
+	case err != nil:
+		return nil, syntaxError(dec, err)
+	case tok != json.Delim('{'):
+		return nil, fmt.Errorf("want a JSON object with the keys %s, not %s", strings.Join(configKeys, ", "), tokenKind(tok))
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, &configError{path: path, err: errors.New("trailing data after the JSON object")}
-	}
-	if c.MaxSize < 0 {
-		return nil, &configError{path: path, err: fmt.Errorf("max_size %d is negative", c.MaxSize)}
-	}
-	for _, f := range c.Required {
-		if f == "" {
-			return nil, &configError{path: path, err: errors.New("required holds an empty field name")}
+	c := &spool.Contract{}
+	seen := make(map[string]bool, len(configKeys))
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, syntaxError(dec, err)
+		}
+		key := tok.(string) // the decoder gives only strings as object keys
+		if !slices.Contains(configKeys, key) {
+			return nil, unknownKey(key)
+		}
+		if seen[key] {
+			return nil, fmt.Errorf("key %q appears twice: give it once", key)
+		}
+		seen[key] = true
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, syntaxError(dec, err)
+		}
+		if err := setConfigKey(c, key, raw); err != nil {
+			return nil, err
 		}
 	}
-	return &c, nil
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return nil, syntaxError(dec, err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("trailing data after the JSON object at offset %d", dec.InputOffset())
+	}
+	return c, nil
+}
+
+// setConfigKey checks one value of spool.conf and sets it in c.
+func setConfigKey(c *spool.Contract, key string, raw json.RawMessage) error {
+	kind := jsonKind(raw)
+	if kind == "null" {
+		return fmt.Errorf("%s is null: give a value, or leave %s out for the default", key, key)
+	}
+	switch key {
+	case "key_field", "order_field", "seq_field", "amount_field":
+		if kind != "a string" {
+			return fmt.Errorf("%s is %s: want a field name, a string", key, kind)
+		}
+		var name string
+		if err := json.Unmarshal(raw, &name); err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+		if name == "" {
+			return fmt.Errorf("%s is empty: give a field name, or leave %s out for the default", key, key)
+		}
+		switch key {
+		case "key_field":
+			c.KeyField = name
+		case "order_field":
+			c.OrderField = name
+		case "seq_field":
+			c.SeqField = name
+		default:
+			c.AmountField = name
+		}
+	case "required":
+		if kind != "an array" {
+			return fmt.Errorf("required is %s: want an array of field names, such as [\"msg_id\"]", kind)
+		}
+		var elems []json.RawMessage
+		if err := json.Unmarshal(raw, &elems); err != nil {
+			return fmt.Errorf("required: %w", err)
+		}
+		c.Required = make([]string, 0, len(elems)) // [] is a list, not "unset"
+		for i, e := range elems {
+			if k := jsonKind(e); k != "a string" {
+				return fmt.Errorf("required[%d] is %s: want a field name, a string", i, k)
+			}
+			var name string
+			if err := json.Unmarshal(e, &name); err != nil {
+				return fmt.Errorf("required[%d]: %w", i, err)
+			}
+			if name == "" {
+				return fmt.Errorf("required[%d] is empty: want a field name", i)
+			}
+			if slices.Contains(c.Required, name) {
+				return fmt.Errorf("required lists %q twice", name)
+			}
+			c.Required = append(c.Required, name)
+		}
+	case "max_size":
+		n, err := strconv.ParseInt(string(raw), 10, 64)
+		switch {
+		case kind != "a number":
+			return fmt.Errorf("max_size is %s: want a whole number of bytes, such as 1048576", kind)
+		case err != nil && errors.Is(err, strconv.ErrRange):
+			return fmt.Errorf("max_size %s is too large", raw)
+		case err != nil:
+			return fmt.Errorf("max_size %s: want a whole number of bytes, such as 1048576", raw)
+		case n < 0:
+			return fmt.Errorf("max_size %d is negative", n)
+		case n == 0:
+			// Zero is the library's "default", but someone who wrote 0 may
+			// have meant "no limit": neither is said by writing 0.
+			return fmt.Errorf("max_size is 0: want at least 1 byte, or leave max_size out for the default %d", spool.DefaultMaxSize)
+		}
+		c.MaxSize = n
+	}
+	return nil
+}
+
+// unknownKey explains a key spool.conf does not have, pointing at the one
+// it differs from only in case.
+func unknownKey(key string) error {
+	for _, k := range configKeys {
+		if strings.EqualFold(k, key) {
+			return fmt.Errorf("unknown key %q: keys are case-sensitive, did you mean %q?", key, k)
+		}
+	}
+	return fmt.Errorf("unknown key %q: the keys are %s", key, strings.Join(configKeys, ", "))
+}
+
+// jsonKind names the kind of a valid JSON value for an error message.
+func jsonKind(raw json.RawMessage) string {
+	raw = bytes.TrimLeft(raw, " \t\r\n")
+	if len(raw) == 0 {
+		return "empty"
+	}
+	switch raw[0] {
+	case '"':
+		return "a string"
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
+}
+
+// tokenKind names the kind of the value a json.Token starts.
+func tokenKind(tok json.Token) string {
+	switch tok := tok.(type) {
+	case json.Delim:
+		if tok == '[' {
+			return "an array"
+		}
+		return "an object"
+	case string:
+		return "a string"
+	case json.Number, float64:
+		return "a number"
+	case bool:
+		return "a boolean"
+	}
+	return "null"
+}
+
+// syntaxError describes a JSON syntax error with its byte offset.
+func syntaxError(dec *json.Decoder, err error) error {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Errorf("not valid JSON at offset %d: %v", se.Offset, err)
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("not valid JSON: unexpected end of file at offset %d", dec.InputOffset())
+	}
+	return fmt.Errorf("not valid JSON at offset %d: %w", dec.InputOffset(), err)
+}
+
+// invalidUTF8At returns the offset of the first byte of data that starts
+// no valid UTF-8 sequence.
+func invalidUTF8At(data []byte) int {
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && size == 1 {
+			return i
+		}
+		i += size
+	}
+	return len(data)
 }
 
 // splitList splits a comma-separated list, trimming spaces and dropping

@@ -14,9 +14,11 @@ var errorsCommand = &command{
 	help: `
 Lists every message in error/, sorted by name, as CSV with the header
 file,reason. The reason is the one the ledger recorded (parse,
-missing-field, invalid-field, not-regular, too-large, handler,
+missing-field, invalid-field, not-regular, too-large, unreadable, handler,
 retries-exhausted), or unknown for a file the ledger has no record of (one
-dropped into error/ by hand). --detail adds the columns field and detail.
+dropped into error/ by hand). unreadable is a file spool could not open or
+read, its errno in the detail (permission denied (EACCES)): fix its
+permissions, then spool replay it. --detail adds the columns field and detail.
 
 --long prints a table for people instead: file, reason, attempts, first and
 last failure (UTC), the consumer that dead-lettered it (host:pid), the name

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/ledger/sqlite"
 	"github.com/spoolq/spool/queue"
 )
 
@@ -69,11 +70,12 @@ func exitCode(err error) int {
 		usage  *usageError
 		config *configError
 		input  *inputError
+		ledger *sqlite.FileError // a directory, a missing one, not a database, read-only
 	)
 	switch {
 	case err == nil, errors.Is(err, errHelp):
 		return exitOK
-	case errors.As(err, &usage), errors.As(err, &config),
+	case errors.As(err, &usage), errors.As(err, &config), errors.As(err, &ledger),
 		errors.Is(err, queue.ErrNotQueue), errors.Is(err, queue.ErrCrossDevice),
 		errors.Is(err, spool.ErrBadContract), errors.Is(err, queue.ErrPathLike),
 		errors.Is(err, queue.ErrNotMessageName), errors.As(err, new(*ledgerError)):

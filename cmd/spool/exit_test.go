@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/ledger/sqlite"
 	"github.com/spoolq/spool/queue"
 )
 
@@ -28,6 +29,9 @@ func TestExitCode(t *testing.T) {
 		{wrap(spool.ErrBadContract), 2},
 		{wrap(queue.ErrPathLike), 2},
 		{wrap(queue.ErrNotMessageName), 2},
+		{wrap(&sqlite.FileError{Path: "/tmp", Err: sqlite.ErrIsDirectory}), 2},
+		{nameDBFlag("/x.db", &sqlite.FileError{Path: "/x.db", Err: sqlite.ErrNotDatabase}), 2},
+		{&sqlite.FileError{Path: "q/ledger.db-shm", Err: sqlite.ErrReadOnly}, 2},
 		// A file vanishing under a running command is a failure of the run,
 		// not a check's finding: only input files named by the user are 1.
 		{wrap(fs.ErrNotExist), 3},

@@ -69,7 +69,8 @@ func openLedgerWith(ctx context.Context, dir, db string, o ledgerOpts) (*ledger.
 		// its own, and consumers meant to share one would not.
 		return nil, &usageError{msg: fmt.Sprintf("--db %q looks like a PostgreSQL keyword/value connection string; give a postgres:// URL", db)}
 	}
-	return ledger.Open(ctx, ledgerPath(dir, db), ledger.OpenOptions{Relaxed: o.relaxed, MustExist: o.use == readLedger})
+	l, err := ledger.Open(ctx, ledgerPath(dir, db), ledger.OpenOptions{Relaxed: o.relaxed, MustExist: o.use == readLedger})
+	return l, nameDBFlag(db, err)
 }
 
 // isKeywordDSN reports whether db reads as libpq's keyword/value form

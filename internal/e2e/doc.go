@@ -27,6 +27,15 @@
 //   - TestWatchShutdown: consume --watch, and SIGTERM finishing in-flight
 //     work.
 //   - TestCrossDeviceRefused: stages on two filesystems are refused.
+//   - TestStrictConfig: a spool.conf with a key in another case, a
+//     repeated key, "" or null for a value, or a wrong type is refused
+//     with exit 2 before the queue or the ledger is touched.
+//   - TestFailedDrainSummary: a drain that fails after committing (done/
+//     made immutable) prints what it committed.
+//   - TestUnreadableMessage, TestReadOnlyLedger: run spool as the user
+//     nobody (root ignores file modes): a mode-000 message is a dead
+//     letter of its own reason, unreadable; a read-only ledger or sidecar
+//     is refused naming the file, and a stale read-only -shm is repaired.
 //
 // Failures print the random seed; SPOOL_E2E_SEED=N replays it. With -short
 // the queues are smaller. The tests need Linux (flock, mkfifo, /dev/shm for

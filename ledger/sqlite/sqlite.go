@@ -98,13 +98,19 @@ type Options struct {
 // Open opens, creating it if needed, the SQLite ledger at path and brings
 // its schema up to date. It fails when SQLite declines WAL mode or
 // synchronous=FULL rather than run without the settings the invariants rely
-// on; SQLite declines a journal mode silently, so Open checks.
+// on; SQLite declines a journal mode silently, so Open checks. A path that
+// is a directory, in a missing directory, not a database, or read-only (the
+// file, its -wal or -shm, or the directory it would be created in) is a
+// *FileError naming the file at fault.
 func Open(ctx context.Context, path string) (*ledger.DB, error) {
 	return OpenWith(ctx, path, Options{})
 }
 
 // OpenWith is Open with options.
 func OpenWith(ctx context.Context, path string, o Options) (*ledger.DB, error) {
+	if err := checkFiles(path); err != nil {
+		return nil, err
+	}
 	// Switching a new file to WAL needs an exclusive lock, and SQLite
 	// reports SQLITE_BUSY for it at once, without its busy handler: two
 	// consumers starting together on a fresh queue would see one of them
@@ -126,12 +132,12 @@ func OpenWith(ctx context.Context, path string, o Options) (*ledger.DB, error) {
 func openOnce(ctx context.Context, path string, o Options) (*ledger.DB, error) {
 	db, err := open(ctx, path, o)
 	if err != nil {
-		return nil, fmt.Errorf("open ledger %s: %w", path, err)
+		return nil, openError(path, err)
 	}
 	l, err := ledger.NewWith(ctx, db, ledger.SQLite(), ledger.Options{MustExist: o.MustExist})
 	if err != nil {
 		_ = db.Close() // the error that matters is New's
-		return nil, fmt.Errorf("open ledger %s: %w", path, err)
+		return nil, openError(path, err)
 	}
 	return l, nil
 }

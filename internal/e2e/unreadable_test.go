@@ -1,0 +1,172 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+)
+
+// nobody is the unprivileged user the permission tests run spool as: root
+// bypasses file permissions, so a mode-000 message is readable to it.
+const nobody = 65534
+
+// TestUnreadableMessage: a message spool may not read (mode 000, EACCES)
+// is dead-lettered with the reason unreadable and the errno in its detail,
+// not as a parse error, and after a chmod a replay consumes it.
+//
+// The tests run as root, whom permissions do not bind, so spool runs here
+// as the user nobody (SysProcAttr.Credential) on a queue chowned to it;
+// the test skips when it cannot switch users.
+func TestUnreadableMessage(t *testing.T) {
+	t.Parallel()
+	as := asNobody(t)
+	q := filepath.Join(as.dir, "q")
+	as.mustRun(t, 0, "init", q)
+	for name, body := range map[string]string{
+		"a.json":      `{"msg_id":"m-a","order_no":"O","seq":1,"amount":"1.00"}`,
+		"locked.json": `{"msg_id":"m-locked","order_no":"O","seq":2,"amount":"2.00"}`,
+		"c.json":      `{"msg_id":"m-c","order_no":"O","seq":3,"amount":"3.00"}`,
+	} {
+		if err := os.WriteFile(filepath.Join(q, "inbox", name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	locked := filepath.Join(q, "inbox", "locked.json")
+	if err := os.Chmod(locked, 0); err != nil {
+		t.Fatal(err)
+	}
+	as.chown(t, q)
+
+	r := as.mustRun(t, 0, "consume", q)
+	if got, want := parseStats(t, r), (consumeStats{Processed: 2, DeadLetters: 1}); got != want {
+		t.Errorf("consume: %+v, want %+v\n%s", got, want, r)
+	}
+	r = as.mustRun(t, 0, "errors", q, "--detail")
+	if want := "file,reason,field,detail\nlocked.json,unreadable,,cannot read: permission denied (EACCES)\n"; r.stdout != want {
+		t.Errorf("errors --detail:\n%s\nwant\n%s", r.stdout, want)
+	}
+
+	// What the reason tells the operator to do: chmod, then replay.
+	if err := os.Chmod(filepath.Join(q, "error", "locked.json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	as.mustRun(t, 0, "replay", q, "--reason", "unreadable")
+	if got, want := parseStats(t, as.mustRun(t, 0, "consume", q)), (consumeStats{Processed: 1}); got != want {
+		t.Errorf("consume after chmod and replay: %+v, want %+v", got, want)
+	}
+	requireEmpty(t, q, "error")
+}
+
+// unprivileged runs spool as the user nobody, in a directory it may use.
+type unprivileged struct {
+	bin string // a copy of spoolBin that nobody may run
+	dir string // a directory owned by nobody
+}
+
+// asNobody prepares to run spool as nobody, or skips the test where this
+// process cannot switch to that user (not root, or no setuid in this
+// sandbox).
+func asNobody(t *testing.T) *unprivileged {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to run spool as another user whom permissions bind")
+	}
+	// t.TempDir's directories are 0700, closed to nobody; this one is not.
+	base, err := os.MkdirTemp("", "spool-e2e-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	as := &unprivileged{bin: filepath.Join(base, "spool"), dir: filepath.Join(base, "work")}
+	if err := copyFile(spoolBin, as.bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(as.dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	as.chown(t, as.dir)
+	out, err := as.command(context.Background(), "version").CombinedOutput()
+	if err != nil {
+		t.Skipf("cannot run spool as uid %d: %v: %s", nobody, err, out)
+	}
+	return as
+}
+
+func (as *unprivileged) command(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, as.bin, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	cmd.Dir = as.dir
+	return cmd
+}
+
+// mustRun runs spool as nobody and fails the test unless it exits with want.
+func (as *unprivileged) mustRun(t testing.TB, want int, args ...string) result {
+	t.Helper()
+	r := as.run(t, args...)
+	if r.code != want {
+		t.Fatalf("as nobody, want exit %d, got\n%s", want, r)
+	}
+	return r
+}
+
+// run runs spool as nobody and returns what it did.
+func (as *unprivileged) run(t testing.TB, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
+	defer cancel()
+	cmd := as.command(ctx, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := result{args: args, stdout: out.String(), stderr: errb.String()}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	default:
+		t.Fatalf("spool %q as nobody: %v", args, err)
+	}
+	return r
+}
+
+// chown gives everything under root to nobody.
+func (as *unprivileged) chown(t testing.TB, root string) {
+	t.Helper()
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(path, nobody, nobody)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func copyFile(from, to string, mode os.FileMode) error {
+	src, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		dst.Close()
+		return err
+	}
+	return dst.Close()
+}
