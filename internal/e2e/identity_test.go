@@ -191,6 +191,8 @@ func TestReportsNeverCreateALedger(t *testing.T) {
 	for _, args := range reports {
 		requireRefusal(t, run(t, append(args, "--db", biz)...), before, []string{base}, biz, "holds no spool ledger")
 	}
+	// So is a consume of this queue, which has history, into it.
+	requireRefusal(t, run(t, "consume", q, "--db", biz), before, []string{base}, biz, "holds no spool ledger", "Try: spool fsck")
 
 	// Without --db, with the queue's own ledger removed.
 	path := filepath.Join(q, "ledger.db")
@@ -344,11 +346,27 @@ func TestPostgresQueueSchemas(t *testing.T) {
 			t.Errorf("report on an empty schema: want exit 2 and one line, got\n%s", r)
 		}
 	}
-	var tables int
-	if err := admin.QueryRow(`SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = $1`, empty).Scan(&tables); err != nil {
-		t.Fatal(err)
+	tables := func() int {
+		var n int
+		if err := admin.QueryRow(`SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = $1`, empty).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
 	}
-	if tables != 0 {
-		t.Errorf("reports on an empty schema created %d tables in it", tables)
+	if n := tables(); n != 0 {
+		t.Errorf("reports on an empty schema created %d tables in it", n)
 	}
+
+	// q1, which has history, pointed at an empty schema: the PostgreSQL
+	// form of a removed ledger.db. Refused, and no table is created.
+	redeliver(t, qs[0], "m.json")
+	before = treeSnapshot(t, qs[0])
+	requireRefusal(t, run(t, "consume", qs[0], "--db", dbEmpty), before, qs[:1], "Try: spool fsck "+qs[0]+" --repair")
+	if n := tables(); n != 0 {
+		t.Errorf("a refused consume created %d tables in the empty schema", n)
+	}
+	// fsck --repair rebuilds the ledger there, and the redelivery is a
+	// duplicate in it.
+	repairThenClean(t, qs[0], nil, "--db", dbEmpty)
+	requireStats(t, "consume into the rebuilt schema", mustRun(t, 0, "consume", qs[0], "--db", dbEmpty), consumeStats{Duplicates: 1})
 }
