@@ -281,6 +281,17 @@ func TestLegacyQueueAdopted(t *testing.T) {
 		t.Errorf("consume did not bind the legacy ledger to queue %s", id)
 	}
 	requireFindings(t, "fsck after adoption", fsck(t, 0, q), nil)
+
+	// A legacy ledger that holds no record is not adopted by a queue with
+	// history: it is not the ledger that recorded it.
+	fresh := filepath.Join(t.TempDir(), "fresh")
+	mustRun(t, 0, "init", fresh)
+	legacyEmpty := filepath.Join(fresh, "ledger.db")
+	execLedger(t, legacyEmpty, `DELETE FROM meta WHERE name = 'queue_id'`)
+	redeliver(t, q, "m.json")
+	roots := []string{q, fresh}
+	before = treeSnapshot(t, roots...)
+	requireRefusal(t, run(t, "consume", q, "--db", legacyEmpty), before, roots, "ledger has no record of this queue's messages", "Try: spool fsck")
 }
 
 // TestPostgresQueueSchemas: on PostgreSQL each queue has a schema of its
