@@ -183,8 +183,11 @@ func (c *checker) run(ctx context.Context) (*Report, error) {
 			Text: fmt.Sprintf("the ledger belongs to queue %s, and this queue is %s; nothing else was checked", lid, qid)})
 		return r, nil
 	}
+	// Temp files before dead claims: recovering claims also removes the
+	// stale directories of consumers killed while joining, without a
+	// word, and the temps step removes them saying so.
 	steps := []func(context.Context) (*finding, error){
-		c.replays, c.deadClaims, c.temps,
+		c.replays, c.temps, c.deadClaims,
 	}
 	var findings []*finding
 	for _, step := range steps {
