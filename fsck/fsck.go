@@ -34,7 +34,8 @@ const (
 	OtherQueue = "other-queue"
 	// NoQueueID: the queue has no queue.id, and the ledger belongs to a
 	// queue. Repaired by writing the ledger's identity back, when every
-	// file in done/ and error/ is known to the ledger.
+	// file in done/ and error/ is known to the ledger; when one is not,
+	// Repair repairs nothing at all.
 	NoQueueID = "no-queue-id"
 	// Unbound: neither the queue nor the ledger has recorded the other yet
 	// (a queue made before identities existed). Informational; repaired by
@@ -182,6 +183,29 @@ func (c *checker) run(ctx context.Context) (*Report, error) {
 		r.Findings = append(r.Findings, Finding{Kind: OtherQueue, Count: 1,
 			Text: fmt.Sprintf("the ledger belongs to queue %s, and this queue is %s; nothing else was checked", lid, qid)})
 		return r, nil
+	}
+	if c.repair && qid == "" && lid != "" {
+		// The queue lost its queue.id, and the ledger belongs to a queue.
+		// If the ledger does not know every file of done/ and error/,
+		// this may be another queue pointed at that ledger: recording its
+		// files there, or recovering its claims by that ledger's records,
+		// would be a guess. So nothing is repaired until the operator
+		// says which queue this is.
+		pre, err := (&checker{d: c.d, l: c.l, o: c.o, now: c.now}).run(ctx)
+		if err != nil {
+			return nil, err
+		}
+		unknown := 0
+		for _, f := range pre.Findings {
+			if f.Kind == DoneUnrecorded || f.Kind == DoneInvalid || f.Kind == ErrorUnrecorded {
+				unknown += f.Count
+			}
+		}
+		if unknown > 0 {
+			c.o.Log(fmt.Sprintf("not repaired: %s is missing, and the ledger of queue %s does not know %d files of done/ and error/, so it may be another queue's; nothing was repaired. If %s is that queue, write %s into %s/%s and run spool fsck --repair again",
+				queue.IDFile, lid, unknown, c.d.Path(), lid, c.d.Path(), queue.IDFile))
+			c.repair = false
+		}
 	}
 	// Temp files before dead claims: recovering claims also removes the
 	// stale directories of consumers killed while joining, without a

@@ -46,8 +46,9 @@ file of done/ that lost it (marked repaired_at, with the time; a duplicate
 record when another file holds the msg_id), gives each unrecorded dead
 letter a record with reason unknown, recovers dead claims, removes stale
 temp files, finishes interrupted replays, binds an unbound queue, and puts
-back a lost queue.id when the ledger knew every file. It leaves alone a
-ledger of another queue and invalid files in done/. Running it again finds
+back a lost queue.id when the ledger knew every file; when it did not, the
+ledger may be another queue's, and nothing at all is repaired. It leaves
+alone a ledger of another queue and invalid files in done/. Running it again finds
 nothing more to do. With --repair a missing or empty ledger is created and
 rebuilt from the directories.
 
