@@ -114,6 +114,8 @@ type fsckReport struct {
 	Queue    string        `json:"queue"`
 	QueueID  string        `json:"queue_id"`
 	Findings []fsckFinding `json:"findings"`
+	// Repairs are --repair's lines.
+	Repairs []string `json:"repairs"`
 }
 
 // kinds maps each finding's kind to its count.
