@@ -663,3 +663,62 @@ func TestFsckInterruptedReplay(t *testing.T) {
 		}
 	}
 }
+
+// TestFsckInodeReused: the filesystem gives a new file the inode of one
+// removed from done/ (ext4 and tmpfs reuse a freed inode at once). A file
+// of done/ is not recorded because some processed row carries its inode:
+// the row must be its own. Here a.json is processed and removed by hand,
+// b.json gets its inode and is processed, and b.json's row is lost: fsck
+// must still name b.json, and --repair record it, so that its redelivery
+// is a duplicate.
+func TestFsckInodeReused(t *testing.T) {
+	t.Parallel()
+	q := filepath.Join(t.TempDir(), "q")
+	path := filepath.Join(q, "ledger.db")
+	mustRun(t, 0, "init", q)
+	putMessage(t, q, "a.json", orderMessage("a-1", "o", 1, "1.00"))
+	mustRun(t, 0, "consume", q)
+	ino := statFile(t, filepath.Join(q, done, "a.json")).Ino
+	if err := os.Remove(filepath.Join(q, done, "a.json")); err != nil {
+		t.Fatal(err)
+	}
+	// Look for a new file with a.json's inode where a.json was made, under
+	// names that are not messages.
+	found, tried := "", []string{}
+	for i := 0; i < 1000 && found == ""; i++ {
+		p := filepath.Join(q, inbox, fmt.Sprintf(".candidate-%d", i))
+		if err := os.WriteFile(p, []byte(orderMessage("b-1", "o", 2, "2.00")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if statFile(t, p).Ino == ino {
+			found = p
+		} else {
+			tried = append(tried, p)
+		}
+	}
+	for _, p := range tried {
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if found == "" {
+		t.Skipf("the filesystem gave none of %d new files the freed inode %d", len(tried), ino)
+	}
+	if err := os.Rename(found, filepath.Join(q, inbox, "b.json")); err != nil {
+		t.Fatal(err)
+	}
+	requireStats(t, "consume b.json", mustRun(t, 0, "consume", q), consumeStats{Processed: 1})
+	if got := statFile(t, filepath.Join(q, done, "b.json")).Ino; got != ino {
+		t.Fatalf("done/b.json has inode %d, want a.json's %d", got, ino)
+	}
+	execLedger(t, path, `DELETE FROM processed WHERE msg_id = 'b-1'`)
+
+	rep := fsck(t, 1, q)
+	requireFindings(t, "fsck with b.json's row lost", rep, map[string]int{"done-unrecorded": 1, "processed-without-file": 1})
+	if f, _ := rep.find("done-unrecorded"); !slices.Equal(f.Examples, []string{"done/b.json"}) {
+		t.Errorf("done-unrecorded names %q, want done/b.json", f.Examples)
+	}
+	repairThenClean(t, q, map[string]int{"processed-without-file": 1})
+	redeliver(t, q, "b.json")
+	requireStats(t, "redelivery of b.json", mustRun(t, 0, "consume", q), consumeStats{Duplicates: 1})
+}
