@@ -239,7 +239,7 @@ func (c *checker) newFinding(kind string, info bool) *finding {
 }
 
 func (c *checker) run(ctx context.Context) (*Report, error) {
-	r := &Report{Queue: c.d.Path()}
+	r := &Report{Queue: c.d.Path(), Findings: []Finding{}} // [] in JSON, not null
 	qid, lid, err := c.identity(ctx)
 	if err != nil {
 		return nil, err
