@@ -145,6 +145,9 @@ func fsck(t testing.TB, want int, q string, args ...string) fsckReport {
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("fsck --json: %v\n%s", err, r)
 	}
+	if rep.Findings == nil {
+		t.Errorf("fsck --json: findings is null or missing, want an array\n%s", r)
+	}
 	return rep
 }
 
