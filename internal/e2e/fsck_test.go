@@ -251,6 +251,13 @@ func TestFsckFilesRemovedFromDone(t *testing.T) {
 	mustRun(t, 0, "init", q)
 	putMessages(t, q, 0, 10, 0)
 	mustRun(t, 0, "consume", q)
+	// Another message under a name done/ already holds: it lands in done/
+	// as m00002~2.json, and its row, which names m00002.json, has a file.
+	putMessage(t, q, "m00002.json", orderMessage("other-2", "o", 1, "1.00"))
+	mustRun(t, 0, "consume", q)
+	if _, err := os.Lstat(filepath.Join(q, done, "m00002~2.json")); err != nil {
+		t.Fatal(err)
+	}
 	keep := t.TempDir()
 	for _, i := range []int{1, 4, 7} {
 		name := fmt.Sprintf("m%05d.json", i)
@@ -671,39 +678,52 @@ func TestFsckInterruptedReplay(t *testing.T) {
 // b.json gets its inode and is processed, and b.json's row is lost: fsck
 // must still name b.json, and --repair record it, so that its redelivery
 // is a duplicate.
+//
+// Not parallel: the other tests' new files would take the freed inodes.
 func TestFsckInodeReused(t *testing.T) {
-	t.Parallel()
 	q := filepath.Join(t.TempDir(), "q")
 	path := filepath.Join(q, "ledger.db")
 	mustRun(t, 0, "init", q)
-	putMessage(t, q, "a.json", orderMessage("a-1", "o", 1, "1.00"))
+	const rounds = 10
+	for i := range rounds {
+		putMessage(t, q, fmt.Sprintf("a%d.json", i), orderMessage(fmt.Sprintf("a-%d", i), "o", 1, "1.00"))
+	}
 	mustRun(t, 0, "consume", q)
-	ino := statFile(t, filepath.Join(q, done, "a.json")).Ino
-	if err := os.Remove(filepath.Join(q, done, "a.json")); err != nil {
-		t.Fatal(err)
-	}
-	// Look for a new file with a.json's inode where a.json was made, under
-	// names that are not messages.
-	found, tried := "", []string{}
-	for i := 0; i < 1000 && found == ""; i++ {
-		p := filepath.Join(q, inbox, fmt.Sprintf(".candidate-%d", i))
-		if err := os.WriteFile(p, []byte(orderMessage("b-1", "o", 2, "2.00")), 0o644); err != nil {
+	// Remove a file of done/ and look at once for a new file with its
+	// inode, where it was made, under names that are not messages. Other
+	// processes on the machine may take the inode first: then again, with
+	// the next file.
+	var ino uint64
+	found, removed := "", 0
+	for i := 0; i < rounds && found == ""; i++ {
+		a := filepath.Join(q, done, fmt.Sprintf("a%d.json", i))
+		ino = statFile(t, a).Ino
+		if err := os.Remove(a); err != nil {
 			t.Fatal(err)
 		}
-		if statFile(t, p).Ino == ino {
-			found = p
-		} else {
-			tried = append(tried, p)
+		removed++
+		var tried []string
+		for k := 0; k < 200 && found == ""; k++ {
+			p := filepath.Join(q, inbox, fmt.Sprintf(".candidate-%d-%d", i, k))
+			if err := os.WriteFile(p, []byte(orderMessage("b-1", "o", 2, "2.00")), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if statFile(t, p).Ino == ino {
+				found = p
+			} else {
+				tried = append(tried, p)
+			}
 		}
-	}
-	for _, p := range tried {
-		if err := os.Remove(p); err != nil {
-			t.Fatal(err)
+		for _, p := range tried {
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	if found == "" {
-		t.Skipf("the filesystem gave none of %d new files the freed inode %d", len(tried), ino)
+		t.Skipf("the filesystem gave no new file the inode of any of %d files removed", removed)
 	}
+	t.Logf("a new file got the inode of the file removed from done/ in round %d", removed)
 	if err := os.Rename(found, filepath.Join(q, inbox, "b.json")); err != nil {
 		t.Fatal(err)
 	}
@@ -714,11 +734,11 @@ func TestFsckInodeReused(t *testing.T) {
 	execLedger(t, path, `DELETE FROM processed WHERE msg_id = 'b-1'`)
 
 	rep := fsck(t, 1, q)
-	requireFindings(t, "fsck with b.json's row lost", rep, map[string]int{"done-unrecorded": 1, "processed-without-file": 1})
+	requireFindings(t, "fsck with b.json's row lost", rep, map[string]int{"done-unrecorded": 1, "processed-without-file": removed})
 	if f, _ := rep.find("done-unrecorded"); !slices.Equal(f.Examples, []string{"done/b.json"}) {
 		t.Errorf("done-unrecorded names %q, want done/b.json", f.Examples)
 	}
-	repairThenClean(t, q, map[string]int{"processed-without-file": 1})
+	repairThenClean(t, q, map[string]int{"processed-without-file": removed})
 	redeliver(t, q, "b.json")
 	requireStats(t, "redelivery of b.json", mustRun(t, 0, "consume", q), consumeStats{Duplicates: 1})
 }
