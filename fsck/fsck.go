@@ -2,10 +2,11 @@
 // does for Postfix's queue: it finds where the two disagree, and repairs
 // what can be repaired without guessing (docs/DESIGN.md, "fsck").
 //
-// Check streams the stages and the ledger: the inodes the ledger recorded
-// and those of the stages are kept as sorted slices of integers (8 bytes a
-// file), never as maps of names, so a million files in done/ cost a few
-// megabytes; only files with no record by inode are read.
+// Check streams the stages and the ledger: the files the ledger recorded
+// and those of the stages are kept as sorted slices of keys (an inode and a
+// hash of the name, 16 bytes a file), never as maps of names, so a million
+// files in done/ cost a few tens of megabytes; only files with no record by
+// key are read.
 package fsck
 
 import (
@@ -13,10 +14,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/ledger"
@@ -32,7 +36,8 @@ const (
 	OtherQueue = "other-queue"
 	// NoQueueID: the queue has no queue.id, and the ledger belongs to a
 	// queue. Repaired by writing the ledger's identity back, when every
-	// file in done/ and error/ is known to the ledger.
+	// file in done/ and error/ is known to the ledger; when one is not,
+	// Repair repairs nothing at all.
 	NoQueueID = "no-queue-id"
 	// Unbound: neither the queue nor the ledger has recorded the other yet
 	// (a queue made before identities existed). Informational; repaired by
@@ -142,9 +147,71 @@ type checker struct {
 	o      Options
 	repair bool
 	now    time.Time
-	// stageInos holds the inode of every file in every stage, sorted, for
-	// the processed rows' side of the comparison.
-	stageInos []uint64
+	// staged holds the keys of every file in every stage, sorted, for the
+	// processed rows' side of the comparison.
+	staged []fileKey
+}
+
+// fileKey identifies a file by its inode and a hash of its name. An inode
+// alone names a file only while it exists: ext4 and tmpfs give a freed
+// inode to the next new file at once, so a record of a file removed from
+// done/ would pass for the record of an unrelated file that got its inode.
+// The name tells them apart, as report.Errors does for error/.
+type fileKey struct{ ino, name uint64 }
+
+func compareKeys(a, b fileKey) int {
+	return cmp.Or(cmp.Compare(a.ino, b.ino), cmp.Compare(a.name, b.name))
+}
+
+// recordedKey is the key of a file the ledger recorded under name.
+func recordedKey(ino uint64, name string) fileKey {
+	return fileKey{ino, nameHash(storedName(name))}
+}
+
+// stageKeys appends the keys a file of a stage may have been recorded
+// under: its name, and when the name carries a collision suffix
+// ("a~2.json") that a move into the stage may have added, the name without
+// it. A file recorded under a name neither matches (the suffix shortened
+// its stem to fit NAME_MAX) is read, which costs time but not correctness.
+func stageKeys(keys []fileKey, ino uint64, name string) []fileKey {
+	name = storedName(name)
+	keys = append(keys, fileKey{ino, nameHash(name)})
+	if stem, ok := strings.CutSuffix(name, ".json"); ok {
+		if i := strings.LastIndexByte(stem, '~'); i > 0 && i < len(stem)-1 && strings.Trim(stem[i+1:], "0123456789") == "" {
+			keys = append(keys, fileKey{ino, nameHash(stem[:i] + ".json")})
+		}
+	}
+	return keys
+}
+
+func nameHash(s string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(s))
+	return h.Sum64()
+}
+
+// storedName is name as the ledger stores file names: valid UTF-8 without
+// NUL (see ledger's clean).
+func storedName(name string) string {
+	if utf8.ValidString(name) && !strings.Contains(name, "\x00") {
+		return name
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(name, "\uFFFD"), "\x00", "\uFFFD")
+}
+
+// knownFiles returns the keys of every file the ledger recorded as
+// processed or as a duplicate, sorted and without repeats.
+func (c *checker) knownFiles(ctx context.Context) ([]fileKey, error) {
+	var known []fileKey
+	err := c.l.EachKnownFile(ctx, func(ino uint64, file string) error {
+		known = append(known, recordedKey(ino, file))
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(known, compareKeys)
+	return slices.Compact(known), nil
 }
 
 // Check compares the queue with the ledger and reports every disagreement.
@@ -170,7 +237,7 @@ func (c *checker) newFinding(kind string, info bool) *finding {
 }
 
 func (c *checker) run(ctx context.Context) (*Report, error) {
-	r := &Report{Queue: c.d.Path()}
+	r := &Report{Queue: c.d.Path(), Findings: []Finding{}} // [] in JSON, not null
 	qid, lid, err := c.identity(ctx)
 	if err != nil {
 		return nil, err
@@ -181,8 +248,34 @@ func (c *checker) run(ctx context.Context) (*Report, error) {
 			Text: fmt.Sprintf("the ledger belongs to queue %s, and this queue is %s; nothing else was checked", lid, qid)})
 		return r, nil
 	}
+	if c.repair && qid == "" && lid != "" {
+		// The queue lost its queue.id, and the ledger belongs to a queue.
+		// If the ledger does not know every file of done/ and error/,
+		// this may be another queue pointed at that ledger: recording its
+		// files there, or recovering its claims by that ledger's records,
+		// would be a guess. So nothing is repaired until the operator
+		// says which queue this is.
+		pre, err := (&checker{d: c.d, l: c.l, o: c.o, now: c.now}).run(ctx)
+		if err != nil {
+			return nil, err
+		}
+		unknown := 0
+		for _, f := range pre.Findings {
+			if f.Kind == DoneUnrecorded || f.Kind == DoneInvalid || f.Kind == ErrorUnrecorded {
+				unknown += f.Count
+			}
+		}
+		if unknown > 0 {
+			c.o.Log(fmt.Sprintf("not repaired: %s is missing, and the ledger of queue %s does not know %d files of done/ and error/, so it may be another queue's; nothing was repaired. If %s is that queue, write %s into %s/%s and run spool fsck --repair again",
+				queue.IDFile, lid, unknown, c.d.Path(), lid, c.d.Path(), queue.IDFile))
+			c.repair = false
+		}
+	}
+	// Temp files before dead claims: recovering claims also removes the
+	// stale directories of consumers killed while joining, without a
+	// word, and the temps step removes them saying so.
 	steps := []func(context.Context) (*finding, error){
-		c.replays, c.deadClaims, c.temps,
+		c.replays, c.temps, c.deadClaims,
 	}
 	var findings []*finding
 	for _, step := range steps {
@@ -347,11 +440,11 @@ func (c *checker) temps(context.Context) (*finding, error) {
 // pendingBatch is how many unknown files of done/ are resolved at a time.
 const pendingBatch = 256
 
-// done compares done/ with the ledger: every file must be known by inode,
+// done compares done/ with the ledger: every file must be known by its key,
 // or its message's msg_id must have a processed row.
 func (c *checker) done(ctx context.Context) (unrecorded, invalid *finding, err error) {
 	unrecorded, invalid = c.newFinding(DoneUnrecorded, false), c.newFinding(DoneInvalid, false)
-	known, err := c.l.KnownInodes(ctx)
+	known, err := c.knownFiles(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -362,9 +455,12 @@ func (c *checker) done(ctx context.Context) (unrecorded, invalid *finding, err e
 		return err
 	}
 	err = c.d.List(queue.Done, func(e queue.Entry) error {
-		c.stageInos = append(c.stageInos, e.Ino)
-		if _, ok := slices.BinarySearch(known, e.Ino); ok {
-			return nil
+		n := len(c.staged)
+		c.staged = stageKeys(c.staged, e.Ino, e.Name)
+		for _, k := range c.staged[n:] {
+			if _, ok := slices.BinarySearchFunc(known, k, compareKeys); ok {
+				return nil
+			}
 		}
 		if pending = append(pending, e); len(pending) == pendingBatch {
 			return flush()
@@ -382,7 +478,7 @@ func (c *checker) done(ctx context.Context) (unrecorded, invalid *finding, err e
 	return unrecorded, invalid, nil
 }
 
-// resolveDone reads the files of done/ unknown by inode: one whose msg_id
+// resolveDone reads the files of done/ unknown by key: one whose msg_id
 // has a processed row is recorded; any other is reported, and repaired.
 func (c *checker) resolveDone(ctx context.Context, entries []queue.Entry, unrecorded, invalid *finding) error {
 	if len(entries) == 0 {
@@ -442,7 +538,7 @@ func (c *checker) errorStage(ctx context.Context) (*finding, error) {
 	}
 	var lost []ledger.RepairedFile
 	for _, r := range rows {
-		c.stageInos = append(c.stageInos, r.Ino)
+		c.staged = stageKeys(c.staged, r.Ino, r.File)
 		if r.Known {
 			continue
 		}
@@ -466,23 +562,25 @@ func (c *checker) processed(ctx context.Context) (*finding, error) {
 	f := c.newFinding(ProcessedWithoutFile, true)
 	for _, s := range []queue.Stage{queue.Inbox} {
 		if err := c.d.List(s, func(e queue.Entry) error {
-			c.stageInos = append(c.stageInos, e.Ino)
+			c.staged = stageKeys(c.staged, e.Ino, e.Name)
 			return nil
 		}); err != nil {
 			return nil, err
 		}
 	}
-	claims, err := c.d.ClaimInodes()
+	claims, err := c.d.ClaimFiles()
 	if err != nil {
 		return nil, err
 	}
-	c.stageInos = append(c.stageInos, claims...)
-	slices.Sort(c.stageInos)
+	for _, cl := range claims {
+		c.staged = stageKeys(c.staged, cl.Ino, cl.Name)
+	}
+	slices.SortFunc(c.staged, compareKeys)
 	err = c.l.EachProcessed(ctx, func(p ledger.ProcessedFile) error {
 		if p.Ino == 0 {
 			return nil // recorded before inodes were: cannot tell
 		}
-		if _, ok := slices.BinarySearch(c.stageInos, p.Ino); !ok {
+		if _, ok := slices.BinarySearchFunc(c.staged, recordedKey(p.Ino, p.File), compareKeys); !ok {
 			f.add(p.File + " (msg_id " + p.MsgID + ")")
 		}
 		return nil

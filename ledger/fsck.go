@@ -3,9 +3,7 @@ package ledger
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/spoolq/spool"
@@ -14,36 +12,48 @@ import (
 // This file holds what spool fsck reads from the ledger and writes back
 // when it repairs it from the directories (package fsck).
 
-// KnownInodes returns, sorted and without repeats, the inode of every file
-// the ledger recorded as processed or as a duplicate: the files that may
-// sit in done/. Eight bytes a record, so a million fit in 8 MB.
-func (db *DB) KnownInodes(ctx context.Context) ([]uint64, error) {
+// EachKnownFile calls fn with the inode and the recorded name of every
+// file the ledger recorded as processed or as a duplicate: the files that
+// may sit in done/. It streams: the rows are never all in memory. Rows
+// recorded before inodes were are left out.
+func (db *DB) EachKnownFile(ctx context.Context, fn func(ino uint64, file string) error) error {
 	if err := db.open(); err != nil {
-		return nil, err
+		return err
 	}
-	var out []uint64
 	for _, q := range []string{
-		`SELECT ino FROM processed WHERE ino IS NOT NULL`,
-		`SELECT ino FROM deliveries WHERE outcome IN ('processed', 'duplicate') AND ino IS NOT NULL`,
+		`SELECT ino, file FROM processed WHERE ino IS NOT NULL`,
+		`SELECT ino, file FROM deliveries WHERE outcome IN ('processed', 'duplicate') AND ino IS NOT NULL`,
 	} {
-		rows, err := db.sql.QueryContext(ctx, q)
-		if err != nil {
-			return nil, db.fail("list recorded inodes", err)
-		}
-		for rows.Next() {
-			var ino int64
-			if err := rows.Scan(&ino); err != nil {
-				rows.Close()
-				return nil, db.fail("list recorded inodes", err)
-			}
-			out = append(out, uint64(ino)) // stored with the same bits; see nullIno
-		}
-		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-			return nil, db.fail("list recorded inodes", err)
+		if err := db.eachFile(ctx, q, fn); err != nil {
+			return err
 		}
 	}
-	slices.Sort(out)
-	return slices.Compact(out), nil
+	return nil
+}
+
+func (db *DB) eachFile(ctx context.Context, q string, fn func(ino uint64, file string) error) error {
+	rows, err := db.sql.QueryContext(ctx, q)
+	if err != nil {
+		return db.fail("list recorded files", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			ino  int64
+			file string
+		)
+		if err := rows.Scan(&ino, &file); err != nil {
+			return db.fail("list recorded files", err)
+		}
+		// Stored with the same bits; see nullIno.
+		if err := fn(uint64(ino), file); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return db.fail("list recorded files", err)
+	}
+	return nil
 }
 
 // ProcessedFile is a processed row as fsck sees it.

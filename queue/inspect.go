@@ -66,22 +66,29 @@ func (d *Dir) DeadClaims(lease time.Duration) ([]DeadClaim, error) {
 	return out, nil
 }
 
-// ClaimInodes returns the inode of every file in processing/: the claims
-// inside every session, live or dead, and any message left there directly.
-func (d *Dir) ClaimInodes() ([]uint64, error) {
+// ClaimFile is a file in processing/: a claim inside a session, live or
+// dead, or a message left there directly.
+type ClaimFile struct {
+	Name string
+	Ino  uint64
+}
+
+// ClaimFiles returns every file in processing/: the claims inside every
+// session, live or dead, and any message left there directly.
+func (d *Dir) ClaimFiles() ([]ClaimFile, error) {
 	proc := d.fd(Processing)
 	names, err := readNames(proc)
 	if err != nil {
 		return nil, fmt.Errorf("list claims: %w", err)
 	}
-	var out []uint64
+	var out []ClaimFile
 	for _, name := range names {
 		var st unix.Stat_t
 		if err := unix.Fstatat(proc, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			continue
 		}
 		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-			out = append(out, st.Ino)
+			out = append(out, ClaimFile{Name: name, Ino: st.Ino})
 			continue
 		}
 		fd, err := unix.Openat(proc, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
@@ -91,7 +98,7 @@ func (d *Dir) ClaimInodes() ([]uint64, error) {
 		claims, err := readNames(fd)
 		for _, c := range claims {
 			if unix.Fstatat(fd, c, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
-				out = append(out, st.Ino)
+				out = append(out, ClaimFile{Name: c, Ino: st.Ino})
 			}
 		}
 		unix.Close(fd)

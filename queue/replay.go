@@ -148,28 +148,69 @@ func (d *Dir) Release(id int64, idx int, name string) (string, bool, error) {
 }
 
 // Locate returns the stage and name of the message file with inode ino,
-// looking in inbox/, the claims in processing/, error/ and done/, in that
-// order; ok is false when no stage holds it. It lists whole directories:
-// for the rare question of where a file went after a crash, not for a hot
-// path.
+// as LocateAll does; ok is false when no stage holds it.
 func (d *Dir) Locate(ino uint64) (s Stage, name string, ok bool, err error) {
+	at, err := d.LocateAll([]uint64{ino})
+	if err != nil {
+		return "", "", false, err
+	}
+	l, ok := at[ino]
+	return l.Stage, l.Name, ok, nil
+}
+
+// Located is where LocateAll found a file.
+type Located struct {
+	Stage Stage
+	Name  string
+}
+
+// LocateAll finds the message files with the given inodes, looking in
+// inbox/, the claims in processing/, error/ and done/, in that order, the
+// first place found winning; an inode that no stage holds is not in the
+// map. It lists each stage once for all of them, and stops once every one
+// is found: it is for the rare question of where files went after a
+// crash, and must not cost a pass over a large stage per file.
+func (d *Dir) LocateAll(inos []uint64) (map[uint64]Located, error) {
+	want := make(map[uint64]bool, len(inos))
+	for _, i := range inos {
+		want[i] = true
+	}
+	out := make(map[uint64]Located, len(inos))
 	found := errors.New("found")
-	for _, s := range []Stage{Inbox, Processing, Error, Done} {
-		err := d.List(s, func(e Entry) error {
-			if e.Ino == ino {
-				name = e.Name
-				return found
+	take := func(s Stage, ino uint64, name string) error {
+		if want[ino] {
+			if _, seen := out[ino]; !seen {
+				out[ino] = Located{Stage: s, Name: name}
+				if len(out) == len(want) {
+					return found
+				}
 			}
-			return nil
-		})
+		}
+		return nil
+	}
+	for _, s := range []Stage{Inbox, Processing, Error, Done} {
+		if len(out) == len(want) {
+			break
+		}
+		err := d.List(s, func(e Entry) error { return take(s, e.Ino, e.Name) })
+		if err == nil && s == Processing {
+			var claims []ClaimFile
+			if claims, err = d.ClaimFiles(); err == nil {
+				for _, c := range claims {
+					if err = take(s, c.Ino, c.Name); err != nil {
+						break
+					}
+				}
+			}
+		}
 		if errors.Is(err, found) {
-			return s, name, true, nil
+			break
 		}
 		if err != nil {
-			return "", "", false, fmt.Errorf("locate inode %d: %w", ino, err)
+			return nil, fmt.Errorf("locate files: %w", err)
 		}
 	}
-	return "", "", false, nil
+	return out, nil
 }
 
 // LockReplays takes the queue's replay lock, waiting for it, and returns

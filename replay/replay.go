@@ -117,27 +117,38 @@ func finish(ctx context.Context, d *queue.Dir, l *ledger.DB, in ledger.ReplayInt
 		}
 	}
 	now := time.Now()
-	var recs []ledger.Replay
-	for _, it := range in.Items {
+	names := make([]string, len(in.Items))
+	var gone []uint64
+	for i, it := range in.Items {
 		name, moved, err := d.Release(in.ID, it.Idx, it.File)
 		if err != nil {
 			return nil, err
 		}
-		if !moved {
-			// Gone from its staging name: it moved to inbox/ before the run
-			// that staged it was killed, or it never was staged (removed
-			// from error/ by hand before the replay reached it). Where it is
-			// now tells which.
-			var found bool
-			if it.Ino != 0 {
-				_, name, found, err = d.Locate(it.Ino)
-				if err != nil {
-					return nil, err
-				}
-			}
-			if !found {
+		names[i] = name
+		if !moved && it.Ino != 0 {
+			gone = append(gone, it.Ino)
+		}
+	}
+	// Gone from its staging name: it moved to inbox/ before the run that
+	// staged it was killed, or it never was staged (removed from error/ by
+	// hand before the replay reached it). Where it is now tells which;
+	// found for all of them in one pass over the stages.
+	var at map[uint64]queue.Located
+	if len(gone) > 0 {
+		var err error
+		if at, err = d.LocateAll(gone); err != nil {
+			return nil, err
+		}
+	}
+	var recs []ledger.Replay
+	for i, it := range in.Items {
+		name := names[i]
+		if name == "" {
+			l, found := at[it.Ino]
+			if it.Ino == 0 || !found {
 				continue
 			}
+			name = l.Name
 		}
 		recs = append(recs, ledger.Replay{File: it.File, NewName: name, Ino: it.Ino, By: in.By, Note: in.Note, At: now})
 	}

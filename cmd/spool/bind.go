@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
+	"net/url"
 	"os"
+	"path/filepath"
 
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/queue"
@@ -64,11 +68,23 @@ func addNewLedgerFlag(fs *flag.FlagSet) *bool {
 
 // openLedgerFor opens the ledger of the queue d (--db db, or d's own file)
 // and checks that the two belong together, binding them when o allows. A
-// refusal changes nothing: a missing SQLite file is not created, and an
-// empty one is not given a schema.
+// refusal changes nothing: a missing SQLite file is not created, an empty
+// one or a PostgreSQL schema is not given the ledger's tables, and another
+// SQLite database is not switched to WAL mode.
 func openLedgerFor(ctx context.Context, d *queue.Dir, db string, o ledgerOpts) (*ledger.DB, error) {
 	dir := d.Path()
 	where := db
+	// A writer of a queue with history, unless told --new-ledger, needs the
+	// ledger that recorded it: it must not create one, an empty SQLite
+	// file or a PostgreSQL schema without tables.
+	history := false
+	if o.use == writeLedger && !o.newLedger {
+		has, err := d.HasHistory()
+		if err != nil {
+			return nil, err
+		}
+		history = has
+	}
 	if path, ok := sqliteFile(dir, db); ok {
 		where = path
 		fi, err := os.Stat(path)
@@ -81,22 +97,30 @@ func openLedgerFor(ctx context.Context, d *queue.Dir, db string, o ledgerOpts) (
 			if o.use == readLedger {
 				return nil, refuse(nil, "ledger %s %s (is --db right? spool init %s creates a queue's ledger)", path, state, dir)
 			}
-			if !o.newLedger {
-				has, herr := d.HasHistory()
-				if herr != nil {
-					return nil, herr
-				}
-				if has {
-					return nil, refuse(ledger.ErrNewLedger, "ledger %s %s, but %s holds messages in done/ or error/ that it recorded; consuming would process their redeliveries again. %s",
-						path, state, dir, repairHint(dir))
-				}
+			if history {
+				return nil, refuse(ledger.ErrNewLedger, "ledger %s %s, but %s holds messages in done/ or error/ that it recorded; consuming would process their redeliveries again. %s",
+					path, state, dir, repairHint(dir))
+			}
+		case err == nil && (o.use == readLedger || history):
+			// Opening a ledger switches the file to WAL mode, a change
+			// that stays even when the open then finds no ledger in it:
+			// a mistyped --db that names another SQLite database must
+			// leave that database as it was.
+			if isLedger, err := sqliteHoldsLedger(ctx, path); err != nil {
+				return nil, err
+			} else if !isLedger {
+				return nil, noLedger(nil, where, dir, o)
 			}
 		}
 	}
-	l, err := openLedgerWith(ctx, dir, db, o)
+	opened := o
+	if history {
+		opened.use = readLedger // opens an existing ledger only (still migrated)
+	}
+	l, err := openLedgerWith(ctx, dir, db, opened)
 	if err != nil {
 		if errors.Is(err, ledger.ErrNoLedger) {
-			return nil, refuse(err, "%s holds no spool ledger (is --db right? spool init %s creates a queue's ledger)", where, dir)
+			return nil, noLedger(err, where, dir, o)
 		}
 		return nil, err
 	}
@@ -112,6 +136,16 @@ func openLedgerFor(ctx context.Context, d *queue.Dir, db string, o ledgerOpts) (
 		return nil, bindError(err, where, dir)
 	}
 	return l, nil
+}
+
+// noLedger is the refusal of a database that holds no ledger: a report's,
+// or a writer's of a queue with history.
+func noLedger(err error, where, dir string, o ledgerOpts) error {
+	if o.use == writeLedger {
+		return refuse(ledger.ErrNewLedger, "%s holds no spool ledger, but %s holds messages in done/ or error/ that one recorded; consuming would process their redeliveries again. %s",
+			where, dir, repairHint(dir))
+	}
+	return refuse(err, "%s holds no spool ledger (is --db right? spool init %s creates a queue's ledger)", where, dir)
 }
 
 // bindError turns a refusal of ledger.Bind into one line that says what is
@@ -144,4 +178,41 @@ func openBound(ctx context.Context, dir, db string, o ledgerOpts) (d *queue.Dir,
 		closeLedger(l, err)
 		closeQueue(d, err)
 	}, nil
+}
+
+// sqliteHoldsLedger reports whether the SQLite file at path may hold a
+// spool ledger, changing nothing in it: a file in WAL mode may (every
+// ledger is), and the open that follows checks it; a database in another
+// journal mode is opened read-only and asked for the ledger's
+// schema_migrations table. A file that is not an SQLite database is left
+// to the open, which names the problem.
+func sqliteHoldsLedger(ctx context.Context, path string) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return true, nil // the open names it
+	}
+	var hdr [100]byte
+	_, rerr := io.ReadFull(f, hdr[:])
+	_ = f.Close() // read-only: nothing to lose
+	if rerr != nil || string(hdr[:16]) != "SQLite format 3\x00" {
+		return true, nil
+	}
+	if hdr[18] == 2 && hdr[19] == 2 { // WAL
+		return true, nil
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return false, err
+	}
+	u := url.URL{Scheme: "file", Opaque: (&url.URL{Path: filepath.ToSlash(abs)}).EscapedPath(), RawQuery: "mode=ro"}
+	db, err := sql.Open("sqlite", u.String())
+	if err != nil {
+		return false, fmt.Errorf("open %s: %w", path, err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`).Scan(&n); err != nil {
+		return false, fmt.Errorf("read %s: %w", path, err)
+	}
+	return n == 1, nil
 }

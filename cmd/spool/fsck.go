@@ -46,13 +46,16 @@ file of done/ that lost it (marked repaired_at, with the time; a duplicate
 record when another file holds the msg_id), gives each unrecorded dead
 letter a record with reason unknown, recovers dead claims, removes stale
 temp files, finishes interrupted replays, binds an unbound queue, and puts
-back a lost queue.id when the ledger knew every file. It leaves alone a
-ledger of another queue and invalid files in done/. Running it again finds
+back a lost queue.id when the ledger knew every file; when it did not, the
+ledger may be another queue's, and nothing at all is repaired. It leaves
+alone a ledger of another queue and invalid files in done/. Running it again finds
 nothing more to do. With --repair a missing or empty ledger is created and
 rebuilt from the directories.
 
 The contract (DIR/spool.conf and the contract flags) parses the files of
-done/ that have no record. --json prints the report as one JSON object.`,
+done/ that have no record. --json prints the report as one JSON object;
+with --repair, the repairs made are in it too, one line each, as
+"repairs".`,
 }
 
 func init() { fsckCommand.run = runFsck }
@@ -95,8 +98,15 @@ func runFsck(ctx context.Context, e *env, args []string) (err error) {
 	defer closeLedger(l, &err)
 	o := fsck.Options{Contract: contract}
 	var r *fsck.Report
+	// With --json the repairs go into the one JSON object, as "repairs",
+	// so that stdout stays one value a tool can parse.
+	var repairs []string
 	if *repair {
 		o.Log = func(line string) { fmt.Fprintln(e.stdout, cell(line)) }
+		if *asJSON {
+			repairs = []string{}
+			o.Log = func(line string) { repairs = append(repairs, line) }
+		}
 		r, err = fsck.Repair(ctx, d, l, o)
 	} else {
 		r, err = fsck.Check(ctx, d, l, o)
@@ -104,7 +114,26 @@ func runFsck(ctx context.Context, e *env, args []string) (err error) {
 	if err != nil {
 		return err
 	}
+	if *asJSON && repairs != nil {
+		return writeFsckJSON(e, r, repairs)
+	}
 	return writeFsck(e, r, *asJSON)
+}
+
+// writeFsckJSON prints the report of a --repair as JSON, with the repairs
+// made, one line each, under "repairs"; errCheckFailed when a problem is
+// left.
+func writeFsckJSON(e *env, r *fsck.Report, repairs []string) error {
+	if err := report.WriteJSON(e.stdout, struct {
+		*fsck.Report
+		Repairs []string `json:"repairs"`
+	}{r, repairs}); err != nil {
+		return err
+	}
+	if r.Problems() > 0 {
+		return errCheckFailed
+	}
+	return nil
 }
 
 func ledgerWhere(dir, db string) string {

@@ -1,0 +1,516 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestReplayCrash is issue 14's crash test of spool replay: over
+// thousands of dead letters, spool replay --all is SIGKILLed at a random
+// instant, drawn uniformly over the time an uninterrupted replay takes so
+// that kills land in every phase, and then a completing run (fsck
+// --repair, consume or replay, in turn) finishes what it left. After each
+// round, every dead letter was either replayed exactly once in that round,
+// with its history kept, or not at all, all of them alike; never both,
+// never lost; and the ledger's replay records and spool errors --json
+// agree with the rounds, file by file.
+func TestReplayCrash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the replay crash test takes a minute; skipped with -short")
+	}
+	t.Parallel()
+	rng := newRand(t)
+	const letters = 2000
+	const minBlindKills, minAimedKills = 20, 8
+	budget := 110 * time.Second
+	began := time.Now()
+
+	q := filepath.Join(t.TempDir(), "q")
+	path := filepath.Join(q, "ledger.db")
+	mustRun(t, 0, "init", q)
+	for i := range letters {
+		putMessage(t, q, fmt.Sprintf("p%04d.json", i), "not json")
+	}
+	requireStats(t, "poison", mustRun(t, 0, "consume", q), consumeStats{DeadLetters: letters})
+	ino := map[string]uint64{} // name in error/ -> inode: stable, for names are never suffixed here
+	for _, f := range messages(t, q, errorStage) {
+		ino[f.Name] = f.Ino
+	}
+	if len(ino) != letters {
+		t.Fatalf("error/ holds %d dead letters, want %d", len(ino), letters)
+	}
+
+	replayed := 0 // rounds in which every letter was replayed
+	s := &replayState{t: t, q: q, path: path, ino: ino}
+
+	// An uninterrupted replay, timed, in all and from its first move (the
+	// first staging name in error/) to its exit: the blind kills are drawn
+	// over the first, the kills after the first move over the second.
+	measure := func() (total, moves time.Duration) {
+		t0 := time.Now()
+		p := start(t, "replay", q, "--all")
+		first, ok := waitForStaging(t, p, q)
+		r := p.wait(t)
+		total = time.Since(t0)
+		if r.code != 0 || len(lines(r.stdout)) != letters {
+			t.Fatalf("an uninterrupted replay: want exit 0 and %d lines, got exit %d and %d lines\n%s", letters, r.code, len(lines(r.stdout)), r.stderr)
+		}
+		if ok {
+			moves = time.Since(first)
+		}
+		replayed++
+		s.check("after an uninterrupted replay", replayed, true)
+		requireStats(t, "consume after an uninterrupted replay", mustRun(t, 0, "consume", q), consumeStats{DeadLetters: letters})
+		s.check("consumed again", replayed, false)
+		return total, max(moves, time.Millisecond)
+	}
+	span, moves := measure()
+	t.Logf("an uninterrupted replay of %d dead letters takes %v, %v of it from the first move", letters, span, moves)
+
+	phases := map[bool]map[string]int{true: {}, false: {}}
+	var delays []time.Duration
+	completers := []string{"fsck --repair", "consume", "replay --all"}
+	blindKills, aimedKills := 0, 0
+	for round := 0; ; round++ {
+		if blindKills >= minBlindKills && aimedKills >= minAimedKills {
+			break
+		}
+		if round > 4*(minBlindKills+minAimedKills) || time.Since(began) > budget {
+			t.Fatalf("after %d rounds in %v, only %d blind and %d aimed kills hit a live replay", round, time.Since(began).Round(time.Second), blindKills, aimedKills)
+		}
+		if round > 0 && round%8 == 0 {
+			// History grows, and with it the time of the replay's report.
+			s2, m2 := measure()
+			span, moves = (span+s2)/2, (moves+m2)/2
+		}
+		// Two rounds in three kill blind, at an instant drawn uniformly
+		// over a whole replay; the third kills a random instant after the
+		// first file moved, drawn over the moves, which are a small part of
+		// the whole.
+		blind := round%3 != 2
+		var delay time.Duration
+		p := start(t, "replay", q, "--all")
+		alive := false
+		if blind {
+			delay = time.Duration(rng.Int64N(int64(span) + 1))
+			alive = p.killAfter(t, delay)
+		} else if _, ok := waitForStaging(t, p, q); ok {
+			delay = time.Duration(rng.Int64N(int64(moves) + 1))
+			alive = p.killAfter(t, delay)
+		}
+		phase := s.observe(alive)
+		phases[blind][phase]++
+		if !alive {
+			if r := p.result(); r.code != 0 {
+				t.Fatalf("round %d: replay exited by itself with a failure\n%s", round, r)
+			}
+		} else if blind {
+			blindKills++
+			delays = append(delays, delay)
+		} else {
+			aimedKills++
+		}
+		committed := phase != phaseNone
+
+		completer := completers[round%len(completers)]
+		switch completer {
+		case "fsck --repair":
+			r := mustRun(t, 0, "fsck", q, "--repair")
+			if committed && phase != phaseDone && !strings.Contains(r.stdout, "repaired replay ") {
+				t.Errorf("round %d: fsck --repair does not say it finished the replay\n%s", round, r)
+			}
+		case "consume":
+			mustRun(t, 0, "consume", q)
+		case "replay --all":
+			mustRun(t, 0, "replay", q, "--all")
+			committed = true // it finishes the killed one, or replays them all itself
+		}
+		if committed {
+			replayed++
+		}
+		inInbox := committed && completer != "consume"
+		what := fmt.Sprintf("round %d (blind %v, killed %v after %v, phase %s, completed by %s)", round, blind, alive, delay, phase, completer)
+		s.check(what, replayed, inInbox)
+		if inInbox {
+			requireStats(t, what+": consume", mustRun(t, 0, "consume", q), consumeStats{DeadLetters: letters})
+			s.check(what+": consumed again", replayed, false)
+		}
+		if t.Failed() {
+			t.FailNow()
+		}
+	}
+	slices.Sort(delays)
+	t.Logf("%d blind kills (delays min %v, median %v, max %v, of a replay of %v) left phases %v; %d kills after the first move left phases %v; every letter replayed %d times in %v",
+		blindKills, delays[0], delays[len(delays)/2], delays[len(delays)-1], span, phases[true],
+		aimedKills, phases[false], replayed, time.Since(began).Round(time.Millisecond))
+	for _, ph := range []string{phasePending, phaseStaged} {
+		if phases[true][ph]+phases[false][ph] == 0 {
+			t.Errorf("no kill left a replay %s (phases %v, %v): the test missed the moves", ph, phases[true], phases[false])
+		}
+	}
+	requireFindings(t, "fsck at the end", fsck(t, 0, q), nil)
+}
+
+// waitForStaging polls error/ until a replay's first staging name appears
+// there, and returns when; false if p exits first.
+func waitForStaging(t *testing.T, p *proc, q string) (time.Time, bool) {
+	t.Helper()
+	deadline := time.Now().Add(cmdTimeout)
+	dir := filepath.Join(q, errorStage)
+	for time.Now().Before(deadline) {
+		select {
+		case <-p.done:
+			return time.Time{}, false
+		default:
+		}
+		f, err := os.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names, err := f.Readdirnames(-1)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range names {
+			if strings.HasPrefix(n, ".spool-replay-") {
+				return time.Now(), true
+			}
+		}
+		time.Sleep(200 * time.Microsecond) // poll interval, not a wait for a result
+	}
+	t.Fatalf("replay moved nothing within %v", cmdTimeout)
+	return time.Time{}, false
+}
+
+// The phases a kill of spool replay can leave a replay in.
+const (
+	phaseNone    = "before-intent" // no intent committed: nothing moved
+	phasePending = "pending"       // the intent committed; files being staged in error/
+	phaseStaged  = "staged"        // every file staged; files being released to inbox/
+	phaseDone    = "done"          // the intent finished
+)
+
+// replayState checks the queue and the ledger of TestReplayCrash.
+type replayState struct {
+	t    *testing.T
+	q    string
+	path string
+	ino  map[string]uint64
+	// intents is the number of replay intents seen so far.
+	intents int
+}
+
+// where maps each inode in the queue to the stage and name it is under;
+// every entry of every stage is listed, messages or not.
+func (s *replayState) where() map[uint64][]string {
+	s.t.Helper()
+	out := map[uint64][]string{}
+	for _, stage := range []string{inbox, processing, done, errorStage} {
+		des, err := os.ReadDir(filepath.Join(s.q, stage))
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		for _, de := range des {
+			fi, err := de.Info()
+			if err != nil {
+				s.t.Fatal(err)
+			}
+			if fi.IsDir() {
+				continue // a consumer's session directory, empty between runs
+			}
+			i := fi.Sys().(*syscall.Stat_t).Ino
+			out[i] = append(out[i], stage+"/"+de.Name())
+		}
+	}
+	return out
+}
+
+// observe reads the state a killed (or finished) replay left: the phase
+// of its intent, if it committed one, and that every letter is in exactly
+// one place consistent with that phase.
+func (s *replayState) observe(alive bool) string {
+	t := s.t
+	t.Helper()
+	db := openLedgerRW(t, s.path)
+	var n int
+	if err := db.QueryRow(`SELECT COUNT(*) FROM replay_intents`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	phase := phaseNone
+	var id int64
+	switch {
+	case n == s.intents:
+	case n == s.intents+1:
+		var state string
+		if err := db.QueryRow(`SELECT id, state FROM replay_intents ORDER BY id DESC LIMIT 1`).Scan(&id, &state); err != nil {
+			t.Fatal(err)
+		}
+		phase = map[string]string{"pending": phasePending, "staged": phaseStaged, "done": phaseDone}[state]
+		if phase == "" {
+			t.Fatalf("intent %d in state %q", id, state)
+		}
+		var items int
+		if err := db.QueryRow(`SELECT COUNT(*) FROM replay_items WHERE intent_id = ?`, id).Scan(&items); err != nil {
+			t.Fatal(err)
+		}
+		if items != len(s.ino) {
+			t.Errorf("intent %d (%s) holds %d items, want all %d dead letters", id, state, items, len(s.ino))
+		}
+	default:
+		t.Fatalf("one replay made %d intents", n-s.intents)
+	}
+	db.Close()
+	s.intents = n
+	if !alive && phase != phaseDone {
+		t.Errorf("replay exited by itself with its intent %s", phase)
+	}
+
+	// Every letter is in exactly one place, and a place its phase allows.
+	at := s.where()
+	counts := map[string]int{}
+	for name, i := range s.ino {
+		places := at[i]
+		if len(places) != 1 {
+			t.Errorf("%s (inode %d) is in %d places after a kill in phase %s: %q", name, i, len(places), phase, places)
+			continue
+		}
+		kind := ""
+		switch p := places[0]; {
+		case p == "error/"+name:
+			kind = "error"
+		case p == "inbox/"+name:
+			kind = "inbox"
+		case strings.HasPrefix(p, "error/.spool-replay-"):
+			kind = "staged"
+			if want := fmt.Sprintf("error/.spool-replay-%d-", id); !strings.HasPrefix(p, want) {
+				t.Errorf("%s is staged as %s, not under its intent %d", name, p, id)
+			}
+		default:
+			t.Errorf("%s is at %s after a kill in phase %s", name, p, phase)
+		}
+		counts[kind]++
+	}
+	allowed := map[string][]string{
+		phaseNone:    {"error"},
+		phasePending: {"error", "staged"},
+		phaseStaged:  {"staged", "inbox"},
+		phaseDone:    {"inbox"},
+	}[phase]
+	for kind, n := range counts {
+		if !slices.Contains(allowed, kind) {
+			t.Errorf("after a kill in phase %s, %d letters are %s: %v", phase, n, kind, counts)
+		}
+	}
+	return phase
+}
+
+// errorJSON is what TestReplayCrash reads of spool errors --json.
+type errorJSON struct {
+	File             string `json:"file"`
+	Ino              uint64 `json:"ino"`
+	Replays          int    `json:"replays"`
+	PreviousFailures int    `json:"previous_failures"`
+	History          []struct {
+		Event   string `json:"event"`
+		File    string `json:"file"`
+		NewName string `json:"new_name"`
+	} `json:"history"`
+}
+
+// check checks a settled queue (no replay running, none unfinished):
+// every letter is in inbox/ (inInbox) or in error/ under its name, each
+// exactly once; every replay intent is done, with one record per letter;
+// every letter has replayed replay records and replayed+1 dead-letter
+// records (one fewer while it waits in inbox/), and spool errors --json
+// tells the same history.
+func (s *replayState) check(what string, replayed int, inInbox bool) {
+	t := s.t
+	t.Helper()
+	at := s.where()
+	stage := errorStage
+	if inInbox {
+		stage = inbox
+	}
+	lost, moved := 0, 0
+	for name, i := range s.ino {
+		places := at[i]
+		switch {
+		case len(places) == 0:
+			lost++
+			if lost <= 5 {
+				t.Errorf("%s: %s is lost (inode %d in no stage)", what, name, i)
+			}
+		case len(places) > 1 || places[0] != stage+"/"+name:
+			moved++
+			if moved <= 5 {
+				t.Errorf("%s: %s is at %q, want %s/%s", what, name, places, stage, name)
+			}
+		}
+	}
+	if len(at) != len(s.ino) {
+		letter := map[uint64]bool{}
+		for _, i := range s.ino {
+			letter[i] = true
+		}
+		var extra []string
+		for i, ps := range at {
+			if !letter[i] {
+				extra = append(extra, ps...)
+			}
+		}
+		t.Errorf("%s: the stages hold %d entries besides the letters: %q", what, len(extra), head(extra, 10))
+	}
+
+	db := openLedgerRW(t, s.path)
+	defer db.Close()
+	var intents, unfinished int
+	if err := db.QueryRow(`SELECT COUNT(*), COUNT(*) FILTER (WHERE state <> 'done') FROM replay_intents`).Scan(&intents, &unfinished); err != nil {
+		t.Fatal(err)
+	}
+	s.intents = intents
+	if intents != replayed || unfinished != 0 {
+		t.Errorf("%s: %d replay intents, %d unfinished; want %d, all done", what, intents, unfinished, replayed)
+	}
+	perIntent := map[int64]int{}
+	rows, err := db.Query(`SELECT COALESCE(intent_id, 0), COUNT(*) FROM replays GROUP BY intent_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id int64
+		var n int
+		if err := rows.Scan(&id, &n); err != nil {
+			t.Fatal(err)
+		}
+		perIntent[id] = n
+	}
+	rows.Close()
+	for id, n := range perIntent {
+		if n != len(s.ino) {
+			t.Errorf("%s: intent %d has %d replay records, want one per letter, %d", what, id, n, len(s.ino))
+		}
+	}
+	count := func(query string) map[uint64]int {
+		m := map[uint64]int{}
+		rows, err := db.Query(query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var i int64
+			var n int
+			if err := rows.Scan(&i, &n); err != nil {
+				t.Fatal(err)
+			}
+			m[uint64(i)] = n
+		}
+		return m
+	}
+	reps := count(`SELECT ino, COUNT(*) FROM replays GROUP BY ino`)
+	dls := count(`SELECT ino, COUNT(*) FROM deliveries WHERE outcome = 'dead-letter' GROUP BY ino`)
+	wantDL := replayed + 1
+	if inInbox {
+		wantDL = replayed
+	}
+	bad := 0
+	for name, i := range s.ino {
+		if reps[i] != replayed || dls[i] != wantDL {
+			bad++
+			if bad <= 5 {
+				t.Errorf("%s: %s has %d replay records and %d dead-letter records, want %d and %d", what, name, reps[i], dls[i], replayed, wantDL)
+			}
+		}
+	}
+	if bad > 5 {
+		t.Errorf("%s: ... %d letters in all with wrong records", what, bad)
+	}
+	db.Close()
+
+	if inInbox {
+		return // spool errors reports error/, which is empty
+	}
+	var rowsJSON []errorJSON
+	if err := json.Unmarshal([]byte(mustRun(t, 0, "errors", s.q, "--json").stdout), &rowsJSON); err != nil {
+		t.Fatal(err)
+	}
+	if len(rowsJSON) != len(s.ino) {
+		t.Errorf("%s: spool errors --json lists %d dead letters, want %d", what, len(rowsJSON), len(s.ino))
+	}
+	bad = 0
+	for _, r := range rowsJSON {
+		ok := r.Ino == s.ino[r.File] && r.Replays == replayed && r.PreviousFailures == replayed && len(r.History) == 2*replayed
+		for k, h := range r.History {
+			want := map[int]string{0: "dead-letter", 1: "replay"}[k%2]
+			ok = ok && h.Event == want && h.File == r.File && (h.Event != "replay" || h.NewName == r.File)
+		}
+		if !ok {
+			bad++
+			if bad <= 5 {
+				t.Errorf("%s: spool errors --json: %s (inode %d): replays=%d previous_failures=%d, %d history events %+v; want %d, %d and %d alternating",
+					what, r.File, r.Ino, r.Replays, r.PreviousFailures, len(r.History), r.History, replayed, replayed, 2*replayed)
+			}
+		}
+	}
+	if bad > 5 {
+		t.Errorf("%s: ... %d letters in all with a wrong history in spool errors --json", what, bad)
+	}
+}
+
+// TestReplayResumeOnABusyQueue: a replay killed after it released most of
+// its files, on a queue whose inbox/ holds a large backlog besides. The
+// run that finishes it must find where each released file went in one
+// pass over the stages, not one pass per file: that would be files ×
+// backlog stat calls (here 1,000 × 20,000), minutes on a queue of a
+// million, from cron.
+func TestReplayResumeOnABusyQueue(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a backlog of 20,000 files; skipped with -short")
+	}
+	t.Parallel()
+	const letters, backlog = 1000, 20000
+	q := filepath.Join(t.TempDir(), "q")
+	path := filepath.Join(q, "ledger.db")
+	mustRun(t, 0, "init", q)
+	for i := range letters {
+		putMessage(t, q, fmt.Sprintf("p%04d.json", i), "not json")
+	}
+	requireStats(t, "poison", mustRun(t, 0, "consume", q), consumeStats{DeadLetters: letters})
+	stmts := []string{`INSERT INTO replay_intents (id, by_user, created_at, state) VALUES (1, 'op', '` + time.Now().UTC().Format(ledgerTime) + `', 'staged')`}
+	for i, f := range messages(t, q, errorStage) {
+		stmts = append(stmts, fmt.Sprintf(`INSERT INTO replay_items (intent_id, idx, file, ino) VALUES (1, %d, '%s', %d)`, i, f.Name, f.Ino))
+		// All but the last were released to inbox/ before the kill.
+		to := filepath.Join(q, inbox, f.Name)
+		if i == letters-1 {
+			to = filepath.Join(q, errorStage, fmt.Sprintf(".spool-replay-1-%d", i))
+		}
+		if err := os.Rename(filepath.Join(q, errorStage, f.Name), to); err != nil {
+			t.Fatal(err)
+		}
+	}
+	execLedger(t, path, stmts...)
+	for i := range backlog {
+		putMessage(t, q, fmt.Sprintf("w%05d.json", i), "not json")
+	}
+	t0 := time.Now()
+	r := mustRun(t, 0, "fsck", q, "--repair")
+	took := time.Since(t0)
+	t.Logf("fsck --repair finished a replay of %d files beside a backlog of %d in %v", letters, backlog, took)
+	if !strings.Contains(r.stdout, fmt.Sprintf("finished, %d of its %d files replayed", letters, letters)) {
+		t.Errorf("fsck --repair did not finish the replay:\n%s", r)
+	}
+	if n := queryLedger(t, path, `SELECT COUNT(*) FROM replays WHERE intent_id = 1`); n != letters {
+		t.Errorf("%d replay records, want %d", n, letters)
+	}
+	if took > 10*time.Second {
+		t.Errorf("fsck --repair took %v to finish the replay: a pass over the stages per file?", took)
+	}
+}
