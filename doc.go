@@ -37,4 +37,6 @@
 // dead-lettered for, the Ledger interface, and the Consumer that drives the
 // protocol. The queue package implements the directory protocol, ledger and
 // its backends the storage, and cmd/spool the command line.
+//
+// Package [github.com/spoolq/spool/handler] has the exec, SQL and HTTP handlers; docs/ARCHITECTURE.md maps the code.
 package spool
