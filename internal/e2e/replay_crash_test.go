@@ -514,3 +514,38 @@ func TestReplayResumeOnABusyQueue(t *testing.T) {
 		t.Errorf("fsck --repair took %v to finish the replay: a pass over the stages per file?", took)
 	}
 }
+
+// TestReplayRefusalsRecordNothing: a replay refused (a name not in error/,
+// a path-like name), asked with --dry-run, or skipping everything selected
+// commits no intent: the ledger and the queue are as they were.
+func TestReplayRefusalsRecordNothing(t *testing.T) {
+	t.Parallel()
+	q := filepath.Join(t.TempDir(), "q")
+	path := filepath.Join(q, "ledger.db")
+	mustRun(t, 0, "init", q)
+	putMessage(t, q, "a.json", "not json")
+	putMessage(t, q, "b.json", `{"msg_id":"b-1"}`) // a missing field: it has a msg_id
+	putMessage(t, q, "c.json", orderMessage("b-1", "o", 1, "1.00"))
+	requireStats(t, "consume", mustRun(t, 0, "consume", q), consumeStats{Processed: 1, DeadLetters: 2})
+	before := treeSnapshot(t, filepath.Join(q, inbox), filepath.Join(q, errorStage), filepath.Join(q, done))
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"a.json", "missing.json"}, 1},
+		{[]string{"a.json", "../a.json"}, 2},
+		{[]string{"--all", "--dry-run"}, 0},
+		{[]string{"b.json"}, 0}, // skipped: msg_id b-1 already processed
+	} {
+		r := run(t, append([]string{"replay", q}, tc.args...)...)
+		if r.code != tc.code {
+			t.Errorf("replay %q: want exit %d\n%s", tc.args, tc.code, r)
+		}
+		if n := queryLedger(t, path, `SELECT (SELECT COUNT(*) FROM replay_intents) + (SELECT COUNT(*) FROM replays)`); n != 0 {
+			t.Errorf("replay %q recorded %d intents and replays", tc.args, n)
+		}
+		if d := diffSnapshots(before, treeSnapshot(t, filepath.Join(q, inbox), filepath.Join(q, errorStage), filepath.Join(q, done))); len(d) > 0 {
+			t.Errorf("replay %q changed the queue: %q", tc.args, d)
+		}
+	}
+}
