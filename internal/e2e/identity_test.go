@@ -381,3 +381,27 @@ func TestPostgresQueueSchemas(t *testing.T) {
 	repairThenClean(t, qs[0], nil, "--db", dbEmpty)
 	requireStats(t, "consume into the rebuilt schema", mustRun(t, 0, "consume", qs[0], "--db", dbEmpty), consumeStats{Duplicates: 1})
 }
+
+// TestCorruptQueueID: a queue.id that holds no identity (edited, or a
+// stray file) is a refusal, exit 2 with one line saying what to run, for
+// consume, reports and fsck alike, changing nothing; after the operator
+// removes it, fsck --repair writes the ledger's identity back.
+func TestCorruptQueueID(t *testing.T) {
+	t.Parallel()
+	q := consumedQueue(t)
+	id := readID(t, q)
+	if err := os.WriteFile(filepath.Join(q, "queue.id"), []byte("garbage\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := treeSnapshot(t, q)
+	for _, args := range [][]string{{"consume", q}, {"status", q}, {"replay", q, "--all"}, {"fsck", q}, {"fsck", q, "--repair"}} {
+		requireRefusal(t, run(t, args...), before, []string{q}, "queue.id", "not a queue identity", "Try: ")
+	}
+	if err := os.Remove(filepath.Join(q, "queue.id")); err != nil {
+		t.Fatal(err)
+	}
+	repairThenClean(t, q, nil)
+	if got := readID(t, q); got != id {
+		t.Errorf("queue.id holds %q after the repair, want %q", got, id)
+	}
+}
