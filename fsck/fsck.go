@@ -374,6 +374,18 @@ func (c *checker) replays(ctx context.Context) (*finding, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(intents) > 0 && !c.repair {
+		// A replay that holds the lock is running, not interrupted: it
+		// finishes its own intent and any older one before it selects.
+		// (Repair took the lock above, waiting for it to finish.)
+		running, err := c.d.ReplayRunning()
+		if err != nil {
+			return nil, err
+		}
+		if running {
+			intents = nil
+		}
+	}
 	for _, in := range intents {
 		f.add(fmt.Sprintf("replay %d by %s at %s, %d files, %s", in.ID, in.By, in.Created.Format(time.RFC3339), len(in.Items), in.State))
 	}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/spoolq/spool/queue"
 )
@@ -105,7 +106,9 @@ const (
 // It fails with ErrOtherQueue when the ledger records another queue's
 // identity; ErrNoQueueID when the ledger records one and the queue has no
 // queue.id; and ErrNewLedger when the ledger holds no record at all, the
-// queue's done/ or error/ holds messages, and mode is not BindNew. An
+// queue's done/ or error/ holds messages, and mode is not BindNew (for
+// BindCheck, only when the ledger is bound to no queue: a report may still
+// read the queue's own ledger that lost its records). An
 // unbound ledger that holds records is taken for the queue's own: that is
 // how ledgers made before queue identities existed are adopted.
 func Bind(ctx context.Context, db *DB, d *queue.Dir, mode BindMode) (string, error) {
@@ -119,23 +122,29 @@ func Bind(ctx context.Context, db *DB, d *queue.Dir, mode BindMode) (string, err
 	}
 	switch {
 	case lid != "" && qid == lid:
+		switch mode {
+		case BindWrite:
+			// The queue's own ledger, restored from a copy taken before
+			// the first consume, say: with no record at all while done/ or
+			// error/ holds messages, it is as good as an empty one for a
+			// writer, unless it was started empty on purpose.
+			if err := checkHistory(ctx, db, d, true); err != nil {
+				return "", err
+			}
+		case BindNew:
+			if err := db.markNew(ctx); err != nil {
+				return "", fmt.Errorf("bind ledger: %w", err)
+			}
+		}
 		return qid, nil
 	case lid != "" && qid != "":
 		return "", fmt.Errorf("%w: the ledger is queue %s's, and %s is queue %s", ErrOtherQueue, lid, d.Path(), qid)
 	case lid != "":
 		return "", fmt.Errorf("%w: %s has no %s, and the ledger belongs to queue %s", ErrNoQueueID, d.Path(), queue.IDFile, lid)
 	}
-	empty, err := db.Empty(ctx)
-	if err != nil {
-		return "", fmt.Errorf("bind ledger: %w", err)
-	}
-	if empty && mode != BindNew {
-		has, err := d.HasHistory()
-		if err != nil {
-			return "", fmt.Errorf("bind ledger: %w", err)
-		}
-		if has {
-			return "", fmt.Errorf("%w: the ledger is empty, and %s holds messages in done/ or error/", ErrNewLedger, d.Path())
+	if mode != BindNew {
+		if err := checkHistory(ctx, db, d, false); err != nil {
+			return "", err
 		}
 	}
 	if mode == BindCheck {
@@ -153,5 +162,74 @@ func Bind(ctx context.Context, db *DB, d *queue.Dir, mode BindMode) (string, err
 	if got != qid {
 		return "", fmt.Errorf("%w: the ledger is queue %s's, and %s is queue %s", ErrOtherQueue, got, d.Path(), qid)
 	}
+	if mode == BindNew {
+		if err := db.markNew(ctx); err != nil {
+			return "", fmt.Errorf("bind ledger: %w", err)
+		}
+	}
 	return qid, nil
+}
+
+// metaNewLedger is the meta row that records when a ledger was started
+// empty on purpose (BindNew) for a queue: an empty ledger bound to its
+// queue is then accepted by a writer, though done/ or error/ holds
+// messages.
+const metaNewLedger = "new_ledger_at"
+
+// markNew records, if the ledger holds no record yet, that it was started
+// empty on purpose.
+func (db *DB) markNew(ctx context.Context) error {
+	empty, err := db.Empty(ctx)
+	if err != nil || !empty {
+		return err
+	}
+	if _, err := db.sql.ExecContext(ctx, db.dialect.Rebind(`INSERT INTO meta (name, value) VALUES (?, ?)
+ON CONFLICT (name) DO NOTHING`), metaNewLedger, formatTime(time.Now())); err != nil {
+		return db.fail("record a new ledger", err)
+	}
+	return nil
+}
+
+// checkHistory fails with ErrNewLedger when the ledger holds no record at
+// all and the queue's done/ or error/ holds messages; for a ledger bound to
+// the queue, only when done/ does, and not when the ledger was started
+// empty on purpose (markNew).
+func checkHistory(ctx context.Context, db *DB, d *queue.Dir, bound bool) error {
+	empty, err := db.Empty(ctx)
+	if err != nil {
+		return fmt.Errorf("bind ledger: %w", err)
+	}
+	if !empty {
+		return nil
+	}
+	if bound {
+		var n int
+		if err := db.sql.QueryRowContext(ctx, db.dialect.Rebind(`SELECT COUNT(*) FROM meta WHERE name = ?`), metaNewLedger).Scan(&n); err != nil {
+			return fmt.Errorf("bind ledger: %w", db.fail("read meta", err))
+		}
+		if n > 0 {
+			return nil
+		}
+	}
+	if bound {
+		// The queue's own ledger: only done/ counts, whose messages it
+		// must have recorded as processed; error/ may hold a file dropped
+		// there by hand since spool init.
+		has, err := d.HasDone()
+		if err != nil {
+			return fmt.Errorf("bind ledger: %w", err)
+		}
+		if has {
+			return fmt.Errorf("%w: the ledger is empty, and %s holds messages in done/", ErrNewLedger, d.Path())
+		}
+		return nil
+	}
+	has, err := d.HasHistory()
+	if err != nil {
+		return fmt.Errorf("bind ledger: %w", err)
+	}
+	if has {
+		return fmt.Errorf("%w: the ledger is empty, and %s holds messages in done/ or error/", ErrNewLedger, d.Path())
+	}
+	return nil
 }

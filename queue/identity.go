@@ -118,8 +118,20 @@ func clip(s string, n int) string {
 // been consumed before, so an empty ledger for it has lost its records. It
 // stops at the first message, so it is cheap on a large queue.
 func (d *Dir) HasHistory() (bool, error) {
+	return d.holdsMessages(Done, Error)
+}
+
+// HasDone reports whether done/ holds a message: one a consumer recorded
+// as processed, whose redelivery an empty ledger would process again. (A
+// file in error/ may have been dropped there by hand.) It stops at the
+// first message.
+func (d *Dir) HasDone() (bool, error) {
+	return d.holdsMessages(Done)
+}
+
+func (d *Dir) holdsMessages(stages ...Stage) (bool, error) {
 	found := errors.New("found")
-	for _, s := range []Stage{Done, Error} {
+	for _, s := range stages {
 		err := d.Scan(s, func([]string) error { return found })
 		if errors.Is(err, found) {
 			return true, nil

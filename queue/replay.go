@@ -242,3 +242,22 @@ func (d *Dir) LockReplays(ctx context.Context) (unlock func() error, err error) 
 	}
 	return func() error { return unix.Close(fd) }, nil
 }
+
+// ReplayRunning reports whether a replay holds the queue's replay lock now:
+// its unfinished intent is in progress, not interrupted. It does not keep
+// the lock.
+func (d *Dir) ReplayRunning() (bool, error) {
+	fd, err := unix.Openat(d.fd(Error), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false, fmt.Errorf("test replay lock: %w", err)
+	}
+	defer unix.Close(fd)
+	switch err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); {
+	case err == nil:
+		return false, nil // released by the close
+	case errors.Is(err, unix.EWOULDBLOCK):
+		return true, nil
+	default:
+		return false, fmt.Errorf("test replay lock: %w", err)
+	}
+}

@@ -159,7 +159,7 @@ func bindError(err error, where, dir string) error {
 	case errors.Is(err, ledger.ErrNoQueueID):
 		return refuse(err, "ledger %s: %v. Try: if %s is that queue, spool fsck %s --repair puts its %s back", where, err, dir, dir, queue.IDFile)
 	case errors.Is(err, queue.ErrBadID):
-		return refuse(err, "%v", err)
+		return badIDError(err, dir)
 	}
 	return err
 }
@@ -215,4 +215,10 @@ func sqliteHoldsLedger(ctx context.Context, path string) (bool, error) {
 		return false, fmt.Errorf("read %s: %w", path, err)
 	}
 	return n == 1, nil
+}
+
+// badIDError is the refusal of a queue.id that holds no identity.
+func badIDError(err error, dir string) error {
+	return refuse(err, "%v. Try: if the ledger is this queue's, remove %s/%s and run spool fsck %s --repair, which writes the ledger's identity back",
+		err, dir, queue.IDFile, dir)
 }

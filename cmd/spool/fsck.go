@@ -111,6 +111,9 @@ func runFsck(ctx context.Context, e *env, args []string) (err error) {
 	} else {
 		r, err = fsck.Check(ctx, d, l, o)
 	}
+	if errors.Is(err, queue.ErrBadID) {
+		return badIDError(err, dir)
+	}
 	if err != nil {
 		return err
 	}

@@ -742,3 +742,31 @@ func TestFsckInodeReused(t *testing.T) {
 	redeliver(t, q, "b.json")
 	requireStats(t, "redelivery of b.json", mustRun(t, 0, "consume", q), consumeStats{Duplicates: 1})
 }
+
+// TestFsckLiveReplay: a replay still running, its intent unfinished and
+// its lock held, is not an interrupted one: fsck, from cron beside an
+// operator's replay, must not report it. Once its lock is free, it is.
+func TestFsckLiveReplay(t *testing.T) {
+	t.Parallel()
+	q := filepath.Join(t.TempDir(), "q")
+	mustRun(t, 0, "init", q)
+	putMessage(t, q, "a.json", "not json")
+	mustRun(t, 0, "consume", q)
+	ino := statFile(t, filepath.Join(q, errorStage, "a.json")).Ino
+	execLedger(t, filepath.Join(q, "ledger.db"),
+		`INSERT INTO replay_intents (id, by_user, created_at, state) VALUES (1, 'op', '`+time.Now().UTC().Format(ledgerTime)+`', 'pending')`,
+		fmt.Sprintf(`INSERT INTO replay_items (intent_id, idx, file, ino) VALUES (1, 0, 'a.json', %d)`, ino))
+	// The replay lock is an flock on error/ itself (queue.Dir.LockReplays).
+	lock, err := os.Open(filepath.Join(q, errorStage))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	requireFindings(t, "fsck beside a running replay", fsck(t, 0, q), nil)
+	lock.Close()
+	requireFindings(t, "fsck once the replay's lock is free", fsck(t, 1, q), map[string]int{"interrupted-replay": 1})
+	repairThenClean(t, q, nil)
+}

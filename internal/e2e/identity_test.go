@@ -381,3 +381,54 @@ func TestPostgresQueueSchemas(t *testing.T) {
 	repairThenClean(t, qs[0], nil, "--db", dbEmpty)
 	requireStats(t, "consume into the rebuilt schema", mustRun(t, 0, "consume", qs[0], "--db", dbEmpty), consumeStats{Duplicates: 1})
 }
+
+// TestCorruptQueueID: a queue.id that holds no identity (edited, or a
+// stray file) is a refusal, exit 2 with one line saying what to run, for
+// consume, reports and fsck alike, changing nothing; after the operator
+// removes it, fsck --repair writes the ledger's identity back.
+func TestCorruptQueueID(t *testing.T) {
+	t.Parallel()
+	q := consumedQueue(t)
+	id := readID(t, q)
+	if err := os.WriteFile(filepath.Join(q, "queue.id"), []byte("garbage\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := treeSnapshot(t, q)
+	for _, args := range [][]string{{"consume", q}, {"status", q}, {"replay", q, "--all"}, {"fsck", q}, {"fsck", q, "--repair"}} {
+		requireRefusal(t, run(t, args...), before, []string{q}, "queue.id", "not a queue identity", "Try: ")
+	}
+	if err := os.Remove(filepath.Join(q, "queue.id")); err != nil {
+		t.Fatal(err)
+	}
+	repairThenClean(t, q, nil)
+	if got := readID(t, q); got != id {
+		t.Errorf("queue.id holds %q after the repair, want %q", got, id)
+	}
+}
+
+// TestLedgerRestoredFromBeforeFirstConsume: the ledger restored from a
+// copy taken right after spool init. It is the queue's own, bound to it,
+// and holds no record at all while done/ holds messages: as good as an
+// empty one. Consuming is refused; fsck --repair rebuilds it.
+func TestLedgerRestoredFromBeforeFirstConsume(t *testing.T) {
+	t.Parallel()
+	q := filepath.Join(t.TempDir(), "q")
+	path := filepath.Join(q, "ledger.db")
+	mustRun(t, 0, "init", q)
+	fresh, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	putMessage(t, q, "m.json", orderMessage("m-1", "o-1", 1, "9.99"))
+	requireStats(t, "first consume", mustRun(t, 0, "consume", q), consumeStats{Processed: 1})
+	removeLedgerFiles(t, path)
+	if err := os.WriteFile(path, fresh, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	redeliver(t, q, "m.json")
+	before := treeSnapshot(t, q)
+	requireRefusal(t, run(t, "consume", q), before, []string{q}, "ledger has no record of this queue's messages", "Try: spool fsck "+q+" --repair")
+	requireFindings(t, "fsck", fsck(t, 1, q), map[string]int{"done-unrecorded": 1})
+	repairThenClean(t, q, nil)
+	requireStats(t, "consume after the repair", mustRun(t, 0, "consume", q), consumeStats{Duplicates: 1})
+}

@@ -21,17 +21,26 @@ import (
 // runAt is run with cwd as the working directory, for a relative --db.
 func runAt(t testing.TB, cwd string, args ...string) result {
 	t.Helper()
+	return spoolAt{bin: spoolBin, cwd: cwd}.run(t, args...)
+}
+
+// spoolAt runs a spool binary (the one under test, or another build of
+// it) in a working directory ("" for the test's).
+type spoolAt struct{ bin, cwd string }
+
+func (s spoolAt) run(t testing.TB, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, spoolBin, args...)
-	cmd.Dir = cwd
+	cmd := exec.CommandContext(ctx, s.bin, args...)
+	cmd.Dir = s.cwd
 	cmd.WaitDelay = 5 * time.Second
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
 	r := result{args: args, stdout: out.String(), stderr: errb.String()}
 	if ctx.Err() != nil {
-		t.Fatalf("spool %q in %s did not finish within %v\n%s", args, cwd, cmdTimeout, r)
+		t.Fatalf("spool %q did not finish within %v\n%s", args, cmdTimeout, r)
 	}
 	var ee *exec.ExitError
 	switch {
@@ -42,6 +51,74 @@ func runAt(t testing.TB, cwd string, args ...string) result {
 		t.Fatalf("spool %q: %v", args, err)
 	}
 	return r
+}
+
+func (s spoolAt) mustRun(t testing.TB, want int, args ...string) result {
+	t.Helper()
+	r := s.run(t, args...)
+	if r.code != want {
+		t.Fatalf("want exit %d, got\n%s", want, r)
+	}
+	return r
+}
+
+// start is the harness's start for this binary.
+func (s spoolAt) start(t testing.TB, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(s.bin, args...), done: make(chan struct{})}
+	p.cmd.Dir = s.cwd
+	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.errb
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start spool %q: %v", args, err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		p.killed = killed(p.cmd.ProcessState)
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+// fsck is the package's fsck helper for this binary.
+func (s spoolAt) fsck(t testing.TB, want int, q string, args ...string) fsckReport {
+	t.Helper()
+	r := s.mustRun(t, want, append([]string{"fsck", q, "--json"}, args...)...)
+	var rep fsckReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("fsck --json: %v\n%s", err, r)
+	}
+	return rep
+}
+
+// plainSpool returns a spool binary built without the race detector: the
+// one under test, or, when the tests run with -race, a plain build of the
+// same source. For crash tests that need thousands of files and dozens of
+// rounds, which the race-instrumented binary (20 to 40 times slower on
+// the ledger's SQLite) cannot run in minutes; every other test runs the
+// instrumented one over the same code paths.
+func plainSpool(t *testing.T) string {
+	t.Helper()
+	if !raceEnabled {
+		return spoolBin
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("go tool not found: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "spool")
+	build := exec.Command(goTool, "build", "-o", bin, "github.com/spoolq/spool/cmd/spool")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
 }
 
 // mustRunAt is runAt failing the test unless spool exits with want.
