@@ -121,8 +121,7 @@ func (o Options) withDefaults() Options {
 		o.Log = func(string) {}
 	}
 	if o.Consumer == "" {
-		host, _ := os.Hostname()
-		o.Consumer = "fsck-" + strconv.Itoa(os.Getpid()) + "@" + host
+		o.Consumer = "fsck-" + strconv.Itoa(os.Getpid()) + "@" + queue.Host()
 	}
 	return o
 }

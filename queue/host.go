@@ -28,3 +28,7 @@ func thisHost() string {
 	}
 	return strings.NewReplacer("/", "_", "@", "_").Replace(host)
 }
+
+// Host is this host's name as its session IDs carry it (see thisHost), for
+// whatever else names this host in the ledger, such as fsck's repairs.
+func Host() string { return thisHost() }

@@ -2,17 +2,14 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"io/fs"
-	"net/url"
 	"os"
-	"path/filepath"
 
 	"github.com/spoolq/spool/ledger"
+	"github.com/spoolq/spool/ledger/sqlite"
 	"github.com/spoolq/spool/queue"
 )
 
@@ -106,7 +103,7 @@ func openLedgerFor(ctx context.Context, d *queue.Dir, db string, o ledgerOpts) (
 			// that stays even when the open then finds no ledger in it:
 			// a mistyped --db that names another SQLite database must
 			// leave that database as it was.
-			if isLedger, err := sqliteHoldsLedger(ctx, path); err != nil {
+			if isLedger, err := sqlite.HoldsLedger(ctx, path); err != nil {
 				return nil, err
 			} else if !isLedger {
 				return nil, noLedger(nil, where, dir, o)
@@ -178,43 +175,6 @@ func openBound(ctx context.Context, dir, db string, o ledgerOpts) (d *queue.Dir,
 		closeLedger(l, err)
 		closeQueue(d, err)
 	}, nil
-}
-
-// sqliteHoldsLedger reports whether the SQLite file at path may hold a
-// spool ledger, changing nothing in it: a file in WAL mode may (every
-// ledger is), and the open that follows checks it; a database in another
-// journal mode is opened read-only and asked for the ledger's
-// schema_migrations table. A file that is not an SQLite database is left
-// to the open, which names the problem.
-func sqliteHoldsLedger(ctx context.Context, path string) (bool, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return true, nil // the open names it
-	}
-	var hdr [100]byte
-	_, rerr := io.ReadFull(f, hdr[:])
-	_ = f.Close() // read-only: nothing to lose
-	if rerr != nil || string(hdr[:16]) != "SQLite format 3\x00" {
-		return true, nil
-	}
-	if hdr[18] == 2 && hdr[19] == 2 { // WAL
-		return true, nil
-	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return false, err
-	}
-	u := url.URL{Scheme: "file", Opaque: (&url.URL{Path: filepath.ToSlash(abs)}).EscapedPath(), RawQuery: "mode=ro"}
-	db, err := sql.Open("sqlite", u.String())
-	if err != nil {
-		return false, fmt.Errorf("open %s: %w", path, err)
-	}
-	defer db.Close()
-	var n int
-	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`).Scan(&n); err != nil {
-		return false, fmt.Errorf("read %s: %w", path, err)
-	}
-	return n == 1, nil
 }
 
 // badIDError is the refusal of a queue.id that holds no identity.
