@@ -31,7 +31,7 @@ type inspected struct {
 type pipeline struct {
 	c  *Consumer
 	s  *queue.Session
-	st *Stats // written by the finishing stage only, until the pass ends
+	st *Stats // written by the recording stage only, until the pass ends
 	// ctx stops the claiming when cancelled; work, never cancelled, is for
 	// the ledger, so that a batch claimed is still recorded and moved.
 	ctx, work context.Context

@@ -2,14 +2,16 @@
 // database/sql that runs unchanged on SQLite (the embedded default) and
 // PostgreSQL (scale-out).
 //
-// The engines differ only behind a Dialect: its name, its placeholder style
-// and its migrations. Every shared query is written once, with ? placeholders,
+// The engines differ only behind a Dialect: its name, its placeholder style,
+// its migrations, its migration lock and which errors are conflicts worth
+// retrying. Backends register themselves by DSN scheme (Register, Open). Every shared query is written once, with ? placeholders,
 // in the subset of SQL both engines speak (INSERT ... ON CONFLICT DO NOTHING,
 // window functions, CAST(... AS TEXT), ||). Backends live in sibling packages
 // (ledger/sqlite) that open a *sql.DB with the right settings and hand it to
 // New; each passes the conformance suite in ledger/ledgertest.
 //
-// The schema (see migrations/) has four tables and three views:
+// The schema (see migrations/; docs/DESIGN.md, "The ledger", has every
+// column):
 //
 //	processed     one row per distinct valid msg_id (I2); its PRIMARY KEY
 //	              absorbs duplicates; it also records the claim that
@@ -19,6 +21,13 @@
 //	              than migration 003 also hold processed claims here
 //	attempts      messages waiting for a retry of their handler
 //	replays       every file moved from error/ back to inbox/
+//	replay_intents, replay_items
+//	              a replay as committed before its first move (package
+//	              replay), and the files it selected
+//	meta          facts about the ledger: queue_id binds it to its queue
+//	              (Bind), new_ledger_at marks one started empty on purpose
+//	schema_migrations
+//	              the migrations applied
 //	claims        view: every recorded claim, whatever its outcome
 //	duplicates    view: the duplicate deliveries
 //	dead_letters  view: the dead-letter deliveries
