@@ -36,6 +36,22 @@
 //     nobody (root ignores file modes): a mode-000 message is a dead
 //     letter of its own reason, unreadable; a read-only ledger or sidecar
 //     is refused naming the file, and a stale read-only -shm is repaired.
+//   - TestDiskFull: a full disk mid-drain loses nothing.
+//   - TestExec*, TestSQLHandler*, TestPostHandler, TestBackoff*,
+//     TestRestartDuringBackoff, TestOnDeadLetter*: business handlers,
+//     retries with backoff, and the dead-letter notifier.
+//   - TestLostLedgerRefused, TestRelativeDBFromAnotherDirectory,
+//     TestTwoQueuesOneLedger, TestReportsNeverCreateALedger,
+//     TestNewLedgerOnPurpose, TestLegacyQueueAdopted, TestCorruptQueueID,
+//     TestLedgerRestoredFromBeforeFirstConsume, TestPostgresQueueSchemas:
+//     a ledger belongs to its queue; refusals change nothing.
+//   - TestFsck*: every kind of damage fsck names, inflicted on purpose,
+//     reported, repaired, and clean on the next run.
+//   - TestReplayCrash, TestReplayResumeOnABusyQueue,
+//     TestReplayRefusalsRecordNothing: spool replay --all killed at random
+//     instants, finished by the next run, all or nothing.
+//   - TestStaleTempFiles: a killed writer's temp file is counted and
+//     removed; one still held is kept.
 //
 // Failures print the random seed; SPOOL_E2E_SEED=N replays it. With -short
 // the queues are smaller. The tests need Linux (flock, mkfifo, /dev/shm for
