@@ -413,32 +413,64 @@ func TestRecoverDeadSession(t *testing.T) {
 	}
 }
 
-func TestReplayAllOrNothing(t *testing.T) {
+// TestStageAndRelease: a replay's two moves. Staging renames a dead letter
+// to its hidden name only while it is the file the intent recorded, and is
+// idempotent; releasing moves it to inbox/ without replacing anything, once.
+func TestStageAndRelease(t *testing.T) {
 	d := newQueue(t)
 	put(t, d, Error, "a.json", "a")
 	put(t, d, Error, "b.json", "b")
 	put(t, d, Inbox, "b.json", "newer b")
+	inos := map[string]uint64{}
+	if err := d.List(Error, func(e Entry) error { inos[e.Name] = e.Ino; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	ino := func(name string) uint64 { return inos[name] }
+	inoA, inoB := ino("a.json"), ino("b.json")
 	before := snapshot(t, d)
-	if _, err := d.Replay([]string{"a.json", "missing.json"}); !errors.Is(err, ErrNotInError) {
-		t.Fatalf("err = %v, want ErrNotInError", err)
+	if ok, err := d.Stage(1, 0, "a.json", inoB); err != nil || ok {
+		t.Fatalf("Stage(another file's inode) = %v, %v; want false", ok, err)
+	}
+	if ok, err := d.Stage(1, 0, "missing.json", 0); err != nil || ok {
+		t.Fatalf("Stage(missing) = %v, %v; want false", ok, err)
 	}
 	for _, bad := range []string{"../a.json", "error/a.json", "..", ""} {
-		if _, err := d.Replay([]string{"a.json", bad}); !errors.Is(err, ErrPathLike) {
-			t.Fatalf("Replay(%q) err = %v, want ErrPathLike", bad, err)
+		if _, err := d.Stage(1, 0, bad, 0); !errors.Is(err, ErrPathLike) {
+			t.Fatalf("Stage(%q) err = %v, want ErrPathLike", bad, err)
 		}
 	}
 	if after := snapshot(t, d); after != before {
-		t.Fatalf("refused replay changed the queue:\nbefore %s\nafter  %s", before, after)
+		t.Fatalf("refused stages changed the queue:\nbefore %s\nafter  %s", before, after)
 	}
-	got, err := d.Replay([]string{"a.json", "b.json", "a.json"})
-	if err != nil {
-		t.Fatal(err)
+	for i, c := range []struct {
+		name string
+		ino  uint64
+	}{{"a.json", inoA}, {"b.json", inoB}} {
+		for range 2 { // the second is a no-op: already staged
+			if ok, err := d.Stage(1, i, c.name, c.ino); err != nil || !ok {
+				t.Fatalf("Stage(%s) = %v, %v; want true", c.name, ok, err)
+			}
+		}
 	}
-	if len(got) != 2 || got[0].NewName != "a.json" || got[1].NewName != "b~2.json" {
-		t.Fatalf("Replay = %+v", got)
+	if n, err := d.Count(Error); err != nil || n != 0 {
+		t.Fatalf("error/ counts %d messages (%v) while both are staged; want none", n, err)
 	}
-	if e := names(t, d.StagePath(Error)); len(e) != 0 {
-		t.Fatalf("error/ = %v, want empty", e)
+	var got []string
+	for i, name := range []string{"a.json", "b.json"} {
+		n, ok, err := d.Release(1, i, name)
+		if err != nil || !ok {
+			t.Fatalf("Release(%s) = %q, %v, %v", name, n, ok, err)
+		}
+		got = append(got, n)
+		if _, ok, err := d.Release(1, i, name); err != nil || ok {
+			t.Fatalf("second Release(%s) = %v, %v; want false", name, ok, err)
+		}
+	}
+	if got[0] != "a.json" || got[1] != "b~2.json" {
+		t.Fatalf("released as %v, want [a.json b~2.json]", got)
+	}
+	if s, name, ok, err := d.Locate(inoB); err != nil || !ok || s != Inbox || name != "b~2.json" {
+		t.Fatalf("Locate(b) = %s %s %v %v", s, name, ok, err)
 	}
 }
 

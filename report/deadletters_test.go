@@ -377,11 +377,23 @@ func TestErrorsHistory(t *testing.T) {
 	if st := drainWith(t, d, l, "m1"); st.DeadLetters != 2 {
 		t.Fatalf("first drain: %+v, want 2 dead letters", st)
 	}
-	moved, err := d.Replay([]string{"a.json"})
-	if err != nil {
+	var inoA uint64
+	if err := d.List(queue.Error, func(e queue.Entry) error {
+		if e.Name == "a.json" {
+			inoA = e.Ino
+		}
+		return nil
+	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.RecordReplay(ctx, ledger.Replay{File: moved[0].File, NewName: moved[0].NewName, Ino: moved[0].Ino, By: "alice", Note: "retry"}); err != nil {
+	if ok, err := d.Stage(1, 0, "a.json", inoA); err != nil || !ok {
+		t.Fatalf("stage a.json: %v, %v", ok, err)
+	}
+	newName, ok, err := d.Release(1, 0, "a.json")
+	if err != nil || !ok {
+		t.Fatalf("release a.json: %v, %v", ok, err)
+	}
+	if err := l.RecordReplay(ctx, ledger.Replay{File: "a.json", NewName: newName, Ino: inoA, By: "alice", Note: "retry"}); err != nil {
 		t.Fatal(err)
 	}
 	if st := drainWith(t, d, l, "m1"); st.DeadLetters != 1 {
