@@ -28,8 +28,10 @@ import (
 	"time"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/ledger/sqlite"
 	"github.com/spoolq/spool/queue"
+	"github.com/spoolq/spool/replay"
 )
 
 func main() {
@@ -67,6 +69,16 @@ func run(ctx context.Context, dir string, stdout, stderr io.Writer) (err error) 
 		return err
 	}
 	defer func() { err = errors.Join(err, l.Close()) }()
+	// The ledger must be this queue's, as spool consume checks: a deleted
+	// or another queue's ledger would process old messages again.
+	if _, err := ledger.Bind(ctx, l, d, ledger.BindWrite); err != nil {
+		return err
+	}
+	// A spool replay killed half-way is finished before anything is
+	// claimed, so that none of its files is consumed unrecorded.
+	if _, err := replay.Resume(ctx, d, l); err != nil {
+		return err
+	}
 	if _, err := l.SQL().ExecContext(ctx, schema); err != nil {
 		return fmt.Errorf("create balances: %w", err)
 	}
