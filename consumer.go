@@ -97,6 +97,10 @@ type Stats struct {
 	// counts the messages found so before their claim, whose reads were
 	// queued at once while the backlog was cold (see prefetcher).
 	ColdReads, ReadAhead int
+	// Passes counts the scans of inbox/ the run made: a run that is waiting
+	// (for a retry to fall due, or for arrivals) passes once per wait, not
+	// in a loop.
+	Passes int
 }
 
 // Total is the number of deliveries finished.
@@ -213,6 +217,7 @@ func (c *Consumer) run(ctx context.Context, watch bool) (Stats, error) {
 			return st, c.abandon(s, err)
 		}
 		claimed, err := c.pass(ctx, work, s, &st)
+		st.Passes++
 		if err != nil {
 			return st, c.abandon(s, err)
 		}

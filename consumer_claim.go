@@ -88,6 +88,12 @@ func (c *Consumer) claimBatch(s *queue.Session, names []string, items []item, to
 		switch {
 		case errors.Is(err, queue.ErrGone):
 			continue
+		case errors.Is(err, queue.ErrBusy) && c.isWaiting(name):
+			// The claim in the way waits for its retry: the newer file can
+			// only be claimed once that one goes back to inbox/ (release),
+			// so it is no reason to pass again at once, which would spin
+			// until the retry is due.
+			continue
 		case errors.Is(err, queue.ErrBusy):
 			items[j].state = inFlight
 			continue

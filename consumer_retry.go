@@ -57,6 +57,18 @@ func (c *Consumer) nextDue() (time.Time, bool) {
 	return next, len(c.waiting) > 0
 }
 
+// isWaiting reports whether a claim of that name waits for its retry.
+func (c *Consumer) isWaiting(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, w := range c.waiting {
+		if w.claim.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
 func (c *Consumer) hold(cl *queue.Claim, due time.Time) {
 	c.mu.Lock()
 	c.waiting = append(c.waiting, waiting{claim: cl, due: due})

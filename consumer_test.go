@@ -302,3 +302,73 @@ func TestBatchBytesBound(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitingClaimDoesNotSpin: a message waits in processing/ for its
+// retry while a redelivery of the same name arrives in inbox/. The newer
+// file cannot be claimed until the older goes back, so the watching
+// consumer must wait, not scan inbox/ again and again until the retry is
+// due (it did, at 80% of a core). Once the retry is due, both are done.
+func TestWaitingClaimDoesNotSpin(t *testing.T) {
+	f := newFixture(t, map[string]string{"a.json": msg("A1", "O", 1)})
+	var fail atomic.Bool
+	fail.Store(true)
+	h := spool.HandlerFunc(func(_ context.Context, _ *sql.Tx, d *spool.Delivery) error {
+		if d.Message.MsgID == "A1" && fail.Load() {
+			return errors.New("busy")
+		}
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const poll = 50 * time.Millisecond
+	c, err := spool.NewConsumer(f.dir, f.ledger, spool.Config{Handler: h, PollInterval: poll,
+		Retry: spool.Retry{Base: time.Hour, Cap: time.Hour, MaxAttempts: 5, NoJitter: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		st  spool.Stats
+		err error
+	}
+	out := make(chan result, 1)
+	go func() { st, err := c.Watch(ctx); out <- result{st, err} }()
+	deadline := time.Now().Add(20 * time.Second)
+	for f.scalar(t, `SELECT COUNT(*) FROM attempts WHERE msg_id = 'A1'`) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("A1 never failed")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := f.dir.WriteFile(queue.Inbox, "a.json", []byte(msg("A2", "O", 2))); err != nil {
+		t.Fatal(err)
+	}
+	// Half a second with A1 waiting an hour and A2 in the way of nothing
+	// but A1: about ten polls. The spinning consumer made thousands of passes.
+	window, stop := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer stop()
+	<-window.Done()
+	cancel()
+	r := <-out
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if limit := int(10 * time.Second / poll); r.st.Passes > limit {
+		t.Fatalf("%d passes in about half a second of waiting (%d polls would be 10 s of them): the consumer spins", r.st.Passes, limit)
+	}
+	// Due now: a new consumer with A1's retry due at once gets both through.
+	fail.Store(false)
+	if _, err := f.ledger.SQL().Exec(`UPDATE attempts SET next_at = '2000-01-01T00:00:00.000000Z'`); err != nil {
+		t.Fatal(err)
+	}
+	c2, err := spool.NewConsumer(f.dir, f.ledger, spool.Config{Handler: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := c2.Drain(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Processed != 2 || f.count(t, queue.Done) != 2 {
+		t.Fatalf("after the retry fell due: %+v, done/ %d; want A1 and A2 processed", st, f.count(t, queue.Done))
+	}
+}
