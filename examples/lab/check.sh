@@ -11,7 +11,7 @@ count() { find "$q/$1" -name '*.json' -not -name '.*' | wc -l; }
 for f in schema.csv ledger.db dup.txt error.csv order-check.sql order-result.txt lag.sh replay.sh; do
   [ -e "$q/$f" ] || fail "missing artifact $f"
 done
-rows=$(sqlite3 "$q/ledger.db" 'SELECT count(*) FROM processed' 2>/dev/null || "$SPOOL" status "$q" | sed -n 's/.*processed rows: *//p')
+rows=$(sqlite3 "$q/ledger.db" 'SELECT count(*) FROM processed' 2>/dev/null || "$SPOOL" status "$q" | sed -n 's/^ledger  *\([0-9]*\) processed.*/\1/p')
 [ "$rows" = 15 ] || fail "processed has $rows rows, want 15"
 printf 'MSG-0002\nMSG-0007\nMSG-0013\n' | diff - "$q/dup.txt" || fail "dup.txt differs"
 printf 'file,reason\n019-broken.json,parse\n020-MSG-0020.json,missing-field\n' | diff - "$q/error.csv" || fail "error.csv differs"
