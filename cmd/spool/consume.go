@@ -53,8 +53,9 @@ With --exec and --post the default batch is 1, so that a crash repeats the
 command or request of at most one message.
 
 --on-dead-letter CMD runs /bin/sh -c CMD for each message that lands in
-error/, with SPOOL_FILE (its name there), SPOOL_REASON, SPOOL_DETAIL and
-SPOOL_QUEUE; at most 4 at once, each killed after --on-dead-letter-timeout,
+error/, with SPOOL_FILE (its name there), SPOOL_PATH (its path),
+SPOOL_ORIGINAL_FILE (its name in inbox/), SPOOL_REASON, SPOOL_DETAIL,
+SPOOL_MSG_ID (empty when it had none) and SPOOL_QUEUE; at most 4 at once, each killed after --on-dead-letter-timeout,
 a failure logged as one line on stderr. It never holds up consumption;
 consume waits for the notifications still running before it exits.
 
