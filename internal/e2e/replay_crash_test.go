@@ -32,7 +32,9 @@ func TestReplayCrash(t *testing.T) {
 	rng := newRand(t)
 	const letters = 2000
 	const minBlindKills, minAimedKills = 20, 8
-	budget := 4 * time.Minute // a bound for a stalled machine: it takes 40 s
+	// A bound for a stalled machine: it takes 40 s alone, and was seen at
+	// 4 min with other test suites running beside it.
+	budget := 8 * time.Minute
 	began := time.Now()
 
 	sp := spoolAt{bin: plainSpool(t)}
@@ -89,10 +91,12 @@ func TestReplayCrash(t *testing.T) {
 		if round > 4*(minBlindKills+minAimedKills) || time.Since(began) > budget {
 			t.Fatalf("after %d rounds in %v, only %d blind and %d aimed kills hit a live replay", round, time.Since(began).Round(time.Second), blindKills, aimedKills)
 		}
-		if round > 0 && round%8 == 0 {
-			// History grows, and with it the time of the replay's report.
-			s2, m2 := measure()
-			span, moves = (span+s2)/2, (moves+m2)/2
+		if round > 0 && round%6 == 0 {
+			// History grows, and with it the time of the replay's report;
+			// so may the machine's load. The latest measure is the one the
+			// kills are drawn over, so that they keep landing in a live
+			// replay.
+			span, moves = measure()
 		}
 		// Two rounds in three kill blind, at an instant drawn uniformly
 		// over a whole replay; the third kills a random instant after the
