@@ -62,6 +62,8 @@ func consumeLab(t *testing.T, d *queue.Dir, l *ledger.DB) {
 		t.Fatal(err)
 	}
 	want := spool.Stats{Processed: sample.LabUnique, Duplicates: sample.LabDuplicates, DeadLetters: sample.LabDeadLetters}
+	// Passes is how the run went, not what it did: not compared.
+	st.Passes = 0
 	if st != want {
 		t.Fatalf("drain of the lab: %+v, want %+v", st, want)
 	}
