@@ -182,13 +182,18 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 		}()
 		notify = n.Deliver
 	}
-	cfg.OnDelivery = func(d *spool.Delivery, r spool.Result, stored string) {
-		if notify != nil {
-			notify(d, r, stored)
-		}
-		stderr.delivered()
-		if debug {
-			logDelivery(logger, d, r, stored)
+	// A progress bar is for a person watching a drain: never with --watch,
+	// which does not end, nor among JSON records.
+	bar := !*watch && *showProgress && terminal && !lf.json()
+	if notify != nil || bar || debug {
+		cfg.OnDelivery = func(d *spool.Delivery, r spool.Result, stored string) {
+			if notify != nil {
+				notify(d, r, stored)
+			}
+			stderr.delivered()
+			if debug {
+				logDelivery(logger, d, r, stored)
+			}
 		}
 	}
 	consumer, err := spool.NewConsumer(d, l, cfg)
@@ -201,7 +206,7 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	if *watch {
 		st, err = consumer.Watch(sigCtx)
 	} else {
-		if *showProgress && terminal && !lf.json() {
+		if bar {
 			// The total is the backlog now; the count comes from
 			// OnDelivery, so the consumer knows nothing of the bar.
 			backlog, cerr := d.Count(queue.Inbox)
