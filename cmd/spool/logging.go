@@ -16,8 +16,8 @@ type logFlags struct {
 
 func addLogFlags(fs *flag.FlagSet) *logFlags {
 	f := &logFlags{}
-	fs.StringVar(&f.format, "log-format", "text", "log records on stderr as `text` (key=value) or json (one object a line)")
-	fs.StringVar(&f.level, "log-level", "info", "least level logged: debug (adds a line per message), `info` (dead letters, recoveries, retries), warn or error")
+	fs.StringVar(&f.format, "log-format", "text", "`FORMAT` of the log records on stderr: text (key=value) or json (one object a line)")
+	fs.StringVar(&f.level, "log-level", "info", "least `LEVEL` logged: debug (adds a line per message), info (dead letters, recoveries, retries), warn or error")
 	fs.BoolVar(&f.verbose, "v", false, "the same as --log-level info, the default; kept for old scripts")
 	return f
 }
