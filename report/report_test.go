@@ -62,10 +62,10 @@ func consumeLab(t *testing.T, d *queue.Dir, l *ledger.DB) {
 		t.Fatal(err)
 	}
 	want := spool.Stats{Processed: sample.LabUnique, Duplicates: sample.LabDuplicates, DeadLetters: sample.LabDeadLetters}
-	// The outcomes, not the run's own counters (passes, cold reads).
-	got := spool.Stats{Processed: st.Processed, Duplicates: st.Duplicates, DeadLetters: st.DeadLetters, Recovered: st.Recovered, Retries: st.Retries}
-	if got != want {
-		t.Fatalf("drain of the lab: %+v, want %+v", got, want)
+	// Passes is how the run went, not what it did: not compared.
+	st.Passes = 0
+	if st != want {
+		t.Fatalf("drain of the lab: %+v, want %+v", st, want)
 	}
 }
 

@@ -59,19 +59,11 @@ func Status(ctx context.Context, d *queue.Dir, l *ledger.DB) (StatusReport, erro
 		}
 		*c.n = n
 	}
-	var oldest int64
-	err := d.List(queue.Inbox, func(e queue.Entry) error {
-		if oldest == 0 || e.ModTime < oldest {
-			oldest = e.ModTime
-		}
-		return ctx.Err()
-	})
+	oldest, err := OldestInbox(ctx, d)
 	if err != nil {
 		return r, fmt.Errorf("status: %w", err)
 	}
-	if oldest != 0 {
-		r.Oldest = time.Unix(0, oldest)
-	}
+	r.Oldest = oldest
 	st, err := l.Stats(ctx)
 	if err != nil {
 		return r, fmt.Errorf("status: %w", err)
@@ -93,6 +85,93 @@ func Status(ctx context.Context, d *queue.Dir, l *ledger.DB) (StatusReport, erro
 	}
 	r.UnfinishedReplays = len(unfinished)
 	return r, nil
+}
+
+// OldestInbox returns the modification time of the message that has the
+// earliest one in inbox/ (whatever its name), zero when inbox/ holds no
+// message. It lstats every message, never follows a link, never opens a
+// file: one system call per waiting message. The modification time is the
+// producer's: spool enqueue and a write-then-rename give the time the file
+// was written, while a copy that preserves times (cp -p, rsync -t) carries
+// the source's, which makes the message look older than its arrival.
+func OldestInbox(ctx context.Context, d *queue.Dir) (time.Time, error) {
+	var oldest int64
+	found := false
+	err := d.List(queue.Inbox, func(e queue.Entry) error {
+		if !found || e.ModTime < oldest {
+			oldest, found = e.ModTime, true
+		}
+		return ctx.Err()
+	})
+	if err != nil || !found {
+		return time.Time{}, err
+	}
+	return time.Unix(0, oldest), nil
+}
+
+// StatusJSON is the machine-readable form of a StatusReport, for
+// `spool status --json`. Its field names are stable; a field may be added,
+// none is renamed or removed.
+type StatusJSON struct {
+	Queue string `json:"queue"`
+	// Now is when the report was taken; ages are relative to it.
+	Now time.Time `json:"now"`
+	// Stages counts the messages of inbox, processing (claims in flight),
+	// done and error.
+	Stages map[string]int `json:"stages"`
+	// OldestInbox is the modification time of the oldest message in
+	// inbox/, and OldestAgeSeconds Now minus it; both null when inbox/
+	// holds no message.
+	OldestInbox      *time.Time `json:"oldest_inbox_mtime"`
+	OldestAgeSeconds *float64   `json:"oldest_age_seconds"`
+	Ledger           LedgerJSON `json:"ledger"`
+	// TempFiles counts the temp files in the queue; StaleTempFiles those
+	// whose writer is gone (spool fsck --repair removes them).
+	TempFiles      int `json:"temp_files"`
+	StaleTempFiles int `json:"stale_temp_files"`
+	// InterruptedReplays counts replays killed before they finished
+	// (spool fsck --repair finishes them).
+	InterruptedReplays int `json:"interrupted_replays"`
+}
+
+// LedgerJSON is what the ledger holds, in a StatusJSON.
+type LedgerJSON struct {
+	Processed   int64 `json:"processed"`
+	Duplicates  int64 `json:"duplicates"`
+	DeadLetters int64 `json:"dead_letters"`
+	// DeadLettersByReason counts dead-letter records per reason; reasons
+	// with none are absent, and an empty ledger gives {}.
+	DeadLettersByReason map[string]int64 `json:"dead_letters_by_reason"`
+}
+
+// JSON returns r in its machine-readable form.
+func (r StatusReport) JSON() StatusJSON {
+	j := StatusJSON{
+		Queue: r.Path, Now: r.Now.UTC(),
+		Stages: map[string]int{
+			string(queue.Inbox): r.Inbox, string(queue.Processing): r.Processing,
+			string(queue.Done): r.Done, string(queue.Error): r.Error,
+		},
+		Ledger: LedgerJSON{
+			Processed: r.Ledger.Processed, Duplicates: r.Ledger.Duplicates,
+			DeadLetters: r.Ledger.DeadLetters, DeadLettersByReason: map[string]int64{},
+		},
+		TempFiles: r.Temps, StaleTempFiles: r.StaleTemps, InterruptedReplays: r.UnfinishedReplays,
+	}
+	if age, ok := r.OldestAge(); ok {
+		oldest, secs := r.Oldest.UTC(), Seconds(age)
+		j.OldestInbox, j.OldestAgeSeconds = &oldest, &secs
+	}
+	for reason, n := range r.Ledger.DeadLettersByReason {
+		j.Ledger.DeadLettersByReason[string(reason)] = n
+	}
+	return j
+}
+
+// Seconds is d in seconds, to the millisecond: the unit of the JSON
+// reports' ages.
+func Seconds(d time.Duration) float64 {
+	return float64(d.Round(time.Millisecond)) / float64(time.Second)
 }
 
 // WriteStatus writes r for people: the stages with their counts and the

@@ -393,8 +393,19 @@ func TestVerbose(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stderr, "dead letter") || !strings.Contains(r.stderr, "reason=missing-field") {
 		t.Errorf("consume -v: exit %d, stderr:\n%s", r.code, r.stderr)
 	}
-	if r2 := cli(t, "consume", q); r2.stderr != "" {
-		t.Errorf("consume without -v logged: %q", r2.stderr)
+	// Logging is on by default now (issue 17): -v is the same as the
+	// default, and --log-level warn is the old silence.
+	for _, f := range sample.Lab() {
+		write(t, filepath.Join(q, "inbox", f.Name), string(f.Data))
+	}
+	if r2 := cli(t, "consume", q); r2.code != 0 || !strings.Contains(r2.stderr, "reason=missing-field") {
+		t.Errorf("consume without -v: stderr %q, want the dead letters, as with -v", r2.stderr)
+	}
+	for _, f := range sample.Lab() {
+		write(t, filepath.Join(q, "inbox", f.Name), string(f.Data))
+	}
+	if r3 := cli(t, "consume", q, "--log-level", "warn"); r3.code != 0 || r3.stderr != "" {
+		t.Errorf("consume --log-level warn: exit %d, logged %q", r3.code, r3.stderr)
 	}
 }
 

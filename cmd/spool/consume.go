@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os/signal"
 	"path/filepath"
@@ -17,7 +16,7 @@ import (
 
 var consumeCommand = &command{
 	name:    "consume",
-	args:    "DIR [--watch] [--exec CMD | --sql FILE | --post URL] [--retry-* ...] [--on-dead-letter CMD] [--workers N] [--batch N] [-v] [--db PATH] [contract flags]",
+	args:    "DIR [--watch] [--exec CMD | --sql FILE | --post URL] [--retry-* ...] [--on-dead-letter CMD] [--workers N] [--batch N] [--log-format text|json] [--log-level LEVEL] [--progress=false] [--db PATH] [contract flags]",
 	summary: "drain inbox/ into the ledger (or keep consuming with --watch)",
 	help: `
 Consumes inbox/ until it is empty, then exits: each message is claimed,
@@ -59,6 +58,24 @@ SPOOL_MSG_ID (empty when it had none) and SPOOL_QUEUE; at most 4 at once, each k
 a failure logged as one line on stderr. It never holds up consumption;
 consume waits for the notifications still running before it exits.
 
+Logging: log records go to stderr through log/slog, as key=value text or,
+with --log-format json, one JSON object a line. At the default level, info,
+there is one record per dead letter (msg "dead letter": file, stored,
+reason, detail), per recovery of dead consumers' claims (msg "recovered
+claims of dead consumers") and per retry scheduled, and none per message
+that went well; debug adds one per message (msg "delivered": file, stored,
+outcome, msg_id). warn and error keep only the problems. -v, which turned
+logging on before it was on by default, is the same as --log-level info.
+The command's own warnings (stale temp files removed, an interrupted replay
+finished, a failing --on-dead-letter) stay lines "spool: consume: ..." in
+text and become WARN records in json, where the final error, if any, is an
+ERROR record too: every line of stderr is then one JSON object.
+
+A drain (not --watch) of at least 1000 waiting messages shows a progress
+bar on stderr (done/total, rate, elapsed and remaining time) when stderr is
+a terminal and the log format is text; never when stderr is a file, a pipe
+or the journal. --progress=false turns it off.
+
 The contract comes from DIR/spool.conf and the contract flags.
 Prints: processed=N duplicates=N dead-letters=N recovered=N`,
 }
@@ -70,7 +87,8 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	watch := flags.Bool("watch", false, "keep consuming new arrivals until SIGINT/SIGTERM")
 	workers := flags.Int("workers", 0, fmt.Sprintf("goroutines reading and parsing claimed messages in parallel (default %d per GOMAXPROCS)", spool.DefaultWorkersPerCPU))
 	batch := flags.Int("batch", 0, fmt.Sprintf("most messages per ledger transaction (default %d; 1 with --exec or --post)", spool.DefaultBatchSize))
-	verbose := flags.Bool("v", false, "log what happens to stderr")
+	lf := addLogFlags(flags)
+	showProgress := flags.Bool("progress", true, "a progress bar on stderr for a drain of 1000 messages or more, when stderr is a terminal")
 	durability := addDurabilityFlag(flags)
 	db := addDBFlag(flags)
 	newLedger := addNewLedgerFlag(flags)
@@ -100,6 +118,9 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	if err := nf.check(e); err != nil {
 		return err
 	}
+	if err := lf.check(e); err != nil {
+		return err
+	}
 	if *batch == 0 && (hf.kind() == "exec" || hf.kind() == "post") {
 		// Their effects are outside the ledger: after a crash, every
 		// message of the uncommitted batch runs them again. One message
@@ -107,8 +128,17 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 		// lock for one command or request at a time.
 		*batch = 1
 	}
-	// The logger and the notifier write to stderr from several goroutines.
-	e = &env{cmd: e.cmd, stdin: e.stdin, stdout: e.stdout, stderr: &lockedWriter{w: e.stderr}}
+	// The logger, the notifier and the progress bar write to stderr from
+	// several goroutines. With --log-format json the command's warnings
+	// and its final error are records of the logger too (see warn and
+	// finish), so that every line of stderr is one object.
+	terminal := isTerminal(e.stderr)
+	stderr := &stderrWriter{w: e.stderr}
+	e.stderr = stderr
+	logger := lf.logger(stderr)
+	if lf.json() {
+		e.log = logger
+	}
 	dir := pos[0]
 	d, err := openQueue(dir)
 	if err != nil {
@@ -127,10 +157,6 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	if err := tidyQueue(ctx, e, d, l); err != nil {
 		return err
 	}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if *verbose {
-		logger = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	}
 	// The handlers and the notifier see the queue by its absolute path: a
 	// command may change directory.
 	abs, err := filepath.Abs(dir)
@@ -145,6 +171,8 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 		Contract: c, Workers: *workers, BatchSize: *batch, Logger: logger, Relaxed: relaxed,
 		Handler: h, Retry: hf.retry(),
 	}
+	var notify func(*spool.Delivery, spool.Result, string)
+	debug := logger.Enabled(ctx, slog.LevelDebug)
 	if n := nf.notifier(e, abs); n != nil {
 		// On the way out, wait for the notifications still queued or
 		// running, at most for two rounds of them.
@@ -153,7 +181,21 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 				warnNotify(e, err)
 			}
 		}()
-		cfg.OnDelivery = n.Deliver
+		notify = n.Deliver
+	}
+	// A progress bar is for a person watching a drain: never with --watch,
+	// which does not end, nor among JSON records.
+	bar := !*watch && *showProgress && terminal && !lf.json()
+	if notify != nil || bar || debug {
+		cfg.OnDelivery = func(d *spool.Delivery, r spool.Result, stored string) {
+			if notify != nil {
+				notify(d, r, stored)
+			}
+			stderr.delivered()
+			if debug {
+				logDelivery(logger, d, r, stored)
+			}
+		}
 	}
 	consumer, err := spool.NewConsumer(d, l, cfg)
 	if err != nil {
@@ -165,7 +207,20 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	if *watch {
 		st, err = consumer.Watch(sigCtx)
 	} else {
+		if bar {
+			// The total is the backlog now; the count comes from
+			// OnDelivery, so the consumer knows nothing of the bar.
+			backlog, cerr := d.Count(queue.Inbox)
+			if cerr != nil {
+				return cerr
+			}
+			if backlog >= progressMin {
+				stderr.startProgress(backlog)
+				defer stderr.stopProgress()
+			}
+		}
 		st, err = consumer.Drain(sigCtx)
+		stderr.stopProgress()
 	}
 	fmt.Fprintf(e.stdout, "processed=%d duplicates=%d dead-letters=%d recovered=%d\n",
 		st.Processed, st.Duplicates, st.DeadLetters, st.Recovered)

@@ -91,6 +91,10 @@ func exitCode(err error) int {
 func finish(e *env, err error) int {
 	code := exitCode(err)
 	if err != nil && !errors.Is(err, errHelp) && !errors.Is(err, errCheckFailed) {
+		if e.log != nil {
+			e.log.Error(oneLine(err.Error()), "command", e.cmd.name, "exit", code)
+			return code
+		}
 		fmt.Fprintf(e.stderr, "spool: %s: %s\n", e.cmd.name, oneLine(err.Error()))
 	}
 	return code

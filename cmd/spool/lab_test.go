@@ -4,7 +4,9 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -50,6 +52,16 @@ func TestLab(t *testing.T) {
 	cli(t, "order-check", q).want(t, 0, "OK\n")
 
 	cli(t, "lag", q, "0").want(t, 0, "inbox=0 processing=0 error=2\n")
+	// The JSON reports' field names are a contract: the golden files hold
+	// them, with the queue's path and the time made constant.
+	r = cli(t, "lag", q, "0", "--json", "--max-age", "1h")
+	r.want(t, 0, r.stdout)
+	golden(t, "lab-lag.json", r.stdout)
+	r = cli(t, "status", q, "--json")
+	r.want(t, 0, r.stdout)
+	status := strings.Replace(r.stdout, strconv.Quote(q), `"Q"`, 1)
+	status = regexp.MustCompile(`"now": "[^"]+"`).ReplaceAllString(status, `"now": "NOW"`)
+	golden(t, "lab-status.json", status)
 	cli(t, "lag", q, "-1").wantFail(t, 2, "lag", "non-negative integer")
 	cli(t, "lag", q, "x").wantFail(t, 2, "lag", "non-negative integer")
 	cli(t, "lag", q, "1.5").wantFail(t, 2, "lag", "non-negative integer")

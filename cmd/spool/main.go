@@ -15,6 +15,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -63,11 +64,19 @@ type env struct {
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
+	// log, when set (consume --log-format json), receives the warnings
+	// and the final error as records instead of lines.
+	log *slog.Logger
 }
 
 // warn prints a one-line warning to stderr in the format of errors.
 func (e *env) warn(format string, args ...any) {
-	fmt.Fprintf(e.stderr, "spool: %s: %s\n", e.cmd.name, oneLine(fmt.Sprintf(format, args...)))
+	msg := oneLine(fmt.Sprintf(format, args...))
+	if e.log != nil {
+		e.log.Warn(msg, "command", e.cmd.name)
+		return
+	}
+	fmt.Fprintf(e.stderr, "spool: %s: %s\n", e.cmd.name, msg)
 }
 
 // run is spool's whole command line, callable from tests: it returns the

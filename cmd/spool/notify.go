@@ -3,9 +3,7 @@ package main
 import (
 	"errors"
 	"flag"
-	"io"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spoolq/spool/handler"
@@ -65,17 +63,4 @@ func warnNotify(e *env, err error) {
 	default:
 		e.warn("on-dead-letter: %v", err)
 	}
-}
-
-// lockedWriter serialises whole writes to w: the logger and the notifier's
-// goroutines share stderr, and each line must reach it in one piece.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }

@@ -9,19 +9,42 @@ import (
 
 var statusCommand = &command{
 	name:    "status",
-	args:    "DIR [--db PATH]",
+	args:    "DIR [--json] [--db PATH]",
 	summary: "human summary: messages per stage, oldest waiting, ledger counts, dead letters by reason",
 	help: `
 Prints, for people, the messages in each stage, how long the oldest message
 has waited in inbox/, and what the ledger holds: processed rows, duplicate
-deliveries and dead letters by reason. Scripts should use lag, dups, errors
-and order-check, whose output is stable.`,
+deliveries and dead letters by reason. The human layout may change; scripts
+should use --json, or lag, dups, errors and order-check.
+
+The age of the oldest waiting message is now minus the earliest modification
+time (lstat, links not followed) among the messages in inbox/, whatever
+their names: the time the producer wrote the file, which a copy preserving
+times (cp -p, rsync -t) sets to the source's. It costs one lstat per
+waiting message.
+
+--json prints one object with stable field names (fields may be added,
+none renamed or removed):
+  queue                  the queue directory
+  now                    when the report was taken (RFC 3339, UTC)
+  stages                 {"inbox": N, "processing": N, "done": N, "error": N};
+                         processing counts claims in flight
+  oldest_inbox_mtime     modification time of the oldest message in inbox/,
+                         null when inbox/ holds none
+  oldest_age_seconds     now minus oldest_inbox_mtime (milliseconds as a
+                         fraction), null when inbox/ holds none
+  ledger                 {"processed": N, "duplicates": N, "dead_letters": N,
+                         "dead_letters_by_reason": {"REASON": N, ...}}
+  temp_files             temp files in the queue; stale_temp_files: those
+                         whose writer is gone (spool fsck --repair removes them)
+  interrupted_replays    replays killed before they finished`,
 }
 
 func init() { statusCommand.run = runStatus }
 
 func runStatus(ctx context.Context, e *env, args []string) (err error) {
 	flags := e.flagSet()
+	asJSON := flags.Bool("json", false, "one JSON object with every field of the report (see above)")
 	db := addDBFlag(flags)
 	pos, err := e.parse(flags, args)
 	if err != nil {
@@ -38,6 +61,9 @@ func runStatus(ctx context.Context, e *env, args []string) (err error) {
 	r, err := report.Status(ctx, d, l)
 	if err != nil {
 		return err
+	}
+	if *asJSON {
+		return e.output("", func(w io.Writer) error { return report.WriteJSON(w, r.JSON()) })
 	}
 	return e.output("", func(w io.Writer) error { return report.WriteStatus(w, r) })
 }

@@ -52,6 +52,13 @@
 //     instants, finished by the next run, all or nothing.
 //   - TestStaleTempFiles: a killed writer's temp file is counted and
 //     removed; one still held is kept.
+//   - TestLagMaxAgeAndJSON, TestStatusJSON: lag --max-age and --json,
+//     status --json, their field names and numbers.
+//   - TestLogLevels, TestLogRecoveryAndJSONWarnings: consume's slog
+//     records at each level and format; TestProgressBarNotOnAPipe,
+//     TestProgressBarOnATerminal: the bar on a pseudo-terminal only.
+//   - TestCronJobs, TestSystemdUnit: the operations kit in examples/ops,
+//     the cron jobs run on healthy and broken queues, the unit verified.
 //
 // Failures print the random seed; SPOOL_E2E_SEED=N replays it. With -short
 // the queues are smaller. The tests need Linux (flock, mkfifo, /dev/shm for

@@ -369,6 +369,19 @@ func count(t testing.TB, db *sql.DB, query string, args ...any) int {
 }
 
 // lines splits command output into lines, without the final newline.
+// notLogged is lines(s) without consume's log records (text format, which
+// begin "time="): what is left are the command's own lines, such as its
+// one error line.
+func notLogged(s string) []string {
+	var out []string
+	for _, l := range lines(s) {
+		if !strings.HasPrefix(l, "time=") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
 func lines(s string) []string {
 	s = strings.TrimSuffix(s, "\n")
 	if s == "" {

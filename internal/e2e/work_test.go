@@ -575,7 +575,9 @@ func TestOnDeadLetterNotifies(t *testing.T) {
 	for i := range 3 {
 		putMessage(t, q, fmt.Sprintf("ok%d.json", i), orderMessage(fmt.Sprint("OK", i), "O", i+2, "1"))
 	}
-	r := mustRun(t, 0, "consume", q,
+	// --log-level warn: the dead-letter records of the default level are
+	// TestLogLevels' business; here stderr holds the notifier's lines only.
+	r := mustRun(t, 0, "consume", q, "--log-level", "warn",
 		"--exec", `test "$SPOOL_MSG_ID" != REJECT || { echo "no such customer" >&2; exit 3; }`,
 		"--on-dead-letter", `printf '%s|%s|%s|%s\n' "$SPOOL_FILE" "$SPOOL_REASON" "$SPOOL_DETAIL" "$SPOOL_QUEUE" >> `+shellQuote(notes))
 	if st := parseStats(t, r); st.Processed != 3 || st.DeadLetters != 3 {
@@ -615,7 +617,7 @@ func TestOnDeadLetterSlowDoesNotBlock(t *testing.T) {
 		putMessage(t, q, fmt.Sprintf("bad%d.json", i), "{")
 	}
 	produce(t, q, 0, 50)
-	p := start(t, "consume", q, "--watch", "--on-dead-letter",
+	p := start(t, "consume", q, "--watch", "--log-level", "warn", "--on-dead-letter",
 		"echo start >> "+shellQuote(log)+"; sleep 2; echo end >> "+shellQuote(log)+"; echo 'pager unreachable' >&2; exit 1")
 	waitFor(t, time.Minute, "all 54 messages to be consumed", func() bool {
 		return countNames(t, q, done) == 50 && countNames(t, q, errorStage) == 4
@@ -660,7 +662,7 @@ func TestOnDeadLetterHangingIsKilled(t *testing.T) {
 	putMessage(t, q, "bad.json", "[]")
 	putMessage(t, q, "ok.json", orderMessage("OK", "O", 1, "1"))
 	begin := time.Now()
-	r := mustRun(t, 0, "consume", q, "--on-dead-letter", "sleep 60", "--on-dead-letter-timeout", "300ms")
+	r := mustRun(t, 0, "consume", q, "--log-level", "warn", "--on-dead-letter", "sleep 60", "--on-dead-letter-timeout", "300ms")
 	if took := time.Since(begin); took > 15*time.Second {
 		t.Errorf("consume took %v with a hanging notifier bounded to 300ms", took)
 	}

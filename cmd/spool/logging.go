@@ -1,0 +1,61 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"log/slog"
+
+	"github.com/spoolq/spool"
+)
+
+// logFlags are consume's logging flags.
+type logFlags struct {
+	format, level string
+	verbose       bool
+}
+
+func addLogFlags(fs *flag.FlagSet) *logFlags {
+	f := &logFlags{}
+	fs.StringVar(&f.format, "log-format", "text", "`FORMAT` of the log records on stderr: text (key=value) or json (one object a line)")
+	fs.StringVar(&f.level, "log-level", "info", "least `LEVEL` logged: debug (adds a line per message), info (dead letters, recoveries, retries), warn or error")
+	fs.BoolVar(&f.verbose, "v", false, "the same as --log-level info, the default; kept for old scripts")
+	return f
+}
+
+// levels are the names --log-level takes: exactly these, so that a typo is
+// a usage error rather than slog's "info+2" arithmetic.
+var levels = map[string]slog.Level{
+	"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError,
+}
+
+// check validates the flags.
+func (f *logFlags) check(e *env) error {
+	if f.format != "text" && f.format != "json" {
+		return e.usage("--log-format %q: want text or json", f.format)
+	}
+	if _, ok := levels[f.level]; !ok {
+		return e.usage("--log-level %q: want debug, info, warn or error", f.level)
+	}
+	return nil
+}
+
+func (f *logFlags) json() bool { return f.format == "json" }
+
+// logger returns the logger writing to w.
+func (f *logFlags) logger(w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: levels[f.level]}
+	if f.json() {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// logDelivery is the debug line of one message reaching done/ or error/:
+// the per-message record the default level leaves out.
+func logDelivery(l *slog.Logger, d *spool.Delivery, r spool.Result, stored string) {
+	msgID := ""
+	if d.Message != nil {
+		msgID = d.Message.MsgID
+	}
+	l.Debug("delivered", "file", d.File, "stored", stored, "outcome", string(r.Outcome), "msg_id", msgID)
+}
