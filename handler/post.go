@@ -3,7 +3,6 @@ package handler
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"fmt"
 	"io"
 	"net/http"
@@ -82,8 +81,9 @@ func NewPost(rawURL string, o PostOptions) (*Post, error) {
 	}, nil
 }
 
-// Handle posts d's message. It never uses tx.
-func (h *Post) Handle(ctx context.Context, _ *sql.Tx, d *spool.Delivery) error {
+// Call posts d's message. A Post is a spool.Caller: its effect is outside
+// the ledger, so the consumer calls it outside any ledger transaction.
+func (h *Post) Call(ctx context.Context, d *spool.Delivery) error {
 	m := d.Message
 	for _, c := range []byte(m.MsgID) {
 		if (c < ' ' && c != '\t') || c == 0x7f {

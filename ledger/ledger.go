@@ -37,7 +37,7 @@ type DB struct {
 	insProcessed, insDeliveries, selOwners *multiRow
 }
 
-var _ spool.WorkLedger = (*DB)(nil)
+var _ spool.CallLedger = (*DB)(nil)
 
 // New returns a ledger on db, whose engine is d, after bringing its schema up
 // to date with Migrate. The ledger owns db from then on: Close closes it. On

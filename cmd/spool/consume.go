@@ -17,7 +17,7 @@ import (
 
 var consumeCommand = &command{
 	name:    "consume",
-	args:    "DIR [--watch] [--exec CMD | --sql FILE | --post URL] [--retry-* ...] [--on-dead-letter CMD] [--workers N] [--batch N] [-v] [--db PATH] [contract flags]",
+	args:    "DIR [--watch] [--exec CMD | --sql FILE | --post URL] [--concurrency N] [--retry-* ...] [--on-dead-letter CMD] [--workers N] [--batch N] [-v] [--db PATH] [contract flags]",
 	summary: "drain inbox/ into the ledger (or keep consuming with --watch)",
 	help: `
 Consumes inbox/ until it is empty, then exits: each message is claimed,
@@ -30,8 +30,11 @@ temp files of killed producers are removed. Any number of consumers may run at o
 --watch keeps consuming new arrivals until SIGINT or SIGTERM, then finishes
 the work in flight and exits 0. A drain interrupted by a signal exits 3.
 
-Business work, at most one handler, run for each new msg_id inside the
-ledger transaction that records it (a duplicate never runs it):
+Business work, at most one handler, run for each new msg_id (a duplicate
+never runs it). --sql runs inside the ledger transaction that records the
+message; --exec and --post run outside any transaction, up to
+--concurrency at once (default 4), each msg_id reserved in the ledger
+first so that no two calls for one msg_id run at once on any consumer:
   --exec CMD   /bin/sh -c CMD, the message on stdin, SPOOL_MSG_ID,
                SPOOL_ORDER_NO, SPOOL_SEQ, SPOOL_AMOUNT, SPOOL_FILE and
                SPOOL_QUEUE in the environment. Exit 0: done. Exit 75
@@ -49,8 +52,9 @@ ledger transaction that records it (a duplicate never runs it):
 A retried message waits in processing/ without holding up the others; its
 attempt count and next time are kept in the ledger, so a restart keeps
 them. After --retry-max attempts it is a dead letter, retries-exhausted.
-With --exec and --post the default batch is 1, so that a crash repeats the
-command or request of at most one message.
+With --exec and --post a crash repeats at most --concurrency commands or
+requests: those whose outcome was not committed yet (the same msg_id,
+SPOOL_MSG_ID or Idempotency-Key, is sent again). Calls are not ordered.
 
 --on-dead-letter CMD runs /bin/sh -c CMD for each message that lands in
 error/, with SPOOL_FILE (its name there), SPOOL_REASON, SPOOL_DETAIL and
@@ -68,7 +72,7 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	flags := e.flagSet()
 	watch := flags.Bool("watch", false, "keep consuming new arrivals until SIGINT/SIGTERM")
 	workers := flags.Int("workers", 0, fmt.Sprintf("goroutines reading and parsing claimed messages in parallel (default %d per GOMAXPROCS)", spool.DefaultWorkersPerCPU))
-	batch := flags.Int("batch", 0, fmt.Sprintf("most messages per ledger transaction (default %d; 1 with --exec or --post)", spool.DefaultBatchSize))
+	batch := flags.Int("batch", 0, fmt.Sprintf("most messages per ledger transaction (default %d)", spool.DefaultBatchSize))
 	verbose := flags.Bool("v", false, "log what happens to stderr")
 	durability := addDurabilityFlag(flags)
 	db := addDBFlag(flags)
@@ -98,13 +102,6 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	}
 	if err := nf.check(e); err != nil {
 		return err
-	}
-	if *batch == 0 && (hf.kind() == "exec" || hf.kind() == "post") {
-		// Their effects are outside the ledger: after a crash, every
-		// message of the uncommitted batch runs them again. One message
-		// per transaction bounds that to one, and holds the ledger's write
-		// lock for one command or request at a time.
-		*batch = 1
 	}
 	// The logger and the notifier write to stderr from several goroutines.
 	e = &env{cmd: e.cmd, stdin: e.stdin, stdout: e.stdout, stderr: &lockedWriter{w: e.stderr}}
@@ -136,13 +133,13 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	if err != nil {
 		return fmt.Errorf("queue path: %w", err)
 	}
-	h, err := hf.handler(ctx, l, abs)
+	h, caller, err := hf.handler(ctx, l, abs)
 	if err != nil {
 		return err
 	}
 	cfg := spool.Config{
 		Contract: c, Workers: *workers, BatchSize: *batch, Logger: logger, Relaxed: relaxed,
-		Handler: h, Retry: hf.retry(),
+		Handler: h, Caller: caller, Concurrency: hf.concurrency, Retry: hf.retry(),
 	}
 	if n := nf.notifier(e, abs); n != nil {
 		// On the way out, wait for the notifications still queued or

@@ -27,6 +27,7 @@ type handlerFlags struct {
 	retryCap    time.Duration
 	retryMax    int
 	retryJitter bool
+	concurrency int
 
 	// Set by check.
 	script      *handler.Script
@@ -41,6 +42,7 @@ func addHandlerFlags(fs *flag.FlagSet) *handlerFlags {
 	fs.StringVar(&hf.sqlFile, "sql", "", "run the SQL statements of `FILE` for each message in the ledger transaction, with :msg_id, :order_no, :seq, :amount, :file, :payload and :FIELD parameters")
 	fs.StringVar(&hf.post, "post", "", "POST each message to `URL` with an Idempotency-Key header; 2xx done, 408, 429, 5xx and network errors retry, other 4xx dead letter")
 	fs.DurationVar(&hf.postTimeout, "post-timeout", handler.DefaultPostTimeout, "give up on a --post request after `DURATION` and retry the message")
+	fs.IntVar(&hf.concurrency, "concurrency", spool.DefaultConcurrency, "most --exec commands or --post requests running at once in this consumer, `N`")
 	fs.DurationVar(&hf.retryBase, "retry-base", spool.DefaultRetryBase, "upper bound of the first retry's delay, `DURATION`; doubled for each further attempt")
 	fs.DurationVar(&hf.retryCap, "retry-cap", spool.DefaultRetryCap, "longest `DURATION` between two attempts (also bounds an HTTP Retry-After)")
 	fs.IntVar(&hf.retryMax, "retry-max", spool.DefaultRetryMaxAttempts, "`N` attempts a message gets in all before it is dead-lettered as retries-exhausted")
@@ -88,6 +90,9 @@ func (hf *handlerFlags) check(e *env) error {
 			return e.usage("--%s needs --%s", f.name, f.needs)
 		}
 	}
+	if set["concurrency"] && kind != "exec" && kind != "post" {
+		return e.usage("--concurrency needs --exec or --post")
+	}
 	for _, name := range []string{"retry-base", "retry-cap", "retry-max", "retry-jitter"} {
 		if set[name] && kind == "" {
 			return e.usage("--%s needs a handler (--exec, --sql or --post)", name)
@@ -104,6 +109,8 @@ func (hf *handlerFlags) check(e *env) error {
 		return e.usage("--retry-cap %v: want a positive duration", hf.retryCap)
 	case hf.retryCap < hf.retryBase:
 		return e.usage("--retry-cap %v is shorter than --retry-base %v", hf.retryCap, hf.retryBase)
+	case hf.concurrency < 1:
+		return e.usage("--concurrency %d: want 1 or more", hf.concurrency)
 	case hf.retryMax < 1:
 		return e.usage("--retry-max %d: want 1 or more attempts", hf.retryMax)
 	}
@@ -134,26 +141,27 @@ func (hf *handlerFlags) retry() spool.Retry {
 	return spool.Retry{Base: hf.retryBase, Cap: hf.retryCap, MaxAttempts: hf.retryMax, NoJitter: !hf.retryJitter}
 }
 
-// handler returns the handler the flags chose, nil for none; queue is the
-// queue's absolute path. A --sql file is checked against the ledger first
-// (see handler.NewSQL): a statement that does not compile is a usage
-// error, before anything is consumed.
-func (hf *handlerFlags) handler(ctx context.Context, l *ledger.DB, queue string) (spool.Handler, error) {
+// handler returns the handler the flags chose: a spool.Handler run in the
+// ledger transaction (--sql), a spool.Caller run outside it (--exec,
+// --post), or neither; queue is the queue's absolute path. A --sql file is
+// checked against the ledger first (see handler.NewSQL): a statement that
+// does not compile is a usage error, before anything is consumed.
+func (hf *handlerFlags) handler(ctx context.Context, l *ledger.DB, queue string) (spool.Handler, spool.Caller, error) {
 	switch hf.kind() {
 	case "exec":
-		return &handler.Exec{Command: hf.exec, Timeout: hf.execTimeout, Queue: queue}, nil
+		return nil, &handler.Exec{Command: hf.exec, Timeout: hf.execTimeout, Queue: queue}, nil
 	case "sql":
 		h, err := handler.NewSQL(ctx, l, hf.script)
 		var se *handler.StatementError
 		switch {
 		case errors.As(err, &se):
-			return nil, &usageError{msg: fmt.Sprintf("--sql %s: %v", hf.sqlFile, err)}
+			return nil, nil, &usageError{msg: fmt.Sprintf("--sql %s: %v", hf.sqlFile, err)}
 		case err != nil:
-			return nil, fmt.Errorf("--sql %s: %w", hf.sqlFile, err)
+			return nil, nil, fmt.Errorf("--sql %s: %w", hf.sqlFile, err)
 		}
-		return h, nil
+		return h, nil, nil
 	case "post":
-		return hf.postHandler, nil
+		return nil, hf.postHandler, nil
 	}
-	return nil, nil
+	return nil, nil, nil
 }

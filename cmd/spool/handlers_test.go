@@ -45,6 +45,9 @@ func TestConsumeHandlerFlagsRefused(t *testing.T) {
 		{[]string{"--sql", sqlFile("release.sql", "INSERT INTO t VALUES (:msg_id);\n-- done\nrelease\tspool_message")}, "statement 2 (line 3): RELEASE"},
 		{[]string{"--sql", sqlFile("syntax.sql", "CREATE TABLE IF NOT EXISTS t (k TEXT);\nSELEC :msg_id")}, "statement 2 (line 2)"},
 		{[]string{"--sql", sqlFile("notable.sql", "INSERT INTO nowhere VALUES (:msg_id)")}, "no such table: nowhere"},
+		{[]string{"--concurrency", "2"}, "--concurrency needs --exec or --post"},
+		{[]string{"--sql", good, "--concurrency", "2"}, "--concurrency needs --exec or --post"},
+		{[]string{"--exec", "true", "--concurrency", "0"}, "--concurrency 0: want 1 or more"},
 		{[]string{"--on-dead-letter", ""}, "--on-dead-letter is empty"},
 		{[]string{"--on-dead-letter", "true", "--on-dead-letter-timeout", "0s"}, "--on-dead-letter-timeout 0s"},
 	} {
