@@ -2,6 +2,7 @@ package spool
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -30,6 +31,18 @@ const DefaultConcurrency = 4
 type Caller interface {
 	Call(ctx context.Context, d *Delivery) error
 }
+
+// TimeoutCaller is a Caller whose calls have a bound. The consumer refuses
+// a bound at or above its claim lease (ErrTimeoutBeyondLease): a claim must
+// never be taken over by another host while its call may still run.
+type TimeoutCaller interface {
+	Caller
+	CallTimeout() time.Duration
+}
+
+// ErrTimeoutBeyondLease is returned by NewConsumer for a Caller whose
+// CallTimeout is not shorter than Config.Lease.
+var ErrTimeoutBeyondLease = errors.New("handler timeout at or above the claim lease")
 
 // CallerFunc adapts a function to Caller.
 type CallerFunc func(ctx context.Context, d *Delivery) error

@@ -188,6 +188,9 @@ func NewConsumer(dir *queue.Dir, l Ledger, cfg Config) (*Consumer, error) {
 			return nil, fmt.Errorf("consumer: a caller needs a ledger that reserves msg_ids (%T does not)", l)
 		}
 		c.work, c.calls = cl, cl
+		if t, ok := cfg.Caller.(TimeoutCaller); ok && t.CallTimeout() >= cfg.Lease {
+			return nil, fmt.Errorf("consumer: %w: %v, lease %v", ErrTimeoutBeyondLease, t.CallTimeout(), cfg.Lease)
+		}
 	}
 	if cfg.Handler != nil {
 		wl, ok := l.(WorkLedger)

@@ -71,6 +71,14 @@ func (h *Exec) Call(ctx context.Context, d *spool.Delivery) error {
 	return fmt.Errorf("exec: %w%s", r.err, r.detail())
 }
 
+// CallTimeout is the bound of one run (spool.TimeoutCaller).
+func (h *Exec) CallTimeout() time.Duration {
+	if h.Timeout <= 0 {
+		return DefaultExecTimeout
+	}
+	return h.Timeout
+}
+
 // env is the command's environment: the inherited one and the message's
 // SPOOL_* variables. A value holding NUL, which no environment can carry,
 // is a permanent failure.

@@ -47,6 +47,7 @@ type PostOptions struct {
 // A Post is safe for concurrent use.
 type Post struct {
 	url           string
+	timeout       time.Duration
 	client        *http.Client
 	maxRetryAfter time.Duration
 	userAgent     string
@@ -69,7 +70,7 @@ func NewPost(rawURL string, o PostOptions) (*Post, error) {
 		o.UserAgent = "spool"
 	}
 	return &Post{
-		url: u.String(),
+		url: u.String(), timeout: o.Timeout,
 		client: &http.Client{
 			Timeout: o.Timeout,
 			// A redirect would turn the POST into a GET (301, 302, 303) or
@@ -108,6 +109,9 @@ func (h *Post) Call(ctx context.Context, d *spool.Delivery) error {
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	return h.classify(resp, excerpt)
 }
+
+// CallTimeout is the bound of one request (spool.TimeoutCaller).
+func (h *Post) CallTimeout() time.Duration { return h.timeout }
 
 // classify maps a response to success, a transient or a permanent error.
 func (h *Post) classify(resp *http.Response, excerpt []byte) error {

@@ -12,6 +12,7 @@ import (
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/handler"
 	"github.com/spoolq/spool/ledger"
+	"github.com/spoolq/spool/queue"
 )
 
 // handlerFlags are consume's flags that choose the business handler run for
@@ -109,6 +110,10 @@ func (hf *handlerFlags) check(e *env) error {
 		return e.usage("--retry-cap %v: want a positive duration", hf.retryCap)
 	case hf.retryCap < hf.retryBase:
 		return e.usage("--retry-cap %v is shorter than --retry-base %v", hf.retryCap, hf.retryBase)
+	case kind == "exec" && hf.execTimeout >= queue.DefaultLease:
+		return e.usage("--exec-timeout %v: want less than the claim lease, %v: a command still running then could be run again by another host", hf.execTimeout, queue.DefaultLease)
+	case kind == "post" && hf.postTimeout >= queue.DefaultLease:
+		return e.usage("--post-timeout %v: want less than the claim lease, %v: a request still running then could be sent again by another host", hf.postTimeout, queue.DefaultLease)
 	case hf.concurrency < 1:
 		return e.usage("--concurrency %d: want 1 or more", hf.concurrency)
 	case hf.retryMax < 1:

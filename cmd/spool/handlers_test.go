@@ -45,6 +45,8 @@ func TestConsumeHandlerFlagsRefused(t *testing.T) {
 		{[]string{"--sql", sqlFile("release.sql", "INSERT INTO t VALUES (:msg_id);\n-- done\nrelease\tspool_message")}, "statement 2 (line 3): RELEASE"},
 		{[]string{"--sql", sqlFile("syntax.sql", "CREATE TABLE IF NOT EXISTS t (k TEXT);\nSELEC :msg_id")}, "statement 2 (line 2)"},
 		{[]string{"--sql", sqlFile("notable.sql", "INSERT INTO nowhere VALUES (:msg_id)")}, "no such table: nowhere"},
+		{[]string{"--exec", "true", "--exec-timeout", "2m"}, "--exec-timeout 2m0s: want less than the claim lease, 2m0s"},
+		{[]string{"--post", "http://127.0.0.1:1/", "--post-timeout", "1h"}, "--post-timeout 1h0m0s: want less than the claim lease"},
 		{[]string{"--concurrency", "2"}, "--concurrency needs --exec or --post"},
 		{[]string{"--sql", good, "--concurrency", "2"}, "--concurrency needs --exec or --post"},
 		{[]string{"--exec", "true", "--concurrency", "0"}, "--concurrency 0: want 1 or more"},
