@@ -32,6 +32,10 @@ type PostOptions struct {
 	MaxRetryAfter time.Duration
 	// UserAgent is the requests' User-Agent header. Empty: "spool".
 	UserAgent string
+	// Connections is how many idle connections to the endpoint are kept
+	// for reuse: the consumer's concurrency, so that concurrent requests
+	// do not each open a connection. Zero: spool.DefaultConcurrency.
+	Connections int
 }
 
 // Post sends each message to an HTTP endpoint (spool consume --post): a
@@ -69,10 +73,17 @@ func NewPost(rawURL string, o PostOptions) (*Post, error) {
 	if o.UserAgent == "" {
 		o.UserAgent = "spool"
 	}
+	if o.Connections <= 0 {
+		o.Connections = spool.DefaultConcurrency
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = o.Connections
+	transport.MaxIdleConns = max(transport.MaxIdleConns, o.Connections)
 	return &Post{
 		url: u.String(), timeout: o.Timeout,
 		client: &http.Client{
-			Timeout: o.Timeout,
+			Transport: transport,
+			Timeout:   o.Timeout,
 			// A redirect would turn the POST into a GET (301, 302, 303) or
 			// resend the message elsewhere: report it instead.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },

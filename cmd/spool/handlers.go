@@ -130,7 +130,7 @@ func (hf *handlerFlags) check(e *env) error {
 		}
 	case "post":
 		p, err := handler.NewPost(hf.post, handler.PostOptions{
-			Timeout: hf.postTimeout, MaxRetryAfter: hf.retryCap,
+			Timeout: hf.postTimeout, MaxRetryAfter: hf.retryCap, Connections: hf.concurrency,
 			UserAgent: "spool/" + strings.Fields(version())[0],
 		})
 		if err != nil {

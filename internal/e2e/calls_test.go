@@ -175,3 +175,25 @@ func TestPostCrash(t *testing.T) {
 	}
 	checkCallsSettled(t, q, l, n, redelivered)
 }
+
+// TestBenchHandlerProcesses: bench --handler --procs runs real consumer
+// processes on one ledger, and their outcome counts add up exactly.
+func TestBenchHandlerProcesses(t *testing.T) {
+	for _, engine := range []string{"sqlite", "postgres"} {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			args := []string{"bench", "--handler", "post", "--procs", "3", "--n", "300",
+				"--latency", "2ms", "--concurrency", "4", "--tmp", t.TempDir()}
+			if engine == "postgres" {
+				dsn, _ := postgresServer(t)
+				args = append(args, "--db", dsn)
+			}
+			r := mustRun(t, 0, args...)
+			for _, want := range []string{"processes 3, ledger " + engine, "ideal 6000/s", ": exact)"} {
+				if !strings.Contains(r.stdout, want) {
+					t.Errorf("no %q in the report:\n%s", want, r)
+				}
+			}
+		})
+	}
+}
