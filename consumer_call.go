@@ -133,8 +133,11 @@ func (cs *calls) reserve(items []item) error {
 
 // settleAll commits the outcomes of finished calls, taking every call that
 // has finished by the time the previous commit ends into the next one
-// (group commit), and hands the committed deliveries to the finishing
-// stage. After a failure of the pass it only gives back the slots.
+// (group commit), gives their slots back, and hands the committed
+// deliveries to the finishing stage. The slots are given back before the
+// hand-over: once committed, a call is no longer at risk, and the
+// finishing stage may be waiting for the claiming one (moves). After a
+// failure of the pass it only gives back the slots.
 func (cs *calls) settleAll() {
 	p := cs.p
 	for first := range cs.done {
@@ -151,19 +154,25 @@ func (cs *calls) settleAll() {
 				break more
 			}
 		}
+		var items []item
 		if !p.failed() {
-			if err := cs.settle(group); err != nil {
+			var err error
+			if items, err = cs.settle(group); err != nil {
 				p.fail(err)
 			}
 		}
 		for range group {
 			<-cs.slots
 		}
+		if len(items) > 0 {
+			p.recorded <- items
+		}
 	}
 }
 
-// settle commits one group of finished calls and passes them on.
-func (cs *calls) settle(group []called) error {
+// settle commits one group of finished calls and returns their items with
+// what the ledger recorded.
+func (cs *calls) settle(group []called) ([]item, error) {
 	p, c := cs.p, cs.p.c
 	batch := make([]*Delivery, len(group))
 	errs := make([]error, len(group))
@@ -172,10 +181,10 @@ func (cs *calls) settle(group []called) error {
 	}
 	res, err := c.calls.Settle(p.work, batch, errs, c.cfg.Retry.Decide)
 	if err != nil {
-		return fmt.Errorf("ledger: %w", err)
+		return nil, fmt.Errorf("ledger: %w", err)
 	}
 	if len(res) != len(batch) {
-		return fmt.Errorf("ledger: %d results for %d calls", len(res), len(batch))
+		return nil, fmt.Errorf("ledger: %d results for %d calls", len(res), len(batch))
 	}
 	items := make([]item, len(group))
 	for i, g := range group {
@@ -183,8 +192,7 @@ func (cs *calls) settle(group []called) error {
 		items[i].r = res[i]
 	}
 	cs.count(items)
-	p.recorded <- items
-	return nil
+	return items, nil
 }
 
 // count adds committed outcomes to the pass's stats.

@@ -35,6 +35,8 @@ type DB struct {
 
 	// Prepared when the ledger opens: see multiRow.
 	insProcessed, insDeliveries, selOwners *multiRow
+	// For external handlers (reserve.go).
+	insReservations, delReservations, delAttempts *multiRow
 }
 
 var _ spool.CallLedger = (*DB)(nil)
@@ -82,7 +84,8 @@ func NewWith(ctx context.Context, db *sql.DB, d Dialect, o Options) (*DB, error)
 }
 
 func (db *DB) closeStmts() error {
-	return errors.Join(db.insProcessed.close(), db.insDeliveries.close(), db.selOwners.close())
+	return errors.Join(db.insProcessed.close(), db.insDeliveries.close(), db.selOwners.close(),
+		db.insReservations.close(), db.delReservations.close(), db.delAttempts.close())
 }
 
 // SQL returns the underlying database, for reports and checks that need

@@ -12,9 +12,6 @@ import (
 )
 
 const (
-	insertReservation = `INSERT INTO reservations (msg_id, claim, owner, at) VALUES (?, ?, ?, ?)
-ON CONFLICT (msg_id) DO NOTHING`
-	deleteReservation = `DELETE FROM reservations WHERE msg_id = ? AND claim = ?`
 	reservationOwners = `SELECT DISTINCT owner FROM reservations`
 	ownerReservations = `DELETE FROM reservations WHERE owner = ?`
 )
@@ -79,23 +76,30 @@ func (db *DB) reserve(ctx context.Context, batch []*spool.Delivery, owner string
 	slices.SortFunc(candidates, func(a, b int) int {
 		return strings.Compare(batch[a].Message.MsgID, batch[b].Message.MsgID)
 	})
-	ins, del := db.dialect.Rebind(insertReservation), db.dialect.Rebind(deleteReservation)
 	ids := make([]any, 0, len(candidates))
+	args := make([]any, 0, len(candidates)*reservationColumns)
 	for _, i := range candidates {
 		d := batch[i]
-		r, err := tx.ExecContext(ctx, ins, d.Message.MsgID, d.Claim, owner, formatTime(now))
-		if err != nil {
-			return nil, fmt.Errorf("reserve %q: %w", d.Message.MsgID, err)
+		ids = append(ids, d.Message.MsgID)
+		args = append(args, d.Message.MsgID, d.Claim, owner, formatTime(now))
+	}
+	reserved := make(map[string]bool, len(candidates))
+	err = db.insReservations.query(ctx, tx, args, func(rows *sql.Rows) error {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return err
 		}
-		n, err := r.RowsAffected()
-		if err != nil {
-			return nil, fmt.Errorf("reserve %q: %w", d.Message.MsgID, err)
-		}
+		reserved[id] = true
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reserve: %w", err)
+	}
+	for _, i := range candidates {
 		res[i].outcome = spool.OutcomeBusy
-		if n > 0 {
+		if reserved[batch[i].Message.MsgID] {
 			res[i].outcome = spool.OutcomeReserved
 		}
-		ids = append(ids, d.Message.MsgID)
 	}
 	done := map[string]bool{}
 	if len(ids) > 0 {
@@ -111,17 +115,19 @@ func (db *DB) reserve(ctx context.Context, batch []*spool.Delivery, owner string
 			return nil, fmt.Errorf("read processed: %w", err)
 		}
 	}
+	var undo []any
 	for _, i := range candidates {
 		d := batch[i]
 		if !done[d.Message.MsgID] {
 			continue
 		}
 		if res[i].outcome == spool.OutcomeReserved {
-			if _, err := tx.ExecContext(ctx, del, d.Message.MsgID, d.Claim); err != nil {
-				return nil, fmt.Errorf("unreserve %q: %w", d.Message.MsgID, err)
-			}
+			undo = append(undo, d.Claim)
 		}
 		res[i].outcome = spool.OutcomeDuplicate
+	}
+	if err := db.delReservations.exec(ctx, tx, undo); err != nil {
+		return nil, fmt.Errorf("unreserve: %w", err)
 	}
 	for i, d := range batch {
 		if d.Message == nil || first[d.Message.MsgID] == i {
@@ -195,29 +201,49 @@ func (db *DB) settle(ctx context.Context, batch []*spool.Delivery, errs []error,
 	slices.SortFunc(order, func(a, b int) int {
 		return strings.Compare(batch[a].Message.MsgID, batch[b].Message.MsgID)
 	})
-	del := db.dialect.Rebind(deleteReservation)
+	// The successes in multi-row statements: a round trip per statement
+	// costs more than the rows, and the settle is on every call's path.
+	var args, claims []any
+	for _, i := range order {
+		claims = append(claims, batch[i].Claim)
+		if errs[i] == nil {
+			args = append(args, processedArgs(batch[i], now)...)
+		}
+	}
+	inserted := map[string]bool{}
+	err = db.insProcessed.query(ctx, tx, args, func(rows *sql.Rows) error {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		inserted[id] = true
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("insert processed: %w", err)
+	}
+	var cleared []any
 	for _, i := range order {
 		d := batch[i]
-		if errs[i] == nil {
-			inserted, err := db.insertProcessed1(ctx, tx, d, now)
-			if err != nil {
+		switch {
+		case errs[i] != nil:
+			if err := db.recordFailure(ctx, tx, d, &res[i], errs[i], decide); err != nil {
 				return nil, err
 			}
-			// Not inserted only if the reservation was lost (its owner
-			// taken for dead) and another delivery processed the msg_id.
+		case inserted[d.Message.MsgID]:
+			res[i].outcome = spool.OutcomeProcessed
+			cleared = append(cleared, d.Message.MsgID)
+		default:
+			// Only if the reservation was lost (its owner taken for dead)
+			// and another delivery processed the msg_id meanwhile.
 			res[i].outcome = spool.OutcomeDuplicate
-			if inserted {
-				res[i].outcome = spool.OutcomeProcessed
-				if _, err := tx.ExecContext(ctx, db.q.deleteAttempts, d.Message.MsgID); err != nil {
-					return nil, fmt.Errorf("clear attempts %q: %w", d.Message.MsgID, err)
-				}
-			}
-		} else if err := db.recordFailure(ctx, tx, d, &res[i], errs[i], decide); err != nil {
-			return nil, err
 		}
-		if _, err := tx.ExecContext(ctx, del, d.Message.MsgID, d.Claim); err != nil {
-			return nil, fmt.Errorf("unreserve %q: %w", d.Message.MsgID, err)
-		}
+	}
+	if err := db.delAttempts.exec(ctx, tx, cleared); err != nil {
+		return nil, fmt.Errorf("clear attempts: %w", err)
+	}
+	if err := db.delReservations.exec(ctx, tx, claims); err != nil {
+		return nil, fmt.Errorf("unreserve: %w", err)
 	}
 	if err := db.markConflicts(ctx, tx, batch, res); err != nil {
 		return nil, err
