@@ -70,6 +70,11 @@ type Config struct {
 	// consumer, whatever the batch size or the number of workers.
 	// Zero: DefaultConcurrency. Unused without a Caller.
 	Concurrency int
+	// Ordered makes a Caller's calls of one order key (Message.OrderNo)
+	// one at a time in this consumer, the claimed deliveries of a key in
+	// seq order; different keys, and messages without one, are called
+	// concurrently. Unused without a Caller.
+	Ordered bool
 	// Retry is the policy that decides what a handler's failure makes of
 	// a message (Retry.Decide): a dead letter, or a retry with backoff.
 	// Zero: the documented defaults of Retry.

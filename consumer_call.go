@@ -1,7 +1,9 @@
 package spool
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -25,17 +27,32 @@ type calls struct {
 	// outcome is committed, so a consumer killed at any instant leaves at
 	// most Concurrency calls whose outcome is unknown to the ledger: the
 	// calls that a recovery makes again.
-	slots    chan struct{}
+	slots chan struct{}
+	// admitted holds a token per reserved delivery not yet settled,
+	// waiting for its key or a slot, or called: it bounds what a pass
+	// reserves ahead of its calls (the claiming stage waits on it).
+	admitted chan struct{}
 	done     chan called
+	// inflight counts the reserved deliveries not yet settled: callAll
+	// waits for it before it closes done.
 	inflight sync.WaitGroup
 	stMu     sync.Mutex // p.st, written by callAll and settleAll
+
+	// With Config.Ordered: the order keys with a call in flight (or
+	// settling), and the claimed deliveries of each waiting their turn,
+	// in seq order.
+	keyMu   sync.Mutex
+	keyBusy map[string]bool
+	keyWait map[string][]item
 }
 
 // callAll is recordAll for a consumer with a Caller. It returns how many
 // messages the batches claimed.
 func (p *pipeline) callAll() int {
 	n := p.c.cfg.Concurrency
-	cs := &calls{p: p, slots: make(chan struct{}, n), done: make(chan called, n)}
+	cs := &calls{p: p, slots: make(chan struct{}, n), done: make(chan called, n),
+		admitted: make(chan struct{}, n+2*p.c.cfg.BatchSize),
+		keyBusy:  map[string]bool{}, keyWait: map[string][]item{}}
 	var settler sync.WaitGroup
 	settler.Add(1)
 	go func() {
@@ -111,9 +128,15 @@ func (cs *calls) reserve(items []item) error {
 		cs.count(finished)
 		p.recorded <- finished
 	}
+	if c.cfg.Ordered {
+		// A key's claimed deliveries are called in seq order.
+		slices.SortStableFunc(toCall, func(a, b item) int {
+			return cmp.Compare(a.d.Message.Seq, b.d.Message.Seq)
+		})
+	}
 	for _, it := range toCall {
 		select {
-		case cs.slots <- struct{}{}:
+		case cs.admitted <- struct{}{}:
 		case <-p.stop:
 			// The pass failed: the remaining reserved claims stay in
 			// processing/ uncalled, for recovery, which also releases
@@ -121,14 +144,80 @@ func (cs *calls) reserve(items []item) error {
 			return nil
 		}
 		cs.inflight.Add(1)
-		go func() {
-			defer cs.inflight.Done()
-			// The work context: a call started is finished, even when
-			// Watch is shutting down.
-			cs.done <- called{it: it, err: callSafely(p.work, c.cfg.Caller, it.d)}
-		}()
+		if key, ok := cs.orderKey(it); ok {
+			cs.keyMu.Lock()
+			if cs.keyBusy[key] {
+				// In seq order among the key's waiting deliveries,
+				// whichever batch claimed them.
+				w := cs.keyWait[key]
+				i, _ := slices.BinarySearchFunc(w, it.d.Message.Seq, func(x item, seq int64) int {
+					if x.d.Message.Seq <= seq {
+						return -1 // insert after the equal ones: stable
+					}
+					return 1
+				})
+				cs.keyWait[key] = slices.Insert(w, i, it)
+				cs.keyMu.Unlock()
+				continue
+			}
+			cs.keyBusy[key] = true
+			cs.keyMu.Unlock()
+		}
+		cs.start(it)
 	}
 	return nil
+}
+
+// orderKey returns the key whose calls must be made one at a time, with
+// Config.Ordered: the message's order key, when it has one.
+func (cs *calls) orderKey(it item) (string, bool) {
+	if !cs.p.c.cfg.Ordered || it.d.Message.OrderNo == "" {
+		return "", false
+	}
+	return it.d.Message.OrderNo, true
+}
+
+// start calls a reserved delivery in a goroutine of its own, once a slot
+// is free. If the pass fails first, the delivery is left uncalled.
+func (cs *calls) start(it item) {
+	p, c := cs.p, cs.p.c
+	go func() {
+		select {
+		case cs.slots <- struct{}{}:
+		case <-p.stop:
+			cs.retire(it)
+			return
+		}
+		// The work context: a call started is finished, even when Watch
+		// is shutting down.
+		cs.done <- called{it: it, err: callSafely(p.work, c.cfg.Caller, it.d)}
+	}()
+}
+
+// retire ends a reserved delivery's passage through this stage, settled
+// or abandoned: its order key passes to the next waiting delivery (started
+// before this one is counted out, so that inflight never reaches zero
+// while a key has deliveries waiting).
+func (cs *calls) retire(it item) {
+	if key, ok := cs.orderKey(it); ok {
+		cs.keyMu.Lock()
+		var next *item
+		if w := cs.keyWait[key]; len(w) > 0 {
+			next = &w[0]
+			cs.keyWait[key] = w[1:]
+			if len(w) == 1 {
+				delete(cs.keyWait, key)
+			}
+		} else {
+			delete(cs.keyBusy, key)
+		}
+		cs.keyMu.Unlock()
+		if next != nil {
+			cs.start(*next)
+		}
+	}
+	<-cs.admitted
+	cs.inflight.Done()
 }
 
 // settleAll commits the outcomes of finished calls, taking every call that
@@ -161,8 +250,9 @@ func (cs *calls) settleAll() {
 				p.fail(err)
 			}
 		}
-		for range group {
+		for _, g := range group {
 			<-cs.slots
+			cs.retire(g.it)
 		}
 		if len(items) > 0 {
 			p.recorded <- items

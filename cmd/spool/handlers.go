@@ -29,6 +29,7 @@ type handlerFlags struct {
 	retryMax    int
 	retryJitter bool
 	concurrency int
+	ordered     bool
 
 	// Set by check.
 	script      *handler.Script
@@ -44,6 +45,7 @@ func addHandlerFlags(fs *flag.FlagSet) *handlerFlags {
 	fs.StringVar(&hf.post, "post", "", "POST each message to `URL` with an Idempotency-Key header; 2xx done, 408, 429, 5xx and network errors retry, other 4xx dead letter")
 	fs.DurationVar(&hf.postTimeout, "post-timeout", handler.DefaultPostTimeout, "give up on a --post request after `DURATION` and retry the message")
 	fs.IntVar(&hf.concurrency, "concurrency", spool.DefaultConcurrency, "most --exec commands or --post requests running at once in this consumer, `N`")
+	fs.BoolVar(&hf.ordered, "ordered", false, "call the messages of one order key one at a time, in seq order (different keys still concurrently)")
 	fs.DurationVar(&hf.retryBase, "retry-base", spool.DefaultRetryBase, "upper bound of the first retry's delay, `DURATION`; doubled for each further attempt")
 	fs.DurationVar(&hf.retryCap, "retry-cap", spool.DefaultRetryCap, "longest `DURATION` between two attempts (also bounds an HTTP Retry-After)")
 	fs.IntVar(&hf.retryMax, "retry-max", spool.DefaultRetryMaxAttempts, "`N` attempts a message gets in all before it is dead-lettered as retries-exhausted")
@@ -91,8 +93,10 @@ func (hf *handlerFlags) check(e *env) error {
 			return e.usage("--%s needs --%s", f.name, f.needs)
 		}
 	}
-	if set["concurrency"] && kind != "exec" && kind != "post" {
-		return e.usage("--concurrency needs --exec or --post")
+	for _, name := range []string{"concurrency", "ordered"} {
+		if set[name] && kind != "exec" && kind != "post" {
+			return e.usage("--%s needs --exec or --post", name)
+		}
 	}
 	for _, name := range []string{"retry-base", "retry-cap", "retry-max", "retry-jitter"} {
 		if set[name] && kind == "" {

@@ -48,6 +48,7 @@ func TestConsumeHandlerFlagsRefused(t *testing.T) {
 		{[]string{"--exec", "true", "--exec-timeout", "2m"}, "--exec-timeout 2m0s: want less than the claim lease, 2m0s"},
 		{[]string{"--post", "http://127.0.0.1:1/", "--post-timeout", "1h"}, "--post-timeout 1h0m0s: want less than the claim lease"},
 		{[]string{"--concurrency", "2"}, "--concurrency needs --exec or --post"},
+		{[]string{"--sql", good, "--ordered"}, "--ordered needs --exec or --post"},
 		{[]string{"--sql", good, "--concurrency", "2"}, "--concurrency needs --exec or --post"},
 		{[]string{"--exec", "true", "--concurrency", "0"}, "--concurrency 0: want 1 or more"},
 		{[]string{"--on-dead-letter", ""}, "--on-dead-letter is empty"},

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -33,11 +34,17 @@ type callServer struct {
 	inFlight    int
 	maxInFlight int
 	errs        []error
+	// Per order_no of the messages posted: the seqs in the order their
+	// requests arrived, how many were in flight now, and at most.
+	seqs     map[string][]int64
+	orderNow map[string]int
+	orderMax int
 }
 
 func newCallServer(t *testing.T, latency time.Duration) *callServer {
 	t.Helper()
-	s := &callServer{latency: latency, starts: map[string][]time.Time{}, gone: map[string][]bool{}}
+	s := &callServer{latency: latency, starts: map[string][]time.Time{}, gone: map[string][]bool{},
+		seqs: map[string][]int64{}, orderNow: map[string]int{}}
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
 	s.URL = srv.URL
@@ -45,9 +52,17 @@ func newCallServer(t *testing.T, latency time.Duration) *callServer {
 }
 
 func (s *callServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	_, _ = io.Copy(io.Discard, r.Body)
+	body, _ := io.ReadAll(r.Body)
+	var m struct {
+		OrderNo string `json:"order_no"`
+		Seq     int64  `json:"seq"`
+	}
+	_ = json.Unmarshal(body, &m)
 	key := r.Header.Get("Idempotency-Key")
 	s.mu.Lock()
+	s.seqs[m.OrderNo] = append(s.seqs[m.OrderNo], m.Seq)
+	s.orderNow[m.OrderNo]++
+	s.orderMax = max(s.orderMax, s.orderNow[m.OrderNo])
 	s.starts[key] = append(s.starts[key], time.Now())
 	s.gone[key] = append(s.gone[key], false)
 	nth := len(s.starts[key]) - 1
@@ -58,6 +73,7 @@ func (s *callServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		s.mu.Lock()
 		s.inFlight--
+		s.orderNow[m.OrderNo]--
 		// The server cancels a request's context when its client closes
 		// the connection, as a killed process's kernel does.
 		s.gone[key][nth] = r.Context().Err() != nil

@@ -197,3 +197,48 @@ func TestBenchHandlerProcesses(t *testing.T) {
 		})
 	}
 }
+
+// TestPostOrdered: with --ordered the server sees the calls of one order
+// key one at a time and in seq order, while different keys are called
+// concurrently. The files' names are shuffled, so that the claim order is
+// not the seq order; the queue is one batch, so every message is claimed
+// before the first call ends.
+func TestPostOrdered(t *testing.T) {
+	t.Parallel()
+	rng := newRand(t)
+	q, _ := workQueue(t)
+	const keys, perKey = 8, 25
+	for k := range keys {
+		for seq := 1; seq <= perKey; seq++ {
+			name := fmt.Sprintf("%08x.json", rng.Uint32())
+			putMessage(t, q, name, orderMessage(fmt.Sprintf("K%d-%d", k, seq), fmt.Sprintf("K%d", k), seq, "1.00"))
+		}
+	}
+	srv := newCallServer(t, 5*time.Millisecond)
+	r := mustRun(t, 0, "consume", q, "--post", srv.URL, "--ordered", "--concurrency", "8")
+	if st := parseStats(t, r); st.Processed != keys*perKey {
+		t.Fatalf("processed %d, want %d\n%s", st.Processed, keys*perKey, r)
+	}
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	for k := range keys {
+		got := srv.seqs[fmt.Sprintf("K%d", k)]
+		if len(got) != perKey {
+			t.Errorf("key K%d: %d calls, want %d", k, len(got), perKey)
+			continue
+		}
+		for i, seq := range got {
+			if seq != int64(i+1) {
+				t.Errorf("key K%d: calls in seq order %v, want 1..%d", k, got, perKey)
+				break
+			}
+		}
+	}
+	if srv.orderMax != 1 {
+		t.Errorf("up to %d calls of one key in flight at once, want 1", srv.orderMax)
+	}
+	t.Logf("at most %d calls in flight at once", srv.maxInFlight)
+	if srv.maxInFlight < 2 {
+		t.Errorf("never more than %d call in flight: different keys must be called concurrently", srv.maxInFlight)
+	}
+}
