@@ -70,6 +70,13 @@ type Config struct {
 	// consumer, whatever the batch size or the number of workers.
 	// Zero: DefaultConcurrency. Unused without a Caller.
 	Concurrency int
+	// Rate caps this consumer's Caller calls per second (a token bucket
+	// of one). Zero: no cap.
+	Rate float64
+	// PauseAfter is how many transient failures of calls in a row pause
+	// every new call (see gate); a RetryAfterError pauses them at once, for
+	// its After. Zero: DefaultPauseAfter; negative: failures never pause.
+	PauseAfter int
 	// Ordered makes a Caller's calls of one order key (Message.OrderNo)
 	// one at a time in this consumer, the claimed deliveries of a key in
 	// seq order; different keys, and messages without one, are called
@@ -134,6 +141,7 @@ type Consumer struct {
 	ledger Ledger
 	work   WorkLedger // the ledger, when a Handler or a Caller is configured
 	calls  CallLedger // the ledger, when a Caller is configured
+	gate   *gate      // paces the Caller's calls, across passes
 	cfg    Config
 	log    *slog.Logger
 
@@ -176,14 +184,17 @@ func NewConsumer(dir *queue.Dir, l Ledger, cfg Config) (*Consumer, error) {
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = DefaultPollInterval
 	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = DefaultConcurrency
+	}
+	if cfg.PauseAfter == 0 {
+		cfg.PauseAfter = DefaultPauseAfter
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	c := &Consumer{dir: dir, ledger: l, cfg: cfg, log: log}
-	if cfg.Concurrency <= 0 {
-		cfg.Concurrency = DefaultConcurrency
-	}
 	if cfg.Handler != nil && cfg.Caller != nil {
 		return nil, errors.New("consumer: set a Handler or a Caller, not both")
 	}
@@ -193,6 +204,7 @@ func NewConsumer(dir *queue.Dir, l Ledger, cfg Config) (*Consumer, error) {
 			return nil, fmt.Errorf("consumer: a caller needs a ledger that reserves msg_ids (%T does not)", l)
 		}
 		c.work, c.calls = cl, cl
+		c.gate = newGate(cfg, log)
 		if t, ok := cfg.Caller.(TimeoutCaller); ok && t.CallTimeout() >= cfg.Lease {
 			return nil, fmt.Errorf("consumer: %w: %v, lease %v", ErrTimeoutBeyondLease, t.CallTimeout(), cfg.Lease)
 		}

@@ -190,7 +190,12 @@ func (cs *calls) start(it item) {
 		}
 		// The work context: a call started is finished, even when Watch
 		// is shutting down.
-		cs.done <- called{it: it, err: callSafely(p.work, c.cfg.Caller, it.d)}
+		err := c.gate.wait(p.work)
+		if err == nil {
+			err = callSafely(p.work, c.cfg.Caller, it.d)
+			c.gate.observe(err)
+		}
+		cs.done <- called{it: it, err: err}
 	}()
 }
 

@@ -17,7 +17,7 @@ import (
 
 var consumeCommand = &command{
 	name:    "consume",
-	args:    "DIR [--watch] [--exec CMD | --sql FILE | --post URL] [--concurrency N] [--ordered] [--retry-* ...] [--on-dead-letter CMD] [--workers N] [--batch N] [-v] [--db PATH] [contract flags]",
+	args:    "DIR [--watch] [--exec CMD | --sql FILE | --post URL] [--concurrency N] [--ordered] [--rate N/s] [--retry-* ...] [--on-dead-letter CMD] [--workers N] [--batch N] [-v] [--db PATH] [contract flags]",
 	summary: "drain inbox/ into the ledger (or keep consuming with --watch)",
 	help: `
 Consumes inbox/ until it is empty, then exits: each message is claimed,
@@ -56,7 +56,9 @@ With --exec and --post a crash repeats at most --concurrency commands or
 requests: those whose outcome was not committed yet (the same msg_id,
 SPOOL_MSG_ID or Idempotency-Key, is sent again). Calls are not ordered,
 unless --ordered: then the messages of one order key are called one at a
-time in this consumer, those claimed in seq order.
+time in this consumer, those claimed in seq order. --rate N/s caps the
+calls started per second; a Retry-After (429, 503) or --pause-after
+transient failures in a row pause every new call, logged once (-v).
 
 --on-dead-letter CMD runs /bin/sh -c CMD for each message that lands in
 error/, with SPOOL_FILE (its name there), SPOOL_REASON, SPOOL_DETAIL and
@@ -141,7 +143,8 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	}
 	cfg := spool.Config{
 		Contract: c, Workers: *workers, BatchSize: *batch, Logger: logger, Relaxed: relaxed,
-		Handler: h, Caller: caller, Concurrency: hf.concurrency, Ordered: hf.ordered, Retry: hf.retry(),
+		Handler: h, Caller: caller, Concurrency: hf.concurrency, Ordered: hf.ordered, Rate: hf.perSecond, PauseAfter: hf.pauseAfterConfig(),
+		Retry: hf.retry(),
 	}
 	if n := nf.notifier(e, abs); n != nil {
 		// On the way out, wait for the notifications still queued or

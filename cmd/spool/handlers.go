@@ -5,7 +5,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,6 +32,11 @@ type handlerFlags struct {
 	retryJitter bool
 	concurrency int
 	ordered     bool
+	rate        string
+	pauseAfter  int
+
+	// Set by check: --rate in calls per second, 0 for none.
+	perSecond float64
 
 	// Set by check.
 	script      *handler.Script
@@ -45,6 +52,8 @@ func addHandlerFlags(fs *flag.FlagSet) *handlerFlags {
 	fs.StringVar(&hf.post, "post", "", "POST each message to `URL` with an Idempotency-Key header; 2xx done, 408, 429, 5xx and network errors retry, other 4xx dead letter")
 	fs.DurationVar(&hf.postTimeout, "post-timeout", handler.DefaultPostTimeout, "give up on a --post request after `DURATION` and retry the message")
 	fs.IntVar(&hf.concurrency, "concurrency", spool.DefaultConcurrency, "most --exec commands or --post requests running at once in this consumer, `N`")
+	fs.StringVar(&hf.rate, "rate", "", "at most `N/s` --exec commands or --post requests started per second by this consumer (default: no cap)")
+	fs.IntVar(&hf.pauseAfter, "pause-after", spool.DefaultPauseAfter, "pause new calls after `N` transient failures in a row (a Retry-After pauses at once); 0 never")
 	fs.BoolVar(&hf.ordered, "ordered", false, "call the messages of one order key one at a time, in seq order (different keys still concurrently)")
 	fs.DurationVar(&hf.retryBase, "retry-base", spool.DefaultRetryBase, "upper bound of the first retry's delay, `DURATION`; doubled for each further attempt")
 	fs.DurationVar(&hf.retryCap, "retry-cap", spool.DefaultRetryCap, "longest `DURATION` between two attempts (also bounds an HTTP Retry-After)")
@@ -93,7 +102,7 @@ func (hf *handlerFlags) check(e *env) error {
 			return e.usage("--%s needs --%s", f.name, f.needs)
 		}
 	}
-	for _, name := range []string{"concurrency", "ordered"} {
+	for _, name := range []string{"concurrency", "ordered", "rate", "pause-after"} {
 		if set[name] && kind != "exec" && kind != "post" {
 			return e.usage("--%s needs --exec or --post", name)
 		}
@@ -118,10 +127,19 @@ func (hf *handlerFlags) check(e *env) error {
 		return e.usage("--exec-timeout %v: want less than the claim lease, %v: a command still running then could be run again by another host", hf.execTimeout, queue.DefaultLease)
 	case kind == "post" && hf.postTimeout >= queue.DefaultLease:
 		return e.usage("--post-timeout %v: want less than the claim lease, %v: a request still running then could be sent again by another host", hf.postTimeout, queue.DefaultLease)
+	case hf.pauseAfter < 0:
+		return e.usage("--pause-after %d: want 0 (never) or more", hf.pauseAfter)
 	case hf.concurrency < 1:
 		return e.usage("--concurrency %d: want 1 or more", hf.concurrency)
 	case hf.retryMax < 1:
 		return e.usage("--retry-max %d: want 1 or more attempts", hf.retryMax)
+	}
+	if hf.rate != "" {
+		n, err := strconv.ParseFloat(strings.TrimSuffix(hf.rate, "/s"), 64)
+		if err != nil || !(n > 0) || math.IsInf(n, 0) {
+			return e.usage("--rate %q: want calls per second, as 50/s", hf.rate)
+		}
+		hf.perSecond = n
 	}
 	switch kind {
 	case "sql":
@@ -143,6 +161,15 @@ func (hf *handlerFlags) check(e *env) error {
 		hf.postHandler = p
 	}
 	return nil
+}
+
+// pauseAfterConfig is --pause-after as Config.PauseAfter: 0 there means
+// the default, negative never.
+func (hf *handlerFlags) pauseAfterConfig() int {
+	if hf.pauseAfter == 0 {
+		return -1
+	}
+	return hf.pauseAfter
 }
 
 // retry is the backoff policy the flags give.

@@ -25,6 +25,9 @@ type callServer struct {
 	// onFirst, when set, runs the first time a key arrives, while that
 	// request is in flight (before the server answers it).
 	onFirst func(key string) error
+	// answer, when set, chooses the status of a key's nth request (0 the
+	// first) and its Retry-After ("" for none); 0 means 200.
+	answer func(key string, nth int) (int, string)
 
 	mu     sync.Mutex
 	starts map[string][]time.Time
@@ -39,6 +42,8 @@ type callServer struct {
 	seqs     map[string][]int64
 	orderNow map[string]int
 	orderMax int
+	// refused are the times of the answers other than 200.
+	refused []time.Time
 }
 
 func newCallServer(t *testing.T, latency time.Duration) *callServer {
@@ -86,8 +91,40 @@ func (s *callServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.mu.Unlock()
 		}
 	}
-	time.Sleep(s.latency) // the downstream's latency, not a synchronisation
-	w.WriteHeader(http.StatusOK)
+	code, after := http.StatusOK, ""
+	if s.answer != nil {
+		if c, a := s.answer(key, nth); c != 0 {
+			code, after = c, a
+		}
+	}
+	if code == http.StatusOK {
+		time.Sleep(s.latency) // the downstream's latency, not a synchronisation
+	}
+	if after != "" {
+		w.Header().Set("Retry-After", after)
+	}
+	w.WriteHeader(code)
+	if code != http.StatusOK {
+		s.mu.Lock()
+		s.refused = append(s.refused, time.Now())
+		s.mu.Unlock()
+	}
+}
+
+// waitInFlight waits until n requests are in flight, for at most d, and
+// reports whether they were.
+func (s *callServer) waitInFlight(n int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		s.mu.Lock()
+		got := s.inFlight
+		s.mu.Unlock()
+		if got >= n {
+			return true
+		}
+		time.Sleep(time.Millisecond) // polling, with a deadline
+	}
+	return false
 }
 
 // seen returns the number of requests per key and the most in flight at once.

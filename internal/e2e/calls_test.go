@@ -4,6 +4,8 @@ package e2e
 
 import (
 	"fmt"
+	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -240,5 +242,94 @@ func TestPostOrdered(t *testing.T) {
 	t.Logf("at most %d calls in flight at once", srv.maxInFlight)
 	if srv.maxInFlight < 2 {
 		t.Errorf("never more than %d call in flight: different keys must be called concurrently", srv.maxInFlight)
+	}
+}
+
+// TestPostRate: with --rate 20/s the server never sees more than the
+// token bucket allows: 20 calls a second and a burst of one, so at most
+// 21 in any second, however many calls the concurrency would allow.
+func TestPostRate(t *testing.T) {
+	t.Parallel()
+	q, _ := workQueue(t)
+	const n = 50
+	for i := range n {
+		putMessage(t, q, fmt.Sprintf("m%03d.json", i), orderMessage(fmt.Sprintf("m%03d", i), "A", i+1, "1.00"))
+	}
+	srv := newCallServer(t, time.Millisecond)
+	r := mustRun(t, 0, "consume", q, "--post", srv.URL, "--rate", "20/s", "--concurrency", "16")
+	if st := parseStats(t, r); st.Processed != n {
+		t.Fatalf("processed %d, want %d\n%s", st.Processed, n, r)
+	}
+	srv.mu.Lock()
+	var ts []time.Time
+	for _, v := range srv.starts {
+		ts = append(ts, v...)
+	}
+	srv.mu.Unlock()
+	slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
+	most := 0
+	for i := range ts {
+		j := i
+		for j < len(ts) && ts[j].Sub(ts[i]) < time.Second {
+			j++
+		}
+		most = max(most, j-i)
+	}
+	t.Logf("%d calls over %v, at most %d in a second", len(ts), ts[len(ts)-1].Sub(ts[0]), most)
+	if most > 21 {
+		t.Errorf("%d calls within one second, want at most 21 at --rate 20/s", most)
+	}
+}
+
+// TestPost429Pauses: a 429 with Retry-After: 1 pauses every new call for a
+// second, not only the retry of its own message. The other calls in
+// flight when it came finish; none starts until the second is over.
+func TestPost429Pauses(t *testing.T) {
+	t.Parallel()
+	q, _ := workQueue(t)
+	const n = 12
+	for i := range n {
+		putMessage(t, q, fmt.Sprintf("m%03d.json", i), orderMessage(fmt.Sprintf("m%03d", i), "A", i+1, "1.00"))
+	}
+	srv := newCallServer(t, 300*time.Millisecond)
+	full := true
+	srv.answer = func(key string, nth int) (int, string) {
+		if key == "m000" && nth == 0 {
+			// Answered once the consumer's other calls have reached
+			// the server: any request after the 429 is a new call.
+			full = srv.waitInFlight(4, 5*time.Second)
+			return http.StatusTooManyRequests, "1"
+		}
+		return 0, ""
+	}
+	r := mustRun(t, 0, "consume", q, "--post", srv.URL, "--concurrency", "4", "--retry-base", "10ms", "-v")
+	if st := parseStats(t, r); st.Processed != n {
+		t.Fatalf("processed %d, want %d\n%s", st.Processed, n, r)
+	}
+	if c := strings.Count(r.stderr, "calls paused"); c != 1 {
+		t.Errorf("the pause was logged %d times, want once:\n%s", c, r.stderr)
+	}
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if len(srv.refused) != 1 {
+		t.Fatalf("%d refused answers, want 1", len(srv.refused))
+	}
+	if !full {
+		t.Fatalf("the consumer never had 4 requests in flight at once")
+	}
+	at := srv.refused[0]
+	after := 0
+	for key, v := range srv.starts {
+		for _, s := range v {
+			if s.After(at) {
+				after++
+				if s.Before(at.Add(time.Second)) {
+					t.Errorf("key %s called %v after the 429, within its Retry-After", key, s.Sub(at))
+				}
+			}
+		}
+	}
+	if after == 0 {
+		t.Errorf("no call after the 429: the test saw no pause")
 	}
 }
