@@ -238,6 +238,15 @@ func callProcs(ctx context.Context, dir, dsn string, o CallOptions, url, command
 	if dsn != "" {
 		args = append(args, "--db", dsn)
 	}
+	// The queue's identity and the ledger's binding first: consumers
+	// started at once on a queue without queue.id race to create it.
+	initArgs := []string{"init", dir}
+	if dsn != "" {
+		initArgs = append(initArgs, "--db", dsn)
+	}
+	if out, err := exec.CommandContext(ctx, o.Exe, initArgs...).CombinedOutput(); err != nil {
+		return spool.Stats{}, fmt.Errorf("bench: spool init: %v: %s", err, out)
+	}
 	var st spool.Stats
 	var mu sync.Mutex
 	var wg sync.WaitGroup

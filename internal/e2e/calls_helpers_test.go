@@ -22,6 +22,7 @@ import (
 type callServer struct {
 	URL     string
 	latency time.Duration
+	mu      sync.Mutex
 	// onFirst, when set, runs the first time a key arrives, while that
 	// request is in flight (before the server answers it).
 	onFirst func(key string) error
@@ -29,7 +30,6 @@ type callServer struct {
 	// first) and its Retry-After ("" for none); 0 means 200.
 	answer func(key string, nth int) (int, string)
 
-	mu     sync.Mutex
 	starts map[string][]time.Time
 	// gone[key][i] is set when the client of the key's i-th request went
 	// away before it was answered: the consumer making it was killed.
@@ -65,6 +65,7 @@ func (s *callServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = json.Unmarshal(body, &m)
 	key := r.Header.Get("Idempotency-Key")
 	s.mu.Lock()
+	onFirst, answer := s.onFirst, s.answer
 	s.seqs[m.OrderNo] = append(s.seqs[m.OrderNo], m.Seq)
 	s.orderNow[m.OrderNo]++
 	s.orderMax = max(s.orderMax, s.orderNow[m.OrderNo])
@@ -84,16 +85,16 @@ func (s *callServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.gone[key][nth] = r.Context().Err() != nil
 		s.mu.Unlock()
 	}()
-	if first && s.onFirst != nil {
-		if err := s.onFirst(key); err != nil {
+	if first && onFirst != nil {
+		if err := onFirst(key); err != nil {
 			s.mu.Lock()
 			s.errs = append(s.errs, err)
 			s.mu.Unlock()
 		}
 	}
 	code, after := http.StatusOK, ""
-	if s.answer != nil {
-		if c, a := s.answer(key, nth); c != 0 {
+	if answer != nil {
+		if c, a := answer(key, nth); c != 0 {
 			code, after = c, a
 		}
 	}

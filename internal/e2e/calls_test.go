@@ -30,6 +30,9 @@ func TestPostConcurrentOnePerKey(t *testing.T) {
 			n := scale(600, 200)
 			body := func(i int) string { return orderMessage(fmt.Sprintf("m%05d", i), "A", i+1, "1.00") }
 			srv := newCallServer(t, 20*time.Millisecond)
+			// Set under the lock: the server's goroutines read it, and the
+			// consumer processes in between give the race detector no order.
+			srv.mu.Lock()
 			srv.onFirst = func(key string) error {
 				i, err := strconv.Atoi(strings.TrimPrefix(key, "m"))
 				if err != nil || i%20 != 10 {
@@ -37,6 +40,7 @@ func TestPostConcurrentOnePerKey(t *testing.T) {
 				}
 				return deliver(q, fmt.Sprintf("m%05d-again.json", i), body(i))
 			}
+			srv.mu.Unlock()
 			redelivered := 0
 			for i := range n {
 				putMessage(t, q, fmt.Sprintf("m%05d.json", i), body(i))
@@ -292,16 +296,21 @@ func TestPost429Pauses(t *testing.T) {
 		putMessage(t, q, fmt.Sprintf("m%03d.json", i), orderMessage(fmt.Sprintf("m%03d", i), "A", i+1, "1.00"))
 	}
 	srv := newCallServer(t, 300*time.Millisecond)
-	full := true
+	var full bool // under srv.mu
+	srv.mu.Lock()
 	srv.answer = func(key string, nth int) (int, string) {
 		if key == "m000" && nth == 0 {
 			// Answered once the consumer's other calls have reached
 			// the server: any request after the 429 is a new call.
-			full = srv.waitInFlight(4, 5*time.Second)
+			ok := srv.waitInFlight(4, 5*time.Second)
+			srv.mu.Lock()
+			full = ok
+			srv.mu.Unlock()
 			return http.StatusTooManyRequests, "1"
 		}
 		return 0, ""
 	}
+	srv.mu.Unlock()
 	r := mustRun(t, 0, "consume", q, "--post", srv.URL, "--concurrency", "4", "--retry-base", "10ms", "-v")
 	if st := parseStats(t, r); st.Processed != n {
 		t.Fatalf("processed %d, want %d\n%s", st.Processed, n, r)
