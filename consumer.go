@@ -62,6 +62,26 @@ type Config struct {
 	// ledger transaction; the ledger must then be a WorkLedger. Nil: the
 	// ledger's processed row is the only work.
 	Handler Handler
+	// Caller, when set, does the business work of each message outside
+	// any ledger transaction (see Caller); the ledger must then be a
+	// CallLedger. At most one of Handler and Caller may be set.
+	Caller Caller
+	// Concurrency is how many Caller calls may run at once in this
+	// consumer, whatever the batch size or the number of workers.
+	// Zero: DefaultConcurrency. Unused without a Caller.
+	Concurrency int
+	// Rate caps this consumer's Caller calls per second (a token bucket
+	// of one). Zero: no cap.
+	Rate float64
+	// PauseAfter is how many transient failures of calls in a row pause
+	// every new call (see gate); a RetryAfterError pauses them at once, for
+	// its After. Zero: DefaultPauseAfter; negative: failures never pause.
+	PauseAfter int
+	// Ordered makes a Caller's calls of one order key (Message.OrderNo)
+	// one at a time in this consumer, the claimed deliveries of a key in
+	// seq order; different keys, and messages without one, are called
+	// concurrently. Unused without a Caller.
+	Ordered bool
 	// Retry is the policy that decides what a handler's failure makes of
 	// a message (Retry.Decide): a dead letter, or a retry with backoff.
 	// Zero: the documented defaults of Retry.
@@ -123,7 +143,9 @@ func (s *Stats) add(o Outcome) {
 type Consumer struct {
 	dir    *queue.Dir
 	ledger Ledger
-	work   WorkLedger // the ledger, when a Handler is configured
+	work   WorkLedger // the ledger, when a Handler or a Caller is configured
+	calls  CallLedger // the ledger, when a Caller is configured
+	gate   *gate      // paces the Caller's calls, across passes
 	cfg    Config
 	log    *slog.Logger
 
@@ -166,11 +188,31 @@ func NewConsumer(dir *queue.Dir, l Ledger, cfg Config) (*Consumer, error) {
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = DefaultPollInterval
 	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = DefaultConcurrency
+	}
+	if cfg.PauseAfter == 0 {
+		cfg.PauseAfter = DefaultPauseAfter
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	c := &Consumer{dir: dir, ledger: l, cfg: cfg, log: log}
+	if cfg.Handler != nil && cfg.Caller != nil {
+		return nil, errors.New("consumer: set a Handler or a Caller, not both")
+	}
+	if cfg.Caller != nil {
+		cl, ok := l.(CallLedger)
+		if !ok {
+			return nil, fmt.Errorf("consumer: a caller needs a ledger that reserves msg_ids (%T does not)", l)
+		}
+		c.work, c.calls = cl, cl
+		c.gate = newGate(cfg, log)
+		if t, ok := cfg.Caller.(TimeoutCaller); ok && t.CallTimeout() >= cfg.Lease {
+			return nil, fmt.Errorf("consumer: %w: %v, lease %v", ErrTimeoutBeyondLease, t.CallTimeout(), cfg.Lease)
+		}
+	}
 	if cfg.Handler != nil {
 		wl, ok := l.(WorkLedger)
 		if !ok {
@@ -317,6 +359,39 @@ func (c *Consumer) recover(ctx context.Context, st *Stats) error {
 			"to_inbox", rec.ToInbox, "to_done", rec.ToDone, "to_error", rec.ToError)
 	}
 	st.Recovered += rec.Total()
+	return c.releaseReservations(ctx)
+}
+
+// releaseReservations removes the reservations of dead sessions. A live
+// session's directory is in processing/ for as long as it holds a
+// reservation (a reserved claim sits in it until its outcome is committed,
+// which removes the reservation), so an owner whose directory is gone is
+// dead and recovered: on this host at once, since recovery saw its lock
+// free; on another host once its lease expired (queue.Dir.Recover).
+func (c *Consumer) releaseReservations(ctx context.Context) error {
+	if c.calls == nil {
+		return nil
+	}
+	owners, err := c.calls.ReservationOwners(ctx)
+	if err != nil {
+		return fmt.Errorf("recover reservations: %w", err)
+	}
+	for _, o := range owners {
+		live, err := c.dir.HasSession(o)
+		if err != nil {
+			return fmt.Errorf("recover reservations: %w", err)
+		}
+		if live {
+			continue
+		}
+		n, err := c.calls.ReleaseReservations(ctx, o)
+		if err != nil {
+			return fmt.Errorf("recover reservations: %w", err)
+		}
+		if n > 0 {
+			c.log.Info("released reservations of a dead consumer", "session", o, "reservations", n)
+		}
+	}
 	return nil
 }
 

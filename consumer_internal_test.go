@@ -1,8 +1,11 @@
 package spool
 
 import (
+	"context"
+	"errors"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/spoolq/spool/queue"
 )
@@ -36,3 +39,26 @@ func TestNewConsumerDefaults(t *testing.T) {
 		t.Errorf("Workers 3 became %d", c.cfg.Workers)
 	}
 }
+
+// TestCallTimeoutBeyondLeaseRefused: a claim must never be taken over by
+// another host while its call may still run.
+func TestCallTimeoutBeyondLeaseRefused(t *testing.T) {
+	for _, tt := range []struct {
+		timeout time.Duration
+		refused bool
+	}{{time.Minute, false}, {2 * time.Minute, true}, {time.Hour, true}} {
+		_, err := NewConsumer(nil, callLedgerStub{}, Config{Caller: timedCaller(tt.timeout), Lease: 2 * time.Minute})
+		if got := errors.Is(err, ErrTimeoutBeyondLease); got != tt.refused {
+			t.Errorf("timeout %v: NewConsumer error %v, want refused=%v", tt.timeout, err, tt.refused)
+		}
+	}
+}
+
+type timedCaller time.Duration
+
+func (timedCaller) Call(context.Context, *Delivery) error { return nil }
+func (c timedCaller) CallTimeout() time.Duration          { return time.Duration(c) }
+
+// callLedgerStub is a CallLedger that NewConsumer accepts; its methods are
+// never called.
+type callLedgerStub struct{ CallLedger }

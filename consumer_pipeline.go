@@ -170,6 +170,9 @@ func (p *pipeline) syncClaims() <-chan error {
 // it only drains ready, leaving the claims for recovery. It returns how
 // many messages the batches claimed.
 func (p *pipeline) recordAll() int {
+	if p.c.calls != nil {
+		return p.callAll()
+	}
 	claimed := 0
 	for b := range p.ready {
 		if p.failed() {

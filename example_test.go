@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spoolq/spool"
@@ -128,4 +129,62 @@ func ExampleNewConsumer() {
 	// processed=2 duplicates=1 dead-letters=2
 	// m1 10.00
 	// m2 0.10
+}
+
+// A consumer with a Caller, whose effect is outside the ledger (here a
+// map standing for a remote service): it is called outside any
+// transaction, up to Config.Concurrency calls at once (zero: the default,
+// 4), each msg_id reserved in the ledger first, so a redelivery is never
+// called while the first delivery's call is in flight, and becomes a
+// duplicate once it succeeded.
+func ExampleCaller() {
+	root, err := os.MkdirTemp("", "spool-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(root)
+	if err := queue.Init(root); err != nil {
+		panic(err)
+	}
+	dir, err := queue.Open(root)
+	if err != nil {
+		panic(err)
+	}
+	defer dir.Close()
+	ctx := context.Background()
+	l, err := sqlite.Open(ctx, filepath.Join(root, "ledger.db"))
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+	for name, body := range map[string]string{
+		"a.json":        `{"msg_id":"m1","order_no":"A","seq":1,"amount":"10.00"}`,
+		"a-resend.json": `{"msg_id":"m1","order_no":"A","seq":1,"amount":"10.00"}`,
+		"b.json":        `{"msg_id":"m2","order_no":"A","seq":2,"amount":"2.50"}`,
+	} {
+		if _, err := dir.WriteFile(queue.Inbox, name, []byte(body)); err != nil {
+			panic(err)
+		}
+	}
+	var mu sync.Mutex
+	booked := map[string]int{}
+	book := spool.CallerFunc(func(ctx context.Context, d *spool.Delivery) error {
+		mu.Lock()
+		defer mu.Unlock()
+		booked[d.Message.MsgID]++ // a real service would dedupe on the msg_id too
+		return nil
+	})
+	c, err := spool.NewConsumer(dir, l, spool.Config{Caller: book})
+	if err != nil {
+		panic(err)
+	}
+	st, err := c.Drain(ctx)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("processed=%d duplicates=%d\n", st.Processed, st.Duplicates)
+	fmt.Println("calls:", booked["m1"], booked["m2"])
+	// Output:
+	// processed=2 duplicates=1
+	// calls: 1 1
 }

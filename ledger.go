@@ -25,6 +25,13 @@ const (
 	// the Result's RetryAt, then goes back to inbox/. Never stored as a
 	// delivery's outcome.
 	OutcomeRetry Outcome = "retry"
+	// OutcomeReserved: CallLedger.Reserve reserved the msg_id for this
+	// delivery; its call may be made. Never stored as an outcome.
+	OutcomeReserved Outcome = "reserved"
+	// OutcomeBusy: CallLedger.Reserve found the msg_id reserved for
+	// another delivery whose call is in flight; this one is held and
+	// presented again. Never stored as an outcome.
+	OutcomeBusy Outcome = "busy"
 )
 
 // Delivery is one claimed file on its way through the ledger, as the

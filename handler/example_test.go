@@ -41,7 +41,7 @@ cat >/dev/null; echo "booked $SPOOL_MSG_ID from $SPOOL_FILE" >&2; exit 75`,
 		delivery("a.json", `{"msg_id":"m1","order_no":"A","seq":1,"amount":"0.00"}`),
 		delivery("b.json", `{"msg_id":"m2","order_no":"A","seq":2,"amount":"9.99"}`),
 	} {
-		err := h.Handle(ctx, nil, d)
+		err := h.Call(ctx, d)
 		fmt.Printf("%s: permanent %v: %v\n", d.File, spool.IsPermanent(err), err)
 	}
 	// Output:
@@ -71,7 +71,7 @@ func ExamplePost() {
 		delivery("a.json", `{"msg_id":"m1","order_no":"A","seq":1,"amount":"1.00"}`),
 		delivery("b.json", `{"msg_id":"m2","order_no":"B","seq":1,"amount":"1.00"}`),
 	} {
-		err := h.Handle(ctx, nil, d)
+		err := h.Call(ctx, d)
 		var ra *spool.RetryAfterError
 		if errors.As(err, &ra) {
 			fmt.Printf("%s: retry after %v: %v\n", d.File, ra.After, err)

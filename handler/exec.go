@@ -2,7 +2,6 @@ package handler
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"os"
 	"strconv"
@@ -44,8 +43,10 @@ type Exec struct {
 	Queue string
 }
 
-// Handle runs the command on d's message. It never uses tx.
-func (h *Exec) Handle(ctx context.Context, _ *sql.Tx, d *spool.Delivery) error {
+// Call runs the command on d's message. An Exec is a spool.Caller: its
+// effect is outside the ledger, so the consumer calls it outside any
+// ledger transaction.
+func (h *Exec) Call(ctx context.Context, d *spool.Delivery) error {
 	env, err := h.env(d)
 	if err != nil {
 		return err
@@ -68,6 +69,14 @@ func (h *Exec) Handle(ctx context.Context, _ *sql.Tx, d *spool.Delivery) error {
 	// Killed by a signal nobody here sent (the OOM killer, an operator), or
 	// not started at all: nothing says the message is at fault.
 	return fmt.Errorf("exec: %w%s", r.err, r.detail())
+}
+
+// CallTimeout is the bound of one run (spool.TimeoutCaller).
+func (h *Exec) CallTimeout() time.Duration {
+	if h.Timeout <= 0 {
+		return DefaultExecTimeout
+	}
+	return h.Timeout
 }
 
 // env is the command's environment: the inherited one and the message's

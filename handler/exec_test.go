@@ -23,7 +23,7 @@ func TestExecEnvironment(t *testing.T) {
 	}
 	raw := `{"msg_id":"m1","order_no":"A","seq":3,"amount":"-1.50"}`
 	d := &spool.Delivery{File: "caf\xe9.json", Message: &spool.Message{MsgID: "m1", OrderNo: "A", Seq: 3, Amount: "-1.50", Raw: []byte(raw)}}
-	if err := h.Handle(context.Background(), nil, d); err != nil {
+	if err := h.Call(context.Background(), d); err != nil {
 		t.Fatal(err)
 	}
 	got, err := os.ReadFile(out)
@@ -37,7 +37,7 @@ func TestExecEnvironment(t *testing.T) {
 
 	os.Remove(out)
 	d.Message = &spool.Message{MsgID: "m\x001", Raw: []byte(`{}`)}
-	if err := h.Handle(context.Background(), nil, d); !spool.IsPermanent(err) || !strings.Contains(err.Error(), "SPOOL_MSG_ID holds a NUL byte") {
+	if err := h.Call(context.Background(), d); !spool.IsPermanent(err) || !strings.Contains(err.Error(), "SPOOL_MSG_ID holds a NUL byte") {
 		t.Errorf("msg_id with NUL: %v, want a permanent error naming SPOOL_MSG_ID", err)
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
@@ -60,7 +60,7 @@ func TestExecClassifies(t *testing.T) {
 		{command: "echo closed >&2; exit 3", permanent: true, sub: "exec: exit status 3: closed"},
 		{command: "sleep 5", sub: "exec: timed out after 200ms, process group killed"},
 	} {
-		err := (&Exec{Command: tt.command, Timeout: 200 * time.Millisecond}).Handle(context.Background(), nil, d)
+		err := (&Exec{Command: tt.command, Timeout: 200 * time.Millisecond}).Call(context.Background(), d)
 		switch {
 		case tt.ok && err != nil:
 			t.Errorf("%q: %v, want success", tt.command, err)

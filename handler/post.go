@@ -3,7 +3,6 @@ package handler
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"fmt"
 	"io"
 	"net/http"
@@ -33,6 +32,10 @@ type PostOptions struct {
 	MaxRetryAfter time.Duration
 	// UserAgent is the requests' User-Agent header. Empty: "spool".
 	UserAgent string
+	// Connections is how many idle connections to the endpoint are kept
+	// for reuse: the consumer's concurrency, so that concurrent requests
+	// do not each open a connection. Zero: spool.DefaultConcurrency.
+	Connections int
 }
 
 // Post sends each message to an HTTP endpoint (spool consume --post): a
@@ -48,6 +51,7 @@ type PostOptions struct {
 // A Post is safe for concurrent use.
 type Post struct {
 	url           string
+	timeout       time.Duration
 	client        *http.Client
 	maxRetryAfter time.Duration
 	userAgent     string
@@ -69,10 +73,17 @@ func NewPost(rawURL string, o PostOptions) (*Post, error) {
 	if o.UserAgent == "" {
 		o.UserAgent = "spool"
 	}
+	if o.Connections <= 0 {
+		o.Connections = spool.DefaultConcurrency
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = o.Connections
+	transport.MaxIdleConns = max(transport.MaxIdleConns, o.Connections)
 	return &Post{
-		url: u.String(),
+		url: u.String(), timeout: o.Timeout,
 		client: &http.Client{
-			Timeout: o.Timeout,
+			Transport: transport,
+			Timeout:   o.Timeout,
 			// A redirect would turn the POST into a GET (301, 302, 303) or
 			// resend the message elsewhere: report it instead.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -82,8 +93,9 @@ func NewPost(rawURL string, o PostOptions) (*Post, error) {
 	}, nil
 }
 
-// Handle posts d's message. It never uses tx.
-func (h *Post) Handle(ctx context.Context, _ *sql.Tx, d *spool.Delivery) error {
+// Call posts d's message. A Post is a spool.Caller: its effect is outside
+// the ledger, so the consumer calls it outside any ledger transaction.
+func (h *Post) Call(ctx context.Context, d *spool.Delivery) error {
 	m := d.Message
 	for _, c := range []byte(m.MsgID) {
 		if (c < ' ' && c != '\t') || c == 0x7f {
@@ -108,6 +120,9 @@ func (h *Post) Handle(ctx context.Context, _ *sql.Tx, d *spool.Delivery) error {
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	return h.classify(resp, excerpt)
 }
+
+// CallTimeout is the bound of one request (spool.TimeoutCaller).
+func (h *Post) CallTimeout() time.Duration { return h.timeout }
 
 // classify maps a response to success, a transient or a permanent error.
 func (h *Post) classify(resp *http.Response, excerpt []byte) error {

@@ -82,7 +82,7 @@ func TestPostHandlerClassifies(t *testing.T) {
 		{query: "code=302", permanent: true, sub: `redirect to "/elsewhere" not followed`},
 	} {
 		h := newPost(t, srv.URL+"/?"+tt.query, 5*time.Second, time.Minute)
-		err := h.Handle(context.Background(), nil, &spool.Delivery{Message: m})
+		err := h.Call(context.Background(), &spool.Delivery{Message: m})
 		switch {
 		case tt.ok:
 			if err != nil {
@@ -113,13 +113,13 @@ func TestPostHandlerClassifies(t *testing.T) {
 
 	// Nobody listening: transient.
 	srv.Close()
-	err := newPost(t, srv.URL, time.Second, time.Minute).Handle(context.Background(), nil, &spool.Delivery{Message: m})
+	err := newPost(t, srv.URL, time.Second, time.Minute).Call(context.Background(), &spool.Delivery{Message: m})
 	if err == nil || spool.IsPermanent(err) {
 		t.Errorf("connection refused: %v, want a transient error", err)
 	}
 	// A key that cannot be a header value: permanent, nothing sent.
 	bad := &spool.Message{MsgID: "a\nb", Raw: []byte(`{}`)}
-	if err := newPost(t, "http://127.0.0.1:1/", time.Second, time.Minute).Handle(context.Background(), nil, &spool.Delivery{Message: bad}); !spool.IsPermanent(err) {
+	if err := newPost(t, "http://127.0.0.1:1/", time.Second, time.Minute).Call(context.Background(), &spool.Delivery{Message: bad}); !spool.IsPermanent(err) {
 		t.Errorf("msg_id with a newline: %v, want a permanent error", err)
 	}
 }

@@ -16,8 +16,9 @@ import (
 const rowsPerInsert = 128
 
 const (
-	processedColumns = 10
-	deliveryColumns  = 16
+	processedColumns   = 10
+	deliveryColumns    = 16
+	reservationColumns = 4
 )
 
 // multiRow is a multi-row INSERT, prepared once when the ledger opens in
@@ -143,6 +144,25 @@ func (db *DB) prepareInserts(ctx context.Context) error {
 	})
 	if err != nil {
 		return fmt.Errorf("prepare select duplicates' owners: %w", err)
+	}
+	db.insReservations, err = newMultiRow(ctx, db.sql, db.dialect, reservationColumns, insertText(
+		`INSERT INTO reservations (msg_id, claim, owner, at)`, reservationColumns,
+		"\nON CONFLICT (msg_id) DO NOTHING\nRETURNING msg_id"))
+	if err != nil {
+		return fmt.Errorf("prepare insert reservations: %w", err)
+	}
+	// By claim, not msg_id: a settle removes its own reservations only.
+	db.delReservations, err = newMultiRow(ctx, db.sql, db.dialect, 1, func(n int) string {
+		return "DELETE FROM reservations WHERE claim IN (" + placeholders(n) + ")"
+	})
+	if err != nil {
+		return fmt.Errorf("prepare delete reservations: %w", err)
+	}
+	db.delAttempts, err = newMultiRow(ctx, db.sql, db.dialect, 1, func(n int) string {
+		return "DELETE FROM attempts WHERE msg_id IN (" + placeholders(n) + ")"
+	})
+	if err != nil {
+		return fmt.Errorf("prepare delete attempts: %w", err)
 	}
 	return nil
 }

@@ -35,9 +35,11 @@ type DB struct {
 
 	// Prepared when the ledger opens: see multiRow.
 	insProcessed, insDeliveries, selOwners *multiRow
+	// For external handlers (reserve.go).
+	insReservations, delReservations, delAttempts *multiRow
 }
 
-var _ spool.WorkLedger = (*DB)(nil)
+var _ spool.CallLedger = (*DB)(nil)
 
 // New returns a ledger on db, whose engine is d, after bringing its schema up
 // to date with Migrate. The ledger owns db from then on: Close closes it. On
@@ -82,7 +84,8 @@ func NewWith(ctx context.Context, db *sql.DB, d Dialect, o Options) (*DB, error)
 }
 
 func (db *DB) closeStmts() error {
-	return errors.Join(db.insProcessed.close(), db.insDeliveries.close(), db.selOwners.close())
+	return errors.Join(db.insProcessed.close(), db.insDeliveries.close(), db.selOwners.close(),
+		db.insReservations.close(), db.delReservations.close(), db.delAttempts.close())
 }
 
 // SQL returns the underlying database, for reports and checks that need

@@ -352,7 +352,7 @@ func (db *DB) insertDeliveryRows(ctx context.Context, tx *sql.Tx, batch []*spool
 	var args []any
 	for i, d := range batch {
 		r := res[i]
-		if r.outcome == spool.OutcomeRetry || r.outcome == spool.OutcomeProcessed {
+		if r.outcome != spool.OutcomeDuplicate && r.outcome != spool.OutcomeDeadLetter {
 			continue
 		}
 		var msgID, attempts, firstFailure, lastFailure any

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -307,4 +308,22 @@ func (s *Session) Close() error {
 	}
 	s.fd = -1
 	return err
+}
+
+// HasSession reports whether processing/ holds the directory of the
+// session id: a live session's always is there; a dead one's until it is
+// recovered.
+func (d *Dir) HasSession(id string) (bool, error) {
+	if id == "" || strings.ContainsRune(id, '/') || strings.HasPrefix(id, ".") {
+		return false, fmt.Errorf("session %q: not a session name", id)
+	}
+	var st unix.Stat_t
+	err := unix.Fstatat(d.fd(Processing), id, &st, unix.AT_SYMLINK_NOFOLLOW)
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("session %s: %w", id, err)
+	}
+	return true, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -14,7 +15,7 @@ import (
 
 var benchCommand = &command{
 	name:    "bench",
-	args:    "[--n N] [--dup F] [--poison F] [--floor] [--rounds R] [--cold] [--durability full|relaxed]",
+	args:    "[--n N] [--dup F] [--poison F] [--floor] [--rounds R] [--cold] [--durability full|relaxed] [--handler post|exec --latency D --concurrency C [--procs P] [--db URL]]",
 	summary: "drain a generated queue and report throughput, latency, memory",
 	help: `
 Generates a queue of N realistic ~200-byte messages (with fractions of
@@ -32,7 +33,17 @@ floors interleaved, each round on freshly generated queues, and ends with
 the medians of the rounds (of each round's own ratios, for the ratios).
 --cold evicts each generated queue's files from the page cache before its
 run, so that the messages are read from the disk, as they are when a
-backlog has sat for a while.`,
+backlog has sat for a while.
+
+--handler post|exec measures consumers with an external handler instead:
+post calls an HTTP endpoint in this process that answers after --latency;
+exec runs "sleep LATENCY" through /bin/sh. Each of --procs consumers (1:
+in this process; more: spool consume processes at once on one queue)
+calls it --concurrency times at once. Reports msg/s, calls in flight (max
+and mean), the ideal procs × concurrency / latency, processor time per
+message (this process and the consumers), the outcome counts, and for exec
+how many /bin/sh this machine starts per second at that concurrency.
+--db postgres://... puts the ledger in a schema of its own on that server.`,
 }
 
 func init() { benchCommand.run = runBench }
@@ -51,6 +62,12 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	flags.IntVar(&o.Rounds, "rounds", 1, "measure `R` times, interleaved, and print the medians")
 	flags.BoolVar(&o.Keep, "keep", false, "keep the temporary queues")
 	flags.BoolVar(&o.Cold, "cold", false, "evict each generated queue's files from the page cache before its run, as for a backlog that sat on disk")
+	var co bench.CallOptions
+	flags.StringVar(&co.Handler, "handler", "", "measure an external handler, `post` or `exec`, instead of the plain drain")
+	flags.DurationVar(&co.Latency, "latency", 20*time.Millisecond, "with --handler: how long each call takes, `DURATION`")
+	flags.IntVar(&co.Concurrency, "concurrency", spool.DefaultConcurrency, "with --handler: calls at once per consumer, `C`")
+	flags.IntVar(&co.Procs, "procs", 1, "with --handler: consumers, `P`; more than 1 runs spool consume processes")
+	flags.StringVar(&co.DB, "db", "", "with --handler: a PostgreSQL `URL` for the ledger (default: SQLite in the queue)")
 	cpuprofile := flags.String("cpuprofile", "", "write a CPU profile of spool's drain (the first round's) to `FILE` (go tool pprof)")
 	durability := addDurabilityFlag(flags)
 	pos, err := e.parse(flags, args)
@@ -71,6 +88,11 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	set := map[string]bool{}
+	flags.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if co.Handler != "" || set["latency"] || set["concurrency"] || set["procs"] || set["db"] {
+		return benchCalls(ctx, e, o, co)
+	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
@@ -123,6 +145,63 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintf(w, "peak RSS   %.1f MiB\n", float64(rep.PeakRSS)/(1<<20))
 	if !rep.AllExact() {
+		return errCheckFailed
+	}
+	return nil
+}
+
+// benchCalls is bench --handler.
+func benchCalls(ctx context.Context, e *env, o bench.Options, co bench.CallOptions) error {
+	switch {
+	case co.Handler != "post" && co.Handler != "exec":
+		return e.usage("--handler %q: want post or exec", co.Handler)
+	case co.Latency <= 0:
+		return e.usage("--latency %v: want a positive duration", co.Latency)
+	case co.Concurrency < 1 || co.Procs < 1:
+		return e.usage("want --concurrency >= 1 and --procs >= 1")
+	case o.Floor || o.Rounds > 1 || o.Cold || o.Relaxed:
+		return e.usage("--handler measures one durable run: no --floor, --rounds, --cold or relaxed durability")
+	}
+	co.N, co.DupFrac, co.PoisonFrac, co.Seed, co.Parent, co.Keep, co.Batch = o.N, o.DupFrac, o.PoisonFrac, o.Seed, o.Parent, o.Keep, o.Batch
+	if co.Procs > 1 {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		co.Exe = exe
+	}
+	rep, err := bench.Calls(ctx, co)
+	if err != nil {
+		return err
+	}
+	w := e.stdout
+	engine := "sqlite"
+	if co.DB != "" {
+		engine = "postgres"
+	}
+	fmt.Fprintf(w, "messages   %d (%.0f%% redeliveries, %.0f%% poison, seed %d), --%s, latency %v, concurrency %d, processes %d, ledger %s\n",
+		co.N, co.DupFrac*100, co.PoisonFrac*100, co.Seed, co.Handler, co.Latency, co.Concurrency, co.Procs, engine)
+	fmt.Fprintf(w, "spool      %8.0f msg/s  %8s  cpu %5.1fµs/msg\n",
+		rep.Run.Rate(), rep.Run.Elapsed.Round(time.Millisecond), micros(rep.Run.CPUPerMessage()))
+	processed := float64(rep.Got.Processed) / rep.Run.Elapsed.Seconds()
+	fmt.Fprintf(w, "calls      %8.0f processed/s, ideal %.0f/s (procs × concurrency / latency): %.2f of it\n",
+		processed, rep.Ideal, processed/rep.Ideal)
+	if rep.MaxInFlight >= 0 {
+		fmt.Fprintf(w, "in flight  max %d  mean %.1f  (%d calls)\n", rep.MaxInFlight, rep.MeanInFlight, rep.Calls)
+	} else {
+		fmt.Fprintf(w, "in flight  not measured for exec in several processes\n")
+	}
+	if co.Handler == "exec" {
+		fmt.Fprintf(w, "sh start   %8.0f /s at concurrency %d (this machine's ceiling for --exec)\n", rep.StartRate, co.Concurrency)
+	}
+	verdict := "exact"
+	if !rep.Exact() {
+		verdict = "MISMATCH"
+	}
+	fmt.Fprintf(w, "outcomes   processed=%d duplicates=%d dead-letters=%d (expected %d/%d/%d: %s)\n",
+		rep.Got.Processed, rep.Got.Duplicates, rep.Got.DeadLetters,
+		rep.Expected.Unique, rep.Expected.Duplicates, rep.Expected.DeadLetters, verdict)
+	if !rep.Exact() {
 		return errCheckFailed
 	}
 	return nil

@@ -109,3 +109,44 @@ func TestBenchReadsAheadOnlyWhenCold(t *testing.T) {
 		t.Fatalf("evicted backlog: %d cold reads, %d read ahead; want both", cold, ahead)
 	}
 }
+
+// TestBenchHandler: --handler measures calls to a local endpoint or
+// command, reports what was in flight and the ideal rate, and checks the
+// outcome counts as the plain drain does.
+func TestBenchHandler(t *testing.T) {
+	for _, h := range []string{"post", "exec"} {
+		t.Run(h, func(t *testing.T) {
+			r := cli(t, "bench", "--handler", h, "--n", "60", "--latency", "2ms", "--concurrency", "4", "--tmp", t.TempDir())
+			if r.code != 0 {
+				t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+			}
+			patterns := []string{
+				`(?m)^spool +\d+ msg/s .* cpu [\d.]+µs/msg$`,
+				`(?m)^calls +\d+ processed/s, ideal 2000/s \(procs × concurrency / latency\): \d+\.\d\d of it$`,
+				`(?m)^in flight  max [1-4]  mean [\d.]+  \(\d+ calls\)$`,
+				`(?m)^outcomes .*: exact\)$`,
+			}
+			if h == "exec" {
+				patterns = append(patterns, `(?m)^sh start +\d+ /s at concurrency 4`)
+			}
+			for _, p := range patterns {
+				if !regexp.MustCompile(p).MatchString(r.stdout) {
+					t.Errorf("no line matches %s; stdout:\n%s", p, r.stdout)
+				}
+			}
+		})
+	}
+}
+
+func TestBenchHandlerRefused(t *testing.T) {
+	for _, args := range [][]string{
+		{"--handler", "sql"},
+		{"--concurrency", "4"},
+		{"--handler", "post", "--latency", "0s"},
+		{"--handler", "post", "--procs", "0"},
+		{"--handler", "post", "--floor"},
+	} {
+		r := cli(t, append([]string{"bench"}, args...)...)
+		r.wantFail(t, 2, "bench", "")
+	}
+}

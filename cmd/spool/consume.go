@@ -16,7 +16,7 @@ import (
 
 var consumeCommand = &command{
 	name:    "consume",
-	args:    "DIR [--watch] [--exec CMD | --sql FILE | --post URL] [--retry-* ...] [--on-dead-letter CMD] [--workers N] [--batch N] [--log-format text|json] [--log-level LEVEL] [--progress=false] [--db PATH] [contract flags]",
+	args:    "DIR [--watch] [--exec CMD | --sql FILE | --post URL] [--concurrency N] [--ordered] [--rate N/s] [--retry-* ...] [--on-dead-letter CMD] [--workers N] [--batch N] [--log-format text|json] [--log-level LEVEL] [--progress=false] [--db PATH] [contract flags]",
 	summary: "drain inbox/ into the ledger (or keep consuming with --watch)",
 	help: `
 Consumes inbox/ until it is empty, then exits: each message is claimed,
@@ -29,8 +29,11 @@ temp files of killed producers are removed. Any number of consumers may run at o
 --watch keeps consuming new arrivals until SIGINT or SIGTERM, then finishes
 the work in flight and exits 0. A drain interrupted by a signal exits 3.
 
-Business work, at most one handler, run for each new msg_id inside the
-ledger transaction that records it (a duplicate never runs it):
+Business work, at most one handler, run for each new msg_id (a duplicate
+never runs it). --sql runs inside the ledger transaction that records the
+message; --exec and --post run outside any transaction, up to
+--concurrency at once (default 4), each msg_id reserved in the ledger
+first so that no two calls for one msg_id run at once on any consumer:
   --exec CMD   /bin/sh -c CMD, the message on stdin, SPOOL_MSG_ID,
                SPOOL_ORDER_NO, SPOOL_SEQ, SPOOL_AMOUNT, SPOOL_FILE and
                SPOOL_QUEUE in the environment. Exit 0: done. Exit 75
@@ -48,8 +51,13 @@ ledger transaction that records it (a duplicate never runs it):
 A retried message waits in processing/ without holding up the others; its
 attempt count and next time are kept in the ledger, so a restart keeps
 them. After --retry-max attempts it is a dead letter, retries-exhausted.
-With --exec and --post the default batch is 1, so that a crash repeats the
-command or request of at most one message.
+With --exec and --post a crash repeats at most --concurrency commands or
+requests: those whose outcome was not committed yet (the same msg_id,
+SPOOL_MSG_ID or Idempotency-Key, is sent again). Calls are not ordered,
+unless --ordered: then the messages of one order key are called one at a
+time in this consumer, those claimed in seq order. --rate N/s caps the
+calls started per second; a Retry-After (429, 503) or --pause-after
+transient failures in a row pause every new call, logged once (-v).
 
 --on-dead-letter CMD runs /bin/sh -c CMD for each message that lands in
 error/, with SPOOL_FILE (its name there), SPOOL_PATH (its path),
@@ -86,7 +94,7 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	flags := e.flagSet()
 	watch := flags.Bool("watch", false, "keep consuming new arrivals until SIGINT/SIGTERM")
 	workers := flags.Int("workers", 0, fmt.Sprintf("goroutines reading and parsing claimed messages in parallel (default %d per GOMAXPROCS)", spool.DefaultWorkersPerCPU))
-	batch := flags.Int("batch", 0, fmt.Sprintf("most messages per ledger transaction (default %d; 1 with --exec or --post)", spool.DefaultBatchSize))
+	batch := flags.Int("batch", 0, fmt.Sprintf("most messages per ledger transaction (default %d)", spool.DefaultBatchSize))
 	lf := addLogFlags(flags)
 	showProgress := flags.Bool("progress", true, "a progress bar on stderr for a drain of 1000 messages or more, when stderr is a terminal")
 	durability := addDurabilityFlag(flags)
@@ -120,13 +128,6 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	}
 	if err := lf.check(e); err != nil {
 		return err
-	}
-	if *batch == 0 && (hf.kind() == "exec" || hf.kind() == "post") {
-		// Their effects are outside the ledger: after a crash, every
-		// message of the uncommitted batch runs them again. One message
-		// per transaction bounds that to one, and holds the ledger's write
-		// lock for one command or request at a time.
-		*batch = 1
 	}
 	// The logger, the notifier and the progress bar write to stderr from
 	// several goroutines. With --log-format json the command's warnings
@@ -163,13 +164,14 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	if err != nil {
 		return fmt.Errorf("queue path: %w", err)
 	}
-	h, err := hf.handler(ctx, l, abs)
+	h, caller, err := hf.handler(ctx, l, abs)
 	if err != nil {
 		return err
 	}
 	cfg := spool.Config{
 		Contract: c, Workers: *workers, BatchSize: *batch, Logger: logger, Relaxed: relaxed,
-		Handler: h, Retry: hf.retry(),
+		Handler: h, Caller: caller, Concurrency: hf.concurrency, Ordered: hf.ordered, Rate: hf.perSecond, PauseAfter: hf.pauseAfterConfig(),
+		Retry: hf.retry(),
 	}
 	var notify func(*spool.Delivery, spool.Result, string)
 	debug := logger.Enabled(ctx, slog.LevelDebug)

@@ -5,13 +5,16 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/handler"
 	"github.com/spoolq/spool/ledger"
+	"github.com/spoolq/spool/queue"
 )
 
 // handlerFlags are consume's flags that choose the business handler run for
@@ -27,6 +30,13 @@ type handlerFlags struct {
 	retryCap    time.Duration
 	retryMax    int
 	retryJitter bool
+	concurrency int
+	ordered     bool
+	rate        string
+	pauseAfter  int
+
+	// Set by check: --rate in calls per second, 0 for none.
+	perSecond float64
 
 	// Set by check.
 	script      *handler.Script
@@ -41,6 +51,10 @@ func addHandlerFlags(fs *flag.FlagSet) *handlerFlags {
 	fs.StringVar(&hf.sqlFile, "sql", "", "run the SQL statements of `FILE` for each message in the ledger transaction, with :msg_id, :order_no, :seq, :amount, :file, :payload and :FIELD parameters")
 	fs.StringVar(&hf.post, "post", "", "POST each message to `URL` with an Idempotency-Key header; 2xx done, 408, 429, 5xx and network errors retry, other 4xx dead letter")
 	fs.DurationVar(&hf.postTimeout, "post-timeout", handler.DefaultPostTimeout, "give up on a --post request after `DURATION` and retry the message")
+	fs.IntVar(&hf.concurrency, "concurrency", spool.DefaultConcurrency, "most --exec commands or --post requests running at once in this consumer, `N`")
+	fs.StringVar(&hf.rate, "rate", "", "at most `N/s` --exec commands or --post requests started per second by this consumer (default: no cap)")
+	fs.IntVar(&hf.pauseAfter, "pause-after", spool.DefaultPauseAfter, "pause new calls after `N` transient failures in a row (a Retry-After pauses at once); 0 never")
+	fs.BoolVar(&hf.ordered, "ordered", false, "call the messages of one order key one at a time, in seq order (different keys still concurrently)")
 	fs.DurationVar(&hf.retryBase, "retry-base", spool.DefaultRetryBase, "upper bound of the first retry's delay, `DURATION`; doubled for each further attempt")
 	fs.DurationVar(&hf.retryCap, "retry-cap", spool.DefaultRetryCap, "longest `DURATION` between two attempts (also bounds an HTTP Retry-After)")
 	fs.IntVar(&hf.retryMax, "retry-max", spool.DefaultRetryMaxAttempts, "`N` attempts a message gets in all before it is dead-lettered as retries-exhausted")
@@ -88,6 +102,11 @@ func (hf *handlerFlags) check(e *env) error {
 			return e.usage("--%s needs --%s", f.name, f.needs)
 		}
 	}
+	for _, name := range []string{"concurrency", "ordered", "rate", "pause-after"} {
+		if set[name] && kind != "exec" && kind != "post" {
+			return e.usage("--%s needs --exec or --post", name)
+		}
+	}
 	for _, name := range []string{"retry-base", "retry-cap", "retry-max", "retry-jitter"} {
 		if set[name] && kind == "" {
 			return e.usage("--%s needs a handler (--exec, --sql or --post)", name)
@@ -104,8 +123,23 @@ func (hf *handlerFlags) check(e *env) error {
 		return e.usage("--retry-cap %v: want a positive duration", hf.retryCap)
 	case hf.retryCap < hf.retryBase:
 		return e.usage("--retry-cap %v is shorter than --retry-base %v", hf.retryCap, hf.retryBase)
+	case kind == "exec" && hf.execTimeout >= queue.DefaultLease:
+		return e.usage("--exec-timeout %v: want less than the claim lease, %v: a command still running then could be run again by another host", hf.execTimeout, queue.DefaultLease)
+	case kind == "post" && hf.postTimeout >= queue.DefaultLease:
+		return e.usage("--post-timeout %v: want less than the claim lease, %v: a request still running then could be sent again by another host", hf.postTimeout, queue.DefaultLease)
+	case hf.pauseAfter < 0:
+		return e.usage("--pause-after %d: want 0 (never) or more", hf.pauseAfter)
+	case hf.concurrency < 1:
+		return e.usage("--concurrency %d: want 1 or more", hf.concurrency)
 	case hf.retryMax < 1:
 		return e.usage("--retry-max %d: want 1 or more attempts", hf.retryMax)
+	}
+	if hf.rate != "" {
+		n, err := strconv.ParseFloat(strings.TrimSuffix(hf.rate, "/s"), 64)
+		if err != nil || !(n > 0) || math.IsInf(n, 0) {
+			return e.usage("--rate %q: want calls per second, as 50/s", hf.rate)
+		}
+		hf.perSecond = n
 	}
 	switch kind {
 	case "sql":
@@ -118,7 +152,7 @@ func (hf *handlerFlags) check(e *env) error {
 		}
 	case "post":
 		p, err := handler.NewPost(hf.post, handler.PostOptions{
-			Timeout: hf.postTimeout, MaxRetryAfter: hf.retryCap,
+			Timeout: hf.postTimeout, MaxRetryAfter: hf.retryCap, Connections: hf.concurrency,
 			UserAgent: "spool/" + strings.Fields(version())[0],
 		})
 		if err != nil {
@@ -129,31 +163,41 @@ func (hf *handlerFlags) check(e *env) error {
 	return nil
 }
 
+// pauseAfterConfig is --pause-after as Config.PauseAfter: 0 there means
+// the default, negative never.
+func (hf *handlerFlags) pauseAfterConfig() int {
+	if hf.pauseAfter == 0 {
+		return -1
+	}
+	return hf.pauseAfter
+}
+
 // retry is the backoff policy the flags give.
 func (hf *handlerFlags) retry() spool.Retry {
 	return spool.Retry{Base: hf.retryBase, Cap: hf.retryCap, MaxAttempts: hf.retryMax, NoJitter: !hf.retryJitter}
 }
 
-// handler returns the handler the flags chose, nil for none; queue is the
-// queue's absolute path. A --sql file is checked against the ledger first
-// (see handler.NewSQL): a statement that does not compile is a usage
-// error, before anything is consumed.
-func (hf *handlerFlags) handler(ctx context.Context, l *ledger.DB, queue string) (spool.Handler, error) {
+// handler returns the handler the flags chose: a spool.Handler run in the
+// ledger transaction (--sql), a spool.Caller run outside it (--exec,
+// --post), or neither; queue is the queue's absolute path. A --sql file is
+// checked against the ledger first (see handler.NewSQL): a statement that
+// does not compile is a usage error, before anything is consumed.
+func (hf *handlerFlags) handler(ctx context.Context, l *ledger.DB, queue string) (spool.Handler, spool.Caller, error) {
 	switch hf.kind() {
 	case "exec":
-		return &handler.Exec{Command: hf.exec, Timeout: hf.execTimeout, Queue: queue}, nil
+		return nil, &handler.Exec{Command: hf.exec, Timeout: hf.execTimeout, Queue: queue}, nil
 	case "sql":
 		h, err := handler.NewSQL(ctx, l, hf.script)
 		var se *handler.StatementError
 		switch {
 		case errors.As(err, &se):
-			return nil, &usageError{msg: fmt.Sprintf("--sql %s: %v", hf.sqlFile, err)}
+			return nil, nil, &usageError{msg: fmt.Sprintf("--sql %s: %v", hf.sqlFile, err)}
 		case err != nil:
-			return nil, fmt.Errorf("--sql %s: %w", hf.sqlFile, err)
+			return nil, nil, fmt.Errorf("--sql %s: %w", hf.sqlFile, err)
 		}
-		return h, nil
+		return h, nil, nil
 	case "post":
-		return hf.postHandler, nil
+		return nil, hf.postHandler, nil
 	}
-	return nil, nil
+	return nil, nil, nil
 }

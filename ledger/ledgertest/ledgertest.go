@@ -60,6 +60,8 @@ func Run(t *testing.T, open func(t *testing.T) *ledger.DB) {
 		{"RetryScheduled", testRetryScheduled},
 		{"RetryDue", testRetryDue},
 		{"BadVerdict", testBadVerdict},
+		{"ReserveSettle", testReserveSettle},
+		{"ReleaseReservations", testReleaseReservations},
 	}
 	fresh := func(t *testing.T) *ledger.DB {
 		db := open(t)

@@ -1,0 +1,92 @@
+package spool
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// DefaultConcurrency is Config.Concurrency when it is zero: how many calls
+// of a Caller one consumer makes at once. Small, because the downstream is
+// unknown: a service sized for one client should not get 64 requests at
+// once because a queue had a backlog.
+const DefaultConcurrency = 4
+
+// Caller does the business work of one message when its effect is outside
+// the ledger's database: a command, an HTTP request. It runs outside any
+// ledger transaction, so a slow call holds no lock of the ledger, and up to
+// Config.Concurrency calls run at once.
+//
+// Call is made once per first delivery of a msg_id (never for a duplicate),
+// and again after a transient failure. The consumer reserves the msg_id in
+// the ledger before the call, so that no two calls for one msg_id run at
+// once, on any consumer of the ledger. The outcome is committed after the
+// call: a consumer killed between a successful call and that commit leaves
+// the message to be called again, with the same msg_id, so the effect
+// should be idempotent by msg_id (handler.Post sends it as Idempotency-Key).
+//
+// Failures are decided as a Handler's are: Permanent dead-letters, any
+// other error is retried with backoff, a panic is permanent. Call must be
+// safe for concurrent use and must not modify d.
+type Caller interface {
+	Call(ctx context.Context, d *Delivery) error
+}
+
+// TimeoutCaller is a Caller whose calls have a bound. The consumer refuses
+// a bound at or above its claim lease (ErrTimeoutBeyondLease): a claim must
+// never be taken over by another host while its call may still run.
+type TimeoutCaller interface {
+	Caller
+	CallTimeout() time.Duration
+}
+
+// ErrTimeoutBeyondLease is returned by NewConsumer for a Caller whose
+// CallTimeout is not shorter than Config.Lease.
+var ErrTimeoutBeyondLease = errors.New("handler timeout at or above the claim lease")
+
+// CallerFunc adapts a function to Caller.
+type CallerFunc func(ctx context.Context, d *Delivery) error
+
+// Call calls f.
+func (f CallerFunc) Call(ctx context.Context, d *Delivery) error { return f(ctx, d) }
+
+// callSafely runs c on d, turning a panic into a permanent *PanicError.
+func callSafely(ctx context.Context, c Caller, d *Delivery) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = Permanent(&PanicError{Value: v})
+		}
+	}()
+	return c.Call(ctx, d)
+}
+
+// CallLedger is a WorkLedger that can reserve msg_ids for calls made
+// outside its transactions. Consumers with a Caller require it.
+type CallLedger interface {
+	WorkLedger
+	// Reserve records, in one durable transaction, the batch's dead
+	// letters and its duplicates (valid deliveries whose msg_id processed
+	// holds already), and reserves for owner (the consumer's session) the
+	// msg_id of every other valid delivery: results[i].Outcome is the
+	// recorded outcome, OutcomeReserved (call it now), or OutcomeBusy (the
+	// msg_id is reserved already, by anyone, for another delivery: present
+	// it again later). Of two deliveries of one msg_id in the batch, the
+	// earlier is the one reserved.
+	Reserve(ctx context.Context, batch []*Delivery, owner string) ([]Result, error)
+	// Settle commits, in one durable transaction, what the calls of
+	// reserved deliveries came to, errs[i] for batch[i]: a nil error inserts
+	// the processed row; a failure is counted and decided by decide, as in
+	// RecordWork. Each delivery's reservation is removed in the same
+	// transaction.
+	Settle(ctx context.Context, batch []*Delivery, errs []error, decide func(Failure) Verdict) ([]Result, error)
+	// ReservationOwners lists the sessions that hold reservations.
+	ReservationOwners(ctx context.Context) ([]string, error)
+	// ReleaseReservations removes the reservations of owner, a session
+	// known to be dead and recovered, and returns how many there were.
+	ReleaseReservations(ctx context.Context, owner string) (int, error)
+}
+
+// reservationRecheck is how long a delivery whose msg_id another delivery
+// has reserved waits, held in processing/, before it is presented to the
+// ledger again.
+const reservationRecheck = 50 * time.Millisecond

@@ -1,0 +1,300 @@
+package spool
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// called is a reserved delivery whose call has returned.
+type called struct {
+	it  item
+	err error
+}
+
+// calls is the recording stage of a pass with a Caller: it reserves each
+// batch's msg_ids in one short transaction, makes up to Concurrency calls
+// at once outside any transaction, and commits their outcomes in short
+// group commits (settleAll). No ledger transaction is open during a call,
+// so a slow downstream holds no lock of the ledger (SQLite's write lock
+// above all) and several consumers of one ledger call at once.
+type calls struct {
+	p *pipeline
+	// slots holds a token per call in flight or finished and not yet
+	// settled: at most Concurrency. A slot is given back only once its
+	// outcome is committed, so a consumer killed at any instant leaves at
+	// most Concurrency calls whose outcome is unknown to the ledger: the
+	// calls that a recovery makes again.
+	slots chan struct{}
+	// admitted holds a token per reserved delivery not yet settled,
+	// waiting for its key or a slot, or called: it bounds what a pass
+	// reserves ahead of its calls (the claiming stage waits on it).
+	admitted chan struct{}
+	done     chan called
+	// inflight counts the reserved deliveries not yet settled: callAll
+	// waits for it before it closes done.
+	inflight sync.WaitGroup
+	stMu     sync.Mutex // p.st, written by callAll and settleAll
+
+	// With Config.Ordered: the order keys with a call in flight (or
+	// settling), and the claimed deliveries of each waiting their turn,
+	// in seq order.
+	keyMu   sync.Mutex
+	keyBusy map[string]bool
+	keyWait map[string][]item
+}
+
+// callAll is recordAll for a consumer with a Caller. It returns how many
+// messages the batches claimed.
+func (p *pipeline) callAll() int {
+	n := p.c.cfg.Concurrency
+	cs := &calls{p: p, slots: make(chan struct{}, n), done: make(chan called, n),
+		admitted: make(chan struct{}, n+2*p.c.cfg.BatchSize),
+		keyBusy:  map[string]bool{}, keyWait: map[string][]item{}}
+	var settler sync.WaitGroup
+	settler.Add(1)
+	go func() {
+		defer settler.Done()
+		cs.settleAll()
+	}()
+	claimed := 0
+	for b := range p.ready {
+		if p.failed() {
+			continue
+		}
+		claimed += b.claimed
+		err := b.err
+		if err == nil && b.synced != nil {
+			err = <-b.synced
+		}
+		if err == nil {
+			err = cs.reserve(b.items)
+		}
+		if err != nil {
+			p.fail(err)
+		}
+	}
+	cs.inflight.Wait()
+	close(cs.done)
+	settler.Wait()
+	close(p.recorded)
+	return claimed
+}
+
+// reserve reserves the msg_ids of a batch and starts the call of each
+// delivery it reserved, as slots free up. The batch's dead letters and
+// duplicates are recorded by the same commit and go straight on to be moved
+// out; a delivery whose msg_id is reserved for another delivery in flight
+// is held in processing/ and presented again shortly (reservationRecheck),
+// until that one's outcome is committed: it is then a duplicate, or, if
+// the other failed (a retry is scheduled, or it was dead-lettered), it is
+// called itself.
+func (cs *calls) reserve(items []item) error {
+	p, c := cs.p, cs.p.c
+	var batch []*Delivery
+	var idx []int
+	for i, it := range items {
+		if it.state == examined {
+			batch = append(batch, it.d)
+			idx = append(idx, i)
+		}
+	}
+	if len(batch) == 0 {
+		return nil
+	}
+	res, err := c.calls.Reserve(p.work, batch, p.s.ID())
+	if err != nil {
+		return fmt.Errorf("ledger: %w", err)
+	}
+	if len(res) != len(batch) {
+		return fmt.Errorf("ledger: %d reservations for a batch of %d", len(res), len(batch))
+	}
+	var finished, toCall []item
+	for k, r := range res {
+		it := items[idx[k]]
+		switch r.Outcome {
+		case OutcomeReserved:
+			toCall = append(toCall, it)
+		case OutcomeBusy:
+			c.hold(it.claim, time.Now().Add(reservationRecheck))
+		default:
+			it.r = r
+			finished = append(finished, it)
+		}
+	}
+	if len(finished) > 0 {
+		cs.count(finished)
+		p.recorded <- finished
+	}
+	if c.cfg.Ordered {
+		// A key's claimed deliveries are called in seq order.
+		slices.SortStableFunc(toCall, func(a, b item) int {
+			return cmp.Compare(a.d.Message.Seq, b.d.Message.Seq)
+		})
+	}
+	for _, it := range toCall {
+		select {
+		case cs.admitted <- struct{}{}:
+		case <-p.stop:
+			// The pass failed: the remaining reserved claims stay in
+			// processing/ uncalled, for recovery, which also releases
+			// their reservations once this session is gone.
+			return nil
+		}
+		cs.inflight.Add(1)
+		if key, ok := cs.orderKey(it); ok {
+			cs.keyMu.Lock()
+			if cs.keyBusy[key] {
+				// In seq order among the key's waiting deliveries,
+				// whichever batch claimed them.
+				w := cs.keyWait[key]
+				i, _ := slices.BinarySearchFunc(w, it.d.Message.Seq, func(x item, seq int64) int {
+					if x.d.Message.Seq <= seq {
+						return -1 // insert after the equal ones: stable
+					}
+					return 1
+				})
+				cs.keyWait[key] = slices.Insert(w, i, it)
+				cs.keyMu.Unlock()
+				continue
+			}
+			cs.keyBusy[key] = true
+			cs.keyMu.Unlock()
+		}
+		cs.start(it)
+	}
+	return nil
+}
+
+// orderKey returns the key whose calls must be made one at a time, with
+// Config.Ordered: the message's order key, when it has one.
+func (cs *calls) orderKey(it item) (string, bool) {
+	if !cs.p.c.cfg.Ordered || it.d.Message.OrderNo == "" {
+		return "", false
+	}
+	return it.d.Message.OrderNo, true
+}
+
+// start calls a reserved delivery in a goroutine of its own, once a slot
+// is free. If the pass fails first, the delivery is left uncalled.
+func (cs *calls) start(it item) {
+	p, c := cs.p, cs.p.c
+	go func() {
+		select {
+		case cs.slots <- struct{}{}:
+		case <-p.stop:
+			cs.retire(it)
+			return
+		}
+		// The work context: a call started is finished, even when Watch
+		// is shutting down.
+		err := c.gate.wait(p.work)
+		if err == nil {
+			err = callSafely(p.work, c.cfg.Caller, it.d)
+			c.gate.observe(err)
+		}
+		cs.done <- called{it: it, err: err}
+	}()
+}
+
+// retire ends a reserved delivery's passage through this stage, settled
+// or abandoned: its order key passes to the next waiting delivery (started
+// before this one is counted out, so that inflight never reaches zero
+// while a key has deliveries waiting).
+func (cs *calls) retire(it item) {
+	if key, ok := cs.orderKey(it); ok {
+		cs.keyMu.Lock()
+		var next *item
+		if w := cs.keyWait[key]; len(w) > 0 {
+			next = &w[0]
+			cs.keyWait[key] = w[1:]
+			if len(w) == 1 {
+				delete(cs.keyWait, key)
+			}
+		} else {
+			delete(cs.keyBusy, key)
+		}
+		cs.keyMu.Unlock()
+		if next != nil {
+			cs.start(*next)
+		}
+	}
+	<-cs.admitted
+	cs.inflight.Done()
+}
+
+// settleAll commits the outcomes of finished calls, taking every call that
+// has finished by the time the previous commit ends into the next one
+// (group commit), gives their slots back, and hands the committed
+// deliveries to the finishing stage. The slots are given back before the
+// hand-over: once committed, a call is no longer at risk, and the
+// finishing stage may be waiting for the claiming one (moves). After a
+// failure of the pass it only gives back the slots.
+func (cs *calls) settleAll() {
+	p := cs.p
+	for first := range cs.done {
+		group := []called{first}
+	more:
+		for {
+			select {
+			case x, ok := <-cs.done:
+				if !ok {
+					break more
+				}
+				group = append(group, x)
+			default:
+				break more
+			}
+		}
+		var items []item
+		if !p.failed() {
+			var err error
+			if items, err = cs.settle(group); err != nil {
+				p.fail(err)
+			}
+		}
+		for _, g := range group {
+			<-cs.slots
+			cs.retire(g.it)
+		}
+		if len(items) > 0 {
+			p.recorded <- items
+		}
+	}
+}
+
+// settle commits one group of finished calls and returns their items with
+// what the ledger recorded.
+func (cs *calls) settle(group []called) ([]item, error) {
+	p, c := cs.p, cs.p.c
+	batch := make([]*Delivery, len(group))
+	errs := make([]error, len(group))
+	for i, g := range group {
+		batch[i], errs[i] = g.it.d, g.err
+	}
+	res, err := c.calls.Settle(p.work, batch, errs, c.cfg.Retry.Decide)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: %w", err)
+	}
+	if len(res) != len(batch) {
+		return nil, fmt.Errorf("ledger: %d results for %d calls", len(res), len(batch))
+	}
+	items := make([]item, len(group))
+	for i, g := range group {
+		items[i] = g.it
+		items[i].r = res[i]
+	}
+	cs.count(items)
+	return items, nil
+}
+
+// count adds committed outcomes to the pass's stats.
+func (cs *calls) count(items []item) {
+	cs.stMu.Lock()
+	defer cs.stMu.Unlock()
+	for _, it := range items {
+		cs.p.st.add(it.r.Outcome)
+	}
+}

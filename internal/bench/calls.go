@@ -1,0 +1,356 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	// The "pgx" database/sql driver, for the schema of a PostgreSQL run.
+	_ "github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/handler"
+	"github.com/spoolq/spool/internal/sample"
+	"github.com/spoolq/spool/ledger"
+	"github.com/spoolq/spool/ledger/postgres"
+	"github.com/spoolq/spool/ledger/sqlite"
+	"github.com/spoolq/spool/queue"
+	"golang.org/x/sys/unix"
+)
+
+// CallOptions choose a run with an external handler (spool bench
+// --handler): a local endpoint or command of a given latency, and
+// consumers calling it with a given concurrency.
+type CallOptions struct {
+	N          int
+	DupFrac    float64
+	PoisonFrac float64
+	Seed       int64
+	Parent     string
+	Keep       bool
+	// Handler is "post" (an HTTP endpoint in this process that answers
+	// after Latency) or "exec" (sleep Latency in /bin/sh).
+	Handler     string
+	Latency     time.Duration
+	Concurrency int // per consumer; 0 means spool.DefaultConcurrency
+	Batch       int // 0 means the default
+	// Procs is how many consumers: 1 runs it in this process; more run
+	// that many `Exe consume` processes at once on the one queue.
+	Procs int
+	Exe   string
+	// DB is a PostgreSQL URL; the run gets a schema of its own there,
+	// dropped afterwards. Empty: the queue's SQLite ledger.
+	DB string
+}
+
+// CallReport is what a run with an external handler measured.
+type CallReport struct {
+	Run      Run // CPU: this process and its consumer processes
+	Got      spool.Stats
+	Expected sample.Expected
+	// Calls is how many calls reached the endpoint or command.
+	Calls int64
+	// MaxInFlight and MeanInFlight are the calls in flight at once, at
+	// most and on average over the run (total call time / elapsed);
+	// measured at the endpoint for post, around the command for exec in
+	// one process, and unknown (-1) for exec in several.
+	MaxInFlight  int64
+	MeanInFlight float64
+	// Ideal is Procs × Concurrency / Latency: the rate if every slot were
+	// always busy with a call.
+	Ideal float64
+	// StartRate, for exec, is how many `/bin/sh -c true` this machine
+	// starts per second at the same concurrency, measured in the same run.
+	StartRate float64
+}
+
+// Exact reports whether the outcome counts are the generated ones.
+func (r CallReport) Exact() bool {
+	return r.Got.Processed == r.Expected.Unique && r.Got.Duplicates == r.Expected.Duplicates &&
+		r.Got.DeadLetters == r.Expected.DeadLetters
+}
+
+// inFlight counts calls in flight and their total time.
+type inFlight struct {
+	calls, now, max atomic.Int64
+	busy            atomic.Int64 // nanoseconds
+}
+
+func (f *inFlight) begin() time.Time {
+	f.calls.Add(1)
+	n := f.now.Add(1)
+	for {
+		m := f.max.Load()
+		if n <= m || f.max.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	return time.Now()
+}
+
+func (f *inFlight) end(start time.Time) {
+	f.busy.Add(int64(time.Since(start)))
+	f.now.Add(-1)
+}
+
+// Calls runs one measured drain with an external handler.
+func Calls(ctx context.Context, o CallOptions) (CallReport, error) {
+	rep := CallReport{}
+	if o.Concurrency <= 0 {
+		o.Concurrency = spool.DefaultConcurrency
+	}
+	o.Procs = max(o.Procs, 1)
+	rep.Ideal = float64(o.Procs*o.Concurrency) / o.Latency.Seconds()
+	parent := o.Parent
+	if parent == "" {
+		parent = os.TempDir()
+	}
+	root, err := os.MkdirTemp(parent, "spool-bench-")
+	if err != nil {
+		return rep, fmt.Errorf("bench: %w", err)
+	}
+	if !o.Keep {
+		defer os.RemoveAll(root)
+	}
+	dir := filepath.Join(root, "spool")
+	rep.Expected, err = generate(dir, o.N, sample.Options{DupFrac: o.DupFrac, PoisonFrac: o.PoisonFrac, Seed: o.Seed})
+	if err != nil {
+		return rep, err
+	}
+	dsn := ""
+	if o.DB != "" {
+		var drop func() error
+		if dsn, drop, err = benchSchema(ctx, o.DB); err != nil {
+			return rep, err
+		}
+		defer func() {
+			if derr := drop(); derr != nil && err == nil {
+				err = derr
+			}
+		}()
+	}
+	var flight inFlight
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := flight.begin()
+		defer flight.end(start)
+		_, _ = io.Copy(io.Discard, r.Body)
+		time.Sleep(o.Latency) // the endpoint's latency
+	}))
+	defer srv.Close()
+	command := "sleep " + strconv.FormatFloat(o.Latency.Seconds(), 'f', -1, 64)
+	if o.Handler == "exec" {
+		if rep.StartRate, err = startRate(ctx, o.Concurrency, 20*o.Concurrency); err != nil {
+			return rep, err
+		}
+	}
+	start, cpu := time.Now(), cpuTime()
+	if o.Procs == 1 {
+		rep.Got, err = callDrain(ctx, dir, dsn, o, srv.URL, command, &flight)
+	} else {
+		rep.Got, err = callProcs(ctx, dir, dsn, o, srv.URL, command)
+	}
+	rep.Run.Elapsed = time.Since(start)
+	rep.Run.CPU = cpuTime() - cpu + childCPU()
+	if err != nil {
+		return rep, err
+	}
+	rep.Run.N = rep.Got.Total()
+	rep.Calls, rep.MaxInFlight = flight.calls.Load(), flight.max.Load()
+	rep.MeanInFlight = float64(flight.busy.Load()) / float64(rep.Run.Elapsed)
+	if o.Handler == "exec" && o.Procs > 1 {
+		rep.Calls, rep.MaxInFlight, rep.MeanInFlight = -1, -1, -1
+	}
+	return rep, nil
+}
+
+// countingCaller counts the calls of an in-process consumer in flight.
+type countingCaller struct {
+	spool.Caller
+	f *inFlight
+}
+
+func (c countingCaller) Call(ctx context.Context, d *spool.Delivery) error {
+	start := c.f.begin()
+	defer c.f.end(start)
+	return c.Caller.Call(ctx, d)
+}
+
+func callDrain(ctx context.Context, dir, dsn string, o CallOptions, url, command string, f *inFlight) (spool.Stats, error) {
+	d, err := queue.Open(dir)
+	if err != nil {
+		return spool.Stats{}, err
+	}
+	defer d.Close()
+	var l *ledger.DB
+	if dsn != "" {
+		l, err = postgres.Open(ctx, dsn)
+	} else {
+		l, err = sqlite.Open(ctx, filepath.Join(dir, "ledger.db"))
+	}
+	if err != nil {
+		return spool.Stats{}, err
+	}
+	defer l.Close()
+	var caller spool.Caller
+	if o.Handler == "exec" {
+		caller = countingCaller{Caller: &handler.Exec{Command: command, Queue: dir}, f: f}
+	} else {
+		if caller, err = handler.NewPost(url, handler.PostOptions{Connections: o.Concurrency}); err != nil {
+			return spool.Stats{}, err
+		}
+	}
+	c, err := spool.NewConsumer(d, l, spool.Config{Caller: caller, Concurrency: o.Concurrency, BatchSize: o.Batch})
+	if err != nil {
+		return spool.Stats{}, err
+	}
+	return c.Drain(ctx)
+}
+
+var summary = regexp.MustCompile(`(?m)^processed=(\d+) duplicates=(\d+) dead-letters=(\d+) recovered=(\d+)$`)
+
+// callProcs runs o.Procs consumer processes at once and adds up their
+// summaries.
+func callProcs(ctx context.Context, dir, dsn string, o CallOptions, url, command string) (spool.Stats, error) {
+	args := []string{"consume", dir, "--concurrency", strconv.Itoa(o.Concurrency)}
+	if o.Handler == "exec" {
+		args = append(args, "--exec", command)
+	} else {
+		args = append(args, "--post", url)
+	}
+	if o.Batch > 0 {
+		args = append(args, "--batch", strconv.Itoa(o.Batch))
+	}
+	if dsn != "" {
+		args = append(args, "--db", dsn)
+	}
+	// The queue's identity and the ledger's binding first: consumers
+	// started at once on a queue without queue.id race to create it.
+	initArgs := []string{"init", dir}
+	if dsn != "" {
+		initArgs = append(initArgs, "--db", dsn)
+	}
+	if out, err := exec.CommandContext(ctx, o.Exe, initArgs...).CombinedOutput(); err != nil {
+		return spool.Stats{}, fmt.Errorf("bench: spool init: %v: %s", err, out)
+	}
+	var st spool.Stats
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := make([]error, o.Procs)
+	for i := range o.Procs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var out, errb bytes.Buffer
+			cmd := exec.CommandContext(ctx, o.Exe, args...)
+			cmd.Stdout, cmd.Stderr = &out, &errb
+			if err := cmd.Run(); err != nil {
+				errs[i] = fmt.Errorf("bench: consumer %d: %v: %s", i+1, err, errb.String())
+				return
+			}
+			m := summary.FindStringSubmatch(out.String())
+			if m == nil {
+				errs[i] = fmt.Errorf("bench: consumer %d printed no summary: %s", i+1, out.String())
+				return
+			}
+			n := func(j int) int { v, _ := strconv.Atoi(m[j]); return v }
+			mu.Lock()
+			st.Processed += n(1)
+			st.Duplicates += n(2)
+			st.DeadLetters += n(3)
+			st.Recovered += n(4)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return st, err
+		}
+	}
+	return st, nil
+}
+
+// startRate measures how many /bin/sh -c true this machine starts per
+// second, n of them, conc at once: the most an --exec consumer can call,
+// whatever its command does.
+func startRate(ctx context.Context, conc, n int) (float64, error) {
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	var failed atomic.Value
+	start := time.Now()
+	for range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(n) {
+				if err := exec.CommandContext(ctx, "/bin/sh", "-c", "true").Run(); err != nil {
+					failed.Store(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err, ok := failed.Load().(error); ok {
+		return 0, fmt.Errorf("bench: start /bin/sh: %w", err)
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
+}
+
+// childCPU is the user and system time of the waited-for child processes.
+func childCPU() time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_CHILDREN, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// benchSchema creates a schema of the run's own on the PostgreSQL server
+// of dsn and returns the URL that uses it, and a func that drops it.
+func benchSchema(ctx context.Context, dsn string) (string, func() error, error) {
+	u, err := url.Parse(dsn)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return "", nil, fmt.Errorf("bench: --db %q: want a postgres:// URL", dsn)
+	}
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		return "", nil, fmt.Errorf("bench: %w", err)
+	}
+	var rnd [6]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		db.Close()
+		return "", nil, fmt.Errorf("bench: %w", err)
+	}
+	schema := "spool_bench_" + hex.EncodeToString(rnd[:])
+	if _, err := db.ExecContext(ctx, "CREATE SCHEMA "+schema); err != nil {
+		db.Close()
+		return "", nil, fmt.Errorf("bench: create schema: %w", err)
+	}
+	v := u.Query()
+	v.Set("search_path", schema)
+	u.RawQuery = v.Encode()
+	drop := func() error {
+		defer db.Close()
+		if _, err := db.Exec("DROP SCHEMA " + schema + " CASCADE"); err != nil {
+			return fmt.Errorf("bench: drop schema: %w", err)
+		}
+		return nil
+	}
+	return u.String(), drop, nil
+}

@@ -1,0 +1,97 @@
+package ledgertest
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/ledger"
+)
+
+func reserve(t *testing.T, db *ledger.DB, owner string, batch ...*spool.Delivery) []spool.Outcome {
+	t.Helper()
+	res, err := db.Reserve(context.Background(), batch, owner)
+	if err != nil {
+		t.Fatalf("reserve: %v", err)
+	}
+	return outcomes(res...)
+}
+
+func settle(t *testing.T, db *ledger.DB, batch []*spool.Delivery, errs []error) []spool.Outcome {
+	t.Helper()
+	decide := spool.Retry{NoJitter: true}.Decide
+	res, err := db.Settle(context.Background(), batch, errs, decide)
+	if err != nil {
+		t.Fatalf("settle: %v", err)
+	}
+	return outcomes(res...)
+}
+
+// testReserveSettle: a reserved msg_id is busy for every other delivery
+// until its call is settled; then a success makes them duplicates, a
+// transient failure frees the msg_id for the next delivery, and the
+// reservation is gone either way.
+func testReserveSettle(t *testing.T, db *ledger.DB) {
+	a1, a2, a3 := valid("c-a1", msg{ID: "a"}), valid("c-a2", msg{ID: "a"}), valid("c-a3", msg{ID: "a"})
+	b1, b2 := valid("c-b1", msg{ID: "b"}), valid("c-b2", msg{ID: "b"})
+	poison := rejected("c-p", "p.json", 77, spool.ReasonParse, "", "not JSON")
+	got := reserve(t, db, "s1", a1, a2, b1, poison)
+	want := []spool.Outcome{spool.OutcomeReserved, spool.OutcomeBusy, spool.OutcomeReserved, spool.OutcomeDeadLetter}
+	if !slices.Equal(got, want) {
+		t.Fatalf("first reserve: %v, want %v", got, want)
+	}
+	if got := reserve(t, db, "s2", a3, b2); !slices.Equal(got, []spool.Outcome{spool.OutcomeBusy, spool.OutcomeBusy}) {
+		t.Fatalf("reserve by another owner while in flight: %v, want both busy", got)
+	}
+	if n := count(t, db, "SELECT COUNT(*) FROM processed"); n != 0 {
+		t.Fatalf("processed rows before any settle: %d", n)
+	}
+	got = settle(t, db, []*spool.Delivery{a1, b1}, []error{nil, errors.New("503")})
+	if !slices.Equal(got, []spool.Outcome{spool.OutcomeProcessed, spool.OutcomeRetry}) {
+		t.Fatalf("settle: %v, want processed and retry", got)
+	}
+	if n := count(t, db, "SELECT COUNT(*) FROM reservations"); n != 0 {
+		t.Errorf("reservations after settle: %d, want 0", n)
+	}
+	if n := count(t, db, "SELECT COUNT(*) FROM attempts WHERE msg_id = 'b'"); n != 1 {
+		t.Errorf("attempts of b: %d rows, want 1", n)
+	}
+	// a succeeded: its redelivery is a duplicate at once. b failed
+	// transiently: the next delivery may be called.
+	if got := reserve(t, db, "s2", a3, b2); !slices.Equal(got, []spool.Outcome{spool.OutcomeDuplicate, spool.OutcomeReserved}) {
+		t.Fatalf("reserve after settle: %v, want duplicate and reserved", got)
+	}
+	if got := settle(t, db, []*spool.Delivery{b2}, []error{nil}); !slices.Equal(got, []spool.Outcome{spool.OutcomeProcessed}) {
+		t.Fatalf("settle b2: %v", got)
+	}
+	if n := count(t, db, "SELECT COUNT(*) FROM attempts"); n != 0 {
+		t.Errorf("attempts after b succeeded: %d, want 0", n)
+	}
+	if o, ok := claimOutcome(t, db, "c-a3", "a"); !ok || o != spool.OutcomeDuplicate {
+		t.Errorf("claim c-a3: %v %v, want a recorded duplicate", o, ok)
+	}
+	if o, ok := claimOutcome(t, db, "c-p", ""); !ok || o != spool.OutcomeDeadLetter {
+		t.Errorf("claim c-p: %v %v, want a recorded dead letter", o, ok)
+	}
+}
+
+// testReleaseReservations: the reservations of a dead owner are removed,
+// those of others kept.
+func testReleaseReservations(t *testing.T, db *ledger.DB) {
+	ctx := context.Background()
+	reserve(t, db, "dead", valid("c-x", msg{ID: "x"}), valid("c-y", msg{ID: "y"}))
+	reserve(t, db, "live", valid("c-z", msg{ID: "z"}))
+	owners, err := db.ReservationOwners(ctx)
+	slices.Sort(owners)
+	if err != nil || !slices.Equal(owners, []string{"dead", "live"}) {
+		t.Fatalf("owners %v, %v", owners, err)
+	}
+	if n, err := db.ReleaseReservations(ctx, "dead"); err != nil || n != 2 {
+		t.Fatalf("release: %d, %v; want 2", n, err)
+	}
+	if got := reserve(t, db, "other", valid("c-x2", msg{ID: "x"}), valid("c-z2", msg{ID: "z"})); !slices.Equal(got, []spool.Outcome{spool.OutcomeReserved, spool.OutcomeBusy}) {
+		t.Fatalf("after release: %v, want x reserved and z busy", got)
+	}
+}

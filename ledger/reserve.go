@@ -1,0 +1,300 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spoolq/spool"
+)
+
+const (
+	reservationOwners = `SELECT DISTINCT owner FROM reservations`
+	ownerReservations = `DELETE FROM reservations WHERE owner = ?`
+)
+
+// Reserve records a batch's dead letters and duplicates and reserves the
+// msg_ids of its other valid deliveries for owner; see spool.CallLedger.
+//
+// The reservation is inserted before processed is read: on PostgreSQL, an
+// insert that meets the reservation of a transaction settling the same
+// msg_id waits for it, and the read that follows (a statement of its own,
+// read committed) then sees that transaction's processed row. Read first,
+// the processed row could be missed and the msg_id reserved and called a
+// second time.
+func (db *DB) Reserve(ctx context.Context, batch []*spool.Delivery, owner string) ([]spool.Result, error) {
+	if err := db.open(); err != nil {
+		return nil, err
+	}
+	for i, d := range batch {
+		if err := checkDelivery(d); err != nil {
+			return nil, fmt.Errorf("reserve: delivery %d: %w", i, err)
+		}
+	}
+	if len(batch) == 0 {
+		return nil, nil
+	}
+	res, err := db.reserve(ctx, batch, owner)
+	if err != nil {
+		return nil, db.fail("reserve", err)
+	}
+	out := make([]spool.Result, len(batch))
+	for i, d := range batch {
+		out[i] = res[i].public(d)
+	}
+	return out, nil
+}
+
+func (db *DB) reserve(ctx context.Context, batch []*spool.Delivery, owner string) ([]result, error) {
+	now := time.Now()
+	tx, err := db.sql.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	res := make([]result, len(batch))
+	first := map[string]int{} // msg_id -> the batch's first delivery of it
+	var candidates []int
+	for i, d := range batch {
+		switch {
+		case d.Reject != nil:
+			res[i] = result{outcome: spool.OutcomeDeadLetter, reason: string(d.Reject.Reason),
+				field: d.Reject.Field, detail: d.Reject.Detail}
+		default:
+			if _, ok := first[d.Message.MsgID]; ok {
+				continue // decided below, after its first delivery
+			}
+			first[d.Message.MsgID] = i
+			candidates = append(candidates, i)
+		}
+	}
+	// In msg_id order, so that two consumers take the key locks in the same
+	// order and cannot deadlock (PostgreSQL).
+	slices.SortFunc(candidates, func(a, b int) int {
+		return strings.Compare(batch[a].Message.MsgID, batch[b].Message.MsgID)
+	})
+	ids := make([]any, 0, len(candidates))
+	args := make([]any, 0, len(candidates)*reservationColumns)
+	for _, i := range candidates {
+		d := batch[i]
+		ids = append(ids, d.Message.MsgID)
+		args = append(args, d.Message.MsgID, d.Claim, owner, formatTime(now))
+	}
+	reserved := make(map[string]bool, len(candidates))
+	err = db.insReservations.query(ctx, tx, args, func(rows *sql.Rows) error {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		reserved[id] = true
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reserve: %w", err)
+	}
+	for _, i := range candidates {
+		res[i].outcome = spool.OutcomeBusy
+		if reserved[batch[i].Message.MsgID] {
+			res[i].outcome = spool.OutcomeReserved
+		}
+	}
+	done := map[string]bool{}
+	if len(ids) > 0 {
+		err = db.selOwners.query(ctx, tx, ids, func(rows *sql.Rows) error {
+			var id, hash, claim string
+			if err := rows.Scan(&id, &hash, &claim); err != nil {
+				return err
+			}
+			done[id] = true
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("read processed: %w", err)
+		}
+	}
+	var undo []any
+	for _, i := range candidates {
+		d := batch[i]
+		if !done[d.Message.MsgID] {
+			continue
+		}
+		if res[i].outcome == spool.OutcomeReserved {
+			undo = append(undo, d.Claim)
+		}
+		res[i].outcome = spool.OutcomeDuplicate
+	}
+	if err := db.delReservations.exec(ctx, tx, undo); err != nil {
+		return nil, fmt.Errorf("unreserve: %w", err)
+	}
+	for i, d := range batch {
+		if d.Message == nil || first[d.Message.MsgID] == i {
+			continue
+		}
+		// A later delivery of a msg_id in the batch: a duplicate if the
+		// msg_id is processed, else it waits for the first one's call.
+		res[i].outcome = spool.OutcomeBusy
+		if done[d.Message.MsgID] {
+			res[i].outcome = spool.OutcomeDuplicate
+		}
+	}
+	if err := db.markConflicts(ctx, tx, batch, res); err != nil {
+		return nil, err
+	}
+	if err := db.insertDeliveryRows(ctx, tx, batch, res, now); err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("commit: %w", err)
+	}
+	return res, nil
+}
+
+// Settle commits the outcomes of reserved deliveries' calls and removes
+// their reservations; see spool.CallLedger.
+func (db *DB) Settle(ctx context.Context, batch []*spool.Delivery, errs []error, decide func(spool.Failure) spool.Verdict) ([]spool.Result, error) {
+	if err := db.open(); err != nil {
+		return nil, err
+	}
+	if len(errs) != len(batch) {
+		return nil, fmt.Errorf("settle: %d errors for %d deliveries", len(errs), len(batch))
+	}
+	if decide == nil {
+		return nil, fmt.Errorf("settle: no Decide")
+	}
+	for i, d := range batch {
+		if err := checkDelivery(d); err != nil {
+			return nil, fmt.Errorf("settle: delivery %d: %w", i, err)
+		}
+		if d.Message == nil {
+			return nil, fmt.Errorf("settle: delivery %d: %w: %s: not a valid message", i, ErrBadDelivery, d.File)
+		}
+	}
+	if len(batch) == 0 {
+		return nil, nil
+	}
+	res, err := db.settle(ctx, batch, errs, decide)
+	if err != nil {
+		return nil, db.fail("settle", err)
+	}
+	out := make([]spool.Result, len(batch))
+	for i, d := range batch {
+		out[i] = res[i].public(d)
+	}
+	return out, nil
+}
+
+func (db *DB) settle(ctx context.Context, batch []*spool.Delivery, errs []error, decide func(spool.Failure) spool.Verdict) ([]result, error) {
+	now := time.Now()
+	tx, err := db.sql.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	res := make([]result, len(batch))
+	order := make([]int, len(batch))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		return strings.Compare(batch[a].Message.MsgID, batch[b].Message.MsgID)
+	})
+	// The successes in multi-row statements: a round trip per statement
+	// costs more than the rows, and the settle is on every call's path.
+	var args, claims []any
+	for _, i := range order {
+		claims = append(claims, batch[i].Claim)
+		if errs[i] == nil {
+			args = append(args, processedArgs(batch[i], now)...)
+		}
+	}
+	inserted := map[string]bool{}
+	err = db.insProcessed.query(ctx, tx, args, func(rows *sql.Rows) error {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		inserted[id] = true
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("insert processed: %w", err)
+	}
+	var cleared []any
+	for _, i := range order {
+		d := batch[i]
+		switch {
+		case errs[i] != nil:
+			if err := db.recordFailure(ctx, tx, d, &res[i], errs[i], decide); err != nil {
+				return nil, err
+			}
+		case inserted[d.Message.MsgID]:
+			res[i].outcome = spool.OutcomeProcessed
+			cleared = append(cleared, d.Message.MsgID)
+		default:
+			// Only if the reservation was lost (its owner taken for dead)
+			// and another delivery processed the msg_id meanwhile.
+			res[i].outcome = spool.OutcomeDuplicate
+		}
+	}
+	if err := db.delAttempts.exec(ctx, tx, cleared); err != nil {
+		return nil, fmt.Errorf("clear attempts: %w", err)
+	}
+	if err := db.delReservations.exec(ctx, tx, claims); err != nil {
+		return nil, fmt.Errorf("unreserve: %w", err)
+	}
+	if err := db.markConflicts(ctx, tx, batch, res); err != nil {
+		return nil, err
+	}
+	if err := db.insertDeliveryRows(ctx, tx, batch, res, now); err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("commit: %w", err)
+	}
+	return res, nil
+}
+
+// ReservationOwners lists the sessions holding reservations; see
+// spool.CallLedger.
+func (db *DB) ReservationOwners(ctx context.Context) ([]string, error) {
+	if err := db.open(); err != nil {
+		return nil, err
+	}
+	rows, err := db.sql.QueryContext(ctx, reservationOwners)
+	if err != nil {
+		return nil, db.fail("reservation owners", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var o string
+		if err := rows.Scan(&o); err != nil {
+			return nil, db.fail("reservation owners", err)
+		}
+		out = append(out, o)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, db.fail("reservation owners", err)
+	}
+	return out, nil
+}
+
+// ReleaseReservations removes a dead session's reservations; see
+// spool.CallLedger.
+func (db *DB) ReleaseReservations(ctx context.Context, owner string) (int, error) {
+	if err := db.open(); err != nil {
+		return 0, err
+	}
+	r, err := db.sql.ExecContext(ctx, db.dialect.Rebind(ownerReservations), owner)
+	if err != nil {
+		return 0, db.fail("release reservations of "+owner, err)
+	}
+	n, err := r.RowsAffected()
+	if err != nil {
+		return 0, db.fail("release reservations of "+owner, err)
+	}
+	return int(n), nil
+}
