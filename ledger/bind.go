@@ -112,11 +112,15 @@ const (
 // unbound ledger that holds records is taken for the queue's own: that is
 // how ledgers made before queue identities existed are adopted.
 func Bind(ctx context.Context, db *DB, d *queue.Dir, mode BindMode) (string, error) {
-	qid, err := d.ID()
+	// The ledger first: a binder writes queue.id before the ledger's row,
+	// so a ledger found bound means queue.id is already there to be read.
+	// Read the other way round, a consumer starting beside another's first
+	// bind could see no queue.id and then a bound ledger, and refuse.
+	lid, err := db.QueueID(ctx)
 	if err != nil {
 		return "", fmt.Errorf("bind ledger: %w", err)
 	}
-	lid, err := db.QueueID(ctx)
+	qid, err := d.ID()
 	if err != nil {
 		return "", fmt.Errorf("bind ledger: %w", err)
 	}
