@@ -30,7 +30,15 @@ type spoolAt struct{ bin, cwd string }
 
 func (s spoolAt) run(t testing.TB, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
+	return s.runWithin(t, cmdTimeout, args...)
+}
+
+// runWithin runs the binary with args in s's directory and returns what it
+// did; it fails the test if the binary cannot be started or does not
+// finish within timeout (a hang: a FIFO opened for reading, a lost lock).
+func (s spoolAt) runWithin(t testing.TB, timeout time.Duration, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, s.bin, args...)
 	cmd.Dir = s.cwd
@@ -40,7 +48,7 @@ func (s spoolAt) run(t testing.TB, args ...string) result {
 	err := cmd.Run()
 	r := result{args: args, stdout: out.String(), stderr: errb.String()}
 	if ctx.Err() != nil {
-		t.Fatalf("spool %q did not finish within %v\n%s", args, cmdTimeout, r)
+		t.Fatalf("spool %q did not finish within %v (hang?)\n%s", args, timeout, r)
 	}
 	var ee *exec.ExitError
 	switch {

@@ -4,8 +4,6 @@ package e2e
 
 import (
 	"bytes"
-	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -81,27 +79,7 @@ func run(t testing.TB, args ...string) result {
 // runWithin is run with another deadline.
 func runWithin(t testing.TB, timeout time.Duration, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, spoolBin, args...)
-	cmd.WaitDelay = 5 * time.Second
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	cmd.Stdin = nil
-	err := cmd.Run()
-	r := result{args: args, stdout: out.String(), stderr: errb.String()}
-	if ctx.Err() != nil {
-		t.Fatalf("spool %q did not finish within %v (hang?)\nstdout:\n%s\nstderr:\n%s", args, timeout, r.stdout, r.stderr)
-	}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-	default:
-		t.Fatalf("spool %q: %v", args, err)
-	}
-	return r
+	return spoolAt{bin: spoolBin}.runWithin(t, timeout, args...)
 }
 
 // mustRun runs spool and fails the test unless it exits with want.
