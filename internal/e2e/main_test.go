@@ -129,25 +129,7 @@ type proc struct {
 // start starts spool in the background.
 func start(t testing.TB, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(spoolBin, args...), done: make(chan struct{})}
-	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.errb
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start spool %q: %v", args, err)
-	}
-	go func() {
-		p.err = p.cmd.Wait()
-		p.killed = killed(p.cmd.ProcessState)
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-	})
-	return p
+	return spoolAt{bin: spoolBin}.start(t, args...)
 }
 
 // wait waits for p to exit, failing the test after cmdTimeout.
