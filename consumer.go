@@ -97,6 +97,9 @@ type Config struct {
 	// there; for progress, metrics and notifications. It must be quick and
 	// safe for concurrent use, and must not modify d.
 	OnDelivery func(d *Delivery, r Result, stored string)
+	// Observer is told of deliveries, commits, calls, recoveries and
+	// rescans as they happen, for metrics. Nil: NopObserver.
+	Observer Observer
 }
 
 // Stats counts what a run did. Processed, Duplicates, DeadLetters and
@@ -190,6 +193,9 @@ func NewConsumer(dir *queue.Dir, l Ledger, cfg Config) (*Consumer, error) {
 	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = DefaultConcurrency
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = NopObserver{}
 	}
 	if cfg.PauseAfter == 0 {
 		cfg.PauseAfter = DefaultPauseAfter
