@@ -59,6 +59,11 @@
 //     TestProgressBarOnATerminal: the bar on a pseudo-terminal only.
 //   - TestCronJobs, TestSystemdUnit: the operations kit in examples/ops,
 //     the cron jobs run on healthy and broken queues, the unit verified.
+//   - TestAlertRules, TestAlertRulesPromtool, TestDashboard,
+//     TestDashboardPromtool: its Prometheus alert rules and Grafana
+//     dashboard name only the metrics spool serves (spoolMetrics), link
+//     their runbook sections, and pass promtool's checks and unit tests
+//     (skipped without promtool, a failure in CI).
 //
 // Failures print the random seed; SPOOL_E2E_SEED=N replays it. With -short
 // the queues are smaller. The tests need Linux (flock, mkfifo, /dev/shm for
