@@ -81,8 +81,10 @@ type CallLedger interface {
 	Settle(ctx context.Context, batch []*Delivery, errs []error, decide func(Failure) Verdict) ([]Result, error)
 	// ReservationOwners lists the sessions that hold reservations.
 	ReservationOwners(ctx context.Context) ([]string, error)
-	// ReleaseReservations removes the reservations of owner, a session
-	// known to be dead and recovered, and returns how many there were.
+	// ReleaseReservations removes the reservations of owner, and returns
+	// how many there were: a session known to be dead and recovered, or
+	// the consumer's own session at a graceful stop, once none of its
+	// calls is in flight, before it gives back the claims it did not call.
 	ReleaseReservations(ctx context.Context, owner string) (int, error)
 }
 

@@ -82,6 +82,13 @@ type Config struct {
 	// seq order; different keys, and messages without one, are called
 	// concurrently. Unused without a Caller.
 	Ordered bool
+	// ShutdownTimeout bounds a graceful stop with a Caller: once the
+	// context of Drain or Watch is cancelled, the calls in flight may run
+	// this long before their context is cancelled too. A call so cut short
+	// is not a failure of its message: its reservation is removed, its claim
+	// goes back to inbox/ unrecorded and its attempt is not counted, and the
+	// run returns ErrShutdownTimeout. Zero: calls are never cut short.
+	ShutdownTimeout time.Duration
 	// Retry is the policy that decides what a handler's failure makes of
 	// a message (Retry.Decide): a dead letter, or a retry with backoff.
 	// Zero: the documented defaults of Retry.
@@ -97,6 +104,11 @@ type Config struct {
 	// there; for progress, metrics and notifications. It must be quick and
 	// safe for concurrent use, and must not modify d.
 	OnDelivery func(d *Delivery, r Result, stored string)
+	// OnStart, when set, is called once per Drain or Watch when consuming
+	// begins: after the session joined and the first recovery of dead
+	// consumers' claims, before the first claim; for readiness (a
+	// supervisor's, such as systemd's READY=1). It must be quick.
+	OnStart func()
 	// Observer is told of deliveries, commits, calls, recoveries and
 	// rescans as they happen, for metrics. Nil: NopObserver.
 	Observer Observer
@@ -232,12 +244,24 @@ func NewConsumer(dir *queue.Dir, l Ledger, cfg Config) (*Consumer, error) {
 // Drain consumes inbox/ until a pass finds nothing to claim, then returns.
 // Claims left by dead consumers are recovered first and again before
 // returning, so that processing/ holds nothing of theirs (I5).
+//
+// Cancelling ctx stops it gracefully, as it stops Watch: nothing more is
+// claimed; the batches being recorded are committed and moved out, and,
+// with a Caller, the calls started are finished (within
+// Config.ShutdownTimeout) and committed, while the claims whose call had
+// not started go back to inbox/, their reservations removed, unrecorded;
+// the claims waiting for a retry go back too. processing/ then holds
+// nothing of this consumer's, and the error is nil (ErrShutdownTimeout if
+// calls were cut short): whether inbox/ was emptied is for the caller to
+// look at.
 func (c *Consumer) Drain(ctx context.Context) (Stats, error) {
 	return c.run(ctx, false)
 }
 
 // Watch consumes inbox/ and keeps consuming new arrivals until ctx is
-// cancelled; the batch in flight is finished, not abandoned.
+// cancelled, then stops as a cancelled Drain does: the work in flight is
+// finished, not abandoned, and what was claimed but not started goes back
+// to inbox/.
 func (c *Consumer) Watch(ctx context.Context) (Stats, error) {
 	return c.run(ctx, true)
 }
@@ -251,9 +275,12 @@ func (c *Consumer) run(ctx context.Context, watch bool) (Stats, error) {
 	c.log.Debug("session joined", "session", s.ID())
 	stopLease := c.renewLease(s)
 	defer stopLease()
-	// In-flight work finishes even when ctx is cancelled (Watch's shutdown),
+	// In-flight work finishes even when ctx is cancelled (a graceful stop),
 	// so the ledger and the moves use a context that is not cancelled.
 	work := context.WithoutCancel(ctx)
+	sd := c.newStopping(ctx, work)
+	defer sd.stop()
+	started := false
 	for {
 		if err := c.recover(work, &st); err != nil {
 			return st, c.abandon(s, err)
@@ -264,10 +291,17 @@ func (c *Consumer) run(ctx context.Context, watch bool) (Stats, error) {
 		if err := c.loadSchedule(work); err != nil {
 			return st, c.abandon(s, err)
 		}
-		claimed, err := c.pass(ctx, work, s, &st)
+		if !started && c.cfg.OnStart != nil {
+			c.cfg.OnStart()
+		}
+		started = true
+		claimed, err := c.pass(sd, work, s, &st)
 		st.Passes++
 		if err != nil {
 			return st, c.abandon(s, err)
+		}
+		if sd.stopped() {
+			return st, c.stopped(s, sd)
 		}
 		if claimed > 0 {
 			continue
@@ -299,6 +333,17 @@ func (c *Consumer) run(ctx context.Context, watch bool) (Stats, error) {
 		return st, fmt.Errorf("consume: %w", err)
 	}
 	return st, nil
+}
+
+// stopped ends a run whose context was cancelled, after a pass that
+// claimed nothing more and gave back what it had not called: the claims
+// waiting for a retry go back too (close), and the error says whether the
+// shutdown timeout cancelled calls.
+func (c *Consumer) stopped(s *queue.Session, sd *stopping) error {
+	if err := c.close(s); err != nil {
+		return fmt.Errorf("consume: %w", err)
+	}
+	return sd.err()
 }
 
 // close gives back the claims still waiting for a retry (so processing/ is

@@ -44,6 +44,11 @@ type calls struct {
 	keyMu   sync.Mutex
 	keyBusy map[string]bool
 	keyWait map[string][]item
+
+	// back are the reserved deliveries a stopping run will not call (see
+	// unstart and giveBack).
+	backMu sync.Mutex
+	back   []item
 }
 
 // callAll is recordAll for a consumer with a Caller. It returns how many
@@ -69,6 +74,15 @@ func (p *pipeline) callAll() int {
 		if err == nil && b.synced != nil {
 			err = <-b.synced
 		}
+		if err == nil && p.sd.stopped() {
+			// Claimed as the stop came: given back, never reserved.
+			for _, it := range b.items {
+				if it.state == examined {
+					cs.unstart(it)
+				}
+			}
+			continue
+		}
 		if err == nil {
 			err = cs.reserve(b.items)
 		}
@@ -79,6 +93,11 @@ func (p *pipeline) callAll() int {
 	cs.inflight.Wait()
 	close(cs.done)
 	settler.Wait()
+	if !p.failed() {
+		if err := cs.giveBack(); err != nil {
+			p.fail(err)
+		}
+	}
 	close(p.recorded)
 	return claimed
 }
@@ -134,9 +153,22 @@ func (cs *calls) reserve(items []item) error {
 			return cmp.Compare(a.d.Message.Seq, b.d.Message.Seq)
 		})
 	}
-	for _, it := range toCall {
+	for i, it := range toCall {
+		if p.sd.stopped() {
+			// The run is stopping: what is not admitted yet is given
+			// back, uncalled.
+			for _, it := range toCall[i:] {
+				cs.unstart(it)
+			}
+			return nil
+		}
 		select {
 		case cs.admitted <- struct{}{}:
+		case <-p.sd.ctx.Done():
+			for _, it := range toCall[i:] {
+				cs.unstart(it)
+			}
+			return nil
 		case <-p.stop:
 			// The pass failed: the remaining reserved claims stay in
 			// processing/ uncalled, for recovery, which also releases
@@ -178,7 +210,9 @@ func (cs *calls) orderKey(it item) (string, bool) {
 }
 
 // start calls a reserved delivery in a goroutine of its own, once a slot
-// is free. If the pass fails first, the delivery is left uncalled.
+// is free. If the pass fails first, the delivery is left uncalled; if the
+// run is stopping before the call starts (a pause of the gate included),
+// or the shutdown timeout cancels the call, it is given back (unstart).
 func (cs *calls) start(it item) {
 	p, c := cs.p, cs.p.c
 	go func() {
@@ -187,12 +221,31 @@ func (cs *calls) start(it item) {
 		case <-p.stop:
 			cs.retire(it)
 			return
+		case <-p.sd.ctx.Done():
+			cs.unstart(it)
+			cs.retire(it)
+			return
 		}
-		// The work context: a call started is finished, even when Watch
-		// is shutting down.
-		err := c.gate.wait(p.work)
+		err := c.gate.wait(p.sd.ctx)
+		if p.sd.stopped() {
+			<-cs.slots
+			cs.unstart(it)
+			cs.retire(it)
+			return
+		}
 		if err == nil {
-			err = callSafely(p.work, c.cfg.Caller, it.d)
+			// A call started is finished even when the run is stopping,
+			// unless the shutdown timeout passes first.
+			err = callSafely(p.sd.calls, c.cfg.Caller, it.d)
+			if p.sd.abandoned(err) {
+				// Cut short: the call says nothing of the message. Its
+				// claim goes back unrecorded, its attempt not counted.
+				p.sd.cancelled.Add(1)
+				<-cs.slots
+				cs.unstart(it)
+				cs.retire(it)
+				return
+			}
 			c.gate.observe(err)
 		}
 		cs.done <- called{it: it, err: err}

@@ -35,6 +35,9 @@ type pipeline struct {
 	// ctx stops the claiming when cancelled; work, never cancelled, is for
 	// the ledger, so that a batch claimed is still recorded and moved.
 	ctx, work context.Context
+	// sd is the run's graceful stop: what a stopping pass calls, and what
+	// it gives back.
+	sd *stopping
 
 	ready    chan inspected
 	recorded chan []item
@@ -57,9 +60,9 @@ type pipeline struct {
 // way of a claim of the same name, so the caller knows whether another
 // pass is needed. On a failure the claims of batches not yet recorded stay
 // in the session's directory for recovery, as after a crash.
-func (c *Consumer) pass(ctx, work context.Context, s *queue.Session, st *Stats) (int, error) {
+func (c *Consumer) pass(sd *stopping, work context.Context, s *queue.Session, st *Stats) (int, error) {
 	p := &pipeline{
-		c: c, s: s, st: st, ctx: ctx, work: work,
+		c: c, s: s, st: st, ctx: sd.ctx, work: work, sd: sd,
 		ready:    make(chan inspected, 1),
 		recorded: make(chan []item, 1),
 		stop:     make(chan struct{}),

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/ledger"
@@ -16,7 +14,7 @@ import (
 
 var consumeCommand = &command{
 	name:    "consume",
-	args:    "DIR [--watch] [--exec CMD | --sql FILE | --post URL] [--concurrency N] [--ordered] [--rate N/s] [--retry-* ...] [--on-dead-letter CMD] [--workers N] [--batch N] [--log-format text|json] [--log-level LEVEL] [--progress=false] [--db PATH] [contract flags]",
+	args:    "DIR [--watch] [--exec CMD | --sql FILE | --post URL] [--concurrency N] [--ordered] [--rate N/s] [--retry-* ...] [--on-dead-letter CMD] [--shutdown-timeout DURATION] [--workers N] [--batch N] [--log-format text|json] [--log-level LEVEL] [--progress=false] [--db PATH] [contract flags]",
 	summary: "drain inbox/ into the ledger (or keep consuming with --watch)",
 	help: `
 Consumes inbox/ until it is empty, then exits: each message is claimed,
@@ -26,8 +24,24 @@ dead letter, with its reason). Claims left by a crashed consumer are
 recovered first, a replay that was killed half-way is finished, and stale
 temp files of killed producers are removed. Any number of consumers may run at once on one queue.
 
---watch keeps consuming new arrivals until SIGINT or SIGTERM, then finishes
-the work in flight and exits 0. A drain interrupted by a signal exits 3.
+--watch keeps consuming new arrivals until SIGINT or SIGTERM.
+
+Stopping: at SIGINT or SIGTERM (a drain or --watch) nothing more is
+claimed; the batches being recorded are committed and moved out, the
+--exec and --post calls started are finished and committed, and the claims
+not called yet go back to inbox/ unrecorded, as do those waiting for a
+retry. Then consume exits 0, with nothing of its own in processing/. Exit 0
+does not say that inbox/ was emptied: a script that needs to know runs
+'spool lag DIR 0' (exit 0 when inbox/ is empty, 1 when not). Calls still
+running --shutdown-timeout after the signal (default 60s; 0: no bound) are
+cancelled: nothing is recorded of them, their attempts are not counted,
+their messages go back to inbox/, and consume exits 4. A second signal
+exits at once, 128 + the signal's number (130, 143): safe at any instant,
+the next run recovers what was in flight, calling again the calls whose
+outcome was not committed. Each signal is logged (info, warn). When
+NOTIFY_SOCKET is set (a systemd Type=notify unit), consume sends READY=1
+once consuming began, after the recovery of dead consumers' claims, and
+STOPPING=1 at the first signal, each with a STATUS= line.
 
 Business work, at most one handler, run for each new msg_id (a duplicate
 never runs it). --sql runs inside the ledger transaction that records the
@@ -103,6 +117,7 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	cf := addContractFlags(flags)
 	hf := addHandlerFlags(flags)
 	nf := addNotifyFlags(flags)
+	shutdownTimeout := flags.Duration("shutdown-timeout", defaultShutdownTimeout, "at SIGINT/SIGTERM, cancel the calls still running after `DURATION` and exit 4 (0: wait for them)")
 	pos, err := e.parse(flags, args)
 	if err != nil {
 		return err
@@ -115,6 +130,9 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	}
 	if *batch < 0 {
 		return e.usage("--batch %d: want 0 (default) or more", *batch)
+	}
+	if *shutdownTimeout < 0 {
+		return e.usage("--shutdown-timeout %v: want 0 (no bound) or a positive duration", *shutdownTimeout)
 	}
 	relaxed, err := e.relaxed(*durability)
 	if err != nil {
@@ -171,7 +189,7 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	cfg := spool.Config{
 		Contract: c, Workers: *workers, BatchSize: *batch, Logger: logger, Relaxed: relaxed,
 		Handler: h, Caller: caller, Concurrency: hf.concurrency, Ordered: hf.ordered, Rate: hf.perSecond, PauseAfter: hf.pauseAfterConfig(),
-		Retry: hf.retry(),
+		Retry: hf.retry(), ShutdownTimeout: *shutdownTimeout,
 	}
 	var notify func(*spool.Delivery, spool.Result, string)
 	debug := logger.Enabled(ctx, slog.LevelDebug)
@@ -199,11 +217,18 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 			}
 		}
 	}
+	sd := newSDNotifier(func(err error) { e.warn("%v", err) })
+	defer sd.close()
+	cfg.OnStart = func() {
+		sd.notify("READY=1", "STATUS=consuming "+abs)
+	}
 	consumer, err := spool.NewConsumer(d, l, cfg)
 	if err != nil {
 		return err
 	}
-	sigCtx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	sigCtx, stop := stopOnSignal(ctx, logger, *shutdownTimeout, func() {
+		sd.notify("STOPPING=1", "STATUS=stopping: finishing the work in flight")
+	})
 	defer stop()
 	var st spool.Stats
 	if *watch {
@@ -226,13 +251,7 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	}
 	fmt.Fprintf(e.stdout, "processed=%d duplicates=%d dead-letters=%d recovered=%d\n",
 		st.Processed, st.Duplicates, st.DeadLetters, st.Recovered)
-	if err != nil {
-		return err
-	}
-	if !*watch && sigCtx.Err() != nil {
-		return errors.New("interrupted before inbox/ was drained; the work in flight was finished")
-	}
-	return nil
+	return err
 }
 
 // tidyQueue does what a consumer's start does before it claims: it

@@ -21,6 +21,10 @@ const (
 	exitUsage = 2
 	// exitFailure: the command could not do its work.
 	exitFailure = 3
+	// exitShutdownTimeout: consume stopped at a signal, but had to cancel
+	// calls still running at --shutdown-timeout (their messages are back
+	// in inbox/); distinct from exitFailure, because nothing failed.
+	exitShutdownTimeout = 4
 )
 
 // errHelp is returned after a command printed its help on request.
@@ -82,6 +86,8 @@ func exitCode(err error) int {
 		return exitUsage
 	case errors.Is(err, errCheckFailed), errors.Is(err, queue.ErrNotInError), errors.As(err, &input):
 		return exitProblem
+	case errors.Is(err, spool.ErrShutdownTimeout):
+		return exitShutdownTimeout
 	}
 	return exitFailure
 }

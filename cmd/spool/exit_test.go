@@ -36,6 +36,7 @@ func TestExitCode(t *testing.T) {
 		// not a check's finding: only input files named by the user are 1.
 		{wrap(fs.ErrNotExist), 3},
 		{errors.New("disk on fire"), 3},
+		{wrap(spool.ErrShutdownTimeout), 4},
 	} {
 		if got := exitCode(tt.err); got != tt.want {
 			t.Errorf("exitCode(%v) = %d, want %d", tt.err, got, tt.want)

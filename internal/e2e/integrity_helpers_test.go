@@ -25,8 +25,12 @@ func runAt(t testing.TB, cwd string, args ...string) result {
 }
 
 // spoolAt runs a spool binary (the one under test, or another build of
-// it) in a working directory ("" for the test's).
-type spoolAt struct{ bin, cwd string }
+// it) in a working directory ("" for the test's), with env (VAR=value)
+// added to the test's environment.
+type spoolAt struct {
+	bin, cwd string
+	env      []string
+}
 
 func (s spoolAt) run(t testing.TB, args ...string) result {
 	t.Helper()
@@ -42,6 +46,9 @@ func (s spoolAt) runWithin(t testing.TB, timeout time.Duration, args ...string) 
 	defer cancel()
 	cmd := exec.CommandContext(ctx, s.bin, args...)
 	cmd.Dir = s.cwd
+	if s.env != nil {
+		cmd.Env = append(os.Environ(), s.env...)
+	}
 	cmd.WaitDelay = 5 * time.Second
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -75,6 +82,9 @@ func (s spoolAt) start(t testing.TB, args ...string) *proc {
 	t.Helper()
 	p := &proc{cmd: exec.Command(s.bin, args...), done: make(chan struct{})}
 	p.cmd.Dir = s.cwd
+	if s.env != nil {
+		p.cmd.Env = append(os.Environ(), s.env...)
+	}
 	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.errb
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start spool %q: %v", args, err)

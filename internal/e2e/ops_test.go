@@ -145,9 +145,21 @@ func TestSystemdUnit(t *testing.T) {
 	if len(exec1) != 1 || !strings.Contains(exec1[0], " consume "+kitQueue+" ") || !strings.Contains(exec1[0], " --watch") {
 		t.Errorf("%s: ExecStart=%v, want spool consume %s --watch", name, exec1, kitQueue)
 	}
+	if !slices.Equal(settings["Type"], []string{"notify"}) || !slices.Equal(settings["NotifyAccess"], []string{"main"}) {
+		t.Errorf("%s: Type=%v NotifyAccess=%v, want notify and main: spool sends READY=1 and STOPPING=1", name, settings["Type"], settings["NotifyAccess"])
+	}
+	// A stop takes at most --shutdown-timeout, then 2 x the default
+	// --on-dead-letter-timeout (10s) for the notifications still running:
+	// systemd must not SIGKILL a consumer that stops as asked.
+	shutdown := defaultShutdownTimeout(t)
+	if m := regexp.MustCompile(`--shutdown-timeout[ =](\S+)`).FindStringSubmatch(strings.Join(exec1, "")); m != nil {
+		if shutdown, err = time.ParseDuration(m[1]); err != nil {
+			t.Fatalf("%s: ExecStart=%v: %v", name, exec1, err)
+		}
+	}
 	stop, err := time.ParseDuration(strings.Join(settings["TimeoutStopSec"], ""))
-	if err != nil || stop < 110*time.Second {
-		t.Errorf("%s: TimeoutStopSec=%v (%v): want at least the 110s a stop may take with --exec", name, settings["TimeoutStopSec"], err)
+	if want := shutdown + 20*time.Second; err != nil || stop <= want {
+		t.Errorf("%s: TimeoutStopSec=%v (%v): want more than the %v a stop may take (--shutdown-timeout %v + 20s)", name, settings["TimeoutStopSec"], err, want, shutdown)
 	}
 
 	analyze, err := exec.LookPath("systemd-analyze")
@@ -168,4 +180,20 @@ func TestSystemdUnit(t *testing.T) {
 	if err != nil || len(out) > 0 {
 		t.Errorf("systemd-analyze verify %s: %v\n%s", name, err, out)
 	}
+}
+
+// defaultShutdownTimeout is consume's --shutdown-timeout default, as its
+// --help says.
+func defaultShutdownTimeout(t *testing.T) time.Duration {
+	t.Helper()
+	r := mustRun(t, 0, "consume", "--help")
+	m := regexp.MustCompile(`-shutdown-timeout DURATION\n\s+.*\(default ([^)]+)\)`).FindStringSubmatch(r.stdout + r.stderr)
+	if m == nil {
+		t.Fatalf("consume --help does not show --shutdown-timeout's default\n%s", r)
+	}
+	d, err := time.ParseDuration(m[1])
+	if err != nil {
+		t.Fatalf("--shutdown-timeout default %q: %v", m[1], err)
+	}
+	return d
 }

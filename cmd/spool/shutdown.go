@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// defaultShutdownTimeout is consume's --shutdown-timeout: how long a stop
+// waits for the calls in flight. Above --exec-timeout's and --post-timeout's
+// defaults (30s), so that with them a call started is never cut short;
+// below the example systemd unit's TimeoutStopSec (examples/ops), which
+// adds the wait for --on-dead-letter commands and a margin, so that systemd
+// never has to SIGKILL a consumer that is stopping as asked.
+const defaultShutdownTimeout = 60 * time.Second
+
+// exitSignalBase is added to a signal's number for the exit status of a
+// second signal, which exits at once: 130 for SIGINT, 143 for SIGTERM, as a
+// shell reports a process killed by them.
+const exitSignalBase = 128
+
+// stopOnSignal returns a context cancelled at the first SIGINT or SIGTERM,
+// which asks the consumer to stop gracefully; a second signal exits the
+// process at once (safe at any instant by I7: the next run recovers). Each
+// signal is logged, one line. onStop runs at the first signal. release
+// stops listening.
+func stopOnSignal(ctx context.Context, log *slog.Logger, timeout time.Duration, onStop func()) (stopCtx context.Context, release func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		first := true
+		for {
+			select {
+			case <-done:
+				return
+			case sig := <-sigs:
+				if !first {
+					log.Warn("second signal: exiting at once; the next run recovers the claims in flight",
+						"signal", sig.String())
+					os.Exit(exitSignalBase + int(sig.(syscall.Signal)))
+				}
+				first = false
+				log.Info("signal: stopping; nothing more is claimed, the work in flight is finished, a second signal exits at once",
+					"signal", sig.String(), "shutdown_timeout", timeout.String())
+				onStop()
+				cancel()
+			}
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		close(done)
+		wg.Wait()
+		cancel()
+	}
+}
+
+// sdNotifier tells systemd (a Type=notify unit) how the service is doing,
+// through the datagram socket NOTIFY_SOCKET names (sd_notify(3)). The zero
+// of it, without the variable, does nothing.
+type sdNotifier struct {
+	conn *net.UnixConn
+	warn func(error)
+	once sync.Once
+}
+
+// newSDNotifier connects to NOTIFY_SOCKET when it is set, and takes it
+// out of the environment so that the handlers and --on-dead-letter
+// commands, which inherit it, cannot speak for the service. A path or an
+// abstract socket ('@' first, which the standard library maps to a
+// leading NUL); a socket that cannot be reached is a warning, never a
+// failure: the service works without it.
+func newSDNotifier(warn func(error)) *sdNotifier {
+	n := &sdNotifier{warn: warn}
+	addr := os.Getenv("NOTIFY_SOCKET")
+	if addr == "" {
+		return n
+	}
+	os.Unsetenv("NOTIFY_SOCKET")
+	if !strings.HasPrefix(addr, "/") && !strings.HasPrefix(addr, "@") {
+		n.fail(fmt.Errorf("NOTIFY_SOCKET %q: want an absolute path or an abstract socket (@name)", addr))
+		return n
+	}
+	conn, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: addr, Net: "unixgram"})
+	if err != nil {
+		n.fail(fmt.Errorf("NOTIFY_SOCKET %s: %w", addr, err))
+		return n
+	}
+	n.conn = conn
+	return n
+}
+
+// notify sends one datagram of newline-separated assignments
+// (READY=1, STOPPING=1, STATUS=...).
+func (n *sdNotifier) notify(lines ...string) {
+	if n.conn == nil {
+		return
+	}
+	if _, err := n.conn.Write([]byte(strings.Join(lines, "\n") + "\n")); err != nil {
+		n.fail(fmt.Errorf("sd_notify: %w", err))
+	}
+}
+
+// fail reports the notifier's first failure only: a journal full of the
+// same warning helps nobody.
+func (n *sdNotifier) fail(err error) {
+	n.once.Do(func() { n.warn(err) })
+}
+
+// close closes the socket.
+func (n *sdNotifier) close() {
+	if n.conn != nil {
+		_ = n.conn.Close() // a datagram socket: nothing is buffered to lose
+	}
+}
