@@ -104,10 +104,12 @@ func (cs *calls) reserve(items []item) error {
 	if len(batch) == 0 {
 		return nil
 	}
+	start := time.Now()
 	res, err := c.calls.Reserve(p.work, batch, p.s.ID())
 	if err != nil {
 		return fmt.Errorf("ledger: %w", err)
 	}
+	c.cfg.Observer.Committed(len(batch), time.Since(start))
 	if len(res) != len(batch) {
 		return fmt.Errorf("ledger: %d reservations for a batch of %d", len(res), len(batch))
 	}
@@ -192,7 +194,9 @@ func (cs *calls) start(it item) {
 		// is shutting down.
 		err := c.gate.wait(p.work)
 		if err == nil {
+			start := time.Now()
 			err = callSafely(p.work, c.cfg.Caller, it.d)
+			c.cfg.Observer.Called(kindOf(c.cfg.Caller), callResult(err), time.Since(start))
 			c.gate.observe(err)
 		}
 		cs.done <- called{it: it, err: err}
@@ -274,10 +278,12 @@ func (cs *calls) settle(group []called) ([]item, error) {
 	for i, g := range group {
 		batch[i], errs[i] = g.it.d, g.err
 	}
+	start := time.Now()
 	res, err := c.calls.Settle(p.work, batch, errs, c.cfg.Retry.Decide)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: %w", err)
 	}
+	c.cfg.Observer.Committed(len(batch), time.Since(start))
 	if len(res) != len(batch) {
 		return nil, fmt.Errorf("ledger: %d results for %d calls", len(res), len(batch))
 	}
