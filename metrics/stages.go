@@ -117,7 +117,8 @@ func (c *stageCache) set(s queue.Stage, got queue.StageStats) {
 // largest), then each again once every interval (zero: DefaultRefresh), or
 // once every hundred times its last listing took if that is longer, so
 // that listing costs at most 1% of a core whatever the queue holds. A
-// listing that fails is logged at warn and keeps the previous values.
+// listing that fails is logged at warn and keeps the previous values;
+// each listing is logged at debug, with how long it took.
 // Refresh returns when ctx is done; run it in a goroutine of its own.
 func (m *Metrics) Refresh(ctx context.Context, d *queue.Dir, interval time.Duration, log *slog.Logger) {
 	if interval <= 0 {
@@ -139,6 +140,9 @@ func (m *Metrics) Refresh(ctx context.Context, d *queue.Dir, interval time.Durat
 				}
 			} else {
 				m.stages.set(s, got)
+				if log != nil {
+					log.Debug("metrics: stage listed", "stage", string(s), "messages", got.Messages, "took", took)
+				}
 			}
 			due[s] = time.Now().Add(max(interval, refreshFactor*took))
 			if ctx.Err() != nil {
