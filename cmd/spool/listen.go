@@ -60,7 +60,7 @@ type endpoints struct {
 func startEndpoints(ctx context.Context, f *listenFlags, log *slog.Logger, m *metrics.Metrics, d *queue.Dir, l *ledger.DB) (*endpoints, error) {
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
-		return nil, fmt.Errorf("listen %s: %w", f.addr, err)
+		return nil, fmt.Errorf("metrics endpoint: %w", err) // net names the address
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	ep := &endpoints{cancel: cancel, srv: &http.Server{
