@@ -240,8 +240,8 @@ func TestReady(t *testing.T) {
 // reads the cache, so the size of the queue does not enter.
 func BenchmarkScrape(b *testing.B) {
 	m := New()
-	m.stages.set(queue.Done, queue.StageStats{Messages: 1_000_000})
-	m.stages.set(queue.Inbox, queue.StageStats{Messages: 50, Oldest: time.Now().Add(-time.Minute)})
+	m.stages.set(queue.Done, queue.StageStats{Messages: 1_000_000}, true)
+	m.stages.set(queue.Inbox, queue.StageStats{Messages: 50, Oldest: time.Now().Add(-time.Minute)}, true)
 	m.Called("exec", "ok", time.Millisecond)
 	m.Committed(1, time.Millisecond)
 	h := m.Handler()
@@ -253,5 +253,27 @@ func BenchmarkScrape(b *testing.B) {
 		if rec.Code != http.StatusOK {
 			b.Fatal(rec.Code)
 		}
+	}
+}
+
+// TestCountOnlyListing: a listing by names alone updates a stage's count
+// and keeps the oldest time of the last listing with ages, so that the
+// count of a large backlog can be refreshed more often than its age.
+func TestCountOnlyListing(t *testing.T) {
+	m := New()
+	hour := time.Now().Add(-time.Hour)
+	m.stages.set(queue.Inbox, queue.StageStats{Messages: 5, Oldest: hour}, true)
+	m.stages.set(queue.Inbox, queue.StageStats{Messages: 7}, false)
+	fams := scrape(t, m.Handler())
+	if n, _ := value(fams, "spool_queue_messages", "stage", "inbox"); n != 7 {
+		t.Errorf("inbox count after a count-only listing = %v, want 7", n)
+	}
+	if age, _ := value(fams, "spool_queue_oldest_age_seconds", "stage", "inbox"); age < 3500 || age > 3700 {
+		t.Errorf("inbox age after a count-only listing = %v s, want the hour of the listing with ages", age)
+	}
+	m.stages.set(queue.Error, queue.StageStats{}, true)
+	m.stages.set(queue.Error, queue.StageStats{Messages: 1}, false)
+	if age, _ := value(scrape(t, m.Handler()), "spool_queue_oldest_age_seconds", "stage", "error"); age > 60 {
+		t.Errorf("error/ was empty, then one message: age %v s, want it counted from now", age)
 	}
 }

@@ -105,54 +105,85 @@ func (c *stageCache) arrived(s queue.Stage) {
 	st.messages++
 }
 
-// set records a listing of s.
-func (c *stageCache) set(s queue.Stage, got queue.StageStats) {
+// set records a listing of s; without ages (a count-only listing of a
+// stage whose age is a metric) the oldest time is kept, or taken as now
+// when the stage was empty.
+func (c *stageCache) set(s queue.Stage, got queue.StageStats, ages bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	*c.stages[s] = stageState{listed: true, messages: got.Messages, oldest: got.Oldest}
+	st := c.stages[s]
+	if !ages {
+		if st.messages == 0 || st.oldest.IsZero() {
+			got.Oldest = time.Now()
+		} else {
+			got.Oldest = st.oldest
+		}
+	}
+	*st = stageState{listed: true, messages: got.Messages, oldest: got.Oldest}
+}
+
+// listing is one kind of listing of one stage that Refresh repeats.
+type listing struct {
+	stage queue.Stage
+	// ages: the listing stats every message for the oldest age; the
+	// count-only listing of the same stage reads names alone, so that a
+	// large backlog's count stays fresh while its age listing, ten times
+	// dearer, waits its turn.
+	ages bool
+	due  time.Time
 }
 
 // Refresh keeps the queue gauges of d until ctx is done: it lists every
 // stage at once (inbox/, processing/ and error/ first, done/ last, the
 // largest), then each again once every interval (zero: DefaultRefresh), or
 // once every hundred times its last listing took if that is longer, so
-// that listing costs at most 1% of a core whatever the queue holds. A
-// listing that fails is logged at warn and keeps the previous values;
-// each listing is logged at debug, with how long it took.
-// Refresh returns when ctx is done; run it in a goroutine of its own.
+// that listing costs at most 1% of a core whatever the queue holds. The
+// stages with an age metric are also counted by names alone on the same
+// rule, which keeps their counts fresh when the listing with ages is slow
+// (a million messages waiting in inbox/). A listing that fails is logged
+// at warn and keeps the previous values; each listing is logged at debug,
+// with how long it took. Refresh returns when ctx is done; run it in a
+// goroutine of its own.
 func (m *Metrics) Refresh(ctx context.Context, d *queue.Dir, interval time.Duration, log *slog.Logger) {
 	if interval <= 0 {
 		interval = DefaultRefresh
 	}
-	order := []queue.Stage{queue.Inbox, queue.Processing, queue.Error, queue.Done}
-	due := make(map[queue.Stage]time.Time, len(order))
+	now := time.Now()
+	var jobs []*listing
+	for _, s := range []queue.Stage{queue.Inbox, queue.Processing, queue.Error, queue.Done} {
+		jobs = append(jobs, &listing{stage: s, ages: aged[s], due: now})
+	}
+	for _, s := range []queue.Stage{queue.Inbox, queue.Processing, queue.Error} {
+		// After the first listing with ages, which counts too.
+		jobs = append(jobs, &listing{stage: s, due: now.Add(interval)})
+	}
 	for {
-		for _, s := range order {
-			if time.Now().Before(due[s]) {
+		for _, j := range jobs {
+			if time.Now().Before(j.due) {
 				continue
 			}
 			start := time.Now()
-			got, err := d.Stats(s, aged[s])
+			got, err := d.Stats(j.stage, j.ages)
 			took := time.Since(start)
 			if err != nil {
 				if log != nil {
-					log.Warn("metrics: listing a stage failed; its gauges keep their last values", "stage", string(s), "err", err)
+					log.Warn("metrics: listing a stage failed; its gauges keep their last values", "stage", string(j.stage), "err", err)
 				}
 			} else {
-				m.stages.set(s, got)
+				m.stages.set(j.stage, got, j.ages || !aged[j.stage])
 				if log != nil {
-					log.Debug("metrics: stage listed", "stage", string(s), "messages", got.Messages, "took", took)
+					log.Debug("metrics: stage listed", "stage", string(j.stage), "ages", j.ages, "messages", got.Messages, "took", took)
 				}
 			}
-			due[s] = time.Now().Add(max(interval, refreshFactor*took))
+			j.due = time.Now().Add(max(interval, refreshFactor*took))
 			if ctx.Err() != nil {
 				return
 			}
 		}
-		next := due[order[0]]
-		for _, s := range order[1:] {
-			if due[s].Before(next) {
-				next = due[s]
+		next := jobs[0].due
+		for _, j := range jobs[1:] {
+			if j.due.Before(next) {
+				next = j.due
 			}
 		}
 		t := time.NewTimer(time.Until(next))
