@@ -215,11 +215,11 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	if listen.addr != "" {
 		m := metrics.New()
 		cfg.Observer = m
-		ep, err := startEndpoints(ctx, listen, logger, m, d, l)
-		if err != nil {
-			return err
+		ep, lerr := startEndpoints(ctx, listen, logger, m, d, l)
+		if lerr != nil {
+			return lerr
 		}
-		defer func() {
+		defer func() { // err: runConsume's result
 			if serr := ep.stop(); serr != nil && err == nil {
 				err = serr
 			}
