@@ -408,6 +408,7 @@ func (c *Consumer) recover(ctx context.Context, st *Stats) error {
 	if rec.Total() > 0 {
 		c.log.Info("recovered claims of dead consumers", "sessions", rec.Sessions,
 			"to_inbox", rec.ToInbox, "to_done", rec.ToDone, "to_error", rec.ToError)
+		c.cfg.Observer.Recovered(rec.Total())
 	}
 	st.Recovered += rec.Total()
 	return c.releaseReservations(ctx)

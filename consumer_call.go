@@ -123,10 +123,12 @@ func (cs *calls) reserve(items []item) error {
 	if len(batch) == 0 {
 		return nil
 	}
+	start := time.Now()
 	res, err := c.calls.Reserve(p.work, batch, p.s.ID())
 	if err != nil {
 		return fmt.Errorf("ledger: %w", err)
 	}
+	c.cfg.Observer.Committed(len(batch), time.Since(start))
 	if len(res) != len(batch) {
 		return fmt.Errorf("ledger: %d reservations for a batch of %d", len(res), len(batch))
 	}
@@ -236,6 +238,7 @@ func (cs *calls) start(it item) {
 		if err == nil {
 			// A call started is finished even when the run is stopping,
 			// unless the shutdown timeout passes first.
+			start := time.Now()
 			err = callSafely(p.sd.calls, c.cfg.Caller, it.d)
 			if p.sd.abandoned(err) {
 				// Cut short: the call says nothing of the message. Its
@@ -246,6 +249,7 @@ func (cs *calls) start(it item) {
 				cs.retire(it)
 				return
 			}
+			c.cfg.Observer.Called(kindOf(c.cfg.Caller), callResult(err), time.Since(start))
 			c.gate.observe(err)
 		}
 		cs.done <- called{it: it, err: err}
@@ -327,10 +331,12 @@ func (cs *calls) settle(group []called) ([]item, error) {
 	for i, g := range group {
 		batch[i], errs[i] = g.it.d, g.err
 	}
+	start := time.Now()
 	res, err := c.calls.Settle(p.work, batch, errs, c.cfg.Retry.Decide)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: %w", err)
 	}
+	c.cfg.Observer.Committed(len(batch), time.Since(start))
 	if len(res) != len(batch) {
 		return nil, fmt.Errorf("ledger: %d results for %d calls", len(res), len(batch))
 	}

@@ -23,16 +23,22 @@ func (c *Consumer) record(ctx context.Context, items []item) error {
 	}
 	var res []Result
 	var err error
+	start := time.Now()
 	if c.work != nil {
 		// The consumer decides what a handler's failure makes of a
 		// message, by its retry policy; the ledger records the verdict.
-		res, err = c.work.RecordWork(ctx, batch, Work{Handler: c.cfg.Handler, Decide: c.cfg.Retry.Decide})
+		w := Work{Handler: c.cfg.Handler, Decide: c.cfg.Retry.Decide}
+		if w.Handler != nil {
+			w.Handler = observed{h: w.Handler, kind: kindOf(w.Handler), o: c.cfg.Observer}
+		}
+		res, err = c.work.RecordWork(ctx, batch, w)
 	} else {
 		res, err = c.ledger.Record(ctx, batch)
 	}
 	if err != nil {
 		return fmt.Errorf("ledger: %w", err) // the ledger names the operation
 	}
+	c.cfg.Observer.Committed(len(batch), time.Since(start))
 	if len(res) != len(batch) {
 		return fmt.Errorf("ledger: %d results for a batch of %d", len(res), len(batch))
 	}
@@ -107,6 +113,7 @@ func (c *Consumer) moveOut(s *queue.Session, items []item, ms *moveSync) error {
 			c.hold(it.claim, r.RetryAt)
 			c.log.Info("retry scheduled", "file", d.File, "msg_id", d.Message.MsgID,
 				"attempt", r.Attempts, "at", r.RetryAt, "err", r.Err)
+			c.cfg.Observer.Delivered(d, r)
 			continue
 		}
 		to := queue.Done
@@ -122,6 +129,7 @@ func (c *Consumer) moveOut(s *queue.Session, items []item, ms *moveSync) error {
 		if r.Outcome == OutcomeDeadLetter {
 			c.log.Info("dead letter", "file", d.File, "stored", stored, "reason", r.Reject.Reason, "detail", r.Reject.Error())
 		}
+		c.cfg.Observer.Delivered(d, r)
 		if c.cfg.OnDelivery != nil {
 			c.cfg.OnDelivery(d, r, stored)
 		}

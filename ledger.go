@@ -80,6 +80,13 @@ type Result struct {
 	Attempts int
 	Err      error
 	RetryAt  time.Time
+	// Conflict marks a duplicate whose content differs from the processed
+	// row's: the same msg_id with another body, a producer's bug or
+	// tampering rather than an ordinary redelivery. The ledger sets it
+	// when it records the duplicate (the deliveries row's conflict flag),
+	// so that metrics and alerts see it as it happens; false for every
+	// other outcome.
+	Conflict bool
 }
 
 // Ledger is the idempotent record of every delivery. The consumer needs only

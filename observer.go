@@ -1,6 +1,11 @@
 package spool
 
-import "time"
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+)
 
 // Observer is told of a consumer's work as it happens, so that a program
 // can keep metrics of it (package metrics keeps Prometheus ones) without the
@@ -38,3 +43,54 @@ func (NopObserver) Committed(int, time.Duration)         {}
 func (NopObserver) Called(string, string, time.Duration) {}
 func (NopObserver) Recovered(int)                        {}
 func (NopObserver) Rescanned(bool)                       {}
+
+// Kinded is implemented by a Handler or a Caller that names its kind for
+// Observer.Called, so that metrics can tell a slow command from a slow
+// endpoint: handler.Exec is "exec", handler.Post "post", handler.SQL "sql".
+// A handler that does not implement it is of kind "go" (a program's own).
+type Kinded interface {
+	Kind() string
+}
+
+// kindOf is h's Kind, or "go".
+func kindOf(h any) string {
+	if k, ok := h.(Kinded); ok {
+		if s := k.Kind(); s != "" {
+			return s
+		}
+	}
+	return "go"
+}
+
+// callResult is the result of one call for Observer.Called: "ok",
+// "permanent" (Permanent, a panic), "timeout" (a deadline or an error whose
+// Timeout method says so: an exec or post timeout) or "transient".
+func callResult(err error) string {
+	var t interface{ Timeout() bool }
+	switch {
+	case err == nil:
+		return "ok"
+	case IsPermanent(err):
+		return "permanent"
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &t) && t.Timeout():
+		return "timeout"
+	}
+	return "transient"
+}
+
+// observed is a Handler that tells the Observer of each call: the consumer
+// wraps its Handler in it for RecordWork, whose savepoints call it.
+type observed struct {
+	h    Handler
+	kind string
+	o    Observer
+}
+
+// Handle runs the handler (a panic becomes a permanent error, as Call
+// makes it) and reports its result and duration.
+func (w observed) Handle(ctx context.Context, tx *sql.Tx, d *Delivery) error {
+	start := time.Now()
+	err := Call(ctx, w.h, tx, d)
+	w.o.Called(w.kind, callResult(err), time.Since(start))
+	return err
+}

@@ -60,7 +60,7 @@ func (h *Exec) Call(ctx context.Context, d *spool.Delivery) error {
 	case r.err == nil:
 		return nil
 	case r.timedOut:
-		return fmt.Errorf("exec: timed out after %v, process group killed%s", timeout, r.detail())
+		return &timeoutError{msg: fmt.Sprintf("exec: timed out after %v, process group killed%s", timeout, r.detail())}
 	case r.exitCode == ExitTempFail:
 		return fmt.Errorf("exec: exit status %d (temporary failure)%s", r.exitCode, r.detail())
 	case r.exitCode > 0:
@@ -70,6 +70,22 @@ func (h *Exec) Call(ctx context.Context, d *spool.Delivery) error {
 	// not started at all: nothing says the message is at fault.
 	return fmt.Errorf("exec: %w%s", r.err, r.detail())
 }
+
+// Kind is "exec" (spool.Kinded), the handler kind metrics report.
+func (h *Exec) Kind() string { return "exec" }
+
+// timeoutError is the failure of a run killed at its Timeout: transient,
+// and a timeout (its Timeout method, and errors.Is context.DeadlineExceeded)
+// for metrics, which count timeouts apart from other failures.
+type timeoutError struct{ msg string }
+
+func (e *timeoutError) Error() string { return e.msg }
+
+// Timeout reports true: the run was killed at its bound.
+func (e *timeoutError) Timeout() bool { return true }
+
+// Is makes errors.Is(err, context.DeadlineExceeded) hold.
+func (e *timeoutError) Is(target error) bool { return target == context.DeadlineExceeded }
 
 // CallTimeout is the bound of one run (spool.TimeoutCaller).
 func (h *Exec) CallTimeout() time.Duration {

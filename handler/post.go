@@ -121,6 +121,9 @@ func (h *Post) Call(ctx context.Context, d *spool.Delivery) error {
 	return h.classify(resp, excerpt)
 }
 
+// Kind is "post" (spool.Kinded), the handler kind metrics report.
+func (h *Post) Kind() string { return "post" }
+
 // CallTimeout is the bound of one request (spool.TimeoutCaller).
 func (h *Post) CallTimeout() time.Duration { return h.timeout }
 

@@ -101,6 +101,9 @@ func check(ctx context.Context, tx *sql.Tx, i int, s boundStatement) error {
 	return nil
 }
 
+// Kind is "sql" (spool.Kinded), the handler kind metrics report.
+func (h *SQL) Kind() string { return "sql" }
+
 // Handle runs each statement in tx with its parameters bound to d: :msg_id,
 // :order_no, :seq, :amount (NULL when the message lacks them), :file (its
 // name in inbox/), :payload (the message's text), and any other :name the

@@ -29,7 +29,7 @@ type result struct {
 
 // public is the result as Record returns it for d.
 func (r result) public(d *spool.Delivery) spool.Result {
-	out := spool.Result{Outcome: r.outcome, Attempts: r.attempts, Err: r.err, RetryAt: r.retryAt}
+	out := spool.Result{Outcome: r.outcome, Attempts: r.attempts, Err: r.err, RetryAt: r.retryAt, Conflict: r.conflict}
 	if r.outcome == spool.OutcomeDeadLetter {
 		out.Reject = d.Reject
 		if out.Reject == nil {

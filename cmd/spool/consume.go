@@ -9,12 +9,13 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/ledger"
+	"github.com/spoolq/spool/metrics"
 	"github.com/spoolq/spool/queue"
 )
 
 var consumeCommand = &command{
 	name:    "consume",
-	args:    "DIR [--watch] [--exec CMD | --sql FILE | --post URL] [--concurrency N] [--ordered] [--rate N/s] [--retry-* ...] [--on-dead-letter CMD] [--shutdown-timeout DURATION] [--workers N] [--batch N] [--log-format text|json] [--log-level LEVEL] [--progress=false] [--db PATH] [contract flags]",
+	args:    "DIR [--watch] [--exec CMD | --sql FILE | --post URL] [--concurrency N] [--ordered] [--rate N/s] [--retry-* ...] [--on-dead-letter CMD] [--shutdown-timeout DURATION] [--workers N] [--batch N] [--log-format text|json] [--log-level LEVEL] [--progress=false] [--listen ADDR] [--db PATH] [contract flags]",
 	summary: "drain inbox/ into the ledger (or keep consuming with --watch)",
 	help: `
 Consumes inbox/ until it is empty, then exits: each message is claimed,
@@ -98,6 +99,14 @@ bar on stderr (done/total, rate, elapsed and remaining time) when stderr is
 a terminal and the log format is text; never when stderr is a file, a pipe
 or the journal. --progress=false turns it off.
 
+--listen ADDR serves Prometheus metrics at /metrics, liveness at /healthz
+and readiness at /readyz (the ledger answers, every stage takes a new file)
+over HTTP while consume runs, as spool serve does for a queue without a
+consumer (spool help serve); the bound address is logged as a record
+"listening" with addr. A scrape reads cached values and lists nothing: the
+stages are listed in the background (--metrics-refresh). docs/OPERATIONS.md
+lists every metric.
+
 The contract comes from DIR/spool.conf and the contract flags.
 Prints: processed=N duplicates=N dead-letters=N recovered=N`,
 }
@@ -118,6 +127,7 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	hf := addHandlerFlags(flags)
 	nf := addNotifyFlags(flags)
 	shutdownTimeout := flags.Duration("shutdown-timeout", defaultShutdownTimeout, "at SIGINT/SIGTERM, cancel the calls still running after `DURATION` and exit 4 (0: wait for them)")
+	listen := addListenFlags(flags, "")
 	pos, err := e.parse(flags, args)
 	if err != nil {
 		return err
@@ -145,6 +155,9 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 		return err
 	}
 	if err := lf.check(e); err != nil {
+		return err
+	}
+	if err := listen.check(e, false); err != nil {
 		return err
 	}
 	// The logger, the notifier and the progress bar write to stderr from
@@ -216,6 +229,19 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 				logDelivery(logger, d, r, stored)
 			}
 		}
+	}
+	if listen.addr != "" {
+		m := metrics.New()
+		cfg.Observer = m
+		ep, lerr := startEndpoints(ctx, listen, logger, m, d, l)
+		if lerr != nil {
+			return lerr
+		}
+		defer func() { // err: runConsume's result
+			if serr := ep.stop(); serr != nil && err == nil {
+				err = serr
+			}
+		}()
 	}
 	sd := newSDNotifier(func(err error) { e.warn("%v", err) })
 	defer sd.close()

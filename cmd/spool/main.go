@@ -42,7 +42,7 @@ var commands []*command
 
 func init() {
 	commands = []*command{
-		initCommand, enqueueCommand, consumeCommand, lagCommand, statusCommand,
+		initCommand, enqueueCommand, consumeCommand, serveCommand, lagCommand, statusCommand,
 		schemaCommand, dupsCommand, errorsCommand, orderCheckCommand, replayCommand,
 		replaysCommand, fsckCommand, pruneCommand, demoCommand, benchCommand, versionCommand,
 	}

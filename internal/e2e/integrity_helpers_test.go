@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -26,10 +27,13 @@ func runAt(t testing.TB, cwd string, args ...string) result {
 
 // spoolAt runs a spool binary (the one under test, or another build of
 // it) in a working directory ("" for the test's), with env (VAR=value)
-// added to the test's environment.
+// added to the test's environment. A started process also copies its
+// stderr to tee, when set, as it comes (tests that must read a running
+// process's log, such as the address it listens at).
 type spoolAt struct {
 	bin, cwd string
 	env      []string
+	tee      io.Writer
 }
 
 func (s spoolAt) run(t testing.TB, args ...string) result {
@@ -86,6 +90,9 @@ func (s spoolAt) start(t testing.TB, args ...string) *proc {
 		p.cmd.Env = append(os.Environ(), s.env...)
 	}
 	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.errb
+	if s.tee != nil {
+		p.cmd.Stderr = io.MultiWriter(&p.errb, s.tee)
+	}
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start spool %q: %v", args, err)
 	}

@@ -62,6 +62,7 @@ func Run(t *testing.T, open func(t *testing.T) *ledger.DB) {
 		{"BadVerdict", testBadVerdict},
 		{"ReserveSettle", testReserveSettle},
 		{"ReleaseReservations", testReleaseReservations},
+		{"ConflictResult", testConflictResult},
 	}
 	fresh := func(t *testing.T) *ledger.DB {
 		db := open(t)

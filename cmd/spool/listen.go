@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/spoolq/spool/ledger"
+	"github.com/spoolq/spool/metrics"
+	"github.com/spoolq/spool/queue"
+)
+
+// listenFlags are the flags of the metrics and health endpoints, on
+// consume and serve.
+type listenFlags struct {
+	addr    string
+	refresh time.Duration
+}
+
+func addListenFlags(fs *flag.FlagSet, what string) *listenFlags {
+	f := &listenFlags{}
+	fs.StringVar(&f.addr, "listen", "", "serve /metrics, /healthz and /readyz over HTTP at `ADDR` (host:port; port 0 picks a free one, logged as \"listening\" addr=...)"+what)
+	fs.DurationVar(&f.refresh, "metrics-refresh", metrics.DefaultRefresh, "list each stage for the queue gauges at most this often (`DURATION`; a stage whose listing took T waits at least 100×T)")
+	return f
+}
+
+// check validates the flags; need says --listen is required.
+func (f *listenFlags) check(e *env, need bool) error {
+	if f.addr == "" {
+		if need {
+			return e.usage("--listen ADDR is required")
+		}
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(f.addr); err != nil {
+		return e.usage("--listen %q: want host:port (127.0.0.1:9464, :9464): %v", f.addr, err)
+	}
+	if f.refresh <= 0 {
+		return e.usage("--metrics-refresh %v: want a duration above 0", f.refresh)
+	}
+	return nil
+}
+
+// endpoints serves the metrics and health of a queue until stop.
+type endpoints struct {
+	srv    *http.Server
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// startEndpoints listens at f.addr, logs the address it bound (record
+// "listening", addr), and serves m with the readiness of d and l; the
+// queue gauges are refreshed in the background meanwhile.
+func startEndpoints(ctx context.Context, f *listenFlags, log *slog.Logger, m *metrics.Metrics, d *queue.Dir, l *ledger.DB) (*endpoints, error) {
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics endpoint: %w", err) // net names the address
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	ep := &endpoints{cancel: cancel, srv: &http.Server{
+		Handler:           metrics.Mux(m, metrics.Ready{Ledger: l.SQL(), Dir: d}),
+		ReadHeaderTimeout: 5 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}}
+	log.Info("listening", "addr", ln.Addr().String())
+	ep.wg.Add(2)
+	go func() {
+		defer ep.wg.Done()
+		m.Refresh(ctx, d, f.refresh, log)
+	}()
+	go func() {
+		defer ep.wg.Done()
+		if err := ep.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Warn("metrics endpoint stopped", "err", err)
+		}
+	}()
+	return ep, nil
+}
+
+// stop closes the endpoints, giving requests in flight a moment to end.
+func (ep *endpoints) stop() error {
+	sctx, done := context.WithTimeout(context.Background(), 2*time.Second)
+	defer done()
+	err := ep.srv.Shutdown(sctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		// A request still running (a readiness check on a hung
+		// filesystem): cut it off.
+		err = ep.srv.Close()
+	}
+	ep.cancel()
+	ep.wg.Wait()
+	if err != nil {
+		return fmt.Errorf("close metrics endpoint: %w", err)
+	}
+	return nil
+}

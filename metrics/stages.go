@@ -1,0 +1,197 @@
+package metrics
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/spoolq/spool/queue"
+)
+
+const (
+	doneStage  = queue.Done
+	errorStage = queue.Error
+)
+
+// DefaultRefresh is Refresh's interval when it is given zero: how stale
+// the queue's gauges may be on a small queue.
+const DefaultRefresh = 10 * time.Second
+
+// refreshFactor bounds the time spent listing a stage to a hundredth of
+// the time: a stage is listed again no sooner than refreshFactor times its
+// last listing took. A million names in done/ take some hundreds of
+// milliseconds to read, so done/ is then listed about every half minute
+// instead of every interval, at 1% of a core.
+const refreshFactor = 100
+
+// aged are the stages whose oldest message's age is a metric. done/ is
+// not: its listing never stats a file, which keeps it cheap.
+var aged = map[queue.Stage]bool{queue.Inbox: true, queue.Processing: true, queue.Error: true}
+
+// stageState is the last listing of one stage, adjusted by the deliveries
+// since.
+type stageState struct {
+	listed   bool
+	messages int
+	oldest   time.Time
+}
+
+// stageCache holds the queue's gauges between listings and is their
+// collector: a scrape reads it and lists nothing.
+type stageCache struct {
+	mu       sync.Mutex
+	stages   map[queue.Stage]*stageState
+	messages *prometheus.Desc
+	age      *prometheus.Desc
+}
+
+func newStageCache() *stageCache {
+	c := &stageCache{
+		stages: map[queue.Stage]*stageState{},
+		messages: prometheus.NewDesc("spool_queue_messages",
+			"Messages in each stage (inbox, processing, done, error), as of the last listing of the stage plus the deliveries since.",
+			[]string{"stage"}, nil),
+		age: prometheus.NewDesc("spool_queue_oldest_age_seconds",
+			"Age of the oldest message in inbox (since its modification), processing (since its claim) and error (since its move there); 0 when the stage is empty.",
+			[]string{"stage"}, nil),
+	}
+	for _, s := range queue.Stages {
+		c.stages[s] = &stageState{}
+	}
+	return c
+}
+
+// Describe sends the gauges' descriptions.
+func (c *stageCache) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.messages
+	ch <- c.age
+}
+
+// Collect sends the gauges of every stage listed at least once. An age is
+// computed now from the oldest time listed, so it grows between listings
+// as the message waits.
+func (c *stageCache) Collect(ch chan<- prometheus.Metric) {
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range queue.Stages {
+		st := c.stages[s]
+		if !st.listed {
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(c.messages, prometheus.GaugeValue, float64(st.messages), string(s))
+		if aged[s] {
+			age := 0.0
+			if st.messages > 0 && !st.oldest.IsZero() {
+				age = max(now.Sub(st.oldest).Seconds(), 0)
+			}
+			ch <- prometheus.MustNewConstMetric(c.age, prometheus.GaugeValue, age, string(s))
+		}
+	}
+}
+
+// arrived counts a delivery's file into stage s (done/ or error/) until
+// the next listing of s counts it itself.
+func (c *stageCache) arrived(s queue.Stage) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.stages[s]
+	if st.messages == 0 {
+		st.oldest = time.Now()
+	}
+	st.messages++
+}
+
+// set records a listing of s; without ages (a count-only listing of a
+// stage whose age is a metric) the oldest time is kept, or taken as now
+// when the stage was empty.
+func (c *stageCache) set(s queue.Stage, got queue.StageStats, ages bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.stages[s]
+	if !ages {
+		if st.messages == 0 || st.oldest.IsZero() {
+			got.Oldest = time.Now()
+		} else {
+			got.Oldest = st.oldest
+		}
+	}
+	*st = stageState{listed: true, messages: got.Messages, oldest: got.Oldest}
+}
+
+// listing is one kind of listing of one stage that Refresh repeats.
+type listing struct {
+	stage queue.Stage
+	// ages: the listing stats every message for the oldest age; the
+	// count-only listing of the same stage reads names alone, so that a
+	// large backlog's count stays fresh while its age listing, ten times
+	// dearer, waits its turn.
+	ages bool
+	due  time.Time
+}
+
+// Refresh keeps the queue gauges of d until ctx is done: it lists every
+// stage at once (inbox/, processing/ and error/ first, done/ last, the
+// largest), then each again once every interval (zero: DefaultRefresh), or
+// once every hundred times its last listing took if that is longer, so
+// that listing costs at most 1% of a core whatever the queue holds. The
+// stages with an age metric are also counted by names alone on the same
+// rule, which keeps their counts fresh when the listing with ages is slow
+// (a million messages waiting in inbox/). A listing that fails is logged
+// at warn and keeps the previous values; each listing is logged at debug,
+// with how long it took. Refresh returns when ctx is done; run it in a
+// goroutine of its own.
+func (m *Metrics) Refresh(ctx context.Context, d *queue.Dir, interval time.Duration, log *slog.Logger) {
+	if interval <= 0 {
+		interval = DefaultRefresh
+	}
+	now := time.Now()
+	var jobs []*listing
+	for _, s := range []queue.Stage{queue.Inbox, queue.Processing, queue.Error, queue.Done} {
+		jobs = append(jobs, &listing{stage: s, ages: aged[s], due: now})
+	}
+	for _, s := range []queue.Stage{queue.Inbox, queue.Processing, queue.Error} {
+		// After the first listing with ages, which counts too.
+		jobs = append(jobs, &listing{stage: s, due: now.Add(interval)})
+	}
+	for {
+		for _, j := range jobs {
+			if time.Now().Before(j.due) {
+				continue
+			}
+			start := time.Now()
+			got, err := d.Stats(j.stage, j.ages)
+			took := time.Since(start)
+			if err != nil {
+				if log != nil {
+					log.Warn("metrics: listing a stage failed; its gauges keep their last values", "stage", string(j.stage), "err", err)
+				}
+			} else {
+				m.stages.set(j.stage, got, j.ages || !aged[j.stage])
+				if log != nil {
+					log.Debug("metrics: stage listed", "stage", string(j.stage), "ages", j.ages, "messages", got.Messages, "took", took)
+				}
+			}
+			j.due = time.Now().Add(max(interval, refreshFactor*took))
+			if ctx.Err() != nil {
+				return
+			}
+		}
+		next := jobs[0].due
+		for _, j := range jobs[1:] {
+			if j.due.Before(next) {
+				next = j.due
+			}
+		}
+		t := time.NewTimer(time.Until(next))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
