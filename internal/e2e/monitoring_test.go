@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -14,6 +15,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/metrics"
+	"github.com/spoolq/spool/queue"
 )
 
 // The monitoring half of the operations kit (examples/ops/prometheus and
@@ -636,5 +642,59 @@ func TestDashboardPromtool(t *testing.T) {
 	out := runPromtool(t, bin, dir, "check", "rules", "dashboard.yml")
 	if want := fmt.Sprintf("SUCCESS: %d rules found", n); !strings.Contains(out, want) {
 		t.Errorf("promtool check rules on the dashboard's queries printed %q, want %q", out, want)
+	}
+}
+
+// TestMonitoringNamesServed holds spoolMetrics to what package metrics
+// registers: every name the rules and the dashboard may use is served, and
+// nothing spool serves is missing from the list. Each Observer method is
+// called once, so that the vectors and histograms have a series to gather.
+func TestMonitoringNamesServed(t *testing.T) {
+	m := metrics.New()
+	d := &spool.Delivery{File: "m.json"}
+	m.Delivered(d, spool.Result{Outcome: spool.OutcomeProcessed, Conflict: true})
+	m.Delivered(d, spool.Result{Outcome: spool.OutcomeDeadLetter, Reject: &spool.RejectError{Reason: spool.ReasonParse}})
+	m.Committed(1, time.Millisecond)
+	m.Called("post", "ok", time.Millisecond)
+	m.Recovered(1)
+	m.Rescanned(true)
+	// The queue gauges are served once a listing has been made.
+	root := filepath.Join(t.TempDir(), "q")
+	if err := queue.Init(root); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := queue.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	refreshed := make(chan struct{})
+	go func() { defer close(refreshed); m.Refresh(ctx, dir, time.Hour, nil) }()
+	defer func() { cancel(); <-refreshed }()
+	served := map[string]bool{}
+	for deadline := time.Now().Add(time.Minute); ; {
+		fams, err := m.Registry().Gather()
+		if err != nil {
+			t.Fatalf("gather: %v", err)
+		}
+		clear(served)
+		for _, f := range fams {
+			if strings.HasPrefix(f.GetName(), "spool_") {
+				served[f.GetName()] = true
+			}
+		}
+		if served["spool_queue_oldest_age_seconds"] || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // until the first listing
+	}
+	for _, name := range spoolMetrics {
+		if !served[name] {
+			t.Errorf("%s is in spoolMetrics (the rules and the dashboard may use it) but package metrics does not serve it", name)
+		}
+		delete(served, name)
+	}
+	for name := range served {
+		t.Errorf("package metrics serves %s, which spoolMetrics does not list", name)
 	}
 }
