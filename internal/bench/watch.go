@@ -37,11 +37,11 @@ type WatchOptions struct {
 
 // Latency summarises the enqueue-to-done/ latencies of a phase.
 type Latency struct {
-	N              int
-	P50, P99, Max  time.Duration
-	Elapsed        time.Duration // from the first arrival to the last one done
-	RateOffered    float64       // arrivals per second achieved by the producer
-	Missing        int           // messages never seen in done/ (must be 0)
+	N             int
+	P50, P99, Max time.Duration
+	Elapsed       time.Duration // from the first arrival to the last one done
+	RateOffered   float64       // arrivals per second achieved by the producer
+	Missing       int           // messages never seen in done/ (must be 0)
 }
 
 // WatchReport is the outcome of Watch.
@@ -49,8 +49,8 @@ type WatchReport struct {
 	Options WatchOptions
 	// IdleCPU is the process's processor time over the idle period, as a
 	// fraction of one core.
-	IdleCPU     float64
-	IdleRescans int // the consumer's rescans of inbox/ while idle
+	IdleCPU         float64
+	IdleRescans     int // the consumer's rescans of inbox/ while idle
 	Trickle, Steady Latency
 	Stats           spool.Stats
 }
