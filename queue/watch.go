@@ -27,7 +27,7 @@ type Arrivals struct {
 	w        *fsnotify.Watcher
 	bell     chan struct{}
 	overflow atomic.Int64 // overflows not yet reported by Overflowed
-	failed   atomic.Value // the first error of the watch other than an overflow
+	failed   atomic.Pointer[error] // the first error of the watch other than an overflow
 	wg       sync.WaitGroup
 }
 
@@ -74,7 +74,7 @@ func (a *Arrivals) listen() {
 			if errors.Is(err, fsnotify.ErrEventOverflow) {
 				a.overflow.Add(1)
 			} else {
-				a.failed.CompareAndSwap(nil, err)
+				a.failed.CompareAndSwap(nil, &err)
 			}
 			a.ring()
 		}
@@ -100,8 +100,8 @@ func (a *Arrivals) Overflowed() int { return int(a.overflow.Swap(0)) }
 // example a read error of the inotify descriptor), or nil. After one, the
 // bell can no longer be trusted.
 func (a *Arrivals) Err() error {
-	if err, ok := a.failed.Load().(error); ok {
-		return err
+	if err := a.failed.Load(); err != nil {
+		return *err
 	}
 	return nil
 }
