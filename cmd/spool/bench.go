@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -233,6 +234,7 @@ func benchWatch(ctx context.Context, e *env, o bench.Options, wo bench.WatchOpti
 		return e.usage("--watch measures one durable run: no --floor, --rounds, --cold or relaxed durability")
 	}
 	wo.Parent, wo.Keep = o.Parent, o.Keep
+	load := loadAverage()
 	rep, err := bench.Watch(ctx, wo)
 	if err != nil {
 		return err
@@ -242,7 +244,7 @@ func benchWatch(ctx context.Context, e *env, o bench.Options, wo bench.WatchOpti
 	if wo.Poll > 0 {
 		mode = fmt.Sprintf("polling every %v", wo.Poll)
 	}
-	fmt.Fprintf(w, "watch      %s, durability full, ledger sqlite\n", mode)
+	fmt.Fprintf(w, "watch      %s, durability full, ledger sqlite; load average at start %s\n", mode, load)
 	fmt.Fprintf(w, "idle       cpu %.3f%% of a core over %v (%d rescans)\n", rep.IdleCPU*100, wo.Idle, rep.IdleRescans)
 	for _, p := range []struct {
 		name string
@@ -258,4 +260,15 @@ func benchWatch(ctx context.Context, e *env, o bench.Options, wo bench.WatchOpti
 		return errCheckFailed
 	}
 	return nil
+}
+
+// loadAverage is the machine's 1, 5 and 15 minute load averages: latencies
+// measured on a shared machine mean little without them.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if err != nil || len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }

@@ -161,7 +161,7 @@ func TestBenchWatch(t *testing.T) {
 		t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
 	for _, p := range []string{
-		`(?m)^watch +notifications, durability full, ledger sqlite$`,
+		`(?m)^watch +notifications, durability full, ledger sqlite; load average at start [\d.]+ [\d.]+ [\d.]+$`,
 		`(?m)^idle +cpu [\d.]+% of a core over 200ms \(\d+ rescans\)$`,
 		`(?m)^one/20ms +5 msgs at +\d+/s +p50 +\S+ +p99 +\S+ +max +\S+ `,
 		`(?m)^500/s +100 msgs at +\d+/s +p50 `,
