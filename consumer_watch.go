@@ -40,7 +40,7 @@ func (c *Consumer) watch() *watcher {
 		return w
 	}
 	if c.cfg.Poll {
-		return poll("notifications off (--poll)")
+		return poll("notifications not used (Config.Poll, consume --poll)")
 	}
 	if fs, remote, err := c.dir.RemoteFS(); err != nil {
 		return poll("cannot tell inbox/'s filesystem", "err", err)
