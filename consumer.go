@@ -70,7 +70,9 @@ type Config struct {
 	// MinAge, when positive, leaves in inbox/ every file that changed
 	// (its content, size, mtime or ctime) less than MinAge ago: for
 	// producers that write a file in place under its final name instead
-	// of renaming it in. Zero: a file is claimed as soon as it is seen.
+	// of renaming it in. A Drain leaves such files where they are; a
+	// Watch scans again when the youngest would settle. Zero: a file is
+	// claimed as soon as it is seen.
 	MinAge time.Duration
 	// Handler, when set, does the business work of each message inside the
 	// ledger transaction; the ledger must then be a WorkLedger. Nil: the
