@@ -26,7 +26,7 @@ import (
 type Arrivals struct {
 	w        *fsnotify.Watcher
 	bell     chan struct{}
-	overflow atomic.Int64 // overflows not yet reported by Overflowed
+	overflow atomic.Int64          // overflows not yet reported by Overflowed
 	failed   atomic.Pointer[error] // the first error of the watch other than an overflow
 	wg       sync.WaitGroup
 }
