@@ -16,7 +16,7 @@ import (
 
 var benchCommand = &command{
 	name:    "bench",
-	args:    "[--n N] [--dup F] [--poison F] [--floor] [--rounds R] [--cold] [--durability full|relaxed] [--handler post|exec --latency D --concurrency C [--procs P] [--db URL]]",
+	args:    "[--n N] [--dup F] [--poison F] [--floor] [--rounds R] [--cold] [--durability full|relaxed] [--handler post|exec --latency D --concurrency C [--procs P] [--db URL]] [--watch [--idle D] [--arrivals N --gap D] [--steady-rate N --steady D] [--poll D]]",
 	summary: "drain a generated queue and report throughput, latency, memory",
 	help: `
 Generates a queue of N realistic ~200-byte messages (with fractions of
@@ -44,7 +44,15 @@ calls it --concurrency times at once. Reports msg/s, calls in flight (max
 and mean), the ideal procs × concurrency / latency, processor time per
 message (this process and the consumers), the outcome counts, and for exec
 how many /bin/sh this machine starts per second at that concurrency.
---db postgres://... puts the ledger in a schema of its own on that server.`,
+--db postgres://... puts the ledger in a schema of its own on that server.
+
+--watch measures a watching consumer instead (durable, SQLite), in this
+process: its CPU over --idle with nothing arriving, then the latency from
+the rename of each message into inbox/ to its file durably in done/ (the
+bench fsyncs done/ after each move it is told of), for --arrivals messages
+--gap apart and for --steady at --steady-rate a second: p50, p99, max. The
+load average at the start is printed with them; --poll INTERVAL measures
+polling instead of notifications.`,
 }
 
 func init() { benchCommand.run = runBench }
