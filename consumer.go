@@ -55,9 +55,25 @@ type Config struct {
 	// Lease is how long a session of another host may go silent before its
 	// claims are taken over. Zero: queue.DefaultLease.
 	Lease time.Duration
-	// PollInterval is how often Watch looks at an empty inbox.
-	// Zero: DefaultPollInterval.
+	// PollInterval is how often Watch lists inbox/ when it polls: with
+	// Poll, or where notifications cannot be had (a network or FUSE
+	// filesystem, no inotify instance left). Zero: DefaultPollInterval.
 	PollInterval time.Duration
+	// Poll makes Watch poll inbox/ every PollInterval instead of waiting
+	// for filesystem notifications: for a queue that other hosts write to
+	// over a network filesystem that detection does not recognise.
+	Poll bool
+	// RescanInterval is how often a Watch that has notifications lists
+	// inbox/ and recovers dead consumers' claims without being notified.
+	// Zero: DefaultRescanInterval.
+	RescanInterval time.Duration
+	// MinAge, when positive, leaves in inbox/ every file that changed
+	// (its content, size, mtime or ctime) less than MinAge ago: for
+	// producers that write a file in place under its final name instead
+	// of renaming it in. A Drain leaves such files where they are; a
+	// Watch scans again when the youngest would settle. Zero: a file is
+	// claimed as soon as it is seen.
+	MinAge time.Duration
 	// Handler, when set, does the business work of each message inside the
 	// ledger transaction; the ledger must then be a WorkLedger. Nil: the
 	// ledger's processed row is the only work.
@@ -136,6 +152,10 @@ type Stats struct {
 	// (for a retry to fall due, or for arrivals) passes once per wait, not
 	// in a loop.
 	Passes int
+	// Rescans counts the scans of a Watch that no notification asked for
+	// (periodic, polling, or after an overflow); Overflows counts the times
+	// the kernel dropped notifications (each answered by a rescan at once).
+	Rescans, Overflows int
 }
 
 // Total is the number of deliveries finished.
@@ -178,6 +198,8 @@ type Consumer struct {
 	mu       sync.Mutex
 	waiting  []waiting
 	schedule map[string]time.Time
+
+	settle settleClock // when the files MinAge holds back settle
 }
 
 // NewConsumer returns a consumer of dir recording into l.
@@ -202,6 +224,9 @@ func NewConsumer(dir *queue.Dir, l Ledger, cfg Config) (*Consumer, error) {
 	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = DefaultPollInterval
+	}
+	if cfg.RescanInterval <= 0 {
+		cfg.RescanInterval = DefaultRescanInterval
 	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = DefaultConcurrency
@@ -281,6 +306,11 @@ func (c *Consumer) run(ctx context.Context, watch bool) (Stats, error) {
 	sd := c.newStopping(ctx, work)
 	defer sd.stop()
 	started := false
+	var w *watcher
+	if watch {
+		w = c.watch()
+		defer w.close()
+	}
 	for {
 		if err := c.recover(work, &st); err != nil {
 			return st, c.abandon(s, err)
@@ -319,14 +349,16 @@ func (c *Consumer) run(ctx context.Context, watch bool) (Stats, error) {
 		if !watch && !held {
 			break
 		}
-		wait := c.cfg.PollInterval
-		if held && (!watch || time.Until(next) < wait) {
-			wait = max(time.Until(next), 0)
+		if watch {
+			if !w.wait(ctx, &st, next, held) {
+				return st, c.close(s)
+			}
+			continue
 		}
 		select {
 		case <-ctx.Done():
 			return st, c.close(s)
-		case <-time.After(wait):
+		case <-time.After(max(time.Until(next), 0)):
 		}
 	}
 	if err := c.close(s); err != nil {

@@ -83,6 +83,9 @@ func (c *Consumer) claimBatch(s *queue.Session, names []string, items []item, to
 		if bytes >= c.cfg.BatchBytes {
 			return j, nil
 		}
+		if !c.settled(name) {
+			continue // MinAge: still being written, perhaps
+		}
 		start := time.Now()
 		cl, err := s.Claim(name)
 		switch {

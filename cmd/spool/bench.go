@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -15,7 +16,7 @@ import (
 
 var benchCommand = &command{
 	name:    "bench",
-	args:    "[--n N] [--dup F] [--poison F] [--floor] [--rounds R] [--cold] [--durability full|relaxed] [--handler post|exec --latency D --concurrency C [--procs P] [--db URL]]",
+	args:    "[--n N] [--dup F] [--poison F] [--floor] [--rounds R] [--cold] [--durability full|relaxed] [--handler post|exec --latency D --concurrency C [--procs P] [--db URL]] [--watch [--idle D] [--arrivals N --gap D] [--steady-rate N --steady D] [--poll D]]",
 	summary: "drain a generated queue and report throughput, latency, memory",
 	help: `
 Generates a queue of N realistic ~200-byte messages (with fractions of
@@ -43,7 +44,15 @@ calls it --concurrency times at once. Reports msg/s, calls in flight (max
 and mean), the ideal procs × concurrency / latency, processor time per
 message (this process and the consumers), the outcome counts, and for exec
 how many /bin/sh this machine starts per second at that concurrency.
---db postgres://... puts the ledger in a schema of its own on that server.`,
+--db postgres://... puts the ledger in a schema of its own on that server.
+
+--watch measures a watching consumer instead (durable, SQLite), in this
+process: its CPU over --idle with nothing arriving, then the latency from
+the rename of each message into inbox/ to its file durably in done/ (the
+bench fsyncs done/ after each move it is told of), for --arrivals messages
+--gap apart and for --steady at --steady-rate a second: p50, p99, max. The
+load average at the start is printed with them; --poll INTERVAL measures
+polling instead of notifications.`,
 }
 
 func init() { benchCommand.run = runBench }
@@ -68,6 +77,14 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	flags.IntVar(&co.Concurrency, "concurrency", spool.DefaultConcurrency, "with --handler: calls at once per consumer, `C`")
 	flags.IntVar(&co.Procs, "procs", 1, "with --handler: consumers, `P`; more than 1 runs spool consume processes")
 	flags.StringVar(&co.DB, "db", "", "with --handler: a PostgreSQL `URL` for the ledger (default: SQLite in the queue)")
+	watch := flags.Bool("watch", false, "measure a watching consumer instead: idle CPU, and enqueue-to-done/ latency of arrivals one at a time and at a steady rate")
+	var wo bench.WatchOptions
+	flags.DurationVar(&wo.Idle, "idle", 10*time.Second, "with --watch: how long the idle consumer's CPU is measured, `DURATION`")
+	flags.IntVar(&wo.Trickle, "arrivals", 200, "with --watch: messages arriving one at a time, `N`")
+	flags.DurationVar(&wo.Gap, "gap", 50*time.Millisecond, "with --watch: the time between those arrivals, `DURATION`")
+	flags.IntVar(&wo.Rate, "steady-rate", 5000, "with --watch: messages per second of the steady phase, `N`")
+	flags.DurationVar(&wo.Steady, "steady", 5*time.Second, "with --watch: how long the steady phase lasts, `DURATION`")
+	flags.DurationVar(&wo.Poll, "poll", 0, "with --watch: poll inbox/ every `INTERVAL` instead of waiting for notifications, for comparison")
 	cpuprofile := flags.String("cpuprofile", "", "write a CPU profile of spool's drain (the first round's) to `FILE` (go tool pprof)")
 	durability := addDurabilityFlag(flags)
 	pos, err := e.parse(flags, args)
@@ -90,6 +107,9 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	defer stop()
 	set := map[string]bool{}
 	flags.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *watch {
+		return benchWatch(ctx, e, o, wo)
+	}
 	if co.Handler != "" || set["latency"] || set["concurrency"] || set["procs"] || set["db"] {
 		return benchCalls(ctx, e, o, co)
 	}
@@ -208,3 +228,55 @@ func benchCalls(ctx context.Context, e *env, o bench.Options, co bench.CallOptio
 }
 
 func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// benchWatch is bench --watch.
+func benchWatch(ctx context.Context, e *env, o bench.Options, wo bench.WatchOptions) error {
+	switch {
+	case wo.Idle <= 0 || wo.Gap <= 0 || wo.Steady <= 0:
+		return e.usage("--idle, --gap and --steady want positive durations")
+	case wo.Trickle < 1 || wo.Rate < 1:
+		return e.usage("want --arrivals >= 1 and --steady-rate >= 1")
+	case wo.Poll < 0:
+		return e.usage("--poll %v: want a positive interval", wo.Poll)
+	case o.Floor || o.Rounds > 1 || o.Cold || o.Relaxed:
+		return e.usage("--watch measures one durable run: no --floor, --rounds, --cold or relaxed durability")
+	}
+	wo.Parent, wo.Keep = o.Parent, o.Keep
+	load := loadAverage()
+	rep, err := bench.Watch(ctx, wo)
+	if err != nil {
+		return err
+	}
+	w := e.stdout
+	mode := "notifications"
+	if wo.Poll > 0 {
+		mode = fmt.Sprintf("polling every %v", wo.Poll)
+	}
+	fmt.Fprintf(w, "watch      %s, durability full, ledger sqlite; load average at start %s\n", mode, load)
+	fmt.Fprintf(w, "idle       cpu %.3f%% of a core over %v (%d rescans)\n", rep.IdleCPU*100, wo.Idle, rep.IdleRescans)
+	for _, p := range []struct {
+		name string
+		l    bench.Latency
+	}{{fmt.Sprintf("one/%v", wo.Gap), rep.Trickle}, {fmt.Sprintf("%d/s", wo.Rate), rep.Steady}} {
+		fmt.Fprintf(w, "%-10s %6d msgs at %7.0f/s  p50 %8s  p99 %8s  max %8s  (rename into inbox/ to durable in done/)\n",
+			p.name, p.l.N, p.l.RateOffered, p.l.P50.Round(10*time.Microsecond), p.l.P99.Round(10*time.Microsecond), p.l.Max.Round(10*time.Microsecond))
+	}
+	missing := rep.Trickle.Missing + rep.Steady.Missing
+	fmt.Fprintf(w, "outcomes   processed=%d duplicates=%d dead-letters=%d missing=%d passes=%d rescans=%d overflows=%d\n",
+		rep.Stats.Processed, rep.Stats.Duplicates, rep.Stats.DeadLetters, missing, rep.Stats.Passes, rep.Stats.Rescans, rep.Stats.Overflows)
+	if missing > 0 || rep.Stats.Processed != rep.Trickle.N+rep.Steady.N || rep.Stats.Duplicates+rep.Stats.DeadLetters > 0 {
+		return errCheckFailed
+	}
+	return nil
+}
+
+// loadAverage is the machine's 1, 5 and 15 minute load averages: latencies
+// measured on a shared machine mean little without them.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if err != nil || len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}

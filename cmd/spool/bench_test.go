@@ -150,3 +150,30 @@ func TestBenchHandlerRefused(t *testing.T) {
 		r.wantFail(t, 2, "bench", "")
 	}
 }
+
+// TestBenchWatch: --watch measures an idle watching consumer and the
+// latency of arrivals, and checks that every message reached done/ once.
+func TestBenchWatch(t *testing.T) {
+	tmp := t.TempDir()
+	r := cli(t, "bench", "--watch", "--idle", "200ms", "--arrivals", "5", "--gap", "20ms",
+		"--steady-rate", "500", "--steady", "200ms", "--tmp", tmp)
+	if r.code != 0 {
+		t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	for _, p := range []string{
+		`(?m)^watch +notifications, durability full, ledger sqlite; load average at start [\d.]+ [\d.]+ [\d.]+$`,
+		`(?m)^idle +cpu [\d.]+% of a core over 200ms \(\d+ rescans\)$`,
+		`(?m)^one/20ms +5 msgs at +\d+/s +p50 +\S+ +p99 +\S+ +max +\S+ `,
+		`(?m)^500/s +100 msgs at +\d+/s +p50 `,
+		`(?m)^outcomes +processed=105 duplicates=0 dead-letters=0 missing=0 `,
+	} {
+		if !regexp.MustCompile(p).MatchString(r.stdout) {
+			t.Errorf("no line matches %s; stdout:\n%s", p, r.stdout)
+		}
+	}
+	if left, err := os.ReadDir(tmp); err != nil || len(left) != 0 {
+		t.Errorf("bench left %d entries in its temp dir (%v)", len(left), err)
+	}
+	cli(t, "bench", "--watch", "--arrivals", "0").wantFail(t, 2, "bench", "--arrivals")
+	cli(t, "bench", "--watch", "--floor").wantFail(t, 2, "bench", "--watch")
+}

@@ -15,7 +15,7 @@ import (
 
 var consumeCommand = &command{
 	name:    "consume",
-	args:    "DIR [--watch] [--exec CMD | --sql FILE | --post URL] [--concurrency N] [--ordered] [--rate N/s] [--retry-* ...] [--on-dead-letter CMD] [--shutdown-timeout DURATION] [--workers N] [--batch N] [--log-format text|json] [--log-level LEVEL] [--progress=false] [--listen ADDR] [--db PATH] [contract flags]",
+	args:    "DIR [--watch [--poll INTERVAL]] [--min-age DURATION] [--exec CMD | --sql FILE | --post URL] [--concurrency N] [--ordered] [--rate N/s] [--retry-* ...] [--on-dead-letter CMD] [--shutdown-timeout DURATION] [--workers N] [--batch N] [--log-format text|json] [--log-level LEVEL] [--progress=false] [--listen ADDR] [--db PATH] [contract flags]",
 	summary: "drain inbox/ into the ledger (or keep consuming with --watch)",
 	help: `
 Consumes inbox/ until it is empty, then exits: each message is claimed,
@@ -25,7 +25,21 @@ dead letter, with its reason). Claims left by a crashed consumer are
 recovered first, a replay that was killed half-way is finished, and stale
 temp files of killed producers are removed. Any number of consumers may run at once on one queue.
 
---watch keeps consuming new arrivals until SIGINT or SIGTERM.
+--watch keeps consuming new arrivals until SIGINT or SIGTERM (see
+Stopping). It waits for filesystem notifications (inotify) and scans inbox/
+as soon as one comes, and also every second without one, recovering the
+claims of consumers that died meanwhile; a burst that overflows the
+kernel's queue of notifications makes it scan at once (logged,
+"notifications overflowed; rescanning"). On NFS, SMB/CIFS, FUSE and other
+network filesystems, where notifications miss other hosts' writes, it
+polls inbox/ every 250ms instead (logged once); --poll INTERVAL polls at
+that interval on any filesystem.
+
+--min-age DURATION leaves in inbox/ each file that changed (content, size,
+mtime or ctime) less than DURATION ago, for producers that write a file in
+place under its final .json name instead of writing a temp name and
+renaming it. The file's ctime counts, so a copy that keeps an old mtime
+(cp -p, touch -d) still waits. A drain leaves such files for the next run.
 
 Stopping: at SIGINT or SIGTERM (a drain or --watch) nothing more is
 claimed; the batches being recorded are committed and moved out, the
@@ -108,7 +122,8 @@ stages are listed in the background (--metrics-refresh). docs/OPERATIONS.md
 lists every metric.
 
 The contract comes from DIR/spool.conf and the contract flags.
-Prints: processed=N duplicates=N dead-letters=N recovered=N`,
+Prints: processed=N duplicates=N dead-letters=N recovered=N, and with
+--watch a second line rescans=N overflows=N`,
 }
 
 func init() { consumeCommand.run = runConsume }
@@ -116,6 +131,8 @@ func init() { consumeCommand.run = runConsume }
 func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	flags := e.flagSet()
 	watch := flags.Bool("watch", false, "keep consuming new arrivals until SIGINT/SIGTERM")
+	poll := flags.Duration("poll", 0, "with --watch: list inbox/ every `INTERVAL` instead of waiting for filesystem notifications (NFS, SMB)")
+	minAge := flags.Duration("min-age", 0, "leave files in inbox/ until they have not changed for `DURATION` (producers that write in place)")
 	workers := flags.Int("workers", 0, fmt.Sprintf("goroutines reading and parsing claimed messages in parallel (default %d per GOMAXPROCS)", spool.DefaultWorkersPerCPU))
 	batch := flags.Int("batch", 0, fmt.Sprintf("most messages per ledger transaction (default %d)", spool.DefaultBatchSize))
 	lf := addLogFlags(flags)
@@ -143,6 +160,12 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	}
 	if *shutdownTimeout < 0 {
 		return e.usage("--shutdown-timeout %v: want 0 (no bound) or a positive duration", *shutdownTimeout)
+	}
+	if *poll < 0 || (*poll > 0 && !*watch) {
+		return e.usage("--poll %v: want a positive interval, with --watch", *poll)
+	}
+	if *minAge < 0 {
+		return e.usage("--min-age %v: want 0 (off) or more", *minAge)
 	}
 	relaxed, err := e.relaxed(*durability)
 	if err != nil {
@@ -203,6 +226,7 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 		Contract: c, Workers: *workers, BatchSize: *batch, Logger: logger, Relaxed: relaxed,
 		Handler: h, Caller: caller, Concurrency: hf.concurrency, Ordered: hf.ordered, Rate: hf.perSecond, PauseAfter: hf.pauseAfterConfig(),
 		Retry: hf.retry(), ShutdownTimeout: *shutdownTimeout,
+		Poll: *poll > 0, PollInterval: *poll, MinAge: *minAge,
 	}
 	var notify func(*spool.Delivery, spool.Result, string)
 	debug := logger.Enabled(ctx, slog.LevelDebug)
@@ -277,6 +301,9 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	}
 	fmt.Fprintf(e.stdout, "processed=%d duplicates=%d dead-letters=%d recovered=%d\n",
 		st.Processed, st.Duplicates, st.DeadLetters, st.Recovered)
+	if *watch {
+		fmt.Fprintf(e.stdout, "rescans=%d overflows=%d\n", st.Rescans, st.Overflows)
+	}
 	return err
 }
 

@@ -25,7 +25,12 @@
 //   - TestRedeliveryAfterRestart: the other half of I7, a later redelivery
 //     of the same name and content is a duplicate; enqueue's refusals.
 //   - TestWatchShutdown: consume --watch, and SIGTERM finishing in-flight
-//     work.
+//     work. TestWatchPickup: arrivals consumed with notifications and with
+//     --poll; TestWatchOverflow: 50 000 files written while the watcher is
+//     stopped overflow inotify's queue, and none is lost;
+//     TestWatchRecoversDeadConsumer: a consumer SIGKILLed while a watcher
+//     runs has its claims recovered by it; TestWatchMinAge: a file written
+//     in place is left alone until it settles, then consumed whole.
 //   - TestCrossDeviceRefused: stages on two filesystems are refused.
 //   - TestStrictConfig: a spool.conf with a key in another case, a
 //     repeated key, "" or null for a value, or a wrong type is refused

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -88,4 +91,215 @@ func TestWatchShutdown(t *testing.T) {
 		t.Errorf("the ledger records %d claims, want %d", got, n+m)
 	}
 	requireEmpty(t, q, processing)
+}
+
+// watchSummary is the second line consume --watch prints at exit.
+var watchSummary = regexp.MustCompile(`(?m)^rescans=(\d+) overflows=(\d+)$`)
+
+// parseWatch returns the rescans and overflows a watcher's summary reports.
+func parseWatch(t *testing.T, r result) (rescans, overflows int) {
+	t.Helper()
+	m := watchSummary.FindStringSubmatch(r.stdout)
+	if m == nil {
+		t.Fatalf("want a line rescans=N overflows=N on stdout, got\n%s", r)
+	}
+	rescans, _ = strconv.Atoi(m[1])
+	overflows, _ = strconv.Atoi(m[2])
+	return rescans, overflows
+}
+
+// stopWatcher sends SIGTERM to a watcher and returns its result, which
+// must be exit 0.
+func stopWatcher(t *testing.T, p *proc) result {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	r := p.wait(t)
+	if r.code != 0 {
+		t.Fatalf("watcher after SIGTERM: want exit 0, got\n%s", r)
+	}
+	return r
+}
+
+// TestWatchPickup: a message renamed into inbox/ while consume --watch
+// waits is consumed (notifications, the default), and so it is with --poll.
+// The bound is generous: it says the arrival was seen at all, not how soon
+// (that is spool bench --watch's measurement).
+func TestWatchPickup(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []struct {
+		name string
+		args []string
+	}{{"notify", nil}, {"poll", []string{"--poll", "50ms"}}} {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			q := filepath.Join(t.TempDir(), "q")
+			mustRun(t, 0, "init", q)
+			p := start(t, append([]string{"consume", q, "--watch"}, mode.args...)...)
+			for i := range 3 {
+				produce(t, q, i, 1)
+				waitFor(t, 30*time.Second, fmt.Sprintf("arrival %d to reach done/", i+1), func() bool {
+					return countNames(t, q, done) == i+1
+				})
+				time.Sleep(100 * time.Millisecond) // let the watcher go idle again
+			}
+			r := stopWatcher(t, p)
+			if st := parseStats(t, r); st.Processed != 3 {
+				t.Errorf("summary %+v, want processed=3", st)
+			}
+			rescans, overflows := parseWatch(t, r)
+			polled := strings.Contains(r.stderr, "polling inbox/")
+			if polled != (mode.name == "poll") || overflows != 0 {
+				t.Errorf("mode %s: polling logged %v, rescans=%d overflows=%d\n%s", mode.name, polled, rescans, overflows, r)
+			}
+			requireEmpty(t, q, processing)
+		})
+	}
+}
+
+// TestWatchOverflow: a burst of arrivals larger than the kernel's queue of
+// notifications loses nothing. The watcher is stopped (SIGSTOP) while the
+// burst is written, so that its notifications certainly overflow
+// fs.inotify.max_queued_events; when it continues, the overflow makes it
+// rescan, it says so, and every message is consumed once.
+func TestWatchOverflow(t *testing.T) {
+	t.Parallel()
+	n := scale(50000, 8000)
+	if b, err := os.ReadFile("/proc/sys/fs/inotify/max_queued_events"); err == nil {
+		// Each produced file makes 4 events: its temp file's create,
+		// write and rename away, and the rename in.
+		if max, _ := strconv.Atoi(strings.TrimSpace(string(b))); max >= 4*n {
+			t.Skipf("fs.inotify.max_queued_events is %d: %d files cannot overflow it", max, n)
+		}
+	}
+	q := filepath.Join(t.TempDir(), "q")
+	mustRun(t, 0, "init", q)
+	p := start(t, "consume", q, "--watch")
+	produce(t, q, 0, 1)
+	waitFor(t, 30*time.Second, "the first arrival to reach done/", func() bool { return countNames(t, q, done) == 1 })
+
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	produce(t, q, 1, n)
+	if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, cmdTimeout, fmt.Sprintf("the burst of %d to reach done/", n), func() bool { return countNames(t, q, done) == n+1 })
+	r := stopWatcher(t, p)
+	if st := parseStats(t, r); st.Processed != n+1 || st.Duplicates != 0 || st.DeadLetters != 0 {
+		t.Errorf("summary %+v, want processed=%d and nothing else", st, n+1)
+	}
+	rescans, overflows := parseWatch(t, r)
+	if overflows < 1 || rescans < overflows {
+		t.Errorf("rescans=%d overflows=%d: want an overflow, answered by a rescan", rescans, overflows)
+	}
+	if !strings.Contains(r.stderr, "notifications overflowed; rescanning") {
+		t.Errorf("no overflow logged:\n%s", r.stderr)
+	}
+	requireEmpty(t, q, processing)
+	if left := countNames(t, q, inbox); left != 0 {
+		t.Errorf("%d messages left in inbox/", left)
+	}
+	db := openLedger(t, q)
+	if rows := count(t, db, `SELECT COUNT(*) FROM processed`); rows != n+1 {
+		t.Errorf("processed holds %d rows, want %d", rows, n+1)
+	}
+}
+
+// TestWatchRecoversDeadConsumer: a consumer killed with SIGKILL while it
+// holds claims does not wait for the watcher's restart: the running
+// watcher recovers its claims (at its next rescan) and consumes them.
+func TestWatchRecoversDeadConsumer(t *testing.T) {
+	t.Parallel()
+	q := filepath.Join(t.TempDir(), "q")
+	mustRun(t, 0, "init", q)
+	const n = 6
+	produce(t, q, 0, n)
+	// The victim claims every message and sits in its handler.
+	victim := start(t, "consume", q, "--exec", "sleep 600", "--concurrency", "2")
+	waitFor(t, 30*time.Second, "the victim to claim inbox/", func() bool {
+		return countNames(t, q, inbox) == 0 && countNames(t, q, done) == 0
+	})
+	// The watcher starts while the victim lives, so its start-up recovery
+	// leaves the victim's claims alone; one message of its own proves it
+	// has started and is idle.
+	watcher := start(t, "consume", q, "--watch", "--exec", "cat >/dev/null")
+	produce(t, q, n, 1)
+	waitFor(t, 30*time.Second, "the watcher's own message to reach done/", func() bool { return countNames(t, q, done) == 1 })
+	if got := countNames(t, q, done); got != 1 {
+		t.Fatalf("done/ holds %d, want only the watcher's own message", got)
+	}
+	if victim.killAfter(t, 0) != true {
+		t.Fatal("the victim was not running when killed")
+	}
+	waitFor(t, 60*time.Second, "the watcher to recover and consume the victim's claims", func() bool {
+		return countNames(t, q, done) == n+1
+	})
+	select {
+	case <-watcher.done:
+		t.Fatalf("the watcher exited:\n%s", watcher.result())
+	default:
+	}
+	r := stopWatcher(t, watcher)
+	if st := parseStats(t, r); st.Processed != n+1 || st.Recovered != n {
+		t.Errorf("watcher's summary %+v, want processed=%d recovered=%d", st, n+1, n)
+	}
+	if !strings.Contains(r.stderr, "recovered claims of dead consumers") {
+		t.Errorf("no recovery logged:\n%s", r.stderr)
+	}
+	requireEmpty(t, q, processing)
+}
+
+// TestWatchMinAge: with --min-age a file that a producer writes in place,
+// under its final name, is left alone while it is being written, even
+// though each write is followed by setting its mtime an hour back (as
+// cp -p or rsync -t leave it); once it has not changed for the minimum
+// age it is consumed, whole.
+func TestWatchMinAge(t *testing.T) {
+	t.Parallel()
+	q := filepath.Join(t.TempDir(), "q")
+	mustRun(t, 0, "init", q)
+	p := start(t, "consume", q, "--watch", "--min-age", "1s")
+	body := `{"msg_id":"in-place-1","order_no":"o-1","seq":1,"amount":"12.50","note":"` + strings.Repeat("x", 40) + `"}`
+	path := filepath.Join(q, inbox, "in-place.json")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour)
+	const pieces = 25 // one every 100 ms: 2.5 s, well past the minimum age
+	step := (len(body) + pieces - 1) / pieces
+	for i := 0; i < len(body); i += step {
+		if _, err := f.WriteString(body[i:min(i+step, len(body))]); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(path, old, old); err != nil {
+			t.Fatalf("the file left inbox/ while being written: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+		if claims, out := countClaims(t, q), countNames(t, q, done)+countNames(t, q, errorStage); claims+out != 0 {
+			t.Fatalf("after %d of %d bytes: %d claims, %d in done/ or error/: taken while being written", i+step, len(body), claims, out)
+		}
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the settled file to reach done/", func() bool { return countNames(t, q, done) == 1 })
+	r := stopWatcher(t, p)
+	if st := parseStats(t, r); st.Processed != 1 || st.DeadLetters != 0 {
+		t.Errorf("summary %+v, want processed=1", st)
+	}
+	des, err := os.ReadDir(filepath.Join(q, done))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(q, done, des[0].Name()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != body {
+		t.Errorf("done/ holds %q, want the whole message %q", got, body)
+	}
 }
