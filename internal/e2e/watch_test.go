@@ -175,7 +175,7 @@ func TestWatchOverflow(t *testing.T) {
 	}
 	q := filepath.Join(t.TempDir(), "q")
 	mustRun(t, 0, "init", q)
-	p := start(t, "consume", q, "--watch")
+	p, base := startListening(t, "consume", q, "--watch", "--listen", "127.0.0.1:0")
 	produce(t, q, 0, 1)
 	waitFor(t, 30*time.Second, "the first arrival to reach done/", func() bool { return countNames(t, q, done) == 1 })
 
@@ -187,6 +187,13 @@ func TestWatchOverflow(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, cmdTimeout, fmt.Sprintf("the burst of %d to reach done/", n), func() bool { return countNames(t, q, done) == n+1 })
+	// The metrics count what the summary will: an overflow, and its rescan.
+	fams := scrapeMetrics(t, base)
+	mOverflows, _ := fams.value("spool_watch_overflows_total")
+	mRescans, _ := fams.value("spool_watch_rescans_total")
+	if mOverflows < 1 || mRescans < mOverflows {
+		t.Errorf("metrics: spool_watch_overflows_total %v, spool_watch_rescans_total %v: want an overflow, answered by a rescan", mOverflows, mRescans)
+	}
 	r := stopWatcher(t, p)
 	if st := parseStats(t, r); st.Processed != n+1 || st.Duplicates != 0 || st.DeadLetters != 0 {
 		t.Errorf("summary %+v, want processed=%d and nothing else", st, n+1)
@@ -194,6 +201,9 @@ func TestWatchOverflow(t *testing.T) {
 	rescans, overflows := parseWatch(t, r)
 	if overflows < 1 || rescans < overflows {
 		t.Errorf("rescans=%d overflows=%d: want an overflow, answered by a rescan", rescans, overflows)
+	}
+	if float64(overflows) < mOverflows {
+		t.Errorf("summary overflows=%d, fewer than the metric's %v", overflows, mOverflows)
 	}
 	if !strings.Contains(r.stderr, "notifications overflowed; rescanning") {
 		t.Errorf("no overflow logged:\n%s", r.stderr)
