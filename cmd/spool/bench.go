@@ -48,7 +48,7 @@ how many /bin/sh this machine starts per second at that concurrency.
 
 func init() { benchCommand.run = runBench }
 
-func runBench(ctx context.Context, e *env, args []string) error {
+func runBench(ctx context.Context, e *env, args []string) (err error) {
 	flags := e.flagSet()
 	var o bench.Options
 	flags.IntVar(&o.N, "n", 10000, "messages to generate")
@@ -68,7 +68,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	flags.IntVar(&co.Concurrency, "concurrency", spool.DefaultConcurrency, "with --handler: calls at once per consumer, `C`")
 	flags.IntVar(&co.Procs, "procs", 1, "with --handler: consumers, `P`; more than 1 runs spool consume processes")
 	flags.StringVar(&co.DB, "db", "", "with --handler: a PostgreSQL `URL` for the ledger (default: SQLite in the queue)")
-	cpuprofile := flags.String("cpuprofile", "", "write a CPU profile of spool's drain (the first round's) to `FILE` (go tool pprof)")
+	cpuprofile := flags.String("cpuprofile", "", "write a CPU profile of spool's drain (the first round's; with --handler, of this process during the drain) to `FILE` (go tool pprof)")
 	durability := addDurabilityFlag(flags)
 	pos, err := e.parse(flags, args)
 	if err != nil {
@@ -90,16 +90,20 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	defer stop()
 	set := map[string]bool{}
 	flags.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if co.Handler != "" || set["latency"] || set["concurrency"] || set["procs"] || set["db"] {
-		return benchCalls(ctx, e, o, co)
-	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
-			return err
+			return fmt.Errorf("bench: %w", err)
 		}
-		defer f.Close()
-		o.CPUProfile = f
+		defer func() {
+			if cerr := f.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("bench: %w", cerr)
+			}
+		}()
+		o.CPUProfile, co.CPUProfile = f, f
+	}
+	if co.Handler != "" || set["latency"] || set["concurrency"] || set["procs"] || set["db"] {
+		return benchCalls(ctx, e, o, co)
 	}
 	rep, err := bench.Bench(ctx, o)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -56,6 +57,10 @@ type CallOptions struct {
 	// DB is a PostgreSQL URL; the run gets a schema of its own there,
 	// dropped afterwards. Empty: the queue's SQLite ledger.
 	DB string
+	// CPUProfile, when set, receives a CPU profile of this process during
+	// the drain: the consumer and the endpoint with Procs 1, the endpoint
+	// alone with more.
+	CPUProfile io.Writer
 }
 
 // CallReport is what a run with an external handler measured.
@@ -158,6 +163,11 @@ func Calls(ctx context.Context, o CallOptions) (CallReport, error) {
 			return rep, err
 		}
 	}
+	if o.CPUProfile != nil {
+		if err := pprof.StartCPUProfile(o.CPUProfile); err != nil {
+			return rep, fmt.Errorf("bench: %w", err)
+		}
+	}
 	start, cpu := time.Now(), cpuTime()
 	if o.Procs == 1 {
 		rep.Got, err = callDrain(ctx, dir, dsn, o, srv.URL, command, &flight)
@@ -166,6 +176,9 @@ func Calls(ctx context.Context, o CallOptions) (CallReport, error) {
 	}
 	rep.Run.Elapsed = time.Since(start)
 	rep.Run.CPU = cpuTime() - cpu + childCPU()
+	if o.CPUProfile != nil {
+		pprof.StopCPUProfile()
+	}
 	if err != nil {
 		return rep, err
 	}
