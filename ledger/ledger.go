@@ -37,6 +37,9 @@ type DB struct {
 	insProcessed, insDeliveries, selOwners *multiRow
 	// For external handlers (reserve.go).
 	insReservations, delReservations, delAttempts *multiRow
+	// writeTurn, on SQLite, holds a token while one of the process's write
+	// transactions runs (beginWrite); nil on PostgreSQL.
+	writeTurn chan struct{}
 }
 
 var _ spool.CallLedger = (*DB)(nil)
@@ -76,6 +79,10 @@ func NewWith(ctx context.Context, db *sql.DB, d Dialect, o Options) (*DB, error)
 		return nil, fmt.Errorf("new %s ledger: migrate: %w", d.Name(), err)
 	}
 	l := &DB{sql: db, dialect: d, q: newQueries(d)}
+	if d.Name() == "sqlite" {
+		// One writer at a time per database file.
+		l.writeTurn = make(chan struct{}, 1)
+	}
 	if err := l.prepareInserts(ctx); err != nil {
 		_ = l.closeStmts() // the error that matters is prepare's
 		return nil, fmt.Errorf("new %s ledger: %w", d.Name(), err)

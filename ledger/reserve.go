@@ -50,10 +50,11 @@ func (db *DB) Reserve(ctx context.Context, batch []*spool.Delivery, owner string
 
 func (db *DB) reserve(ctx context.Context, batch []*spool.Delivery, owner string) ([]result, error) {
 	now := time.Now()
-	tx, err := db.sql.BeginTx(ctx, nil)
+	tx, release, err := db.beginWrite(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("begin: %w", err)
+		return nil, err
 	}
+	defer release()
 	defer func() { _ = tx.Rollback() }()
 	res := make([]result, len(batch))
 	first := map[string]int{} // msg_id -> the batch's first delivery of it
@@ -188,10 +189,11 @@ func (db *DB) Settle(ctx context.Context, batch []*spool.Delivery, errs []error,
 
 func (db *DB) settle(ctx context.Context, batch []*spool.Delivery, errs []error, decide func(spool.Failure) spool.Verdict) ([]result, error) {
 	now := time.Now()
-	tx, err := db.sql.BeginTx(ctx, nil)
+	tx, release, err := db.beginWrite(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("begin: %w", err)
+		return nil, err
 	}
+	defer release()
 	defer func() { _ = tx.Rollback() }()
 	res := make([]result, len(batch))
 	order := make([]int, len(batch))

@@ -1,0 +1,38 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// beginWrite begins a write transaction of the consumer's hot paths
+// (Record, Reserve, Settle) and returns it with the function that ends
+// its turn, to be called after its Commit or Rollback.
+//
+// On SQLite, a database admits one writer at a time, and a writer that
+// finds the lock taken waits in SQLite's busy handler, which polls with
+// sleeps that grow to 100 ms: two write transactions of one process at once
+// (a consumer with a Caller reserves and settles from two goroutines) would
+// leave one of them asleep long after the lock was free, while the other
+// committed again. So the process's write transactions take turns on a
+// lock of their own first, and wait for it without polling; only writers
+// in other processes meet the busy handler. PostgreSQL's transactions run
+// in parallel, locking rows, and take no such turn.
+func (db *DB) beginWrite(ctx context.Context) (*sql.Tx, func(), error) {
+	release := func() {}
+	if db.writeTurn != nil {
+		select {
+		case db.writeTurn <- struct{}{}:
+		case <-ctx.Done():
+			return nil, nil, fmt.Errorf("begin: %w", ctx.Err())
+		}
+		release = func() { <-db.writeTurn }
+	}
+	tx, err := db.sql.BeginTx(ctx, nil)
+	if err != nil {
+		release()
+		return nil, nil, fmt.Errorf("begin: %w", err)
+	}
+	return tx, release, nil
+}
