@@ -123,7 +123,7 @@ func (db *DB) reserve(ctx context.Context, batch []*spool.Delivery, owner string
 			continue
 		}
 		if res[i].outcome == spool.OutcomeReserved {
-			undo = append(undo, d.Claim)
+			undo = append(undo, d.Message.MsgID, d.Claim)
 		}
 		res[i].outcome = spool.OutcomeDuplicate
 	}
@@ -207,7 +207,7 @@ func (db *DB) settle(ctx context.Context, batch []*spool.Delivery, errs []error,
 	// costs more than the rows, and the settle is on every call's path.
 	var args, claims []any
 	for _, i := range order {
-		claims = append(claims, batch[i].Claim)
+		claims = append(claims, batch[i].Message.MsgID, batch[i].Claim)
 		if errs[i] == nil {
 			args = append(args, processedArgs(batch[i], now)...)
 		}
