@@ -33,8 +33,15 @@ type calls struct {
 	// reserves ahead of its calls (the claiming stage waits on it).
 	admitted chan struct{}
 	done     chan called
-	// inflight counts the reserved deliveries not yet settled: callAll
-	// waits for it before it closes done.
+	// settled carries the committed groups from settleAll to handOver,
+	// which gives them to the finishing stage: the next commit does not
+	// wait for that stage, which waits its turn for the moves while the
+	// claiming stage renames a batch, and calls that finish meanwhile
+	// would hold their slots. Never full: each item in it holds an
+	// admitted token, and it has room for as many groups.
+	settled chan []item
+	// inflight counts the reserved deliveries not yet settled and handed
+	// over: callAll waits for it before it closes done.
 	inflight sync.WaitGroup
 	stMu     sync.Mutex // p.st, written by callAll and settleAll
 
@@ -50,14 +57,20 @@ type calls struct {
 // messages the batches claimed.
 func (p *pipeline) callAll() int {
 	n := p.c.cfg.Concurrency
+	admit := n + 2*p.c.cfg.BatchSize
 	cs := &calls{p: p, slots: make(chan struct{}, n), done: make(chan called, n),
-		admitted: make(chan struct{}, n+2*p.c.cfg.BatchSize),
-		keyBusy:  map[string]bool{}, keyWait: map[string][]item{}}
+		admitted: make(chan struct{}, admit), settled: make(chan []item, admit),
+		keyBusy: map[string]bool{}, keyWait: map[string][]item{}}
 	var settler sync.WaitGroup
-	settler.Add(1)
+	settler.Add(2)
 	go func() {
 		defer settler.Done()
+		defer close(cs.settled)
 		cs.settleAll()
+	}()
+	go func() {
+		defer settler.Done()
+		cs.handOver()
 	}()
 	claimed := 0
 	for b := range p.ready {
@@ -199,11 +212,25 @@ func (cs *calls) start(it item) {
 	}()
 }
 
-// retire ends a reserved delivery's passage through this stage, settled
-// or abandoned: its order key passes to the next waiting delivery (started
-// before this one is counted out, so that inflight never reaches zero
-// while a key has deliveries waiting).
+// retire ends a reserved delivery's passage through this stage, when it
+// is abandoned or its settle failed: its order key passes on (passKey),
+// and it is counted out.
 func (cs *calls) retire(it item) {
+	cs.passKey(it)
+	cs.out()
+}
+
+// out counts a reserved delivery out of this stage.
+func (cs *calls) out() {
+	<-cs.admitted
+	cs.inflight.Done()
+}
+
+// passKey gives a delivery's order key, with Config.Ordered, to the next
+// delivery waiting for it, and starts that one's call. The next one is
+// counted in inflight already, so inflight cannot reach zero while a key
+// has deliveries waiting.
+func (cs *calls) passKey(it item) {
 	if key, ok := cs.orderKey(it); ok {
 		cs.keyMu.Lock()
 		var next *item
@@ -221,17 +248,14 @@ func (cs *calls) retire(it item) {
 			cs.start(*next)
 		}
 	}
-	<-cs.admitted
-	cs.inflight.Done()
 }
 
 // settleAll commits the outcomes of finished calls, taking every call that
 // has finished by the time the previous commit ends into the next one
-// (group commit), gives their slots back, and hands the committed
-// deliveries to the finishing stage. The slots are given back before the
-// hand-over: once committed, a call is no longer at risk, and the
-// finishing stage may be waiting for the claiming one (moves). After a
-// failure of the pass it only gives back the slots.
+// (group commit), gives their slots and order keys back, and passes the
+// committed deliveries to handOver: once committed, a call is no longer
+// at risk, and the next commit need not wait for the finishing stage.
+// After a failure of the pass it only gives back the slots.
 func (cs *calls) settleAll() {
 	p := cs.p
 	for first := range cs.done {
@@ -255,12 +279,29 @@ func (cs *calls) settleAll() {
 				p.fail(err)
 			}
 		}
-		for _, g := range group {
+		for range group {
 			<-cs.slots
-			cs.retire(g.it)
 		}
-		if len(items) > 0 {
-			p.recorded <- items
+		if len(items) == 0 {
+			for _, g := range group {
+				cs.retire(g.it)
+			}
+			continue
+		}
+		for _, g := range group {
+			cs.passKey(g.it)
+		}
+		cs.settled <- items
+	}
+}
+
+// handOver gives the committed groups to the finishing stage, and counts
+// their deliveries out of this stage once it has them.
+func (cs *calls) handOver() {
+	for items := range cs.settled {
+		cs.p.recorded <- items
+		for range items {
+			cs.out()
 		}
 	}
 }
