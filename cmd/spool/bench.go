@@ -42,7 +42,8 @@ in this process; more: spool consume processes at once on one queue)
 calls it --concurrency times at once. Reports msg/s, calls in flight (max
 and mean), the ideal procs × concurrency / latency, processor time per
 message (this process and the consumers), the outcome counts, and for exec
-how many /bin/sh this machine starts per second at that concurrency.
+how many times a second this machine runs the command with no latency
+(sh -c "sleep 0") at that concurrency, the ceiling for exec.
 --db postgres://... puts the ledger in a schema of its own on that server.`,
 }
 
@@ -196,7 +197,8 @@ func benchCalls(ctx context.Context, e *env, o bench.Options, co bench.CallOptio
 		fmt.Fprintf(w, "in flight  not measured for exec in several processes\n")
 	}
 	if co.Handler == "exec" {
-		fmt.Fprintf(w, "sh start   %8.0f /s at concurrency %d (this machine's ceiling for --exec)\n", rep.StartRate, co.Concurrency)
+		fmt.Fprintf(w, "ceiling    %8.0f /s: sh -c \"sleep 0\" at concurrency %d, this machine's most for the command; %.2f of it\n",
+			rep.StartRate, co.Concurrency, processed/min(rep.StartRate, rep.Ideal))
 	}
 	verdict := "exact"
 	if !rep.Exact() {

@@ -79,8 +79,11 @@ type CallReport struct {
 	// Ideal is Procs × Concurrency / Latency: the rate if every slot were
 	// always busy with a call.
 	Ideal float64
-	// StartRate, for exec, is how many `/bin/sh -c true` this machine
-	// starts per second at the same concurrency, measured in the same run.
+	// StartRate, for exec, is how many times a second this machine runs
+	// the command with no latency, `/bin/sh -c "sleep 0"` (a shell and the
+	// sleep program: dash does not exec a -c command's last program in
+	// place of itself), at the same concurrency, measured in the same run
+	// just before the drain: the most an --exec consumer could call it.
 	StartRate float64
 }
 
@@ -159,7 +162,7 @@ func Calls(ctx context.Context, o CallOptions) (CallReport, error) {
 	defer srv.Close()
 	command := "sleep " + strconv.FormatFloat(o.Latency.Seconds(), 'f', -1, 64)
 	if o.Handler == "exec" {
-		if rep.StartRate, err = startRate(ctx, o.Concurrency, 20*o.Concurrency); err != nil {
+		if rep.StartRate, err = startRate(ctx, "sleep 0", o.Concurrency, 20*o.Concurrency); err != nil {
 			return rep, err
 		}
 	}
@@ -298,10 +301,9 @@ func callProcs(ctx context.Context, dir, dsn string, o CallOptions, url, command
 	return st, nil
 }
 
-// startRate measures how many /bin/sh -c true this machine starts per
-// second, n of them, conc at once: the most an --exec consumer can call,
-// whatever its command does.
-func startRate(ctx context.Context, conc, n int) (float64, error) {
+// startRate measures how many times a second this machine runs /bin/sh -c
+// command, n runs, conc at once: the most an --exec consumer can call it.
+func startRate(ctx context.Context, command string, conc, n int) (float64, error) {
 	var wg sync.WaitGroup
 	var next atomic.Int64
 	var failed atomic.Value
@@ -311,7 +313,7 @@ func startRate(ctx context.Context, conc, n int) (float64, error) {
 		go func() {
 			defer wg.Done()
 			for next.Add(1) <= int64(n) {
-				if err := exec.CommandContext(ctx, "/bin/sh", "-c", "true").Run(); err != nil {
+				if err := exec.CommandContext(ctx, "/bin/sh", "-c", command).Run(); err != nil {
 					failed.Store(err)
 					return
 				}
