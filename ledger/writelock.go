@@ -18,7 +18,8 @@ import (
 // committed again. So the process's write transactions take turns on a
 // lock of their own first, and wait for it without polling; only writers
 // in other processes meet the busy handler. PostgreSQL's transactions run
-// in parallel, locking rows, and take no such turn.
+// in parallel, locking rows, and take no such turn. With Options.Turn,
+// the turn is then taken across processes too.
 func (db *DB) beginWrite(ctx context.Context) (*sql.Tx, func(), error) {
 	release := func() {}
 	if db.writeTurn != nil {
@@ -28,6 +29,10 @@ func (db *DB) beginWrite(ctx context.Context) (*sql.Tx, func(), error) {
 			return nil, nil, fmt.Errorf("begin: %w", ctx.Err())
 		}
 		release = func() { <-db.writeTurn }
+	}
+	if db.turn != nil {
+		own, shared := release, db.turn.Take()
+		release = func() { shared(); own() }
 	}
 	tx, err := db.sql.BeginTx(ctx, nil)
 	if err != nil {
