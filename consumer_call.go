@@ -66,7 +66,20 @@ func (p *pipeline) callAll() int {
 	go func() {
 		defer settler.Done()
 		defer close(cs.settled)
-		cs.settleAll()
+		// Commits of outcomes at once, where the ledger's engine runs
+		// them in parallel (PostgreSQL): a call that finishes while one
+		// commits goes into the next, not after it. They touch disjoint
+		// rows (each reserved msg_id is settled once), so they cannot
+		// deadlock.
+		k := 1
+		if w, ok := p.c.calls.(interface{ ConcurrentWrites() int }); ok {
+			k = max(1, min(w.ConcurrentWrites(), n))
+		}
+		var settlers sync.WaitGroup
+		for range k {
+			settlers.Go(cs.settleAll)
+		}
+		settlers.Wait()
 	}()
 	go func() {
 		defer settler.Done()
@@ -252,7 +265,8 @@ func (cs *calls) passKey(it item) {
 
 // settleAll commits the outcomes of finished calls, taking every call that
 // has finished by the time the previous commit ends into the next one
-// (group commit), gives their slots and order keys back, and passes the
+// (group commit; one settleAll, or more at once where the engine runs
+// write transactions in parallel), gives their slots and order keys back, and passes the
 // committed deliveries to handOver: once committed, a call is no longer
 // at risk, and the next commit need not wait for the finishing stage.
 // After a failure of the pass it only gives back the slots.

@@ -41,3 +41,16 @@ func (db *DB) beginWrite(ctx context.Context) (*sql.Tx, func(), error) {
 	}
 	return tx, release, nil
 }
+
+// ConcurrentWrites is how many of the consumer's write transactions may
+// usefully run at once on this ledger: 1 on SQLite, whose writers take
+// turns; on PostgreSQL, whose transactions lock rows, the pool's
+// connections less two, left for the transaction that reserves the next
+// batch and for recovery's and reports' queries. A consumer with a Caller
+// commits that many groups of outcomes at once.
+func (db *DB) ConcurrentWrites() int {
+	if db.writeTurn != nil {
+		return 1
+	}
+	return max(1, db.sql.Stats().MaxOpenConnections-2)
+}
