@@ -71,12 +71,8 @@ func (p *pipeline) callAll() int {
 		// commits goes into the next, not after it. They touch disjoint
 		// rows (each reserved msg_id is settled once), so they cannot
 		// deadlock.
-		k := 1
-		if w, ok := p.c.calls.(interface{ ConcurrentWrites() int }); ok {
-			k = max(1, min(w.ConcurrentWrites(), n))
-		}
 		var settlers sync.WaitGroup
-		for range k {
+		for range min(cs.writes(), n) {
 			settlers.Go(cs.settleAll)
 		}
 		settlers.Wait()
@@ -85,21 +81,21 @@ func (p *pipeline) callAll() int {
 		defer settler.Done()
 		cs.handOver()
 	}()
-	claimed := 0
-	for b := range p.ready {
-		if p.failed() {
-			continue
-		}
-		claimed += b.claimed
-		err := b.err
-		if err == nil && b.synced != nil {
-			err = <-b.synced
-		}
-		if err == nil {
-			err = cs.reserve(b.items)
-		}
-		if err != nil {
-			p.fail(err)
+	var claimed int
+	if k := cs.writes(); k > 1 {
+		claimed = cs.reserveAhead(k)
+	} else {
+		for b := range p.ready {
+			if p.failed() {
+				continue
+			}
+			claimed += b.claimed
+			toCall, err := cs.reserve(b)
+			if err != nil {
+				p.fail(err)
+				continue
+			}
+			cs.admit(toCall)
 		}
 	}
 	cs.inflight.Wait()
@@ -109,16 +105,79 @@ func (p *pipeline) callAll() int {
 	return claimed
 }
 
-// reserve reserves the msg_ids of a batch and starts the call of each
-// delivery it reserved, as slots free up. The batch's dead letters and
-// duplicates are recorded by the same commit and go straight on to be moved
-// out; a delivery whose msg_id is reserved for another delivery in flight
-// is held in processing/ and presented again shortly (reservationRecheck),
-// until that one's outcome is committed: it is then a duplicate, or, if
-// the other failed (a retry is scheduled, or it was dead-lettered), it is
-// called itself.
-func (cs *calls) reserve(items []item) error {
+// writes is how many of the consumer's write transactions the ledger runs
+// at once (ConcurrentWrites; 1 if it does not say): so many reserves, and
+// so many commits of outcomes, may run at once.
+func (cs *calls) writes() int {
+	if w, ok := cs.p.c.calls.(interface{ ConcurrentWrites() int }); ok {
+		return max(1, w.ConcurrentWrites())
+	}
+	return 1
+}
+
+// reserveAhead is the loop of callAll where the ledger runs k write
+// transactions at once (PostgreSQL): the next batches' reserves run while
+// the calls of the one before are admitted, up to k at once, since a
+// reserve is several round trips to the server and one reserve at a time
+// could not keep hundreds of calls busy. The batches are admitted in the
+// order they were claimed. It returns how many messages the batches
+// claimed.
+func (cs *calls) reserveAhead(k int) int {
+	p := cs.p
+	type reserved struct {
+		toCall []item
+		err    error
+	}
+	// At most k reserves at once: k-1 waiting here, and the one whose
+	// result the admitting loop waits for.
+	futures := make(chan chan reserved, k-1)
+	claimed := 0
+	go func() {
+		defer close(futures)
+		for b := range p.ready {
+			if p.failed() {
+				continue
+			}
+			claimed += b.claimed
+			f := make(chan reserved, 1)
+			futures <- f
+			go func() {
+				toCall, err := cs.reserve(b)
+				f <- reserved{toCall, err}
+			}()
+		}
+	}()
+	for f := range futures {
+		r := <-f
+		switch {
+		case r.err != nil:
+			p.fail(r.err)
+		case !p.failed():
+			cs.admit(r.toCall)
+		}
+	}
+	return claimed // written before futures was closed
+}
+
+// reserve reserves the msg_ids of a batch, once its claims are durable,
+// and returns the deliveries it reserved, to be called (admit). The
+// batch's dead letters and duplicates are recorded by the same commit and
+// go straight on to be moved out; a delivery whose msg_id is reserved for
+// another delivery in flight is held in processing/ and presented again
+// shortly (reservationRecheck), until that one's outcome is committed: it
+// is then a duplicate, or, if the other failed (a retry is scheduled, or it
+// was dead-lettered), it is called itself.
+func (cs *calls) reserve(b inspected) ([]item, error) {
 	p, c := cs.p, cs.p.c
+	if err := b.err; err != nil {
+		return nil, err
+	}
+	if b.synced != nil {
+		if err := <-b.synced; err != nil {
+			return nil, err
+		}
+	}
+	items := b.items
 	var batch []*Delivery
 	var idx []int
 	for i, it := range items {
@@ -128,14 +187,14 @@ func (cs *calls) reserve(items []item) error {
 		}
 	}
 	if len(batch) == 0 {
-		return nil
+		return nil, nil
 	}
 	res, err := c.calls.Reserve(p.work, batch, p.s.ID())
 	if err != nil {
-		return fmt.Errorf("ledger: %w", err)
+		return nil, fmt.Errorf("ledger: %w", err)
 	}
 	if len(res) != len(batch) {
-		return fmt.Errorf("ledger: %d reservations for a batch of %d", len(res), len(batch))
+		return nil, fmt.Errorf("ledger: %d reservations for a batch of %d", len(res), len(batch))
 	}
 	var finished, toCall []item
 	for k, r := range res {
@@ -160,6 +219,14 @@ func (cs *calls) reserve(items []item) error {
 			return cmp.Compare(a.d.Message.Seq, b.d.Message.Seq)
 		})
 	}
+	return toCall, nil
+}
+
+// admit starts the call of each reserved delivery, as slots free up, and
+// with Config.Ordered one at a time per order key. If the pass fails
+// first, the rest are left uncalled.
+func (cs *calls) admit(toCall []item) {
+	p := cs.p
 	for _, it := range toCall {
 		select {
 		case cs.admitted <- struct{}{}:
@@ -167,7 +234,7 @@ func (cs *calls) reserve(items []item) error {
 			// The pass failed: the remaining reserved claims stay in
 			// processing/ uncalled, for recovery, which also releases
 			// their reservations once this session is gone.
-			return nil
+			return
 		}
 		cs.inflight.Add(1)
 		if key, ok := cs.orderKey(it); ok {
@@ -191,7 +258,6 @@ func (cs *calls) reserve(items []item) error {
 		}
 		cs.start(it)
 	}
-	return nil
 }
 
 // orderKey returns the key whose calls must be made one at a time, with
