@@ -33,8 +33,15 @@ type calls struct {
 	// reserves ahead of its calls (the claiming stage waits on it).
 	admitted chan struct{}
 	done     chan called
-	// inflight counts the reserved deliveries not yet settled: callAll
-	// waits for it before it closes done.
+	// settled carries the committed groups from settleAll to handOver,
+	// which gives them to the finishing stage: the next commit does not
+	// wait for that stage, which waits its turn for the moves while the
+	// claiming stage renames a batch, and calls that finish meanwhile
+	// would hold their slots. Never full: each item in it holds an
+	// admitted token, and it has room for as many groups.
+	settled chan []item
+	// inflight counts the reserved deliveries not yet settled and handed
+	// over: callAll waits for it before it closes done.
 	inflight sync.WaitGroup
 	stMu     sync.Mutex // p.st, written by callAll and settleAll
 
@@ -55,39 +62,45 @@ type calls struct {
 // messages the batches claimed.
 func (p *pipeline) callAll() int {
 	n := p.c.cfg.Concurrency
+	admit := n + 2*p.c.cfg.BatchSize
 	cs := &calls{p: p, slots: make(chan struct{}, n), done: make(chan called, n),
-		admitted: make(chan struct{}, n+2*p.c.cfg.BatchSize),
-		keyBusy:  map[string]bool{}, keyWait: map[string][]item{}}
+		admitted: make(chan struct{}, admit), settled: make(chan []item, admit),
+		keyBusy: map[string]bool{}, keyWait: map[string][]item{}}
 	var settler sync.WaitGroup
-	settler.Add(1)
+	settler.Add(2)
 	go func() {
 		defer settler.Done()
-		cs.settleAll()
+		defer close(cs.settled)
+		// Commits of outcomes at once, where the ledger's engine runs
+		// them in parallel (PostgreSQL): a call that finishes while one
+		// commits goes into the next, not after it. They touch disjoint
+		// rows (each reserved msg_id is settled once), so they cannot
+		// deadlock.
+		var settlers sync.WaitGroup
+		for range min(cs.writes(), n) {
+			settlers.Go(cs.settleAll)
+		}
+		settlers.Wait()
 	}()
-	claimed := 0
-	for b := range p.ready {
-		if p.failed() {
-			continue
-		}
-		claimed += b.claimed
-		err := b.err
-		if err == nil && b.synced != nil {
-			err = <-b.synced
-		}
-		if err == nil && p.sd.stopped() {
-			// Claimed as the stop came: given back, never reserved.
-			for _, it := range b.items {
-				if it.state == examined {
-					cs.unstart(it)
-				}
+	go func() {
+		defer settler.Done()
+		cs.handOver()
+	}()
+	var claimed int
+	if k := cs.writes(); k > 1 {
+		claimed = cs.reserveAhead(k)
+	} else {
+		for b := range p.ready {
+			if p.failed() {
+				continue
 			}
-			continue
-		}
-		if err == nil {
-			err = cs.reserve(b.items)
-		}
-		if err != nil {
-			p.fail(err)
+			claimed += b.claimed
+			toCall, err := cs.reserve(b)
+			if err != nil {
+				p.fail(err)
+				continue
+			}
+			cs.admit(toCall)
 		}
 	}
 	cs.inflight.Wait()
@@ -102,16 +115,88 @@ func (p *pipeline) callAll() int {
 	return claimed
 }
 
-// reserve reserves the msg_ids of a batch and starts the call of each
-// delivery it reserved, as slots free up. The batch's dead letters and
-// duplicates are recorded by the same commit and go straight on to be moved
-// out; a delivery whose msg_id is reserved for another delivery in flight
-// is held in processing/ and presented again shortly (reservationRecheck),
-// until that one's outcome is committed: it is then a duplicate, or, if
-// the other failed (a retry is scheduled, or it was dead-lettered), it is
-// called itself.
-func (cs *calls) reserve(items []item) error {
+// writes is how many of the consumer's write transactions the ledger runs
+// at once (ConcurrentWrites; 1 if it does not say): so many reserves, and
+// so many commits of outcomes, may run at once.
+func (cs *calls) writes() int {
+	if w, ok := cs.p.c.calls.(interface{ ConcurrentWrites() int }); ok {
+		return max(1, w.ConcurrentWrites())
+	}
+	return 1
+}
+
+// reserveAhead is the loop of callAll where the ledger runs k write
+// transactions at once (PostgreSQL): the next batches' reserves run while
+// the calls of the one before are admitted, up to k at once, since a
+// reserve is several round trips to the server and one reserve at a time
+// could not keep hundreds of calls busy. The batches are admitted in the
+// order they were claimed. It returns how many messages the batches
+// claimed.
+func (cs *calls) reserveAhead(k int) int {
+	p := cs.p
+	type reserved struct {
+		toCall []item
+		err    error
+	}
+	// At most k reserves at once: k-1 waiting here, and the one whose
+	// result the admitting loop waits for.
+	futures := make(chan chan reserved, k-1)
+	claimed := 0
+	go func() {
+		defer close(futures)
+		for b := range p.ready {
+			if p.failed() {
+				continue
+			}
+			claimed += b.claimed
+			f := make(chan reserved, 1)
+			futures <- f
+			go func() {
+				toCall, err := cs.reserve(b)
+				f <- reserved{toCall, err}
+			}()
+		}
+	}()
+	for f := range futures {
+		r := <-f
+		switch {
+		case r.err != nil:
+			p.fail(r.err)
+		case !p.failed():
+			cs.admit(r.toCall)
+		}
+	}
+	return claimed // written before futures was closed
+}
+
+// reserve reserves the msg_ids of a batch, once its claims are durable,
+// and returns the deliveries it reserved, to be called (admit). The
+// batch's dead letters and duplicates are recorded by the same commit and
+// go straight on to be moved out; a delivery whose msg_id is reserved for
+// another delivery in flight is held in processing/ and presented again
+// shortly (reservationRecheck), until that one's outcome is committed: it
+// is then a duplicate, or, if the other failed (a retry is scheduled, or it
+// was dead-lettered), it is called itself.
+func (cs *calls) reserve(b inspected) ([]item, error) {
 	p, c := cs.p, cs.p.c
+	if err := b.err; err != nil {
+		return nil, err
+	}
+	if b.synced != nil {
+		if err := <-b.synced; err != nil {
+			return nil, err
+		}
+	}
+	items := b.items
+	if p.sd.stopped() {
+		// Claimed as the stop came: given back, never reserved.
+		for _, it := range items {
+			if it.state == examined {
+				cs.unstart(it)
+			}
+		}
+		return nil, nil
+	}
 	var batch []*Delivery
 	var idx []int
 	for i, it := range items {
@@ -121,16 +206,16 @@ func (cs *calls) reserve(items []item) error {
 		}
 	}
 	if len(batch) == 0 {
-		return nil
+		return nil, nil
 	}
 	start := time.Now()
 	res, err := c.calls.Reserve(p.work, batch, p.s.ID())
 	if err != nil {
-		return fmt.Errorf("ledger: %w", err)
+		return nil, fmt.Errorf("ledger: %w", err)
 	}
 	c.cfg.Observer.Committed(len(batch), time.Since(start))
 	if len(res) != len(batch) {
-		return fmt.Errorf("ledger: %d reservations for a batch of %d", len(res), len(batch))
+		return nil, fmt.Errorf("ledger: %d reservations for a batch of %d", len(res), len(batch))
 	}
 	var finished, toCall []item
 	for k, r := range res {
@@ -155,6 +240,15 @@ func (cs *calls) reserve(items []item) error {
 			return cmp.Compare(a.d.Message.Seq, b.d.Message.Seq)
 		})
 	}
+	return toCall, nil
+}
+
+// admit starts the call of each reserved delivery, as slots free up, and
+// with Config.Ordered one at a time per order key. If the pass fails
+// first, the rest are left uncalled; if the run is stopping, they are
+// given back (unstart).
+func (cs *calls) admit(toCall []item) {
+	p := cs.p
 	for i, it := range toCall {
 		if p.sd.stopped() {
 			// The run is stopping: what is not admitted yet is given
@@ -162,7 +256,7 @@ func (cs *calls) reserve(items []item) error {
 			for _, it := range toCall[i:] {
 				cs.unstart(it)
 			}
-			return nil
+			return
 		}
 		select {
 		case cs.admitted <- struct{}{}:
@@ -170,12 +264,12 @@ func (cs *calls) reserve(items []item) error {
 			for _, it := range toCall[i:] {
 				cs.unstart(it)
 			}
-			return nil
+			return
 		case <-p.stop:
 			// The pass failed: the remaining reserved claims stay in
 			// processing/ uncalled, for recovery, which also releases
 			// their reservations once this session is gone.
-			return nil
+			return
 		}
 		cs.inflight.Add(1)
 		if key, ok := cs.orderKey(it); ok {
@@ -199,7 +293,6 @@ func (cs *calls) reserve(items []item) error {
 		}
 		cs.start(it)
 	}
-	return nil
 }
 
 // orderKey returns the key whose calls must be made one at a time, with
@@ -256,11 +349,25 @@ func (cs *calls) start(it item) {
 	}()
 }
 
-// retire ends a reserved delivery's passage through this stage, settled
-// or abandoned: its order key passes to the next waiting delivery (started
-// before this one is counted out, so that inflight never reaches zero
-// while a key has deliveries waiting).
+// retire ends a reserved delivery's passage through this stage, when it
+// is abandoned or its settle failed: its order key passes on (passKey),
+// and it is counted out.
 func (cs *calls) retire(it item) {
+	cs.passKey(it)
+	cs.out()
+}
+
+// out counts a reserved delivery out of this stage.
+func (cs *calls) out() {
+	<-cs.admitted
+	cs.inflight.Done()
+}
+
+// passKey gives a delivery's order key, with Config.Ordered, to the next
+// delivery waiting for it, and starts that one's call. The next one is
+// counted in inflight already, so inflight cannot reach zero while a key
+// has deliveries waiting.
+func (cs *calls) passKey(it item) {
 	if key, ok := cs.orderKey(it); ok {
 		cs.keyMu.Lock()
 		var next *item
@@ -278,17 +385,15 @@ func (cs *calls) retire(it item) {
 			cs.start(*next)
 		}
 	}
-	<-cs.admitted
-	cs.inflight.Done()
 }
 
 // settleAll commits the outcomes of finished calls, taking every call that
 // has finished by the time the previous commit ends into the next one
-// (group commit), gives their slots back, and hands the committed
-// deliveries to the finishing stage. The slots are given back before the
-// hand-over: once committed, a call is no longer at risk, and the
-// finishing stage may be waiting for the claiming one (moves). After a
-// failure of the pass it only gives back the slots.
+// (group commit; one settleAll, or more at once where the engine runs
+// write transactions in parallel), gives their slots and order keys back, and passes the
+// committed deliveries to handOver: once committed, a call is no longer
+// at risk, and the next commit need not wait for the finishing stage.
+// After a failure of the pass it only gives back the slots.
 func (cs *calls) settleAll() {
 	p := cs.p
 	for first := range cs.done {
@@ -312,12 +417,29 @@ func (cs *calls) settleAll() {
 				p.fail(err)
 			}
 		}
-		for _, g := range group {
+		for range group {
 			<-cs.slots
-			cs.retire(g.it)
 		}
-		if len(items) > 0 {
-			p.recorded <- items
+		if len(items) == 0 {
+			for _, g := range group {
+				cs.retire(g.it)
+			}
+			continue
+		}
+		for _, g := range group {
+			cs.passKey(g.it)
+		}
+		cs.settled <- items
+	}
+}
+
+// handOver gives the committed groups to the finishing stage, and counts
+// their deliveries out of this stage once it has them.
+func (cs *calls) handOver() {
+	for items := range cs.settled {
+		cs.p.recorded <- items
+		for range items {
+			cs.out()
 		}
 	}
 }

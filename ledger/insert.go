@@ -33,9 +33,18 @@ const (
 //
 // The same holds for a lookup by a list of keys (WHERE k IN (...)), which
 // is a multiRow of one column.
+//
+// With pad, the rows that remain after the largest forms go out in one
+// statement, the next larger form, filled up with copies of the last
+// row: for statements to which a repeated row changes nothing (INSERT ...
+// ON CONFLICT DO NOTHING, WHERE k IN (...)). On PostgreSQL each statement
+// is a round trip to the server, which costs more than the extra rows; on
+// SQLite a statement is a function call, and the extra rows would cost
+// more than they save.
 type multiRow struct {
 	cols  int
 	forms []*sql.Stmt // forms[k] takes 1<<k rows
+	pad   bool
 }
 
 // newMultiRow prepares text(n), rebound for d, for each power of two n up
@@ -76,6 +85,16 @@ func (m *multiRow) split(args []any, fn func(st *sql.Stmt, piece []any) error) e
 	for len(args) > 0 {
 		n := len(args) / m.cols
 		k := min(bits.Len(uint(n))-1, len(m.forms)-1)
+		if m.pad && n < 1<<(len(m.forms)-1) && n&(n-1) != 0 {
+			k++
+			last := args[len(args)-m.cols:]
+			padded := make([]any, 0, (1<<k)*m.cols)
+			padded = append(padded, args...)
+			for range 1<<k - n {
+				padded = append(padded, last...)
+			}
+			args = padded
+		}
 		size := (1 << k) * m.cols
 		if err := fn(m.forms[k], args[:size]); err != nil {
 			return err
@@ -151,9 +170,21 @@ func (db *DB) prepareInserts(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("prepare insert reservations: %w", err)
 	}
-	// By claim, not msg_id: a settle removes its own reservations only.
-	db.delReservations, err = newMultiRow(ctx, db.sql, db.dialect, 1, func(n int) string {
-		return "DELETE FROM reservations WHERE claim IN (" + placeholders(n) + ")"
+	// By (msg_id, claim) pairs: a settle removes its own reservations only
+	// (the claim), found through the primary key (the msg_id), since
+	// reservations has no index on claim and a scan of it per commit
+	// would grow with every call in flight (and with PostgreSQL's dead
+	// rows of a table written and emptied all the time). A claim is one
+	// delivery of one msg_id, so the two lists match the same rows as
+	// the pairs do.
+	db.delReservations, err = newMultiRow(ctx, db.sql, db.dialect, 2, func(n int) string {
+		var ids, claims []string
+		for i := range n {
+			ids = append(ids, db.dialect.Placeholder(2*i+1))
+			claims = append(claims, db.dialect.Placeholder(2*i+2))
+		}
+		return "DELETE FROM reservations WHERE msg_id IN (" + strings.Join(ids, ", ") +
+			") AND claim IN (" + strings.Join(claims, ", ") + ")"
 	})
 	if err != nil {
 		return fmt.Errorf("prepare delete reservations: %w", err)
@@ -163,6 +194,13 @@ func (db *DB) prepareInserts(ctx context.Context) error {
 	})
 	if err != nil {
 		return fmt.Errorf("prepare delete attempts: %w", err)
+	}
+	if db.dialect.Name() != "sqlite" {
+		// Statements that a repeated row leaves as they are; not
+		// insDeliveries, whose UNIQUE claim would refuse the copy.
+		for _, m := range []*multiRow{db.insProcessed, db.selOwners, db.insReservations, db.delReservations, db.delAttempts} {
+			m.pad = true
+		}
 	}
 	return nil
 }

@@ -37,6 +37,10 @@ type DB struct {
 	insProcessed, insDeliveries, selOwners *multiRow
 	// For external handlers (reserve.go).
 	insReservations, delReservations, delAttempts *multiRow
+	// writeTurn, on SQLite, holds a token while one of the process's write
+	// transactions runs (beginWrite); nil on PostgreSQL.
+	writeTurn chan struct{}
+	turn      Turn // Options.Turn, or nil
 }
 
 var _ spool.CallLedger = (*DB)(nil)
@@ -63,6 +67,26 @@ type Options struct {
 	// schema: reports and checks read a ledger, and must not leave an empty
 	// one behind a mistyped address. An existing ledger is still migrated.
 	MustExist bool
+	// Turn, when set, is taken by the write transactions of Record,
+	// Reserve and Settle (after the process's own turn, see beginWrite),
+	// and closed by Close; the DB owns it once NewWith succeeds.
+	Turn Turn
+}
+
+// Turn is a lock that the write transactions of the processes sharing a
+// database take turns on before they begin: ledger/sqlite's is an flock
+// on a file beside the database, so that the writers of several consumer
+// processes queue in the kernel, each woken as soon as the one before it
+// commits, instead of polling in SQLite's busy handler with sleeps of up
+// to 100 ms.
+type Turn interface {
+	// Take waits for the turn and returns the function that ends it.
+	// It cannot fail: when it cannot lock, it returns at once with a
+	// release that does nothing, and the engine's own locking, which is
+	// what keeps writers apart, decides alone.
+	Take() (release func())
+	// Close releases what the lock holds open.
+	Close() error
 }
 
 // NewWith is New with options.
@@ -75,7 +99,11 @@ func NewWith(ctx context.Context, db *sql.DB, d Dialect, o Options) (*DB, error)
 	if err := migrate(ctx, db, d); err != nil {
 		return nil, fmt.Errorf("new %s ledger: migrate: %w", d.Name(), err)
 	}
-	l := &DB{sql: db, dialect: d, q: newQueries(d)}
+	l := &DB{sql: db, dialect: d, q: newQueries(d), turn: o.Turn}
+	if d.Name() == "sqlite" {
+		// One writer at a time per database file.
+		l.writeTurn = make(chan struct{}, 1)
+	}
 	if err := l.prepareInserts(ctx); err != nil {
 		_ = l.closeStmts() // the error that matters is prepare's
 		return nil, fmt.Errorf("new %s ledger: %w", d.Name(), err)
@@ -102,7 +130,11 @@ func (db *DB) Close() error {
 	if db.closed.Swap(true) {
 		return nil
 	}
-	if err := errors.Join(db.closeStmts(), db.sql.Close()); err != nil {
+	var turnErr error
+	if db.turn != nil {
+		turnErr = db.turn.Close()
+	}
+	if err := errors.Join(db.closeStmts(), db.sql.Close(), turnErr); err != nil {
 		return fmt.Errorf("close ledger: %w", err)
 	}
 	return nil

@@ -47,10 +47,11 @@ const maxDetail = 2000
 
 func (db *DB) record(ctx context.Context, batch []*spool.Delivery, w spool.Work) ([]result, error) {
 	now := time.Now()
-	tx, err := db.sql.BeginTx(ctx, nil)
+	tx, release, err := db.beginWrite(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("begin: %w", err)
+		return nil, err
 	}
+	defer release()
 	// After Commit, Rollback is a no-op returning sql.ErrTxDone; before it,
 	// the error that matters is the one being returned.
 	defer func() { _ = tx.Rollback() }()

@@ -50,10 +50,11 @@ func (db *DB) Reserve(ctx context.Context, batch []*spool.Delivery, owner string
 
 func (db *DB) reserve(ctx context.Context, batch []*spool.Delivery, owner string) ([]result, error) {
 	now := time.Now()
-	tx, err := db.sql.BeginTx(ctx, nil)
+	tx, release, err := db.beginWrite(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("begin: %w", err)
+		return nil, err
 	}
+	defer release()
 	defer func() { _ = tx.Rollback() }()
 	res := make([]result, len(batch))
 	first := map[string]int{} // msg_id -> the batch's first delivery of it
@@ -122,7 +123,7 @@ func (db *DB) reserve(ctx context.Context, batch []*spool.Delivery, owner string
 			continue
 		}
 		if res[i].outcome == spool.OutcomeReserved {
-			undo = append(undo, d.Claim)
+			undo = append(undo, d.Message.MsgID, d.Claim)
 		}
 		res[i].outcome = spool.OutcomeDuplicate
 	}
@@ -188,10 +189,11 @@ func (db *DB) Settle(ctx context.Context, batch []*spool.Delivery, errs []error,
 
 func (db *DB) settle(ctx context.Context, batch []*spool.Delivery, errs []error, decide func(spool.Failure) spool.Verdict) ([]result, error) {
 	now := time.Now()
-	tx, err := db.sql.BeginTx(ctx, nil)
+	tx, release, err := db.beginWrite(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("begin: %w", err)
+		return nil, err
 	}
+	defer release()
 	defer func() { _ = tx.Rollback() }()
 	res := make([]result, len(batch))
 	order := make([]int, len(batch))
@@ -205,7 +207,7 @@ func (db *DB) settle(ctx context.Context, batch []*spool.Delivery, errs []error,
 	// costs more than the rows, and the settle is on every call's path.
 	var args, claims []any
 	for _, i := range order {
-		claims = append(claims, batch[i].Claim)
+		claims = append(claims, batch[i].Message.MsgID, batch[i].Claim)
 		if errs[i] == nil {
 			args = append(args, processedArgs(batch[i], now)...)
 		}

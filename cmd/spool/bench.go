@@ -43,7 +43,8 @@ in this process; more: spool consume processes at once on one queue)
 calls it --concurrency times at once. Reports msg/s, calls in flight (max
 and mean), the ideal procs × concurrency / latency, processor time per
 message (this process and the consumers), the outcome counts, and for exec
-how many /bin/sh this machine starts per second at that concurrency.
+how many times a second this machine runs the command with no latency
+(sh -c "sleep 0") at that concurrency, the ceiling for exec.
 --db postgres://... puts the ledger in a schema of its own on that server.
 
 --watch measures a watching consumer instead (durable, SQLite), in this
@@ -57,7 +58,7 @@ polling instead of notifications.`,
 
 func init() { benchCommand.run = runBench }
 
-func runBench(ctx context.Context, e *env, args []string) error {
+func runBench(ctx context.Context, e *env, args []string) (err error) {
 	flags := e.flagSet()
 	var o bench.Options
 	flags.IntVar(&o.N, "n", 10000, "messages to generate")
@@ -85,7 +86,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	flags.IntVar(&wo.Rate, "steady-rate", 5000, "with --watch: messages per second of the steady phase, `N`")
 	flags.DurationVar(&wo.Steady, "steady", 5*time.Second, "with --watch: how long the steady phase lasts, `DURATION`")
 	flags.DurationVar(&wo.Poll, "poll", 0, "with --watch: poll inbox/ every `INTERVAL` instead of waiting for notifications, for comparison")
-	cpuprofile := flags.String("cpuprofile", "", "write a CPU profile of spool's drain (the first round's) to `FILE` (go tool pprof)")
+	cpuprofile := flags.String("cpuprofile", "", "write a CPU profile of spool's drain (the first round's; with --handler, of this process during the drain) to `FILE` (go tool pprof)")
 	durability := addDurabilityFlag(flags)
 	pos, err := e.parse(flags, args)
 	if err != nil {
@@ -110,16 +111,20 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if *watch {
 		return benchWatch(ctx, e, o, wo)
 	}
-	if co.Handler != "" || set["latency"] || set["concurrency"] || set["procs"] || set["db"] {
-		return benchCalls(ctx, e, o, co)
-	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
-			return err
+			return fmt.Errorf("bench: %w", err)
 		}
-		defer f.Close()
-		o.CPUProfile = f
+		defer func() {
+			if cerr := f.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("bench: %w", cerr)
+			}
+		}()
+		o.CPUProfile, co.CPUProfile = f, f
+	}
+	if co.Handler != "" || set["latency"] || set["concurrency"] || set["procs"] || set["db"] {
+		return benchCalls(ctx, e, o, co)
 	}
 	rep, err := bench.Bench(ctx, o)
 	if err != nil {
@@ -212,7 +217,8 @@ func benchCalls(ctx context.Context, e *env, o bench.Options, co bench.CallOptio
 		fmt.Fprintf(w, "in flight  not measured for exec in several processes\n")
 	}
 	if co.Handler == "exec" {
-		fmt.Fprintf(w, "sh start   %8.0f /s at concurrency %d (this machine's ceiling for --exec)\n", rep.StartRate, co.Concurrency)
+		fmt.Fprintf(w, "ceiling    %8.0f /s: sh -c \"sleep 0\" at concurrency %d, this machine's most for the command; %.2f of it\n",
+			rep.StartRate, co.Concurrency, processed/min(rep.StartRate, rep.Ideal))
 	}
 	verdict := "exact"
 	if !rep.Exact() {

@@ -127,7 +127,7 @@ func TestBenchHandler(t *testing.T) {
 				`(?m)^outcomes .*: exact\)$`,
 			}
 			if h == "exec" {
-				patterns = append(patterns, `(?m)^sh start +\d+ /s at concurrency 4`)
+				patterns = append(patterns, `(?m)^ceiling +\d+ /s: sh -c "sleep 0" at concurrency 4, .*; \d+\.\d\d of it$`)
 			}
 			for _, p := range patterns {
 				if !regexp.MustCompile(p).MatchString(r.stdout) {

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -56,6 +57,10 @@ type CallOptions struct {
 	// DB is a PostgreSQL URL; the run gets a schema of its own there,
 	// dropped afterwards. Empty: the queue's SQLite ledger.
 	DB string
+	// CPUProfile, when set, receives a CPU profile of this process during
+	// the drain: the consumer and the endpoint with Procs 1, the endpoint
+	// alone with more.
+	CPUProfile io.Writer
 }
 
 // CallReport is what a run with an external handler measured.
@@ -74,8 +79,11 @@ type CallReport struct {
 	// Ideal is Procs × Concurrency / Latency: the rate if every slot were
 	// always busy with a call.
 	Ideal float64
-	// StartRate, for exec, is how many `/bin/sh -c true` this machine
-	// starts per second at the same concurrency, measured in the same run.
+	// StartRate, for exec, is how many times a second this machine runs
+	// the command with no latency, `/bin/sh -c "sleep 0"` (a shell and the
+	// sleep program: dash does not exec a -c command's last program in
+	// place of itself), at the same concurrency, measured in the same run
+	// just before the drain: the most an --exec consumer could call it.
 	StartRate float64
 }
 
@@ -154,8 +162,13 @@ func Calls(ctx context.Context, o CallOptions) (CallReport, error) {
 	defer srv.Close()
 	command := "sleep " + strconv.FormatFloat(o.Latency.Seconds(), 'f', -1, 64)
 	if o.Handler == "exec" {
-		if rep.StartRate, err = startRate(ctx, o.Concurrency, 20*o.Concurrency); err != nil {
+		if rep.StartRate, err = startRate(ctx, "sleep 0", o.Concurrency, 20*o.Concurrency); err != nil {
 			return rep, err
+		}
+	}
+	if o.CPUProfile != nil {
+		if err := pprof.StartCPUProfile(o.CPUProfile); err != nil {
+			return rep, fmt.Errorf("bench: %w", err)
 		}
 	}
 	start, cpu := time.Now(), cpuTime()
@@ -166,6 +179,9 @@ func Calls(ctx context.Context, o CallOptions) (CallReport, error) {
 	}
 	rep.Run.Elapsed = time.Since(start)
 	rep.Run.CPU = cpuTime() - cpu + childCPU()
+	if o.CPUProfile != nil {
+		pprof.StopCPUProfile()
+	}
 	if err != nil {
 		return rep, err
 	}
@@ -285,10 +301,9 @@ func callProcs(ctx context.Context, dir, dsn string, o CallOptions, url, command
 	return st, nil
 }
 
-// startRate measures how many /bin/sh -c true this machine starts per
-// second, n of them, conc at once: the most an --exec consumer can call,
-// whatever its command does.
-func startRate(ctx context.Context, conc, n int) (float64, error) {
+// startRate measures how many times a second this machine runs /bin/sh -c
+// command, n runs, conc at once: the most an --exec consumer can call it.
+func startRate(ctx context.Context, command string, conc, n int) (float64, error) {
 	var wg sync.WaitGroup
 	var next atomic.Int64
 	var failed atomic.Value
@@ -298,7 +313,7 @@ func startRate(ctx context.Context, conc, n int) (float64, error) {
 		go func() {
 			defer wg.Done()
 			for next.Add(1) <= int64(n) {
-				if err := exec.CommandContext(ctx, "/bin/sh", "-c", "true").Run(); err != nil {
+				if err := exec.CommandContext(ctx, "/bin/sh", "-c", command).Run(); err != nil {
 					failed.Store(err)
 					return
 				}

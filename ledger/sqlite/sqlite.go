@@ -12,6 +12,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -134,7 +135,11 @@ func openOnce(ctx context.Context, path string, o Options) (*ledger.DB, error) {
 	if err != nil {
 		return nil, openError(path, err)
 	}
-	l, err := ledger.NewWith(ctx, db, ledger.SQLite(), ledger.Options{MustExist: o.MustExist})
+	turn := &turnFile{path: path + "-turn", mode: 0o644}
+	if fi, err := os.Stat(path); err == nil {
+		turn.mode = fi.Mode().Perm()
+	}
+	l, err := ledger.NewWith(ctx, db, ledger.SQLite(), ledger.Options{MustExist: o.MustExist, Turn: turn})
 	if err != nil {
 		_ = db.Close() // the error that matters is New's
 		return nil, openError(path, err)

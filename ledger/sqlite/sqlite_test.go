@@ -334,8 +334,8 @@ func TestOddPath(t *testing.T) {
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	if want := []string{"led ger%20.db"}; !reflect.DeepEqual(names, want) {
-		t.Errorf("files in %s = %q, want %q (WAL files removed on close)", dir, names, want)
+	if want := []string{"led ger%20.db", "led ger%20.db-turn"}; !reflect.DeepEqual(names, want) {
+		t.Errorf("files in %s = %q, want %q (WAL files removed on close, the turn file kept)", dir, names, want)
 	}
 }
 
@@ -481,6 +481,47 @@ func BenchmarkRecordKeyOrder(b *testing.B) {
 				n += size
 			}
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(n), "µs/msg")
+		})
+	}
+}
+
+// BenchmarkReserveSettle is the ledger's share of a consumer with a Caller:
+// a batch of 256 new msg_ids reserved in one transaction, then settled in
+// groups of settleGroup (the group commits of calls that finish together).
+//
+//	go test -run '^$' -bench ReserveSettle -benchtime 40x -count 3 ./ledger/sqlite
+func BenchmarkReserveSettle(b *testing.B) {
+	const size = 256
+	for _, group := range []int{8, 32, 128} {
+		b.Run("settle-"+strconv.Itoa(group), func(b *testing.B) {
+			db, _ := openTemp(b)
+			defer db.Close()
+			ctx := context.Background()
+			decide := spool.Retry{}.Decide
+			n := 0
+			var reserve, settle time.Duration
+			for b.Loop() {
+				batch := make([]*spool.Delivery, size)
+				for i := range batch {
+					id := strconv.Itoa(n)
+					batch[i] = delivery("c"+id, "m"+id)
+					n++
+				}
+				t0 := time.Now()
+				if _, err := db.Reserve(ctx, batch, "owner"); err != nil {
+					b.Fatal(err)
+				}
+				t1 := time.Now()
+				for g := batch; len(g) > 0; g = g[min(group, len(g)):] {
+					part := g[:min(group, len(g))]
+					if _, err := db.Settle(ctx, part, make([]error, len(part)), decide); err != nil {
+						b.Fatal(err)
+					}
+				}
+				reserve, settle = reserve+t1.Sub(t0), settle+time.Since(t1)
+			}
+			b.ReportMetric(float64(reserve.Microseconds())/float64(n), "µs-reserve/msg")
+			b.ReportMetric(float64(settle.Microseconds())/float64(n), "µs-settle/msg")
 		})
 	}
 }
