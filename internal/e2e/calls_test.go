@@ -97,8 +97,8 @@ func TestPostConcurrentOnePerKey(t *testing.T) {
 // of them post concurrently, again and again, then runs a clean drain.
 // Every valid msg_id must end with one processed row and have reached the
 // server; a key may reach it again only when a kill hit while its first
-// call was in flight or not yet committed, at most --concurrency keys per
-// kill.
+// call was in flight or not yet committed: at most --concurrency keys in
+// flight and as many finished and not yet committed, per kill.
 func TestPostCrash(t *testing.T) {
 	t.Parallel()
 	const conc = 8
@@ -176,8 +176,8 @@ func TestPostCrash(t *testing.T) {
 		}
 	}
 	t.Logf("%d calls made again after %d kills", again, len(kills))
-	if again > conc*len(kills) {
-		t.Errorf("%d calls made again after %d kills, want at most %d per kill", again, len(kills), conc)
+	if again > 2*conc*len(kills) {
+		t.Errorf("%d calls made again after %d kills, want at most %d per kill", again, len(kills), 2*conc)
 	}
 	checkCallsSettled(t, q, l, n, redelivered)
 }
@@ -249,9 +249,14 @@ func TestPostOrdered(t *testing.T) {
 	}
 }
 
-// TestPostRate: with --rate 20/s the server never sees more than the
-// token bucket allows: 20 calls a second and a burst of one, so at most
-// 21 in any second, however many calls the concurrency would allow.
+// TestPostRate: with --rate 20/s the server sees what the token bucket
+// allows, 20 calls a second and a burst of one, however many calls the
+// concurrency would allow. The server counts arrivals, which lag the
+// tokens by the client's scheduling: on a loaded machine requests whose
+// tokens came 50 ms apart may arrive together. So the bounds leave a
+// quarter second for that lag: the 50 calls span at least 1.5 s (49
+// tokens take 2.45 s; without the cap they take tens of milliseconds), and
+// no second holds more than 26 (the tokens of 1.25 s, plus the burst).
 func TestPostRate(t *testing.T) {
 	t.Parallel()
 	q, _ := workQueue(t)
@@ -279,9 +284,13 @@ func TestPostRate(t *testing.T) {
 		}
 		most = max(most, j-i)
 	}
-	t.Logf("%d calls over %v, at most %d in a second", len(ts), ts[len(ts)-1].Sub(ts[0]), most)
-	if most > 21 {
-		t.Errorf("%d calls within one second, want at most 21 at --rate 20/s", most)
+	span := ts[len(ts)-1].Sub(ts[0])
+	t.Logf("%d calls over %v, at most %d in a second", len(ts), span, most)
+	if span < 1500*time.Millisecond {
+		t.Errorf("%d calls over %v, want at least 1.5s at --rate 20/s", len(ts), span)
+	}
+	if most > 26 {
+		t.Errorf("%d calls within one second, want at most 26 at --rate 20/s", most)
 	}
 }
 
