@@ -22,15 +22,12 @@ type called struct {
 // above all) and several consumers of one ledger call at once.
 type calls struct {
 	p *pipeline
-	// slots holds a token per call in flight: at most Concurrency.
-	// unsettled holds one per call finished and not yet settled, at most
-	// Concurrency too: a call takes its unsettled token before it gives
-	// its slot back, so a slot is free again as soon as its call returns
-	// (not after the next group commit, which would leave every slot idle
-	// for a commit and a half per call), while a consumer killed at any
-	// instant still leaves at most 2 × Concurrency calls whose outcome is
-	// unknown to the ledger: the calls that a recovery makes again.
-	slots, unsettled chan struct{}
+	// slots holds a token per call in flight or finished and not yet
+	// settled: at most Concurrency. A slot is given back only once its
+	// outcome is committed, so a consumer killed at any instant leaves at
+	// most Concurrency calls whose outcome is unknown to the ledger: the
+	// calls that a recovery makes again.
+	slots chan struct{}
 	// admitted holds a token per reserved delivery not yet settled,
 	// waiting for its key or a slot, or called: it bounds what a pass
 	// reserves ahead of its calls (the claiming stage waits on it).
@@ -66,7 +63,7 @@ type calls struct {
 func (p *pipeline) callAll() int {
 	n := p.c.cfg.Concurrency
 	admit := n + 2*p.c.cfg.BatchSize
-	cs := &calls{p: p, slots: make(chan struct{}, n), unsettled: make(chan struct{}, n), done: make(chan called, n),
+	cs := &calls{p: p, slots: make(chan struct{}, n), done: make(chan called, n),
 		admitted: make(chan struct{}, admit), settled: make(chan []item, admit),
 		keyBusy: map[string]bool{}, keyWait: map[string][]item{}}
 	var settler sync.WaitGroup
@@ -348,8 +345,6 @@ func (cs *calls) start(it item) {
 			c.cfg.Observer.Called(kindOf(c.cfg.Caller), callResult(err), time.Since(start))
 			c.gate.observe(err)
 		}
-		cs.unsettled <- struct{}{}
-		<-cs.slots
 		cs.done <- called{it: it, err: err}
 	}()
 }
@@ -395,10 +390,10 @@ func (cs *calls) passKey(it item) {
 // settleAll commits the outcomes of finished calls, taking every call that
 // has finished by the time the previous commit ends into the next one
 // (group commit; one settleAll, or more at once where the engine runs
-// write transactions in parallel), gives their unsettled tokens and order keys back, and passes the
+// write transactions in parallel), gives their slots and order keys back, and passes the
 // committed deliveries to handOver: once committed, a call is no longer
 // at risk, and the next commit need not wait for the finishing stage.
-// After a failure of the pass it only gives back the tokens.
+// After a failure of the pass it only gives back the slots.
 func (cs *calls) settleAll() {
 	p := cs.p
 	for first := range cs.done {
@@ -423,7 +418,7 @@ func (cs *calls) settleAll() {
 			}
 		}
 		for range group {
-			<-cs.unsettled
+			<-cs.slots
 		}
 		if len(items) == 0 {
 			for _, g := range group {

@@ -80,8 +80,8 @@ first so that no two calls for one msg_id run at once on any consumer:
 A retried message waits in processing/ without holding up the others; its
 attempt count and next time are kept in the ledger, so a restart keeps
 them. After --retry-max attempts it is a dead letter, retries-exhausted.
-With --exec and --post a crash repeats at most 2 × --concurrency commands
-or requests: those in flight and those whose outcome was not committed yet (the same msg_id,
+With --exec and --post a crash repeats at most --concurrency commands or
+requests: those whose outcome was not committed yet (the same msg_id,
 SPOOL_MSG_ID or Idempotency-Key, is sent again). Calls are not ordered,
 unless --ordered: then the messages of one order key are called one at a
 time in this consumer, those claimed in seq order. --rate N/s caps the
