@@ -198,7 +198,34 @@ ON CONFLICT (name) DO NOTHING`), metaNewLedger, formatTime(time.Now())); err != 
 // all and the queue's done/ or error/ holds messages; for a ledger bound to
 // the queue, only when done/ does, and not when the ledger was started
 // empty on purpose (markNew).
+//
+// The directories are read before the ledger. A consumer commits a
+// message's record before it moves the file into done/ or error/, so a
+// file seen there was recorded before the ledger is read. Read the other
+// way round, a consumer starting beside another could find the ledger
+// empty, then the other's first message moved into done/, and refuse a
+// ledger that is not empty at all.
 func checkHistory(ctx context.Context, db *DB, d *queue.Dir, bound bool) error {
+	var (
+		has    bool
+		err    error
+		stages = "done/ or error/"
+	)
+	if bound {
+		// The queue's own ledger: only done/ counts, whose messages it
+		// must have recorded as processed; error/ may hold a file dropped
+		// there by hand since spool init.
+		has, err = d.HasDone()
+		stages = "done/"
+	} else {
+		has, err = d.HasHistory()
+	}
+	if err != nil {
+		return fmt.Errorf("bind ledger: %w", err)
+	}
+	if !has {
+		return nil
+	}
 	empty, err := db.Empty(ctx)
 	if err != nil {
 		return fmt.Errorf("bind ledger: %w", err)
@@ -215,25 +242,5 @@ func checkHistory(ctx context.Context, db *DB, d *queue.Dir, bound bool) error {
 			return nil
 		}
 	}
-	if bound {
-		// The queue's own ledger: only done/ counts, whose messages it
-		// must have recorded as processed; error/ may hold a file dropped
-		// there by hand since spool init.
-		has, err := d.HasDone()
-		if err != nil {
-			return fmt.Errorf("bind ledger: %w", err)
-		}
-		if has {
-			return fmt.Errorf("%w: the ledger is empty, and %s holds messages in done/", ErrNewLedger, d.Path())
-		}
-		return nil
-	}
-	has, err := d.HasHistory()
-	if err != nil {
-		return fmt.Errorf("bind ledger: %w", err)
-	}
-	if has {
-		return fmt.Errorf("%w: the ledger is empty, and %s holds messages in done/ or error/", ErrNewLedger, d.Path())
-	}
-	return nil
+	return fmt.Errorf("%w: the ledger is empty, and %s holds messages in %s", ErrNewLedger, d.Path(), stages)
 }
