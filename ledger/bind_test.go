@@ -108,4 +108,3 @@ func delivery(claim, msgID string) *spool.Delivery {
 		At:      time.Now(),
 	}
 }
-
