@@ -50,7 +50,9 @@ does not say that inbox/ was emptied: a script that needs to know runs
 'spool lag DIR 0' (exit 0 when inbox/ is empty, 1 when not). Calls still
 running --shutdown-timeout after the signal (default 60s; 0: no bound) are
 cancelled: nothing is recorded of them, their attempts are not counted,
-their messages go back to inbox/, and consume exits 4. A second signal
+their messages go back to inbox/, and consume exits 4; a stop still
+blocked 10s after the timeout (a commit the ledger does not answer) exits
+4 without waiting more, the next run recovering. A second signal
 exits at once, 128 + the signal's number (130, 143): safe at any instant,
 the next run recovers what was in flight, calling again the calls whose
 outcome was not committed. Each signal is logged (info, warn). When

@@ -26,11 +26,24 @@ const defaultShutdownTimeout = 60 * time.Second
 // shell reports a process killed by them.
 const exitSignalBase = 128
 
+// shutdownGrace is how long a stop may go on after --shutdown-timeout
+// before the process exits 4 without waiting any longer. The timeout
+// cancels the calls in flight; what can still hold the stop after it is
+// what no cancellation reaches: a commit blocked in the ledger (a
+// PostgreSQL row or table lock held by someone else, a server that stopped
+// answering), or a Go handler that ignores its context. Exiting then is
+// safe at any instant by I7, as a second signal is, and a service manager
+// gets a stop that ends when it was told it would. The example unit's
+// TimeoutStopSec covers the timeout, this grace and the wait for
+// --on-dead-letter commands.
+const shutdownGrace = 10 * time.Second
+
 // stopOnSignal returns a context cancelled at the first SIGINT or SIGTERM,
 // which asks the consumer to stop gracefully; a second signal exits the
 // process at once (safe at any instant by I7: the next run recovers). Each
-// signal is logged, one line. onStop runs at the first signal. release
-// stops listening.
+// signal is logged, one line. onStop runs at the first signal. With a
+// timeout, a stop still going shutdownGrace after it exits the process,
+// exitShutdownTimeout. release stops listening (and that clock).
 func stopOnSignal(ctx context.Context, log *slog.Logger, timeout time.Duration, onStop func()) (stopCtx context.Context, release func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	sigs := make(chan os.Signal, 2)
@@ -41,10 +54,15 @@ func stopOnSignal(ctx context.Context, log *slog.Logger, timeout time.Duration, 
 	go func() {
 		defer wg.Done()
 		first := true
+		var hard <-chan time.Time
 		for {
 			select {
 			case <-done:
 				return
+			case <-hard:
+				log.Error("the stop is still waiting after the shutdown timeout and its grace (a commit blocked in the ledger, or a handler that ignores cancellation): exiting; the next run recovers the claims in flight",
+					"shutdown_timeout", timeout.String(), "grace", shutdownGrace.String())
+				os.Exit(exitShutdownTimeout)
 			case sig := <-sigs:
 				if !first {
 					log.Warn("second signal: exiting at once; the next run recovers the claims in flight",
@@ -54,6 +72,11 @@ func stopOnSignal(ctx context.Context, log *slog.Logger, timeout time.Duration, 
 				first = false
 				log.Info("signal: stopping; nothing more is claimed, the work in flight is finished, a second signal exits at once",
 					"signal", sig.String(), "shutdown_timeout", timeout.String())
+				if timeout > 0 {
+					t := time.NewTimer(timeout + shutdownGrace)
+					defer t.Stop()
+					hard = t.C
+				}
 				onStop()
 				cancel()
 			}

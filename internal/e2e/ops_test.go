@@ -148,9 +148,10 @@ func TestSystemdUnit(t *testing.T) {
 	if !slices.Equal(settings["Type"], []string{"notify"}) || !slices.Equal(settings["NotifyAccess"], []string{"main"}) {
 		t.Errorf("%s: Type=%v NotifyAccess=%v, want notify and main: spool sends READY=1 and STOPPING=1", name, settings["Type"], settings["NotifyAccess"])
 	}
-	// A stop takes at most --shutdown-timeout, then 2 x the default
-	// --on-dead-letter-timeout (10s) for the notifications still running:
-	// systemd must not SIGKILL a consumer that stops as asked.
+	// A stop takes at most --shutdown-timeout and its 10s grace, then 2 x
+	// the default --on-dead-letter-timeout (10s) for the notifications
+	// still running: systemd must not SIGKILL a consumer that stops as
+	// asked.
 	shutdown := defaultShutdownTimeout(t)
 	if m := regexp.MustCompile(`--shutdown-timeout[ =](\S+)`).FindStringSubmatch(strings.Join(exec1, "")); m != nil {
 		if shutdown, err = time.ParseDuration(m[1]); err != nil {
@@ -158,8 +159,8 @@ func TestSystemdUnit(t *testing.T) {
 		}
 	}
 	stop, err := time.ParseDuration(strings.Join(settings["TimeoutStopSec"], ""))
-	if want := shutdown + 20*time.Second; err != nil || stop <= want {
-		t.Errorf("%s: TimeoutStopSec=%v (%v): want more than the %v a stop may take (--shutdown-timeout %v + 20s)", name, settings["TimeoutStopSec"], err, want, shutdown)
+	if want := shutdown + 30*time.Second; err != nil || stop <= want {
+		t.Errorf("%s: TimeoutStopSec=%v (%v): want more than the %v a stop may take (--shutdown-timeout %v + 30s)", name, settings["TimeoutStopSec"], err, want, shutdown)
 	}
 
 	analyze, err := exec.LookPath("systemd-analyze")

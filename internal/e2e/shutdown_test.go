@@ -407,3 +407,79 @@ func TestShutdownSDNotify(t *testing.T) {
 		})
 	}
 }
+
+// TestShutdownHungLedger: a stop that the shutdown timeout cannot end, a
+// commit of outcomes blocked in PostgreSQL behind a table lock someone
+// else holds, still ends: at --shutdown-timeout and its grace the process
+// exits 4, while the lock is still held. The next run, the lock gone,
+// recovers the claims; each valid message ends processed once, and at most
+// --concurrency calls (those whose outcome was never committed) were made
+// again.
+func TestShutdownHungLedger(t *testing.T) {
+	t.Parallel()
+	const (
+		n           = 100
+		concurrency = 4
+	)
+	q, all := shutdownQueue(t, n)
+	l := openCallLedger(t, "postgres", q)
+	srv := newCallServer(t, 0)
+	hold := make(chan struct{})
+	var once sync.Once
+	unhold := func() { once.Do(func() { close(hold) }) }
+	t.Cleanup(unhold)
+	srv.mu.Lock()
+	srv.answer = func(string, int) (int, string) { <-hold; return 0, "" }
+	srv.mu.Unlock()
+	args := append([]string{"consume", q, "--post", srv.URL, "--concurrency", strconv.Itoa(concurrency), "--shutdown-timeout", "1s"}, l.args...)
+	p := start(t, args...)
+	if !srv.waitInFlight(concurrency, cmdTimeout) {
+		t.Fatalf("%d calls never were in flight at once\n%s", concurrency, p.wait(t))
+	}
+	// The outcomes of these calls cannot commit while the lock is held.
+	lock, err := l.db.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback()
+	if _, err := lock.Exec("LOCK TABLE " + l.table("processed") + " IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	unhold()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	r := p.wait(t)
+	took := time.Since(began)
+	if r.code != 4 {
+		t.Fatalf("a stop blocked in the ledger: want exit 4 after the timeout and its grace\n%s", r)
+	}
+	if !strings.Contains(r.stderr, "after the shutdown timeout and its grace") {
+		t.Errorf("stderr does not say why it exited\n%s", r.stderr)
+	}
+	if took < time.Second {
+		t.Errorf("exited %v after the signal, before the 1s shutdown timeout", took)
+	}
+	if err := lock.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	r = mustRun(t, 0, append([]string{"consume", q, "--post", srv.URL, "--concurrency", strconv.Itoa(concurrency)}, l.args...)...)
+	if st := parseStats(t, r); st.Recovered == 0 {
+		t.Errorf("the next run recovered nothing\n%s", r)
+	}
+	checkCallsDone(t, q, l, all, n, nil)
+	seen, _ := srv.seen(t)
+	again := 0
+	for key, k := range seen {
+		if k > 1 {
+			again += k - 1
+		}
+		if k > 2 {
+			t.Errorf("key %s called %d times", key, k)
+		}
+	}
+	if len(seen) != n || again > concurrency {
+		t.Errorf("the server saw %d keys, %d calls made again; want %d keys, at most %d again", len(seen), again, n, concurrency)
+	}
+}
