@@ -3,8 +3,10 @@ package main
 import (
 	"flag"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // parseInterleaved parses args into fs with flags allowed anywhere: before,
@@ -41,7 +43,7 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 		}
 	}
 	if err := fs.Parse(flags); err != nil {
-		return nil, err
+		return nil, flagError(fs, err)
 	}
 	if fs.NArg() > 0 {
 		// Only a malformed flag list gets here (fs.Parse stops early only at
@@ -49,6 +51,104 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	return pos, nil
+}
+
+// The messages of package flag for an unknown flag and a bad value.
+var (
+	unknownFlagRe = regexp.MustCompile(`^flag provided but not defined: -+(.+)$`)
+	badValueRe    = regexp.MustCompile(`^invalid (?:boolean )?value "(.*)" for (?:flag )?-+([^:]+): (.*)$`)
+	noValueRe     = regexp.MustCompile(`^flag needs an argument: -+(.+)$`)
+)
+
+// flagError rewrites package flag's errors in the command line's own
+// terms: flags written as the usage lines write them, an unknown flag with the one it is likely
+// a typo of, and a bad value with what the flag wants instead of
+// "parse error".
+func flagError(fs *flag.FlagSet, err error) error {
+	msg := err.Error()
+	if m := unknownFlagRe.FindStringSubmatch(msg); m != nil {
+		if near := nearestFlag(fs, m[1]); near != "" {
+			return fmt.Errorf("unknown flag %s (did you mean %s?)", dashed(m[1]), dashed(near))
+		}
+		return fmt.Errorf("unknown flag %s", dashed(m[1]))
+	}
+	if m := noValueRe.FindStringSubmatch(msg); m != nil {
+		return fmt.Errorf("%s needs a value", dashed(m[1]))
+	}
+	m := badValueRe.FindStringSubmatch(msg)
+	if m == nil {
+		return err
+	}
+	value, name, why := m[1], m[2], m[3]
+	if f := fs.Lookup(name); f != nil && why == "parse error" {
+		if g, ok := f.Value.(flag.Getter); ok {
+			switch g.Get().(type) {
+			case time.Duration:
+				why = "want a duration with its unit, such as 500ms, 90s, 5m or 1h30m"
+			case int, int64, uint, uint64:
+				why = "want a whole number"
+			case float64:
+				why = "want a number"
+			case bool:
+				why = "want true or false"
+			}
+		}
+	}
+	return fmt.Errorf("%s %q: %s", dashed(name), value, why)
+}
+
+// dashed writes a flag as the usage lines do: -o, --db.
+func dashed(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
+}
+
+// nearestFlag returns the flag of fs that name is most likely a typo of:
+// the same but for case, or within two edits (a letter missing, doubled,
+// swapped or wrong) of a name at least four letters long; "" for none.
+func nearestFlag(fs *flag.FlagSet, name string) string {
+	best, bestD := "", 3
+	fs.VisitAll(func(f *flag.Flag) {
+		if strings.EqualFold(f.Name, name) {
+			best, bestD = f.Name, -1
+			return
+		}
+		if len(f.Name) < 4 {
+			return
+		}
+		if d := editDistance(f.Name, name); d < bestD {
+			best, bestD = f.Name, d
+		}
+	})
+	return best
+}
+
+// editDistance is the optimal string alignment distance of a and b:
+// insertions, deletions, substitutions and swaps of adjacent letters.
+func editDistance(a, b string) int {
+	prev2 := make([]int, len(b)+1)
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(b)]
 }
 
 func isNegativeNumber(fs *flag.FlagSet, a string) bool {

@@ -32,9 +32,12 @@ func TestParseInterleaved(t *testing.T) {
 		{[]string{"-", "DIR"}, got{pos: []string{"-", "DIR"}}},
 		{[]string{"DIR", "-1"}, got{pos: []string{"DIR", "-1"}}},
 		{[]string{"DIR", "-o", "-v"}, got{pos: []string{"DIR"}, o: "-v"}},
-		{[]string{"DIR", "--note", "x"}, got{errContain: "not defined: -note"}},
-		{[]string{"DIR", "-o"}, got{errContain: "needs an argument"}},
-		{[]string{"DIR", "--n", "many"}, got{errContain: "invalid value"}},
+		{[]string{"DIR", "--note", "x"}, got{errContain: "unknown flag --note"}},
+		{[]string{"DIR", "--dv", "x"}, got{errContain: "unknown flag --dv"}}, // too short to guess
+		{[]string{"DIR", "--Db", "x"}, got{errContain: "unknown flag --Db (did you mean --db?)"}},
+		{[]string{"DIR", "-o"}, got{errContain: "-o needs a value"}},
+		{[]string{"DIR", "--n", "many"}, got{errContain: `-n "many": want a whole number`}},
+		{[]string{"DIR", "--v=maybe"}, got{errContain: `-v "maybe": want true or false`}},
 		{[]string{"---o", "f"}, got{errContain: "bad flag syntax"}},
 	}
 	for _, tt := range tests {
@@ -95,6 +98,38 @@ func TestPositionalSynopsis(t *testing.T) {
 	} {
 		if got := positionalSynopsis(in); got != want {
 			t.Errorf("positionalSynopsis(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestFlagTypos: a flag mistyped is named with the one it was likely
+// meant to be, and a bad value says what the flag wants.
+func TestFlagTypos(t *testing.T) {
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Int("concurrency", 4, "")
+	fs.Duration("shutdown-timeout", 0, "")
+	fs.Bool("watch", false, "")
+	fs.Float64("rate-burst", 0, "")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--concurency", "4"}, "unknown flag --concurency (did you mean --concurrency?)"},     // a letter missing
+		{[]string{"--concurrrency", "4"}, "unknown flag --concurrrency (did you mean --concurrency?)"}, // doubled
+		{[]string{"--wacth"}, "unknown flag --wacth (did you mean --watch?)"},                          // swapped
+		{[]string{"--Watch"}, "unknown flag --Watch (did you mean --watch?)"},
+		{[]string{"--polling"}, "unknown flag --polling"},
+		{[]string{"--shutdown-timeout", "5"}, `--shutdown-timeout "5": want a duration with its unit`},
+		{[]string{"--rate-burst", "many"}, `--rate-burst "many": want a number`},
+		{[]string{"--concurrency=4x"}, `--concurrency "4x": want a whole number`},
+	} {
+		_, err := parseInterleaved(fs, c.args)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: err = %v, want one containing %q", c.args, err, c.want)
+		}
+		if err != nil && strings.Contains(c.want, "unknown flag --polling") && strings.Contains(err.Error(), "did you mean") {
+			t.Errorf("%q: %v: no flag is near enough to suggest", c.args, err)
 		}
 	}
 }

@@ -50,7 +50,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"consume", q, "extra"}, "consume", "unexpected argument"},
 		{[]string{"consume", q, "--key", "x", "--order-key", "x"}, "consume", "bad contract"},
 		{[]string{"schema", q, "--key", ""}, "schema", "bad contract"},
-		{[]string{"dups", q, "-o"}, "dups", "needs an argument"},
+		{[]string{"dups", q, "-o"}, "dups", "-o needs a value"},
 		{[]string{"init"}, "init", "missing DIR"},
 		{[]string{"consume"}, "consume", "missing DIR"},
 		{[]string{"schema"}, "schema", "missing DIR"},

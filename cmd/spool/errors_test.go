@@ -143,7 +143,7 @@ func TestErrorsViewsEmptyAndUsage(t *testing.T) {
 		{[]string{"errors", q, "--long", "--json"}, "exclusive"},
 		{[]string{"errors", q, "--detail", "--group-by", "reason"}, "exclusive"},
 		{[]string{"errors", q, "--group-by", "file"}, `--group-by "file"`},
-		{[]string{"errors", q, "--group-by"}, "needs an argument"},
+		{[]string{"errors", q, "--group-by"}, "--group-by needs a value"},
 	} {
 		cli(t, tt.args...).wantFail(t, 2, "errors", tt.sub)
 	}

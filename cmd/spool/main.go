@@ -133,7 +133,7 @@ Commands:
 	fmt.Fprint(w, `
 Run 'spool help COMMAND' for a command's flags. Try 'spool demo' first.
 Exit status: 0 ok, 1 a check found a problem, 2 bad usage or configuration,
-3 runtime failure.
+3 runtime failure, 4 consume stopped at a signal with calls cut short.
 `)
 }
 

@@ -142,7 +142,7 @@ func TestPrune(t *testing.T) {
 		{[]string{"prune", q, "--older-than", "-24h"}, "longer than zero"},
 		{[]string{"prune", q, "--older-than", "30"}, "want a duration"},
 		{[]string{"prune", q, "--older-than", "a month"}, "want a duration"},
-		{[]string{"prune", q, "--older-than"}, "needs an argument"},
+		{[]string{"prune", q, "--older-than"}, "--older-than needs a value"},
 		{[]string{"prune", "--older-than", "1d"}, "missing DIR"},
 	} {
 		cli(t, tt.args...).wantFail(t, 2, "prune", tt.sub)
