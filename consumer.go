@@ -118,7 +118,10 @@ type Config struct {
 	// OnDelivery, when set, is called after each delivery has reached done/
 	// or error/, with what the ledger recorded for it and the name it got
 	// there; for progress, metrics and notifications. It must be quick and
-	// safe for concurrent use, and must not modify d.
+	// safe for concurrent use, and must not modify d. It is also called for
+	// a dead letter that recovery moved to error/ because its consumer died
+	// after recording it (see RejectLedger): d then holds only Claim and
+	// File, and the run counts it as recovered, not as a dead letter.
 	OnDelivery func(d *Delivery, r Result, stored string)
 	// OnStart, when set, is called once per Drain or Watch when consuming
 	// begins: after the session joined and the first recovery of dead
@@ -443,7 +446,41 @@ func (c *Consumer) recover(ctx context.Context, st *Stats) error {
 		c.cfg.Observer.Recovered(rec.Total())
 	}
 	st.Recovered += rec.Total()
+	if err := c.reportRecovered(ctx, rec.DeadLetters); err != nil {
+		return err
+	}
 	return c.releaseReservations(ctx)
+}
+
+// reportRecovered reports the dead letters recovery moved to error/ as the
+// consumer that recorded them would have, had it lived to move them: one
+// "dead letter" line each, the Observer, OnDelivery (and so an operator's
+// notification). The reason is the ledger's record of it (RejectLedger).
+func (c *Consumer) reportRecovered(ctx context.Context, dead []queue.RecoveredFile) error {
+	rl, _ := c.ledger.(RejectLedger)
+	for _, f := range dead {
+		d := &Delivery{Claim: f.Claim, File: f.Name}
+		r := Result{Outcome: OutcomeDeadLetter}
+		if rl != nil {
+			rej, ok, err := rl.ClaimReject(ctx, f.Claim)
+			if err != nil {
+				return fmt.Errorf("recover %s: %w", f.Name, err)
+			}
+			if ok {
+				r.Reject = rej
+			}
+		}
+		reason, detail := "", ""
+		if r.Reject != nil {
+			reason, detail = string(r.Reject.Reason), r.Reject.Error()
+		}
+		c.log.Info("dead letter", "file", f.Name, "stored", f.Stored, "reason", reason, "detail", detail, "recovered", true)
+		c.cfg.Observer.Delivered(d, r)
+		if c.cfg.OnDelivery != nil {
+			c.cfg.OnDelivery(d, r, f.Stored)
+		}
+	}
+	return nil
 }
 
 // releaseReservations removes the reservations of dead sessions. A live

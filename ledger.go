@@ -113,6 +113,19 @@ type Ledger interface {
 	Close() error
 }
 
+// RejectLedger is a Ledger that can say why it dead-lettered a claim.
+// Recovery uses it to report a dead letter whose consumer died after
+// recording it and before moving it to error/ as that consumer would have
+// (the "dead letter" log line, the Observer, Config.OnDelivery and so
+// --on-dead-letter): such a dead letter would otherwise reach error/
+// unannounced. With a ledger that is not one, it is reported without a
+// reason (a nil Result.Reject).
+type RejectLedger interface {
+	// ClaimReject returns the reason recorded for the dead letter of
+	// claim, and false when the claim is not recorded as one.
+	ClaimReject(ctx context.Context, claim string) (*RejectError, bool, error)
+}
+
 // ErrLedgerClosed is returned by a ledger used after Close.
 var ErrLedgerClosed = errors.New("ledger closed")
 

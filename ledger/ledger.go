@@ -246,6 +246,23 @@ func (db *DB) ClaimOutcome(ctx context.Context, claim, msgID string) (spool.Outc
 	return spool.Outcome(o), true, nil
 }
 
+// ClaimReject returns the reason recorded for the dead letter of claim,
+// and false when the claim is not recorded as one; see spool.RejectLedger.
+func (db *DB) ClaimReject(ctx context.Context, claim string) (*spool.RejectError, bool, error) {
+	if err := db.open(); err != nil {
+		return nil, false, err
+	}
+	var reason, field, detail sql.NullString
+	err := db.sql.QueryRowContext(ctx, db.q.claimReject, claim).Scan(&reason, &field, &detail)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, db.fail("claim reject "+claim, err)
+	}
+	return &spool.RejectError{Reason: spool.Reason(reason.String), Field: field.String, Detail: detail.String}, true, nil
+}
+
 func formatTime(t time.Time) string { return t.UTC().Format(TimeLayout) }
 
 func parseTime(column, s string) (time.Time, error) {

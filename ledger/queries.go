@@ -10,6 +10,7 @@ type queries struct {
 	deleteAttempts  string
 	retrySchedule   string
 	claimOutcome    string
+	claimReject     string
 	processedClaim  string
 	duplicates      string
 	deadLetterByIno string
@@ -35,6 +36,8 @@ ON CONFLICT (msg_id) DO UPDATE SET attempts = excluded.attempts, last_failure = 
 		deleteAttempts: d.Rebind(`DELETE FROM attempts WHERE msg_id = ?`),
 		retrySchedule:  d.Rebind(`SELECT msg_id, next_at FROM attempts`),
 		claimOutcome:   d.Rebind(`SELECT outcome FROM deliveries WHERE claim = ?`),
+		claimReject: d.Rebind(`SELECT reason, field, detail FROM deliveries
+WHERE claim = ? AND outcome = 'dead-letter'`),
 		processedClaim: d.Rebind(`SELECT claim FROM processed WHERE msg_id = ?`),
 		// Sorted in Go, not here: collations differ between engines.
 		duplicates: d.Rebind(`SELECT DISTINCT msg_id FROM deliveries

@@ -5,6 +5,7 @@ package queue
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -62,7 +63,7 @@ func TestRecoverOwnDeadSessionWhenHostnameFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec != (Recovered{Sessions: 1, ToInbox: 1}) {
+	if !reflect.DeepEqual(rec, Recovered{Sessions: 1, ToInbox: 1}) {
 		t.Fatalf("Recover = %+v, want the dead session recovered without waiting for its lease", rec)
 	}
 	if got := names(t, d.StagePath(Inbox)); strings.Join(got, ",") != "a.json" {

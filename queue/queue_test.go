@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -358,6 +359,7 @@ func TestRecoverDeadSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	recorded := map[string]Stage{}
+	var badClaim string
 	for name, to := range map[string]Stage{"rec.json": Done, "bad.json": Error, "new.json": ""} {
 		c, err := dead.Claim(name)
 		if err != nil {
@@ -365,6 +367,9 @@ func TestRecoverDeadSession(t *testing.T) {
 		}
 		if to != "" {
 			recorded[c.ID] = to
+		}
+		if to == Error {
+			badClaim = c.ID
 		}
 	}
 	// Dying: Close cannot remove a non-empty directory, so the claims stay
@@ -390,7 +395,8 @@ func TestRecoverDeadSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec != (Recovered{Sessions: 1, ToInbox: 1, ToDone: 1, ToError: 1}) {
+	if !reflect.DeepEqual(rec, Recovered{Sessions: 1, ToInbox: 1, ToDone: 1, ToError: 1,
+		DeadLetters: []RecoveredFile{{Claim: badClaim, Name: "bad.json", Stored: "bad.json"}}}) {
 		t.Fatalf("Recover = %+v", rec)
 	}
 	want := map[Stage][]string{Inbox: {"new.json"}, Done: {"rec.json"}, Error: {"bad.json"}}
@@ -539,7 +545,7 @@ func TestRecoverForeignSessionAfterLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec != (Recovered{Sessions: 1, ToInbox: 1}) {
+	if !reflect.DeepEqual(rec, Recovered{Sessions: 1, ToInbox: 1}) {
 		t.Fatalf("Recover = %+v, want only the expired session", rec)
 	}
 	if got := names(t, d.StagePath(Inbox)); strings.Join(got, ",") != "aaaa.json" {

@@ -45,6 +45,17 @@ type Recovered struct {
 	ToInbox  int // unrecorded claims put back
 	ToDone   int // recorded claims finished
 	ToError  int
+	// DeadLetters are the claims moved to error/, ToError of them: dead
+	// letters whose consumer died after recording them and before the
+	// move, which the recovering consumer reports as its own.
+	DeadLetters []RecoveredFile
+}
+
+// RecoveredFile is a claim that recovery finished.
+type RecoveredFile struct {
+	Claim  string // the claim's identity (Orphan.ID)
+	Name   string // the file's name in the claim directory, its name in inbox/
+	Stored string // its name in the stage it was moved to
 }
 
 // Total is the number of files recovery moved.
@@ -150,15 +161,17 @@ func (d *Dir) recoverSession(ctx context.Context, name string, resolve Resolver,
 		if err := unix.Fstatat(fd, e, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			return fmt.Errorf("recover %s/%s: %w", name, e, err)
 		}
+		id := claimID(session, &st)
 		to, err := resolve(ctx, &Orphan{
-			ID:    claimID(session, &st),
+			ID:    id,
 			claim: Claim{Name: e, Ino: st.Ino, Mode: st.Mode, Size: st.Size},
 			dirfd: fd,
 		})
 		if err != nil {
 			return fmt.Errorf("recover %s/%s: %w", name, e, err)
 		}
-		if _, err := moveUnique(fd, e, d.fd(to)); err != nil {
+		stored, err := moveUnique(fd, e, d.fd(to))
+		if err != nil {
 			return fmt.Errorf("recover %s/%s to %s: %w", name, e, to, err)
 		}
 		switch to {
@@ -166,6 +179,7 @@ func (d *Dir) recoverSession(ctx context.Context, name string, resolve Resolver,
 			rec.ToDone++
 		case Error:
 			rec.ToError++
+			rec.DeadLetters = append(rec.DeadLetters, RecoveredFile{Claim: id, Name: e, Stored: stored})
 		default:
 			rec.ToInbox++
 		}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -169,4 +170,56 @@ func copyFile(from, to string, mode os.FileMode) error {
 		return err
 	}
 	return dst.Close()
+}
+
+// TestRecoveredDeadLetterNotified: a dead letter recorded by a consumer
+// that could not move it into error/ (here error/ is not writable, as a
+// consumer killed between the commit and the move would also leave it) is
+// moved there by the next run's recovery, and reported as the consumer
+// would have reported it: the "dead letter" line with its reason, and
+// --on-dead-letter. Without this, it reached error/ unannounced.
+func TestRecoveredDeadLetterNotified(t *testing.T) {
+	t.Parallel()
+	as := asNobody(t)
+	q := filepath.Join(as.dir, "q")
+	as.mustRun(t, 0, "init", q)
+	for name, body := range map[string]string{
+		"ok.json":      `{"msg_id":"m-ok","order_no":"O","seq":1,"amount":"1.00"}`,
+		"nofield.json": `{"msg_id":"m-nofield"}`,
+	} {
+		if err := os.WriteFile(filepath.Join(q, "inbox", name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	as.chown(t, q)
+	errDir := filepath.Join(q, "error")
+	if err := os.Chmod(errDir, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	r := as.run(t, "consume", q)
+	if r.code != 3 || !strings.Contains(r.stderr, "permission denied") {
+		t.Fatalf("consume with error/ not writable: want exit 3, permission denied\n%s", r)
+	}
+	if names(t, q, errorStage) != nil {
+		t.Fatalf("error/ holds %v, want nothing yet", names(t, q, errorStage))
+	}
+	if err := os.Chmod(errDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	notes := filepath.Join(as.dir, "notes")
+	r = as.mustRun(t, 0, "consume", q,
+		"--on-dead-letter", `printf '%s|%s|%s\n' "$SPOOL_FILE" "$SPOOL_REASON" "$SPOOL_DETAIL" >> `+shellQuote(notes))
+	if st := parseStats(t, r); st.Recovered == 0 || st.DeadLetters != 0 {
+		t.Errorf("next run: %+v, want the claim recovered, no new dead letter\n%s", st, r)
+	}
+	if !strings.Contains(r.stderr, `msg="dead letter" file=nofield.json stored=nofield.json reason=missing-field`) ||
+		!strings.Contains(r.stderr, "recovered=true") {
+		t.Errorf("stderr does not report the recovered dead letter with its reason\n%s", r.stderr)
+	}
+	if got, want := strings.Join(readLines(t, notes), "\n"), "nofield.json|missing-field|required field is missing"; got != want {
+		t.Errorf("notifications %q, want %q", got, want)
+	}
+	if got := names(t, q, errorStage); strings.Join(got, ",") != "nofield.json" {
+		t.Errorf("error/ holds %v, want nofield.json", got)
+	}
 }

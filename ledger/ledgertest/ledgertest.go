@@ -293,6 +293,17 @@ func testClaimOutcome(t *testing.T, db *ledger.DB) {
 			t.Errorf("ClaimOutcome(%q, %q) = %q, %v, want %q, %v", tc.claim, tc.msgID, got, found, tc.want, tc.found)
 		}
 	}
+	// Why a claim was dead-lettered, for recovery to report it; nothing
+	// for the claims of other outcomes.
+	rej, ok, err := db.ClaimReject(t.Context(), "c3")
+	if err != nil || !ok || rej.Reason != spool.ReasonParse || rej.Detail != "not JSON" || rej.Field != "" {
+		t.Errorf("ClaimReject(c3) = %+v, %v, %v; want parse, not JSON", rej, ok, err)
+	}
+	for _, claim := range []string{"c1", "c2", "c4"} {
+		if rej, ok, err := db.ClaimReject(t.Context(), claim); err != nil || ok || rej != nil {
+			t.Errorf("ClaimReject(%s) = %+v, %v, %v; want not found", claim, rej, ok, err)
+		}
+	}
 }
 
 func testAmountExact(t *testing.T, db *ledger.DB) {
