@@ -135,7 +135,14 @@ func openOnce(ctx context.Context, path string, o Options) (*ledger.DB, error) {
 	if err != nil {
 		return nil, openError(path, err)
 	}
-	turn := &turnFile{path: path + "-turn", mode: 0o644}
+	// Beside the database's real file, as SQLite puts its -wal and -shm
+	// files: processes that name one ledger by two paths (a symlink, a
+	// path through another directory) must share one turn.
+	real := path
+	if p, err := filepath.EvalSymlinks(path); err == nil {
+		real = p
+	}
+	turn := &turnFile{path: real + "-turn", mode: 0o644}
 	if fi, err := os.Stat(path); err == nil {
 		turn.mode = fi.Mode().Perm()
 	}

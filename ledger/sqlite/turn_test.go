@@ -81,3 +81,29 @@ func TestTurnUnavailable(t *testing.T) {
 		t.Fatal("Take waited on a turn file it could not create")
 	}
 }
+
+// TestTurnThroughSymlink: a ledger opened through a symlink takes its turn
+// on the file beside the real database, where SQLite keeps its -wal: a
+// process that names the ledger by its real path shares the turn.
+func TestTurnThroughSymlink(t *testing.T) {
+	db, path := openTemp(t)
+	defer db.Close()
+	link := filepath.Join(t.TempDir(), "link.db")
+	if err := os.Symlink(path, link); err != nil {
+		t.Fatal(err)
+	}
+	viaLink, err := Open(context.Background(), link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer viaLink.Close()
+	if _, err := viaLink.Record(context.Background(), []*spool.Delivery{delivery("c1", "m1")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path + "-turn"); err != nil {
+		t.Errorf("no turn file beside the real database after a write through a symlink: %v", err)
+	}
+	if _, err := os.Lstat(link + "-turn"); !os.IsNotExist(err) {
+		t.Errorf("a turn file beside the symlink (%v): its writers would not share a turn with the real path's", err)
+	}
+}
