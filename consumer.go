@@ -104,6 +104,10 @@ type Config struct {
 	// is not a failure of its message: its reservation is removed, its claim
 	// goes back to inbox/ unrecorded and its attempt is not counted, and the
 	// run returns ErrShutdownTimeout. Zero: calls are never cut short.
+	// Only a call that honours its context ends when cancelled: a Caller
+	// that ignores it, or a ledger commit that blocks, still holds the stop
+	// (the CLI exits after a grace period for that; a program embedding
+	// the consumer may do the same, safely by I7).
 	ShutdownTimeout time.Duration
 	// Retry is the policy that decides what a handler's failure makes of
 	// a message (Retry.Decide): a dead letter, or a retry with backoff.
