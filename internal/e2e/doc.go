@@ -30,17 +30,26 @@
 //     stopped overflow inotify's queue, and none is lost;
 //     TestWatchRecoversDeadConsumer: a consumer SIGKILLed while a watcher
 //     runs has its claims recovered by it; TestWatchMinAge: a file written
-//     in place is left alone until it settles, then consumed whole.
+//     in place is left alone until it settles, then consumed whole;
+//     TestWatchNoNotifications: with its user's inotify instances all
+//     taken (by the test binary as a helper), a watcher polls instead.
 //   - TestCrossDeviceRefused: stages on two filesystems are refused.
 //   - TestStrictConfig: a spool.conf with a key in another case, a
 //     repeated key, "" or null for a value, or a wrong type is refused
 //     with exit 2 before the queue or the ledger is touched.
 //   - TestFailedDrainSummary: a drain that fails after committing (done/
 //     made immutable) prints what it committed.
-//   - TestUnreadableMessage, TestReadOnlyLedger: run spool as the user
-//     nobody (root ignores file modes): a mode-000 message is a dead
-//     letter of its own reason, unreadable; a read-only ledger or sidecar
-//     is refused naming the file, and a stale read-only -shm is repaired.
+//   - TestUnreadableMessage, TestReadOnlyLedger,
+//     TestRecoveredDeadLetterNotified: run spool as the user nobody (root
+//     ignores file modes): a mode-000 message is a dead letter of its own
+//     reason, unreadable; a read-only ledger or sidecar is refused naming
+//     the file, and a stale read-only -shm is repaired; a dead letter
+//     recorded but not moved (error/ read-only) is reported when recovery
+//     moves it.
+//   - TestShutdownGraceful, TestShutdownSecondSignal, TestShutdownTimeout,
+//     TestShutdownHungLedger, TestShutdownSDNotify: SIGTERM and SIGINT,
+//     the shutdown timeout and the grace after it (a commit blocked behind
+//     a PostgreSQL table lock), sd_notify.
 //   - TestDiskFull: a full disk mid-drain loses nothing.
 //   - TestExec*, TestSQLHandler*, TestPostHandler, TestBackoff*,
 //     TestRestartDuringBackoff, TestOnDeadLetter*: business handlers,
