@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/ledger"
@@ -38,7 +40,29 @@ func (e *StatementError) Unwrap() error { return e.Err }
 type SQL struct {
 	dialect    ledger.Dialect
 	statements []boundStatement
+	// setTimeout is the statement that sets SQLOptions.Timeout for the
+	// rest of the transaction, "" for none.
+	setTimeout string
 }
+
+// SQLOptions are NewSQLWith's settings.
+type SQLOptions struct {
+	// Timeout bounds each statement on a PostgreSQL ledger: the handler
+	// sets statement_timeout for the transaction (SET LOCAL) before a
+	// message's statements, so that a statement still running then is
+	// cancelled by the server, and the message's failure is transient
+	// (query_canceled): its savepoint is rolled back, the rest of the batch
+	// commits, and the message is retried. Zero: the server's own
+	// statement_timeout. SQLite has no such bound: the only way to stop a
+	// statement, sqlite3_interrupt, rolls back a write's whole transaction,
+	// the batch's with it, so NewSQLWith refuses a Timeout there
+	// (ErrNoSQLTimeout).
+	Timeout time.Duration
+}
+
+// ErrNoSQLTimeout is returned by NewSQLWith for a Timeout on a ledger
+// whose engine cannot cut one statement short (SQLite).
+var ErrNoSQLTimeout = errors.New("a statement timeout needs a PostgreSQL ledger")
 
 // boundStatement is a statement with its placeholders in the engine's
 // syntax.
@@ -54,7 +78,21 @@ type boundStatement struct {
 // statements after them can refer to what they create. A statement that
 // does not prepare is a *StatementError.
 func NewSQL(ctx context.Context, l *ledger.DB, script *Script) (*SQL, error) {
+	return NewSQLWith(ctx, l, script, SQLOptions{})
+}
+
+// NewSQLWith is NewSQL with options.
+func NewSQLWith(ctx context.Context, l *ledger.DB, script *Script, o SQLOptions) (*SQL, error) {
 	h := &SQL{dialect: l.Dialect()}
+	switch {
+	case o.Timeout < 0:
+		return nil, fmt.Errorf("sql timeout %v: want a positive duration, or 0 for the server's", o.Timeout)
+	case o.Timeout > 0 && l.Dialect().Name() != "postgres":
+		return nil, fmt.Errorf("%w: SQLite cannot stop a statement without rolling back the batch's whole transaction", ErrNoSQLTimeout)
+	case o.Timeout > 0:
+		// Whole milliseconds, at least one: 0 would mean no timeout.
+		h.setTimeout = fmt.Sprintf("SET LOCAL statement_timeout = %d", max(o.Timeout.Milliseconds(), 1))
+	}
 	for _, s := range script.statements {
 		h.statements = append(h.statements, boundStatement{statement: s, query: s.bind(l.Dialect())})
 	}
@@ -111,6 +149,13 @@ func (h *SQL) Kind() string { return "sql" }
 // anything else its JSON text), or NULL when it has none.
 func (h *SQL) Handle(ctx context.Context, tx *sql.Tx, d *spool.Delivery) error {
 	m, file := d.Message, fileName(d)
+	if h.setTimeout != "" {
+		// Again for each message: the savepoint of a failed one takes
+		// the setting back with its writes.
+		if _, err := tx.ExecContext(ctx, h.setTimeout); err != nil {
+			return fmt.Errorf("sql: set statement_timeout: %w", err)
+		}
+	}
 	for i, s := range h.statements {
 		args := make([]any, 0, len(s.params))
 		for _, name := range s.params {

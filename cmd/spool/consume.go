@@ -75,7 +75,10 @@ first so that no two calls for one msg_id run at once on any consumer:
                :amount, :file, :payload and :FIELD (any top-level field)
                bound; they commit or roll back with the processed row. A
                failing statement is a dead letter, unless the database was
-               busy or locked (retry).
+               busy or locked (retry). On PostgreSQL a statement running
+               --sql-timeout (30s) is cancelled and the message retried;
+               SQLite cannot cut one statement short without rolling back
+               the batch, so there --sql-timeout is refused.
   --post URL   POST the message (application/json, Idempotency-Key:
                msg_id). 2xx: done. 408, 429, 5xx, network errors: retry,
                no sooner than a Retry-After. Other statuses: dead letter.

@@ -17,6 +17,9 @@ import (
 	"github.com/spoolq/spool/queue"
 )
 
+// defaultSQLTimeout is --sql-timeout's default, as for --exec and --post.
+const defaultSQLTimeout = 30 * time.Second
+
 // handlerFlags are consume's flags that choose the business handler run for
 // each message in the ledger transaction, and tune its retries.
 type handlerFlags struct {
@@ -24,6 +27,7 @@ type handlerFlags struct {
 	exec        string
 	execTimeout time.Duration
 	sqlFile     string
+	sqlTimeout  time.Duration
 	post        string
 	postTimeout time.Duration
 	retryBase   time.Duration
@@ -49,6 +53,7 @@ func addHandlerFlags(fs *flag.FlagSet) *handlerFlags {
 	fs.StringVar(&hf.exec, "exec", "", "run `CMD` with /bin/sh -c for each message (message on stdin, SPOOL_* variables); exit 0 done, 75 retry, other exit dead letter")
 	fs.DurationVar(&hf.execTimeout, "exec-timeout", handler.DefaultExecTimeout, "kill an --exec command (its whole process group) after `DURATION` and retry the message")
 	fs.StringVar(&hf.sqlFile, "sql", "", "run the SQL statements of `FILE` for each message in the ledger transaction, with :msg_id, :order_no, :seq, :amount, :file, :payload and :FIELD parameters")
+	fs.DurationVar(&hf.sqlTimeout, "sql-timeout", defaultSQLTimeout, "on a PostgreSQL ledger, cancel a --sql statement after `DURATION` (statement_timeout) and retry the message; SQLite cannot (see --help)")
 	fs.StringVar(&hf.post, "post", "", "POST each message to `URL` with an Idempotency-Key header; 2xx done, 408, 429, 5xx and network errors retry, other 4xx dead letter")
 	fs.DurationVar(&hf.postTimeout, "post-timeout", handler.DefaultPostTimeout, "give up on a --post request after `DURATION` and retry the message")
 	fs.IntVar(&hf.concurrency, "concurrency", spool.DefaultConcurrency, "most --exec commands or --post requests running at once in this consumer, `N`")
@@ -96,7 +101,7 @@ func (hf *handlerFlags) check(e *env) error {
 	}
 	kind := hf.kind()
 	for _, f := range []struct{ name, needs string }{
-		{"exec-timeout", "exec"}, {"post-timeout", "post"},
+		{"exec-timeout", "exec"}, {"post-timeout", "post"}, {"sql-timeout", "sql"},
 	} {
 		if set[f.name] && kind != f.needs {
 			return e.usage("--%s needs --%s", f.name, f.needs)
@@ -117,6 +122,8 @@ func (hf *handlerFlags) check(e *env) error {
 		return e.usage("--exec-timeout %v: want a positive duration", hf.execTimeout)
 	case hf.postTimeout <= 0:
 		return e.usage("--post-timeout %v: want a positive duration", hf.postTimeout)
+	case hf.sqlTimeout <= 0:
+		return e.usage("--sql-timeout %v: want a positive duration", hf.sqlTimeout)
 	case hf.retryBase <= 0:
 		return e.usage("--retry-base %v: want a positive duration", hf.retryBase)
 	case hf.retryCap <= 0:
@@ -127,6 +134,8 @@ func (hf *handlerFlags) check(e *env) error {
 		return e.usage("--exec-timeout %v: want less than the claim lease, %v: a command still running then could be run again by another host", hf.execTimeout, queue.DefaultLease)
 	case kind == "post" && hf.postTimeout >= queue.DefaultLease:
 		return e.usage("--post-timeout %v: want less than the claim lease, %v: a request still running then could be sent again by another host", hf.postTimeout, queue.DefaultLease)
+	case kind == "sql" && hf.sqlTimeout >= queue.DefaultLease:
+		return e.usage("--sql-timeout %v: want less than the claim lease, %v: a batch still running then could be claimed by another host", hf.sqlTimeout, queue.DefaultLease)
 	case hf.pauseAfter < 0:
 		return e.usage("--pause-after %d: want 0 (never) or more", hf.pauseAfter)
 	case hf.concurrency < 1:
@@ -187,7 +196,18 @@ func (hf *handlerFlags) handler(ctx context.Context, l *ledger.DB, queue string)
 	case "exec":
 		return nil, &handler.Exec{Command: hf.exec, Timeout: hf.execTimeout, Queue: queue}, nil
 	case "sql":
-		h, err := handler.NewSQL(ctx, l, hf.script)
+		o := handler.SQLOptions{Timeout: hf.sqlTimeout}
+		if l.Dialect().Name() != "postgres" {
+			// The default is for PostgreSQL; only a --sql-timeout asked
+			// for on SQLite is refused.
+			o.Timeout = 0
+			set := false
+			hf.fs.Visit(func(f *flag.Flag) { set = set || f.Name == "sql-timeout" })
+			if set {
+				return nil, nil, &usageError{msg: "--sql-timeout needs a PostgreSQL ledger: SQLite cannot stop one statement without rolling back the batch's whole transaction (its waits for locks are bounded by the busy timeout)"}
+			}
+		}
+		h, err := handler.NewSQLWith(ctx, l, hf.script, o)
 		var se *handler.StatementError
 		switch {
 		case errors.As(err, &se):

@@ -739,3 +739,69 @@ ON CONFLICT (order_no) DO UPDATE SET payments = orders.payments + 1,
 		t.Errorf("dead letter of a3.json: %s %q", reason, detail)
 	}
 }
+
+// TestSQLTimeoutPostgres: on a PostgreSQL ledger a --sql statement still
+// running at --sql-timeout is cancelled by the server; the message is a
+// transient failure (its savepoint rolled back, retried until
+// retries-exhausted here), and the rest of its batch commits. On SQLite
+// the flag is refused, as is a timeout at or above the claim lease.
+func TestSQLTimeoutPostgres(t *testing.T) {
+	t.Parallel()
+	dsn, admin := postgresServer(t)
+	schema := postgresSchema(t, admin, `CREATE TABLE %s.seen (msg_id TEXT PRIMARY KEY)`)
+	q, state := workQueue(t)
+	sqlFile := writeFile(t, state, "slow.sql", `INSERT INTO seen (msg_id) VALUES (:msg_id);
+SELECT pg_sleep(CASE WHEN :msg_id = 'slow' THEN 5 ELSE 0 END);
+`)
+	putMessage(t, q, "a.json", orderMessage("a", "A", 1, "1"))
+	putMessage(t, q, "slow.json", orderMessage("slow", "A", 2, "1"))
+	putMessage(t, q, "b.json", orderMessage("b", "A", 3, "1"))
+	db := withSearchPath(t, dsn, schema)
+	began := time.Now()
+	r := mustRun(t, 0, "consume", q, "--db", db, "--sql", sqlFile, "--sql-timeout", "200ms",
+		"--retry-max", "2", "--retry-base", "10ms", "--retry-cap", "10ms")
+	if st := parseStats(t, r); st.Processed != 2 || st.DeadLetters != 1 {
+		t.Fatalf("stats %+v, want 2 processed, slow dead-lettered\n%s", st, r)
+	}
+	if took := time.Since(began); took > 8*time.Second {
+		t.Errorf("the drain took %v: the 5 s statement was not cut short", took)
+	}
+	var reason, detail string
+	if err := admin.QueryRow(`SELECT reason, detail FROM `+schema+`.deliveries WHERE outcome = 'dead-letter'`).Scan(&reason, &detail); err != nil {
+		t.Fatal(err)
+	}
+	if reason != "retries-exhausted" || !strings.Contains(detail, "statement timeout") {
+		t.Errorf("dead letter: %s %q, want retries-exhausted after a statement timeout", reason, detail)
+	}
+	var seen []string
+	rows, err := admin.Query(`SELECT msg_id FROM ` + schema + `.seen ORDER BY msg_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		seen = append(seen, id)
+	}
+	if strings.Join(seen, ",") != "a,b" {
+		t.Errorf("seen %v: want a and b, the cancelled message's insert rolled back", seen)
+	}
+	// On SQLite, and beyond the lease: refused before anything is consumed.
+	q2, _ := workQueue(t)
+	putMessage(t, q2, "a.json", orderMessage("a", "A", 1, "1"))
+	for _, args := range [][]string{
+		{"consume", q2, "--sql", sqlFile, "--sql-timeout", "1s"},
+		{"consume", q2, "--db", db, "--sql", sqlFile, "--sql-timeout", "2m"},
+	} {
+		r := run(t, args...)
+		if r.code != 2 || !strings.Contains(r.stderr, "--sql-timeout") {
+			t.Errorf("%q: want exit 2 naming --sql-timeout\n%s", args, r)
+		}
+	}
+	if n := countNames(t, q2, inbox); n != 1 {
+		t.Errorf("inbox/ of the refused runs holds %d messages, want 1", n)
+	}
+}
