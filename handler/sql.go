@@ -48,8 +48,8 @@ type SQL struct {
 // SQLOptions are NewSQLWith's settings.
 type SQLOptions struct {
 	// Timeout bounds each statement on a PostgreSQL ledger: the handler
-	// sets statement_timeout for the transaction (SET LOCAL) before a
-	// message's statements, so that a statement still running then is
+	// sets statement_timeout (SET LOCAL) before a message's statements and
+	// back to the session's after them, so that a statement still running then is
 	// cancelled by the server, and the message's failure is transient
 	// (query_canceled): its savepoint is rolled back, the rest of the batch
 	// commits, and the message is retried. Zero: the server's own
@@ -171,6 +171,14 @@ func (h *SQL) Handle(ctx context.Context, tx *sql.Tx, d *spool.Delivery) error {
 				return err
 			}
 			return spool.Permanent(err)
+		}
+	}
+	if h.setTimeout != "" {
+		// The ledger's own statements after these (the rest of the batch,
+		// its commit) wait as long as they did before: the bound is the
+		// handler's. (After a failure, the savepoint's rollback restores it.)
+		if _, err := tx.ExecContext(ctx, "SET LOCAL statement_timeout TO DEFAULT"); err != nil {
+			return fmt.Errorf("sql: reset statement_timeout: %w", err)
 		}
 	}
 	return nil
