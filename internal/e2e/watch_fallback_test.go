@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -53,6 +54,15 @@ func hogInotify() int {
 // takes, so that no other test's watcher (all root) loses its own.
 func TestWatchNoNotifications(t *testing.T) {
 	t.Parallel()
+	// The helper must run out of the user's instances, not of its own
+	// descriptors: with a limit in the thousands it would need as many.
+	limit, err := os.ReadFile("/proc/sys/fs/inotify/max_user_instances")
+	if err != nil {
+		t.Skipf("no inotify: %v", err)
+	}
+	if n, err := strconv.Atoi(strings.TrimSpace(string(limit))); err != nil || n > 4096 {
+		t.Skipf("fs.inotify.max_user_instances is %q: too many for the helper to take", limit)
+	}
 	as := asNobody(t)
 	self, err := os.Executable()
 	if err != nil {
@@ -78,16 +88,18 @@ func TestWatchNoNotifications(t *testing.T) {
 	if err := hog.Start(); err != nil {
 		t.Fatal(err)
 	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if !strings.HasPrefix(line, "holding ") {
+		stdin.Close()
+		_ = hog.Wait() // its output said what went wrong
+		t.Skipf("cannot take nobody's inotify instances: %q, %v", line, err)
+	}
 	defer func() {
 		stdin.Close()
 		if err := hog.Wait(); err != nil {
 			t.Errorf("inotify helper: %v", err)
 		}
 	}()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if !strings.HasPrefix(line, "holding ") {
-		t.Skipf("cannot take nobody's inotify instances: %q, %v", line, err)
-	}
 
 	q := filepath.Join(as.dir, "q")
 	as.mustRun(t, 0, "init", q)
