@@ -40,8 +40,8 @@ func (e *StatementError) Unwrap() error { return e.Err }
 type SQL struct {
 	dialect    ledger.Dialect
 	statements []boundStatement
-	// setTimeout is the statement that sets SQLOptions.Timeout for the
-	// rest of the transaction, "" for none.
+	// setTimeout is the statement that sets SQLOptions.Timeout for a
+	// message's statements, "" for none.
 	setTimeout string
 }
 
@@ -49,8 +49,8 @@ type SQL struct {
 type SQLOptions struct {
 	// Timeout bounds each statement on a PostgreSQL ledger: the handler
 	// sets statement_timeout (SET LOCAL) before a message's statements and
-	// back to the session's after them, so that a statement still running then is
-	// cancelled by the server, and the message's failure is transient
+	// back to the session's after them, so that a statement still running
+	// then is cancelled by the server, and the message's failure is transient
 	// (query_canceled): its savepoint is rolled back, the rest of the batch
 	// commits, and the message is retried. Zero: the server's own
 	// statement_timeout. SQLite has no such bound: the only way to stop a
