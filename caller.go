@@ -12,6 +12,20 @@ import (
 // once because a queue had a backlog.
 const DefaultConcurrency = 4
 
+// CallerBatchSize is Config.BatchSize when it is zero and there is a
+// Caller: 4 × concurrency, at least 16 and at most DefaultBatchSize. A
+// consumer with a Caller holds claimed about five batches ahead of its
+// calls (the batch being claimed, one parsed, one being reserved and two
+// reserved waiting for a slot), so the batch is what bounds how much of a
+// backlog one consumer takes from the others. Sized by the concurrency,
+// a consumer making 4 calls at once holds about 80 messages, not 1 300 it
+// would take hours to call against a slow downstream, and a consumer
+// started beside it finds the rest to call; at 64 calls the batch is the
+// full 256 that keeps its reserves and group commits efficient.
+func CallerBatchSize(concurrency int) int {
+	return min(DefaultBatchSize, max(16, 4*concurrency))
+}
+
 // Caller does the business work of one message when its effect is outside
 // the ledger's database: a command, an HTTP request. It runs outside any
 // ledger transaction, so a slow call holds no lock of the ledger, and up to

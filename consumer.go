@@ -45,7 +45,8 @@ type Config struct {
 	// Zero: DefaultWorkersPerCPU × GOMAXPROCS.
 	Workers int
 	// BatchSize is the most deliveries committed in one ledger transaction.
-	// Zero: DefaultBatchSize. 1 gives one commit per message.
+	// Zero: DefaultBatchSize, or with a Caller CallerBatchSize(Concurrency).
+	// 1 gives one commit per message.
 	BatchSize int
 	// BatchBytes closes a batch early once the files claimed into it reach
 	// this many bytes; the file that crosses the bound stays in the batch,
@@ -220,8 +221,14 @@ func NewConsumer(dir *queue.Dir, l Ledger, cfg Config) (*Consumer, error) {
 	if cfg.Workers <= 0 {
 		cfg.Workers = DefaultWorkersPerCPU * runtime.GOMAXPROCS(0)
 	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = DefaultConcurrency
+	}
 	if cfg.BatchSize <= 0 {
 		cfg.BatchSize = DefaultBatchSize
+		if cfg.Caller != nil {
+			cfg.BatchSize = CallerBatchSize(cfg.Concurrency)
+		}
 	}
 	if cfg.BatchBytes <= 0 {
 		cfg.BatchBytes = DefaultBatchBytes
@@ -234,9 +241,6 @@ func NewConsumer(dir *queue.Dir, l Ledger, cfg Config) (*Consumer, error) {
 	}
 	if cfg.RescanInterval <= 0 {
 		cfg.RescanInterval = DefaultRescanInterval
-	}
-	if cfg.Concurrency <= 0 {
-		cfg.Concurrency = DefaultConcurrency
 	}
 	if cfg.Observer == nil {
 		cfg.Observer = NopObserver{}

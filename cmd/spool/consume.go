@@ -139,7 +139,7 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	poll := flags.Duration("poll", 0, "with --watch: list inbox/ every `INTERVAL` instead of waiting for filesystem notifications (NFS, SMB)")
 	minAge := flags.Duration("min-age", 0, "leave files in inbox/ until they have not changed for `DURATION` (producers that write in place)")
 	workers := flags.Int("workers", 0, fmt.Sprintf("goroutines reading and parsing claimed messages in parallel (default %d per GOMAXPROCS)", spool.DefaultWorkersPerCPU))
-	batch := flags.Int("batch", 0, fmt.Sprintf("most messages per ledger transaction (default %d)", spool.DefaultBatchSize))
+	batch := flags.Int("batch", 0, fmt.Sprintf("most messages per ledger transaction (default %d; with --exec or --post 4 × --concurrency, 16 to %d, which bounds the claims held ahead of the calls to about 5 batches)", spool.DefaultBatchSize, spool.DefaultBatchSize))
 	lf := addLogFlags(flags)
 	showProgress := flags.Bool("progress", true, "a progress bar on stderr for a drain of 1000 messages or more, when stderr is a terminal")
 	durability := addDurabilityFlag(flags)

@@ -351,3 +351,39 @@ func TestPost429Pauses(t *testing.T) {
 		t.Errorf("no call after the 429: the test saw no pause")
 	}
 }
+
+// TestPostClaimsAheadBounded: a consumer with a slow downstream holds
+// claimed only a few batches sized by its concurrency, not a backlog it
+// would take minutes to call, so that a second consumer started beside it
+// finds messages to call, and both make progress.
+func TestPostClaimsAheadBounded(t *testing.T) {
+	t.Parallel()
+	const n = 600
+	q, all := shutdownQueue(t, n)
+	l := openCallLedger(t, "sqlite", q)
+	srv := newCallServer(t, 50*time.Millisecond)
+	first := start(t, "consume", q, "--post", srv.URL) // --concurrency 4, the default
+	if !srv.waitInFlight(4, cmdTimeout) {
+		t.Fatalf("4 calls never were in flight at once\n%s", first.wait(t))
+	}
+	// 4 × 4 = 16 a batch, about five batches ahead: well under 150, where
+	// a batch of 256 held some 1 300.
+	most := 0
+	for range 20 {
+		most = max(most, countClaims(t, q))
+		time.Sleep(20 * time.Millisecond) // sampling processing/ as the calls go
+	}
+	if most > 150 {
+		t.Errorf("a consumer making 4 calls at once held up to %d claims, want at most 150", most)
+	}
+	second := start(t, "consume", q, "--post", srv.URL)
+	r1, r2 := first.wait(t), second.wait(t)
+	if r1.code != 0 || r2.code != 0 {
+		t.Fatalf("consumers failed:\n%s\n%s", r1, r2)
+	}
+	s1, s2 := parseStats(t, r1), parseStats(t, r2)
+	if s2.Processed == 0 {
+		t.Errorf("the second consumer processed nothing (first %+v, second %+v): the first held the backlog", s1, s2)
+	}
+	checkCallsDone(t, q, l, all, n, srv)
+}
