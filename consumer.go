@@ -323,6 +323,13 @@ func (c *Consumer) run(ctx context.Context, watch bool) (Stats, error) {
 		defer w.close()
 	}
 	for {
+		if watch {
+			// A watch runs for months: a stage replaced meanwhile would
+			// be watched and scanned through its old descriptor forever.
+			if err := c.dir.CheckStages(); err != nil {
+				return st, c.abandon(s, err)
+			}
+		}
 		if err := c.recover(work, &st); err != nil {
 			return st, c.abandon(s, err)
 		}

@@ -66,6 +66,9 @@ func (r Ready) check(ctx context.Context) error {
 		}
 	}
 	if r.Dir != nil {
+		if err := r.Dir.CheckStages(); err != nil {
+			return err
+		}
 		for _, s := range queue.Stages {
 			if err := writable(r.Dir.StagePath(s)); err != nil {
 				return fmt.Errorf("stage %s: %w", s, err)

@@ -44,6 +44,10 @@ var ErrNotQueue = errors.New("not a queue directory")
 // half done after a crash.
 var ErrCrossDevice = errors.New("stages are on different filesystems")
 
+// ErrStageReplaced is wrapped by CheckStages when a stage's path no longer
+// names the directory the Dir opened.
+var ErrStageReplaced = errors.New("was replaced while the queue was open")
+
 // Dir is an open queue directory. It holds a descriptor on each stage so that
 // the hot path uses dirfd-relative system calls. Dir is safe for concurrent
 // use.
@@ -139,6 +143,31 @@ func (d *Dir) Close() error {
 		d.root = -1
 	}
 	return errors.Join(errs...)
+}
+
+// CheckStages fails with ErrStageReplaced when a stage's path names
+// another directory than the one Open opened, or none: an operator moved
+// inbox/ aside and made a new one, say. A Dir works through descriptors,
+// so it would go on using the old directory, and files arriving in the
+// new one would wait unseen, with every count saying the queue is empty;
+// a long-running consumer calls this at each wake-up, and readiness too.
+func (d *Dir) CheckStages() error {
+	for _, s := range Stages {
+		var open, now unix.Stat_t
+		if err := unix.Fstat(d.fd(s), &open); err != nil {
+			return fmt.Errorf("check %s: %w", d.StagePath(s), err)
+		}
+		err := unix.Stat(d.StagePath(s), &now)
+		switch {
+		case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR):
+			return fmt.Errorf("stage %s %w: %s is gone (restart spool once it is back)", s, ErrStageReplaced, d.StagePath(s))
+		case err != nil:
+			return fmt.Errorf("check %s: %w", d.StagePath(s), err)
+		case now.Dev != open.Dev || now.Ino != open.Ino:
+			return fmt.Errorf("stage %s %w: %s now names another directory (restart spool to use it; files left in the old one are not consumed)", s, ErrStageReplaced, d.StagePath(s))
+		}
+	}
+	return nil
 }
 
 // fd returns the descriptor of a stage.

@@ -313,3 +313,42 @@ func TestWatchMinAge(t *testing.T) {
 		t.Errorf("done/ holds %q, want the whole message %q", got, body)
 	}
 }
+
+// TestWatchStageReplaced: inbox/ moved aside and made anew while a watch
+// runs. The watcher works through the directory it opened, so it would go
+// on watching the old one, with the new one's files waiting unseen and
+// the metrics saying the inbox is empty; it fails instead (exit 3, for
+// its supervisor to restart it on the new directory), and spool serve's
+// /readyz says so.
+func TestWatchStageReplaced(t *testing.T) {
+	t.Parallel()
+	q := filepath.Join(t.TempDir(), "q")
+	mustRun(t, 0, "init", q)
+	p := start(t, "consume", q, "--watch")
+	s, url := startListening(t, "serve", q, "--listen", "127.0.0.1:0")
+	produce(t, q, 0, 1)
+	waitFor(t, 30*time.Second, "the first arrival to reach done/", func() bool { return countNames(t, q, done) == 1 })
+	in := filepath.Join(q, inbox)
+	if err := os.Rename(in, in+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(in, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	produce(t, q, 1, 2)
+	r := p.wait(t)
+	if r.code != 3 || !strings.Contains(r.stderr, "stage inbox was replaced while the queue was open") {
+		t.Fatalf("watcher after inbox/ was replaced: want exit 3 saying so\n%s", r)
+	}
+	if body := waitStatus(t, url, "/readyz", 503); !strings.Contains(body, "stage inbox was replaced") {
+		t.Errorf("/readyz after inbox/ was replaced: %q", body)
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	s.wait(t)
+	// Restarted, a consumer takes what waited in the new inbox/.
+	if st := parseStats(t, mustRun(t, 0, "consume", q)); st.Processed != 2 {
+		t.Errorf("the next run processed %d, want the 2 that arrived in the new inbox/", st.Processed)
+	}
+}
