@@ -102,6 +102,11 @@ func (h *Post) Call(ctx context.Context, d *spool.Delivery) error {
 			return spool.Permanent(fmt.Errorf("post: msg_id %q cannot be sent as an Idempotency-Key header", m.MsgID))
 		}
 	}
+	if t := strings.Trim(m.MsgID, " \t"); t != m.MsgID {
+		// HTTP strips a header value's surrounding spaces and tabs: the
+		// downstream would see the key of another msg_id.
+		return spool.Permanent(fmt.Errorf("post: msg_id %q has spaces or tabs around it, which HTTP strips from an Idempotency-Key header: the downstream would take it for %q", m.MsgID, t))
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(m.Raw))
 	if err != nil {
 		return spool.Permanent(fmt.Errorf("post: %w", err))

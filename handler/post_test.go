@@ -122,6 +122,15 @@ func TestPostHandlerClassifies(t *testing.T) {
 	if err := newPost(t, "http://127.0.0.1:1/", time.Second, time.Minute).Call(context.Background(), &spool.Delivery{Message: bad}); !spool.IsPermanent(err) {
 		t.Errorf("msg_id with a newline: %v, want a permanent error", err)
 	}
+	// Spaces around a key: HTTP would strip them, and the downstream would
+	// see another msg_id's key.
+	for _, id := range []string{" sp ", "sp ", "\tsp"} {
+		spaced := &spool.Message{MsgID: id, Raw: []byte(`{}`)}
+		err := newPost(t, "http://127.0.0.1:1/", time.Second, time.Minute).Call(context.Background(), &spool.Delivery{Message: spaced})
+		if !spool.IsPermanent(err) || !strings.Contains(err.Error(), "spaces or tabs around it") {
+			t.Errorf("msg_id %q: %v, want a permanent error naming the spaces", id, err)
+		}
+	}
 }
 
 func newPost(t *testing.T, u string, timeout, maxRetryAfter time.Duration) *Post {

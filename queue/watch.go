@@ -168,8 +168,10 @@ func (d *Dir) Changed(s Stage, name string) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("stat %s/%s: %w", s, name, err)
 	}
 	m, c := time.Unix(st.Mtim.Unix()), time.Unix(st.Ctim.Unix())
-	if m.After(c) {
+	if m.After(c) && !m.After(time.Now()) {
 		return m, nil
 	}
+	// An mtime in the future (a producer's clock ahead, a touch -d) says
+	// nothing of when the file last changed; its ctime does.
 	return c, nil
 }

@@ -83,6 +83,15 @@ func TestChanged(t *testing.T) {
 	if time.Since(got) > time.Minute {
 		t.Errorf("Changed = %v (%v ago), want about now: the mtime was set back, the ctime was not", got, time.Since(got))
 	}
+	// An mtime in the future (a producer's clock ahead): the ctime counts,
+	// or the file would wait for that future before --min-age took it.
+	future := time.Now().Add(time.Hour)
+	if err := os.Chtimes(filepath.Join(d.StagePath(Inbox), "m.json"), future, future); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := d.Changed(Inbox, "m.json"); err != nil || got.After(time.Now().Add(time.Minute)) {
+		t.Errorf("Changed with an mtime an hour ahead = %v, %v; want about now, from the ctime", got, err)
+	}
 	if _, err := d.Changed(Inbox, "gone.json"); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("Changed of a missing file: %v, want ENOENT", err)
 	}

@@ -39,7 +39,8 @@ that interval on any filesystem.
 mtime or ctime) less than DURATION ago, for producers that write a file in
 place under its final .json name instead of writing a temp name and
 renaming it. The file's ctime counts, so a copy that keeps an old mtime
-(cp -p, touch -d) still waits. A drain leaves such files for the next run.
+(cp -p, touch -d) still waits; an mtime in the future is ignored. A drain
+leaves such files for the next run.
 
 Stopping: at SIGINT or SIGTERM (a drain or --watch) nothing more is
 claimed; the batches being recorded are committed and moved out, the
