@@ -21,7 +21,10 @@ const DefaultConcurrency = 4
 // a consumer making 4 calls at once holds about 80 messages, not 1 300 it
 // would take hours to call against a slow downstream, and a consumer
 // started beside it finds the rest to call; at 64 calls the batch is the
-// full 256 that keeps its reserves and group commits efficient.
+// full 256 that keeps its reserves and group commits efficient. With
+// Config.Ordered the default stays DefaultBatchSize: a key's messages are
+// called in seq order among those claimed, and the wider window orders
+// more of a backlog whose names do not sort by seq.
 func CallerBatchSize(concurrency int) int {
 	return min(DefaultBatchSize, max(16, 4*concurrency))
 }

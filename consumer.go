@@ -45,7 +45,8 @@ type Config struct {
 	// Zero: DefaultWorkersPerCPU × GOMAXPROCS.
 	Workers int
 	// BatchSize is the most deliveries committed in one ledger transaction.
-	// Zero: DefaultBatchSize, or with a Caller CallerBatchSize(Concurrency).
+	// Zero: DefaultBatchSize, or with a Caller CallerBatchSize(Concurrency)
+	// (unless Ordered, which orders what is claimed: the larger window).
 	// 1 gives one commit per message.
 	BatchSize int
 	// BatchBytes closes a batch early once the files claimed into it reach
@@ -226,7 +227,7 @@ func NewConsumer(dir *queue.Dir, l Ledger, cfg Config) (*Consumer, error) {
 	}
 	if cfg.BatchSize <= 0 {
 		cfg.BatchSize = DefaultBatchSize
-		if cfg.Caller != nil {
+		if cfg.Caller != nil && !cfg.Ordered {
 			cfg.BatchSize = CallerBatchSize(cfg.Concurrency)
 		}
 	}

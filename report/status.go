@@ -194,8 +194,8 @@ func WriteStatus(w io.Writer, r StatusReport) error {
 	if r.UnfinishedReplays > 0 {
 		fmt.Fprintf(tw, "replays\t%d interrupted (spool fsck --repair finishes them)\n", r.UnfinishedReplays)
 	}
-	fmt.Fprintf(tw, "ledger\t%d processed, %d duplicates, %d dead letters\n",
-		r.Ledger.Processed, r.Ledger.Duplicates, r.Ledger.DeadLetters)
+	fmt.Fprintf(tw, "ledger\t%d processed, %s, %s\n",
+		r.Ledger.Processed, plural(r.Ledger.Duplicates, "duplicate"), plural(r.Ledger.DeadLetters, "dead letter"))
 	type count struct {
 		reason spool.Reason
 		n      int64
@@ -231,4 +231,12 @@ func Age(d time.Duration) string {
 		return fmt.Sprintf("%dh%02dm", s/3600, s%3600/60)
 	}
 	return fmt.Sprintf("%dd%02dh", s/86400, s%86400/3600)
+}
+
+// plural is "1 duplicate", "2 duplicates", "0 dead letters".
+func plural(n int64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -109,6 +109,11 @@ func runBench(ctx context.Context, e *env, args []string) (err error) {
 	set := map[string]bool{}
 	flags.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if *watch {
+		for _, name := range []string{"handler", "latency", "concurrency", "procs", "db", "cpuprofile"} {
+			if set[name] {
+				return e.usage("--%s is not for --watch, which measures a watching consumer without a handler", name)
+			}
+		}
 		return benchWatch(ctx, e, o, wo)
 	}
 	if *cpuprofile != "" {
@@ -179,6 +184,9 @@ func runBench(ctx context.Context, e *env, args []string) (err error) {
 func benchCalls(ctx context.Context, e *env, o bench.Options, co bench.CallOptions) error {
 	switch {
 	case co.Handler != "post" && co.Handler != "exec":
+		if co.Handler == "" {
+			return e.usage("--latency, --concurrency, --procs and --db measure a handler: add --handler post or --handler exec")
+		}
 		return e.usage("--handler %q: want post or exec", co.Handler)
 	case co.Latency <= 0:
 		return e.usage("--latency %v: want a positive duration", co.Latency)

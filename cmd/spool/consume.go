@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -90,9 +91,12 @@ With --exec and --post a crash repeats at most --concurrency commands or
 requests: those whose outcome was not committed yet (the same msg_id,
 SPOOL_MSG_ID or Idempotency-Key, is sent again). Calls are not ordered,
 unless --ordered: then the messages of one order key are called one at a
-time in this consumer, those claimed in seq order. --rate N/s caps the
-calls started per second; a Retry-After (429, 503) or --pause-after
-transient failures in a row pause every new call, logged once (-v).
+time in this consumer, in seq order among those it holds claimed (about 5
+batches of --batch, 256 with --ordered, claimed in name order: a backlog
+whose names do not sort by seq is ordered within that window only).
+--rate N/s caps the calls started per second; a Retry-After (429, 503) or
+--pause-after transient failures in a row pause every new call, logged
+once (a warning).
 
 --on-dead-letter CMD runs /bin/sh -c CMD for each message that lands in
 error/, with SPOOL_FILE (its name there), SPOOL_PATH (its path),
@@ -112,7 +116,9 @@ logging on before it was on by default, is the same as --log-level info.
 The command's own warnings (stale temp files removed, an interrupted replay
 finished, a failing --on-dead-letter) stay lines "spool: consume: ..." in
 text and become WARN records in json, where the final error, if any, is an
-ERROR record too: every line of stderr is then one JSON object.
+ERROR record too: every line of stderr is then one JSON object, once the
+command line is parsed (a bad flag is refused before --log-format is
+known, in the plain "spool: consume: ..." line, with exit 2).
 
 A drain (not --watch) of at least 1000 waiting messages shows a progress
 bar on stderr (done/total, rate, elapsed and remaining time) when stderr is
@@ -167,7 +173,9 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	if *shutdownTimeout < 0 {
 		return e.usage("--shutdown-timeout %v: want 0 (no bound) or a positive duration", *shutdownTimeout)
 	}
-	if *poll < 0 || (*poll > 0 && !*watch) {
+	pollSet := false
+	flags.Visit(func(f *flag.Flag) { pollSet = pollSet || f.Name == "poll" })
+	if *poll < 0 || (pollSet && *poll == 0) || (*poll > 0 && !*watch) {
 		return e.usage("--poll %v: want a positive interval, with --watch", *poll)
 	}
 	if *minAge < 0 {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -19,12 +20,13 @@ import (
 // listenFlags are the flags of the metrics and health endpoints, on
 // consume and serve.
 type listenFlags struct {
+	fs      *flag.FlagSet
 	addr    string
 	refresh time.Duration
 }
 
 func addListenFlags(fs *flag.FlagSet, what string) *listenFlags {
-	f := &listenFlags{}
+	f := &listenFlags{fs: fs}
 	fs.StringVar(&f.addr, "listen", "", "serve /metrics, /healthz and /readyz over HTTP at `ADDR` (host:port; port 0 picks a free one, logged as \"listening\" addr=...)"+what)
 	fs.DurationVar(&f.refresh, "metrics-refresh", metrics.DefaultRefresh, "list each stage for the queue gauges at most this often (`DURATION`; a stage whose listing took T waits at least 100×T)")
 	return f
@@ -32,14 +34,25 @@ func addListenFlags(fs *flag.FlagSet, what string) *listenFlags {
 
 // check validates the flags; need says --listen is required.
 func (f *listenFlags) check(e *env, need bool) error {
+	set := false
+	f.fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == "listen" })
 	if f.addr == "" {
-		if need {
+		switch {
+		case need:
 			return e.usage("--listen ADDR is required")
+		case set:
+			return e.usage("--listen is empty: want host:port (127.0.0.1:9464, :9464)")
 		}
 		return nil
 	}
-	if _, _, err := net.SplitHostPort(f.addr); err != nil {
+	_, port, err := net.SplitHostPort(f.addr)
+	if err != nil {
 		return e.usage("--listen %q: want host:port (127.0.0.1:9464, :9464): %v", f.addr, err)
+	}
+	// A port that is no number (a service name is looked up) or out of
+	// range is a typo, exit 2, not a failure to listen.
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return e.usage("--listen %q: the port %q is not a number from 0 to 65535", f.addr, port)
 	}
 	if f.refresh <= 0 {
 		return e.usage("--metrics-refresh %v: want a duration above 0", f.refresh)

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"io"
 	"log/slog"
+	"strings"
 
 	"github.com/spoolq/spool"
 )
@@ -34,6 +35,9 @@ func (f *logFlags) check(e *env) error {
 		return e.usage("--log-format %q: want text or json", f.format)
 	}
 	if _, ok := levels[f.level]; !ok {
+		if _, lower := levels[strings.ToLower(f.level)]; lower {
+			return e.usage("--log-level %q: want debug, info, warn or error, in lower case", f.level)
+		}
 		return e.usage("--log-level %q: want debug, info, warn or error", f.level)
 	}
 	return nil

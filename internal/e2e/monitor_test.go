@@ -196,7 +196,7 @@ func TestStatusJSON(t *testing.T) {
 	}
 	// The human report says the same.
 	human := mustRun(t, 0, "status", q).stdout
-	for _, w := range []string{"oldest waiting 10m", "2 processed, 1 duplicates, 3 dead letters", "missing-field  2", "1 (1 stale"} {
+	for _, w := range []string{"oldest waiting 10m", "2 processed, 1 duplicate, 3 dead letters", "missing-field  2", "1 (1 stale"} {
 		if !strings.Contains(human, w) {
 			t.Errorf("status does not say %q:\n%s", w, human)
 		}
