@@ -69,6 +69,9 @@ func addNewLedgerFlag(fs *flag.FlagSet) *bool {
 // one or a PostgreSQL schema is not given the ledger's tables, and another
 // SQLite database is not switched to WAL mode.
 func openLedgerFor(ctx context.Context, d *queue.Dir, db string, o ledgerOpts) (*ledger.DB, error) {
+	if err := refuseKeywordDSN(db); err != nil {
+		return nil, err // before it is taken for a missing SQLite file
+	}
 	dir := d.Path()
 	where := db
 	// A writer of a queue with history, unless told --new-ledger, needs the

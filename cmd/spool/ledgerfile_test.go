@@ -43,6 +43,21 @@ func TestDBFlagErrors(t *testing.T) {
 	}
 }
 
+// TestDBFlagKeywordDSN: a --db in PostgreSQL's keyword/value form is
+// named as such, also on a queue with history, where it would otherwise
+// be taken for a missing SQLite file.
+func TestDBFlagKeywordDSN(t *testing.T) {
+	q := newQueue(t)
+	write(t, filepath.Join(q, "done", "old.json"), msg("0", "A", 0, "1"))
+	before := listing(t, q)
+	for _, cmd := range []string{"consume", "dups", "errors"} {
+		cli(t, cmd, q, "--db", "host=db dbname=queue").wantFail(t, 2, cmd, `--db "host=db dbname=queue" looks like a PostgreSQL keyword/value connection string`)
+	}
+	if listing(t, q) != before {
+		t.Errorf("a refused --db changed files")
+	}
+}
+
 // TestLedgerFileErrors: the queue's own ledger.db is named as "ledger
 // PATH" when it cannot be one.
 func TestLedgerFileErrors(t *testing.T) {

@@ -64,13 +64,21 @@ func ledgerPath(dir, db string) string {
 // readLedger nothing is created. Commands call openLedgerFor, which also
 // checks the ledger belongs to the queue.
 func openLedgerWith(ctx context.Context, dir, db string, o ledgerOpts) (*ledger.DB, error) {
-	if !ledger.HasScheme(db) && isKeywordDSN(db) {
-		// Taken as a file name, it would quietly give this host a ledger of
-		// its own, and consumers meant to share one would not.
-		return nil, &usageError{msg: fmt.Sprintf("--db %q looks like a PostgreSQL keyword/value connection string; give a postgres:// URL", db)}
+	if err := refuseKeywordDSN(db); err != nil {
+		return nil, err
 	}
 	l, err := ledger.Open(ctx, ledgerPath(dir, db), ledger.OpenOptions{Relaxed: o.relaxed, MustExist: o.use == readLedger})
 	return l, nameDBFlag(db, err)
+}
+
+// refuseKeywordDSN refuses a --db in libpq's keyword/value form: taken as
+// a file name, it would quietly give this host a ledger of its own, and
+// consumers meant to share one would not.
+func refuseKeywordDSN(db string) error {
+	if !ledger.HasScheme(db) && isKeywordDSN(db) {
+		return &usageError{msg: fmt.Sprintf("--db %q looks like a PostgreSQL keyword/value connection string; give a postgres:// URL", db)}
+	}
+	return nil
 }
 
 // isKeywordDSN reports whether db reads as libpq's keyword/value form
