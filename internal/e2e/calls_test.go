@@ -117,7 +117,12 @@ func TestPostCrash(t *testing.T) {
 	}
 	srv := newCallServer(t, 10*time.Millisecond)
 	args := []string{"consume", q, "--post", srv.URL, "--concurrency", strconv.Itoa(conc)}
-	var kills []time.Time
+	// A kill is not an instant: from the signal sent to the process reaped,
+	// the dying consumer may still have a request in its socket, which the
+	// server begins after the signal and may answer before it notices the
+	// client gone.
+	type kill struct{ sent, reaped time.Time }
+	var kills []kill
 	minKills := scale(20, 8)
 	for round := 0; len(kills) < minKills && round < 200 && countNames(t, q, inbox) > 0; round++ {
 		ps := []*proc{start(t, args...), start(t, args...)}
@@ -134,7 +139,7 @@ func TestPostCrash(t *testing.T) {
 			_ = p.cmd.Process.Signal(syscall.SIGKILL)
 			<-p.done
 			if p.killed {
-				kills = append(kills, at)
+				kills = append(kills, kill{sent: at, reaped: time.Now()})
 			} else if r := p.result(); r.code != 0 {
 				t.Fatalf("a consumer failed by itself:\n%s", r)
 			}
@@ -160,13 +165,14 @@ func TestPostCrash(t *testing.T) {
 		again += len(ts) - 1
 		// Each call after the first must follow a kill that hit the call
 		// before it: one whose client went away unanswered (the server
-		// may have begun it only after the kill), or one answered and
-		// killed after it began, before its outcome was committed. Only a
-		// kill leaves a call to be made again.
+		// may have begun it only after the kill), or one begun before the
+		// dying process was reaped and made again after the signal, its
+		// outcome not committed. Only a kill leaves a call to be made
+		// again.
 		for j := 1; j < len(ts); j++ {
 			straddled := gone[key][j-1]
 			for _, k := range kills {
-				if ts[j-1].Before(k) && k.Before(ts[j]) {
+				if ts[j-1].Before(k.reaped) && k.sent.Before(ts[j]) {
 					straddled = true
 				}
 			}

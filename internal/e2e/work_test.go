@@ -606,32 +606,48 @@ func TestOnDeadLetterNotifies(t *testing.T) {
 	}
 }
 
-// TestOnDeadLetterSlowDoesNotBlock: notifications that take seconds and
-// then fail do not hold up consumption; their failures are one line each
-// on stderr, and a watcher told to stop waits for them.
+// TestOnDeadLetterSlowDoesNotBlock: notifications that do not finish
+// (until the test lets them) and then fail do not hold up consumption;
+// their failures are one line each on stderr, and a watcher told to stop
+// waits for them.
+//
+// The notifications wait for a gate file, not for a time: with a fixed
+// sleep, a loaded machine could take longer to consume the 50 messages
+// than the notifications to run, and the test would blame the consumer.
 func TestOnDeadLetterSlowDoesNotBlock(t *testing.T) {
 	t.Parallel()
 	q, state := workQueue(t)
 	log := filepath.Join(state, "log")
+	gate := filepath.Join(state, "gate")
 	for i := range 4 {
 		putMessage(t, q, fmt.Sprintf("bad%d.json", i), "{")
 	}
 	produce(t, q, 0, 50)
-	p := start(t, "consume", q, "--watch", "--log-level", "warn", "--on-dead-letter",
-		"echo start >> "+shellQuote(log)+"; sleep 2; echo end >> "+shellQuote(log)+"; echo 'pager unreachable' >&2; exit 1")
-	waitFor(t, time.Minute, "all 54 messages to be consumed", func() bool {
+	// STOPPING=1 on the notify socket says the watcher took the SIGTERM.
+	addr, notified := notifySocket(t, false)
+	// A timeout far above the test's waits: the notifications end when the
+	// gate opens, not when they are killed.
+	p := spoolAt{bin: spoolBin, env: []string{"NOTIFY_SOCKET=" + addr}}.start(t,
+		"consume", q, "--watch", "--log-level", "warn", "--on-dead-letter-timeout", "5m", "--on-dead-letter",
+		"echo start >> "+shellQuote(log)+"; while [ ! -e "+shellQuote(gate)+" ]; do sleep 0.02; done; echo end >> "+shellQuote(log)+"; echo 'pager unreachable' >&2; exit 1")
+	// No notification can finish before the gate opens: consumption that
+	// waited for them would never get there.
+	waitFor(t, time.Minute, "all 54 messages to be consumed while the notifications wait", func() bool {
 		return countNames(t, q, done) == 50 && countNames(t, q, errorStage) == 4
 	})
-	ends := 0
-	for _, l := range readLines(t, log) {
-		if l == "end" {
-			ends++
-		}
-	}
-	if ends != 0 {
-		t.Errorf("%d notifications had finished when consumption did: it waited for them", ends)
-	}
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	receive(t, notified, "STOPPING=1")
+	// A watcher that did not wait for its notifications would exit now;
+	// give it a moment to (a pause that can only let a bug pass, never fail
+	// a correct watcher).
+	select {
+	case <-p.done:
+		t.Fatalf("the watcher exited while its notifications ran\n%s", p.result())
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	r := p.wait(t)
