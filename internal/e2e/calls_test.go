@@ -310,8 +310,15 @@ func TestPost429Pauses(t *testing.T) {
 	for i := range n {
 		putMessage(t, q, fmt.Sprintf("m%03d.json", i), orderMessage(fmt.Sprintf("m%03d", i), "A", i+1, "1.00"))
 	}
-	srv := newCallServer(t, 300*time.Millisecond)
+	srv := newCallServer(t, 0)
 	var full bool // under srv.mu
+	// The other calls in flight at the 429 are answered 600 ms after it,
+	// within its Retry-After of 1 s: their slots free up while the pause
+	// holds, and a call started then would be the pause's failure. (The
+	// consumer pauses as the 429 returns; 600 ms is the margin for a
+	// loaded machine to get there.)
+	sent := make(chan struct{}) // closed at the 429, sentAt set
+	var sentAt time.Time
 	srv.mu.Lock()
 	srv.answer = func(key string, nth int) (int, string) {
 		if key == "m000" && nth == 0 {
@@ -319,9 +326,21 @@ func TestPost429Pauses(t *testing.T) {
 			// the server: any request after the 429 is a new call.
 			ok := srv.waitInFlight(4, 5*time.Second)
 			srv.mu.Lock()
-			full = ok
+			full, sentAt = ok, time.Now()
 			srv.mu.Unlock()
+			close(sent)
 			return http.StatusTooManyRequests, "1"
+		}
+		select {
+		case <-sent:
+			srv.mu.Lock()
+			at := sentAt
+			srv.mu.Unlock()
+			time.Sleep(time.Until(at.Add(600 * time.Millisecond)))
+		case <-time.After(300 * time.Millisecond):
+			// m000 is not in flight (the calls of a batch take their
+			// slots in any order): answered as before, so that its turn
+			// comes with others in flight.
 		}
 		return 0, ""
 	}
