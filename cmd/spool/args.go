@@ -151,6 +151,15 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
+// given reports whether the command line set the flag name, as opposed
+// to leaving it at its default: an empty or zero value written on purpose
+// is refused where the default is not.
+func given(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
 func isNegativeNumber(fs *flag.FlagSet, a string) bool {
 	if _, err := strconv.ParseFloat(a, 64); err != nil {
 		return false

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -173,9 +172,7 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	if *shutdownTimeout < 0 {
 		return e.usage("--shutdown-timeout %v: want 0 (no bound) or a positive duration", *shutdownTimeout)
 	}
-	pollSet := false
-	flags.Visit(func(f *flag.Flag) { pollSet = pollSet || f.Name == "poll" })
-	if *poll < 0 || (pollSet && *poll == 0) || (*poll > 0 && !*watch) {
+	if *poll < 0 || (given(flags, "poll") && *poll == 0) || (*poll > 0 && !*watch) {
 		return e.usage("--poll %v: want a positive interval, with --watch", *poll)
 	}
 	if *minAge < 0 {

@@ -201,9 +201,7 @@ func (hf *handlerFlags) handler(ctx context.Context, l *ledger.DB, queue string)
 			// The default is for PostgreSQL; only a --sql-timeout asked
 			// for on SQLite is refused.
 			o.Timeout = 0
-			set := false
-			hf.fs.Visit(func(f *flag.Flag) { set = set || f.Name == "sql-timeout" })
-			if set {
+			if given(hf.fs, "sql-timeout") {
 				return nil, nil, &usageError{msg: "--sql-timeout needs a PostgreSQL ledger: SQLite cannot stop one statement without rolling back the batch's whole transaction (its waits for locks are bounded by the busy timeout)"}
 			}
 		}

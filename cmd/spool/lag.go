@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -70,8 +69,7 @@ func runLag(ctx context.Context, e *env, args []string) (err error) {
 	if perr != nil {
 		return e.usage("THRESHOLD %q: want a non-negative integer", pos[1])
 	}
-	ageSet := false
-	flags.Visit(func(f *flag.Flag) { ageSet = ageSet || f.Name == "max-age" })
+	ageSet := given(flags, "max-age")
 	if *maxAge < 0 {
 		return e.usage("--max-age %v: want a duration of 0 or more", *maxAge)
 	}

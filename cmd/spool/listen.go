@@ -34,13 +34,11 @@ func addListenFlags(fs *flag.FlagSet, what string) *listenFlags {
 
 // check validates the flags; need says --listen is required.
 func (f *listenFlags) check(e *env, need bool) error {
-	set := false
-	f.fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == "listen" })
 	if f.addr == "" {
 		switch {
 		case need:
 			return e.usage("--listen ADDR is required")
-		case set:
+		case given(f.fs, "listen"):
 			return e.usage("--listen is empty: want host:port (127.0.0.1:9464, :9464)")
 		}
 		return nil

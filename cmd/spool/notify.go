@@ -27,9 +27,7 @@ func addNotifyFlags(fs *flag.FlagSet) *notifyFlags {
 
 // check validates the flags.
 func (nf *notifyFlags) check(e *env) error {
-	set := false
-	nf.fs.Visit(func(f *flag.Flag) { set = set || f.Name == "on-dead-letter" })
-	if set && strings.TrimSpace(nf.command) == "" {
+	if given(nf.fs, "on-dead-letter") && strings.TrimSpace(nf.command) == "" {
 		return e.usage("--on-dead-letter is empty")
 	}
 	if nf.timeout <= 0 {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"os/user"
@@ -68,8 +67,7 @@ func runReplay(ctx context.Context, e *env, args []string) (err error) {
 		return e.usage("missing DIR")
 	}
 	dir, names := pos[0], pos[1:]
-	reasonSet := false
-	flags.Visit(func(f *flag.Flag) { reasonSet = reasonSet || f.Name == "reason" })
+	reasonSet := given(flags, "reason")
 	modes := 0
 	for _, on := range []bool{len(names) > 0, reasonSet, *all} {
 		if on {
