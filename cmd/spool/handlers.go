@@ -117,6 +117,11 @@ func (hf *handlerFlags) check(e *env) error {
 			return e.usage("--%s needs a handler (--exec, --sql or --post)", name)
 		}
 	}
+	if kind == "exec" {
+		if err := checkExec(hf.exec); err != nil {
+			return err
+		}
+	}
 	switch {
 	case hf.execTimeout <= 0:
 		return e.usage("--exec-timeout %v: want a positive duration", hf.execTimeout)
