@@ -58,6 +58,11 @@ const (
 	// InterruptedReplay: a replay killed before it finished. Repaired by
 	// finishing it.
 	InterruptedReplay = "interrupted-replay"
+	// Rebuilding: the ledger is marked as being rebuilt from the
+	// directories (ledger.BeginRebuild), by a repair running now or killed
+	// before it was complete; every command refuses it meanwhile.
+	// Repaired by completing the rebuild.
+	Rebuilding = "rebuilding"
 )
 
 // Finding is one kind of disagreement, with how many and a few examples.
@@ -142,6 +147,9 @@ type checker struct {
 	// staged holds the keys of every file in every stage, sorted, for the
 	// processed rows' side of the comparison.
 	staged []fileKey
+	// rebuilding is set once Repair has marked the ledger as being
+	// rebuilt: the mark comes off when the run is complete.
+	rebuilding bool
 }
 
 // Check compares the queue with the ledger and reports every disagreement.
@@ -154,9 +162,22 @@ func Check(ctx context.Context, d *queue.Dir, l *ledger.DB, o Options) (*Report,
 // Repair repairs what can be repaired without guessing, saying what it
 // does through o.Log, then checks again and returns what is left. It is
 // idempotent: a second Repair finds nothing more to do.
+//
+// A ledger that holds no record while done/ or error/ holds files is
+// rebuilt from the directories: it is bound to the queue and marked
+// before its first row, so that no consumer takes it half-filled, and the
+// mark is removed once the repair is complete (see rebuild.go). A Repair
+// that fails or is killed leaves the mark, and the next one finishes the
+// rebuild.
 func Repair(ctx context.Context, d *queue.Dir, l *ledger.DB, o Options) (*Report, error) {
 	c := &checker{d: d, l: l, o: o.withDefaults(), now: time.Now(), repair: true}
+	if err := c.beginRebuild(ctx); err != nil {
+		return nil, err
+	}
 	if _, err := c.run(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.endRebuild(ctx); err != nil {
 		return nil, err
 	}
 	return Check(ctx, d, l, o)
@@ -200,6 +221,11 @@ func (c *checker) run(ctx context.Context) (*Report, error) {
 				queue.IDFile, lid, unknown, c.d.Path(), lid, c.d.Path(), queue.IDFile))
 			c.repair = false
 		}
+	}
+	if f, err := c.rebuildMark(ctx); err != nil {
+		return nil, err
+	} else if f != nil {
+		r.Findings = append(r.Findings, f.Finding)
 	}
 	// Temp files before dead claims: recovering claims also removes the
 	// stale directories of consumers killed while joining, without a
