@@ -112,8 +112,12 @@ const (
 // unbound ledger that holds records is taken for the queue's own: that is
 // how ledgers made before queue identities existed are adopted. In every
 // mode it fails with ErrRebuilding while the ledger is being rebuilt from
-// the directories (BeginRebuild), checked after every other read.
+// the directories (BeginRebuild): checked first, so that a refused Bind
+// writes nothing, and again after every other read.
 func Bind(ctx context.Context, db *DB, d *queue.Dir, mode BindMode) (string, error) {
+	if err := checkRebuilding(ctx, db); err != nil {
+		return "", err
+	}
 	id, err := bind(ctx, db, d, mode)
 	if err != nil {
 		return "", err

@@ -40,16 +40,33 @@ func testRebuild(t *testing.T, db *ledger.DB) {
 	if err != nil || mark == "" {
 		t.Fatalf("Rebuilding = %q, %v after BeginRebuild", mark, err)
 	}
-	modes := map[string]ledger.BindMode{"check": ledger.BindCheck, "write": ledger.BindWrite, "new": ledger.BindNew}
+	// BindNew first: refused, it must not mark the ledger started empty
+	// on purpose either.
+	modes := []struct {
+		name string
+		mode ledger.BindMode
+	}{{"new", ledger.BindNew}, {"check", ledger.BindCheck}, {"write", ledger.BindWrite}}
 	refused := func(when string) {
 		t.Helper()
-		for name, mode := range modes {
-			if _, err := ledger.Bind(ctx, db, d, mode); !errors.Is(err, ledger.ErrRebuilding) {
-				t.Errorf("%s: Bind (%s) = %v, want ErrRebuilding", when, name, err)
+		for _, m := range modes {
+			if _, err := ledger.Bind(ctx, db, d, m.mode); !errors.Is(err, ledger.ErrRebuilding) {
+				t.Errorf("%s: Bind (%s) = %v, want ErrRebuilding", when, m.name, err)
 			}
 		}
 	}
 	refused("empty")
+	if err := db.EndRebuild(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ledger.Bind(ctx, db, d, ledger.BindWrite); !errors.Is(err, ledger.ErrNewLedger) {
+		t.Errorf("an empty ledger unmarked after refused Binds: BindWrite = %v, want ErrNewLedger", err)
+	}
+	if _, err := ledger.BeginRebuild(ctx, db, d, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if mark, err = db.Rebuilding(ctx); err != nil || mark == "" {
+		t.Fatalf("Rebuilding = %q, %v after BeginRebuild", mark, err)
+	}
 	record(t, db, valid("c1", msg{ID: "a", OrderNo: "o", Seq: 1, Amount: "1"}))
 	refused("half-filled")
 	if _, err := ledger.BeginRebuild(ctx, db, d, "again"); err != nil {
@@ -62,9 +79,9 @@ func testRebuild(t *testing.T, db *ledger.DB) {
 	if err := db.EndRebuild(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for name, mode := range modes {
-		if got, err := ledger.Bind(ctx, db, d, mode); err != nil || got != id {
-			t.Errorf("after EndRebuild: Bind (%s) = %q, %v; want %q", name, got, err, id)
+	for _, m := range modes {
+		if got, err := ledger.Bind(ctx, db, d, m.mode); err != nil || got != id {
+			t.Errorf("after EndRebuild: Bind (%s) = %q, %v; want %q", m.name, got, err, id)
 		}
 	}
 }
