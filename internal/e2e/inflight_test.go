@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spoolq/spool/internal/testenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -85,7 +86,7 @@ func TestPostKilledInFlight(t *testing.T) {
 	// The first requests must still run at the server when the restart
 	// could send them again, however slow a loaded machine is to restart.
 	latency, timeout := 2*time.Second, 3*time.Second
-	if inflightLong() {
+	if testenv.IsLong() {
 		latency, timeout = 5*time.Second, 6*time.Second
 	}
 	q, _ := workQueue(t)
@@ -138,7 +139,7 @@ func TestPostKilledInFlight(t *testing.T) {
 func TestExecKilledInFlight(t *testing.T) {
 	t.Parallel()
 	if _, err := exec.LookPath("flock"); err != nil {
-		t.Skip("needs flock(1), from util-linux")
+		testenv.Missing(t, "flock(1) is not installed (util-linux): skipped")
 	}
 	const conc, n = 4, 8
 	q, state := workQueue(t)
@@ -263,7 +264,7 @@ func newResetServer(t *testing.T, every int) *resetServer {
 func TestPostResetsCounted(t *testing.T) {
 	t.Parallel()
 	n := 60
-	if inflightLong() {
+	if testenv.IsLong() {
 		n = 200
 	}
 	q, _ := workQueue(t)
@@ -288,6 +289,3 @@ func TestPostResetsCounted(t *testing.T) {
 		t.Errorf("the server read %d requests, spool counted %d attempts (%d successes, %d retries)", got, want, st.Processed, retries)
 	}
 }
-
-// inflightLong reports whether the long variants run (SPOOL_TEST_LONG=1).
-func inflightLong() bool { return os.Getenv("SPOOL_TEST_LONG") != "" }
