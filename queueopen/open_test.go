@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spoolq/spool/internal/testenv"
 	"github.com/spoolq/spool/ledger"
 	_ "github.com/spoolq/spool/ledger/postgres"
 	_ "github.com/spoolq/spool/ledger/sqlite"
@@ -363,13 +364,7 @@ func TestStartWithNothingToDoWritesNothing(t *testing.T) {
 // schema of its own. It skips without SPOOL_TEST_POSTGRES (fails with
 // CI=true).
 func TestPostgres(t *testing.T) {
-	base := os.Getenv("SPOOL_TEST_POSTGRES")
-	if base == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("SPOOL_TEST_POSTGRES is not set")
-		}
-		t.Skip("SPOOL_TEST_POSTGRES is not set")
-	}
+	base := testenv.Postgres(t)
 	dsn := freshSchema(t, base)
 	first, second := newQueue(t), newQueue(t)
 	withID(t, second)
