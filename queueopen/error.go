@@ -46,7 +46,9 @@ func (f Found) String() string {
 //     ledger (NoFile, EmptyFile, NotLedger), or one with no record of it
 //     (BindRefused); consuming would process redeliveries again;
 //   - the error of ledger.Bind, wrapping ledger.ErrOtherQueue,
-//     ledger.ErrNoQueueID or queue.ErrBadID (Found is BindRefused).
+//     ledger.ErrRebuilding (spool fsck --repair is rebuilding it, or was
+//     killed doing so), ledger.ErrNoQueueID or queue.ErrBadID (Found is
+//     BindRefused).
 //
 // errors.Is sees through it to those sentinels.
 type LedgerError struct {

@@ -168,9 +168,10 @@ func Attach(ctx context.Context, d *queue.Dir, o Options) (*ledger.DB, error) {
 	}
 	if _, err := ledger.Bind(ctx, l, d, mode); err != nil {
 		_ = l.Close() // the error that matters is the refusal
-		if errors.Is(err, ledger.ErrOtherQueue) || errors.Is(err, ledger.ErrNewLedger) ||
-			errors.Is(err, ledger.ErrNoQueueID) || errors.Is(err, queue.ErrBadID) {
-			return nil, &LedgerError{Ledger: where, Queue: dir, Found: BindRefused, Err: err}
+		for _, refusal := range bindRefusals {
+			if errors.Is(err, refusal) {
+				return nil, &LedgerError{Ledger: where, Queue: dir, Found: BindRefused, Err: err}
+			}
 		}
 		return nil, err
 	}
@@ -182,6 +183,10 @@ func Attach(ctx context.Context, d *queue.Dir, o Options) (*ledger.DB, error) {
 	}
 	return l, nil
 }
+
+// bindRefusals are the errors of ledger.Bind that refuse the pair, as
+// opposed to failing to read it.
+var bindRefusals = []error{ledger.ErrOtherQueue, ledger.ErrNewLedger, ledger.ErrRebuilding, ledger.ErrNoQueueID, queue.ErrBadID}
 
 // OpenLedger opens the ledger o names for the queue at dir without
 // checking that the two belong together: for spool fsck, which reports

@@ -424,3 +424,29 @@ func freshSchema(t *testing.T, base string) string {
 	}
 	return base + sep + "search_path=" + url.QueryEscape(schema)
 }
+
+// TestRebuildingLedgerRefused: a ledger that spool fsck --repair is
+// rebuilding (or was killed rebuilding) is refused for every use, so no
+// consumer adopts it half-filled.
+func TestRebuildingLedgerRefused(t *testing.T) {
+	dir := newQueue(t)
+	l, err := queueopen.OpenLedger(t.Context(), dir, queueopen.Options{Use: queueopen.Write})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := queue.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if _, err := ledger.BeginRebuild(t.Context(), l, d, "fsck"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, use := range []queueopen.Use{queueopen.Read, queueopen.Write, queueopen.Consume} {
+		_, err := queueopen.Open(t.Context(), dir, queueopen.Options{Use: use})
+		refused(t, err, queueopen.BindRefused, ledger.ErrRebuilding)
+	}
+}

@@ -117,6 +117,8 @@ func bindError(le *queueopen.LedgerError, cause error, where, dir string) error 
 		return refuse(le, "ledger %s: %v. Try: give each queue its own ledger (--db), or on PostgreSQL its own schema (?search_path=NAME)", where, cause)
 	case errors.Is(cause, ledger.ErrNewLedger):
 		return refuse(le, "ledger %s: %v; consuming would process their redeliveries again. %s", where, cause, repairHint(dir))
+	case errors.Is(cause, ledger.ErrRebuilding):
+		return refuse(le, "ledger %s: %v; using it now would process redeliveries of the files not yet recorded again. Try: wait for spool fsck %s --repair to finish, or run it again if it was killed", where, cause, dir)
 	case errors.Is(cause, ledger.ErrNoQueueID):
 		return refuse(le, "ledger %s: %v. Try: if %s is that queue, spool fsck %s --repair puts its %s back", where, cause, dir, dir, queue.IDFile)
 	case errors.Is(cause, queue.ErrBadID):
