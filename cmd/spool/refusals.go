@@ -17,6 +17,8 @@ import (
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/handler"
 	"github.com/spoolq/spool/ledger"
+	"github.com/spoolq/spool/queue"
+	"github.com/spoolq/spool/queueopen"
 	"github.com/spoolq/spool/report"
 )
 
@@ -41,7 +43,7 @@ var urlSchemeRe = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9+.-]*)://`)
 
 func (v dbValue) Set(s string) error {
 	if s == "" {
-		return errors.New("empty: give a file path, sqlite:PATH or a postgres:// URL, or leave --db out for DIR/" + ledgerName)
+		return errors.New("empty: give a file path, sqlite:PATH or a postgres:// URL, or leave --db out for DIR/" + queueopen.DefaultLedger)
 	}
 	if m := urlSchemeRe.FindStringSubmatch(s); m != nil && !ledger.HasScheme(s) {
 		var known []string
@@ -86,10 +88,15 @@ var knownReasons = []string{
 
 // checkReason refuses a replay --reason that selected nothing and that no
 // dead letter could ever have: a typo, which must not pass for "nothing
-// to replay". rows are the dead letters in error/ now.
-func checkReason(reason string, rows []report.ErrorRow) error {
+// to replay". The refusal lists the reasons of the dead letters in error/
+// now and every reason there is.
+func checkReason(ctx context.Context, d *queue.Dir, l *ledger.DB, reason string) error {
 	if slices.Contains(knownReasons, reason) {
 		return nil
+	}
+	rows, err := report.Errors(ctx, d, l)
+	if err != nil {
+		return err
 	}
 	var have []string
 	for _, r := range rows {
