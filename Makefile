@@ -2,18 +2,21 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: help build test test-race bench fuzz lint lab ci
+.PHONY: help build test test-long test-race bench fuzz lint lab ci
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
 build: ## static binary ./spool
 	CGO_ENABLED=0 $(GO) build -o spool ./cmd/spool
 
-test: ## the tests (offline; service tests skip without their env vars)
+test: ## the quick tests (offline; long and service tests skip, saying why)
 	$(GO) test $(PKGS)
 
-test-race: ## the tests under the race detector, as CI runs them
-	$(GO) test -race -count=1 $(PKGS)
+test-long: ## every test, long crash/soak/storm runs included
+	SPOOL_TEST_LONG=1 $(GO) test -count=1 -timeout 20m $(PKGS)
+
+test-race: ## every test under the race detector, as CI runs them
+	SPOOL_TEST_LONG=1 $(GO) test -race -count=1 -timeout 20m $(PKGS)
 
 bench: ## Go benchmarks of the hot parts
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)

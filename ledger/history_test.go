@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/internal/testenv"
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/ledger/postgres"
 	"github.com/spoolq/spool/ledger/sqlite"
@@ -25,10 +25,6 @@ import (
 // The history queries run on both engines: SQLite always, PostgreSQL when
 // SPOOL_TEST_POSTGRES names a server (required on CI), each case on a
 // fresh ledger (a schema of its own on PostgreSQL).
-
-// envPostgres names the environment variable holding the test server's
-// DSN, as for the backend's own tests.
-const envPostgres = "SPOOL_TEST_POSTGRES"
 
 // historyCases are the cases every engine runs.
 var historyCases = []struct {
@@ -60,13 +56,7 @@ func TestHistorySQLite(t *testing.T) {
 }
 
 func TestHistoryPostgreSQL(t *testing.T) {
-	dsn := os.Getenv(envPostgres)
-	if dsn == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI must provide %s", envPostgres)
-		}
-		t.Skipf("PostgreSQL skipped: set %s to a server's DSN, e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable", envPostgres)
-	}
+	dsn := testenv.Postgres(t)
 	admin, err := sql.Open("pgx", dsn)
 	if err != nil {
 		t.Fatal(err)

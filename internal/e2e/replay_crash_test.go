@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spoolq/spool/internal/testenv"
 )
 
 // TestReplayCrash is issue 14's crash test of spool replay: over
@@ -25,9 +27,7 @@ import (
 // Under -race it runs a plain build of spool (plainSpool): the
 // instrumented one takes seconds a round, minutes in all.
 func TestReplayCrash(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the replay crash test takes a minute; skipped with -short")
-	}
+	testenv.Long(t, "2000 dead letters replayed through 28 kills, a minute")
 	t.Parallel()
 	rng := newRand(t)
 	const letters = 2000

@@ -19,6 +19,7 @@ import (
 
 	// The "pgx" database/sql driver, for the PostgreSQL ledger tests.
 	_ "github.com/jackc/pgx/v5/stdlib"
+	"github.com/spoolq/spool/internal/testenv"
 )
 
 // workQueue initialises an empty queue for a handler test and returns it
@@ -244,21 +245,11 @@ func watchAttempts(t *testing.T, db *sql.DB, msgID string) (stop func() []attemp
 	}
 }
 
-// envPostgres names the environment variable holding a PostgreSQL server's
-// DSN, as for the ledger backend's own tests.
-const envPostgres = "SPOOL_TEST_POSTGRES"
-
 // postgresServer returns the test server's DSN and a connection to it,
 // skipping the test when none is configured (CI must configure one).
 func postgresServer(t *testing.T) (string, *sql.DB) {
 	t.Helper()
-	dsn := os.Getenv(envPostgres)
-	if dsn == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI must provide %s", envPostgres)
-		}
-		t.Skipf("PostgreSQL skipped: set %s to a server's DSN, e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable", envPostgres)
-	}
+	dsn := testenv.Postgres(t)
 	db, err := sql.Open("pgx", dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -300,7 +291,7 @@ func withSearchPath(t *testing.T, dsn, schema string) string {
 	}
 	u, err := url.Parse(dsn)
 	if err != nil {
-		t.Fatalf("%s: %v", envPostgres, err)
+		t.Fatalf("%s: %v", testenv.PostgresEnv, err)
 	}
 	v := u.Query()
 	v.Set("search_path", schema)

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,25 +14,16 @@ import (
 	"time"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/internal/testenv"
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/ledger/ledgertest"
 )
-
-// envDSN names the environment variable holding the test server's DSN.
-const envDSN = "SPOOL_TEST_POSTGRES"
 
 // serverDSN returns the test server's DSN, skipping the test when there is
 // none, except on CI, which must run these tests.
 func serverDSN(t testing.TB) string {
 	t.Helper()
-	dsn := os.Getenv(envDSN)
-	if dsn == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI must provide %s (e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable)", envDSN)
-		}
-		t.Skipf("PostgreSQL tests skipped: set %s to a server's DSN, e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable", envDSN)
-	}
-	return dsn
+	return testenv.Postgres(t)
 }
 
 // withParam returns dsn, a URL or a keyword/value string, with the
