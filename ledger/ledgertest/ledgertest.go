@@ -78,6 +78,7 @@ func Run(t *testing.T, b Backend) {
 		{"ReserveSettle", testReserveSettle},
 		{"ReleaseReservations", testReleaseReservations},
 		{"ConflictResult", testConflictResult},
+		{"Rebuild", testRebuild},
 		{"LongKey", testLongKey},
 		{"ExactKeys", testExactKeys},
 	}
