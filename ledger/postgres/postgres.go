@@ -61,7 +61,7 @@ const maxIdleTime = 5 * time.Minute
 const defaultConnectTimeout = 10 * time.Second
 
 // minServerVersion is the oldest PostgreSQL the ledger's dialect supports
-// (ledger.PostgreSQL), as server_version_num.
+// (Dialect), as server_version_num.
 const minServerVersion = 150000
 
 // Open connects to the PostgreSQL database dsn names, checks that it
@@ -93,7 +93,7 @@ func OpenWith(ctx context.Context, dsn string, o Options) (*ledger.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", where, err)
 	}
-	l, err := ledger.NewWith(ctx, db, ledger.PostgreSQL(), ledger.Options{MustExist: o.MustExist})
+	l, err := ledger.NewWith(ctx, db, Dialect(), ledger.Options{MustExist: o.MustExist})
 	if err != nil {
 		_ = db.Close() // the error that matters is New's
 		return nil, fmt.Errorf("open %s: %w", where, err)
