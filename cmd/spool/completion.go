@@ -97,7 +97,9 @@ func runCompletion(_ context.Context, e *env, args []string) error {
 	return nil
 }
 
-func fishQuote(s string) string { return "'" + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), "'", `\'`) + "'" }
+func fishQuote(s string) string {
+	return "'" + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), "'", `\'`) + "'"
+}
 
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(s, "\n")
