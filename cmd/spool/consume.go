@@ -2,15 +2,15 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
 
 	"github.com/spoolq/spool"
-	"github.com/spoolq/spool/ledger"
+	"github.com/spoolq/spool/handler"
 	"github.com/spoolq/spool/metrics"
 	"github.com/spoolq/spool/queue"
+	"github.com/spoolq/spool/queueopen"
 )
 
 var consumeCommand = &command{
@@ -220,9 +220,6 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 		return err
 	}
 	defer closeLedger(l, &err)
-	if err := tidyQueue(ctx, e, d, l); err != nil {
-		return err
-	}
 	// The handlers and the notifier see the queue by its absolute path: a
 	// command may change directory.
 	abs, err := filepath.Abs(dir)
@@ -231,6 +228,23 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	}
 	h, caller, err := hf.handler(ctx, l, abs)
 	if err != nil {
+		return err
+	}
+	var halting *haltingExec
+	if ex, ok := caller.(*handler.Exec); ok {
+		halting = &haltingExec{Exec: ex}
+		caller = halting
+	}
+	hold, err := holdContract(d, c)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := hold.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	if err := queueopen.Start(ctx, d, l, startReports(e)); err != nil {
 		return err
 	}
 	cfg := spool.Config{
@@ -291,9 +305,14 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 		sd.notify("STOPPING=1", "STATUS=stopping: finishing the work in flight")
 	})
 	defer stop()
+	runCtx, halt := context.WithCancel(sigCtx)
+	defer halt()
+	if halting != nil {
+		halting.halt = halt
+	}
 	var st spool.Stats
 	if *watch {
-		st, err = consumer.Watch(sigCtx)
+		st, err = consumer.Watch(runCtx)
 	} else {
 		if bar {
 			// The total is the backlog now; the count comes from
@@ -307,7 +326,7 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 				defer stderr.stopProgress()
 			}
 		}
-		st, err = consumer.Drain(sigCtx)
+		st, err = consumer.Drain(runCtx)
 		stderr.stopProgress()
 	}
 	fmt.Fprintf(e.stdout, "processed=%d duplicates=%d dead-letters=%d recovered=%d\n",
@@ -315,31 +334,8 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	if *watch {
 		fmt.Fprintf(e.stdout, "rescans=%d overflows=%d\n", st.Rescans, st.Overflows)
 	}
-	return err
-}
-
-// tidyQueue does what a consumer's start does before it claims: it
-// finishes the replays a killed spool replay left (their files must reach
-// inbox/ before anything is claimed, so that none is consumed while its
-// replay is unrecorded), and removes stale temp files of killed writers.
-func tidyQueue(ctx context.Context, e *env, d *queue.Dir, l *ledger.DB) (err error) {
-	intents, err := l.UnfinishedReplays(ctx)
-	if err != nil {
-		return err
-	}
-	if len(intents) > 0 {
-		unlock, err := d.LockReplays(ctx)
-		if err != nil {
-			return err
-		}
-		rerr := resumeReplays(ctx, e, d, l)
-		if err := errors.Join(rerr, unlock()); err != nil {
-			return err
-		}
-	}
-	removed, err := d.RemoveStaleTemps()
-	for _, t := range removed {
-		e.warn("removed %s, a temp file a killed writer left (%d bytes)", t.Path(), t.Size)
+	if halting != nil && err == nil {
+		err = halting.halted()
 	}
 	return err
 }

@@ -92,7 +92,9 @@ type Options struct {
 	Relaxed bool
 	// MustExist fails the open when the file does not exist or holds no
 	// ledger (ledger.ErrNoLedger), instead of creating one: for reports,
-	// which must never leave an empty ledger behind a mistyped --db.
+	// which must never leave an empty ledger behind a mistyped --db. An
+	// SQLite database that holds no ledger is then left as it was (not
+	// switched to WAL mode; HoldsLedger).
 	MustExist bool
 }
 
@@ -112,6 +114,16 @@ func OpenWith(ctx context.Context, path string, o Options) (*ledger.DB, error) {
 	if err := checkFiles(path); err != nil {
 		return nil, err
 	}
+	if o.MustExist {
+		// Opening switches the file to WAL mode, a change that stays even
+		// when the open then finds no ledger in it: a mistyped path that
+		// names another SQLite database must leave it as it was.
+		if ok, err := HoldsLedger(ctx, path); err != nil {
+			return nil, fmt.Errorf("open ledger %s: %w", path, err)
+		} else if !ok {
+			return nil, fmt.Errorf("open ledger %s: %w", path, ledger.ErrNoLedger)
+		}
+	}
 	// Switching a new file to WAL needs an exclusive lock, and SQLite
 	// reports SQLITE_BUSY for it at once, without its busy handler: two
 	// consumers starting together on a fresh queue would see one of them
@@ -119,7 +131,7 @@ func OpenWith(ctx context.Context, path string, o Options) (*ledger.DB, error) {
 	deadline := time.Now().Add(busyTimeout * time.Millisecond)
 	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
 		l, err := openOnce(ctx, path, o)
-		if err == nil || !ledger.SQLite().IsConflict(err) || time.Now().After(deadline) {
+		if err == nil || !Dialect().IsConflict(err) || time.Now().After(deadline) {
 			return l, err
 		}
 		select {
@@ -146,7 +158,7 @@ func openOnce(ctx context.Context, path string, o Options) (*ledger.DB, error) {
 	if fi, err := os.Stat(path); err == nil {
 		turn.mode = fi.Mode().Perm()
 	}
-	l, err := ledger.NewWith(ctx, db, ledger.SQLite(), ledger.Options{MustExist: o.MustExist, Turn: turn})
+	l, err := ledger.NewWith(ctx, db, Dialect(), ledger.Options{MustExist: o.MustExist, Turn: turn})
 	if err != nil {
 		_ = db.Close() // the error that matters is New's
 		return nil, openError(path, err)
