@@ -19,9 +19,9 @@ type waiting struct {
 	due   time.Time
 }
 
-// release moves the waiting claims that are due, or all of them, back to
+// requeueDue moves the waiting claims that are due, or all of them, back to
 // inbox/.
-func (c *Consumer) release(s *queue.Session, all bool) error {
+func (c *Consumer) requeueDue(s *queue.Session, all bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
@@ -39,7 +39,7 @@ func (c *Consumer) release(s *queue.Session, all bool) error {
 	}
 	c.waiting = keep
 	if len(errs) > 0 {
-		return fmt.Errorf("release waiting claims: %w", errors.Join(errs...))
+		return fmt.Errorf("requeue waiting claims: %w", errors.Join(errs...))
 	}
 	return nil
 }
