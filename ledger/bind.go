@@ -110,8 +110,25 @@ const (
 // BindCheck, only when the ledger is bound to no queue: a report may still
 // read the queue's own ledger that lost its records). An
 // unbound ledger that holds records is taken for the queue's own: that is
-// how ledgers made before queue identities existed are adopted.
+// how ledgers made before queue identities existed are adopted. In every
+// mode it fails with ErrRebuilding while the ledger is being rebuilt from
+// the directories (BeginRebuild): checked first, so that a refused Bind
+// writes nothing, and again after every other read.
 func Bind(ctx context.Context, db *DB, d *queue.Dir, mode BindMode) (string, error) {
+	if err := checkRebuilding(ctx, db); err != nil {
+		return "", err
+	}
+	id, err := bind(ctx, db, d, mode)
+	if err != nil {
+		return "", err
+	}
+	if err := checkRebuilding(ctx, db); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+func bind(ctx context.Context, db *DB, d *queue.Dir, mode BindMode) (string, error) {
 	// The ledger first: a binder writes queue.id before the ledger's row,
 	// so a ledger found bound means queue.id is already there to be read.
 	// Read the other way round, a consumer starting beside another's first

@@ -89,7 +89,7 @@ func (d *Dir) SetID(id string) error {
 // writeRootFile creates name in the queue directory with data, durably and
 // without replacing anything: EEXIST when name exists.
 func (d *Dir) writeRootFile(name string, data []byte) error {
-	_, err := writeAtomic(d.root, TempPrefix,
+	_, err := writeAtomic(d.root, d.root, TempPrefix,
 		func(f *os.File) error { _, err := f.Write(data); return err },
 		func(tmp string) (string, error) { return name, renameNoReplace(d.root, tmp, d.root, name) })
 	return err

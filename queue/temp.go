@@ -3,6 +3,7 @@
 package queue
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -44,31 +45,52 @@ func (t Temp) Path() string {
 	return string(t.Where) + "/" + t.Name
 }
 
+// Where temp files live. Every temp file spool writes is in the queue
+// directory or in inbox/: Enqueue and WriteFile to inbox/ write theirs in
+// inbox/, the queue's identity and WriteFile to any other stage in the
+// queue directory (writeFrom), so a start sweeps those two and never reads
+// done/ or error/, whose history grows without bound. Temp files found in
+// done/ or error/ were left by an embedder of an older version (WriteFile
+// to those stages wrote its temp file there) or by the readiness probe's
+// fallback on a filesystem without O_TMPFILE; status and fsck count them,
+// and fsck --repair removes the stale ones.
+var (
+	// startStages are what a start sweeps: "" is the queue directory.
+	startStages = []Stage{"", Inbox}
+	// allStages adds the stages of the queue's history.
+	allStages = []Stage{"", Inbox, Done, Error}
+)
+
 // Temps lists the temp files in the queue directory and in inbox/, done/
 // and error/, and the directories of consumers killed while joining
-// (".join-*" in the queue directory), with whether each is stale.
+// (".join-*" in the queue directory), with whether each is stale. It reads
+// each directory in chunks, keeping only the temp files: its memory grows
+// with their number, not with the stage's.
 func (d *Dir) Temps() ([]Temp, error) {
+	return d.temps(allStages)
+}
+
+// temps is Temps over the given places.
+func (d *Dir) temps(places []Stage) ([]Temp, error) {
 	var out []Temp
-	for _, w := range []Stage{"", Inbox, Done, Error} {
+	buf := make([]byte, tempBuffer)
+	for _, w := range places {
 		dirfd := d.root
 		if w != "" {
 			dirfd = d.fd(w)
 		}
-		names, err := readNames(dirfd)
-		if err != nil {
-			return nil, fmt.Errorf("list temp files: %w", err)
-		}
-		for _, name := range names {
-			join := w == "" && strings.HasPrefix(name, joinPrefix)
-			if !strings.HasPrefix(name, TempPrefix) && !join {
-				continue
+		err := eachEntry(dirfd, buf, func(b []byte, _ uint8) error {
+			join := w == "" && bytes.HasPrefix(b, []byte(joinPrefix))
+			if !join && !bytes.HasPrefix(b, []byte(TempPrefix)) {
+				return nil
 			}
+			name := string(b)
 			var st unix.Stat_t
 			if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 				if errors.Is(err, unix.ENOENT) {
-					continue
+					return nil
 				}
-				return nil, fmt.Errorf("list temp files: %s: %w", name, err)
+				return fmt.Errorf("%s: %w", name, err)
 			}
 			t := Temp{Where: w, Name: name, Size: st.Size, ModTime: time.Unix(st.Mtim.Unix())}
 			age := StaleTempAge
@@ -77,10 +99,19 @@ func (d *Dir) Temps() ([]Temp, error) {
 			}
 			t.Stale = time.Since(t.ModTime) >= age && unlocked(dirfd, name)
 			out = append(out, t)
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list temp files: %w", err)
 		}
 	}
 	return out, nil
 }
+
+// tempBuffer is how much of a directory one getdents call of the temp
+// sweep reads: inbox/ with a million waiting files takes about 150 calls,
+// and the sweep's memory stays this buffer whatever the directory holds.
+const tempBuffer = 128 << 10
 
 // unlocked reports whether the flock on dirfd/name is free, without
 // keeping it.
@@ -93,11 +124,26 @@ func unlocked(dirfd int, name string) bool {
 	return unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) == nil
 }
 
-// RemoveStaleTemps removes the stale temp files and session directories
-// Temps lists, and returns what it removed. A temp file that a live writer
-// holds is never removed.
+// RemoveStaleTemps removes the stale temp files of the queue directory and
+// inbox/, and the stale directories of consumers killed while joining, and
+// returns what it removed: what a start does before it claims. It reads
+// neither done/ nor error/, where no temp file of this version is made, so
+// a start costs nothing per file of the queue's history. A temp file that
+// a live writer holds is never removed.
 func (d *Dir) RemoveStaleTemps() ([]Temp, error) {
-	temps, err := d.Temps()
+	return d.removeStaleTemps(startStages)
+}
+
+// RemoveAllStaleTemps is RemoveStaleTemps that also sweeps done/ and
+// error/, reading every entry of them (in chunks): for spool fsck
+// --repair, which reads those stages anyway, and removes the temp files
+// older versions left there.
+func (d *Dir) RemoveAllStaleTemps() ([]Temp, error) {
+	return d.removeStaleTemps(allStages)
+}
+
+func (d *Dir) removeStaleTemps(places []Stage) ([]Temp, error) {
+	temps, err := d.temps(places)
 	if err != nil {
 		return nil, err
 	}

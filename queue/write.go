@@ -20,10 +20,16 @@ import (
 var ErrNotMessageName = errors.New("not a message name (want NAME.json, not starting with '.')")
 
 // WriteFile puts data into a stage under name, atomically and durably: it
-// writes a hidden temp file in the stage, fsyncs and closes it, renames it in
-// without replacing anything (a collision gets a "~N" suffix), and fsyncs the
+// writes a hidden temp file, fsyncs and closes it, renames it in without
+// replacing anything (a collision gets a "~N" suffix), and fsyncs the
 // stage directory. Readers never see a partial file. It returns the name
 // used. It and ReplaceFile share spool's one atomic-write recipe.
+//
+// The temp file of a write into inbox/ is made in inbox/, as producers'
+// are; for any other stage it is made in the queue directory and renamed
+// across (the stages and the queue directory are on one filesystem, which
+// Open checks), so that done/ and error/ never hold one: a start sweeps
+// stale temp files without reading the queue's history (RemoveStaleTemps).
 func (d *Dir) WriteFile(s Stage, name string, data []byte) (string, error) {
 	return d.writeFrom(s, name, func(w io.Writer) error {
 		_, err := w.Write(data)
@@ -60,12 +66,15 @@ func (d *Dir) Enqueue(src string) (string, error) {
 
 // writeFrom is WriteFile with the content written by fill.
 func (d *Dir) writeFrom(s Stage, name string, fill func(io.Writer) error) (string, error) {
-	dirfd := d.fd(s)
-	final, err := writeAtomic(dirfd, TempPrefix,
+	dirfd, tmpfd := d.fd(s), d.fd(s)
+	if s != Inbox {
+		tmpfd = d.root
+	}
+	final, err := writeAtomic(tmpfd, dirfd, TempPrefix,
 		func(f *os.File) error { return fill(f) },
 		// Nothing in a stage is ever replaced: a collision is kept under a
 		// suffixed name.
-		func(tmp string) (string, error) { return moveUniqueAs(dirfd, tmp, dirfd, name) })
+		func(tmp string) (string, error) { return moveUniqueAs(tmpfd, tmp, dirfd, name) })
 	if err != nil {
 		if final != "" {
 			name = final
@@ -93,7 +102,7 @@ func ReplaceFile(path string, fill func(io.Writer) error) error {
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, &os.PathError{Op: "open", Path: dir, Err: err})
 	}
-	_, err = writeAtomic(dirfd, "."+base+".tmp-",
+	_, err = writeAtomic(dirfd, dirfd, "."+base+".tmp-",
 		func(f *os.File) error {
 			bw := bufio.NewWriter(f)
 			if err := fill(bw); err != nil {
@@ -116,21 +125,22 @@ func ReplaceFile(path string, fill func(io.Writer) error) error {
 	return nil
 }
 
-// writeAtomic is spool's one atomic-write recipe, for a file in the
-// directory dirfd: it creates a hidden temp file there named prefix and a
-// random suffix, lets fill write it, fsyncs and closes it, lets publish
-// rename it to its final name (publish decides whether an existing file may
-// be replaced, and returns the name used), and fsyncs the directory so the
-// rename survives a power cut. Until publish succeeds a failure removes the
-// temp file and returns "" as the name; a failure to fsync the directory
-// returns the name the file was published under with the error.
-func writeAtomic(dirfd int, prefix string, fill func(*os.File) error, publish func(tmp string) (string, error)) (string, error) {
+// writeAtomic is spool's one atomic-write recipe: it creates a hidden temp
+// file in the directory tmpdir named prefix and a random suffix, lets fill
+// write it, fsyncs and closes it, lets publish rename it to its final name
+// (publish decides whether an existing file may be replaced, and returns
+// the name used), and fsyncs the directory dest it was renamed into (and
+// tmpdir, when that is another) so the rename survives a power cut. Until
+// publish succeeds a failure removes the temp file and returns "" as the
+// name; a failure to fsync returns the name the file was published under
+// with the error.
+func writeAtomic(tmpdir, dest int, prefix string, fill func(*os.File) error, publish func(tmp string) (string, error)) (string, error) {
 	var rnd [8]byte
 	if _, err := rand.Read(rnd[:]); err != nil {
 		return "", err
 	}
 	tmp := prefix + hex.EncodeToString(rnd[:])
-	fd, err := unix.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o644)
+	fd, err := unix.Openat(tmpdir, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o644)
 	if err != nil {
 		return "", err
 	}
@@ -138,12 +148,12 @@ func writeAtomic(dirfd int, prefix string, fill func(*os.File) error, publish fu
 	// is free was left by a writer that died (RemoveStaleTemps).
 	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
 		_ = unix.Close(fd) // the error that matters is the lock's
-		_ = unix.Unlinkat(dirfd, tmp, 0)
+		_ = unix.Unlinkat(tmpdir, tmp, 0)
 		return "", fmt.Errorf("lock: %w", err)
 	}
 	f := os.NewFile(uintptr(fd), tmp)
 	fail := func(err error) (string, error) {
-		_ = unix.Unlinkat(dirfd, tmp, 0) // the error that matters is err
+		_ = unix.Unlinkat(tmpdir, tmp, 0) // the error that matters is err
 		return "", err
 	}
 	if err := fill(f); err != nil {
@@ -161,8 +171,13 @@ func writeAtomic(dirfd int, prefix string, fill func(*os.File) error, publish fu
 	if err != nil {
 		return fail(err)
 	}
-	if err := unix.Fsync(dirfd); err != nil {
+	if err := unix.Fsync(dest); err != nil {
 		return final, fmt.Errorf("sync: %w", err)
+	}
+	if tmpdir != dest {
+		if err := unix.Fsync(tmpdir); err != nil {
+			return final, fmt.Errorf("sync: %w", err)
+		}
 	}
 	return final, nil
 }

@@ -156,6 +156,8 @@ func bindError(err error, where, dir string) error {
 		return refuse(err, "ledger %s: %v. Try: give each queue its own ledger (--db), or on PostgreSQL its own schema (?search_path=NAME)", where, err)
 	case errors.Is(err, ledger.ErrNewLedger):
 		return refuse(err, "ledger %s: %v; consuming would process their redeliveries again. %s", where, err, repairHint(dir))
+	case errors.Is(err, ledger.ErrRebuilding):
+		return refuse(err, "ledger %s: %v; using it now would process redeliveries of the files not yet recorded again. Try: wait for spool fsck %s --repair to finish, or run it again if it was killed", where, err, dir)
 	case errors.Is(err, ledger.ErrNoQueueID):
 		return refuse(err, "ledger %s: %v. Try: if %s is that queue, spool fsck %s --repair puts its %s back", where, err, dir, dir, queue.IDFile)
 	case errors.Is(err, queue.ErrBadID):

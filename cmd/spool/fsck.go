@@ -33,6 +33,8 @@ disagreement with a count and examples:
   dead-claims             claims of dead consumers still in processing/
   temp-files              stale temp files of killed producers or consumers
   interrupted-replay      a replay killed before it finished
+  rebuilding              the ledger is being rebuilt by --repair, or a
+                          rebuild was killed: every command refuses it
   processed-without-file  a processed row whose file is in no stage
                           (informational: prune and operators remove files)
   unbound                 a queue made before queue identities
@@ -50,7 +52,9 @@ back a lost queue.id when the ledger knew every file; when it did not, the
 ledger may be another queue's, and nothing at all is repaired. It leaves
 alone a ledger of another queue and invalid files in done/. Running it again finds
 nothing more to do. With --repair a missing or empty ledger is created and
-rebuilt from the directories.
+rebuilt from the directories; it is marked before its first row, and every
+other command refuses it until the repair is complete (a killed repair is
+finished by running it again).
 
 The contract (DIR/spool.conf and the contract flags) parses the files of
 done/ that have no record. --json prints the report as one JSON object;

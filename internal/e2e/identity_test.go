@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// Queue identity (issue 14, part 1): a ledger belongs to its queue. A
+// Queue identity: a ledger belongs to its queue. A
 // missing, empty, mistyped or foreign ledger is refused with exit 2, one
 // line, and nothing changed; reports never create a ledger; fsck --repair
 // rebuilds a lost one, after which a redelivery is a duplicate again.

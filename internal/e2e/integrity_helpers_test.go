@@ -16,7 +16,7 @@ import (
 	"time"
 )
 
-// Helpers of the integrity tests (issue 14): queue identity, fsck, and the
+// Helpers of the integrity tests: queue identity, fsck, and the
 // crash-safe replay.
 
 // runAt is run with cwd as the working directory, for a relative --db.

@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// Helpers of the metrics and health tests (issue 17): a process started
+// Helpers of the metrics and health tests: a process started
 // with --listen 127.0.0.1:0 logs the address it bound, and the tests scrape
 // it and parse what they get with Prometheus's own text parser.
 

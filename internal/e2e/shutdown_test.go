@@ -18,7 +18,7 @@ import (
 	"time"
 )
 
-// Graceful shutdown (issue 17, part 3): consume at SIGINT/SIGTERM stops
+// Graceful shutdown: consume at SIGINT/SIGTERM stops
 // claiming, finishes the calls and commits in flight, gives back what it
 // had not called, and exits 0 with nothing of its own in processing/.
 

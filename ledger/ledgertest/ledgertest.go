@@ -63,6 +63,7 @@ func Run(t *testing.T, open func(t *testing.T) *ledger.DB) {
 		{"ReserveSettle", testReserveSettle},
 		{"ReleaseReservations", testReleaseReservations},
 		{"ConflictResult", testConflictResult},
+		{"Rebuild", testRebuild},
 	}
 	fresh := func(t *testing.T) *ledger.DB {
 		db := open(t)

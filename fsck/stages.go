@@ -1,0 +1,172 @@
+package fsck
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/ledger"
+	"github.com/spoolq/spool/queue"
+	"github.com/spoolq/spool/report"
+)
+
+// This file holds the comparison of the stages with the ledger's records.
+
+// pendingBatch is how many unknown files of done/ are resolved at a time.
+const pendingBatch = 256
+
+// done compares done/ with the ledger: every file must be known by its key,
+// or its message's msg_id must have a processed row.
+func (c *checker) done(ctx context.Context) (unrecorded, invalid *finding, err error) {
+	unrecorded, invalid = c.newFinding(DoneUnrecorded, false), c.newFinding(DoneInvalid, false)
+	known, err := c.knownFiles(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	var pending []queue.Entry
+	flush := func() error {
+		err := c.resolveDone(ctx, pending, unrecorded, invalid)
+		pending = pending[:0]
+		return err
+	}
+	err = c.d.List(queue.Done, func(e queue.Entry) error {
+		n := len(c.staged)
+		c.staged = stageKeys(c.staged, e.Ino, e.Name)
+		for _, k := range c.staged[n:] {
+			if _, ok := slices.BinarySearchFunc(known, k, compareKeys); ok {
+				return nil
+			}
+		}
+		if pending = append(pending, e); len(pending) == pendingBatch {
+			return flush()
+		}
+		return nil
+	})
+	if err == nil {
+		err = flush()
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	unrecorded.Text = fmt.Sprintf("%d files in done/ have no processed or duplicate record (rows lost)", unrecorded.Count)
+	invalid.Text = fmt.Sprintf("%d files in done/ have no record and are not valid messages", invalid.Count)
+	return unrecorded, invalid, nil
+}
+
+// resolveDone reads the files of done/ unknown by key: one whose msg_id
+// has a processed row is recorded; any other is reported, and repaired.
+func (c *checker) resolveDone(ctx context.Context, entries []queue.Entry, unrecorded, invalid *finding) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	var (
+		files []ledger.RepairedFile
+		ids   []string
+	)
+	for _, e := range entries {
+		data, err := c.d.ReadEntry(queue.Done, e, c.o.Contract.Limit())
+		if errors.Is(err, os.ErrNotExist) {
+			continue // pruned meanwhile
+		}
+		var m *spool.Message
+		if err == nil {
+			m, err = c.o.Contract.Parse(data)
+		}
+		if err != nil {
+			invalid.add("done/" + e.Name)
+			continue
+		}
+		files = append(files, ledger.RepairedFile{Name: e.Name, Ino: e.Ino, Size: e.Size, Hash: spool.ContentHash(data),
+			Message: m, ModTime: time.Unix(0, e.ModTime)})
+		ids = append(ids, m.MsgID)
+	}
+	processed, err := c.l.ProcessedIDs(ctx, ids)
+	if err != nil {
+		return err
+	}
+	lost := files[:0]
+	for _, f := range files {
+		if !processed[f.Message.MsgID] {
+			unrecorded.add("done/" + f.Name)
+			lost = append(lost, f)
+		}
+	}
+	if !c.repair || len(lost) == 0 {
+		return nil
+	}
+	outcomes, err := c.l.RepairDone(ctx, lost, c.o.Consumer, c.now)
+	if err != nil {
+		return err
+	}
+	for i, f := range lost {
+		c.o.Log(fmt.Sprintf("repaired done/%s: recorded as %s (msg_id %s)", f.Name, outcomes[i], f.Message.MsgID))
+	}
+	return nil
+}
+
+// errorStage compares error/ with the dead-letter records.
+func (c *checker) errorStage(ctx context.Context) (*finding, error) {
+	f := c.newFinding(ErrorUnrecorded, false)
+	rows, err := report.Errors(ctx, c.d, c.l)
+	if err != nil {
+		return nil, err
+	}
+	var lost []ledger.RepairedFile
+	for _, r := range rows {
+		c.staged = stageKeys(c.staged, r.Ino, r.File)
+		if r.Known {
+			continue
+		}
+		f.add("error/" + r.File)
+		lost = append(lost, ledger.RepairedFile{Name: r.File, Ino: r.Ino, Size: r.Size(), ModTime: r.ModTime()})
+	}
+	f.Text = fmt.Sprintf("%d files in error/ have no dead-letter record", f.Count)
+	if c.repair && len(lost) > 0 {
+		if err := c.l.RepairError(ctx, lost, c.o.Consumer, c.now); err != nil {
+			return nil, err
+		}
+		for _, r := range lost {
+			c.o.Log(fmt.Sprintf("repaired error/%s: recorded as a dead letter with reason %s", r.Name, report.ReasonUnknown))
+		}
+	}
+	return f, nil
+}
+
+// processed reports the processed rows whose file is in no stage.
+func (c *checker) processed(ctx context.Context) (*finding, error) {
+	f := c.newFinding(ProcessedWithoutFile, true)
+	for _, s := range []queue.Stage{queue.Inbox} {
+		if err := c.d.List(s, func(e queue.Entry) error {
+			c.staged = stageKeys(c.staged, e.Ino, e.Name)
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+	}
+	claims, err := c.d.ClaimFiles()
+	if err != nil {
+		return nil, err
+	}
+	for _, cl := range claims {
+		c.staged = stageKeys(c.staged, cl.Ino, cl.Name)
+	}
+	slices.SortFunc(c.staged, compareKeys)
+	err = c.l.EachProcessed(ctx, func(p ledger.ProcessedFile) error {
+		if p.Ino == 0 {
+			return nil // recorded before inodes were: cannot tell
+		}
+		if _, ok := slices.BinarySearchFunc(c.staged, recordedKey(p.Ino, p.File), compareKeys); !ok {
+			f.add(p.File + " (msg_id " + p.MsgID + ")")
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	f.Text = fmt.Sprintf("%d processed rows have no file in any stage (pruned or removed from done/; a redelivery is still a duplicate)", f.Count)
+	return f, nil
+}
