@@ -57,6 +57,22 @@ type TimeoutCaller interface {
 	CallTimeout() time.Duration
 }
 
+// CallReaper is a Caller whose calls can outlive the consumer making them
+// on this host, as an Exec's processes can: a consumer killed with calls
+// in flight leaves them running. Before a consumer releases the
+// reservations of a dead session of this host, it calls ReapCalls, which
+// ends what the session's calls left running and reports whether none
+// is left; until then (or until the call bound has passed since the death
+// was found) the msg_ids stay reserved, so that none is called again
+// while its first call runs.
+type CallReaper interface {
+	Caller
+	// ReapCalls kills what the calls made by session (Delivery.Consumer)
+	// left running on this host and reports whether none of them runs
+	// any more. It must be safe to call for a session that made no call.
+	ReapCalls(session string) (gone bool, err error)
+}
+
 // ErrTimeoutBeyondLease is returned by NewConsumer for a Caller whose
 // CallTimeout is not shorter than Config.Lease.
 var ErrTimeoutBeyondLease = errors.New("handler timeout at or above the claim lease")

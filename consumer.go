@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spoolq/spool/queue"
@@ -221,6 +222,37 @@ type Consumer struct {
 	schedule map[string]time.Time
 
 	settle settleClock // when the files MinAge holds back settle
+
+	// running is set while a Drain or Watch runs (one at a time:
+	// waiting, schedule and session belong to it); session is its
+	// session's ID, under mu.
+	running atomic.Bool
+	session string
+	// dead are the dead sessions holding reservations, as recovery
+	// found them (see releaseDeadReservations), under deadMu.
+	deadMu sync.Mutex
+	dead   map[string]*deadOwner
+}
+
+// ErrAlreadyRunning is returned by Drain and Watch when the Consumer is
+// running a Drain or Watch already. A Consumer consumes with one session
+// at a time: its claims waiting for a retry and the ledger's schedule are
+// the run's. For more consumption at once, make more Consumers (each
+// joins a session of its own) or raise Config.Concurrency.
+var ErrAlreadyRunning = errors.New("consumer already running: one Drain or Watch at a time per Consumer")
+
+// setSession records the running session's ID ("": none).
+func (c *Consumer) setSession(id string) {
+	c.mu.Lock()
+	c.session = id
+	c.mu.Unlock()
+}
+
+// ownSession is the running session's ID, "" when none runs.
+func (c *Consumer) ownSession() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.session
 }
 
 // NewConsumer returns a consumer of dir recording into l.
@@ -291,6 +323,8 @@ func NewConsumer(dir *queue.Dir, l Ledger, cfg Config) (*Consumer, error) {
 }
 
 // Drain consumes inbox/ until a pass finds nothing to claim, then returns.
+// A Consumer runs one Drain or Watch at a time: another one started while
+// it runs returns ErrAlreadyRunning at once.
 // Claims left by dead consumers are recovered first and again before
 // returning, so that processing/ holds nothing of theirs (I5).
 //
@@ -317,13 +351,19 @@ func (c *Consumer) Watch(ctx context.Context) (Stats, error) {
 
 func (c *Consumer) run(ctx context.Context, watch bool) (Stats, error) {
 	var st Stats
+	if !c.running.CompareAndSwap(false, true) {
+		return st, fmt.Errorf("consume: %w", ErrAlreadyRunning)
+	}
+	defer c.running.Store(false)
 	s, err := c.dir.Join()
 	if err != nil {
 		return st, fmt.Errorf("consume: %w", err)
 	}
 	c.log.Debug("session joined", "session", s.ID())
-	stopLease := c.renewLease(s)
-	defer stopLease()
+	c.setSession(s.ID())
+	defer c.setSession("")
+	lease := c.keepLease(s)
+	defer lease.stop()
 	// In-flight work finishes even when ctx is cancelled (a graceful stop),
 	// so the ledger and the moves use a context that is not cancelled.
 	work := context.WithoutCancel(ctx)
@@ -356,7 +396,7 @@ func (c *Consumer) run(ctx context.Context, watch bool) (Stats, error) {
 			c.cfg.OnStart()
 		}
 		started = true
-		claimed, err := c.pass(sd, work, s, &st)
+		claimed, err := c.pass(sd, lease, work, s, &st)
 		st.Passes++
 		if err != nil {
 			return st, c.abandon(s, err)
@@ -431,150 +471,4 @@ func (c *Consumer) abandon(s *queue.Session, err error) error {
 		c.log.Warn("claims left for recovery", "session", s.ID(), "err", cerr)
 	}
 	return err
-}
-
-func (c *Consumer) renewLease(s *queue.Session) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(c.cfg.Lease / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				if err := s.Touch(); err != nil {
-					c.log.Warn("lease renewal failed", "err", err)
-				}
-			}
-		}
-	}()
-	return func() { close(done); wg.Wait() }
-}
-
-// Recover finishes or returns the claims that dead consumers left in
-// processing/, as Drain and Watch do when they start, and returns how many
-// it moved. It is safe while other consumers run (I6).
-func (c *Consumer) Recover(ctx context.Context) (int, error) {
-	var st Stats
-	err := c.recover(ctx, &st)
-	return st.Recovered, err
-}
-
-func (c *Consumer) recover(ctx context.Context, st *Stats) error {
-	rec, err := c.dir.Recover(ctx, c.resolve, c.cfg.Lease)
-	if err != nil {
-		return fmt.Errorf("recover: %w", err)
-	}
-	if rec.Total() > 0 {
-		c.log.Info("recovered claims of dead consumers", "sessions", rec.Sessions,
-			"to_inbox", rec.ToInbox, "to_done", rec.ToDone, "to_error", rec.ToError)
-		c.cfg.Observer.Recovered(rec.Total())
-	}
-	st.Recovered += rec.Total()
-	if err := c.reportRecovered(ctx, rec.DeadLetters); err != nil {
-		return err
-	}
-	return c.releaseReservations(ctx)
-}
-
-// reportRecovered reports the dead letters recovery moved to error/ as the
-// consumer that recorded them would have, had it lived to move them: one
-// "dead letter" line each, the Observer, OnDelivery (and so an operator's
-// notification). The reason is the ledger's record of it (RejectLedger).
-func (c *Consumer) reportRecovered(ctx context.Context, dead []queue.RecoveredFile) error {
-	rl, _ := c.ledger.(RejectLedger)
-	for _, f := range dead {
-		d := &Delivery{Claim: f.Claim, File: f.Name}
-		r := Result{Outcome: OutcomeDeadLetter}
-		if rl != nil {
-			rej, ok, err := rl.ClaimReject(ctx, f.Claim)
-			if err != nil {
-				return fmt.Errorf("recover %s: %w", f.Name, err)
-			}
-			if ok {
-				r.Reject = rej
-			}
-		}
-		reason, detail := "", ""
-		if r.Reject != nil {
-			reason, detail = string(r.Reject.Reason), r.Reject.Error()
-		}
-		c.log.Info("dead letter", "file", f.Name, "stored", f.Stored, "reason", reason, "detail", detail, "recovered", true)
-		c.cfg.Observer.Delivered(d, r)
-		if c.cfg.OnDelivery != nil {
-			c.cfg.OnDelivery(d, r, f.Stored)
-		}
-	}
-	return nil
-}
-
-// releaseReservations removes the reservations of dead sessions. A live
-// session's directory is in processing/ for as long as it holds a
-// reservation (a reserved claim sits in it until its outcome is committed,
-// which removes the reservation), so an owner whose directory is gone is
-// dead and recovered: on this host at once, since recovery saw its lock
-// free; on another host once its lease expired (queue.Dir.Recover).
-func (c *Consumer) releaseReservations(ctx context.Context) error {
-	if c.calls == nil {
-		return nil
-	}
-	owners, err := c.calls.ReservationOwners(ctx)
-	if err != nil {
-		return fmt.Errorf("recover reservations: %w", err)
-	}
-	for _, o := range owners {
-		live, err := c.dir.HasSession(o)
-		if err != nil {
-			return fmt.Errorf("recover reservations: %w", err)
-		}
-		if live {
-			continue
-		}
-		n, err := c.calls.ReleaseReservations(ctx, o)
-		if err != nil {
-			return fmt.Errorf("recover reservations: %w", err)
-		}
-		if n > 0 {
-			c.log.Info("released reservations of a dead consumer", "session", o, "reservations", n)
-		}
-	}
-	return nil
-}
-
-// resolve maps a recorded claim to the stage its outcome sends it to; an
-// unrecorded claim goes back to inbox/ to be consumed as a new claim (I7).
-// The file is read and parsed again for its msg_id, by which the ledger
-// finds a processed claim; a file that does not parse was a dead letter,
-// found by its claim alone.
-func (c *Consumer) resolve(ctx context.Context, orphan *queue.Orphan) (queue.Stage, error) {
-	var msgID string
-	data, err := orphan.Read(c.cfg.Contract.Limit())
-	var tooLarge *queue.TooLargeError
-	switch {
-	case err == nil:
-		if msg, err := c.cfg.Contract.Parse(data); err == nil {
-			msgID = msg.MsgID
-		}
-	case errors.Is(err, queue.ErrNotRegular), errors.As(err, &tooLarge):
-	default:
-		// Unreadable now: it was a dead letter if it was unreadable then
-		// too, and its claim finds it.
-		c.log.Warn("recovery cannot read a claim; looking it up by claim alone",
-			"file", orphan.Name(), "claim", orphan.ID, "err", err)
-	}
-	o, ok, err := c.ledger.ClaimOutcome(ctx, orphan.ID, msgID)
-	switch {
-	case err != nil:
-		return "", err
-	case !ok:
-		return queue.Inbox, nil
-	case o == OutcomeDeadLetter:
-		return queue.Error, nil
-	default:
-		return queue.Done, nil
-	}
 }

@@ -321,30 +321,35 @@ func (cs *calls) start(it item) {
 			cs.retire(it)
 			return
 		}
+		// Waiting for the gate (a pause, the rate) or for the lease is
+		// not an attempt: if the wait ends otherwise than by letting the
+		// call start, the delivery is given back uncalled, unrecorded (or,
+		// if the pass failed, left for recovery).
 		err := c.gate.wait(p.sd.ctx)
-		if p.sd.stopped() {
+		if err == nil {
+			err = p.lease.wait(p.sd.ctx, p.stop)
+		}
+		if err != nil || p.sd.stopped() {
 			<-cs.slots
 			cs.unstart(it)
 			cs.retire(it)
 			return
 		}
-		if err == nil {
-			// A call started is finished even when the run is stopping,
-			// unless the shutdown timeout passes first.
-			start := time.Now()
-			err = callSafely(p.sd.calls, c.cfg.Caller, it.d)
-			if p.sd.abandoned(err) {
-				// Cut short: the call says nothing of the message. Its
-				// claim goes back unrecorded, its attempt not counted.
-				p.sd.cancelled.Add(1)
-				<-cs.slots
-				cs.unstart(it)
-				cs.retire(it)
-				return
-			}
-			c.cfg.Observer.Called(kindOf(c.cfg.Caller), callResult(err), time.Since(start))
-			c.gate.observe(err)
+		// A call started is finished even when the run is stopping,
+		// unless the shutdown timeout passes first.
+		start := time.Now()
+		err = callSafely(p.sd.calls, c.cfg.Caller, it.d)
+		if p.sd.abandoned(err) {
+			// Cut short: the call says nothing of the message. Its
+			// claim goes back unrecorded, its attempt not counted.
+			p.sd.cancelled.Add(1)
+			<-cs.slots
+			cs.unstart(it)
+			cs.retire(it)
+			return
 		}
+		c.cfg.Observer.Called(kindOf(c.cfg.Caller), callResult(err), time.Since(start))
+		c.gate.observe(err)
 		cs.done <- called{it: it, err: err}
 	}()
 }

@@ -42,6 +42,10 @@ func newGate(cfg Config, log *slog.Logger) *gate {
 }
 
 // wait returns when a call may start: after any pause, and within the rate.
+// Its only error is ctx's, once ctx is done: a wait is never a failure of
+// the call it precedes. (rate.Limiter.Wait fails at once when ctx's
+// deadline is nearer than the next token; a consumer whose context has a
+// deadline must then stop at that deadline, not count an attempt.)
 func (g *gate) wait(ctx context.Context) error {
 	for {
 		g.mu.Lock()
@@ -61,7 +65,20 @@ func (g *gate) wait(ctx context.Context) error {
 	if g.limiter == nil {
 		return nil
 	}
-	return g.limiter.Wait(ctx)
+	r := g.limiter.Reserve() // never refused: one token, a burst of one
+	d := r.Delay()
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		r.Cancel() // the token goes back to the bucket
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // observe learns from a call's outcome.
@@ -82,7 +99,7 @@ func (g *gate) observe(err error) {
 	g.failed++
 	if g.after > 0 && g.failed >= g.after {
 		g.rounds++
-		g.pause(min(g.retry.Cap, g.retry.Base<<min(g.rounds-1, 20)), "transient failures in a row", err)
+		g.pause(backoffBound(g.retry.Base, g.retry.Cap, g.rounds-1), "transient failures in a row", err)
 		g.failed = 0
 	}
 }

@@ -38,6 +38,9 @@ type pipeline struct {
 	// sd is the run's graceful stop: what a stopping pass calls, and what
 	// it gives back.
 	sd *stopping
+	// lease holds new claims and calls while the session's lease cannot
+	// be renewed.
+	lease *leaseKeeper
 
 	ready    chan inspected
 	recorded chan []item
@@ -60,9 +63,9 @@ type pipeline struct {
 // way of a claim of the same name, so the caller knows whether another
 // pass is needed. On a failure the claims of batches not yet recorded stay
 // in the session's directory for recovery, as after a crash.
-func (c *Consumer) pass(sd *stopping, work context.Context, s *queue.Session, st *Stats) (int, error) {
+func (c *Consumer) pass(sd *stopping, lease *leaseKeeper, work context.Context, s *queue.Session, st *Stats) (int, error) {
 	p := &pipeline{
-		c: c, s: s, st: st, ctx: sd.ctx, work: work, sd: sd,
+		c: c, s: s, st: st, ctx: sd.ctx, work: work, sd: sd, lease: lease,
 		ready:    make(chan inspected, 1),
 		recorded: make(chan []item, 1),
 		stop:     make(chan struct{}),
@@ -136,6 +139,9 @@ func (p *pipeline) claimAll() {
 func (p *pipeline) claimChunk(names []string) error {
 	for len(names) > 0 {
 		if p.ctx.Err() != nil {
+			return errStopScan
+		}
+		if err := p.lease.wait(p.ctx, p.stop); err != nil {
 			return errStopScan
 		}
 		items, claimed, err := p.c.inspectBatch(p.s, names[:min(len(names), p.c.cfg.BatchSize)])

@@ -6,14 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/spoolq/spool"
-	"github.com/spoolq/spool/ledger/sqlite"
+	// The SQLite backend, for the ledger file, registered by its import.
+	_ "github.com/spoolq/spool/ledger/sqlite"
 	"github.com/spoolq/spool/queue"
+	"github.com/spoolq/spool/queueopen"
 )
 
 // A handler marks what retrying cannot fix; every other error is retried.
@@ -67,17 +68,15 @@ func ExampleNewConsumer() {
 	if err := queue.Init(root); err != nil {
 		panic(err)
 	}
-	dir, err := queue.Open(root)
-	if err != nil {
-		panic(err)
-	}
-	defer dir.Close()
+	// The queue with its ledger (root/ledger.db), checked to belong
+	// together, and made ready as spool consume does before it claims.
 	ctx := context.Background()
-	l, err := sqlite.Open(ctx, filepath.Join(root, "ledger.db"))
+	q, err := queueopen.Open(ctx, root, queueopen.Options{Use: queueopen.Consume})
 	if err != nil {
 		panic(err)
 	}
-	defer l.Close()
+	defer q.Close()
+	dir, l := q.Dir, q.Ledger
 	if _, err := l.SQL().ExecContext(ctx, `CREATE TABLE payments (
     msg_id TEXT NOT NULL PRIMARY KEY, order_no TEXT NOT NULL, amount TEXT NOT NULL)`); err != nil {
 		panic(err)
@@ -146,17 +145,15 @@ func ExampleCaller() {
 	if err := queue.Init(root); err != nil {
 		panic(err)
 	}
-	dir, err := queue.Open(root)
-	if err != nil {
-		panic(err)
-	}
-	defer dir.Close()
+	// The queue with its ledger (root/ledger.db), checked to belong
+	// together, and made ready as spool consume does before it claims.
 	ctx := context.Background()
-	l, err := sqlite.Open(ctx, filepath.Join(root, "ledger.db"))
+	q, err := queueopen.Open(ctx, root, queueopen.Options{Use: queueopen.Consume})
 	if err != nil {
 		panic(err)
 	}
-	defer l.Close()
+	defer q.Close()
+	dir, l := q.Dir, q.Ledger
 	for name, body := range map[string]string{
 		"a.json":        `{"msg_id":"m1","order_no":"A","seq":1,"amount":"10.00"}`,
 		"a-resend.json": `{"msg_id":"m1","order_no":"A","seq":1,"amount":"10.00"}`,

@@ -48,12 +48,7 @@ func (r Retry) withDefaults() Retry {
 // honouring a RetryAfterError in err up to Cap.
 func (r Retry) Delay(attempt int, err error) time.Duration {
 	r = r.withDefaults()
-	bound := r.Cap
-	if attempt < 62 {
-		if b := r.Base << (attempt - 1); b > 0 && b < r.Cap {
-			bound = b
-		}
-	}
+	bound := backoffBound(r.Base, r.Cap, attempt-1)
 	d := bound
 	if !r.NoJitter {
 		d = time.Duration(rand.Int64N(int64(bound) + 1))
@@ -63,6 +58,18 @@ func (r Retry) Delay(attempt int, err error) time.Duration {
 		d = min(ra.After, r.Cap) // a server cannot park a message beyond the policy's cap
 	}
 	return d
+}
+
+// backoffBound is min(limit, base × 2^n) for a positive base and limit,
+// computed without overflow: a shift that would pass limit is limit. A
+// shifted Duration that overflowed would be negative or arbitrary, and a
+// pause or delay of it none at all.
+func backoffBound(base, limit time.Duration, n int) time.Duration {
+	n = max(n, 0)
+	if n >= 63 || base > limit>>n {
+		return limit
+	}
+	return base << n
 }
 
 // Exhausted reports whether a message that has failed attempts times may

@@ -22,7 +22,13 @@ const (
 // Exec runs a shell command for each message (spool consume --exec): the
 // message on stdin, and in the environment, beside the inherited one,
 // SPOOL_MSG_ID, SPOOL_ORDER_NO, SPOOL_SEQ, SPOOL_AMOUNT (empty when the
-// message lacks them), SPOOL_FILE (its name in inbox/) and SPOOL_QUEUE.
+// message lacks them), SPOOL_FILE (its name in inbox/), SPOOL_QUEUE and
+// SPOOL_CONSUMER (the consumer's session, Delivery.Consumer).
+//
+// A run dies with its consumer: the shell gets SIGKILL when the consumer
+// dies, and a consumer that recovers the dead one's claims first kills
+// every process still marked with its SPOOL_CONSUMER (ReapCalls), so that
+// no msg_id is run again while a run of it goes on.
 //
 // Exit status 0 is success. ExitTempFail, a timeout, a death by a signal
 // and a failure to start are transient failures; any other exit status is
@@ -107,6 +113,7 @@ func (h *Exec) env(d *spool.Delivery) ([]string, error) {
 	vars := []struct{ name, value string }{
 		{"SPOOL_MSG_ID", m.MsgID}, {"SPOOL_ORDER_NO", m.OrderNo}, {"SPOOL_SEQ", seq},
 		{"SPOOL_AMOUNT", string(m.Amount)}, {"SPOOL_FILE", fileName(d)}, {"SPOOL_QUEUE", h.Queue},
+		{consumerVar, d.Consumer},
 	}
 	env := os.Environ()
 	for _, v := range vars {

@@ -111,6 +111,17 @@ func (h *Post) Call(ctx context.Context, d *spool.Delivery) error {
 	if err != nil {
 		return spool.Permanent(fmt.Errorf("post: %w", err))
 	}
+	// The body cannot be rewound: every request sent is one of the
+	// consumer's counted attempts, under its rate, backoff and attempt
+	// count. net/http's Transport replays on its own a request whose body
+	// it can rewind (GetBody) and which carries an Idempotency-Key, when
+	// a kept-alive connection fails after the request was written
+	// (isReplayable), and it resends one that was not written at all; the
+	// server would see requests spool never counted. Without GetBody it
+	// does neither, and the failure is this attempt's, retried by the
+	// consumer's policy (HTTP/2 refuses likewise to resend a written
+	// request whose body it cannot rewind).
+	req.GetBody = nil
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", m.MsgID)
 	req.Header.Set("User-Agent", h.userAgent)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -44,9 +45,21 @@ func (r shellResult) detail() string {
 // killed, so a command that started children of its own cannot outlive
 // its bound; WaitDelay then stops waiting for descendants that escaped
 // the group but still hold stderr open.
+//
+// The shell dies with the consumer: it gets SIGKILL when the thread that
+// started it exits (PR_SET_PDEATHSIG), which a killed process's threads
+// all do. That signal fires on the death of the forking thread, not of
+// the process, and the Go runtime ends a thread whose goroutine exits
+// while locked to it; so the goroutine that starts the shell stays locked
+// to its thread until the shell is reaped, and that thread outlives the
+// shell unless the process dies. The shell's own children do not get the
+// signal (it is not inherited); a recovering consumer kills them (Exec's
+// ReapCalls).
 func runShell(ctx context.Context, command string, env []string, stdin []byte, timeout time.Duration) shellResult {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", command)
 	cmd.Env = env
 	if stdin != nil {
@@ -54,7 +67,7 @@ func runShell(ctx context.Context, command string, env []string, stdin []byte, t
 	}
 	tail := &tailBuffer{max: maxStderr}
 	cmd.Stderr = tail
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second
 	err := cmd.Run()

@@ -5,25 +5,21 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io/fs"
-	"os"
 
 	"github.com/spoolq/spool/ledger"
-	"github.com/spoolq/spool/ledger/sqlite"
 	"github.com/spoolq/spool/queue"
+	"github.com/spoolq/spool/queueopen"
 )
 
 // ledgerUse says what a command does with its ledger, which decides what
-// opening it may create and bind (docs/DESIGN.md, "Queue identity").
+// opening it may create and bind (queueopen.Use; docs/DESIGN.md, "Queue
+// identity").
 type ledgerUse int
 
 const (
-	// readLedger: reports and checks. The ledger must exist; nothing is
-	// created, migrated into an empty file, or bound.
+	// readLedger: reports and checks (queueopen.Read).
 	readLedger ledgerUse = iota
-	// writeLedger: init, consume, replay. A ledger is created and bound to
-	// the queue only when the queue has no history (nothing in done/ or
-	// error/), or on purpose with --new-ledger.
+	// writeLedger: init, consume, replay (queueopen.Write).
 	writeLedger
 )
 
@@ -34,6 +30,15 @@ type ledgerOpts struct {
 	relaxed bool
 	// newLedger: --new-ledger, an empty ledger for a queue with history.
 	newLedger bool
+}
+
+// options is o for package queueopen, with the ledger --db names.
+func (o ledgerOpts) options(db string) queueopen.Options {
+	use := queueopen.Read
+	if o.use == writeLedger {
+		use = queueopen.Write
+	}
+	return queueopen.Options{DB: db, Use: use, Relaxed: o.relaxed, NewLedger: o.newLedger}
 }
 
 // ledgerError is a refusal of openLedgerFor: the ledger is missing, empty,
@@ -64,106 +69,62 @@ func addNewLedgerFlag(fs *flag.FlagSet) *bool {
 }
 
 // openLedgerFor opens the ledger of the queue d (--db db, or d's own file)
-// and checks that the two belong together, binding them when o allows. A
-// refusal changes nothing: a missing SQLite file is not created, an empty
-// one or a PostgreSQL schema is not given the ledger's tables, and another
-// SQLite database is not switched to WAL mode.
+// and checks that the two belong together, binding them when o allows
+// (queueopen.Attach). A refusal changes nothing, and is told in the
+// command line's words, with what to run.
 func openLedgerFor(ctx context.Context, d *queue.Dir, db string, o ledgerOpts) (*ledger.DB, error) {
-	if err := refuseKeywordDSN(db); err != nil {
-		return nil, err // before it is taken for a missing SQLite file
-	}
-	dir := d.Path()
-	where := db
-	// A writer of a queue with history, unless told --new-ledger, needs the
-	// ledger that recorded it: it must not create one, an empty SQLite
-	// file or a PostgreSQL schema without tables.
-	history := false
-	if o.use == writeLedger && !o.newLedger {
-		has, err := d.HasHistory()
-		if err != nil {
-			return nil, err
-		}
-		history = has
-	}
-	if path, ok := sqliteFile(dir, db); ok {
-		where = path
-		fi, err := os.Stat(path)
-		switch {
-		case errors.Is(err, fs.ErrNotExist) || err == nil && fi.Mode().IsRegular() && fi.Size() == 0:
-			state := "does not exist"
-			if err == nil {
-				state = "is an empty file"
-			}
-			if o.use == readLedger {
-				return nil, refuse(nil, "ledger %s %s (is --db right? spool init %s creates a queue's ledger)", path, state, dir)
-			}
-			if history {
-				return nil, refuse(ledger.ErrNewLedger, "ledger %s %s, but %s holds messages in done/ or error/ that it recorded; consuming would process their redeliveries again. %s",
-					path, state, dir, repairHint(dir))
-			}
-		case err == nil && (o.use == readLedger || history):
-			// Opening a ledger switches the file to WAL mode, a change
-			// that stays even when the open then finds no ledger in it:
-			// a mistyped --db that names another SQLite database must
-			// leave that database as it was.
-			if isLedger, err := sqlite.HoldsLedger(ctx, path); err != nil {
-				return nil, err
-			} else if !isLedger {
-				return nil, noLedger(nil, where, dir, o)
-			}
-		}
-	}
-	opened := o
-	if history {
-		opened.use = readLedger // opens an existing ledger only (still migrated)
-	}
-	l, err := openLedgerWith(ctx, dir, db, opened)
+	l, err := queueopen.Attach(ctx, d, o.options(db))
 	if err != nil {
-		if errors.Is(err, ledger.ErrNoLedger) {
-			return nil, noLedger(err, where, dir, o)
-		}
-		return nil, err
-	}
-	mode := ledger.BindCheck
-	switch {
-	case o.use == writeLedger && o.newLedger:
-		mode = ledger.BindNew
-	case o.use == writeLedger:
-		mode = ledger.BindWrite
-	}
-	if _, err := ledger.Bind(ctx, l, d, mode); err != nil {
-		_ = l.Close() // the error that matters is the refusal
-		return nil, bindError(err, where, dir)
+		return nil, ledgerFailure(err, d.Path(), db)
 	}
 	return l, nil
 }
 
-// noLedger is the refusal of a database that holds no ledger: a report's,
-// or a writer's of a queue with history.
-func noLedger(err error, where, dir string, o ledgerOpts) error {
-	if o.use == writeLedger {
-		return refuse(ledger.ErrNewLedger, "%s holds no spool ledger, but %s holds messages in done/ or error/ that one recorded; consuming would process their redeliveries again. %s",
-			where, dir, repairHint(dir))
+// ledgerFailure words an error of package queueopen for the command line:
+// a refusal as one line that says what to run, a keyword DSN as a usage
+// error, a problem of the --db file as the flag's.
+func ledgerFailure(err error, dir, db string) error {
+	var le *queueopen.LedgerError
+	switch {
+	case errors.Is(err, queueopen.ErrKeywordDSN):
+		return &usageError{msg: fmt.Sprintf("--db %q looks like a PostgreSQL keyword/value connection string; give a postgres:// URL", db)}
+	case !errors.As(err, &le):
+		return nameDBFlag(db, err)
 	}
-	return refuse(err, "%s holds no spool ledger (is --db right? spool init %s creates a queue's ledger)", where, dir)
+	lost := errors.Is(le.Err, ledger.ErrNewLedger)
+	switch le.Found {
+	case queueopen.NoFile, queueopen.EmptyFile:
+		if lost {
+			return refuse(le, "ledger %s %s, but %s holds messages in done/ or error/ that it recorded; consuming would process their redeliveries again. %s",
+				le.Ledger, le.Found, dir, repairHint(dir))
+		}
+		return refuse(le, "ledger %s %s (is --db right? spool init %s creates a queue's ledger)", le.Ledger, le.Found, dir)
+	case queueopen.NotLedger:
+		if lost {
+			return refuse(le, "%s holds no spool ledger, but %s holds messages in done/ or error/ that one recorded; consuming would process their redeliveries again. %s",
+				le.Ledger, dir, repairHint(dir))
+		}
+		return refuse(le, "%s holds no spool ledger (is --db right? spool init %s creates a queue's ledger)", le.Ledger, dir)
+	}
+	return bindError(le, le.Err, le.Ledger, dir)
 }
 
-// bindError turns a refusal of ledger.Bind into one line that says what is
-// wrong and what to run.
-func bindError(err error, where, dir string) error {
+// bindError turns a refusal of ledger.Bind (cause, within le) into one
+// line that says what is wrong and what to run.
+func bindError(le *queueopen.LedgerError, cause error, where, dir string) error {
 	switch {
-	case errors.Is(err, ledger.ErrOtherQueue):
-		return refuse(err, "ledger %s: %v. Try: give each queue its own ledger (--db), or on PostgreSQL its own schema (?search_path=NAME)", where, err)
-	case errors.Is(err, ledger.ErrNewLedger):
-		return refuse(err, "ledger %s: %v; consuming would process their redeliveries again. %s", where, err, repairHint(dir))
-	case errors.Is(err, ledger.ErrRebuilding):
-		return refuse(err, "ledger %s: %v; using it now would process redeliveries of the files not yet recorded again. Try: wait for spool fsck %s --repair to finish, or run it again if it was killed", where, err, dir)
-	case errors.Is(err, ledger.ErrNoQueueID):
-		return refuse(err, "ledger %s: %v. Try: if %s is that queue, spool fsck %s --repair puts its %s back", where, err, dir, dir, queue.IDFile)
-	case errors.Is(err, queue.ErrBadID):
-		return badIDError(err, dir)
+	case errors.Is(cause, ledger.ErrOtherQueue):
+		return refuse(le, "ledger %s: %v. Try: give each queue its own ledger (--db), or on PostgreSQL its own schema (?search_path=NAME)", where, cause)
+	case errors.Is(cause, ledger.ErrNewLedger):
+		return refuse(le, "ledger %s: %v; consuming would process their redeliveries again. %s", where, cause, repairHint(dir))
+	case errors.Is(cause, ledger.ErrRebuilding):
+		return refuse(le, "ledger %s: %v; using it now would process redeliveries of the files not yet recorded again. Try: wait for spool fsck %s --repair to finish, or run it again if it was killed", where, cause, dir)
+	case errors.Is(cause, ledger.ErrNoQueueID):
+		return refuse(le, "ledger %s: %v. Try: if %s is that queue, spool fsck %s --repair puts its %s back", where, cause, dir, dir, queue.IDFile)
+	case errors.Is(cause, queue.ErrBadID):
+		return badIDError(cause, dir)
 	}
-	return err
+	return le
 }
 
 // openBound opens the queue at dir and its ledger for a command that reads

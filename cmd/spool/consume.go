@@ -2,16 +2,15 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
 	"time"
 
 	"github.com/spoolq/spool"
-	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/metrics"
 	"github.com/spoolq/spool/queue"
+	"github.com/spoolq/spool/queueopen"
 )
 
 var consumeCommand = &command{
@@ -225,7 +224,7 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 		return err
 	}
 	defer closeLedger(l, &err)
-	if err := tidyQueue(ctx, e, d, l); err != nil {
+	if err := queueopen.Start(ctx, d, l, startReports(e)); err != nil {
 		return err
 	}
 	// The handlers and the notifier see the queue by its absolute path: a
@@ -322,32 +321,6 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	}
 	if st.Deferred > 0 {
 		fmt.Fprintf(e.stdout, "waiting-retries=%d next-retry=%s\n", st.Deferred, st.NextRetry.UTC().Format(time.RFC3339))
-	}
-	return err
-}
-
-// tidyQueue does what a consumer's start does before it claims: it
-// finishes the replays a killed spool replay left (their files must reach
-// inbox/ before anything is claimed, so that none is consumed while its
-// replay is unrecorded), and removes stale temp files of killed writers.
-func tidyQueue(ctx context.Context, e *env, d *queue.Dir, l *ledger.DB) (err error) {
-	intents, err := l.UnfinishedReplays(ctx)
-	if err != nil {
-		return err
-	}
-	if len(intents) > 0 {
-		unlock, err := d.LockReplays(ctx)
-		if err != nil {
-			return err
-		}
-		rerr := resumeReplays(ctx, e, d, l)
-		if err := errors.Join(rerr, unlock()); err != nil {
-			return err
-		}
-	}
-	removed, err := d.RemoveStaleTemps()
-	for _, t := range removed {
-		e.warn("removed %s, a temp file a killed writer left (%d bytes)", t.Path(), t.Size)
 	}
 	return err
 }

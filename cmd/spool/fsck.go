@@ -11,6 +11,7 @@ import (
 	"github.com/spoolq/spool/fsck"
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/queue"
+	"github.com/spoolq/spool/queueopen"
 	"github.com/spoolq/spool/report"
 )
 
@@ -95,7 +96,7 @@ func runFsck(ctx context.Context, e *env, args []string) (err error) {
 	l, err := openLedgerWith(ctx, dir, *db, ledgerOpts{use: map[bool]ledgerUse{false: readLedger, true: writeLedger}[*repair]})
 	if err != nil {
 		if errors.Is(err, ledger.ErrNoLedger) {
-			return refuse(err, "%s holds no spool ledger (is --db right?)", ledgerWhere(dir, *db))
+			return refuse(err, "%s holds no spool ledger (is --db right?)", queueopen.LedgerName(dir, *db))
 		}
 		return err
 	}
@@ -143,17 +144,10 @@ func writeFsckJSON(e *env, r *fsck.Report, repairs []string) error {
 	return nil
 }
 
-func ledgerWhere(dir, db string) string {
-	if path, ok := sqliteFile(dir, db); ok {
-		return path
-	}
-	return db
-}
-
 // missingLedger reports a missing or empty SQLite ledger as a finding,
 // without creating it; nil when the file is there.
 func missingLedger(d *queue.Dir, db string) *fsck.Report {
-	path, ok := sqliteFile(d.Path(), db)
+	path, ok := queueopen.SQLiteFile(d.Path(), db)
 	if !ok {
 		return nil
 	}

@@ -8,18 +8,14 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"path/filepath"
-	"strings"
 
 	"github.com/spoolq/spool/ledger"
 	// The backends --db can name, registered with ledger.Open by scheme.
 	_ "github.com/spoolq/spool/ledger/postgres"
-	"github.com/spoolq/spool/ledger/sqlite"
+	_ "github.com/spoolq/spool/ledger/sqlite"
 	"github.com/spoolq/spool/queue"
+	"github.com/spoolq/spool/queueopen"
 )
-
-// ledgerName is the default ledger file inside the queue directory.
-const ledgerName = "ledger.db"
 
 // openQueue opens the queue at dir. A directory that does not exist is
 // not a queue: a configuration error, like one that lacks a stage.
@@ -33,67 +29,19 @@ func openQueue(dir string) (*queue.Dir, error) {
 
 // addDBFlag registers --db on fs.
 func addDBFlag(fs *flag.FlagSet) *string {
-	return fs.String("db", "", "ledger: an SQLite file `PATH` or sqlite:PATH (default DIR/"+ledgerName+"), or a postgres:// URL for consumers on many hosts")
+	return fs.String("db", "", "ledger: an SQLite file `PATH` or sqlite:PATH (default DIR/"+queueopen.DefaultLedger+"), or a postgres:// URL for consumers on many hosts")
 }
 
-// sqliteFile returns the SQLite file --db names (a path, or sqlite:PATH),
-// or false when --db names a database of another backend.
-func sqliteFile(dir, db string) (string, bool) {
-	if path, ok := strings.CutPrefix(db, sqlite.Scheme+":"); ok {
-		return path, true
-	}
-	if ledger.HasScheme(db) {
-		return "", false
-	}
-	return ledgerPath(dir, db), true
-}
-
-// ledgerPath is --db, or the queue's own ledger file.
-func ledgerPath(dir, db string) string {
-	if db != "" {
-		return db
-	}
-	return filepath.Join(dir, ledgerName)
-}
-
-// openLedgerWith opens the ledger --db names, with the backend registered
-// for its scheme (ledger.Open): a PostgreSQL database for a postgres:// or
-// postgresql:// URL, else the SQLite file of a path or sqlite:PATH.
-// o.relaxed applies to SQLite only; a PostgreSQL server decides its own
-// durability, and the backend refuses one that is not durable. For
-// readLedger nothing is created. Commands call openLedgerFor, which also
-// checks the ledger belongs to the queue.
+// openLedgerWith opens the ledger --db names for the queue at dir
+// without checking that the two belong together (queueopen.OpenLedger),
+// for spool fsck, which reports and repairs that. For readLedger nothing
+// is created. Other commands call openLedgerFor.
 func openLedgerWith(ctx context.Context, dir, db string, o ledgerOpts) (*ledger.DB, error) {
-	if err := refuseKeywordDSN(db); err != nil {
-		return nil, err
+	l, err := queueopen.OpenLedger(ctx, dir, o.options(db))
+	if err != nil {
+		return nil, ledgerFailure(err, dir, db)
 	}
-	l, err := ledger.Open(ctx, ledgerPath(dir, db), ledger.OpenOptions{Relaxed: o.relaxed, MustExist: o.use == readLedger})
-	return l, nameDBFlag(db, err)
-}
-
-// refuseKeywordDSN refuses a --db in libpq's keyword/value form: taken as
-// a file name, it would quietly give this host a ledger of its own, and
-// consumers meant to share one would not.
-func refuseKeywordDSN(db string) error {
-	if !ledger.HasScheme(db) && isKeywordDSN(db) {
-		return &usageError{msg: fmt.Sprintf("--db %q looks like a PostgreSQL keyword/value connection string; give a postgres:// URL", db)}
-	}
-	return nil
-}
-
-// isKeywordDSN reports whether db reads as libpq's keyword/value form
-// ("host=... dbname=..."), which no SQLite path a user means does.
-func isKeywordDSN(db string) bool {
-	for _, f := range strings.Fields(db) {
-		k, _, ok := strings.Cut(f, "=")
-		switch k {
-		case "host", "hostaddr", "port", "dbname", "user", "sslmode":
-			if ok {
-				return true
-			}
-		}
-	}
-	return false
+	return l, nil
 }
 
 // closeLedger closes l, keeping the first error.

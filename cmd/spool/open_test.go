@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/spoolq/spool/queueopen"
 )
 
 // TestOpenLedgerBackends: --db picks the backend by scheme; a plain path
@@ -11,7 +13,7 @@ import (
 func TestOpenLedgerBackends(t *testing.T) {
 	dir := t.TempDir()
 	for _, c := range []struct{ db, file string }{
-		{"", filepath.Join(dir, ledgerName)},
+		{"", filepath.Join(dir, queueopen.DefaultLedger)},
 		{filepath.Join(dir, "plain.db"), filepath.Join(dir, "plain.db")},
 		{"sqlite:" + filepath.Join(dir, "schemed.db"), filepath.Join(dir, "schemed.db")},
 	} {

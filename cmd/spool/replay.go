@@ -2,15 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/user"
 	"strconv"
 
-	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/queue"
+	"github.com/spoolq/spool/queueopen"
 	"github.com/spoolq/spool/replay"
-	"github.com/spoolq/spool/report"
 )
 
 var replayCommand = &command{
@@ -67,26 +67,21 @@ func runReplay(ctx context.Context, e *env, args []string) (err error) {
 		return e.usage("missing DIR")
 	}
 	dir, names := pos[0], pos[1:]
-	reasonSet := given(flags, "reason")
-	modes := 0
-	for _, on := range []bool{len(names) > 0, reasonSet, *all} {
-		if on {
-			modes++
+	if given(flags, "reason") && *reason == "" {
+		if len(names) > 0 || *all {
+			return e.usage("give FILE names, --reason or --all, not several")
 		}
-	}
-	switch {
-	case modes == 0:
-		return e.usage("missing FILE (or --reason R, or --all)")
-	case modes > 1:
-		return e.usage("give FILE names, --reason or --all, not several")
-	case reasonSet && *reason == "":
 		return e.usage("--reason is empty")
 	}
+	sel := replay.Selection{Names: names, Reason: *reason, All: *all}
 	// Path-like names are refused, all of them, before anything is opened.
-	for _, n := range names {
-		if err := queue.CheckName(n); err != nil {
-			return err
-		}
+	switch err := sel.Check(); {
+	case errors.Is(err, replay.ErrNoSelection):
+		return e.usage("missing FILE (or --reason R, or --all)")
+	case errors.Is(err, replay.ErrManySelections):
+		return e.usage("give FILE names, --reason or --all, not several")
+	case err != nil:
+		return err
 	}
 	who := *by
 	if who == "" {
@@ -113,7 +108,10 @@ func runReplay(ctx context.Context, e *env, args []string) (err error) {
 	// raced by another replay's moves, and the replays a killed run left
 	// unfinished are finished first, so this one sees the queue as they
 	// leave it.
-	unlock, err := d.LockReplays(ctx)
+	unlock, finished, err := replay.Lock(ctx, d, l)
+	for _, f := range finished {
+		warnFinished(e, f)
+	}
 	if err != nil {
 		return err
 	}
@@ -122,18 +120,11 @@ func runReplay(ctx context.Context, e *env, args []string) (err error) {
 			err = uerr
 		}
 	}()
-	if err := resumeReplays(ctx, e, d, l); err != nil {
-		return err
-	}
-	rows, err := report.Errors(ctx, d, l)
+	plan, err := replay.Resolve(ctx, d, l, contract, sel, *force)
 	if err != nil {
 		return err
 	}
-	selected, err := selectDeadLetters(rows, names, *reason, *all)
-	if err != nil {
-		return err
-	}
-	if len(selected) == 0 {
+	if len(plan.Steps) == 0 {
 		// Not a failure: the queue is as the operator wants it. But a typo
 		// in --reason must not pass for "all fine", hence the warning.
 		if *all {
@@ -143,28 +134,21 @@ func runReplay(ctx context.Context, e *env, args []string) (err error) {
 		}
 		return nil
 	}
-	plan, err := report.ReplayPlan(ctx, d, l, contract, selected)
-	if err != nil {
-		return err
-	}
-	var todo []replay.File
-	for _, c := range plan {
+	for _, s := range plan.Steps {
 		switch {
-		case c.Processed && !*force:
-			fmt.Fprintf(e.stdout, "skip %s: msg_id %s already processed\n", cell(c.File), cell(c.Key))
+		case s.Skip:
+			fmt.Fprintf(e.stdout, "skip %s: msg_id %s already processed\n", cell(s.File), cell(s.Key))
 		case *dryRun:
-			fmt.Fprintf(e.stdout, "would replay %s\n", cell(c.File))
-		default:
-			todo = append(todo, replay.File{Name: c.File, Ino: c.Ino})
+			fmt.Fprintf(e.stdout, "would replay %s\n", cell(s.File))
 		}
 	}
-	if *dryRun || len(todo) == 0 {
+	if *dryRun {
 		return nil
 	}
 	// The intent is committed before the first file moves: killed at any
 	// instant from here, the next replay, consume or fsck --repair
 	// finishes it (package replay).
-	done, err := replay.Run(ctx, d, l, todo, who, *note)
+	done, err := replay.Execute(ctx, d, l, plan, who, *note)
 	for _, r := range done {
 		fmt.Fprintf(e.stdout, "replayed %s -> inbox/%s\n", cell(r.File), cell(r.NewName))
 	}
@@ -174,49 +158,21 @@ func runReplay(ctx context.Context, e *env, args []string) (err error) {
 	return nil
 }
 
-// resumeReplays finishes the replays a killed run left unfinished, saying
-// so on stderr. The caller holds the replay lock.
-func resumeReplays(ctx context.Context, e *env, d *queue.Dir, l *ledger.DB) error {
-	fin, err := replay.ResumeLocked(ctx, d, l)
-	for _, f := range fin {
-		e.warn("finished replay %d by %s, interrupted before: %d of its %d files replayed", f.Intent.ID, f.Intent.By, len(f.Replays), len(f.Intent.Items))
-	}
-	return err
+// warnFinished says on stderr that a replay a killed run left unfinished
+// was finished.
+func warnFinished(e *env, f replay.Finished) {
+	e.warn("finished replay %d by %s, interrupted before: %d of its %d files replayed", f.Intent.ID, f.Intent.By, len(f.Replays), len(f.Intent.Items))
 }
 
-// selectDeadLetters picks the rows to replay: the named files, every one
-// with the reason, or all. Every name must be a message in error/, or
-// nothing is selected (ErrNotInError, exit 1); a name given twice is
-// selected once.
-func selectDeadLetters(rows []report.ErrorRow, names []string, reason string, all bool) ([]report.ErrorRow, error) {
-	var out []report.ErrorRow
-	switch {
-	case len(names) > 0:
-		byName := make(map[string]report.ErrorRow, len(rows))
-		for _, r := range rows {
-			byName[r.File] = r
-		}
-		seen := map[string]bool{}
-		for _, n := range names {
-			r, ok := byName[n]
-			if !ok {
-				return nil, fmt.Errorf("%s: %w", n, queue.ErrNotInError)
-			}
-			if !seen[n] {
-				seen[n] = true
-				out = append(out, r)
-			}
-		}
-	case all:
-		out = rows
-	default:
-		for _, r := range rows {
-			if r.Reason == reason {
-				out = append(out, r)
-			}
-		}
+// startReports has a consumer's start (queueopen.Start) say on stderr
+// what it finished and removed.
+func startReports(e *env) queueopen.Options {
+	return queueopen.Options{
+		OnReplayFinished: func(f replay.Finished) { warnFinished(e, f) },
+		OnTempRemoved: func(t queue.Temp) {
+			e.warn("removed %s, a temp file a killed writer left (%d bytes)", t.Path(), t.Size)
+		},
 	}
-	return out, nil
 }
 
 // cell keeps a name on its line: one holding a control character (a file

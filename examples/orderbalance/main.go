@@ -24,14 +24,13 @@ import (
 	"log/slog"
 	"math/big"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spoolq/spool"
-	"github.com/spoolq/spool/ledger"
-	"github.com/spoolq/spool/ledger/sqlite"
+	// The SQLite backend, for the ledger file, registered by its import.
+	_ "github.com/spoolq/spool/ledger/sqlite"
 	"github.com/spoolq/spool/queue"
-	"github.com/spoolq/spool/replay"
+	"github.com/spoolq/spool/queueopen"
 )
 
 func main() {
@@ -59,26 +58,17 @@ func run(ctx context.Context, dir string, stdout, stderr io.Writer) (err error) 
 	if err := queue.Init(dir); err != nil {
 		return fmt.Errorf("init queue: %w", err)
 	}
-	d, err := queue.Open(dir)
+	// One call opens the queue with its ledger, DIR/ledger.db, and does
+	// what spool consume does before it claims: the ledger must be this
+	// queue's (a deleted or another queue's ledger would process old
+	// messages again), and a spool replay killed half-way is finished, so
+	// that none of its files is consumed unrecorded.
+	q, err := queueopen.Open(ctx, dir, queueopen.Options{Use: queueopen.Consume})
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, d.Close()) }()
-	l, err := sqlite.Open(ctx, filepath.Join(dir, "ledger.db"))
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, l.Close()) }()
-	// The ledger must be this queue's, as spool consume checks: a deleted
-	// or another queue's ledger would process old messages again.
-	if _, err := ledger.Bind(ctx, l, d, ledger.BindWrite); err != nil {
-		return err
-	}
-	// A spool replay killed half-way is finished before anything is
-	// claimed, so that none of its files is consumed unrecorded.
-	if _, err := replay.Resume(ctx, d, l); err != nil {
-		return err
-	}
+	defer func() { err = errors.Join(err, q.Close()) }()
+	d, l := q.Dir, q.Ledger
 	if _, err := l.SQL().ExecContext(ctx, schema); err != nil {
 		return fmt.Errorf("create balances: %w", err)
 	}

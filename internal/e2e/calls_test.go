@@ -116,7 +116,9 @@ func TestPostCrash(t *testing.T) {
 		}
 	}
 	srv := newCallServer(t, 10*time.Millisecond)
-	args := []string{"consume", q, "--post", srv.URL, "--concurrency", strconv.Itoa(conc)}
+	// A restart holds the msg_ids a killed consumer had in flight for the
+	// post timeout: a short one keeps the rounds short.
+	args := []string{"consume", q, "--post", srv.URL, "--concurrency", strconv.Itoa(conc), "--post-timeout", "2s"}
 	// A kill is not an instant: from the signal sent to the process reaped,
 	// the dying consumer may still have a request in its socket, which the
 	// server begins after the signal and may answer before it notices the

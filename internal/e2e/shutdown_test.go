@@ -233,7 +233,9 @@ func TestShutdownSecondSignal(t *testing.T) {
 		t.Errorf("processing/ is empty: the second signal did not exit at once")
 	}
 	fast := newCallServer(t, 0)
-	r = mustRun(t, 0, "consume", q, "--post", fast.URL, "--concurrency", "8")
+	// It holds the killed run's msg_ids for its post timeout, for their
+	// first requests may still run at the server: 6 s, not 30.
+	r = mustRun(t, 0, "consume", q, "--post", fast.URL, "--concurrency", "8", "--post-timeout", "6s")
 	if st := parseStats(t, r); st.Recovered == 0 {
 		t.Errorf("the next run recovered nothing\n%s", r)
 	}

@@ -15,9 +15,9 @@ import (
 // ledger is), and the open that follows checks it; a database in another
 // journal mode is opened read-only and asked for the ledger's
 // schema_migrations table. A file that is not an SQLite database is left
-// to the open, which names the problem. A report calls it before Open,
-// so that a --db naming an application's database is refused without
-// Open switching that database to WAL for good.
+// to the open, which names the problem. OpenWith calls it with
+// MustExist, so that a --db naming an application's database is refused
+// without the open switching that database to WAL for good.
 func HoldsLedger(ctx context.Context, path string) (bool, error) {
 	f, err := os.Open(path)
 	if err != nil {

@@ -92,7 +92,9 @@ type Options struct {
 	Relaxed bool
 	// MustExist fails the open when the file does not exist or holds no
 	// ledger (ledger.ErrNoLedger), instead of creating one: for reports,
-	// which must never leave an empty ledger behind a mistyped --db.
+	// which must never leave an empty ledger behind a mistyped --db. An
+	// SQLite database that holds no ledger is then left as it was (not
+	// switched to WAL mode; HoldsLedger).
 	MustExist bool
 }
 
@@ -111,6 +113,16 @@ func Open(ctx context.Context, path string) (*ledger.DB, error) {
 func OpenWith(ctx context.Context, path string, o Options) (*ledger.DB, error) {
 	if err := checkFiles(path); err != nil {
 		return nil, err
+	}
+	if o.MustExist {
+		// Opening switches the file to WAL mode, a change that stays even
+		// when the open then finds no ledger in it: a mistyped path that
+		// names another SQLite database must leave it as it was.
+		if ok, err := HoldsLedger(ctx, path); err != nil {
+			return nil, fmt.Errorf("open ledger %s: %w", path, err)
+		} else if !ok {
+			return nil, fmt.Errorf("open ledger %s: %w", path, ledger.ErrNoLedger)
+		}
 	}
 	// Switching a new file to WAL needs an exclusive lock, and SQLite
 	// reports SQLITE_BUSY for it at once, without its busy handler: two

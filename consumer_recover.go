@@ -1,0 +1,238 @@
+package spool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spoolq/spool/queue"
+)
+
+// Recover finishes or returns the claims that dead consumers left in
+// processing/, as Drain and Watch do when they start, and returns how many
+// it moved. It is safe while other consumers run (I6).
+func (c *Consumer) Recover(ctx context.Context) (int, error) {
+	var st Stats
+	err := c.recover(ctx, &st)
+	return st.Recovered, err
+}
+
+func (c *Consumer) recover(ctx context.Context, st *Stats) error {
+	rec, err := c.dir.Recover(ctx, c.resolve, c.cfg.Lease)
+	if err != nil {
+		return fmt.Errorf("recover: %w", err)
+	}
+	if rec.Total() > 0 {
+		c.log.Info("recovered claims of dead consumers", "sessions", rec.Sessions,
+			"to_inbox", rec.ToInbox, "to_done", rec.ToDone, "to_error", rec.ToError)
+		c.cfg.Observer.Recovered(rec.Total())
+	}
+	st.Recovered += rec.Total()
+	if err := c.reportRecovered(ctx, rec.DeadLetters); err != nil {
+		return err
+	}
+	return c.releaseDeadReservations(ctx)
+}
+
+// reportRecovered reports the dead letters recovery moved to error/ as the
+// consumer that recorded them would have, had it lived to move them: one
+// "dead letter" line each, the Observer, OnDelivery (and so an operator's
+// notification). The reason is the ledger's record of it (RejectLedger).
+func (c *Consumer) reportRecovered(ctx context.Context, dead []queue.RecoveredFile) error {
+	rl, _ := c.ledger.(RejectLedger)
+	for _, f := range dead {
+		d := &Delivery{Claim: f.Claim, File: f.Name}
+		r := Result{Outcome: OutcomeDeadLetter}
+		if rl != nil {
+			rej, ok, err := rl.ClaimReject(ctx, f.Claim)
+			if err != nil {
+				return fmt.Errorf("recover %s: %w", f.Name, err)
+			}
+			if ok {
+				r.Reject = rej
+			}
+		}
+		reason, detail := "", ""
+		if r.Reject != nil {
+			reason, detail = string(r.Reject.Reason), r.Reject.Error()
+		}
+		c.log.Info("dead letter", "file", f.Name, "stored", f.Stored, "reason", reason, "detail", detail, "recovered", true)
+		c.cfg.Observer.Delivered(d, r)
+		if c.cfg.OnDelivery != nil {
+			c.cfg.OnDelivery(d, r, f.Stored)
+		}
+	}
+	return nil
+}
+
+// releaseDeadReservations removes the reservations of dead sessions once
+// their calls can no longer be running, so that no two calls for one
+// msg_id run at once even across a kill (see Caller).
+//
+// A live session's directory is in processing/ for as long as it holds a
+// reservation (a reserved claim sits in it until its outcome is committed,
+// which removes the reservation), so an owner whose directory is gone is
+// dead and recovered: on this host at once, since recovery saw its lock
+// free; on another host once its lease expired (queue.Dir.Recover). But a
+// dead session's calls may outlive it: an HTTP request it sent runs on at
+// the server, an Exec's processes may run on. So its reservations stay,
+// and the deliveries of those msg_ids are held (OutcomeBusy) while this
+// consumer goes on with others, until one of:
+//
+//   - the Caller is a CallReaper, the session was of this host, and
+//     ReapCalls found none of its calls running any more (it kills what
+//     it finds): an Exec's processes are the whole of its runs;
+//   - the bound of one call (CallTimeout for a TimeoutCaller, else
+//     Config.Lease, which any call must keep within) has passed since
+//     this consumer first found the session dead. Every call of the
+//     session started before its death and was bound to end within its
+//     timeout of its start, so by then none can be running. The time is
+//     this consumer's own observation, which comes after the death, not
+//     a time read from the ledger: the reservation's time says when the
+//     msg_id was reserved, not when its call began (it may wait for a
+//     slot or a pause), and recording each call's start would cost a
+//     write per call. A consumer restarted meanwhile starts its own
+//     clock: it waits longer, never less.
+//
+// The consumer's own session is never taken for dead.
+func (c *Consumer) releaseDeadReservations(ctx context.Context) error {
+	if c.calls == nil {
+		return nil
+	}
+	owners, err := c.calls.ReservationOwners(ctx)
+	if err != nil {
+		return fmt.Errorf("recover reservations: %w", err)
+	}
+	own := c.ownSession()
+	present := make(map[string]bool, len(owners))
+	for _, o := range owners {
+		present[o] = true
+		if o == own {
+			continue
+		}
+		live, err := c.dir.HasSession(o)
+		if err != nil {
+			return fmt.Errorf("recover reservations: %w", err)
+		}
+		if live || !c.callsEnded(o) {
+			continue
+		}
+		n, err := c.calls.ReleaseReservations(ctx, o)
+		if err != nil {
+			return fmt.Errorf("recover reservations: %w", err)
+		}
+		c.forgetDead(o)
+		if n > 0 {
+			c.log.Info("released reservations of a dead consumer", "session", o, "reservations", n)
+		}
+	}
+	c.deadMu.Lock()
+	for o := range c.dead {
+		if !present[o] {
+			delete(c.dead, o) // released by another consumer
+		}
+	}
+	c.deadMu.Unlock()
+	return nil
+}
+
+// deadOwner is a dead session holding reservations, as this consumer
+// found it.
+type deadOwner struct {
+	since  time.Time // when this consumer first found it dead
+	reaped time.Time // when it last asked the CallReaper
+}
+
+// reapEvery bounds how often a dead session's calls are looked for: a
+// process that will not die (in uninterruptible sleep) is not looked for
+// at every pass.
+const reapEvery = time.Second
+
+// callsEnded reports whether none of the dead session o's calls can be
+// running any more (see releaseDeadReservations).
+func (c *Consumer) callsEnded(o string) bool {
+	now := time.Now()
+	c.deadMu.Lock()
+	if c.dead == nil {
+		c.dead = map[string]*deadOwner{}
+	}
+	d, ok := c.dead[o]
+	if !ok {
+		d = &deadOwner{since: now}
+		c.dead[o] = d
+	}
+	reap := now.Sub(d.reaped) >= reapEvery
+	if reap {
+		d.reaped = now
+	}
+	since := d.since
+	c.deadMu.Unlock()
+	bound := c.callBound()
+	if !ok {
+		c.log.Info("holding the msg_ids a dead consumer reserved until its calls cannot be running",
+			"session", o, "until", now.Add(bound))
+	}
+	if r, isReaper := c.cfg.Caller.(CallReaper); isReaper && reap && strings.HasSuffix(o, "@"+queue.Host()) {
+		gone, err := r.ReapCalls(o)
+		switch {
+		case err != nil:
+			c.log.Warn("cannot look for the calls of a dead consumer", "session", o, "err", err)
+		case gone:
+			return true
+		}
+	}
+	return now.Sub(since) >= bound
+}
+
+// forgetDead drops a dead session whose reservations are released.
+func (c *Consumer) forgetDead(o string) {
+	c.deadMu.Lock()
+	delete(c.dead, o)
+	c.deadMu.Unlock()
+}
+
+// callBound is how long one call may run: its CallTimeout, or for a
+// Caller without one the lease, within which every call must end for a
+// claim never to be taken over while its call runs.
+func (c *Consumer) callBound() time.Duration {
+	if t, ok := c.cfg.Caller.(TimeoutCaller); ok {
+		return t.CallTimeout()
+	}
+	return c.cfg.Lease
+}
+
+// resolve maps a recorded claim to the stage its outcome sends it to; an
+// unrecorded claim goes back to inbox/ to be consumed as a new claim (I7).
+// The file is read and parsed again for its msg_id, by which the ledger
+// finds a processed claim; a file that does not parse was a dead letter,
+// found by its claim alone.
+func (c *Consumer) resolve(ctx context.Context, orphan *queue.Orphan) (queue.Stage, error) {
+	var msgID string
+	data, err := orphan.Read(c.cfg.Contract.Limit())
+	var tooLarge *queue.TooLargeError
+	switch {
+	case err == nil:
+		if msg, err := c.cfg.Contract.Parse(data); err == nil {
+			msgID = msg.MsgID
+		}
+	case errors.Is(err, queue.ErrNotRegular), errors.As(err, &tooLarge):
+	default:
+		// Unreadable now: it was a dead letter if it was unreadable then
+		// too, and its claim finds it.
+		c.log.Warn("recovery cannot read a claim; looking it up by claim alone",
+			"file", orphan.Name(), "claim", orphan.ID, "err", err)
+	}
+	o, ok, err := c.ledger.ClaimOutcome(ctx, orphan.ID, msgID)
+	switch {
+	case err != nil:
+		return "", err
+	case !ok:
+		return queue.Inbox, nil
+	case o == OutcomeDeadLetter:
+		return queue.Error, nil
+	default:
+		return queue.Done, nil
+	}
+}

@@ -1,0 +1,291 @@
+//go:build linux
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/spoolq/spool/internal/testenv"
+	"golang.org/x/sys/unix"
+)
+
+// keyServer is a downstream that counts, per Idempotency-Key, the requests
+// in flight at once. A request whose client was killed runs on to its end,
+// as it does at a real server: the server learns the client is gone only
+// when it answers.
+type keyServer struct {
+	URL     string
+	latency time.Duration
+	mu      sync.Mutex
+	now     map[string]int // requests of a key in flight
+	seen    map[string]int // requests of a key in all
+	// overlaps are the keys that had two requests in flight at once.
+	overlaps []string
+}
+
+func newKeyServer(t *testing.T, latency time.Duration) *keyServer {
+	t.Helper()
+	s := &keyServer{latency: latency, now: map[string]int{}, seen: map[string]int{}}
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	s.URL = srv.URL
+	return s
+}
+
+func (s *keyServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	key := r.Header.Get("Idempotency-Key")
+	s.mu.Lock()
+	s.now[key]++
+	s.seen[key]++
+	if s.now[key] > 1 {
+		s.overlaps = append(s.overlaps, key)
+	}
+	s.mu.Unlock()
+	time.Sleep(s.latency) // the downstream's latency, not a synchronisation
+	s.mu.Lock()
+	s.now[key]--
+	s.mu.Unlock()
+}
+
+// inFlight is the number of requests in flight, of every key.
+func (s *keyServer) inFlight() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, k := range s.now {
+		n += k
+	}
+	return n
+}
+
+// TestPostKilledInFlight: a consumer killed with calls in flight at a slow
+// endpoint, restarted at once, does not send those keys again while the
+// first requests still run at the server: the dead session's reservations
+// are held until its calls can no longer run (--post-timeout since its
+// death was found), and the restart goes on with other messages meanwhile.
+// Every message is processed once.
+func TestPostKilledInFlight(t *testing.T) {
+	t.Parallel()
+	const conc, n = 4, 8
+	// The first requests must still run at the server when the restart
+	// could send them again, however slow a loaded machine is to restart.
+	latency, timeout := 2*time.Second, 3*time.Second
+	if testenv.IsLong() {
+		latency, timeout = 5*time.Second, 6*time.Second
+	}
+	q, _ := workQueue(t)
+	l := openCallLedger(t, "sqlite", q)
+	for i := range n {
+		putMessage(t, q, fmt.Sprintf("m%02d.json", i), orderMessage(fmt.Sprintf("m%02d", i), "A", i+1, "1.00"))
+	}
+	srv := newKeyServer(t, latency)
+	args := []string{"consume", q, "--post", srv.URL, "--concurrency", strconv.Itoa(conc),
+		"--post-timeout", timeout.String(), "--batch", strconv.Itoa(conc)}
+	p := start(t, args...)
+	waitFor(t, cmdTimeout, "the first calls to be in flight", func() bool { return srv.inFlight() >= conc })
+	if !p.killAfter(t, 0) {
+		t.Fatalf("the consumer exited before the kill\n%s", p.result())
+	}
+	r := mustRun(t, 0, args...)
+	if st := parseStats(t, r); st.Recovered == 0 {
+		t.Errorf("the restart recovered nothing\n%s", r)
+	}
+	if !strings.Contains(r.stderr, "holding the msg_ids a dead consumer reserved") {
+		t.Errorf("the restart does not say it holds the dead consumer's msg_ids\n%s", r.stderr)
+	}
+	srv.mu.Lock()
+	overlaps, seen := srv.overlaps, srv.seen
+	srv.mu.Unlock()
+	if len(overlaps) > 0 {
+		t.Errorf("keys with two requests in flight at once: %v", overlaps)
+	}
+	again := 0
+	for k, v := range seen {
+		if v > 2 {
+			t.Errorf("key %s reached the server %d times, want at most twice (once before the kill)", k, v)
+		}
+		again += v - 1
+	}
+	if again > conc {
+		t.Errorf("%d keys sent again after one kill, want at most %d", again, conc)
+	}
+	checkCallsSettled(t, q, l, n, 0)
+}
+
+// TestExecKilledInFlight: a consumer killed while its --exec runs are in
+// flight, restarted at once, never runs one msg_id twice at once. Each run
+// holds a lock on a file of its msg_id for as long as any process of it
+// lives (flock(1) and the sleep it starts, children of the run's shell),
+// and records an overlap when the lock is taken. The first run of each
+// msg_id outlives its --exec-timeout: only its consumer could kill it at
+// the timeout, and it is dead. The restart must kill what the dead runs
+// left before it runs those msg_ids again.
+func TestExecKilledInFlight(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("flock"); err != nil {
+		testenv.Missing(t, "flock(1) is not installed (util-linux): skipped")
+	}
+	const conc, n = 4, 8
+	q, state := workQueue(t)
+	l := openCallLedger(t, "sqlite", q)
+	for i := range n {
+		putMessage(t, q, fmt.Sprintf("m%02d.json", i), orderMessage(fmt.Sprintf("m%02d", i), "A", i+1, "1.00"))
+	}
+	s := shellQuote(state)
+	run := `lock=` + s + `/$SPOOL_MSG_ID.lock
+if [ ! -e ` + s + `/$SPOOL_MSG_ID.ran ]; then
+  touch ` + s + `/$SPOOL_MSG_ID.ran
+  flock -n "$lock" sleep 5 || echo "$SPOOL_MSG_ID" >> ` + s + `/overlaps
+else
+  flock -n "$lock" true || echo "$SPOOL_MSG_ID" >> ` + s + `/overlaps
+fi`
+	args := []string{"consume", q, "--exec", run, "--exec-timeout", "1s",
+		"--concurrency", strconv.Itoa(conc), "--batch", strconv.Itoa(conc)}
+	p := start(t, args...)
+	waitFor(t, cmdTimeout, "the first runs to hold their locks", func() bool {
+		return len(lockHolders(t, state)) >= conc
+	})
+	if !p.killAfter(t, 0) {
+		t.Fatalf("the consumer exited before the kill\n%s", p.result())
+	}
+	r := mustRun(t, 0, args...)
+	if st := parseStats(t, r); st.Processed != n {
+		t.Errorf("processed %d, want %d\n%s", st.Processed, n, r)
+	}
+	if b, err := os.ReadFile(filepath.Join(state, "overlaps")); err == nil {
+		t.Errorf("msg_ids run twice at once:\n%s", b)
+	} else if !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	if left := lockHolders(t, state); len(left) > 0 {
+		t.Errorf("runs of the killed consumer still hold locks: %v", left)
+	}
+	checkCallsSettled(t, q, l, n, 0)
+}
+
+// lockHolders lists the lock files of state that a process holds now, as
+// /proc/locks shows them: probing with flock(1) would take the lock for an
+// instant, and a run trying it then would see an overlap.
+func lockHolders(t *testing.T, state string) []string {
+	t.Helper()
+	locks, err := filepath.Glob(filepath.Join(state, "*.lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	table, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := map[string]bool{} // "MAJOR:MINOR:INODE" of the locks held
+	for _, line := range strings.Split(string(table), "\n") {
+		if f := strings.Fields(line); len(f) >= 6 && f[1] == "FLOCK" {
+			held[f[5]] = true
+		}
+	}
+	var out []string
+	for _, f := range locks {
+		var st syscall.Stat_t
+		if err := syscall.Stat(f, &st); err != nil {
+			t.Fatal(err)
+		}
+		id := fmt.Sprintf("%02x:%02x:%d", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino)
+		if held[id] {
+			out = append(out, filepath.Base(f))
+		}
+	}
+	return out
+}
+
+// resetServer answers every request after reading it whole, except that
+// now and then, on a connection that served a request before (a kept-alive
+// one, which is where net/http's transport would resend on its own), it
+// resets the connection instead of answering. It counts every request it
+// read.
+type resetServer struct {
+	URL      string
+	requests atomic.Int64
+	resets   atomic.Int64
+}
+
+type connKey struct{}
+
+func newResetServer(t *testing.T, every int) *resetServer {
+	t.Helper()
+	s := &resetServer{}
+	var n atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		s.requests.Add(1)
+		served := r.Context().Value(connKey{}).(*atomic.Int64)
+		if served.Add(1) > 1 && n.Add(1)%int64(every) == 0 {
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				t.Errorf("hijack: %v", err)
+				return
+			}
+			if tc, ok := conn.(*net.TCPConn); ok {
+				_ = tc.SetLinger(0) // close with a reset
+			}
+			_ = conn.Close()
+			s.resets.Add(1)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	srv.Config.ConnContext = func(ctx context.Context, _ net.Conn) context.Context {
+		return context.WithValue(ctx, connKey{}, new(atomic.Int64))
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	s.URL = srv.URL
+	return s
+}
+
+// TestPostResetsCounted: with --rate and a server that resets a third of
+// its kept-alive connections after reading the request, every request the
+// server read is one of spool's counted attempts (a success, or a failure
+// that scheduled a retry): the HTTP transport resends nothing by itself.
+func TestPostResetsCounted(t *testing.T) {
+	t.Parallel()
+	n := 60
+	if testenv.IsLong() {
+		n = 200
+	}
+	q, _ := workQueue(t)
+	for i := range n {
+		putMessage(t, q, fmt.Sprintf("m%03d.json", i), orderMessage(fmt.Sprintf("m%03d", i), "A", i+1, "1.00"))
+	}
+	srv := newResetServer(t, 3)
+	r := mustRun(t, 0, "consume", q, "--post", srv.URL, "--rate", "100/s", "--concurrency", "4",
+		"--retry-base", "10ms", "--retry-cap", "50ms", "--retry-max", "100")
+	st := parseStats(t, r)
+	if st.Processed != n {
+		t.Fatalf("processed %d, want %d\n%s", st.Processed, n, r)
+	}
+	retries := strings.Count(r.stderr, `msg="retry scheduled"`)
+	got, resets := srv.requests.Load(), srv.resets.Load()
+	t.Logf("%d messages: the server read %d requests and reset %d; spool counted %d successes and %d failed attempts",
+		n, got, resets, st.Processed, retries)
+	if resets == 0 {
+		t.Fatal("the server reset no connection: the test tests nothing")
+	}
+	if want := int64(st.Processed + retries); got != want {
+		t.Errorf("the server read %d requests, spool counted %d attempts (%d successes, %d retries)", got, want, st.Processed, retries)
+	}
+}

@@ -1,0 +1,21 @@
+// Package queueopen opens a queue together with its ledger, the way every
+// program that consumes or inspects a queue must: the ledger is found
+// where it was asked for, checked to belong to the queue (and bound to it
+// when both are new), and, before a consumer claims anything, the replays
+// a killed run left unfinished are finished and the temp files of killed
+// writers removed.
+//
+// spool consume, spool replay, the reports, spool fsck and the examples
+// all open through it, so an embedder that calls Open gets the same
+// guarantees as the command line: a deleted, emptied, mistyped or other
+// queue's ledger is refused instead of quietly processing old messages
+// again (docs/DESIGN.md, "Queue identity"), a refusal changes nothing in
+// the queue or the database, and no replayed file is consumed while its
+// replay is unrecorded (docs/DESIGN.md, "Replay").
+//
+// The package opens ledgers through ledger.Open and imports no backend:
+// the program imports the ones it needs (ledger/sqlite for a file path,
+// ledger/postgres for a postgres:// URL), for their registration alone.
+// It never prints: what it did is reported through Options' callbacks,
+// and its refusals are *LedgerError values a program words for its users.
+package queueopen
