@@ -116,10 +116,10 @@ func (p *pipeline) callAll() int {
 }
 
 // writes is how many of the consumer's write transactions the ledger runs
-// at once (ConcurrentWrites; 1 if it does not say): so many reserves, and
+// at once (ConcurrentLedger; 1 if it does not say): so many reserves, and
 // so many commits of outcomes, may run at once.
 func (cs *calls) writes() int {
-	if w, ok := cs.p.c.calls.(interface{ ConcurrentWrites() int }); ok {
+	if w, ok := cs.p.c.calls.(ConcurrentLedger); ok {
 		return max(1, w.ConcurrentWrites())
 	}
 	return 1

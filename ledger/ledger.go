@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -37,13 +38,14 @@ type DB struct {
 	insProcessed, insDeliveries, selOwners *multiRow
 	// For external handlers (reserve.go).
 	insReservations, delReservations, delAttempts *multiRow
-	// writeTurn, on SQLite, holds a token while one of the process's write
-	// transactions runs (beginWrite); nil on PostgreSQL.
+	// writeTurn, on a single-writer engine (Dialect.SingleWriter), holds
+	// a token while one of the process's write transactions runs
+	// (beginWrite); nil on the others.
 	writeTurn chan struct{}
 	turn      Turn // Options.Turn, or nil
 }
 
-var _ spool.CallLedger = (*DB)(nil)
+var _ spool.ConcurrentLedger = (*DB)(nil)
 
 // New returns a ledger on db, whose engine is d, after bringing its schema up
 // to date with Migrate. The ledger owns db from then on: Close closes it. On
@@ -100,8 +102,8 @@ func NewWith(ctx context.Context, db *sql.DB, d Dialect, o Options) (*DB, error)
 		return nil, fmt.Errorf("new %s ledger: migrate: %w", d.Name(), err)
 	}
 	l := &DB{sql: db, dialect: d, q: newQueries(d), turn: o.Turn}
-	if d.Name() == "sqlite" {
-		// One writer at a time per database file.
+	if d.SingleWriter() {
+		// One writer at a time per database.
 		l.writeTurn = make(chan struct{}, 1)
 	}
 	if err := l.prepareInserts(ctx); err != nil {
@@ -190,7 +192,7 @@ func (db *DB) RecordWork(ctx context.Context, batch []*spool.Delivery, w spool.W
 	if len(batch) == 0 {
 		return nil, nil
 	}
-	res, err := db.record(ctx, batch, w)
+	res, err := db.record(ctx, db.screenKeys(batch), w)
 	if err != nil {
 		return nil, db.fail("record batch", err)
 	}
@@ -199,6 +201,44 @@ func (db *DB) RecordWork(ctx context.Context, batch []*spool.Delivery, w spool.W
 		out[i] = res[i].public(d)
 	}
 	return out, nil
+}
+
+// screenKeys returns batch with each valid message whose msg_id is longer
+// than the engine can keep as a key (Dialect.MaxKey) replaced by a dead
+// letter of it (invalid-field), so that no key is ever cut short into
+// another message's; batch itself when there is none.
+func (db *DB) screenKeys(batch []*spool.Delivery) []*spool.Delivery {
+	limit := db.dialect.MaxKey()
+	if limit <= 0 {
+		return batch
+	}
+	var out []*spool.Delivery
+	for i, d := range batch {
+		if d.Message == nil || len(d.Message.MsgID) <= limit {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(batch)
+		}
+		c := *d
+		c.Message, c.Reject = nil, &spool.RejectError{Reason: spool.ReasonInvalidField, Field: "msg_id",
+			Detail: fmt.Sprintf("msg_id of %d bytes: a %s ledger keeps keys of at most %d bytes", len(d.Message.MsgID), db.dialect.Name(), limit)}
+		out[i] = &c
+	}
+	if out == nil {
+		return batch
+	}
+	return out
+}
+
+// checkKey refuses a msg_id longer than the engine keeps (Dialect.MaxKey),
+// where a delivery cannot be made a dead letter instead.
+func (db *DB) checkKey(d *spool.Delivery) error {
+	if limit := db.dialect.MaxKey(); limit > 0 && d.Message != nil && len(d.Message.MsgID) > limit {
+		return fmt.Errorf("%w: %s: msg_id of %d bytes: a %s ledger keeps keys of at most %d bytes",
+			ErrBadDelivery, d.File, len(d.Message.MsgID), db.dialect.Name(), limit)
+	}
+	return nil
 }
 
 func checkDelivery(d *spool.Delivery) error {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/handler"
 	"github.com/spoolq/spool/metrics"
 	"github.com/spoolq/spool/queue"
 	"github.com/spoolq/spool/queueopen"
@@ -224,9 +225,6 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 		return err
 	}
 	defer closeLedger(l, &err)
-	if err := queueopen.Start(ctx, d, l, startReports(e)); err != nil {
-		return err
-	}
 	// The handlers and the notifier see the queue by its absolute path: a
 	// command may change directory.
 	abs, err := filepath.Abs(dir)
@@ -235,6 +233,23 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	}
 	h, caller, err := hf.handler(ctx, l, abs)
 	if err != nil {
+		return err
+	}
+	var halting *haltingExec
+	if ex, ok := caller.(*handler.Exec); ok {
+		halting = &haltingExec{Exec: ex}
+		caller = halting
+	}
+	hold, err := holdContract(d, c)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := hold.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	if err := queueopen.Start(ctx, d, l, startReports(e)); err != nil {
 		return err
 	}
 	cfg := spool.Config{
@@ -295,9 +310,14 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 		sd.notify("STOPPING=1", "STATUS=stopping: finishing the work in flight")
 	})
 	defer stop()
+	runCtx, halt := context.WithCancel(sigCtx)
+	defer halt()
+	if halting != nil {
+		halting.halt = halt
+	}
 	var st spool.Stats
 	if *watch {
-		st, err = consumer.Watch(sigCtx)
+		st, err = consumer.Watch(runCtx)
 	} else {
 		if bar {
 			// The total is the backlog now; the count comes from
@@ -311,7 +331,7 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 				defer stderr.stopProgress()
 			}
 		}
-		st, err = consumer.Drain(sigCtx)
+		st, err = consumer.Drain(runCtx)
 		stderr.stopProgress()
 	}
 	fmt.Fprintf(e.stdout, "processed=%d duplicates=%d dead-letters=%d recovered=%d\n",
@@ -321,6 +341,9 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	}
 	if st.Deferred > 0 {
 		fmt.Fprintf(e.stdout, "waiting-retries=%d next-retry=%s\n", st.Deferred, st.NextRetry.UTC().Format(time.RFC3339))
+	}
+	if halting != nil && err == nil {
+		err = halting.halted()
 	}
 	return err
 }

@@ -119,6 +119,11 @@ func (hf *handlerFlags) check(e *env) error {
 			return e.usage("--%s needs a handler (--exec, --sql or --post)", name)
 		}
 	}
+	if kind == "exec" {
+		if err := checkExec(hf.exec); err != nil {
+			return err
+		}
+	}
 	switch {
 	case hf.execTimeout <= 0:
 		return e.usage("--exec-timeout %v: want a positive duration", hf.execTimeout)
@@ -201,12 +206,12 @@ func (hf *handlerFlags) handler(ctx context.Context, l *ledger.DB, queue string)
 		return nil, &handler.Exec{Command: hf.exec, Timeout: hf.execTimeout, Queue: queue}, nil
 	case "sql":
 		o := handler.SQLOptions{Timeout: hf.sqlTimeout}
-		if l.Dialect().Name() != "postgres" {
-			// The default is for PostgreSQL; only a --sql-timeout asked
-			// for on SQLite is refused.
+		if err := handler.TimeoutSupported(l); err != nil {
+			// The default is for the engines that can bound a statement;
+			// only a --sql-timeout asked for on another is refused.
 			o.Timeout = 0
 			if given(hf.fs, "sql-timeout") {
-				return nil, nil, &usageError{msg: "--sql-timeout needs a PostgreSQL ledger: SQLite cannot stop one statement without rolling back the batch's whole transaction (its waits for locks are bounded by the busy timeout)"}
+				return nil, nil, &usageError{msg: "--sql-timeout: " + err.Error()}
 			}
 		}
 		h, err := handler.NewSQLWith(ctx, l, hf.script, o)

@@ -131,7 +131,7 @@ func OpenWith(ctx context.Context, path string, o Options) (*ledger.DB, error) {
 	deadline := time.Now().Add(busyTimeout * time.Millisecond)
 	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
 		l, err := openOnce(ctx, path, o)
-		if err == nil || !ledger.SQLite().IsConflict(err) || time.Now().After(deadline) {
+		if err == nil || !Dialect().IsConflict(err) || time.Now().After(deadline) {
 			return l, err
 		}
 		select {
@@ -158,7 +158,7 @@ func openOnce(ctx context.Context, path string, o Options) (*ledger.DB, error) {
 	if fi, err := os.Stat(path); err == nil {
 		turn.mode = fi.Mode().Perm()
 	}
-	l, err := ledger.NewWith(ctx, db, ledger.SQLite(), ledger.Options{MustExist: o.MustExist, Turn: turn})
+	l, err := ledger.NewWith(ctx, db, Dialect(), ledger.Options{MustExist: o.MustExist, Turn: turn})
 	if err != nil {
 		_ = db.Close() // the error that matters is New's
 		return nil, openError(path, err)
