@@ -198,13 +198,13 @@ func (s *Stats) add(o Outcome) {
 
 // Consumer drains a queue directory into a ledger, keeping I1 to I7.
 type Consumer struct {
-	dir    *queue.Dir
-	ledger Ledger
-	work   WorkLedger // the ledger, when a Handler or a Caller is configured
-	calls  CallLedger // the ledger, when a Caller is configured
-	gate   *gate      // paces the Caller's calls, across passes
-	cfg    Config
-	log    *slog.Logger
+	dir        *queue.Dir
+	ledger     Ledger
+	work       WorkLedger // the ledger, when a Handler or a Caller is configured
+	callLedger CallLedger // the ledger, when a Caller is configured
+	gate       *gate      // paces the Caller's calls, across passes
+	cfg        Config
+	log        *slog.Logger
 
 	// moves is held by whichever stage of a pass is renaming files, the
 	// claiming or the finishing, for a whole batch at a time. The kernel
@@ -221,7 +221,7 @@ type Consumer struct {
 	waiting  []waiting
 	schedule map[string]time.Time
 
-	settle settleClock // when the files MinAge holds back settle
+	young ageClock // when the files MinAge holds back are old enough
 
 	// running is set while a Drain or Watch runs (one at a time:
 	// waiting, schedule and session belong to it); session is its
@@ -306,7 +306,7 @@ func NewConsumer(dir *queue.Dir, l Ledger, cfg Config) (*Consumer, error) {
 		if !ok {
 			return nil, fmt.Errorf("consumer: a caller needs a ledger that reserves msg_ids (%T does not)", l)
 		}
-		c.work, c.calls = cl, cl
+		c.work, c.callLedger = cl, cl
 		c.gate = newGate(cfg, log)
 		if t, ok := cfg.Caller.(TimeoutCaller); ok && t.CallTimeout() >= cfg.Lease {
 			return nil, fmt.Errorf("consumer: %w: %v, lease %v", ErrTimeoutBeyondLease, t.CallTimeout(), cfg.Lease)
@@ -386,7 +386,7 @@ func (c *Consumer) run(ctx context.Context, watch bool) (Stats, error) {
 		if err := c.recover(work, &st); err != nil {
 			return st, c.abandon(s, err)
 		}
-		if err := c.release(s, false); err != nil {
+		if err := c.requeueDue(s, false); err != nil {
 			return st, c.abandon(s, err)
 		}
 		if err := c.loadSchedule(work); err != nil {
@@ -453,7 +453,7 @@ func (c *Consumer) stopped(s *queue.Session, sd *stopping) error {
 // close gives back the claims still waiting for a retry (so processing/ is
 // left empty, I5; their attempts stay in the ledger) and closes the session.
 func (c *Consumer) close(s *queue.Session) error {
-	if err := c.release(s, true); err != nil {
+	if err := c.requeueDue(s, true); err != nil {
 		return c.abandon(s, err)
 	}
 	return s.Close()
@@ -463,7 +463,7 @@ func (c *Consumer) close(s *queue.Session) error {
 // would: the next Recover asks the ledger about each one) and returns err.
 func (c *Consumer) abandon(s *queue.Session, err error) error {
 	// Waiting claims stay in the abandoned session's directory too; the
-	// next run must not try to release them from its own.
+	// next run must not try to requeue them from its own.
 	c.mu.Lock()
 	c.waiting = nil
 	c.mu.Unlock()

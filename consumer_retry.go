@@ -22,9 +22,9 @@ type waiting struct {
 	busy bool
 }
 
-// release moves the waiting claims that are due, or all of them, back to
+// requeueDue moves the waiting claims that are due, or all of them, back to
 // inbox/.
-func (c *Consumer) release(s *queue.Session, all bool) error {
+func (c *Consumer) requeueDue(s *queue.Session, all bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
@@ -42,7 +42,7 @@ func (c *Consumer) release(s *queue.Session, all bool) error {
 	}
 	c.waiting = keep
 	if len(errs) > 0 {
-		return fmt.Errorf("release waiting claims: %w", errors.Join(errs...))
+		return fmt.Errorf("requeue waiting claims: %w", errors.Join(errs...))
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 
 var consumeCommand = &command{
 	name:    "consume",
+	env:     true,
 	args:    "DIR [--watch [--poll INTERVAL]] [--min-age DURATION] [--exec CMD | --sql FILE | --post URL] [--concurrency N] [--ordered] [--rate N/s] [--retry-* ...] [--on-dead-letter CMD] [--shutdown-timeout DURATION] [--workers N] [--batch N] [--log-format text|json] [--log-level LEVEL] [--progress=false] [--listen ADDR] [--db PATH] [contract flags]",
 	summary: "drain inbox/ into the ledger (or keep consuming with --watch)",
 	help: `

@@ -38,15 +38,16 @@ var errCheckFailed = errors.New("check found a problem")
 
 // usageError is a command line that cannot be right.
 type usageError struct {
-	msg      string
-	synopsis string
+	msg string
+	// cmd, when set, names the command whose help the error points to.
+	cmd string
 }
 
 func (e *usageError) Error() string {
-	if e.synopsis == "" {
+	if e.cmd == "" {
 		return e.msg
 	}
-	return e.msg + " (usage: " + strings.TrimSpace(e.synopsis) + ")"
+	return e.msg + ". Try: spool help " + e.cmd
 }
 
 // configError is a configuration file that cannot be used.
