@@ -28,12 +28,10 @@ const (
 	// messages: more workers than cores, because a worker may wait in the
 	// kernel on the disk. A backlog that sat for a while is no longer in the
 	// page cache, so its files are read from the disk; with one worker per
-	// core, every such read stalls a core's share of the pipeline. Measured
-	// when the workers also claimed, on 1M-message drains whose queue had
-	// partly left the cache, in three alternated pairs: 8 workers on 2
-	// cores drained 36%, 26% and 4% faster than 2, with no more CPU per
-	// message; on a warm queue the two are the same (docs/PERFORMANCE.md,
-	// "4 workers per core").
+	// core, every such read stalls a core's share of the pipeline. On a
+	// backlog partly out of the cache, 4 per core drained faster than 1
+	// with no more CPU per message, and a warm queue is the same either
+	// way (docs/PERFORMANCE.md, "4 workers per core", has the figures).
 	DefaultWorkersPerCPU = 4
 )
 
@@ -116,6 +114,12 @@ type Config struct {
 	// a message (Retry.Decide): a dead letter, or a retry with backoff.
 	// Zero: the documented defaults of Retry.
 	Retry Retry
+	// RetryWait is how far ahead a Drain waits for a retry to fall due:
+	// one due later is left in inbox/ (Stats.Deferred) for a later run,
+	// which holds it until its time, so that a retry due in an hour does
+	// not hold a cron-driven drain an hour. Zero: a Drain waits for none.
+	// Watch always waits.
+	RetryWait time.Duration
 	// Relaxed skips the directory fsyncs around each batch. Pair it with a
 	// relaxed ledger: a power cut may then lose the last batches' records or
 	// moves (a crash of the process loses nothing). Never the default.
@@ -153,6 +157,12 @@ type Stats struct {
 	Recovered int
 	// Retries counts transient handler failures scheduled for a retry.
 	Retries int
+	// Deferred counts the retries a Drain left waiting because they were
+	// not due within Config.RetryWait, and NextRetry is the earliest one's
+	// due time. They are back in inbox/ and their schedule is in the
+	// ledger: the next run holds each until it is due.
+	Deferred  int
+	NextRetry time.Time
 	// ColdReads counts claimed messages whose data had left the page cache
 	// when a worker read them, so that it waited for the disk. ReadAhead
 	// counts the messages found so before their claim, whose reads were
@@ -404,8 +414,9 @@ func (c *Consumer) run(ctx context.Context, watch bool) (Stats, error) {
 		if st.Recovered > before {
 			continue
 		}
-		next, held := c.nextDue()
+		next, held := c.nextDue(watch)
 		if !watch && !held {
+			st.Deferred, st.NextRetry = c.deferred()
 			break
 		}
 		if watch {

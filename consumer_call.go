@@ -224,7 +224,7 @@ func (cs *callStage) reserve(b inspected) ([]item, error) {
 		case OutcomeReserved:
 			toCall = append(toCall, it)
 		case OutcomeBusy:
-			c.hold(it.claim, time.Now().Add(reservationRecheck))
+			c.holdBusy(it.claim)
 		default:
 			it.r = r
 			finished = append(finished, it)

@@ -155,7 +155,7 @@ if [ ! -e ` + s + `/$SPOOL_MSG_ID.ran ]; then
 else
   flock -n "$lock" true || echo "$SPOOL_MSG_ID" >> ` + s + `/overlaps
 fi`
-	args := []string{"consume", q, "--exec", run, "--exec-timeout", "1s",
+	args := []string{"consume", q, "--exec", run, "--exec-timeout", "1s", "--retry-wait", "1m",
 		"--concurrency", strconv.Itoa(conc), "--batch", strconv.Itoa(conc)}
 	p := start(t, args...)
 	waitFor(t, cmdTimeout, "the first runs to hold their locks", func() bool {
