@@ -10,6 +10,7 @@ import (
 
 var serveCommand = &command{
 	name:    "serve",
+	env:     true,
 	args:    "DIR --listen ADDR [--metrics-refresh DURATION] [--db PATH] [--log-format text|json] [--log-level LEVEL]",
 	summary: "serve a queue's metrics and health over HTTP without consuming it",
 	help: `

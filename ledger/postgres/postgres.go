@@ -86,7 +86,7 @@ func OpenWith(ctx context.Context, dsn string, o Options) (*ledger.DB, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		// pgx redacts the password from its parse errors.
-		return nil, fmt.Errorf("open postgres ledger: %w", err)
+		return nil, fmt.Errorf("open postgres ledger: %w: %w", ledger.ErrBadDSN, err)
 	}
 	where := fmt.Sprintf("postgres ledger %s:%d/%s", cfg.Host, cfg.Port, cfg.Database)
 	db, err := open(ctx, cfg)

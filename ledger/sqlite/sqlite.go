@@ -60,9 +60,9 @@ const walCheckpointPages = 20000
 //     profiling a drain found more writes there than to the ledger itself.
 //   - wal_autocheckpoint: how many WAL pages trigger a checkpoint (the
 //     default is 1000). Checkpointing every few thousand messages stalled
-//     the commits behind it; at 20000 pages (80 MiB of WAL at most) a
-//     100k-message drain ran 13% faster (spool bench --n 100000, 19.2k ->
-//     21.5-22.5k msg/s, two runs each), with the same peak RSS.
+//     the commits behind it; 20000 pages (80 MiB of WAL at most) drained
+//     faster with the same peak memory (docs/PERFORMANCE.md has the
+//     figures).
 //   - _txlock=immediate: write transactions take the write lock at BEGIN. A
 //     deferred transaction that reads first and then writes must upgrade its
 //     lock, and two processes doing that at once get SQLITE_BUSY at once,
