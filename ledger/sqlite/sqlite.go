@@ -96,6 +96,10 @@ type Options struct {
 	// SQLite database that holds no ledger is then left as it was (not
 	// switched to WAL mode; HoldsLedger).
 	MustExist bool
+	// ReadOnly opens the ledger for reading only: it must exist and be up
+	// to date, nothing in it or beside it is created or changed, and only
+	// read access to it is needed (see openReadOnly). For reports.
+	ReadOnly bool
 }
 
 // Open opens, creating it if needed, the SQLite ledger at path and brings
@@ -111,6 +115,9 @@ func Open(ctx context.Context, path string) (*ledger.DB, error) {
 
 // OpenWith is Open with options.
 func OpenWith(ctx context.Context, path string, o Options) (*ledger.DB, error) {
+	if o.ReadOnly {
+		return openReadOnly(ctx, path)
+	}
 	if err := checkFiles(path); err != nil {
 		return nil, err
 	}
