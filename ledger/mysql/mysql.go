@@ -66,6 +66,9 @@ type Options struct {
 	// MustExist refuses a database that holds no ledger yet
 	// (ledger.ErrNoLedger) instead of creating the tables: for reports.
 	MustExist bool
+	// ReadOnly refuses a ledger whose schema is not up to date instead of
+	// migrating it, for a reader that may not write (ledger.Options).
+	ReadOnly bool
 }
 
 // Open connects to the MariaDB database dsn names, checks the server, and
@@ -237,7 +240,7 @@ func newLedger(ctx context.Context, db *sql.DB, name string, o Options) (*ledger
 	if got.Int64 != 1 {
 		return nil, fmt.Errorf("lock for migration: another process held %q for %d s", lock, migrationLockWait)
 	}
-	l, err := ledger.NewWith(ctx, db, Dialect(), ledger.Options{MustExist: o.MustExist})
+	l, err := ledger.NewWith(ctx, db, Dialect(), ledger.Options{MustExist: o.MustExist, ReadOnly: o.ReadOnly})
 	var released sql.NullInt64
 	if rerr := c.QueryRowContext(context.WithoutCancel(ctx), `SELECT RELEASE_LOCK(?)`, lock).Scan(&released); rerr != nil && err == nil {
 		// The session's end releases it anyway; say so only if all else
