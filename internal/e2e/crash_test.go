@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/spoolq/spool/internal/testenv"
 )
 
 // newRand returns a seeded generator, logging the seed; SPOOL_E2E_SEED
@@ -44,12 +46,13 @@ func newQueue(t *testing.T, c *corpus) string {
 	return q
 }
 
-// scale picks a count for normal and short mode.
-func scale(normal, short int) int {
+// scale picks a count: long with SPOOL_TEST_LONG=1 (as CI runs), quick
+// in the default run and with -short.
+func scale(long, quick int) int {
 	if testing.Short() {
-		return short
+		return quick
 	}
-	return normal
+	return testenv.Pick(long, quick)
 }
 
 // logDelay draws a delay log-uniformly in [lo, hi]: many short ones that

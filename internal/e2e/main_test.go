@@ -4,11 +4,13 @@ package e2e
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,7 +25,21 @@ func TestMain(m *testing.M) {
 	if os.Getenv(hogInotifyEnv) != "" {
 		os.Exit(hogInotify()) // a helper process of TestWatchNoNotifications
 	}
+	flag.Parse()
+	waitInParallel()
 	os.Exit(runMain(m))
+}
+
+// waitInParallel lets 4 tests per CPU run at once unless -parallel says
+// otherwise. Go's default, one per CPU, suits tests that compute; these
+// mostly wait (on spool processes, fsync, local servers and timers), and
+// nearly all are parallel, so with one per core the cores idle.
+func waitInParallel() {
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		_ = flag.Set("test.parallel", strconv.Itoa(4*runtime.GOMAXPROCS(0)))
+	}
 }
 
 func runMain(m *testing.M) int {

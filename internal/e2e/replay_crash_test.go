@@ -14,7 +14,7 @@ import (
 	"github.com/spoolq/spool/internal/testenv"
 )
 
-// TestReplayCrash is issue 14's crash test of spool replay: over
+// TestReplayCrash is the crash test of spool replay: over
 // thousands of dead letters, spool replay --all is SIGKILLed at a random
 // instant, drawn uniformly over the time an uninterrupted replay takes so
 // that kills land in every phase, and then a completing run (fsck
@@ -25,13 +25,14 @@ import (
 // agree with the rounds, file by file.
 //
 // Under -race it runs a plain build of spool (plainSpool): the
-// instrumented one takes seconds a round, minutes in all.
+// instrumented one takes seconds a round, minutes in all. The quick run
+// replays 300 letters through at least 9 kills; SPOOL_TEST_LONG=1 2000
+// through 28.
 func TestReplayCrash(t *testing.T) {
-	testenv.Long(t, "2000 dead letters replayed through 28 kills, a minute")
 	t.Parallel()
 	rng := newRand(t)
-	const letters = 2000
-	const minBlindKills, minAimedKills = 20, 8
+	letters := testenv.Pick(2000, 300)
+	minBlindKills, minAimedKills := testenv.Pick(20, 6), testenv.Pick(8, 3)
 	// A bound for a stalled machine: it takes 40 s alone, and was seen at
 	// 4 min with other test suites running beside it.
 	budget := 12 * time.Minute
@@ -85,7 +86,8 @@ func TestReplayCrash(t *testing.T) {
 	completers := []string{"fsck --repair", "consume", "replay --all"}
 	blindKills, aimedKills := 0, 0
 	for round := 0; ; round++ {
-		if blindKills >= minBlindKills && aimedKills >= minAimedKills {
+		hit := func(ph string) bool { return phases[true][ph]+phases[false][ph] > 0 }
+		if blindKills >= minBlindKills && aimedKills >= minAimedKills && hit(phasePending) && hit(phaseStaged) {
 			break
 		}
 		if round > 4*(minBlindKills+minAimedKills) || time.Since(began) > budget {
@@ -499,14 +501,12 @@ func (s *replayState) check(what string, replayed int, inInbox, full bool) {
 // its files, on a queue whose inbox/ holds a large backlog besides. The
 // run that finishes it must find where each released file went in one
 // pass over the stages, not one pass per file: that would be files ×
-// backlog stat calls (here 1,000 × 20,000), minutes on a queue of a
-// million, from cron.
+// backlog stat calls (here 1,000 × 20,000 with SPOOL_TEST_LONG=1, 1,000 ×
+// 5,000 in the quick run), minutes on a queue of a million, from cron.
 func TestReplayResumeOnABusyQueue(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a backlog of 20,000 files; skipped with -short")
-	}
 	t.Parallel()
-	const letters, backlog = 1000, 20000
+	const letters = 1000
+	backlog := scale(20000, 5000)
 	q := filepath.Join(t.TempDir(), "q")
 	path := filepath.Join(q, "ledger.db")
 	mustRun(t, 0, "init", q)

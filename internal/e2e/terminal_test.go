@@ -199,21 +199,24 @@ func TestProgressBarOnATerminal(t *testing.T) {
 		{1200, []string{"--log-format", "json"}, false},
 		{999, nil, false},
 	} {
-		q, _ := workQueue(t)
-		backlog(t, q, c.n)
-		stdout, tty := runOnTerminal(t, append([]string{"consume", q}, c.args...)...)
-		if want := fmt.Sprintf("processed=%d duplicates=0 dead-letters=0 recovered=0\n", c.n); stdout != want {
-			t.Errorf("%d messages %q: stdout %q, want %q", c.n, c.args, stdout, want)
-		}
-		for _, m := range progressMarks {
-			if strings.Contains(tty, m) != c.bar {
-				t.Errorf("%d messages %q: the terminal shows %q: %v, want %v\n%q", c.n, c.args, m, !c.bar, c.bar, tty)
+		t.Run(fmt.Sprintf("%d%s", c.n, strings.Join(c.args, "")), func(t *testing.T) {
+			t.Parallel() // each waits on its own consumer
+			q, _ := workQueue(t)
+			backlog(t, q, c.n)
+			stdout, tty := runOnTerminal(t, append([]string{"consume", q}, c.args...)...)
+			if want := fmt.Sprintf("processed=%d duplicates=0 dead-letters=0 recovered=0\n", c.n); stdout != want {
+				t.Errorf("%d messages %q: stdout %q, want %q", c.n, c.args, stdout, want)
 			}
-		}
-		// The last drawing is always the full bar, done/total.
-		if c.bar && !strings.Contains(tty, fmt.Sprintf("(%d/%d, ", c.n, c.n)) {
-			t.Errorf("%d messages: the bar does not show done/total:\n%q", c.n, tty)
-		}
+			for _, m := range progressMarks {
+				if strings.Contains(tty, m) != c.bar {
+					t.Errorf("%d messages %q: the terminal shows %q: %v, want %v\n%q", c.n, c.args, m, !c.bar, c.bar, tty)
+				}
+			}
+			// The last drawing is always the full bar, done/total.
+			if c.bar && !strings.Contains(tty, fmt.Sprintf("(%d/%d, ", c.n, c.n)) {
+				t.Errorf("%d messages: the bar does not show done/total:\n%q", c.n, tty)
+			}
+		})
 	}
 }
 
