@@ -2,12 +2,17 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: help build test test-long test-race bench fuzz lint lab ci
+.PHONY: help build install-man test test-long test-race bench fuzz lint lab ci
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
 build: ## static binary ./spool
 	CGO_ENABLED=0 $(GO) build -o spool ./cmd/spool
+
+PREFIX ?= /usr/local
+install-man: ## write the manual pages into $(PREFIX)/share/man/man1 from the help text
+	mkdir -p $(DESTDIR)$(PREFIX)/share/man/man1
+	$(GO) run ./cmd/spool man $(DESTDIR)$(PREFIX)/share/man/man1
 
 test: ## the quick tests (offline; long and service tests skip, saying why)
 	$(GO) test $(PKGS)

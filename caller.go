@@ -121,6 +121,19 @@ type CallLedger interface {
 	ReleaseReservations(ctx context.Context, owner string) (int, error)
 }
 
+// ConcurrentLedger is a CallLedger that says how many of its write
+// transactions (Reserve, Settle) may usefully run at once: the consumer
+// then reserves the next batches and commits that many groups of outcomes
+// side by side, which an engine whose transactions lock rows (PostgreSQL)
+// needs to keep hundreds of calls busy. A CallLedger that does not
+// implement it runs one write at a time, as a single-writer engine
+// (SQLite) must.
+type ConcurrentLedger interface {
+	CallLedger
+	// ConcurrentWrites is that number, at least 1.
+	ConcurrentWrites() int
+}
+
 // reservationRecheck is how long a delivery whose msg_id another delivery
 // has reserved waits, held in processing/, before it is presented to the
 // ledger again.

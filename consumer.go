@@ -28,12 +28,10 @@ const (
 	// messages: more workers than cores, because a worker may wait in the
 	// kernel on the disk. A backlog that sat for a while is no longer in the
 	// page cache, so its files are read from the disk; with one worker per
-	// core, every such read stalls a core's share of the pipeline. Measured
-	// when the workers also claimed, on 1M-message drains whose queue had
-	// partly left the cache, in three alternated pairs: 8 workers on 2
-	// cores drained 36%, 26% and 4% faster than 2, with no more CPU per
-	// message; on a warm queue the two are the same (docs/PERFORMANCE.md,
-	// "4 workers per core").
+	// core, every such read stalls a core's share of the pipeline. On a
+	// backlog partly out of the cache, 4 per core drained faster than 1
+	// with no more CPU per message, and a warm queue is the same either
+	// way (docs/PERFORMANCE.md, "4 workers per core", has the figures).
 	DefaultWorkersPerCPU = 4
 )
 
@@ -116,6 +114,12 @@ type Config struct {
 	// a message (Retry.Decide): a dead letter, or a retry with backoff.
 	// Zero: the documented defaults of Retry.
 	Retry Retry
+	// RetryWait is how far ahead a Drain waits for a retry to fall due:
+	// one due later is left in inbox/ (Stats.Deferred) for a later run,
+	// which holds it until its time, so that a retry due in an hour does
+	// not hold a cron-driven drain an hour. Zero: a Drain waits for none.
+	// Watch always waits.
+	RetryWait time.Duration
 	// Relaxed skips the directory fsyncs around each batch. Pair it with a
 	// relaxed ledger: a power cut may then lose the last batches' records or
 	// moves (a crash of the process loses nothing). Never the default.
@@ -153,6 +157,12 @@ type Stats struct {
 	Recovered int
 	// Retries counts transient handler failures scheduled for a retry.
 	Retries int
+	// Deferred counts the retries a Drain left waiting because they were
+	// not due within Config.RetryWait, and NextRetry is the earliest one's
+	// due time. They are back in inbox/ and their schedule is in the
+	// ledger: the next run holds each until it is due.
+	Deferred  int
+	NextRetry time.Time
 	// ColdReads counts claimed messages whose data had left the page cache
 	// when a worker read them, so that it waited for the disk. ReadAhead
 	// counts the messages found so before their claim, whose reads were
@@ -186,13 +196,13 @@ func (s *Stats) add(o Outcome) {
 
 // Consumer drains a queue directory into a ledger, keeping I1 to I7.
 type Consumer struct {
-	dir    *queue.Dir
-	ledger Ledger
-	work   WorkLedger // the ledger, when a Handler or a Caller is configured
-	calls  CallLedger // the ledger, when a Caller is configured
-	gate   *gate      // paces the Caller's calls, across passes
-	cfg    Config
-	log    *slog.Logger
+	dir        *queue.Dir
+	ledger     Ledger
+	work       WorkLedger // the ledger, when a Handler or a Caller is configured
+	callLedger CallLedger // the ledger, when a Caller is configured
+	gate       *gate      // paces the Caller's calls, across passes
+	cfg        Config
+	log        *slog.Logger
 
 	// moves is held by whichever stage of a pass is renaming files, the
 	// claiming or the finishing, for a whole batch at a time. The kernel
@@ -209,7 +219,7 @@ type Consumer struct {
 	waiting  []waiting
 	schedule map[string]time.Time
 
-	settle settleClock // when the files MinAge holds back settle
+	young ageClock // when the files MinAge holds back are old enough
 
 	// running is set while a Drain or Watch runs (one at a time:
 	// waiting, schedule and session belong to it); session is its
@@ -294,7 +304,7 @@ func NewConsumer(dir *queue.Dir, l Ledger, cfg Config) (*Consumer, error) {
 		if !ok {
 			return nil, fmt.Errorf("consumer: a caller needs a ledger that reserves msg_ids (%T does not)", l)
 		}
-		c.work, c.calls = cl, cl
+		c.work, c.callLedger = cl, cl
 		c.gate = newGate(cfg, log)
 		if t, ok := cfg.Caller.(TimeoutCaller); ok && t.CallTimeout() >= cfg.Lease {
 			return nil, fmt.Errorf("consumer: %w: %v, lease %v", ErrTimeoutBeyondLease, t.CallTimeout(), cfg.Lease)
@@ -374,7 +384,7 @@ func (c *Consumer) run(ctx context.Context, watch bool) (Stats, error) {
 		if err := c.recover(work, &st); err != nil {
 			return st, c.abandon(s, err)
 		}
-		if err := c.release(s, false); err != nil {
+		if err := c.requeueDue(s, false); err != nil {
 			return st, c.abandon(s, err)
 		}
 		if err := c.loadSchedule(work); err != nil {
@@ -404,8 +414,9 @@ func (c *Consumer) run(ctx context.Context, watch bool) (Stats, error) {
 		if st.Recovered > before {
 			continue
 		}
-		next, held := c.nextDue()
+		next, held := c.nextDue(watch)
 		if !watch && !held {
+			st.Deferred, st.NextRetry = c.deferred()
 			break
 		}
 		if watch {
@@ -440,7 +451,7 @@ func (c *Consumer) stopped(s *queue.Session, sd *stopping) error {
 // close gives back the claims still waiting for a retry (so processing/ is
 // left empty, I5; their attempts stay in the ledger) and closes the session.
 func (c *Consumer) close(s *queue.Session) error {
-	if err := c.release(s, true); err != nil {
+	if err := c.requeueDue(s, true); err != nil {
 		return c.abandon(s, err)
 	}
 	return s.Close()
@@ -450,7 +461,7 @@ func (c *Consumer) close(s *queue.Session) error {
 // would: the next Recover asks the ledger about each one) and returns err.
 func (c *Consumer) abandon(s *queue.Session, err error) error {
 	// Waiting claims stay in the abandoned session's directory too; the
-	// next run must not try to release them from its own.
+	// next run must not try to requeue them from its own.
 	c.mu.Lock()
 	c.waiting = nil
 	c.mu.Unlock()

@@ -14,13 +14,13 @@ type called struct {
 	err error
 }
 
-// calls is the recording stage of a pass with a Caller: it reserves each
+// callStage is the recording stage of a pass with a Caller: it reserves each
 // batch's msg_ids in one short transaction, makes up to Concurrency calls
 // at once outside any transaction, and commits their outcomes in short
 // group commits (settleAll). No ledger transaction is open during a call,
 // so a slow downstream holds no lock of the ledger (SQLite's write lock
 // above all) and several consumers of one ledger call at once.
-type calls struct {
+type callStage struct {
 	p *pipeline
 	// slots holds a token per call in flight or finished and not yet
 	// settled: at most Concurrency. A slot is given back only once its
@@ -63,7 +63,7 @@ type calls struct {
 func (p *pipeline) callAll() int {
 	n := p.c.cfg.Concurrency
 	admit := n + 2*p.c.cfg.BatchSize
-	cs := &calls{p: p, slots: make(chan struct{}, n), done: make(chan called, n),
+	cs := &callStage{p: p, slots: make(chan struct{}, n), done: make(chan called, n),
 		admitted: make(chan struct{}, admit), settled: make(chan []item, admit),
 		keyBusy: map[string]bool{}, keyWait: map[string][]item{}}
 	var settler sync.WaitGroup
@@ -116,10 +116,10 @@ func (p *pipeline) callAll() int {
 }
 
 // writes is how many of the consumer's write transactions the ledger runs
-// at once (ConcurrentWrites; 1 if it does not say): so many reserves, and
+// at once (ConcurrentLedger; 1 if it does not say): so many reserves, and
 // so many commits of outcomes, may run at once.
-func (cs *calls) writes() int {
-	if w, ok := cs.p.c.calls.(interface{ ConcurrentWrites() int }); ok {
+func (cs *callStage) writes() int {
+	if w, ok := cs.p.c.callLedger.(ConcurrentLedger); ok {
 		return max(1, w.ConcurrentWrites())
 	}
 	return 1
@@ -132,7 +132,7 @@ func (cs *calls) writes() int {
 // could not keep hundreds of calls busy. The batches are admitted in the
 // order they were claimed. It returns how many messages the batches
 // claimed.
-func (cs *calls) reserveAhead(k int) int {
+func (cs *callStage) reserveAhead(k int) int {
 	p := cs.p
 	type reserved struct {
 		toCall []item
@@ -177,7 +177,7 @@ func (cs *calls) reserveAhead(k int) int {
 // shortly (reservationRecheck), until that one's outcome is committed: it
 // is then a duplicate, or, if the other failed (a retry is scheduled, or it
 // was dead-lettered), it is called itself.
-func (cs *calls) reserve(b inspected) ([]item, error) {
+func (cs *callStage) reserve(b inspected) ([]item, error) {
 	p, c := cs.p, cs.p.c
 	if err := b.err; err != nil {
 		return nil, err
@@ -209,7 +209,7 @@ func (cs *calls) reserve(b inspected) ([]item, error) {
 		return nil, nil
 	}
 	start := time.Now()
-	res, err := c.calls.Reserve(p.work, batch, p.s.ID())
+	res, err := c.callLedger.Reserve(p.work, batch, p.s.ID())
 	if err != nil {
 		return nil, fmt.Errorf("ledger: %w", err)
 	}
@@ -224,7 +224,7 @@ func (cs *calls) reserve(b inspected) ([]item, error) {
 		case OutcomeReserved:
 			toCall = append(toCall, it)
 		case OutcomeBusy:
-			c.hold(it.claim, time.Now().Add(reservationRecheck))
+			c.holdBusy(it.claim)
 		default:
 			it.r = r
 			finished = append(finished, it)
@@ -247,7 +247,7 @@ func (cs *calls) reserve(b inspected) ([]item, error) {
 // with Config.Ordered one at a time per order key. If the pass fails
 // first, the rest are left uncalled; if the run is stopping, they are
 // given back (unstart).
-func (cs *calls) admit(toCall []item) {
+func (cs *callStage) admit(toCall []item) {
 	p := cs.p
 	for i, it := range toCall {
 		if p.sd.stopped() {
@@ -297,7 +297,7 @@ func (cs *calls) admit(toCall []item) {
 
 // orderKey returns the key whose calls must be made one at a time, with
 // Config.Ordered: the message's order key, when it has one.
-func (cs *calls) orderKey(it item) (string, bool) {
+func (cs *callStage) orderKey(it item) (string, bool) {
 	if !cs.p.c.cfg.Ordered || it.d.Message.OrderNo == "" {
 		return "", false
 	}
@@ -308,7 +308,7 @@ func (cs *calls) orderKey(it item) (string, bool) {
 // is free. If the pass fails first, the delivery is left uncalled; if the
 // run is stopping before the call starts (a pause of the gate included),
 // or the shutdown timeout cancels the call, it is given back (unstart).
-func (cs *calls) start(it item) {
+func (cs *callStage) start(it item) {
 	p, c := cs.p, cs.p.c
 	go func() {
 		select {
@@ -338,7 +338,7 @@ func (cs *calls) start(it item) {
 		// A call started is finished even when the run is stopping,
 		// unless the shutdown timeout passes first.
 		start := time.Now()
-		err = callSafely(p.sd.calls, c.cfg.Caller, it.d)
+		err = callSafely(p.sd.callCtx, c.cfg.Caller, it.d)
 		if p.sd.abandoned(err) {
 			// Cut short: the call says nothing of the message. Its
 			// claim goes back unrecorded, its attempt not counted.
@@ -357,13 +357,13 @@ func (cs *calls) start(it item) {
 // retire ends a reserved delivery's passage through this stage, when it
 // is abandoned or its settle failed: its order key passes on (passKey),
 // and it is counted out.
-func (cs *calls) retire(it item) {
+func (cs *callStage) retire(it item) {
 	cs.passKey(it)
 	cs.out()
 }
 
 // out counts a reserved delivery out of this stage.
-func (cs *calls) out() {
+func (cs *callStage) out() {
 	<-cs.admitted
 	cs.inflight.Done()
 }
@@ -372,7 +372,7 @@ func (cs *calls) out() {
 // delivery waiting for it, and starts that one's call. The next one is
 // counted in inflight already, so inflight cannot reach zero while a key
 // has deliveries waiting.
-func (cs *calls) passKey(it item) {
+func (cs *callStage) passKey(it item) {
 	if key, ok := cs.orderKey(it); ok {
 		cs.keyMu.Lock()
 		var next *item
@@ -399,7 +399,7 @@ func (cs *calls) passKey(it item) {
 // committed deliveries to handOver: once committed, a call is no longer
 // at risk, and the next commit need not wait for the finishing stage.
 // After a failure of the pass it only gives back the slots.
-func (cs *calls) settleAll() {
+func (cs *callStage) settleAll() {
 	p := cs.p
 	for first := range cs.done {
 		group := []called{first}
@@ -440,7 +440,7 @@ func (cs *calls) settleAll() {
 
 // handOver gives the committed groups to the finishing stage, and counts
 // their deliveries out of this stage once it has them.
-func (cs *calls) handOver() {
+func (cs *callStage) handOver() {
 	for items := range cs.settled {
 		cs.p.recorded <- items
 		for range items {
@@ -451,7 +451,7 @@ func (cs *calls) handOver() {
 
 // settle commits one group of finished calls and returns their items with
 // what the ledger recorded.
-func (cs *calls) settle(group []called) ([]item, error) {
+func (cs *callStage) settle(group []called) ([]item, error) {
 	p, c := cs.p, cs.p.c
 	batch := make([]*Delivery, len(group))
 	errs := make([]error, len(group))
@@ -459,7 +459,7 @@ func (cs *calls) settle(group []called) ([]item, error) {
 		batch[i], errs[i] = g.it.d, g.err
 	}
 	start := time.Now()
-	res, err := c.calls.Settle(p.work, batch, errs, c.cfg.Retry.Decide)
+	res, err := c.callLedger.Settle(p.work, batch, errs, c.cfg.Retry.Decide)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: %w", err)
 	}
@@ -477,7 +477,7 @@ func (cs *calls) settle(group []called) ([]item, error) {
 }
 
 // count adds committed outcomes to the pass's stats.
-func (cs *calls) count(items []item) {
+func (cs *callStage) count(items []item) {
 	cs.stMu.Lock()
 	defer cs.stMu.Unlock()
 	for _, it := range items {

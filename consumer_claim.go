@@ -83,7 +83,7 @@ func (c *Consumer) claimBatch(s *queue.Session, names []string, items []item, to
 		if bytes >= c.cfg.BatchBytes {
 			return j, nil
 		}
-		if !c.settled(name) {
+		if !c.oldEnough(name) {
 			continue // MinAge: still being written, perhaps
 		}
 		start := time.Now()
@@ -93,7 +93,7 @@ func (c *Consumer) claimBatch(s *queue.Session, names []string, items []item, to
 			continue
 		case errors.Is(err, queue.ErrBusy) && c.isWaiting(name):
 			// The claim in the way waits for its retry: the newer file can
-			// only be claimed once that one goes back to inbox/ (release),
+			// only be claimed once that one goes back to inbox/ (requeueDue),
 			// so it is no reason to pass again at once, which would spin
 			// until the retry is due.
 			continue

@@ -1,56 +1,10 @@
 package spool
 
 import (
-	"context"
-	"fmt"
 	"time"
 
 	"github.com/spoolq/spool/queue"
 )
-
-// record commits a batch's deliveries in one ledger transaction and keeps
-// each one's result in its item. The caller has waited for the batch's
-// claims to be durable first (needsSync).
-func (c *Consumer) record(ctx context.Context, items []item) error {
-	batch := make([]*Delivery, 0, len(items))
-	for _, it := range items {
-		if it.state == examined {
-			batch = append(batch, it.d)
-		}
-	}
-	if len(batch) == 0 {
-		return nil
-	}
-	var res []Result
-	var err error
-	start := time.Now()
-	if c.work != nil {
-		// The consumer decides what a handler's failure makes of a
-		// message, by its retry policy; the ledger records the verdict.
-		w := Work{Handler: c.cfg.Handler, Decide: c.cfg.Retry.Decide}
-		if w.Handler != nil {
-			w.Handler = observed{h: w.Handler, kind: kindOf(w.Handler), o: c.cfg.Observer}
-		}
-		res, err = c.work.RecordWork(ctx, batch, w)
-	} else {
-		res, err = c.ledger.Record(ctx, batch)
-	}
-	if err != nil {
-		return fmt.Errorf("ledger: %w", err) // the ledger names the operation
-	}
-	c.cfg.Observer.Committed(len(batch), time.Since(start))
-	if len(res) != len(batch) {
-		return fmt.Errorf("ledger: %d results for a batch of %d", len(res), len(batch))
-	}
-	k := 0
-	for i := range items {
-		if items[i].state == examined {
-			items[i].r = res[k]
-			k++
-		}
-	}
-	return nil
-}
 
 // moveSyncInterval is how often the moves out of processing/ are made
 // durable while a pass runs; a pass also syncs them when it ends.

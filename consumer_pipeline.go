@@ -10,6 +10,89 @@ import (
 	"github.com/spoolq/spool/queue"
 )
 
+// The concurrency model of a run, written once. Names in it are the code's.
+//
+// Goroutines of a run (Drain, Watch; one per Consumer at a time):
+//
+//   - the run goroutine: the loop of run (consumer.go): recovery, the
+//     claims due back to inbox/ (requeueDue), the retry schedule, a pass,
+//     the wait for the next. In a pass it is the recording stage
+//     (recordAll, or callAll with a Caller).
+//   - the lease keeper (leaseKeeper.loop, consumer_lease.go): renews the
+//     session's lease; while it cannot, claimChunk and callStage.start wait.
+//   - the shutdown timer (newStopping, consumer_shutdown.go): a
+//     context.AfterFunc that arms Config.ShutdownTimeout, then cancels
+//     callCtx, the calls' context.
+//   - with Watch, the watcher's notification reader (queue.Arrivals).
+//
+// Goroutines of a pass (pass, below):
+//
+//   - the claiming stage (claimAll): scans inbox/, claims a batch at a time
+//     holding moves, sends each batch on ready.
+//   - the examining pool (inspectBatch, consumer_claim.go): Workers
+//     goroutines per batch, reading and parsing claims from toRead.
+//   - a claim sync per batch (syncClaims), its result on synced.
+//   - the prefetcher (consumer_readahead.go), reading chunks ahead.
+//   - the finishing stage (finishAll): moves committed files out of
+//     processing/ holding moves.
+//
+// With a Caller the recording stage is callAll (consumer_call.go) and adds:
+//
+//   - with a ledger of k > 1 concurrent writes, the reserve feeder
+//     (reserveAhead), and one goroutine per batch's reserve;
+//   - one goroutine per admitted delivery (callStage.start): waits for a
+//     slot, the gate (pause, rate) and the lease, then calls;
+//   - min(k, Concurrency) committers (settleAll), each committing the
+//     finished calls as a group;
+//   - handOver, which passes committed groups to the finishing stage.
+//
+// Channels, their capacity, who sends and who closes:
+//
+//   - ready (inspected, 1): claimAll → recording stage; closed by the
+//     claiming goroutine when claimAll returns.
+//   - toRead (int, len(batch)): claimBatch → examining pool; closed by
+//     inspectBatch once claimBatch returns. Never blocks the claimer.
+//   - synced (error, 1): one value from a claim sync; never closed.
+//   - chunks (names, 1): offer → prefetcher; closed by prefetcher.stop.
+//     offer never waits (a full channel skips the chunk).
+//   - recorded ([]item, 1): recording stage (and reserve, for the dead
+//     letters and duplicates it commits; handOver, for committed calls) →
+//     finishing stage; closed by recordAll or callAll once nothing more
+//     can send on it.
+//   - stop (struct{}, 0): closed once, by fail, at the pass's first
+//     failure; every stage selects on it where it may block.
+//   - futures (chan reserved, k-1): reserve feeder → callAll, in claim
+//     order; closed by the feeder. Each future (1) gets one value.
+//   - admitted (token, Concurrency + 2 × BatchSize): a token per reserved
+//     delivery not yet handed over; admit sends, out receives. Bounds
+//     what a pass reserves ahead of its calls. Never closed.
+//   - slots (token, Concurrency): a token per call in flight or finished
+//     and not yet committed; start sends, settleAll receives after the
+//     commit. Never closed.
+//   - done (called, Concurrency): call goroutines → settleAll; closed by
+//     callAll once inflight reaches zero (no call goroutine is left).
+//   - settled ([]item, admitted's capacity): settleAll → handOver; closed
+//     when every settleAll has returned. Never full: each item in it holds
+//     an admitted token.
+//
+// Locks, and their order (a lock is taken only after those before it):
+//
+//   moves → Consumer.mu → (leaves)
+//
+//   - moves (Consumer): held by whichever stage renames files for a whole
+//     batch (claimBatch, moveOut, giveBack); under it claimBatch and
+//     moveOut take Consumer.mu (isWaiting, hold). OnDelivery runs under it.
+//   - Consumer.mu: waiting, schedule, session. requeueDue renames under it
+//     without moves (a rename per claim due; none of a batch's).
+//   - leaves, under which nothing else is taken and nothing blocks:
+//     Consumer.deadMu (dead sessions holding reservations), gate.mu,
+//     leaseKeeper.mu, callStage.keyMu (order keys), callStage.backMu (the
+//     claims given back), callStage.stMu (the pass's Stats), ageClock.mu,
+//     and the shutdown timer's lock in newStopping.
+//
+// No lock is held while sending on a channel that can block, nor during a
+// call or a ledger transaction, but moves during the renames of a batch.
+
 // errStopScan ends a scan early without being an error of the run.
 var errStopScan = errors.New("scan stopped")
 
@@ -116,7 +199,7 @@ func (p *pipeline) claimAll() {
 	err := p.c.dir.ScanOrdered(queue.Inbox, func(names []string) error {
 		// Retries that fell due during the pass go back to inbox/ now,
 		// not at the end of a long pass.
-		if err := p.c.release(p.s, false); err != nil {
+		if err := p.c.requeueDue(p.s, false); err != nil {
 			return err
 		}
 		names = slices.Clone(names)
@@ -179,7 +262,7 @@ func (p *pipeline) syncClaims() <-chan error {
 // it only drains ready, leaving the claims for recovery. It returns how
 // many messages the batches claimed.
 func (p *pipeline) recordAll() int {
-	if p.c.calls != nil {
+	if p.c.callLedger != nil {
 		return p.callAll()
 	}
 	claimed := 0

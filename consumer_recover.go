@@ -98,10 +98,10 @@ func (c *Consumer) reportRecovered(ctx context.Context, dead []queue.RecoveredFi
 //
 // The consumer's own session is never taken for dead.
 func (c *Consumer) releaseDeadReservations(ctx context.Context) error {
-	if c.calls == nil {
+	if c.callLedger == nil {
 		return nil
 	}
-	owners, err := c.calls.ReservationOwners(ctx)
+	owners, err := c.callLedger.ReservationOwners(ctx)
 	if err != nil {
 		return fmt.Errorf("recover reservations: %w", err)
 	}
@@ -119,7 +119,7 @@ func (c *Consumer) releaseDeadReservations(ctx context.Context) error {
 		if live || !c.callsEnded(o) {
 			continue
 		}
-		n, err := c.calls.ReleaseReservations(ctx, o)
+		n, err := c.callLedger.ReleaseReservations(ctx, o)
 		if err != nil {
 			return fmt.Errorf("recover reservations: %w", err)
 		}

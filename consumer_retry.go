@@ -17,11 +17,14 @@ import (
 type waiting struct {
 	claim *queue.Claim
 	due   time.Time
+	// busy: held while another delivery of its msg_id is being called
+	// (OutcomeBusy), not for a retry; a drain always waits for it.
+	busy bool
 }
 
-// release moves the waiting claims that are due, or all of them, back to
+// requeueDue moves the waiting claims that are due, or all of them, back to
 // inbox/.
-func (c *Consumer) release(s *queue.Session, all bool) error {
+func (c *Consumer) requeueDue(s *queue.Session, all bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
@@ -39,22 +42,50 @@ func (c *Consumer) release(s *queue.Session, all bool) error {
 	}
 	c.waiting = keep
 	if len(errs) > 0 {
-		return fmt.Errorf("release waiting claims: %w", errors.Join(errs...))
+		return fmt.Errorf("requeue waiting claims: %w", errors.Join(errs...))
 	}
 	return nil
 }
 
-// nextDue returns the earliest due time of the waiting claims.
-func (c *Consumer) nextDue() (time.Time, bool) {
+// nextDue returns the earliest due time of the waiting claims a run waits
+// for: all of them in a watch; in a drain, the claims held for another
+// delivery's call and the retries due within Config.RetryWait only, so that
+// a retry due in an hour does not hold a cron-driven drain an hour (the
+// others go back to inbox/ at close, their schedule kept in the ledger).
+func (c *Consumer) nextDue(watch bool) (time.Time, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var next time.Time
-	for i, w := range c.waiting {
-		if i == 0 || w.due.Before(next) {
-			next = w.due
+	found := false
+	limit := time.Now().Add(c.cfg.RetryWait)
+	for _, w := range c.waiting {
+		if !watch && !w.busy && w.due.After(limit) {
+			continue
+		}
+		if !found || w.due.Before(next) {
+			next, found = w.due, true
 		}
 	}
-	return next, len(c.waiting) > 0
+	return next, found
+}
+
+// deferred counts the retries waiting, and the earliest of them, for the
+// Stats of a drain that leaves them for a later run.
+func (c *Consumer) deferred() (int, time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	var next time.Time
+	for _, w := range c.waiting {
+		if w.busy {
+			continue
+		}
+		if n == 0 || w.due.Before(next) {
+			next = w.due
+		}
+		n++
+	}
+	return n, next
 }
 
 // isWaiting reports whether a claim of that name waits for its retry.
@@ -69,9 +100,18 @@ func (c *Consumer) isWaiting(name string) bool {
 	return false
 }
 
+// hold keeps a claim until its retry is due.
 func (c *Consumer) hold(cl *queue.Claim, due time.Time) {
 	c.mu.Lock()
 	c.waiting = append(c.waiting, waiting{claim: cl, due: due})
+	c.mu.Unlock()
+}
+
+// holdBusy keeps a claim whose msg_id another delivery is being called
+// for, until it is looked at again.
+func (c *Consumer) holdBusy(cl *queue.Claim) {
+	c.mu.Lock()
+	c.waiting = append(c.waiting, waiting{claim: cl, due: time.Now().Add(reservationRecheck), busy: true})
 	c.mu.Unlock()
 }
 

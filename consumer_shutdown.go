@@ -21,13 +21,13 @@ var ErrShutdownTimeout = errors.New("shutdown timeout: calls in flight were canc
 
 // stopping is a run's graceful stop. The run's context stops the claiming;
 // the ledger and the moves use work, never cancelled, so that what was
-// claimed and started is finished; calls, the context of the Caller's
+// claimed and started is finished; callCtx, the context of the Caller's
 // calls, is cancelled only Config.ShutdownTimeout after the run's context
 // (never, with a zero timeout), which bounds how long a stop waits for a
 // slow or silent downstream.
 type stopping struct {
-	ctx   context.Context // the run's: cancelled, nothing more is claimed or started
-	calls context.Context
+	ctx     context.Context // the run's: cancelled, nothing more is claimed or started
+	callCtx context.Context
 	// cancelled counts the calls cut short by the timeout.
 	cancelled atomic.Int64
 	stop      func()
@@ -36,8 +36,8 @@ type stopping struct {
 // newStopping arms the shutdown timeout on ctx, the run's context; stop
 // disarms it when the run ends.
 func (c *Consumer) newStopping(ctx, work context.Context) *stopping {
-	calls, cancel := context.WithCancel(work)
-	st := &stopping{ctx: ctx, calls: calls}
+	callCtx, cancel := context.WithCancel(work)
+	st := &stopping{ctx: ctx, callCtx: callCtx}
 	var mu sync.Mutex
 	var timer *time.Timer
 	ended := false
@@ -68,7 +68,7 @@ func (st *stopping) stopped() bool { return st.ctx.Err() != nil }
 // abandoned reports whether a call's failure is only the shutdown timeout
 // cutting it short: then it says nothing of the message.
 func (st *stopping) abandoned(err error) bool {
-	return err != nil && st.calls.Err() != nil
+	return err != nil && st.callCtx.Err() != nil
 }
 
 // err is the run's error for a stop that cancelled calls, nil otherwise.
@@ -84,7 +84,7 @@ func (st *stopping) err() error {
 // run: the run is stopping and its call had not started, or the shutdown
 // timeout cancelled it. giveBack returns it to inbox/ at the end of the
 // pass.
-func (cs *calls) unstart(it item) {
+func (cs *callStage) unstart(it item) {
 	cs.backMu.Lock()
 	cs.back = append(cs.back, it)
 	cs.backMu.Unlock()
@@ -99,7 +99,7 @@ func (cs *calls) unstart(it item) {
 // is one of these claims'. The reservations go first: a claim back in
 // inbox/ may be claimed by another consumer at once, and would wait for
 // them. A crash half-way leaves the rest to recovery, which does the same.
-func (cs *calls) giveBack() error {
+func (cs *callStage) giveBack() error {
 	p, c := cs.p, cs.p.c
 	cs.backMu.Lock()
 	back := cs.back
@@ -108,7 +108,7 @@ func (cs *calls) giveBack() error {
 	if len(back) == 0 {
 		return nil
 	}
-	if _, err := c.calls.ReleaseReservations(p.work, p.s.ID()); err != nil {
+	if _, err := c.callLedger.ReleaseReservations(p.work, p.s.ID()); err != nil {
 		return fmt.Errorf("give back claims not started: %w", err)
 	}
 	c.moves.Lock()

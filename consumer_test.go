@@ -93,7 +93,7 @@ func TestHandlerTransientThenSuccess(t *testing.T) {
 		}
 		return nil
 	})
-	c, err := spool.NewConsumer(f.dir, f.ledger, spool.Config{Handler: h,
+	c, err := spool.NewConsumer(f.dir, f.ledger, spool.Config{Handler: h, RetryWait: time.Minute,
 		Retry: spool.Retry{Base: 20 * time.Millisecond, Cap: time.Second, MaxAttempts: 5, NoJitter: true}})
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +159,7 @@ func TestHandlerPermanentAndPanic(t *testing.T) {
 func TestHandlerRetriesExhausted(t *testing.T) {
 	f := newFixture(t, map[string]string{"a.json": msg("A", "O1", 1)})
 	h := spool.HandlerFunc(func(context.Context, *sql.Tx, *spool.Delivery) error { return errors.New("still locked") })
-	c, err := spool.NewConsumer(f.dir, f.ledger, spool.Config{Handler: h,
+	c, err := spool.NewConsumer(f.dir, f.ledger, spool.Config{Handler: h, RetryWait: time.Minute,
 		Retry: spool.Retry{Base: time.Millisecond, Cap: 5 * time.Millisecond, MaxAttempts: 3}})
 	if err != nil {
 		t.Fatal(err)

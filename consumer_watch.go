@@ -14,8 +14,8 @@ import (
 // consumer learns of and answers with a scan at once; the rescan bounds
 // what any other loss (a bug, an unforeseen filesystem) can delay, and how
 // long the claims of a consumer that died on this host wait before they
-// come back to inbox/. A rescan of an idle queue costs about a millisecond
-// of processor time (docs/PERFORMANCE.md, "Watching").
+// come back to inbox/. A rescan of an idle queue is cheap
+// (docs/PERFORMANCE.md, "Watching", has the figure).
 const DefaultRescanInterval = time.Second
 
 // watcher decides when a watching consumer scans inbox/ again: at once
@@ -73,8 +73,8 @@ func (w *watcher) close() {
 // an idle consumer is scanned, claimed, committed and moved at once.
 func (w *watcher) wait(ctx context.Context, st *Stats, due time.Time, held bool) bool {
 	c := w.c
-	var soon <-chan time.Time // a retry due, or a young file settled
-	if at, ok := c.settle.take(); ok && (!held || at.Before(due)) {
+	var soon <-chan time.Time // a retry due, or a young file old enough
+	if at, ok := c.young.take(); ok && (!held || at.Before(due)) {
 		due, held = at, true
 	}
 	if held {
@@ -127,15 +127,15 @@ func (w *watcher) rescanned(st *Stats, overflow bool) {
 	w.rescan.Reset(w.every)
 }
 
-// settleClock remembers the earliest time a file that MinAge held back
-// settles, so that a watching consumer scans again then.
-type settleClock struct {
+// ageClock remembers the earliest time a file that MinAge held back will
+// be old enough, so that a watching consumer scans again then.
+type ageClock struct {
 	mu  sync.Mutex
 	at  time.Time
 	set bool
 }
 
-func (s *settleClock) note(at time.Time) {
+func (s *ageClock) note(at time.Time) {
 	s.mu.Lock()
 	if !s.set || at.Before(s.at) {
 		s.at, s.set = at, true
@@ -145,7 +145,7 @@ func (s *settleClock) note(at time.Time) {
 
 // take returns the earliest time noted since the last take, and forgets it:
 // every scan notes again the files it still holds back.
-func (s *settleClock) take() (time.Time, bool) {
+func (s *ageClock) take() (time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	at, ok := s.at, s.set
@@ -153,12 +153,12 @@ func (s *settleClock) take() (time.Time, bool) {
 	return at, ok
 }
 
-// settled reports whether a file of inbox/ is old enough to claim: it has
+// oldEnough reports whether a file of inbox/ is old enough to claim: it has
 // not changed for MinAge (queue.Dir.Changed: neither its content, its size
-// nor its times). One that is not yet is left in inbox/, and its settling
-// time noted. A file that cannot be looked at is left to the claim, which
+// nor its times). One that is not yet is left in inbox/, and the time it will be old enough
+// noted. A file that cannot be looked at is left to the claim, which
 // finds it gone or fails as it would without MinAge.
-func (c *Consumer) settled(name string) bool {
+func (c *Consumer) oldEnough(name string) bool {
 	if c.cfg.MinAge <= 0 {
 		return true
 	}
@@ -173,6 +173,6 @@ func (c *Consumer) settled(name string) bool {
 	if changed.After(now) {
 		changed = now // another host's clock ahead: it counts as changed now
 	}
-	c.settle.note(changed.Add(c.cfg.MinAge))
+	c.young.note(changed.Add(c.cfg.MinAge))
 	return false
 }

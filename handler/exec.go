@@ -31,8 +31,9 @@ const (
 // no msg_id is run again while a run of it goes on.
 //
 // Exit status 0 is success. ExitTempFail, a timeout, a death by a signal
-// and a failure to start are transient failures; any other exit status is
-// permanent. The command's stdout is discarded; the end of its stderr is
+// and a failure to start are transient failures, and so are 126 and 127,
+// the shell's "cannot execute" and "not found", which wrap ErrNotRunnable
+// (spool consume stops at them); any other exit status is permanent. The command's stdout is discarded; the end of its stderr is
 // the failure's detail.
 //
 // An Exec is safe for concurrent use; its fields must not change while it
@@ -69,6 +70,10 @@ func (h *Exec) Call(ctx context.Context, d *spool.Delivery) error {
 		return &timeoutError{msg: fmt.Sprintf("exec: timed out after %v, process group killed%s", timeout, r.detail())}
 	case r.exitCode == ExitTempFail:
 		return fmt.Errorf("exec: exit status %d (temporary failure)%s", r.exitCode, r.detail())
+	case notRunnable(r.exitCode):
+		// The shell could not run the program: transient, so that no
+		// message is dead-lettered for the configuration's fault.
+		return fmt.Errorf("exec: exit status %d: %w%s", r.exitCode, ErrNotRunnable, r.detail())
 	case r.exitCode > 0:
 		return spool.Permanent(fmt.Errorf("exec: exit status %d%s", r.exitCode, r.detail()))
 	}

@@ -33,42 +33,58 @@ func (e *StatementError) Unwrap() error { return e.Err }
 //
 // A statement's failure is permanent (a constraint, a type, a missing
 // table) unless the engine reports a conflict that a later attempt may not
-// meet (ledger.Dialect's IsConflict: SQLite busy or locked; a PostgreSQL
-// serialization failure, deadlock, lock or statement timeout).
+// meet (ledger.Dialect's IsConflict: a lock held elsewhere, a deadlock, a
+// serialization failure, a lock or statement timeout).
 //
 // A SQL is safe for concurrent use.
 type SQL struct {
 	dialect    ledger.Dialect
 	statements []boundStatement
-	// setTimeout is the statement that sets SQLOptions.Timeout for a
-	// message's statements, "" for none.
-	setTimeout string
+	// setTimeout and resetTimeout are the statements that set
+	// SQLOptions.Timeout for a message's statements and lift it after
+	// them (ledger.Dialect's StatementTimeout), "" for none.
+	setTimeout, resetTimeout string
 }
 
 // SQLOptions are NewSQLWith's settings.
 type SQLOptions struct {
-	// Timeout bounds each statement on a PostgreSQL ledger: the handler
-	// sets statement_timeout (SET LOCAL) before a message's statements and
-	// back to the session's after them, so that a statement still running
-	// then is cancelled by the server, and the message's failure is transient
-	// (query_canceled): its savepoint is rolled back, the rest of the batch
-	// commits, and the message is retried. Zero: the server's own
-	// statement_timeout. SQLite has no such bound: the only way to stop a
-	// statement, sqlite3_interrupt, rolls back a write's whole transaction,
-	// the batch's with it, so NewSQLWith refuses a Timeout there
-	// (ErrNoSQLTimeout).
+	// Timeout bounds each statement, on an engine that can cut one short
+	// (ledger.Dialect's StatementTimeout; PostgreSQL): the handler sets
+	// the bound before a message's statements and lifts it after them, so
+	// that a statement still running then is cancelled by the server, and
+	// the message's failure is transient: its savepoint is rolled back, the
+	// rest of the batch commits, and the message is retried. Zero: the
+	// server's own bound, if any. An engine that cannot stop one statement
+	// without harming the batch's transaction (SQLite, whose only way,
+	// sqlite3_interrupt, rolls back the whole of it) has NewSQLWith refuse
+	// a Timeout (ErrNoSQLTimeout).
 	Timeout time.Duration
 }
 
-// ErrNoSQLTimeout is returned by NewSQLWith for a Timeout on a ledger
-// whose engine cannot cut one statement short (SQLite).
-var ErrNoSQLTimeout = errors.New("a statement timeout needs a PostgreSQL ledger")
+// ErrNoSQLTimeout is wrapped by NewSQLWith for a Timeout on a ledger
+// whose engine cannot cut one statement short; the error says why.
+var ErrNoSQLTimeout = errors.New("this ledger cannot bound a statement's time")
+
+// TimeoutSupported reports whether l's engine can bound each statement of
+// a SQL handler (SQLOptions.Timeout), and if not, why not: for a caller
+// that applies a default timeout only where one is possible.
+func TimeoutSupported(l *ledger.DB) error {
+	if _, _, err := l.Dialect().StatementTimeout(time.Second); err != nil {
+		return fmt.Errorf("%w: %w", ErrNoSQLTimeout, err)
+	}
+	return nil
+}
 
 // boundStatement is a statement with its placeholders in the engine's
 // syntax.
 type boundStatement struct {
 	statement
 	query string
+	// args is, for each placeholder of query in order, the index in
+	// params of its value: every parameter once, in params order, on an
+	// engine with numbered placeholders; every appearance on one with
+	// positional placeholders only (ledger.Positional).
+	args []int
 }
 
 // NewSQL checks script against the ledger l and returns the handler that
@@ -83,18 +99,20 @@ func NewSQL(ctx context.Context, l *ledger.DB, script *Script) (*SQL, error) {
 
 // NewSQLWith is NewSQL with options.
 func NewSQLWith(ctx context.Context, l *ledger.DB, script *Script, o SQLOptions) (*SQL, error) {
-	h := &SQL{dialect: l.Dialect()}
+	d := l.Dialect()
+	h := &SQL{dialect: d}
 	switch {
 	case o.Timeout < 0:
 		return nil, fmt.Errorf("sql timeout %v: want a positive duration, or 0 for the server's", o.Timeout)
-	case o.Timeout > 0 && l.Dialect().Name() != "postgres":
-		return nil, fmt.Errorf("%w: SQLite cannot stop a statement without rolling back the batch's whole transaction", ErrNoSQLTimeout)
 	case o.Timeout > 0:
-		// Whole milliseconds, at least one: 0 would mean no timeout.
-		h.setTimeout = fmt.Sprintf("SET LOCAL statement_timeout = %d", max(o.Timeout.Milliseconds(), 1))
+		var err error
+		if h.setTimeout, h.resetTimeout, err = d.StatementTimeout(o.Timeout); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrNoSQLTimeout, err)
+		}
 	}
 	for _, s := range script.statements {
-		h.statements = append(h.statements, boundStatement{statement: s, query: s.bind(l.Dialect())})
+		query, args := s.bind(d)
+		h.statements = append(h.statements, boundStatement{statement: s, query: query, args: args})
 	}
 	tx, err := l.SQL().BeginTx(ctx, nil)
 	if err != nil {
@@ -153,17 +171,21 @@ func (h *SQL) Handle(ctx context.Context, tx *sql.Tx, d *spool.Delivery) error {
 		// Again for each message: the savepoint of a failed one takes
 		// the setting back with its writes.
 		if _, err := tx.ExecContext(ctx, h.setTimeout); err != nil {
-			return fmt.Errorf("sql: set statement_timeout: %w", err)
+			return fmt.Errorf("sql: set the statement timeout: %w", err)
 		}
 	}
 	for i, s := range h.statements {
-		args := make([]any, 0, len(s.params))
-		for _, name := range s.params {
+		values := make([]any, len(s.params))
+		for k, name := range s.params {
 			v, err := sqlParam(name, m, file)
 			if err != nil {
 				return spool.Permanent(fmt.Errorf("sql statement %d (line %d): parameter :%s: %w", i+1, s.line, name, err))
 			}
-			args = append(args, v)
+			values[k] = v
+		}
+		args := make([]any, len(s.args))
+		for k, p := range s.args {
+			args[k] = values[p]
 		}
 		if _, err := tx.ExecContext(ctx, s.query, args...); err != nil {
 			err = fmt.Errorf("sql statement %d (line %d): %w", i+1, s.line, err)
@@ -173,12 +195,12 @@ func (h *SQL) Handle(ctx context.Context, tx *sql.Tx, d *spool.Delivery) error {
 			return spool.Permanent(err)
 		}
 	}
-	if h.setTimeout != "" {
+	if h.resetTimeout != "" {
 		// The ledger's own statements after these (the rest of the batch,
 		// its commit) wait as long as they did before: the bound is the
 		// handler's. (After a failure, the savepoint's rollback restores it.)
-		if _, err := tx.ExecContext(ctx, "SET LOCAL statement_timeout TO DEFAULT"); err != nil {
-			return fmt.Errorf("sql: reset statement_timeout: %w", err)
+		if _, err := tx.ExecContext(ctx, h.resetTimeout); err != nil {
+			return fmt.Errorf("sql: lift the statement timeout: %w", err)
 		}
 	}
 	return nil

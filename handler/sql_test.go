@@ -7,7 +7,15 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/ledger"
+	"github.com/spoolq/spool/ledger/postgres"
+	"github.com/spoolq/spool/ledger/sqlite"
 )
+
+// positional is a dialect whose placeholders are positional only, as
+// MySQL's are.
+type positional struct{ ledger.Dialect }
+
+func (positional) Placeholder(int) string { return "?" }
 
 // stmt is what TestSplitSQL compares of a statement.
 type stmt struct {
@@ -60,11 +68,22 @@ func TestBindSQL(t *testing.T) {
 	if err != nil || len(stmts) != 1 {
 		t.Fatalf("%v %v", stmts, err)
 	}
-	if got, want := stmts[0].bind(ledger.SQLite()), "INSERT INTO t VALUES (?1, ?2, ':x', ?1, ?3::numeric)"; got != want {
-		t.Errorf("SQLite: %q, want %q", got, want)
+	for _, c := range []struct {
+		d    ledger.Dialect
+		want string
+	}{
+		{sqlite.Dialect(), "INSERT INTO t VALUES (?1, ?2, ':x', ?1, ?3::numeric)"},
+		{postgres.Dialect(), "INSERT INTO t VALUES ($1, $2, ':x', $1, $3::numeric)"},
+	} {
+		got, args := stmts[0].bind(c.d)
+		if got != c.want || !reflect.DeepEqual(args, []int{0, 1, 2}) {
+			t.Errorf("%s: %q, %v; want %q, [0 1 2]", c.d.Name(), got, args, c.want)
+		}
 	}
-	if got, want := stmts[0].bind(ledger.PostgreSQL()), "INSERT INTO t VALUES ($1, $2, ':x', $1, $3::numeric)"; got != want {
-		t.Errorf("PostgreSQL: %q, want %q", got, want)
+	// An engine with positional placeholders only gets every appearance.
+	got, args := stmts[0].bind(positional{sqlite.Dialect()})
+	if want := "INSERT INTO t VALUES (?, ?, ':x', ?, ?::numeric)"; got != want || !reflect.DeepEqual(args, []int{0, 1, 0, 2}) {
+		t.Errorf("positional: %q, %v; want %q, [0 1 0 2]", got, args, want)
 	}
 }
 

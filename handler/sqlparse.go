@@ -34,19 +34,32 @@ type paramRef struct {
 }
 
 // bind returns the statement with each named parameter replaced by the
-// engine's numbered placeholder (?NNN on SQLite, $N on PostgreSQL), so the
-// same file runs on both ledgers with its values passed in params order:
-// PostgreSQL's drivers know no named parameters.
-func (s statement) bind(d ledger.Dialect) string {
+// engine's placeholder, so the same file runs on every ledger (drivers
+// such as PostgreSQL's know no named parameters), and for each placeholder
+// in order the index in params of its value. With numbered placeholders
+// (?NNN on SQLite, $N on PostgreSQL) each parameter is passed once, in
+// params order; with positional ones (ledger.Positional) once per
+// appearance.
+func (s statement) bind(d ledger.Dialect) (string, []int) {
 	var b strings.Builder
+	var args []int
+	positional := ledger.Positional(d)
+	if !positional {
+		for i := range s.params {
+			args = append(args, i)
+		}
+	}
 	last := 0
 	for _, r := range s.refs {
 		b.WriteString(s.text[last:r.start])
 		b.WriteString(d.Placeholder(r.param + 1))
+		if positional {
+			args = append(args, r.param)
+		}
 		last = r.end
 	}
 	b.WriteString(s.text[last:])
-	return b.String()
+	return b.String(), args
 }
 
 // ParseSQL parses the content of a SQL file: statements separated by ';',

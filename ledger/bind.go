@@ -57,8 +57,7 @@ func (db *DB) QueueID(ctx context.Context) (string, error) {
 // and returns the one it has after: id, or the other queue's when another
 // binder won.
 func (db *DB) bindQueueID(ctx context.Context, id string) (string, error) {
-	if _, err := db.sql.ExecContext(ctx, db.dialect.Rebind(`INSERT INTO meta (name, value) VALUES (?, ?)
-ON CONFLICT (name) DO NOTHING`), metaQueueID, id); err != nil {
+	if _, err := db.sql.ExecContext(ctx, db.dialect.Rebind(db.dialect.InsertNew(`INSERT INTO meta (name, value) VALUES (?, ?)`, "name", "")), metaQueueID, id); err != nil {
 		return "", db.fail("record queue identity", err)
 	}
 	return db.QueueID(ctx)
@@ -204,8 +203,7 @@ func (db *DB) markNew(ctx context.Context) error {
 	if err != nil || !empty {
 		return err
 	}
-	if _, err := db.sql.ExecContext(ctx, db.dialect.Rebind(`INSERT INTO meta (name, value) VALUES (?, ?)
-ON CONFLICT (name) DO NOTHING`), metaNewLedger, formatTime(time.Now())); err != nil {
+	if _, err := db.sql.ExecContext(ctx, db.dialect.Rebind(db.dialect.InsertNew(`INSERT INTO meta (name, value) VALUES (?, ?)`, "name", "")), metaNewLedger, formatTime(time.Now())); err != nil {
 		return db.fail("record a new ledger", err)
 	}
 	return nil

@@ -1,28 +1,32 @@
 package ledger
 
 import (
-	"embed"
-	"errors"
 	"io/fs"
-	"strconv"
-	"strings"
+	"time"
 )
 
-// Dialect is the seam between SQL engines. It is deliberately tiny: the
-// queries themselves are shared, so only what cannot be written portably
-// lives here. Use SQLite or PostgreSQL; the interface exists so that a
-// backend package can pass its engine to New, not to invite more engines
-// than the migrations directory holds.
+// Dialect is the seam between SQL engines: everything that cannot be
+// written once in the SQL that every engine speaks, and everything the
+// ledger and its handlers decide differently per engine, is a method here.
+// The queries themselves are shared. A backend package (ledger/sqlite,
+// ledger/postgres) implements Dialect for its engine, embeds its
+// migrations, and passes both to New; nothing in package ledger, nor in the
+// handlers, names an engine, so a new engine is a new backend package and
+// no change here.
 type Dialect interface {
-	// Name is the engine's name, as used for its migrations directory:
-	// "sqlite" or "postgres".
+	// Name is the engine's name, for messages: "sqlite", "postgres". Code
+	// must not switch on it; what differs between engines is asked of the
+	// methods below.
 	Name() string
 	// Rebind rewrites a shared query's ? placeholders into the engine's
 	// style. It must leave ? inside quoted literals alone.
 	Rebind(query string) string
 	// Placeholder is the engine's numbered placeholder for a query's n-th
 	// argument, n from 1 ("?1" on SQLite, "$1" on PostgreSQL), for queries
-	// that refer to one argument more than once.
+	// that refer to one argument more than once. An engine whose
+	// placeholders are positional only (MySQL's ?) returns "?" for every n:
+	// the caller then passes the arguments in the order the placeholders
+	// appear, repeating one referred to twice (see Positional).
 	Placeholder(n int) string
 	// IsConflict reports whether err is the engine telling of a conflict
 	// with other work, which a later attempt may not meet (a lock held
@@ -31,124 +35,68 @@ type Dialect interface {
 	// It is the backend's one classification of such errors: a busy
 	// database to retry, a handler's failure to call transient.
 	IsConflict(err error) bool
+	// Retry reports whether a write transaction of the ledger that failed
+	// with err is to be run again from its beginning, at once: the engine
+	// gave it up through no fault of its own (a deadlock victim that the
+	// engine rolled back), and running it again changes nothing but the
+	// outcome of the race. The ledger retries such a transaction a few
+	// times before it reports the error. An engine whose write
+	// transactions cannot lose such a race to the ledger's own statements
+	// returns false, so that a real fault is reported at once.
+	Retry(err error) bool
 	// Migrations holds the engine's migration files at its root, named
-	// NNN_name.up.sql and applied in NNN order.
+	// NNN_name.up.sql and applied in NNN order. The backend package embeds
+	// them.
 	Migrations() fs.FS
 	// MigrationLock is run first in the migration transaction so that
 	// processes migrating at once take turns. Empty when the transaction
 	// itself is already exclusive (SQLite begins write transactions with
-	// BEGIN IMMEDIATE).
+	// BEGIN IMMEDIATE), or when the backend serialises its migrations
+	// itself before New.
 	MigrationLock() string
+	// SingleWriter reports whether the engine admits one write
+	// transaction at a time per database (SQLite): the ledger then has its
+	// own write transactions take turns in the process, waiting without
+	// polling, and tells the consumer it runs one write at a time
+	// (ConcurrentWrites). False for an engine whose transactions lock rows
+	// and run side by side.
+	SingleWriter() bool
+	// PadRows reports whether a multi-row statement for an odd number of
+	// rows is better sent as the next larger prepared form, padded with
+	// copies of its last row, than as several smaller statements: true
+	// where each statement is a round trip to a server, false where it is a
+	// function call (SQLite) and the extra rows cost more than they save.
+	PadRows() bool
+	// InsertNew completes insert, an INSERT INTO table (columns) VALUES
+	// (...), ... statement with ? placeholders, so that each row whose
+	// key (a column under a primary key or unique constraint) is already in
+	// the table is skipped without error, and, when returning names a
+	// column, the statement returns that column of the rows it inserted
+	// and of no other. RowsAffected of the completed statement counts the
+	// rows it inserted. (I2: the constraint, not application code, decides
+	// which rows go in.)
+	InsertNew(insert, key, returning string) string
+	// InsertOrUpdate completes insert (as for InsertNew, one row) so that
+	// when the row's key is already in the table, that row's columns
+	// update are set from the row that was to be inserted instead.
+	InsertOrUpdate(insert, key string, update []string) string
+	// StatementTimeout returns the statements that bound each later
+	// statement of the transaction to d (set, undone by a rollback to a
+	// savepoint made before it, and by the transaction's end) and that
+	// lift the bound again (reset), for a handler's statements run inside
+	// the ledger's transaction. A statement that runs out is cancelled by
+	// the engine with an error IsConflict reports. An engine that cannot
+	// cut one statement short without harming the rest of the
+	// transaction returns an error saying why, which the caller reports.
+	StatementTimeout(d time.Duration) (set, reset string, err error)
+	// MaxKey is the longest msg_id, in bytes, the engine's schema can
+	// keep as a key, 0 for no limit below the message's own. The ledger
+	// dead-letters a message whose msg_id is longer (invalid-field), so
+	// that a key is never truncated into another message's.
+	MaxKey() int
 }
 
-//go:embed migrations
-var migrations embed.FS
-
-// SQLite returns the dialect of SQLite 3.25 or later: ? placeholders, and
-// write transactions that the backend must begin with BEGIN IMMEDIATE. Its
-// conflicts are SQLITE_BUSY and SQLITE_LOCKED, from any driver whose errors
-// have a Code() int method giving SQLite's (extended) result code, as
-// modernc.org/sqlite's do.
-func SQLite() Dialect { return sqliteDialect{} }
-
-// PostgreSQL returns the dialect of PostgreSQL 15 or later: $1, $2, ...
-// placeholders, and an advisory lock serialising migrations. Its conflicts
-// are the SQLSTATEs serialization_failure, deadlock_detected,
-// lock_not_available (lock_timeout) and query_canceled (statement_timeout),
-// from any driver whose errors have a SQLState() string method, as pgx's
-// do.
-func PostgreSQL() Dialect { return postgresDialect{} }
-
-type sqliteDialect struct{}
-
-func (sqliteDialect) Name() string               { return "sqlite" }
-func (sqliteDialect) Rebind(query string) string { return query }
-func (sqliteDialect) Migrations() fs.FS          { return sub("sqlite") }
-func (sqliteDialect) MigrationLock() string      { return "" }
-func (sqliteDialect) Placeholder(n int) string   { return "?" + strconv.Itoa(n) }
-
-func (sqliteDialect) IsConflict(err error) bool {
-	var coded interface{ Code() int }
-	if !errors.As(err, &coded) {
-		return false
-	}
-	// The primary result code is the low byte of the extended one.
-	const sqliteBusy, sqliteLocked = 5, 6
-	switch coded.Code() & 0xff {
-	case sqliteBusy, sqliteLocked:
-		return true
-	}
-	return false
-}
-
-type postgresDialect struct{}
-
-func (postgresDialect) Name() string               { return "postgres" }
-func (postgresDialect) Rebind(query string) string { return rebindDollar(query) }
-func (postgresDialect) Migrations() fs.FS          { return sub("postgres") }
-func (postgresDialect) Placeholder(n int) string   { return "$" + strconv.Itoa(n) }
-
-func (postgresDialect) IsConflict(err error) bool {
-	var pe interface{ SQLState() string }
-	if !errors.As(err, &pe) {
-		return false
-	}
-	switch pe.SQLState() {
-	case "40001", // serialization_failure
-		"40P01", // deadlock_detected
-		"55P03", // lock_not_available (lock_timeout)
-		"57014": // query_canceled (statement_timeout)
-		return true
-	}
-	return false
-}
-
-// MigrationLock takes a transaction-scoped advisory lock, released by the
-// commit, so a second process waits and then finds the migrations applied.
-// The key is an arbitrary constant ("spool" in ASCII).
-func (postgresDialect) MigrationLock() string {
-	return "SELECT pg_advisory_xact_lock(495807590252)"
-}
-
-func sub(engine string) fs.FS {
-	f, err := fs.Sub(migrations, "migrations/"+engine)
-	if err != nil {
-		// fs.Sub fails only for an invalid path, and these are constants.
-		panic(err)
-	}
-	return f
-}
-
-// rebindDollar numbers the ? placeholders of query as $1, $2, ..., skipping
-// those inside '...' literals, "..." identifiers and -- comments.
-func rebindDollar(query string) string {
-	var b strings.Builder
-	b.Grow(len(query) + 8)
-	n := 0
-	var quote byte // the quote character we are inside, or 0
-	comment := false
-	for i := 0; i < len(query); i++ {
-		c := query[i]
-		switch {
-		case comment:
-			if c == '\n' {
-				comment = false
-			}
-		case quote != 0:
-			if c == quote {
-				quote = 0 // a doubled quote re-enters at once on the next byte
-			}
-		case c == '\'' || c == '"':
-			quote = c
-		case c == '-' && i+1 < len(query) && query[i+1] == '-':
-			comment = true
-		case c == '?':
-			n++
-			b.WriteByte('$')
-			b.WriteString(strconv.Itoa(n))
-			continue
-		}
-		b.WriteByte(c)
-	}
-	return b.String()
-}
+// Positional reports whether d's placeholders are positional only, so that
+// a statement's arguments go in the order its placeholders appear rather
+// than by number.
+func Positional(d Dialect) bool { return d.Placeholder(1) == d.Placeholder(2) }

@@ -2,15 +2,19 @@
 // database/sql that runs unchanged on SQLite (the embedded default) and
 // PostgreSQL (scale-out).
 //
-// The engines differ only behind a Dialect: its name, its placeholder style,
-// its migrations, its migration lock and which errors are conflicts worth
-// retrying. Backends register themselves by DSN scheme (Register, Open). Every shared query is written once, with ? placeholders,
-// in the subset of SQL both engines speak (INSERT ... ON CONFLICT DO NOTHING,
-// window functions, CAST(... AS TEXT), ||). Backends live in sibling packages
-// (ledger/sqlite) that open a *sql.DB with the right settings and hand it to
-// New; each passes the conformance suite in ledger/ledgertest.
+// The engines differ only behind a Dialect, an interface each backend
+// package implements: its placeholders, its migrations and their lock,
+// which errors are conflicts worth retrying, and the capabilities that
+// differ (one writer at a time or many, the conflict clause of an insert, a
+// statement timeout, the longest key). Nothing in this package names an
+// engine. Backends register themselves by DSN scheme (Register, Open).
+// Every shared query is written once, with ? placeholders, in the subset of
+// SQL every engine speaks (window functions, CAST(... AS VARCHAR(n)), ||).
+// Backends live in sibling packages (ledger/sqlite, ledger/postgres) that
+// open a *sql.DB with the right settings and hand it to New with their
+// Dialect; each passes the conformance suite in ledger/ledgertest.
 //
-// The schema (see migrations/; docs/DESIGN.md, "The ledger", has every
+// The schema (see each backend's migrations/; docs/DESIGN.md, "The ledger", has every
 // column):
 //
 //	processed     one row per distinct valid msg_id (I2); its PRIMARY KEY

@@ -143,11 +143,13 @@ func (db *DB) RepairDone(ctx context.Context, files []RepairedFile, consumer str
 			if m == nil {
 				return fmt.Errorf("%w: %s: no message", ErrBadDelivery, f.Name)
 			}
+			if err := db.checkKey(&spool.Delivery{File: f.Name, Message: m}); err != nil {
+				return err
+			}
 			claim := repairClaim("done", f, at)
-			res, err := tx.ExecContext(ctx, db.dialect.Rebind(`INSERT INTO processed
+			res, err := tx.ExecContext(ctx, db.dialect.Rebind(db.dialect.InsertNew(`INSERT INTO processed
     (msg_id, order_no, seq, amount, processed_at, file, content_hash, payload, claim, ino, repaired_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (msg_id) DO NOTHING`), m.MsgID, nullString(m.OrderNo), nullInt(m.Seq), nullString(string(m.Amount)),
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, "msg_id", "")), m.MsgID, nullString(m.OrderNo), nullInt(m.Seq), nullString(string(m.Amount)),
 				formatTime(f.ModTime), clean(f.Name), f.Hash, string(m.Raw), claim, nullIno(f.Ino), formatTime(at))
 			if err != nil {
 				return fmt.Errorf("insert processed %s: %w", clean(f.Name), err)

@@ -10,9 +10,9 @@ import (
 )
 
 // rowsPerInsert is the most rows one INSERT carries: 128 rows of 16 columns
-// stay far below the bind-parameter limits of SQLite (32766) and
-// PostgreSQL (65535), while a 256-message batch needs only a few
-// statements a table.
+// stay far below the bind-parameter limits of SQLite (32766), PostgreSQL
+// and MySQL (65535), while a 256-message batch needs only a few statements
+// a table.
 const rowsPerInsert = 128
 
 const (
@@ -45,6 +45,9 @@ type multiRow struct {
 	cols  int
 	forms []*sql.Stmt // forms[k] takes 1<<k rows
 	pad   bool
+	// order, when set, puts a piece's arguments in the order of the
+	// statement's placeholders (Positional), from row order.
+	order func(piece []any) []any
 }
 
 // newMultiRow prepares text(n), rebound for d, for each power of two n up
@@ -96,7 +99,11 @@ func (m *multiRow) split(args []any, fn func(st *sql.Stmt, piece []any) error) e
 			args = padded
 		}
 		size := (1 << k) * m.cols
-		if err := fn(m.forms[k], args[:size]); err != nil {
+		piece := args[:size]
+		if m.order != nil {
+			piece = m.order(piece)
+		}
+		if err := fn(m.forms[k], piece); err != nil {
 			return err
 		}
 		args = args[size:]
@@ -140,14 +147,35 @@ func (m *multiRow) close() error {
 	return errors.Join(errs...)
 }
 
+// insertNew is the INSERT of n rows of cols columns after head that skips
+// the rows whose key is already in the table and returns the returning
+// column of those it inserted (Dialect.InsertNew).
+func insertNew(d Dialect, head string, cols int, key, returning string) func(n int) string {
+	text := insertText(head, cols, "")
+	return func(n int) string { return d.InsertNew(text(n), key, returning) }
+}
+
+// unzipPairs reorders the (msg_id, claim) pairs of piece as every msg_id
+// then every claim, for delReservations on an engine with positional
+// placeholders.
+func unzipPairs(piece []any) []any {
+	out := make([]any, len(piece))
+	half := len(piece) / 2
+	for i := 0; i < half; i++ {
+		out[i], out[half+i] = piece[2*i], piece[2*i+1]
+	}
+	return out
+}
+
 // prepareInserts prepares the multi-row INSERTs of Record. I2: the PRIMARY
 // KEY, not application code, decides which rows go into processed;
-// RETURNING lists the msg_ids it let in, on both engines.
+// the statement returns the msg_ids it let in, on every engine
+// (Dialect.InsertNew).
 func (db *DB) prepareInserts(ctx context.Context) error {
 	var err error
-	db.insProcessed, err = newMultiRow(ctx, db.sql, db.dialect, processedColumns, insertText(`INSERT INTO processed
+	db.insProcessed, err = newMultiRow(ctx, db.sql, db.dialect, processedColumns, insertNew(db.dialect, `INSERT INTO processed
     (msg_id, order_no, seq, amount, processed_at, file, content_hash, payload, claim, ino)`,
-		processedColumns, "\nON CONFLICT (msg_id) DO NOTHING\nRETURNING msg_id"))
+		processedColumns, "msg_id", "msg_id"))
 	if err != nil {
 		return fmt.Errorf("prepare insert processed: %w", err)
 	}
@@ -164,9 +192,8 @@ func (db *DB) prepareInserts(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("prepare select duplicates' owners: %w", err)
 	}
-	db.insReservations, err = newMultiRow(ctx, db.sql, db.dialect, reservationColumns, insertText(
-		`INSERT INTO reservations (msg_id, claim, owner, at)`, reservationColumns,
-		"\nON CONFLICT (msg_id) DO NOTHING\nRETURNING msg_id"))
+	db.insReservations, err = newMultiRow(ctx, db.sql, db.dialect, reservationColumns, insertNew(db.dialect,
+		`INSERT INTO reservations (msg_id, claim, owner, at)`, reservationColumns, "msg_id", "msg_id"))
 	if err != nil {
 		return fmt.Errorf("prepare insert reservations: %w", err)
 	}
@@ -189,13 +216,18 @@ func (db *DB) prepareInserts(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("prepare delete reservations: %w", err)
 	}
+	if Positional(db.dialect) {
+		// The pairs' msg_ids, then their claims, as the placeholders
+		// appear.
+		db.delReservations.order = unzipPairs
+	}
 	db.delAttempts, err = newMultiRow(ctx, db.sql, db.dialect, 1, func(n int) string {
 		return "DELETE FROM attempts WHERE msg_id IN (" + placeholders(n) + ")"
 	})
 	if err != nil {
 		return fmt.Errorf("prepare delete attempts: %w", err)
 	}
-	if db.dialect.Name() != "sqlite" {
+	if db.dialect.PadRows() {
 		// Statements that a repeated row leaves as they are; not
 		// insDeliveries, whose UNIQUE claim would refuse the copy.
 		for _, m := range []*multiRow{db.insProcessed, db.selOwners, db.insReservations, db.delReservations, db.delAttempts} {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -37,13 +38,14 @@ type DB struct {
 	insProcessed, insDeliveries, selOwners *multiRow
 	// For external handlers (reserve.go).
 	insReservations, delReservations, delAttempts *multiRow
-	// writeTurn, on SQLite, holds a token while one of the process's write
-	// transactions runs (beginWrite); nil on PostgreSQL.
+	// writeTurn, on a single-writer engine (Dialect.SingleWriter), holds
+	// a token while one of the process's write transactions runs
+	// (beginWrite); nil on the others.
 	writeTurn chan struct{}
 	turn      Turn // Options.Turn, or nil
 }
 
-var _ spool.CallLedger = (*DB)(nil)
+var _ spool.ConcurrentLedger = (*DB)(nil)
 
 // New returns a ledger on db, whose engine is d, after bringing its schema up
 // to date with Migrate. The ledger owns db from then on: Close closes it. On
@@ -67,6 +69,9 @@ type Options struct {
 	// schema: reports and checks read a ledger, and must not leave an empty
 	// one behind a mistyped address. An existing ledger is still migrated.
 	MustExist bool
+	// ReadOnly refuses a ledger whose schema is not up to date instead of
+	// migrating it: a reader that may not write must not try.
+	ReadOnly bool
 	// Turn, when set, is taken by the write transactions of Record,
 	// Reserve and Settle (after the process's own turn, see beginWrite),
 	// and closed by Close; the DB owns it once NewWith succeeds.
@@ -96,12 +101,20 @@ func NewWith(ctx context.Context, db *sql.DB, d Dialect, o Options) (*DB, error)
 			return nil, fmt.Errorf("new %s ledger: %w (%v)", d.Name(), ErrNoLedger, err)
 		}
 	}
-	if err := migrate(ctx, db, d); err != nil {
+	if o.ReadOnly {
+		ms, err := loadMigrations(d.Migrations())
+		if err != nil {
+			return nil, fmt.Errorf("new %s ledger: %w", d.Name(), err)
+		}
+		if current, err := upToDate(ctx, db, ms); err != nil || !current {
+			return nil, fmt.Errorf("new %s ledger: the schema is older than this spool's, and a reader does not migrate it: run a consumer or fsck --repair first (%v)", d.Name(), err)
+		}
+	} else if err := migrate(ctx, db, d); err != nil {
 		return nil, fmt.Errorf("new %s ledger: migrate: %w", d.Name(), err)
 	}
 	l := &DB{sql: db, dialect: d, q: newQueries(d), turn: o.Turn}
-	if d.Name() == "sqlite" {
-		// One writer at a time per database file.
+	if d.SingleWriter() {
+		// One writer at a time per database.
 		l.writeTurn = make(chan struct{}, 1)
 	}
 	if err := l.prepareInserts(ctx); err != nil {
@@ -190,7 +203,7 @@ func (db *DB) RecordWork(ctx context.Context, batch []*spool.Delivery, w spool.W
 	if len(batch) == 0 {
 		return nil, nil
 	}
-	res, err := db.record(ctx, batch, w)
+	res, err := db.record(ctx, db.screenKeys(batch), w)
 	if err != nil {
 		return nil, db.fail("record batch", err)
 	}
@@ -199,6 +212,44 @@ func (db *DB) RecordWork(ctx context.Context, batch []*spool.Delivery, w spool.W
 		out[i] = res[i].public(d)
 	}
 	return out, nil
+}
+
+// screenKeys returns batch with each valid message whose msg_id is longer
+// than the engine can keep as a key (Dialect.MaxKey) replaced by a dead
+// letter of it (invalid-field), so that no key is ever cut short into
+// another message's; batch itself when there is none.
+func (db *DB) screenKeys(batch []*spool.Delivery) []*spool.Delivery {
+	limit := db.dialect.MaxKey()
+	if limit <= 0 {
+		return batch
+	}
+	var out []*spool.Delivery
+	for i, d := range batch {
+		if d.Message == nil || len(d.Message.MsgID) <= limit {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(batch)
+		}
+		c := *d
+		c.Message, c.Reject = nil, &spool.RejectError{Reason: spool.ReasonInvalidField, Field: "msg_id",
+			Detail: fmt.Sprintf("msg_id of %d bytes: a %s ledger keeps keys of at most %d bytes", len(d.Message.MsgID), db.dialect.Name(), limit)}
+		out[i] = &c
+	}
+	if out == nil {
+		return batch
+	}
+	return out
+}
+
+// checkKey refuses a msg_id longer than the engine keeps (Dialect.MaxKey),
+// where a delivery cannot be made a dead letter instead.
+func (db *DB) checkKey(d *spool.Delivery) error {
+	if limit := db.dialect.MaxKey(); limit > 0 && d.Message != nil && len(d.Message.MsgID) > limit {
+		return fmt.Errorf("%w: %s: msg_id of %d bytes: a %s ledger keeps keys of at most %d bytes",
+			ErrBadDelivery, d.File, len(d.Message.MsgID), db.dialect.Name(), limit)
+	}
+	return nil
 }
 
 func checkDelivery(d *spool.Delivery) error {

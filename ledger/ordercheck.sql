@@ -15,7 +15,7 @@
 SELECT order_no, seq_text AS seq, problem
 FROM (
     SELECT order_no,
-           CAST(seq AS TEXT) AS seq_text,
+           CAST(seq AS VARCHAR(20)) AS seq_text,
            'duplicate' AS problem,
            seq AS sort_seq
     FROM processed
@@ -27,8 +27,8 @@ FROM (
 
     SELECT order_no,
            CASE WHEN seq - prev_seq = 2
-                THEN CAST(prev_seq + 1 AS TEXT)
-                ELSE CAST(prev_seq + 1 AS TEXT) || '-' || CAST(seq - 1 AS TEXT)
+                THEN CAST(prev_seq + 1 AS VARCHAR(20))
+                ELSE CAST(prev_seq + 1 AS VARCHAR(20)) || '-' || CAST(seq - 1 AS VARCHAR(20))
            END AS seq_text,
            'missing' AS problem,
            prev_seq + 1 AS sort_seq

@@ -1,8 +1,9 @@
 package ledger
 
 // queries are the shared SQL statements, written once with ? placeholders in
-// the subset of SQL that SQLite and PostgreSQL both speak, and rebound for
-// the dialect when a DB is made.
+// the subset of SQL that every engine speaks (the conflict clauses of
+// inserts completed by the dialect), and rebound for the dialect when a DB
+// is made.
 type queries struct {
 	insertProcessed string
 	selectAttempts  string
@@ -24,15 +25,12 @@ func newQueries(d Dialect) queries {
 	return queries{
 		// One row, for the path with business work; RowsAffected tells an
 		// insert (1) from a duplicate (0) on both engines.
-		insertProcessed: d.Rebind(`INSERT INTO processed
+		insertProcessed: d.Rebind(d.InsertNew(`INSERT INTO processed
     (msg_id, order_no, seq, amount, processed_at, file, content_hash, payload, claim, ino)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (msg_id) DO NOTHING`),
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, "msg_id", "")),
 		selectAttempts: d.Rebind(`SELECT attempts, first_failure FROM attempts WHERE msg_id = ?`),
-		upsertAttempts: d.Rebind(`INSERT INTO attempts (msg_id, attempts, first_failure, last_failure, next_at, last_error, file)
-VALUES (?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (msg_id) DO UPDATE SET attempts = excluded.attempts, last_failure = excluded.last_failure,
-    next_at = excluded.next_at, last_error = excluded.last_error, file = excluded.file`),
+		upsertAttempts: d.Rebind(d.InsertOrUpdate(`INSERT INTO attempts (msg_id, attempts, first_failure, last_failure, next_at, last_error, file)
+VALUES (?, ?, ?, ?, ?, ?, ?)`, "msg_id", []string{"attempts", "last_failure", "next_at", "last_error", "file"})),
 		deleteAttempts: d.Rebind(`DELETE FROM attempts WHERE msg_id = ?`),
 		retrySchedule:  d.Rebind(`SELECT msg_id, next_at FROM attempts`),
 		claimOutcome:   d.Rebind(`SELECT outcome FROM deliveries WHERE claim = ?`),

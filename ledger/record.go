@@ -35,7 +35,7 @@ func (r result) public(d *spool.Delivery) spool.Result {
 		if out.Reject == nil {
 			// A valid message the handler dead-lettered: say why, as for
 			// any other dead letter.
-			out.Reject = &spool.RejectError{Reason: spool.Reason(r.reason), Detail: r.detail}
+			out.Reject = &spool.RejectError{Reason: spool.Reason(r.reason), Field: r.field, Detail: r.detail}
 		}
 	}
 	return out
@@ -46,16 +46,33 @@ func (r result) public(d *spool.Delivery) spool.Result {
 const maxDetail = 2000
 
 func (db *DB) record(ctx context.Context, batch []*spool.Delivery, w spool.Work) ([]result, error) {
-	now := time.Now()
-	tx, release, err := db.beginWrite(ctx)
+	var res []result
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		now := time.Now()
+		res = rejected(batch)
+		var err error
+		if w.Handler == nil {
+			err = db.insertProcessedRows(ctx, tx, batch, res, now)
+		} else {
+			err = db.runWork(ctx, tx, batch, res, w, now)
+		}
+		if err != nil {
+			return err
+		}
+		if err := db.markConflicts(ctx, tx, batch, res); err != nil {
+			return err
+		}
+		return db.insertDeliveryRows(ctx, tx, batch, res, now)
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer release()
-	// After Commit, Rollback is a no-op returning sql.ErrTxDone; before it,
-	// the error that matters is the one being returned.
-	defer func() { _ = tx.Rollback() }()
+	return res, nil
+}
 
+// rejected returns the results of a batch before its transaction: its
+// dead letters decided, the others to be decided.
+func rejected(batch []*spool.Delivery) []result {
 	res := make([]result, len(batch))
 	for i, d := range batch {
 		if d.Reject != nil {
@@ -63,24 +80,7 @@ func (db *DB) record(ctx context.Context, batch []*spool.Delivery, w spool.Work)
 				field: d.Reject.Field, detail: d.Reject.Detail}
 		}
 	}
-	if w.Handler == nil {
-		err = db.insertProcessedRows(ctx, tx, batch, res, now)
-	} else {
-		err = db.runWork(ctx, tx, batch, res, w, now)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if err := db.markConflicts(ctx, tx, batch, res); err != nil {
-		return nil, err
-	}
-	if err := db.insertDeliveryRows(ctx, tx, batch, res, now); err != nil {
-		return nil, err
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("commit: %w", err)
-	}
-	return res, nil
+	return res
 }
 
 func processedArgs(d *spool.Delivery, now time.Time) []any {
@@ -200,7 +200,9 @@ func (db *DB) work1(ctx context.Context, tx *sql.Tx, d *spool.Delivery, r *resul
 	// The handler failed: undo its writes and the processed row, then
 	// record the failure in the batch's transaction.
 	if _, err := tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT spool_message"); err != nil {
-		return fmt.Errorf("rollback to savepoint after %v: %w", herr, err)
+		// Both wrapped: an engine that gave up the whole transaction
+		// under the handler (Dialect.Retry) has no savepoint left either.
+		return fmt.Errorf("rollback to savepoint after %w: %w", herr, err)
 	}
 	if err := release(ctx, tx); err != nil {
 		return err

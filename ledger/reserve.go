@@ -37,7 +37,7 @@ func (db *DB) Reserve(ctx context.Context, batch []*spool.Delivery, owner string
 	if len(batch) == 0 {
 		return nil, nil
 	}
-	res, err := db.reserve(ctx, batch, owner)
+	res, err := db.reserve(ctx, db.screenKeys(batch), owner)
 	if err != nil {
 		return nil, db.fail("reserve", err)
 	}
@@ -49,28 +49,33 @@ func (db *DB) Reserve(ctx context.Context, batch []*spool.Delivery, owner string
 }
 
 func (db *DB) reserve(ctx context.Context, batch []*spool.Delivery, owner string) ([]result, error) {
-	now := time.Now()
-	tx, release, err := db.beginWrite(ctx)
+	var res []result
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		res, err = db.reserveTx(ctx, tx, batch, owner)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer release()
-	defer func() { _ = tx.Rollback() }()
-	res := make([]result, len(batch))
+	return res, nil
+}
+
+// reserveTx is one try of reserve's transaction.
+func (db *DB) reserveTx(ctx context.Context, tx *sql.Tx, batch []*spool.Delivery, owner string) ([]result, error) {
+	now := time.Now()
+	res := rejected(batch)
 	first := map[string]int{} // msg_id -> the batch's first delivery of it
 	var candidates []int
 	for i, d := range batch {
-		switch {
-		case d.Reject != nil:
-			res[i] = result{outcome: spool.OutcomeDeadLetter, reason: string(d.Reject.Reason),
-				field: d.Reject.Field, detail: d.Reject.Detail}
-		default:
-			if _, ok := first[d.Message.MsgID]; ok {
-				continue // decided below, after its first delivery
-			}
-			first[d.Message.MsgID] = i
-			candidates = append(candidates, i)
+		if d.Reject != nil {
+			continue
 		}
+		if _, ok := first[d.Message.MsgID]; ok {
+			continue // decided below, after its first delivery
+		}
+		first[d.Message.MsgID] = i
+		candidates = append(candidates, i)
 	}
 	// In msg_id order, so that two consumers take the key locks in the same
 	// order and cannot deadlock (PostgreSQL).
@@ -85,7 +90,7 @@ func (db *DB) reserve(ctx context.Context, batch []*spool.Delivery, owner string
 		args = append(args, d.Message.MsgID, d.Claim, owner, formatTime(now))
 	}
 	reserved := make(map[string]bool, len(candidates))
-	err = db.insReservations.query(ctx, tx, args, func(rows *sql.Rows) error {
+	err := db.insReservations.query(ctx, tx, args, func(rows *sql.Rows) error {
 		var id string
 		if err := rows.Scan(&id); err != nil {
 			return err
@@ -147,9 +152,6 @@ func (db *DB) reserve(ctx context.Context, batch []*spool.Delivery, owner string
 	if err := db.insertDeliveryRows(ctx, tx, batch, res, now); err != nil {
 		return nil, err
 	}
-	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("commit: %w", err)
-	}
 	return res, nil
 }
 
@@ -172,6 +174,9 @@ func (db *DB) Settle(ctx context.Context, batch []*spool.Delivery, errs []error,
 		if d.Message == nil {
 			return nil, fmt.Errorf("settle: delivery %d: %w: %s: not a valid message", i, ErrBadDelivery, d.File)
 		}
+		if err := db.checkKey(d); err != nil {
+			return nil, fmt.Errorf("settle: delivery %d: %w", i, err)
+		}
 	}
 	if len(batch) == 0 {
 		return nil, nil
@@ -188,13 +193,21 @@ func (db *DB) Settle(ctx context.Context, batch []*spool.Delivery, errs []error,
 }
 
 func (db *DB) settle(ctx context.Context, batch []*spool.Delivery, errs []error, decide func(spool.Failure) spool.Verdict) ([]result, error) {
-	now := time.Now()
-	tx, release, err := db.beginWrite(ctx)
+	var res []result
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		res, err = db.settleTx(ctx, tx, batch, errs, decide)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer release()
-	defer func() { _ = tx.Rollback() }()
+	return res, nil
+}
+
+// settleTx is one try of settle's transaction.
+func (db *DB) settleTx(ctx context.Context, tx *sql.Tx, batch []*spool.Delivery, errs []error, decide func(spool.Failure) spool.Verdict) ([]result, error) {
+	now := time.Now()
 	res := make([]result, len(batch))
 	order := make([]int, len(batch))
 	for i := range order {
@@ -213,7 +226,7 @@ func (db *DB) settle(ctx context.Context, batch []*spool.Delivery, errs []error,
 		}
 	}
 	inserted := map[string]bool{}
-	err = db.insProcessed.query(ctx, tx, args, func(rows *sql.Rows) error {
+	err := db.insProcessed.query(ctx, tx, args, func(rows *sql.Rows) error {
 		var id string
 		if err := rows.Scan(&id); err != nil {
 			return err
@@ -252,9 +265,6 @@ func (db *DB) settle(ctx context.Context, batch []*spool.Delivery, errs []error,
 	}
 	if err := db.insertDeliveryRows(ctx, tx, batch, res, now); err != nil {
 		return nil, err
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("commit: %w", err)
 	}
 	return res, nil
 }

@@ -33,11 +33,21 @@ func (d *Dir) ID() (string, error) {
 	if errors.Is(err, unix.ENOENT) {
 		return "", nil
 	}
+	if errors.Is(err, unix.ELOOP) {
+		return "", fmt.Errorf("read %s: %w: it is a symlink, which is never followed", d.idPath(), ErrBadID)
+	}
 	if err != nil {
 		return "", fmt.Errorf("read %s: %w", d.idPath(), err)
 	}
 	f := os.NewFile(uintptr(fd), IDFile)
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return "", fmt.Errorf("read %s: %w", d.idPath(), err)
+	} else if fi.IsDir() {
+		return "", fmt.Errorf("read %s: %w: it is a directory", d.idPath(), ErrBadID)
+	} else if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("read %s: %w: it is not a regular file", d.idPath(), ErrBadID)
+	}
 	b, err := io.ReadAll(io.LimitReader(f, 128))
 	if err != nil {
 		return "", fmt.Errorf("read %s: %w", d.idPath(), err)

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -116,7 +115,7 @@ func (cf *contractFlags) contract(dir string) (spool.Contract, error) {
 // problem is a *configError naming the file: a contract that differs from
 // what the operator wrote changes the idempotency key without a word.
 func readConfig(path string) (*spool.Contract, error) {
-	data, err := os.ReadFile(path)
+	data, err := readRegular(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

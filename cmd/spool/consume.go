@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"time"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/handler"
 	"github.com/spoolq/spool/metrics"
 	"github.com/spoolq/spool/queue"
 	"github.com/spoolq/spool/queueopen"
@@ -14,6 +16,7 @@ import (
 
 var consumeCommand = &command{
 	name:    "consume",
+	env:     true,
 	args:    "DIR [--watch [--poll INTERVAL]] [--min-age DURATION] [--exec CMD | --sql FILE | --post URL] [--concurrency N] [--ordered] [--rate N/s] [--retry-* ...] [--on-dead-letter CMD] [--shutdown-timeout DURATION] [--workers N] [--batch N] [--log-format text|json] [--log-level LEVEL] [--progress=false] [--listen ADDR] [--db PATH] [contract flags]",
 	summary: "drain inbox/ into the ledger (or keep consuming with --watch)",
 	help: `
@@ -66,8 +69,9 @@ message; --exec and --post run outside any transaction, up to
 --concurrency at once (default 4), each msg_id reserved in the ledger
 first so that no two calls for one msg_id run at once on any consumer:
   --exec CMD   /bin/sh -c CMD, the message on stdin, SPOOL_MSG_ID,
-               SPOOL_ORDER_NO, SPOOL_SEQ, SPOOL_AMOUNT, SPOOL_FILE and
-               SPOOL_QUEUE in the environment. Exit 0: done. Exit 75
+               SPOOL_ORDER_NO, SPOOL_SEQ, SPOOL_AMOUNT, SPOOL_FILE,
+               SPOOL_QUEUE and SPOOL_CONSUMER (the consumer's session) in
+               the environment; it dies with its consumer. Exit 0: done. Exit 75
                (EX_TEMPFAIL), a timeout (--exec-timeout) or a signal: retry.
                Any other exit: dead letter (reason handler), the end of its
                stderr as the detail.
@@ -84,10 +88,17 @@ first so that no two calls for one msg_id run at once on any consumer:
                no sooner than a Retry-After. Other statuses: dead letter.
 A retried message waits in processing/ without holding up the others; its
 attempt count and next time are kept in the ledger, so a restart keeps
-them. After --retry-max attempts it is a dead letter, retries-exhausted.
+them. A drain does not wait for a retry that is not due: once only later
+retries remain it puts them back in inbox/ and exits, printing
+waiting-retries=N next-retry=TIME; the next run holds each until its time
+('spool flush DIR' makes them due now). --retry-wait DURATION makes a
+drain wait for the retries due within DURATION; --watch waits for all. After --retry-max attempts it is a dead letter, retries-exhausted.
 With --exec and --post a crash repeats at most --concurrency commands or
 requests: those whose outcome was not committed yet (the same msg_id,
-SPOOL_MSG_ID or Idempotency-Key, is sent again). Calls are not ordered,
+SPOOL_MSG_ID or Idempotency-Key, is sent again), never while the first
+may still run: the restart holds those msg_ids until the dead consumer's
+runs are killed (--exec) or --post-timeout has passed (--post), and goes
+on with the others meanwhile. Calls are not ordered,
 unless --ordered: then the messages of one order key are called one at a
 time in this consumer, in seq order among those it holds claimed (about 5
 batches of --batch, 256 with --ordered, claimed in name order: a backlog
@@ -219,9 +230,6 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 		return err
 	}
 	defer closeLedger(l, &err)
-	if err := queueopen.Start(ctx, d, l, startReports(e)); err != nil {
-		return err
-	}
 	// The handlers and the notifier see the queue by its absolute path: a
 	// command may change directory.
 	abs, err := filepath.Abs(dir)
@@ -232,10 +240,27 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	if err != nil {
 		return err
 	}
+	var halting *haltingExec
+	if ex, ok := caller.(*handler.Exec); ok {
+		halting = &haltingExec{Exec: ex}
+		caller = halting
+	}
+	hold, err := holdContract(d, c)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := hold.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	if err := queueopen.Start(ctx, d, l, startReports(e)); err != nil {
+		return err
+	}
 	cfg := spool.Config{
 		Contract: c, Workers: *workers, BatchSize: *batch, Logger: logger, Relaxed: relaxed,
 		Handler: h, Caller: caller, Concurrency: hf.concurrency, Ordered: hf.ordered, Rate: hf.perSecond, PauseAfter: hf.pauseAfterConfig(),
-		Retry: hf.retry(), ShutdownTimeout: *shutdownTimeout,
+		Retry: hf.retry(), RetryWait: hf.retryWait, ShutdownTimeout: *shutdownTimeout,
 		Poll: *poll > 0, PollInterval: *poll, MinAge: *minAge,
 	}
 	var notify func(*spool.Delivery, spool.Result, string)
@@ -290,9 +315,14 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 		sd.notify("STOPPING=1", "STATUS=stopping: finishing the work in flight")
 	})
 	defer stop()
+	runCtx, halt := context.WithCancel(sigCtx)
+	defer halt()
+	if halting != nil {
+		halting.halt = halt
+	}
 	var st spool.Stats
 	if *watch {
-		st, err = consumer.Watch(sigCtx)
+		st, err = consumer.Watch(runCtx)
 	} else {
 		if bar {
 			// The total is the backlog now; the count comes from
@@ -306,13 +336,19 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 				defer stderr.stopProgress()
 			}
 		}
-		st, err = consumer.Drain(sigCtx)
+		st, err = consumer.Drain(runCtx)
 		stderr.stopProgress()
 	}
 	fmt.Fprintf(e.stdout, "processed=%d duplicates=%d dead-letters=%d recovered=%d\n",
 		st.Processed, st.Duplicates, st.DeadLetters, st.Recovered)
 	if *watch {
 		fmt.Fprintf(e.stdout, "rescans=%d overflows=%d\n", st.Rescans, st.Overflows)
+	}
+	if st.Deferred > 0 {
+		fmt.Fprintf(e.stdout, "waiting-retries=%d next-retry=%s\n", st.Deferred, st.NextRetry.UTC().Format(time.RFC3339))
+	}
+	if halting != nil && err == nil {
+		err = halting.halted()
 	}
 	return err
 }

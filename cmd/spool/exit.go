@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/ledger/sqlite"
 	"github.com/spoolq/spool/queue"
 )
@@ -37,15 +38,16 @@ var errCheckFailed = errors.New("check found a problem")
 
 // usageError is a command line that cannot be right.
 type usageError struct {
-	msg      string
-	synopsis string
+	msg string
+	// cmd, when set, names the command whose help the error points to.
+	cmd string
 }
 
 func (e *usageError) Error() string {
-	if e.synopsis == "" {
+	if e.cmd == "" {
 		return e.msg
 	}
-	return e.msg + " (usage: " + strings.TrimSpace(e.synopsis) + ")"
+	return e.msg + ". Try: spool help " + e.cmd
 }
 
 // configError is a configuration file that cannot be used.
@@ -71,18 +73,19 @@ func (e *inputError) Unwrap() error { return e.err }
 // exitCode is the one place that maps errors to exit statuses.
 func exitCode(err error) int {
 	var (
-		usage  *usageError
-		config *configError
-		input  *inputError
-		ledger *sqlite.FileError // a directory, a missing one, not a database, read-only
+		usage   *usageError
+		config  *configError
+		input   *inputError
+		fileErr *sqlite.FileError // a directory, a missing one, not a database, read-only
 	)
 	switch {
 	case err == nil, errors.Is(err, errHelp):
 		return exitOK
-	case errors.As(err, &usage), errors.As(err, &config), errors.As(err, &ledger),
+	case errors.As(err, &usage), errors.As(err, &config), errors.As(err, &fileErr),
 		errors.Is(err, queue.ErrNotQueue), errors.Is(err, queue.ErrCrossDevice),
 		errors.Is(err, spool.ErrBadContract), errors.Is(err, queue.ErrPathLike),
-		errors.Is(err, queue.ErrNotMessageName), errors.As(err, new(*ledgerError)):
+		errors.Is(err, queue.ErrNotMessageName), errors.As(err, new(*ledgerError)),
+		errors.Is(err, ledger.ErrBadDSN):
 		return exitUsage
 	case errors.Is(err, errCheckFailed), errors.Is(err, queue.ErrNotInError), errors.As(err, &input):
 		return exitProblem

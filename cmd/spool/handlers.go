@@ -34,6 +34,7 @@ type handlerFlags struct {
 	retryCap    time.Duration
 	retryMax    int
 	retryJitter bool
+	retryWait   time.Duration
 	concurrency int
 	ordered     bool
 	rate        string
@@ -64,6 +65,7 @@ func addHandlerFlags(fs *flag.FlagSet) *handlerFlags {
 	fs.DurationVar(&hf.retryCap, "retry-cap", spool.DefaultRetryCap, "longest `DURATION` between two attempts (also bounds an HTTP Retry-After)")
 	fs.IntVar(&hf.retryMax, "retry-max", spool.DefaultRetryMaxAttempts, "`N` attempts a message gets in all before it is dead-lettered as retries-exhausted")
 	fs.BoolVar(&hf.retryJitter, "retry-jitter", true, "draw each delay at random below its bound (full jitter); false waits exactly the bound")
+	fs.DurationVar(&hf.retryWait, "retry-wait", 0, "a drain waits for the retries due within `DURATION` and leaves later ones in inbox/ for the next run (default 0: waits for none; --watch waits for all)")
 	return hf
 }
 
@@ -112,9 +114,14 @@ func (hf *handlerFlags) check(e *env) error {
 			return e.usage("--%s needs --exec or --post", name)
 		}
 	}
-	for _, name := range []string{"retry-base", "retry-cap", "retry-max", "retry-jitter"} {
+	for _, name := range []string{"retry-base", "retry-cap", "retry-max", "retry-jitter", "retry-wait"} {
 		if set[name] && kind == "" {
 			return e.usage("--%s needs a handler (--exec, --sql or --post)", name)
+		}
+	}
+	if kind == "exec" {
+		if err := checkExec(hf.exec); err != nil {
+			return err
 		}
 	}
 	switch {
@@ -140,6 +147,8 @@ func (hf *handlerFlags) check(e *env) error {
 		return e.usage("--pause-after %d: want 0 (never) or more", hf.pauseAfter)
 	case hf.concurrency < 1:
 		return e.usage("--concurrency %d: want 1 or more", hf.concurrency)
+	case hf.retryWait < 0:
+		return e.usage("--retry-wait %v: want 0 or a positive duration", hf.retryWait)
 	case hf.retryMax < 1:
 		return e.usage("--retry-max %d: want 1 or more attempts", hf.retryMax)
 	}
@@ -197,12 +206,12 @@ func (hf *handlerFlags) handler(ctx context.Context, l *ledger.DB, queue string)
 		return nil, &handler.Exec{Command: hf.exec, Timeout: hf.execTimeout, Queue: queue}, nil
 	case "sql":
 		o := handler.SQLOptions{Timeout: hf.sqlTimeout}
-		if l.Dialect().Name() != "postgres" {
-			// The default is for PostgreSQL; only a --sql-timeout asked
-			// for on SQLite is refused.
+		if err := handler.TimeoutSupported(l); err != nil {
+			// The default is for the engines that can bound a statement;
+			// only a --sql-timeout asked for on another is refused.
 			o.Timeout = 0
 			if given(hf.fs, "sql-timeout") {
-				return nil, nil, &usageError{msg: "--sql-timeout needs a PostgreSQL ledger: SQLite cannot stop one statement without rolling back the batch's whole transaction (its waits for locks are bounded by the busy timeout)"}
+				return nil, nil, &usageError{msg: "--sql-timeout: " + err.Error()}
 			}
 		}
 		h, err := handler.NewSQLWith(ctx, l, hf.script, o)

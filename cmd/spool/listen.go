@@ -43,7 +43,7 @@ func (f *listenFlags) check(e *env, need bool) error {
 		}
 		return nil
 	}
-	_, port, err := net.SplitHostPort(f.addr)
+	host, port, err := net.SplitHostPort(f.addr)
 	if err != nil {
 		return e.usage("--listen %q: want host:port (127.0.0.1:9464, :9464): %v", f.addr, err)
 	}
@@ -51,6 +51,9 @@ func (f *listenFlags) check(e *env, need bool) error {
 	// range is a typo, exit 2, not a failure to listen.
 	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
 		return e.usage("--listen %q: the port %q is not a number from 0 to 65535", f.addr, port)
+	}
+	if err := checkListenHost(context.Background(), f.addr, host); err != nil {
+		return err
 	}
 	if f.refresh <= 0 {
 		return e.usage("--metrics-refresh %v: want a duration above 0", f.refresh)

@@ -49,6 +49,7 @@ func (f *logFlags) json() bool { return f.format == "json" }
 func (f *logFlags) logger(w io.Writer) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: levels[f.level]}
 	if f.json() {
+		opts.ReplaceAttr = durationSeconds
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
@@ -62,4 +63,14 @@ func logDelivery(l *slog.Logger, d *spool.Delivery, r spool.Result, stored strin
 		msgID = d.Message.MsgID
 	}
 	l.Debug("delivered", "file", d.File, "stored", stored, "outcome", string(r.Outcome), "msg_id", msgID)
+}
+
+// durationSeconds writes a duration in a JSON record as seconds, a number,
+// as every --json output does: slog's default, nanoseconds, reads as a
+// billion seconds to a tool that expects seconds.
+func durationSeconds(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.Float64(a.Key, a.Value.Duration().Seconds())
+	}
+	return a
 }

@@ -34,7 +34,11 @@ type command struct {
 	summary string
 	// help is the longer description for `spool help COMMAND`.
 	help string
-	run  func(ctx context.Context, e *env, args []string) error
+	// env says every flag may also come from an environment variable
+	// (envName): the daemons', consume and serve, for a systemd
+	// EnvironmentFile.
+	env bool
+	run func(ctx context.Context, e *env, args []string) error
 }
 
 // commands lists the subcommands in the order `spool help` shows them.
@@ -44,7 +48,7 @@ func init() {
 	commands = []*command{
 		initCommand, enqueueCommand, consumeCommand, serveCommand, lagCommand, statusCommand,
 		schemaCommand, dupsCommand, errorsCommand, orderCheckCommand, replayCommand,
-		replaysCommand, fsckCommand, pruneCommand, demoCommand, benchCommand, versionCommand,
+		replaysCommand, fsckCommand, pruneCommand, demoCommand, benchCommand, completionCommand, manCommand, versionCommand,
 	}
 }
 
@@ -67,6 +71,15 @@ type env struct {
 	// log, when set (consume --log-format json), receives the warnings
 	// and the final error as records instead of lines.
 	log *slog.Logger
+	// long makes -h print the whole help (spool help COMMAND), not the
+	// synopsis and flags.
+	long bool
+	// capture, when set, receives the command's flag set at parse
+	// instead of parsing (completion and man pages read the flags).
+	capture func(*flag.FlagSet)
+	// fromEnv lists the flags set from the environment (applyEnv), so
+	// that an error about one names its variable.
+	fromEnv []string
 }
 
 // warn prints a one-line warning to stderr in the format of errors.
@@ -114,7 +127,7 @@ func help(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	// The command prints its own help, with its flags.
-	e := &env{cmd: c, stdout: stdout, stderr: stderr}
+	e := &env{cmd: c, stdout: stdout, stderr: stderr, long: true}
 	return finish(e, c.run(context.Background(), e, []string{"-h"}))
 }
 
@@ -167,32 +180,42 @@ func (e *env) flagSet() *flag.FlagSet {
 // parse parses args with flags anywhere among the positionals. -h prints
 // the command's help on stdout and returns errHelp.
 func (e *env) parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	if e.capture != nil {
+		e.capture(fs)
+		return nil, errHelp
+	}
 	pos, err := parseInterleaved(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
-		e.writeHelp(fs)
+		if e.long {
+			e.writeHelp(fs)
+		} else {
+			e.writeShortHelp(fs)
+		}
 		return nil, errHelp
 	}
 	if err != nil {
 		return nil, e.usage("%v", err)
 	}
+	if e.cmd.env {
+		set, err := applyEnv(fs)
+		if err != nil {
+			return nil, e.usage("%v", err)
+		}
+		e.fromEnv = set
+	}
 	return pos, nil
 }
 
-func (e *env) writeHelp(fs *flag.FlagSet) {
-	fmt.Fprintf(e.stdout, "Usage: spool %s %s\n\n%s\n", e.cmd.name, e.cmd.args, strings.TrimSpace(e.cmd.help))
-	has := false
-	fs.VisitAll(func(*flag.Flag) { has = true })
-	if has {
-		fmt.Fprint(e.stdout, "\nFlags:\n")
-		fs.SetOutput(e.stdout)
-		fs.PrintDefaults()
-		fs.SetOutput(io.Discard)
-	}
-}
-
-// usage returns a usage error that ends with the command's synopsis.
+// usage returns a usage error: its one line, then where the help is.
 func (e *env) usage(format string, args ...any) error {
-	return &usageError{msg: fmt.Sprintf(format, args...), synopsis: "spool " + e.cmd.name + " " + e.cmd.args}
+	msg := fmt.Sprintf(format, args...)
+	for _, name := range e.fromEnv {
+		if strings.HasPrefix(msg, dashed(name)+" ") || strings.HasPrefix(msg, dashed(name)+":") {
+			msg += " (set by " + envName(name) + ")"
+			break
+		}
+	}
+	return &usageError{msg: msg, cmd: e.cmd.name}
 }
 
 // positionals checks the number of positional arguments: at least min, at

@@ -29,7 +29,9 @@ func openQueue(dir string) (*queue.Dir, error) {
 
 // addDBFlag registers --db on fs.
 func addDBFlag(fs *flag.FlagSet) *string {
-	return fs.String("db", "", "ledger: an SQLite file `PATH` or sqlite:PATH (default DIR/"+queueopen.DefaultLedger+"), or a postgres:// URL for consumers on many hosts")
+	db := new(string)
+	fs.Var(dbValue{db}, "db", "ledger: an SQLite file `PATH` or sqlite:PATH (default DIR/"+queueopen.DefaultLedger+"), or a postgres:// URL for consumers on many hosts")
+	return db
 }
 
 // openLedgerWith opens the ledger --db names for the queue at dir

@@ -129,6 +129,8 @@ func runReplay(ctx context.Context, e *env, args []string) (err error) {
 		// in --reason must not pass for "all fine", hence the warning.
 		if *all {
 			e.warn("error/ holds no dead letter: nothing to replay")
+		} else if err := checkReason(ctx, d, l, *reason); err != nil {
+			return err
 		} else {
 			e.warn("no dead letter in error/ has reason %q: nothing to replay", *reason)
 		}

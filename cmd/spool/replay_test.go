@@ -119,13 +119,19 @@ func TestReplayByReason(t *testing.T) {
 		t.Errorf("replays = %v, want %v", got, want)
 	}
 
-	// A reason nothing has: a warning, exit 0, nothing moved.
+	// A known reason nothing has: a warning, exit 0, nothing moved.
 	before = listing(t, q)
-	r := cli(t, "replay", q, "--reason", "hanlder")
+	r := cli(t, "replay", q, "--reason", "too-large")
 	if r.code != 0 || r.stdout != "" {
 		t.Errorf("unmatched reason: exit %d stdout %q", r.code, r.stdout)
 	}
-	checkOneLine(t, r.stderr, "replay", `no dead letter in error/ has reason "hanlder"`)
+	checkOneLine(t, r.stderr, "replay", `no dead letter in error/ has reason "too-large"`)
+	// A typo, no reason at all: exit 2 with the reasons there are.
+	r = cli(t, "replay", q, "--reason", "hanlder")
+	if r.code != 2 || r.stdout != "" {
+		t.Errorf("unknown reason: exit %d stdout %q", r.code, r.stdout)
+	}
+	checkOneLine(t, r.stderr, "replay", `--reason "hanlder": no dead letter has it and it is no reason spool gives; in error/ now: missing-field, parse;`)
 	if after := listing(t, q); after != before {
 		t.Errorf("an unmatched reason changed the queue")
 	}

@@ -10,6 +10,7 @@ import (
 
 var serveCommand = &command{
 	name:    "serve",
+	env:     true,
 	args:    "DIR --listen ADDR [--metrics-refresh DURATION] [--db PATH] [--log-format text|json] [--log-level LEVEL]",
 	summary: "serve a queue's metrics and health over HTTP without consuming it",
 	help: `
@@ -65,7 +66,7 @@ func runServe(ctx context.Context, e *env, args []string) (err error) {
 	if lf.json() {
 		e.log = logger
 	}
-	d, l, done, err := openBound(ctx, pos[0], *db, ledgerOpts{use: readLedger})
+	d, l, done, err := openBound(ctx, pos[0], *db, ledgerOpts{use: readLedger, readOnly: true})
 	if err != nil {
 		return err
 	}

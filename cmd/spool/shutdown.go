@@ -61,7 +61,7 @@ func stopOnSignal(ctx context.Context, log *slog.Logger, timeout time.Duration, 
 				return
 			case <-hard:
 				log.Error("the stop is still waiting after the shutdown timeout and its grace (a commit blocked in the ledger, or a handler that ignores cancellation): exiting; the next run recovers the claims in flight",
-					"shutdown_timeout", timeout.String(), "grace", shutdownGrace.String())
+					"shutdown_timeout", timeout, "grace", shutdownGrace)
 				os.Exit(exitShutdownTimeout)
 			case sig := <-sigs:
 				if !first {
@@ -71,7 +71,7 @@ func stopOnSignal(ctx context.Context, log *slog.Logger, timeout time.Duration, 
 				}
 				first = false
 				log.Info("signal: stopping; nothing more is claimed, the work in flight is finished, a second signal exits at once",
-					"signal", sig.String(), "shutdown_timeout", timeout.String())
+					"signal", sig.String(), "shutdown_timeout", timeout)
 				if timeout > 0 {
 					t := time.NewTimer(timeout + shutdownGrace)
 					defer t.Stop()

@@ -52,7 +52,7 @@ func TestPostPauseAfterFailures(t *testing.T) {
 	}
 	srv.mu.Unlock()
 	r := mustRun(t, 0, "consume", q, "--post", srv.URL, "--concurrency", strconv.Itoa(conc),
-		"--pause-after", strconv.Itoa(after), "--retry-base", pause.String(), "--retry-cap", pause.String(), "-v")
+		"--pause-after", strconv.Itoa(after), "--retry-base", pause.String(), "--retry-cap", pause.String(), "--retry-wait", "1m", "-v")
 	if st := parseStats(t, r); st.Processed != n {
 		t.Fatalf("processed %d, want %d\n%s", st.Processed, n, r)
 	}

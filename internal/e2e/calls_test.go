@@ -347,7 +347,7 @@ func TestPost429Pauses(t *testing.T) {
 		return 0, ""
 	}
 	srv.mu.Unlock()
-	r := mustRun(t, 0, "consume", q, "--post", srv.URL, "--concurrency", "4", "--retry-base", "10ms", "-v")
+	r := mustRun(t, 0, "consume", q, "--post", srv.URL, "--concurrency", "4", "--retry-base", "10ms", "--retry-wait", "1m", "-v")
 	if st := parseStats(t, r); st.Processed != n {
 		t.Fatalf("processed %d, want %d\n%s", st.Processed, n, r)
 	}

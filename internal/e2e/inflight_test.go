@@ -155,7 +155,7 @@ if [ ! -e ` + s + `/$SPOOL_MSG_ID.ran ]; then
 else
   flock -n "$lock" true || echo "$SPOOL_MSG_ID" >> ` + s + `/overlaps
 fi`
-	args := []string{"consume", q, "--exec", run, "--exec-timeout", "1s",
+	args := []string{"consume", q, "--exec", run, "--exec-timeout", "1s", "--retry-wait", "1m",
 		"--concurrency", strconv.Itoa(conc), "--batch", strconv.Itoa(conc)}
 	p := start(t, args...)
 	waitFor(t, cmdTimeout, "the first runs to hold their locks", func() bool {
@@ -288,4 +288,88 @@ func TestPostResetsCounted(t *testing.T) {
 	if want := int64(st.Processed + retries); got != want {
 		t.Errorf("the server read %d requests, spool counted %d attempts (%d successes, %d retries)", got, want, st.Processed, retries)
 	}
+}
+
+// TestExecDiesWithConsumer: a run's shell dies with its consumer, with no
+// other consumer to recover it: killed with SIGKILL, the consumer takes
+// its runs' shells with it (the runs exec into sleep, which keeps the
+// shell's parent-death signal).
+func TestExecDiesWithConsumer(t *testing.T) {
+	t.Parallel()
+	q, state := workQueue(t)
+	for i := range 2 {
+		putMessage(t, q, fmt.Sprintf("m%d.json", i), orderMessage(fmt.Sprintf("m%d", i), "A", i+1, "1.00"))
+	}
+	pids := filepath.Join(state, "pids")
+	p := start(t, "consume", q, "--exec", "echo $$ >> "+shellQuote(pids)+"; exec sleep 60", "--concurrency", "2")
+	waitFor(t, cmdTimeout, "both runs to start", func() bool { return len(readLines(t, pids)) >= 2 })
+	if !p.killAfter(t, 0) {
+		t.Fatalf("the consumer exited before the kill\n%s", p.result())
+	}
+	for _, s := range readLines(t, pids) {
+		pid, err := strconv.Atoi(s)
+		if err != nil {
+			t.Fatalf("pid %q: %v", s, err)
+		}
+		waitFor(t, 10*time.Second, fmt.Sprintf("run %d to die with its consumer", pid), func() bool {
+			return !alive(pid)
+		})
+	}
+}
+
+// alive reports whether pid is a live process (a zombie is not).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// pid (comm) STATE ...: comm may hold spaces, the state follows its ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+// TestPostKillStorm (long): two consumers post to a slow endpoint while
+// one or the other is killed at a random instant and replaced at once,
+// again and again; no key ever has two requests in flight at the server at
+// once, and every message ends processed once.
+func TestPostKillStorm(t *testing.T) {
+	testenv.Long(t, "kill storm of --post consumers")
+	t.Parallel()
+	rng := newRand(t)
+	const conc, n = 16, 600
+	q, _ := workQueue(t)
+	l := openCallLedger(t, "sqlite", q)
+	for i := range n {
+		putMessage(t, q, fmt.Sprintf("m%03d.json", i), orderMessage(fmt.Sprintf("m%03d", i), "A", i+1, "1.00"))
+	}
+	// Requests outlive the time between kills: a restart that sent a
+	// dead consumer's keys again at once would overlap them.
+	srv := newKeyServer(t, time.Second)
+	args := []string{"consume", q, "--post", srv.URL, "--concurrency", strconv.Itoa(conc), "--post-timeout", "3s"}
+	ps := []*proc{start(t, args...), start(t, args...)}
+	kills := 0
+	for round := 0; kills < 30 && round < 300 && countNames(t, q, inbox)+countClaims(t, q) > 0; round++ {
+		i := rng.IntN(len(ps))
+		if ps[i].killAfter(t, logDelay(rng, 20*time.Millisecond, 500*time.Millisecond)) {
+			kills++
+		} else if r := ps[i].result(); r.code != 0 {
+			t.Fatalf("a consumer failed by itself:\n%s", r)
+		}
+		ps[i] = start(t, args...)
+	}
+	for _, p := range ps {
+		if r := p.wait(t); r.code != 0 {
+			t.Fatalf("a consumer failed by itself:\n%s", r)
+		}
+	}
+	t.Logf("%d kills", kills)
+	mustRun(t, 0, args...)
+	srv.mu.Lock()
+	overlaps := srv.overlaps
+	srv.mu.Unlock()
+	if len(overlaps) > 0 {
+		t.Errorf("%d times a key had two requests in flight at once: %v", len(overlaps), overlaps)
+	}
+	checkCallsSettled(t, q, l, n, 0)
 }

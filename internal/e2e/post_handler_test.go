@@ -78,7 +78,7 @@ func TestPostHandler(t *testing.T) {
 	for name, body := range bodies {
 		putMessage(t, q, name, body)
 	}
-	r := mustRun(t, 0, "consume", q, "--post", srv.URL+"/orders", "--retry-base", "20ms", "--retry-max", "4", "--retry-jitter=false")
+	r := mustRun(t, 0, "consume", q, "--post", srv.URL+"/orders", "--retry-base", "20ms", "--retry-max", "4", "--retry-jitter=false", "--retry-wait", "1m")
 	if st := parseStats(t, r); st.Processed != 3 || st.DeadLetters != 1 {
 		t.Fatalf("stats %+v, want 3 processed, 1 dead letter\n%s", st, r)
 	}

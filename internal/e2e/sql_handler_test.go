@@ -239,7 +239,7 @@ SELECT pg_sleep(CASE WHEN :msg_id = 'slow' THEN 5 ELSE 0 END);
 	db := withSearchPath(t, dsn, schema)
 	began := time.Now()
 	r := mustRun(t, 0, "consume", q, "--db", db, "--sql", sqlFile, "--sql-timeout", "200ms",
-		"--retry-max", "2", "--retry-base", "10ms", "--retry-cap", "10ms")
+		"--retry-max", "2", "--retry-base", "10ms", "--retry-cap", "10ms", "--retry-wait", "1m")
 	if st := parseStats(t, r); st.Processed != 2 || st.DeadLetters != 1 {
 		t.Fatalf("stats %+v, want 2 processed, slow dead-lettered\n%s", st, r)
 	}

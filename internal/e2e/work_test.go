@@ -43,7 +43,7 @@ echo "$SPOOL_MSG_ID" >> "$1/marker"
 	db := openLedger(t, q)
 	stop := watchAttempts(t, db, "FLAKY")
 	r := mustRun(t, 0, "consume", q, "--exec", "sh "+shellQuote(script)+" "+shellQuote(state),
-		"--retry-base", "100ms", "--retry-cap", "10s", "--retry-max", "5", "--retry-jitter=false")
+		"--retry-base", "100ms", "--retry-cap", "10s", "--retry-max", "5", "--retry-jitter=false", "--retry-wait", "1m")
 	states := stop()
 	if st := parseStats(t, r); st.Processed != 1 || st.DeadLetters != 0 || st.Duplicates != 0 {
 		t.Fatalf("stats %+v, want 1 processed\n%s", st, r)
@@ -167,7 +167,7 @@ exit 75
 `)
 	putMessage(t, q, "m.json", orderMessage("M", "O", 1, "5"))
 	r := mustRun(t, 0, "consume", q, "--exec", "sh "+shellQuote(script)+" "+shellQuote(state),
-		"--retry-base", "20ms", "--retry-max", "3", "--retry-jitter=false")
+		"--retry-base", "20ms", "--retry-max", "3", "--retry-jitter=false", "--retry-wait", "1m")
 	if st := parseStats(t, r); st.DeadLetters != 1 || st.Processed != 0 {
 		t.Fatalf("stats %+v, want 1 dead letter\n%s", st, r)
 	}
@@ -198,7 +198,7 @@ func TestExecTimeoutKillsAndRetries(t *testing.T) {
 	putMessage(t, q, "m.json", orderMessage("M", "O", 1, "5"))
 	begin := time.Now()
 	r := mustRun(t, 0, "consume", q, "--exec", "sleep 60 & echo $! >> "+shellQuote(pidFile)+"; wait",
-		"--exec-timeout", "300ms", "--retry-base", "10ms", "--retry-max", "2")
+		"--exec-timeout", "300ms", "--retry-base", "10ms", "--retry-max", "2", "--retry-wait", "1m")
 	if took := time.Since(begin); took > 20*time.Second {
 		t.Errorf("two attempts of 300ms took %v", took)
 	}
@@ -274,7 +274,7 @@ func TestRestartDuringBackoff(t *testing.T) {
 	q, state := workQueue(t)
 	stampFile := filepath.Join(state, "attempts")
 	cmd := "date +%s%N >> " + shellQuote(stampFile) + "; echo 'still down' >&2; exit 75"
-	args := []string{"consume", q, "--exec", cmd, "--retry-base", "1s", "--retry-cap", "1s", "--retry-max", "2", "--retry-jitter=false"}
+	args := []string{"consume", q, "--exec", cmd, "--retry-base", "1s", "--retry-cap", "1s", "--retry-max", "2", "--retry-jitter=false", "--retry-wait", "1m"}
 	putMessage(t, q, "r.json", orderMessage("R", "O", 1, "7"))
 
 	p := start(t, args...)

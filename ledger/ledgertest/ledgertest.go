@@ -24,11 +24,26 @@ import (
 	"github.com/spoolq/spool/ledger"
 )
 
-// Run runs the conformance suite. open must return a new, empty ledger each
-// time it is called, independent of every other (subtests run in parallel);
-// it may register its own cleanup with t.Cleanup. Run closes each ledger when
-// its subtest ends.
-func Run(t *testing.T, open func(t *testing.T) *ledger.DB) {
+// Backend is what the suite needs of a backend.
+type Backend struct {
+	// Fresh makes a new, empty database for one test, dropped when the
+	// test ends (t.Cleanup), and returns the DSN by which ledger.Open
+	// opens a ledger on it (the backend's package is imported by its
+	// test, so it is registered). The suite opens it more than once for
+	// the tests of several handles. Subtests run in parallel, so each
+	// database must be independent of every other. A backend whose
+	// server is not configured skips the test (and fails it on CI).
+	Fresh func(t *testing.T) string
+	// ByteOrder reports whether db sorts text in byte order (SQLite;
+	// PostgreSQL under a "C" collation; a binary column on MySQL), so
+	// that OrderCheckSQL's own ORDER BY gives OrderCheck's order. Nil:
+	// only the order within each order_no is checked.
+	ByteOrder func(t *testing.T, db *ledger.DB) bool
+}
+
+// Run runs the conformance suite on b. It closes each ledger it opens
+// when its subtest ends.
+func Run(t *testing.T, b Backend) {
 	tests := []struct {
 		name string
 		fn   func(t *testing.T, db *ledger.DB)
@@ -64,9 +79,15 @@ func Run(t *testing.T, open func(t *testing.T) *ledger.DB) {
 		{"ReleaseReservations", testReleaseReservations},
 		{"ConflictResult", testConflictResult},
 		{"Rebuild", testRebuild},
+		{"LongKey", testLongKey},
+		{"ExactKeys", testExactKeys},
 	}
-	fresh := func(t *testing.T) *ledger.DB {
-		db := open(t)
+	opener := func(t *testing.T, dsn string) *ledger.DB {
+		t.Helper()
+		db, err := ledger.Open(t.Context(), dsn, ledger.OpenOptions{})
+		if err != nil {
+			t.Fatalf("open %s: %v", dsn, err)
+		}
 		t.Cleanup(func() {
 			if err := db.Close(); err != nil {
 				t.Errorf("close: %v", err)
@@ -74,6 +95,7 @@ func Run(t *testing.T, open func(t *testing.T) *ledger.DB) {
 		})
 		return db
 	}
+	fresh := func(t *testing.T) *ledger.DB { return opener(t, b.Fresh(t)) }
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -83,6 +105,19 @@ func Run(t *testing.T, open func(t *testing.T) *ledger.DB) {
 	t.Run("OrderCheck", func(t *testing.T) {
 		t.Parallel()
 		testOrderCheck(t, fresh)
+	})
+	t.Run("OrderCheckSQLOrder", func(t *testing.T) {
+		t.Parallel()
+		testOrderCheckSQLOrder(t, fresh(t), b.ByteOrder)
+	})
+	t.Run("TwoHandles", func(t *testing.T) {
+		t.Parallel()
+		dsn := b.Fresh(t)
+		testTwoHandles(t, opener(t, dsn), opener(t, dsn))
+	})
+	t.Run("ConcurrentOpen", func(t *testing.T) {
+		t.Parallel()
+		testConcurrentOpen(t, b.Fresh(t))
 	})
 }
 

@@ -346,7 +346,7 @@ func testRetryDue(t *testing.T, db *ledger.DB) {
 	if o, ok := claimOutcome(t, db, "c4", "gives-up"); !ok || o != spool.OutcomeDeadLetter {
 		t.Errorf("ClaimOutcome(c4) = %q, %v, want dead-letter", o, ok)
 	}
-	if got, want := column(t, db, "SELECT CAST(attempts AS TEXT) || ' ' || reason || ' ' || detail FROM deliveries WHERE claim = 'c4'"), []string{"2 retries-exhausted locked"}; !reflect.DeepEqual(got, want) {
+	if got, want := column(t, db, "SELECT CAST(attempts AS VARCHAR(20)) || ' ' || reason || ' ' || detail FROM deliveries WHERE claim = 'c4'"), []string{"2 retries-exhausted locked"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("c4's record = %q, want %q", got, want)
 	}
 }

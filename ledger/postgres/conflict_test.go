@@ -6,8 +6,6 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/spoolq/spool/ledger"
 )
 
 // The dialect finds PostgreSQL's SQLSTATE through this method; a driver
@@ -32,7 +30,7 @@ func TestIsConflict(t *testing.T) {
 	if _, err := holder.ExecContext(ctx, "LOCK TABLE t"); err != nil {
 		t.Fatal(err)
 	}
-	d := ledger.PostgreSQL()
+	d := Dialect()
 	inTx := func(stmts ...string) error {
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {

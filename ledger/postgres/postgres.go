@@ -61,7 +61,7 @@ const maxIdleTime = 5 * time.Minute
 const defaultConnectTimeout = 10 * time.Second
 
 // minServerVersion is the oldest PostgreSQL the ledger's dialect supports
-// (ledger.PostgreSQL), as server_version_num.
+// (Dialect), as server_version_num.
 const minServerVersion = 150000
 
 // Open connects to the PostgreSQL database dsn names, checks that it
@@ -86,14 +86,14 @@ func OpenWith(ctx context.Context, dsn string, o Options) (*ledger.DB, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		// pgx redacts the password from its parse errors.
-		return nil, fmt.Errorf("open postgres ledger: %w", err)
+		return nil, fmt.Errorf("open postgres ledger: %w: %w", ledger.ErrBadDSN, err)
 	}
 	where := fmt.Sprintf("postgres ledger %s:%d/%s", cfg.Host, cfg.Port, cfg.Database)
 	db, err := open(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", where, err)
 	}
-	l, err := ledger.NewWith(ctx, db, ledger.PostgreSQL(), ledger.Options{MustExist: o.MustExist})
+	l, err := ledger.NewWith(ctx, db, Dialect(), ledger.Options{MustExist: o.MustExist})
 	if err != nil {
 		_ = db.Close() // the error that matters is New's
 		return nil, fmt.Errorf("open %s: %w", where, err)

@@ -6,14 +6,10 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"errors"
-	"fmt"
-	"io/fs"
 	"net/url"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -97,9 +93,20 @@ func openFresh(t testing.TB) (*ledger.DB, string) {
 func TestConformance(t *testing.T) {
 	serverDSN(t)
 	t.Parallel()
-	ledgertest.Run(t, func(t *testing.T) *ledger.DB {
-		db, _ := openFresh(t)
-		return db
+	ledgertest.Run(t, ledgertest.Backend{
+		Fresh: func(t *testing.T) string { return freshSchema(t) },
+		ByteOrder: func(t *testing.T, db *ledger.DB) bool {
+			var collation string
+			if err := db.SQL().QueryRowContext(t.Context(),
+				`SELECT datcollate FROM pg_database WHERE datname = current_database()`).Scan(&collation); err != nil {
+				t.Fatal(err)
+			}
+			switch strings.ToLower(collation) {
+			case "c", "posix", "c.utf-8", "c.utf8":
+				return true
+			}
+			return false
+		},
 	})
 }
 
@@ -119,145 +126,6 @@ func countRows(t *testing.T, db *sql.DB, query string, args ...any) int64 {
 		t.Fatalf("%s: %v", query, err)
 	}
 	return n
-}
-
-// TestTwoHandles: two ledgers on one database, as consumers on two hosts
-// hold, record overlapping msg_ids at once, each in its own order and
-// batching. The PRIMARY KEY admits one row per msg_id (I2), and no batch
-// fails: the ledger's msg_id-ordered inserts must not deadlock.
-func TestTwoHandles(t *testing.T) {
-	t.Parallel()
-	a, dsn := openFresh(t)
-	defer a.Close()
-	b, err := Open(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-
-	const msgs = 60
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		won   = map[string]int{}
-		total int
-	)
-	for i, db := range []*ledger.DB{a, b, a, b, a, b} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ids := make([]string, msgs)
-			for k := range ids {
-				ids[k] = fmt.Sprintf("m%03d", (k*7+i*11)%msgs) // 7 is coprime to 60
-			}
-			if i%2 == 1 {
-				slices.Reverse(ids)
-			}
-			size := 3 + i // batches of different sizes overlap differently
-			for len(ids) > 0 {
-				n := min(size, len(ids))
-				var ds []*spool.Delivery
-				for _, id := range ids[:n] {
-					ds = append(ds, delivery(fmt.Sprintf("h%d-%s", i, id), id))
-				}
-				res, err := db.Record(t.Context(), ds)
-				if err != nil {
-					t.Errorf("handle %d: Record: %v", i, err)
-					return
-				}
-				mu.Lock()
-				for i, d := range ds {
-					if res[i].Outcome == spool.OutcomeProcessed {
-						won[d.Message.MsgID]++
-						total++
-					}
-				}
-				mu.Unlock()
-				ids = ids[n:]
-			}
-		}()
-	}
-	wg.Wait()
-	if t.Failed() {
-		return
-	}
-	if total != msgs || len(won) != msgs {
-		t.Errorf("processed outcomes = %d over %d msg_ids, want %d over %d", total, len(won), msgs, msgs)
-	}
-	for id, n := range won {
-		if n != 1 {
-			t.Errorf("%s processed %d times, want 1", id, n)
-		}
-	}
-	if n := countRows(t, a.SQL(), "SELECT COUNT(*) FROM processed"); n != msgs {
-		t.Errorf("processed rows = %d, want %d", n, msgs)
-	}
-	if n := countRows(t, b.SQL(), "SELECT COUNT(DISTINCT msg_id) FROM processed"); n != msgs {
-		t.Errorf("distinct msg_ids in processed = %d, want %d", n, msgs)
-	}
-	if n := countRows(t, b.SQL(), "SELECT COUNT(*) FROM deliveries WHERE outcome = 'duplicate'"); n != 5*msgs {
-		t.Errorf("duplicate deliveries = %d, want %d", n, 5*msgs)
-	}
-}
-
-// TestOrderCheckSQL: ordercheck.sql run as psql would returns OrderCheck's
-// rows; in a database whose collation is byte order it returns them in
-// OrderCheck's order too.
-func TestOrderCheckSQL(t *testing.T) {
-	t.Parallel()
-	db, _ := openFresh(t)
-	defer db.Close()
-	var ds []*spool.Delivery
-	for i, m := range []struct {
-		order string
-		seq   int64
-	}{{"b", 1}, {"b", 3}, {"X", 1}, {"X", 3}, {"X", 12}, {"X", 12}, {"a", 2}, {"B", 2}, {"X", 9}, {"A", 1}, {"A", 2}} {
-		d := delivery(fmt.Sprintf("c%d", i), fmt.Sprintf("m%d", i))
-		d.Message.OrderNo, d.Message.Seq = m.order, m.seq
-		ds = append(ds, d)
-	}
-	ds = append(ds, delivery("again", "m0")) // a redelivery is not a duplicate seq
-	if _, err := db.Record(t.Context(), ds); err != nil {
-		t.Fatal(err)
-	}
-	want := []ledger.OrderProblem{
-		{OrderNo: "B", Seq: "1", Problem: ledger.ProblemMissing},
-		{OrderNo: "X", Seq: "2", Problem: ledger.ProblemMissing},
-		{OrderNo: "X", Seq: "4-8", Problem: ledger.ProblemMissing},
-		{OrderNo: "X", Seq: "10-11", Problem: ledger.ProblemMissing},
-		{OrderNo: "X", Seq: "12", Problem: ledger.ProblemDuplicate},
-		{OrderNo: "a", Seq: "1", Problem: ledger.ProblemMissing},
-		{OrderNo: "b", Seq: "2", Problem: ledger.ProblemMissing},
-	}
-	check, err := db.OrderCheck(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(check, want) {
-		t.Errorf("OrderCheck =\n%+v\nwant\n%+v", check, want)
-	}
-	got, err := ledgertest.RunOrderCheckSQL(t, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var collation string
-	if err := db.SQL().QueryRowContext(t.Context(),
-		`SELECT datcollate FROM pg_database WHERE datname = current_database()`).Scan(&collation); err != nil {
-		t.Fatal(err)
-	}
-	switch strings.ToLower(collation) {
-	case "c", "posix", "c.utf-8", "c.utf8":
-		if !reflect.DeepEqual(got, want) {
-			t.Errorf("OrderCheckSQL under collation %s =\n%+v\nwant\n%+v", collation, got, want)
-		}
-	default:
-		// order_no follows the collation; within an order_no the rows keep
-		// the query's order.
-		slices.SortStableFunc(got, func(a, b ledger.OrderProblem) int { return strings.Compare(a.OrderNo, b.OrderNo) })
-		if !reflect.DeepEqual(got, want) {
-			t.Errorf("OrderCheckSQL under collation %s, re-sorted by order_no =\n%+v\nwant\n%+v", collation, got, want)
-		}
-	}
 }
 
 // TestSynchronousCommit: a session whose commits may return before they are
@@ -399,43 +267,6 @@ func TestPool(t *testing.T) {
 		if !strings.HasPrefix(schema, "spool_test_") || app != "spool" {
 			t.Errorf("connection %d: schema %q, application_name %q, want spool_test_..., spool", i, schema, app)
 		}
-	}
-}
-
-// TestConcurrentOpen: consumers starting at once on a new schema all migrate
-// it without error, and it is migrated once.
-func TestConcurrentOpen(t *testing.T) {
-	t.Parallel()
-	dsn := freshSchema(t)
-	var wg sync.WaitGroup
-	dbs := make([]*ledger.DB, 4)
-	for i := range dbs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			db, err := Open(t.Context(), dsn)
-			if err != nil {
-				t.Errorf("Open %d: %v", i, err)
-				return
-			}
-			dbs[i] = db
-		}()
-	}
-	wg.Wait()
-	for _, db := range dbs {
-		if db != nil {
-			defer db.Close()
-		}
-	}
-	if t.Failed() {
-		return
-	}
-	files, err := fs.Glob(ledger.PostgreSQL().Migrations(), "*.up.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := countRows(t, dbs[0].SQL(), "SELECT COUNT(*) FROM schema_migrations"); n != int64(len(files)) {
-		t.Errorf("schema_migrations rows = %d, want one per migration, %d", n, len(files))
 	}
 }
 

@@ -6,8 +6,6 @@ import (
 	"testing"
 
 	sqlite3 "modernc.org/sqlite"
-
-	"github.com/spoolq/spool/ledger"
 )
 
 // The dialect finds SQLite's result code through this method; a driver
@@ -34,7 +32,7 @@ func TestIsConflict(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = txA.Rollback() }()
-	d := ledger.SQLite()
+	d := Dialect()
 	txB, err := b.BeginTx(ctx, nil)
 	if err == nil {
 		_ = txB.Rollback()

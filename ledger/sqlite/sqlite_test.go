@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -12,7 +11,6 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -32,9 +30,10 @@ func openTemp(t testing.TB) (*ledger.DB, string) {
 }
 
 func TestConformance(t *testing.T) {
-	ledgertest.Run(t, func(t *testing.T) *ledger.DB {
-		db, _ := openTemp(t)
-		return db
+	ledgertest.Run(t, ledgertest.Backend{
+		Fresh: func(t *testing.T) string { return filepath.Join(t.TempDir(), "ledger.db") },
+		// SQLite compares TEXT with the BINARY collation.
+		ByteOrder: func(*testing.T, *ledger.DB) bool { return true },
 	})
 }
 
@@ -86,49 +85,6 @@ func countRows(t *testing.T, db *ledger.DB, query string) int64 {
 		t.Fatalf("%s: %v", query, err)
 	}
 	return n
-}
-
-// TestTwoHandles: two ledgers on one file, as two consumer processes would
-// hold, write at once; none fails with "database is locked" and the PRIMARY
-// KEY still admits one row per msg_id.
-func TestTwoHandles(t *testing.T) {
-	a, path := openTemp(t)
-	defer a.Close()
-	b, err := Open(t.Context(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-
-	const msgs = 60
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		total int
-	)
-	for i, db := range []*ledger.DB{a, b, a, b, a, b} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			n, err := recordAll(t.Context(), db, fmt.Sprintf("h%d", i), msgIDs(msgs, i*7), 4)
-			if err != nil {
-				t.Errorf("handle %d: %v", i, err)
-			}
-			mu.Lock()
-			total += n
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	if total != msgs {
-		t.Errorf("processed outcomes = %d, want %d", total, msgs)
-	}
-	if n := countRows(t, a, "SELECT COUNT(*) FROM processed"); n != msgs {
-		t.Errorf("processed rows = %d, want %d", n, msgs)
-	}
-	if n := countRows(t, b, "SELECT COUNT(*) FROM deliveries WHERE outcome = 'duplicate'"); n != 5*msgs {
-		t.Errorf("duplicate deliveries = %d, want %d", n, 5*msgs)
-	}
 }
 
 // TestMultiProcess: consumer processes sharing the ledger file, for real.
@@ -272,42 +228,6 @@ func TestImmediate(t *testing.T) {
 	}
 }
 
-// TestConcurrentOpen: processes starting at once on a new file all migrate
-// it without error, and it is migrated once.
-func TestConcurrentOpen(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "ledger.db")
-	var wg sync.WaitGroup
-	dbs := make([]*ledger.DB, 6)
-	for i := range dbs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			db, err := Open(t.Context(), path)
-			if err != nil {
-				t.Errorf("Open %d: %v", i, err)
-				return
-			}
-			dbs[i] = db
-		}()
-	}
-	wg.Wait()
-	for _, db := range dbs {
-		if db != nil {
-			defer db.Close()
-		}
-	}
-	if t.Failed() {
-		return
-	}
-	files, err := fs.ReadDir(ledger.SQLite().Migrations(), ".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := countRows(t, dbs[0], "SELECT COUNT(*) FROM schema_migrations"); n != int64(len(files)) {
-		t.Errorf("schema_migrations rows = %d, want one per migration, %d", n, len(files))
-	}
-}
-
 // TestOddPath: '?', '#', '%' and spaces in the path name the file they say,
 // not URI syntax.
 func TestOddPath(t *testing.T) {
@@ -346,49 +266,6 @@ func TestOpenMissingDir(t *testing.T) {
 		t.Fatal("Open in a missing directory: nil error, want one")
 	} else if !strings.Contains(err.Error(), path) {
 		t.Errorf("error %q does not name the path", err)
-	}
-}
-
-// TestOrderCheckSQLOrder: on SQLite (BINARY collation) the query's own ORDER
-// BY already gives OrderCheck's order, so `sqlite3 ledger.db <
-// ordercheck.sql` prints the rows as `spool order-check` does.
-func TestOrderCheckSQLOrder(t *testing.T) {
-	db, _ := openTemp(t)
-	defer db.Close()
-	var ds []*spool.Delivery
-	for i, m := range []struct {
-		order string
-		seq   int64
-	}{{"b", 1}, {"b", 3}, {"X", 1}, {"X", 3}, {"X", 12}, {"X", 12}, {"a", 2}, {"B", 2}, {"X", 9}} {
-		d := delivery(fmt.Sprintf("c%d", i), fmt.Sprintf("m%d", i))
-		d.Message.OrderNo, d.Message.Seq = m.order, m.seq
-		ds = append(ds, d)
-	}
-	if _, err := db.Record(t.Context(), ds); err != nil {
-		t.Fatal(err)
-	}
-	got, err := ledgertest.RunOrderCheckSQL(t, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []ledger.OrderProblem{
-		{OrderNo: "B", Seq: "1", Problem: "missing"},
-		{OrderNo: "X", Seq: "2", Problem: "missing"},
-		{OrderNo: "X", Seq: "4-8", Problem: "missing"},
-		{OrderNo: "X", Seq: "10-11", Problem: "missing"},
-		{OrderNo: "X", Seq: "12", Problem: "duplicate"},
-		{OrderNo: "a", Seq: "1", Problem: "missing"},
-		{OrderNo: "b", Seq: "2", Problem: "missing"},
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("OrderCheckSQL =\n%+v\nwant\n%+v", got, want)
-	}
-	check, err := db.OrderCheck(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(check, want) {
-		t.Errorf("OrderCheck =\n%+v\nwant\n%+v", check, want)
 	}
 }
 

@@ -1,0 +1,138 @@
+package postgres
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spoolq/spool/ledger"
+)
+
+//go:embed migrations/*.up.sql
+var migrations embed.FS
+
+// Dialect returns the ledger.Dialect of PostgreSQL 15 or later: $1, $2, ...
+// placeholders, and an advisory lock serialising migrations. Its conflicts
+// are the SQLSTATEs serialization_failure, deadlock_detected,
+// lock_not_available (lock_timeout) and query_canceled (statement_timeout),
+// from any driver whose errors have a SQLState() string method, as pgx's
+// do.
+func Dialect() ledger.Dialect { return dialect{} }
+
+type dialect struct{}
+
+func (dialect) Name() string               { return Scheme }
+func (dialect) Rebind(query string) string { return rebindDollar(query) }
+func (dialect) Placeholder(n int) string   { return "$" + strconv.Itoa(n) }
+
+// SingleWriter: transactions lock rows and run side by side.
+func (dialect) SingleWriter() bool { return false }
+
+// PadRows: every statement is a round trip to the server.
+func (dialect) PadRows() bool { return true }
+
+// MaxKey: TEXT keys have no length of their own.
+func (dialect) MaxKey() int { return 0 }
+
+// Retry: the ledger's write transactions run at READ COMMITTED, where
+// there are no serialization failures, and lock keys in msg_id order, so
+// they do not deadlock one another; a deadlock or a lock timeout is then
+// a fault (another program's locks) to report, not a race to rerun.
+func (dialect) Retry(error) bool { return false }
+
+func (dialect) Migrations() fs.FS {
+	f, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		// fs.Sub fails only for an invalid path, and this is a constant.
+		panic(err)
+	}
+	return f
+}
+
+// MigrationLock takes a transaction-scoped advisory lock, released by the
+// commit, so a second process waits and then finds the migrations applied.
+// The key is an arbitrary constant ("spool" in ASCII).
+func (dialect) MigrationLock() string {
+	return "SELECT pg_advisory_xact_lock(495807590252)"
+}
+
+func (dialect) InsertNew(insert, key, returning string) string {
+	s := insert + "\nON CONFLICT (" + key + ") DO NOTHING"
+	if returning != "" {
+		s += "\nRETURNING " + returning
+	}
+	return s
+}
+
+func (dialect) InsertOrUpdate(insert, key string, update []string) string {
+	set := make([]string, len(update))
+	for i, c := range update {
+		set[i] = c + " = excluded." + c
+	}
+	return insert + "\nON CONFLICT (" + key + ") DO UPDATE SET " + strings.Join(set, ", ")
+}
+
+// StatementTimeout sets statement_timeout for the transaction (SET LOCAL),
+// in whole milliseconds and at least one (0 would mean none); a savepoint's
+// rollback takes the setting back with the rest. A statement cut short
+// fails with query_canceled, a conflict.
+func (dialect) StatementTimeout(d time.Duration) (string, string, error) {
+	if d <= 0 {
+		return "", "", fmt.Errorf("statement timeout %v: want a positive duration", d)
+	}
+	return fmt.Sprintf("SET LOCAL statement_timeout = %d", max(d.Milliseconds(), 1)),
+		"SET LOCAL statement_timeout TO DEFAULT", nil
+}
+
+func (dialect) IsConflict(err error) bool {
+	var pe interface{ SQLState() string }
+	if !errors.As(err, &pe) {
+		return false
+	}
+	switch pe.SQLState() {
+	case "40001", // serialization_failure
+		"40P01", // deadlock_detected
+		"55P03", // lock_not_available (lock_timeout)
+		"57014": // query_canceled (statement_timeout)
+		return true
+	}
+	return false
+}
+
+// rebindDollar numbers the ? placeholders of query as $1, $2, ..., skipping
+// those inside '...' literals, "..." identifiers and -- comments.
+func rebindDollar(query string) string {
+	var b strings.Builder
+	b.Grow(len(query) + 8)
+	n := 0
+	var quote byte // the quote character we are inside, or 0
+	comment := false
+	for i := 0; i < len(query); i++ {
+		c := query[i]
+		switch {
+		case comment:
+			if c == '\n' {
+				comment = false
+			}
+		case quote != 0:
+			if c == quote {
+				quote = 0 // a doubled quote re-enters at once on the next byte
+			}
+		case c == '\'' || c == '"':
+			quote = c
+		case c == '-' && i+1 < len(query) && query[i+1] == '-':
+			comment = true
+		case c == '?':
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
