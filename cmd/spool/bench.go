@@ -12,6 +12,7 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/internal/bench"
+	"github.com/spoolq/spool/ledger"
 )
 
 var benchCommand = &command{
@@ -209,7 +210,7 @@ func benchCalls(ctx context.Context, e *env, o bench.Options, co bench.CallOptio
 	}
 	w := e.stdout
 	// The ledger named by --db's scheme; the queue's own file without it.
-	engine := "sqlite"
+	engine := ledger.FileScheme
 	if scheme, _, ok := strings.Cut(co.DB, "://"); ok {
 		engine = scheme
 	}
