@@ -28,12 +28,10 @@ const (
 	// messages: more workers than cores, because a worker may wait in the
 	// kernel on the disk. A backlog that sat for a while is no longer in the
 	// page cache, so its files are read from the disk; with one worker per
-	// core, every such read stalls a core's share of the pipeline. Measured
-	// when the workers also claimed, on 1M-message drains whose queue had
-	// partly left the cache, in three alternated pairs: 8 workers on 2
-	// cores drained 36%, 26% and 4% faster than 2, with no more CPU per
-	// message; on a warm queue the two are the same (docs/PERFORMANCE.md,
-	// "4 workers per core").
+	// core, every such read stalls a core's share of the pipeline. On a
+	// backlog partly out of the cache, 4 per core drained faster than 1
+	// with no more CPU per message, and a warm queue is the same either
+	// way (docs/PERFORMANCE.md, "4 workers per core", has the figures).
 	DefaultWorkersPerCPU = 4
 )
 

@@ -14,8 +14,8 @@ import (
 // consumer learns of and answers with a scan at once; the rescan bounds
 // what any other loss (a bug, an unforeseen filesystem) can delay, and how
 // long the claims of a consumer that died on this host wait before they
-// come back to inbox/. A rescan of an idle queue costs about a millisecond
-// of processor time (docs/PERFORMANCE.md, "Watching").
+// come back to inbox/. A rescan of an idle queue is cheap
+// (docs/PERFORMANCE.md, "Watching", has the figure).
 const DefaultRescanInterval = time.Second
 
 // watcher decides when a watching consumer scans inbox/ again: at once

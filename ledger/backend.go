@@ -20,6 +20,11 @@ type OpenOptions struct {
 	// instead of creating one: for reports, which must never leave an empty
 	// ledger behind a mistyped address.
 	MustExist bool
+	// ReadOnly asks for a ledger opened for reading only, by a user who
+	// may not write it (reports): it must exist and be up to date, and
+	// nothing is created or changed. A backend whose server decides
+	// access (PostgreSQL) needs no more than MustExist for it.
+	ReadOnly bool
 }
 
 // OpenFunc opens the ledger that dsn names, creating its schema if

@@ -69,6 +69,9 @@ type Options struct {
 	// schema: reports and checks read a ledger, and must not leave an empty
 	// one behind a mistyped address. An existing ledger is still migrated.
 	MustExist bool
+	// ReadOnly refuses a ledger whose schema is not up to date instead of
+	// migrating it: a reader that may not write must not try.
+	ReadOnly bool
 	// Turn, when set, is taken by the write transactions of Record,
 	// Reserve and Settle (after the process's own turn, see beginWrite),
 	// and closed by Close; the DB owns it once NewWith succeeds.
@@ -98,7 +101,15 @@ func NewWith(ctx context.Context, db *sql.DB, d Dialect, o Options) (*DB, error)
 			return nil, fmt.Errorf("new %s ledger: %w (%v)", d.Name(), ErrNoLedger, err)
 		}
 	}
-	if err := migrate(ctx, db, d); err != nil {
+	if o.ReadOnly {
+		ms, err := loadMigrations(d.Migrations())
+		if err != nil {
+			return nil, fmt.Errorf("new %s ledger: %w", d.Name(), err)
+		}
+		if current, err := upToDate(ctx, db, ms); err != nil || !current {
+			return nil, fmt.Errorf("new %s ledger: the schema is older than this spool's, and a reader does not migrate it: run a consumer or fsck --repair first (%v)", d.Name(), err)
+		}
+	} else if err := migrate(ctx, db, d); err != nil {
 		return nil, fmt.Errorf("new %s ledger: migrate: %w", d.Name(), err)
 	}
 	l := &DB{sql: db, dialect: d, q: newQueries(d), turn: o.Turn}

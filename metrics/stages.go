@@ -22,9 +22,8 @@ const DefaultRefresh = 10 * time.Second
 
 // refreshFactor bounds the time spent listing a stage to a hundredth of
 // the time: a stage is listed again no sooner than refreshFactor times its
-// last listing took. A million names in done/ take some hundreds of
-// milliseconds to read, so done/ is then listed about every half minute
-// instead of every interval, at 1% of a core.
+// last listing took. A done/ of a million names is then listed less often
+// than every interval, at no more than 1% of a core.
 const refreshFactor = 100
 
 // aged are the stages whose oldest message's age is a metric. done/ is

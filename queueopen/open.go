@@ -47,6 +47,10 @@ type Options struct {
 	DB string
 	// Use is what the ledger is opened for.
 	Use Use
+	// ReadOnly, with Read, opens the ledger for reading only
+	// (ledger.OpenOptions.ReadOnly): for reports run by a user who may
+	// read the queue and its ledger but not write them.
+	ReadOnly bool
 	// Relaxed asks a backend that can for commits that are not fsynced
 	// (ledger.OpenOptions.Relaxed); a crash still loses nothing, a power
 	// cut may lose the last batches.
@@ -152,7 +156,7 @@ func Attach(ctx context.Context, d *queue.Dir, o Options) (*ledger.DB, error) {
 	// With history the ledger must exist already (it is still migrated):
 	// MustExist also keeps a backend from changing a database that holds
 	// no ledger (ledger/sqlite leaves its journal mode alone).
-	l, err := ledger.Open(ctx, dsn(dir, o.DB), ledger.OpenOptions{Relaxed: o.Relaxed, MustExist: o.Use == Read || history})
+	l, err := ledger.Open(ctx, dsn(dir, o.DB), ledger.OpenOptions{Relaxed: o.Relaxed, MustExist: o.Use == Read || history, ReadOnly: o.ReadOnly && o.Use == Read})
 	if errors.Is(err, ledger.ErrNoLedger) {
 		return nil, &LedgerError{Ledger: where, Queue: dir, Found: NotLedger, Err: refusal, cause: err}
 	}
@@ -197,7 +201,7 @@ func OpenLedger(ctx context.Context, dir string, o Options) (*ledger.DB, error) 
 	if err := checkDSN(o.DB); err != nil {
 		return nil, err
 	}
-	return ledger.Open(ctx, dsn(dir, o.DB), ledger.OpenOptions{Relaxed: o.Relaxed, MustExist: o.Use == Read})
+	return ledger.Open(ctx, dsn(dir, o.DB), ledger.OpenOptions{Relaxed: o.Relaxed, MustExist: o.Use == Read, ReadOnly: o.ReadOnly && o.Use == Read})
 }
 
 // Start does what a consumer's start must before it claims: it finishes

@@ -208,9 +208,10 @@ func benchCalls(ctx context.Context, e *env, o bench.Options, co bench.CallOptio
 		return err
 	}
 	w := e.stdout
+	// The ledger named by --db's scheme; the queue's own file without it.
 	engine := "sqlite"
-	if co.DB != "" {
-		engine = "postgres"
+	if scheme, _, ok := strings.Cut(co.DB, "://"); ok {
+		engine = scheme
 	}
 	fmt.Fprintf(w, "messages   %d (%.0f%% redeliveries, %.0f%% poison, seed %d), --%s, latency %v, concurrency %d, processes %d, ledger %s\n",
 		co.N, co.DupFrac*100, co.PoisonFrac*100, co.Seed, co.Handler, co.Latency, co.Concurrency, co.Procs, engine)

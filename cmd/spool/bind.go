@@ -30,6 +30,8 @@ type ledgerOpts struct {
 	relaxed bool
 	// newLedger: --new-ledger, an empty ledger for a queue with history.
 	newLedger bool
+	// readOnly: a report's, which reads the ledger without write access.
+	readOnly bool
 }
 
 // options is o for package queueopen, with the ledger --db names.
@@ -38,7 +40,7 @@ func (o ledgerOpts) options(db string) queueopen.Options {
 	if o.use == writeLedger {
 		use = queueopen.Write
 	}
-	return queueopen.Options{DB: db, Use: use, Relaxed: o.relaxed, NewLedger: o.newLedger}
+	return queueopen.Options{DB: db, Use: use, Relaxed: o.relaxed, NewLedger: o.newLedger, ReadOnly: o.readOnly}
 }
 
 // ledgerError is a refusal of openLedgerFor: the ledger is missing, empty,

@@ -69,8 +69,9 @@ message; --exec and --post run outside any transaction, up to
 --concurrency at once (default 4), each msg_id reserved in the ledger
 first so that no two calls for one msg_id run at once on any consumer:
   --exec CMD   /bin/sh -c CMD, the message on stdin, SPOOL_MSG_ID,
-               SPOOL_ORDER_NO, SPOOL_SEQ, SPOOL_AMOUNT, SPOOL_FILE and
-               SPOOL_QUEUE in the environment. Exit 0: done. Exit 75
+               SPOOL_ORDER_NO, SPOOL_SEQ, SPOOL_AMOUNT, SPOOL_FILE,
+               SPOOL_QUEUE and SPOOL_CONSUMER (the consumer's session) in
+               the environment; it dies with its consumer. Exit 0: done. Exit 75
                (EX_TEMPFAIL), a timeout (--exec-timeout) or a signal: retry.
                Any other exit: dead letter (reason handler), the end of its
                stderr as the detail.
@@ -94,7 +95,10 @@ waiting-retries=N next-retry=TIME; the next run holds each until its time
 drain wait for the retries due within DURATION; --watch waits for all. After --retry-max attempts it is a dead letter, retries-exhausted.
 With --exec and --post a crash repeats at most --concurrency commands or
 requests: those whose outcome was not committed yet (the same msg_id,
-SPOOL_MSG_ID or Idempotency-Key, is sent again). Calls are not ordered,
+SPOOL_MSG_ID or Idempotency-Key, is sent again), never while the first
+may still run: the restart holds those msg_ids until the dead consumer's
+runs are killed (--exec) or --post-timeout has passed (--post), and goes
+on with the others meanwhile. Calls are not ordered,
 unless --ordered: then the messages of one order key are called one at a
 time in this consumer, in seq order among those it holds claimed (about 5
 batches of --batch, 256 with --ordered, claimed in name order: a backlog

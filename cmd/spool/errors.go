@@ -66,7 +66,7 @@ func runErrors(ctx context.Context, e *env, args []string) (err error) {
 	if *groupBy != "" && *groupBy != "reason" {
 		return e.usage("--group-by %q: only reason is supported", *groupBy)
 	}
-	d, l, done, err := openBound(ctx, pos[0], *db, ledgerOpts{use: readLedger})
+	d, l, done, err := openBound(ctx, pos[0], *db, ledgerOpts{use: readLedger, readOnly: true})
 	if err != nil {
 		return err
 	}

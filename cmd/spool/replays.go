@@ -35,7 +35,7 @@ func runReplays(ctx context.Context, e *env, args []string) (err error) {
 	if err := e.positionals(pos, 1, 1, "DIR"); err != nil {
 		return err
 	}
-	_, l, done, err := openBound(ctx, pos[0], *db, ledgerOpts{use: readLedger})
+	_, l, done, err := openBound(ctx, pos[0], *db, ledgerOpts{use: readLedger, readOnly: true})
 	if err != nil {
 		return err
 	}

@@ -66,7 +66,7 @@ func runServe(ctx context.Context, e *env, args []string) (err error) {
 	if lf.json() {
 		e.log = logger
 	}
-	d, l, done, err := openBound(ctx, pos[0], *db, ledgerOpts{use: readLedger})
+	d, l, done, err := openBound(ctx, pos[0], *db, ledgerOpts{use: readLedger, readOnly: true})
 	if err != nil {
 		return err
 	}

@@ -60,7 +60,7 @@ func runStatus(ctx context.Context, e *env, args []string) (err error) {
 	if err := e.positionals(pos, 1, 1, "DIR"); err != nil {
 		return err
 	}
-	d, l, done, err := openBound(ctx, pos[0], *db, ledgerOpts{use: readLedger})
+	d, l, done, err := openBound(ctx, pos[0], *db, ledgerOpts{use: readLedger, readOnly: true})
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spoolq/spool/internal/testenv"
 )
 
 // spoolBin is the spool binary under test, built once by TestMain.
@@ -30,14 +32,17 @@ func TestMain(m *testing.M) {
 	os.Exit(runMain(m))
 }
 
-// waitInParallel lets 4 tests per CPU run at once unless -parallel says
-// otherwise. Go's default, one per CPU, suits tests that compute; these
-// mostly wait (on spool processes, fsync, local servers and timers), and
-// nearly all are parallel, so with one per core the cores idle.
+// waitInParallel lets 4 tests per CPU run at once in the quick run unless
+// -parallel says otherwise. Go's default, one per CPU, suits tests that
+// compute; these mostly wait (on spool processes, fsync, local servers and
+// timers), and nearly all are parallel, so with one per core the cores
+// idle. Under -race spool computes (its build is instrumented), and the
+// long run's large queues and kill storms do too, so there the default
+// holds: more at once would only stretch each test's deadlines.
 func waitInParallel() {
 	given := false
 	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
-	if !given {
+	if !given && !raceEnabled && !testenv.IsLong() {
 		_ = flag.Set("test.parallel", strconv.Itoa(4*runtime.GOMAXPROCS(0)))
 	}
 }

@@ -32,6 +32,26 @@ func produce(t *testing.T, q string, first, n int) {
 	}
 }
 
+// waitProgress polls count until it reaches want, failing the test when it
+// has not grown for stall: a loaded machine (a race build, other suites
+// beside) may take long over a large queue, but a lost file stops it.
+func waitProgress(t *testing.T, stall time.Duration, what string, want int, count func() int) {
+	t.Helper()
+	last, since := -1, time.Now()
+	for {
+		n := count()
+		if n == want {
+			return
+		}
+		if n != last {
+			last, since = n, time.Now()
+		} else if time.Since(since) > stall {
+			t.Fatalf("waiting for %s: stuck at %d of %d for %v", what, n, want, stall)
+		}
+		time.Sleep(50 * time.Millisecond) // poll interval
+	}
+}
+
 // waitFor polls cond until it holds, failing the test after timeout.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
@@ -186,7 +206,7 @@ func TestWatchOverflow(t *testing.T) {
 	if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, cmdTimeout, fmt.Sprintf("the burst of %d to reach done/", n), func() bool { return countNames(t, q, done) == n+1 })
+	waitProgress(t, cmdTimeout, fmt.Sprintf("the burst of %d to reach done/", n), n+1, func() int { return countNames(t, q, done) })
 	// The metrics count what the summary will: an overflow, and its rescan.
 	fams := scrapeMetrics(t, base)
 	mOverflows, _ := fams.value("spool_watch_overflows_total")

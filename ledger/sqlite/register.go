@@ -22,5 +22,5 @@ func openDSN(ctx context.Context, dsn string, o ledger.OpenOptions) (*ledger.DB,
 	if path == "" {
 		return nil, fmt.Errorf("open ledger %q: no file path", dsn)
 	}
-	return OpenWith(ctx, path, Options{Relaxed: o.Relaxed, MustExist: o.MustExist})
+	return OpenWith(ctx, path, Options{Relaxed: o.Relaxed, MustExist: o.MustExist, ReadOnly: o.ReadOnly})
 }

@@ -60,9 +60,9 @@ const walCheckpointPages = 20000
 //     profiling a drain found more writes there than to the ledger itself.
 //   - wal_autocheckpoint: how many WAL pages trigger a checkpoint (the
 //     default is 1000). Checkpointing every few thousand messages stalled
-//     the commits behind it; at 20000 pages (80 MiB of WAL at most) a
-//     100k-message drain ran 13% faster (spool bench --n 100000, 19.2k ->
-//     21.5-22.5k msg/s, two runs each), with the same peak RSS.
+//     the commits behind it; 20000 pages (80 MiB of WAL at most) drained
+//     faster with the same peak memory (docs/PERFORMANCE.md has the
+//     figures).
 //   - _txlock=immediate: write transactions take the write lock at BEGIN. A
 //     deferred transaction that reads first and then writes must upgrade its
 //     lock, and two processes doing that at once get SQLITE_BUSY at once,
@@ -96,6 +96,10 @@ type Options struct {
 	// SQLite database that holds no ledger is then left as it was (not
 	// switched to WAL mode; HoldsLedger).
 	MustExist bool
+	// ReadOnly opens the ledger for reading only: it must exist and be up
+	// to date, nothing in it or beside it is created or changed, and only
+	// read access to it is needed (see openReadOnly). For reports.
+	ReadOnly bool
 }
 
 // Open opens, creating it if needed, the SQLite ledger at path and brings
@@ -111,6 +115,9 @@ func Open(ctx context.Context, path string) (*ledger.DB, error) {
 
 // OpenWith is Open with options.
 func OpenWith(ctx context.Context, path string, o Options) (*ledger.DB, error) {
+	if o.ReadOnly {
+		return openReadOnly(ctx, path)
+	}
 	if err := checkFiles(path); err != nil {
 		return nil, err
 	}
