@@ -74,7 +74,7 @@ type SchemaJSON struct {
 func WriteSchemaJSON(w io.Writer, rows []SchemaRow) error {
 	out := make([]SchemaJSON, 0, len(rows))
 	for _, r := range rows {
-		out = append(out, SchemaJSON{Field: r.Field, Type: r.Type, Role: r.Role})
+		out = append(out, SchemaJSON(r))
 	}
 	return WriteJSON(w, out)
 }
