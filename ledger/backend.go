@@ -32,9 +32,10 @@ type OpenOptions struct {
 // included.
 type OpenFunc func(ctx context.Context, dsn string, o OpenOptions) (*DB, error)
 
-// fileScheme is the scheme of the backend that Open gives a DSN with no
-// registered scheme, which is then a file path.
-const fileScheme = "sqlite"
+// FileScheme is the scheme of the backend that Open gives a DSN with no
+// registered scheme, which is then a file path; it is written SCHEME:PATH,
+// not as a URL.
+const FileScheme = "sqlite"
 
 var backends = struct {
 	sync.RWMutex
@@ -92,7 +93,7 @@ func Open(ctx context.Context, dsn string, o OpenOptions) (*DB, error) {
 	open, ok := lookup(dsn)
 	if !ok {
 		backends.RLock()
-		open, ok = backends.open[fileScheme]
+		open, ok = backends.open[FileScheme]
 		backends.RUnlock()
 		if !ok {
 			return nil, fmt.Errorf("open ledger %s: no backend for a file path (import github.com/spoolq/spool/ledger/sqlite)", dsn)

@@ -6,7 +6,7 @@ import (
 )
 
 func TestOrderCheckSQLEmbedded(t *testing.T) {
-	if !strings.Contains(OrderCheckSQL, "LAG(seq, 1, 0) OVER (PARTITION BY order_no ORDER BY seq)") {
+	if !strings.Contains(OrderCheckSQL, "LAG(seq) OVER (PARTITION BY order_no ORDER BY seq)") {
 		t.Error("OrderCheckSQL does not hold the query")
 	}
 	if strings.ContainsRune(OrderCheckSQL, '?') {

@@ -9,9 +9,11 @@
 -- numeric start of seq, then problem; order_no follows the database's
 -- collation (byte order on SQLite and on PostgreSQL with a "C" collation).
 --
--- Portable: runs unchanged on SQLite (3.25 or later, for window functions)
--- and PostgreSQL, e.g. `sqlite3 DIR/ledger.db < ordercheck.sql` or
--- `psql -f ordercheck.sql`.
+-- Portable: runs unchanged on SQLite (3.25 or later, for window functions),
+-- PostgreSQL and MariaDB (with sql_mode PIPES_AS_CONCAT, as the ledger's
+-- sessions have), e.g. `sqlite3 DIR/ledger.db < ordercheck.sql`,
+-- `psql -f ordercheck.sql` or
+-- `mariadb --init-command="SET sql_mode='ANSI'" DB < ordercheck.sql`.
 SELECT order_no, seq_text AS seq, problem
 FROM (
     SELECT order_no,
@@ -35,7 +37,7 @@ FROM (
     FROM (
         SELECT order_no,
                seq,
-               LAG(seq, 1, 0) OVER (PARTITION BY order_no ORDER BY seq) AS prev_seq
+               COALESCE(LAG(seq) OVER (PARTITION BY order_no ORDER BY seq), 0) AS prev_seq
         FROM (
             SELECT DISTINCT order_no, seq
             FROM processed

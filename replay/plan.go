@@ -2,6 +2,8 @@ package replay
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 
@@ -188,4 +190,19 @@ func Lock(ctx context.Context, d *queue.Dir, l *ledger.DB) (unlock func() error,
 		return nil, finished, err
 	}
 	return unlock, finished, nil
+}
+
+// Digest identifies the file set a plan resolved to: the hex SHA-256 of
+// each step's name, inode and whether it is skipped, in plan order. Two
+// resolutions of one selection have the same digest exactly when they
+// would move and skip the same files, so a plan shown to one person (a
+// dry run, a request awaiting approval) can be checked against the plan
+// resolved again when it is run: a file replayed, discarded, fixed or
+// added since changes the digest.
+func (p Plan) Digest() string {
+	h := sha256.New()
+	for _, s := range p.Steps {
+		fmt.Fprintf(h, "%s\x00%d\x00%t\n", s.File, s.Ino, s.Skip)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }

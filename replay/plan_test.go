@@ -237,3 +237,40 @@ func TestLockFinishesInterruptedReplays(t *testing.T) {
 		t.Errorf("after Lock, error/ holds %v", got)
 	}
 }
+
+// TestDigest: resolving one selection twice gives one digest; a file the
+// plan would move that was replayed meanwhile, or a forced plan, changes
+// it.
+func TestDigest(t *testing.T) {
+	d, l := deadLetters(t)
+	ctx := t.Context()
+	all := replay.Selection{All: true}
+	first := mustResolve(t, d, l, all).Digest()
+	if again := mustResolve(t, d, l, all).Digest(); again != first {
+		t.Errorf("one selection resolved twice: %s, then %s", first, again)
+	}
+	forced, err := replay.Resolve(ctx, d, l, spool.DefaultContract(), all, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if forced.Digest() == first {
+		t.Error("a forced plan, which moves late.json too, has the same digest")
+	}
+	unlock, _, err := replay.Lock(ctx, d, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = replay.Execute(ctx, d, l, mustResolve(t, d, l, replay.Selection{Names: []string{"bad.json"}}), "alice", "")
+	if uerr := unlock(); uerr != nil {
+		t.Fatal(uerr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := mustResolve(t, d, l, all).Digest(); after == first {
+		t.Error("bad.json was replayed, but --all has the same digest as before")
+	}
+	if empty := (replay.Plan{}).Digest(); len(empty) != 64 {
+		t.Errorf("the empty plan's digest %q is not a hex SHA-256", empty)
+	}
+}

@@ -45,7 +45,7 @@ func WriteErrorsLong(w io.Writer, rows []ErrorRow) error {
 		if r.OriginalFile != "" && r.OriginalFile != r.File {
 			original = r.OriginalFile
 		}
-		detail := oneLine(r.Detail)
+		detail := Terminal(oneLine(r.Detail))
 		if r.Field != "" {
 			detail = r.Field + ": " + detail
 		}
@@ -61,14 +61,7 @@ func WriteErrorsLong(w io.Writer, rows []ErrorRow) error {
 
 // cell keeps a name from breaking the table: tabs and line breaks, which a
 // file name may hold, are shown Go-quoted.
-func cell(s string) string {
-	for _, c := range s {
-		if c < ' ' || c == 0x7f {
-			return strconv.Quote(s)
-		}
-	}
-	return s
-}
+func cell(s string) string { return Terminal(s) }
 
 // clip cuts s to at most n bytes without splitting a UTF-8 sequence.
 func clip(s string, n int) string {
@@ -108,11 +101,15 @@ func jsonString(s string) *string {
 // ErrorJSON is one object of WriteErrorsJSON's array. Its keys are stable;
 // keys are added, never renamed or removed.
 type ErrorJSON struct {
-	// File is the name in error/.
-	File string `json:"file"`
+	// File is the name in error/; FileB64 its bytes in base64 when it is
+	// not valid UTF-8 (File then has U+FFFD for the bad bytes), else
+	// absent.
+	File    string  `json:"file"`
+	FileB64 *string `json:"file_b64,omitempty"`
 	// OriginalFile is the name it was claimed under in inbox/; null when
 	// unknown.
-	OriginalFile *string `json:"original_file"`
+	OriginalFile    *string `json:"original_file"`
+	OriginalFileB64 *string `json:"original_file_b64,omitempty"`
 	// Reason is the dead-letter reason, or "unknown" without a record.
 	Reason string `json:"reason"`
 	// Field is the offending field; null when none.
@@ -169,7 +166,7 @@ func ErrorsJSON(rows []ErrorRow) []ErrorJSON {
 	out := make([]ErrorJSON, 0, len(rows))
 	for _, r := range rows {
 		j := ErrorJSON{
-			File: r.File, OriginalFile: jsonString(r.OriginalFile), Reason: r.Reason,
+			File: r.File, FileB64: B64(r.File), OriginalFile: jsonString(r.OriginalFile), OriginalFileB64: B64(r.OriginalFile), Reason: r.Reason,
 			Field: jsonString(r.Field), Detail: r.Detail, MsgID: jsonString(r.MsgID),
 			Attempts: r.Attempts, FirstFailure: jsonTime(r.FirstFailure), LastFailure: jsonTime(r.LastFailure),
 			At: jsonTime(r.At), Consumer: jsonString(r.Consumer), Ino: r.Ino,

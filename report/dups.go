@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"encoding/csv"
 	"io"
-	"strconv"
-	"strings"
 
 	"github.com/spoolq/spool/ledger"
 )
@@ -17,10 +15,7 @@ import (
 func WriteDups(w io.Writer, ids []string) error {
 	bw := bufio.NewWriter(w)
 	for _, id := range ids {
-		if strings.ContainsAny(id, "\n\r") {
-			id = strconv.Quote(id)
-		}
-		bw.WriteString(id)
+		bw.WriteString(Terminal(id))
 		bw.WriteByte('\n')
 	}
 	return bw.Flush()
@@ -37,7 +32,7 @@ func WriteConflictsCSV(w io.Writer, conflicts []ledger.Conflict) error {
 		return err
 	}
 	for _, c := range conflicts {
-		if err := cw.Write([]string{c.MsgID, c.ProcessedFile, c.ProcessedHash, c.DuplicateFile, c.DuplicateHash, csvTime(c.At)}); err != nil {
+		if err := cw.Write(terminalAll([]string{c.MsgID, c.ProcessedFile, c.ProcessedHash, c.DuplicateFile, c.DuplicateHash, csvTime(c.At)})); err != nil {
 			return err
 		}
 	}

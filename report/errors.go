@@ -231,7 +231,7 @@ func WriteErrorsCSV(w io.Writer, rows []ErrorRow, detail bool) error {
 		if detail {
 			rec = append(rec, r.Field, oneLine(r.Detail))
 		}
-		if err := cw.Write(rec); err != nil {
+		if err := cw.Write(terminalAll(rec)); err != nil {
 			return err
 		}
 	}

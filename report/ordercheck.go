@@ -21,7 +21,7 @@ func WriteOrderCheck(w io.Writer, problems []ledger.OrderProblem) (ok bool, err 
 		return false, err
 	}
 	for _, p := range problems {
-		if err := cw.Write([]string{p.OrderNo, p.Seq, p.Problem}); err != nil {
+		if err := cw.Write(terminalAll([]string{p.OrderNo, p.Seq, p.Problem})); err != nil {
 			return false, err
 		}
 	}

@@ -17,7 +17,7 @@ func WriteReplaysCSV(w io.Writer, replays []ledger.ReplayRecord) error {
 		return err
 	}
 	for _, r := range replays {
-		if err := cw.Write([]string{csvTime(r.At), r.File, r.NewName, r.By, oneLine(r.Note)}); err != nil {
+		if err := cw.Write(terminalAll([]string{csvTime(r.At), r.File, r.NewName, r.By, oneLine(r.Note)})); err != nil {
 			return err
 		}
 	}
@@ -33,6 +33,10 @@ type ReplayJSON struct {
 	// File is the name it had in error/; NewName the one it got in inbox/.
 	File    string `json:"file"`
 	NewName string `json:"new_name"`
+	// FileB64 and NewNameB64 are the names' bytes in base64 when they are
+	// not valid UTF-8, else absent.
+	FileB64    *string `json:"file_b64,omitempty"`
+	NewNameB64 *string `json:"new_name_b64,omitempty"`
 	// Ino is the file's inode number; null when unknown.
 	Ino *uint64 `json:"ino"`
 	// By is who replayed it; Note why (null when no note was given).
@@ -45,7 +49,7 @@ type ReplayJSON struct {
 func WriteReplaysJSON(w io.Writer, replays []ledger.ReplayRecord) error {
 	out := make([]ReplayJSON, 0, len(replays))
 	for _, r := range replays {
-		j := ReplayJSON{At: csvTime(r.At), File: r.File, NewName: r.NewName, By: r.By, Note: jsonString(r.Note)}
+		j := ReplayJSON{At: csvTime(r.At), File: r.File, NewName: r.NewName, FileB64: B64(r.File), NewNameB64: B64(r.NewName), By: r.By, Note: jsonString(r.Note)}
 		if r.Ino != 0 {
 			ino := r.Ino
 			j.Ino = &ino

@@ -405,7 +405,7 @@ func TestWriteStatus(t *testing.T) {
 	now := time.Date(2024, 6, 11, 12, 0, 0, 0, time.UTC)
 	r := StatusReport{
 		Path: "/var/spool/orders", Inbox: 1200, Processing: 3, Done: 98765, Error: 4,
-		Oldest: now.Add(-3*time.Minute - 7*time.Second), Now: now,
+		Oldest: now.Add(-3*time.Minute - 7*time.Second), Now: now, Retries: 2, NextRetry: now.Add(5 * time.Minute),
 		Ledger: ledger.Stats{Processed: 90000, Duplicates: 8765, DeadLetters: 4,
 			DeadLettersByReason: map[spool.Reason]int64{spool.ReasonParse: 1, spool.ReasonMissingField: 3}},
 	}
@@ -413,19 +413,20 @@ func TestWriteStatus(t *testing.T) {
 	if err := WriteStatus(&b, r); err != nil {
 		t.Fatal(err)
 	}
-	want := `queue         /var/spool/orders
-inbox         1200  (oldest waiting 3m07s)
-processing    3
-done          98765
-error         4
-ledger        90000 processed, 8765 duplicates, 4 dead letters
-dead letters  missing-field  3
-              parse          1
+	want := `queue              /var/spool/orders
+inbox              1200  (oldest waiting 3m07s)
+processing         3
+done               98765
+error              4 dead letters now
+retries            2 waiting, the next due in 5m00s (spool flush makes them due)
+ledger             90000 processed, 8765 duplicates, 4 dead letters ever
+dead letters ever  missing-field  3
+                   parse          1
 `
 	if b.String() != want {
 		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
 	}
-	r.Inbox, r.Oldest, r.Ledger = 0, time.Time{}, ledger.Stats{}
+	r.Inbox, r.Oldest, r.Ledger, r.Retries = 0, time.Time{}, ledger.Stats{}, 0
 	b.Reset()
 	if err := WriteStatus(&b, r); err != nil {
 		t.Fatal(err)
@@ -434,8 +435,8 @@ dead letters  missing-field  3
 inbox       0
 processing  3
 done        98765
-error       4
-ledger      0 processed, 0 duplicates, 0 dead letters
+error       4 dead letters now
+ledger      0 processed, 0 duplicates, 0 dead letters ever
 `
 	if b.String() != want {
 		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)

@@ -167,7 +167,7 @@ func WriteSchemaCSV(w io.Writer, rows []SchemaRow) error {
 		return err
 	}
 	for _, r := range rows {
-		if err := cw.Write([]string{r.Field, r.Type, r.Role}); err != nil {
+		if err := cw.Write(terminalAll([]string{r.Field, r.Type, r.Role})); err != nil {
 			return err
 		}
 	}

@@ -33,6 +33,10 @@ type StatusReport struct {
 	Temps, StaleTemps int
 	// UnfinishedReplays counts replays killed before they finished.
 	UnfinishedReplays int
+	// Retries counts the messages waiting for a retry, and NextRetry is
+	// when the soonest is due (zero when none waits).
+	Retries   int
+	NextRetry time.Time
 }
 
 // OldestAge is how long the oldest message has waited in inbox/, and false
@@ -87,6 +91,13 @@ func Status(ctx context.Context, d *queue.Dir, l *ledger.DB) (StatusReport, erro
 		return r, fmt.Errorf("status: %w", err)
 	}
 	r.UnfinishedReplays = len(unfinished)
+	retries, err := l.Retries(ctx)
+	if err != nil {
+		return r, fmt.Errorf("status: %w", err)
+	}
+	if r.Retries = len(retries); r.Retries > 0 {
+		r.NextRetry = retries[0].NextAt
+	}
 	return r, nil
 }
 
@@ -135,6 +146,12 @@ type StatusJSON struct {
 	// InterruptedReplays counts replays killed before they finished
 	// (spool fsck --repair finishes them).
 	InterruptedReplays int `json:"interrupted_replays"`
+	// RetriesWaiting counts the messages waiting for a retry; NextRetryAt
+	// is when the soonest is due and NextRetryInSeconds how far that is
+	// from now (negative once due), both null when none waits.
+	RetriesWaiting     int        `json:"retries_waiting"`
+	NextRetryAt        *time.Time `json:"next_retry_at"`
+	NextRetryInSeconds *float64   `json:"next_retry_in_seconds"`
 }
 
 // LedgerJSON is what the ledger holds, in a StatusJSON.
@@ -160,6 +177,11 @@ func (r StatusReport) JSON() StatusJSON {
 			DeadLetters: r.Ledger.DeadLetters, DeadLettersByReason: map[string]int64{},
 		},
 		TempFiles: r.Temps, StaleTempFiles: r.StaleTemps, InterruptedReplays: r.UnfinishedReplays,
+		RetriesWaiting: r.Retries,
+	}
+	if r.Retries > 0 {
+		next, secs := r.NextRetry.UTC(), Seconds(r.NextRetry.Sub(r.Now))
+		j.NextRetryAt, j.NextRetryInSeconds = &next, &secs
 	}
 	if age, ok := r.OldestAge(); ok {
 		oldest, secs := r.Oldest.UTC(), Seconds(age)
@@ -190,14 +212,21 @@ func WriteStatus(w io.Writer, r StatusReport) error {
 	fmt.Fprintf(tw, "inbox\t%s\n", inbox)
 	fmt.Fprintf(tw, "processing\t%d\n", r.Processing)
 	fmt.Fprintf(tw, "done\t%d\n", r.Done)
-	fmt.Fprintf(tw, "error\t%d\n", r.Error)
+	fmt.Fprintf(tw, "error\t%d dead letters now\n", r.Error)
+	if r.Retries > 0 {
+		due := "due now"
+		if wait := r.NextRetry.Sub(r.Now); wait > 0 {
+			due = "due in " + Age(wait)
+		}
+		fmt.Fprintf(tw, "retries\t%d waiting, the next %s (spool flush makes them due)\n", r.Retries, due)
+	}
 	if r.Temps > 0 {
 		fmt.Fprintf(tw, "temp files\t%d (%d stale: spool fsck --repair removes them)\n", r.Temps, r.StaleTemps)
 	}
 	if r.UnfinishedReplays > 0 {
 		fmt.Fprintf(tw, "replays\t%d interrupted (spool fsck --repair finishes them)\n", r.UnfinishedReplays)
 	}
-	fmt.Fprintf(tw, "ledger\t%d processed, %s, %s\n",
+	fmt.Fprintf(tw, "ledger\t%d processed, %s, %s ever\n",
 		r.Ledger.Processed, plural(r.Ledger.Duplicates, "duplicate"), plural(r.Ledger.DeadLetters, "dead letter"))
 	type count struct {
 		reason spool.Reason
@@ -213,7 +242,7 @@ func WriteStatus(w io.Writer, r StatusReport) error {
 	for i, c := range byReason {
 		label := ""
 		if i == 0 {
-			label = "dead letters"
+			label = "dead letters ever"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\n", label, c.reason, c.n)
 	}

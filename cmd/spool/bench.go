@@ -12,6 +12,7 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/internal/bench"
+	"github.com/spoolq/spool/ledger"
 )
 
 var benchCommand = &command{
@@ -208,9 +209,10 @@ func benchCalls(ctx context.Context, e *env, o bench.Options, co bench.CallOptio
 		return err
 	}
 	w := e.stdout
-	engine := "sqlite"
-	if co.DB != "" {
-		engine = "postgres"
+	// The ledger named by --db's scheme; the queue's own file without it.
+	engine := ledger.FileScheme
+	if scheme, _, ok := strings.Cut(co.DB, "://"); ok {
+		engine = scheme
 	}
 	fmt.Fprintf(w, "messages   %d (%.0f%% redeliveries, %.0f%% poison, seed %d), --%s, latency %v, concurrency %d, processes %d, ledger %s\n",
 		co.N, co.DupFrac*100, co.PoisonFrac*100, co.Seed, co.Handler, co.Latency, co.Concurrency, co.Procs, engine)

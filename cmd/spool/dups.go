@@ -9,7 +9,7 @@ import (
 
 var dupsCommand = &command{
 	name:    "dups",
-	args:    "DIR [-o FILE] [--conflicts] [--db PATH]",
+	args:    "DIR [-o FILE] [--conflicts] [--json] [--db PATH]",
 	summary: "the msg_ids ignored as duplicates, distinct and ascending, one a line",
 	help: `
 Prints every msg_id that was delivered again after being processed, once
@@ -21,7 +21,13 @@ tampering), as CSV with the header
 msg_id,processed_file,processed_hash,duplicate_file,duplicate_hash,at: one
 row per conflicting delivery, by msg_id then time (RFC 3339 UTC), hashes
 in hex SHA-256. Exit 1 when there is at least one, 0 with just the header
-otherwise. A plain duplicate (same body) is not a conflict.`,
+otherwise. A plain duplicate (same body) is not a conflict.
+
+--json prints one JSON array instead: the msg_ids as strings, or with
+--conflicts one object per row with the CSV's keys (and processed_file_b64,
+duplicate_file_b64: the name's bytes in base64 when it is not UTF-8).
+Text and CSV print a name holding a control character or bytes that are
+not UTF-8 Go-quoted ("\x1b..."); --json carries it exactly.`,
 }
 
 func init() { dupsCommand.run = runDups }
@@ -30,6 +36,7 @@ func runDups(ctx context.Context, e *env, args []string) (err error) {
 	flags := e.flagSet()
 	out := addOutputFlag(flags)
 	conflicts := flags.Bool("conflicts", false, "CSV of the redeliveries whose body differs; exit 1 when there is one")
+	asJSON := flags.Bool("json", false, "one JSON array: of msg_id strings, or with --conflicts of objects with the CSV's keys")
 	db := addDBFlag(flags)
 	pos, err := e.parse(flags, args)
 	if err != nil {
@@ -48,7 +55,12 @@ func runDups(ctx context.Context, e *env, args []string) (err error) {
 		if err != nil {
 			return err
 		}
-		if err := e.output(*out, func(w io.Writer) error { return report.WriteConflictsCSV(w, cs) }); err != nil {
+		if err := e.output(*out, func(w io.Writer) error {
+			if *asJSON {
+				return report.WriteConflictsJSON(w, cs)
+			}
+			return report.WriteConflictsCSV(w, cs)
+		}); err != nil {
 			return err
 		}
 		if len(cs) > 0 {
@@ -60,5 +72,10 @@ func runDups(ctx context.Context, e *env, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	return e.output(*out, func(w io.Writer) error { return report.WriteDups(w, ids) })
+	return e.output(*out, func(w io.Writer) error {
+		if *asJSON {
+			return report.WriteDupsJSON(w, ids)
+		}
+		return report.WriteDups(w, ids)
+	})
 }

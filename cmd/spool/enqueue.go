@@ -64,7 +64,7 @@ func runEnqueue(_ context.Context, e *env, args []string) (err error) {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintln(e.stdout, name)
+		fmt.Fprintln(e.stdout, cell(name))
 	}
 	return nil
 }

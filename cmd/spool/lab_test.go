@@ -107,13 +107,13 @@ func TestLab(t *testing.T) {
 		t.Fatalf("status: exit %d: %s", r.code, r.stderr)
 	}
 	for _, line := range []string{
-		"queue         " + q + "\n",
-		"inbox         0\n",
-		"done          18\n",
-		"error         2\n",
-		"ledger        15 processed, 3 duplicates, 3 dead letters\n",
-		"dead letters  missing-field  2\n",
-		"              parse          1\n",
+		"queue              " + q + "\n",
+		"inbox              0\n",
+		"done               18\n",
+		"error              2 dead letters now\n",
+		"ledger             15 processed, 3 duplicates, 3 dead letters ever\n",
+		"dead letters ever  missing-field  2\n",
+		"                   parse          1\n",
 	} {
 		if !strings.Contains(r.stdout, line) {
 			t.Errorf("status lacks %q:\n%s", line, r.stdout)

@@ -47,7 +47,7 @@ var commands []*command
 func init() {
 	commands = []*command{
 		initCommand, enqueueCommand, consumeCommand, serveCommand, lagCommand, statusCommand,
-		schemaCommand, dupsCommand, errorsCommand, orderCheckCommand, replayCommand,
+		schemaCommand, dupsCommand, errorsCommand, showCommand, orderCheckCommand, replayCommand, flushCommand,
 		replaysCommand, fsckCommand, pruneCommand, demoCommand, benchCommand, completionCommand, manCommand, versionCommand,
 	}
 }

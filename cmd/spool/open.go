@@ -11,6 +11,7 @@ import (
 
 	"github.com/spoolq/spool/ledger"
 	// The backends --db can name, registered with ledger.Open by scheme.
+	_ "github.com/spoolq/spool/ledger/mysql"
 	_ "github.com/spoolq/spool/ledger/postgres"
 	_ "github.com/spoolq/spool/ledger/sqlite"
 	"github.com/spoolq/spool/queue"
@@ -30,7 +31,7 @@ func openQueue(dir string) (*queue.Dir, error) {
 // addDBFlag registers --db on fs.
 func addDBFlag(fs *flag.FlagSet) *string {
 	db := new(string)
-	fs.Var(dbValue{db}, "db", "ledger: an SQLite file `PATH` or sqlite:PATH (default DIR/"+queueopen.DefaultLedger+"), or a postgres:// URL for consumers on many hosts")
+	fs.Var(dbValue{db}, "db", "ledger: an SQLite file `PATH` or sqlite:PATH (default DIR/"+queueopen.DefaultLedger+"), or a postgres:// or mysql:// (MariaDB) URL for consumers on many hosts")
 	return db
 }
 

@@ -10,7 +10,7 @@ import (
 
 var orderCheckCommand = &command{
 	name:    "order-check",
-	args:    "DIR [-o FILE] [--sql] [--db PATH]",
+	args:    "DIR [-o FILE] [--sql | --json] [--db PATH]",
 	summary: "OK, or CSV order_no,seq,problem of sequence gaps and duplicates (exit 1)",
 	help: `
 Checks the sequences of the processed messages, per order: they start at 1,
@@ -18,6 +18,9 @@ with no gap and no seq shared by two msg_ids. Prints OK and exits 0 when all
 is well; otherwise prints CSV with the header order_no,seq,problem, one row
 per problem (duplicate: two msg_ids share the seq; missing: the seq, or a
 run from-to, is absent), and exits 1.
+
+--json prints one object instead: {"ok": true|false, "problems":
+[{"order_no", "seq", "problem"}, ...]}, with the same exit status.
 
 --sql prints the portable query instead (it runs unchanged in sqlite3 and
 psql); DIR is then optional and need not exist.`,
@@ -29,6 +32,7 @@ func runOrderCheck(ctx context.Context, e *env, args []string) (err error) {
 	flags := e.flagSet()
 	out := addOutputFlag(flags)
 	sql := flags.Bool("sql", false, "print the order-check SQL instead of running it")
+	asJSON := flags.Bool("json", false, `one JSON object {"ok": bool, "problems": [{"order_no", "seq", "problem"}]}`)
 	db := addDBFlag(flags)
 	pos, err := e.parse(flags, args)
 	if err != nil {
@@ -57,6 +61,10 @@ func runOrderCheck(ctx context.Context, e *env, args []string) (err error) {
 	}
 	ok := true
 	if err := e.output(*out, func(w io.Writer) (err error) {
+		if *asJSON {
+			ok, err = report.WriteOrderCheckJSON(w, problems)
+			return err
+		}
 		ok, err = report.WriteOrderCheck(w, problems)
 		return err
 	}); err != nil {

@@ -239,7 +239,7 @@ func TestNewCommandsHelp(t *testing.T) {
 		"replays": "Usage: spool replays DIR [-o FILE] [--json] [--db PATH]\n",
 		"replay":  "Usage: spool replay DIR [FILE...] [--reason R] [--all] [--dry-run] [--force]",
 		"errors":  "Usage: spool errors DIR [-o FILE] [--detail | --long | --json | --group-by reason]",
-		"dups":    "Usage: spool dups DIR [-o FILE] [--conflicts] [--db PATH]\n",
+		"dups":    "Usage: spool dups DIR [-o FILE] [--conflicts] [--json] [--db PATH]\n",
 	} {
 		r := cli(t, "help", cmd)
 		if r.code != 0 || !strings.HasPrefix(r.stdout, want) {

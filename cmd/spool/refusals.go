@@ -48,7 +48,7 @@ func (v dbValue) Set(s string) error {
 	if m := urlSchemeRe.FindStringSubmatch(s); m != nil && !ledger.HasScheme(s) {
 		var known []string
 		for _, k := range ledger.Schemes() {
-			if k != "sqlite" {
+			if k != ledger.FileScheme {
 				known = append(known, k+"://")
 			}
 		}

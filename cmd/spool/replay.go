@@ -11,6 +11,7 @@ import (
 	"github.com/spoolq/spool/queue"
 	"github.com/spoolq/spool/queueopen"
 	"github.com/spoolq/spool/replay"
+	"github.com/spoolq/spool/report"
 )
 
 var replayCommand = &command{
@@ -177,16 +178,8 @@ func startReports(e *env) queueopen.Options {
 	}
 }
 
-// cell keeps a name on its line: one holding a control character (a file
-// name may hold a line break) is printed Go-quoted.
-func cell(s string) string {
-	for _, c := range s {
-		if c < ' ' || c == 0x7f {
-			return strconv.Quote(s)
-		}
-	}
-	return s
-}
+// cell is a name fit for the terminal (report.Terminal).
+func cell(s string) string { return report.Terminal(s) }
 
 // osUser names the user running spool: the OS account, else $USER, else
 // the numeric uid.

@@ -9,7 +9,7 @@ import (
 
 var schemaCommand = &command{
 	name:    "schema",
-	args:    "DIR [-o FILE] [contract flags]",
+	args:    "DIR [-o FILE] [--json] [contract flags]",
 	summary: "CSV field,type,role of the valid messages waiting in inbox/",
 	help: `
 Infers the schema of the valid messages waiting in inbox/ (read in place,
@@ -31,6 +31,7 @@ func init() { schemaCommand.run = runSchema }
 func runSchema(ctx context.Context, e *env, args []string) (err error) {
 	flags := e.flagSet()
 	out := addOutputFlag(flags)
+	asJSON := flags.Bool("json", false, "one JSON array of {field, type, role} objects")
 	cf := addContractFlags(flags)
 	addDBFlag(flags)
 	pos, err := e.parse(flags, args)
@@ -53,5 +54,10 @@ func runSchema(ctx context.Context, e *env, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	return e.output(*out, func(w io.Writer) error { return report.WriteSchemaCSV(w, rows) })
+	return e.output(*out, func(w io.Writer) error {
+		if *asJSON {
+			return report.WriteSchemaJSON(w, rows)
+		}
+		return report.WriteSchemaCSV(w, rows)
+	})
 }

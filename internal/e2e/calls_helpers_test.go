@@ -167,9 +167,9 @@ func (l callLedger) count(t *testing.T, query string) int {
 		l.table("reservations"), l.table("attempts")))
 }
 
-// openCallLedger opens the ledger of a --post test on engine, "sqlite" or
-// "postgres"; PostgreSQL only with SPOOL_TEST_POSTGRES (required when
-// CI=true).
+// openCallLedger opens the ledger of a --post test on engine, "sqlite",
+// "postgres" or "mysql"; PostgreSQL only with SPOOL_TEST_POSTGRES, MariaDB
+// only with SPOOL_TEST_MYSQL (both required when CI=true).
 func openCallLedger(t *testing.T, engine, q string) callLedger {
 	t.Helper()
 	if engine == "sqlite" {
@@ -179,6 +179,10 @@ func openCallLedger(t *testing.T, engine, q string) callLedger {
 		}
 		t.Cleanup(func() { db.Close() })
 		return callLedger{db: db, table: func(n string) string { return n }}
+	}
+	if engine == "mysql" {
+		dsn, db := mysqlDatabase(t)
+		return callLedger{args: []string{"--db", dsn}, db: db, table: func(n string) string { return n }}
 	}
 	dsn, admin := postgresServer(t)
 	schema := postgresSchema(t, admin)

@@ -22,7 +22,7 @@ import (
 // from being called while the first is in flight, and makes it a duplicate
 // once the first is committed.
 func TestPostConcurrentOnePerKey(t *testing.T) {
-	for _, engine := range []string{"sqlite", "postgres"} {
+	for _, engine := range []string{"sqlite", "postgres", "mysql"} {
 		t.Run(engine, func(t *testing.T) {
 			t.Parallel()
 			q, _ := workQueue(t)
@@ -99,12 +99,23 @@ func TestPostConcurrentOnePerKey(t *testing.T) {
 // server; a key may reach it again only when a kill hit while its first
 // call was in flight or not yet committed, at most --concurrency keys per
 // kill.
+//
+// It runs on the queue's SQLite ledger and, with SPOOL_TEST_MYSQL, on a
+// MariaDB one, whose transactions run side by side.
 func TestPostCrash(t *testing.T) {
-	t.Parallel()
+	for _, engine := range []string{"sqlite", "mysql"} {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			testPostCrash(t, engine)
+		})
+	}
+}
+
+func testPostCrash(t *testing.T, engine string) {
 	const conc = 8
 	rng := newRand(t)
 	q, _ := workQueue(t)
-	l := openCallLedger(t, "sqlite", q)
+	l := openCallLedger(t, engine, q)
 	n := scale(3000, 1000)
 	redelivered := 0
 	for i := range n {
@@ -118,7 +129,7 @@ func TestPostCrash(t *testing.T) {
 	srv := newCallServer(t, 10*time.Millisecond)
 	// A restart holds the msg_ids a killed consumer had in flight for the
 	// post timeout: a short one keeps the rounds short.
-	args := []string{"consume", q, "--post", srv.URL, "--concurrency", strconv.Itoa(conc), "--post-timeout", "2s"}
+	args := append([]string{"consume", q, "--post", srv.URL, "--concurrency", strconv.Itoa(conc), "--post-timeout", "2s"}, l.args...)
 	// A kill is not an instant: from the signal sent to the process reaped,
 	// the dying consumer may still have a request in its socket, which the
 	// server begins after the signal and may answer before it notices the

@@ -11,15 +11,27 @@ import (
 // TestConcurrentConsumers starts four consumers at once on one queue (I6):
 // they race for every claim, and for the ledger's creation too. Each
 // message must be consumed exactly once: one delivery per file.
+//
+// It runs on the queue's SQLite ledger and, with SPOOL_TEST_MYSQL, on a
+// MariaDB one.
 func TestConcurrentConsumers(t *testing.T) {
-	t.Parallel()
+	for _, engine := range []string{"sqlite", "mysql"} {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			testConcurrentConsumers(t, engine)
+		})
+	}
+}
+
+func testConcurrentConsumers(t *testing.T, engine string) {
 	rng := newRand(t)
 	c := genCorpus(rng, genOptions{Total: scale(2500, 600), Hostile: true})
 	q := newQueue(t, c)
+	l := crashLedger(t, engine, q)
 
 	var ps []*proc
 	for i := range 4 {
-		ps = append(ps, start(t, "consume", q, "--batch", strconv.Itoa([]int{1, 8, 32, 256}[i])))
+		ps = append(ps, start(t, append([]string{"consume", q, "--batch", strconv.Itoa([]int{1, 8, 32, 256}[i])}, l.args...)...))
 	}
 	var sum consumeStats
 	for _, p := range ps {
@@ -41,25 +53,38 @@ func TestConcurrentConsumers(t *testing.T) {
 	if sum != want {
 		t.Errorf("the consumers' summaries add up to %+v, want %+v", sum, want)
 	}
-	checkFinal(t, q, c)
+	checkFinalOn(t, q, c, l)
 }
 
 // TestCrashWhileConcurrent runs two consumers that drain the queue while a
 // third is started and SIGKILLed again and again beside them: its orphaned
 // claims must be recovered by the survivors or by the final clean run.
+//
+// It runs on the queue's SQLite ledger and, with SPOOL_TEST_MYSQL, on a
+// MariaDB one.
 func TestCrashWhileConcurrent(t *testing.T) {
-	t.Parallel()
+	for _, engine := range []string{"sqlite", "mysql"} {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			testCrashWhileConcurrent(t, engine)
+		})
+	}
+}
+
+func testCrashWhileConcurrent(t *testing.T, engine string) {
 	rng := newRand(t)
 	c := genCorpus(rng, genOptions{Total: scale(2000, 500), Hostile: true})
 	q := newQueue(t, c)
+	l := crashLedger(t, engine, q)
+	consume := func(args ...string) []string { return append(append([]string{"consume", q}, args...), l.args...) }
 
 	steady := []*proc{
-		start(t, "consume", q, "--batch", "4"),
-		start(t, "consume", q, "--batch", "16"),
+		start(t, consume("--batch", "4")...),
+		start(t, consume("--batch", "16")...),
 	}
 	kills := 0
 	for run, running := 0, true; (running || kills < 3) && run < 500; run++ {
-		p := start(t, "consume", q, "--batch", strconv.Itoa(1+rng.IntN(64)))
+		p := start(t, consume("--batch", strconv.Itoa(1+rng.IntN(64)))...)
 		if p.killAfter(t, logDelay(rng, 2*time.Millisecond, 200*time.Millisecond)) {
 			kills++
 		} else if r := p.result(); r.code != 0 {
@@ -83,6 +108,17 @@ func TestCrashWhileConcurrent(t *testing.T) {
 	if kills < 3 {
 		t.Errorf("only %d kills hit a live consumer", kills)
 	}
-	mustRun(t, 0, "consume", q)
-	checkFinal(t, q, c)
+	mustRun(t, 0, consume()...)
+	checkFinalOn(t, q, c, l)
+}
+
+// crashLedger is where a crash or concurrency test's ledger lives: the
+// queue's SQLite file (no --db, and checkFinalOn reads the file) or a
+// MariaDB database of the test's own (engine "mysql").
+func crashLedger(t *testing.T, engine, q string) callLedger {
+	t.Helper()
+	if engine == "sqlite" {
+		return callLedger{}
+	}
+	return openCallLedger(t, engine, q)
 }

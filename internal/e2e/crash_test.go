@@ -75,7 +75,7 @@ func logDelay(rng *rand.Rand, lo, hi time.Duration) time.Duration {
 // flight however fast or slow the machine is. It checks after each kill
 // that no message was lost or duplicated so far, and returns how many kills
 // hit a live process and how many of those left claims behind.
-func killLoop(t *testing.T, rng *rand.Rand, q string, c *corpus, minKills int, budget time.Duration) (kills, orphaning int) {
+func killLoop(t *testing.T, rng *rand.Rand, q string, c *corpus, minKills int, budget time.Duration, dbArgs ...string) (kills, orphaning int) {
 	t.Helper()
 	deadline := time.Now().Add(budget)
 	maxDelay := 300 * time.Millisecond // of a blind kill
@@ -92,7 +92,7 @@ func killLoop(t *testing.T, rng *rand.Rand, q string, c *corpus, minKills int, b
 			t.Fatalf("%d runs and only %d kills hit a live consumer", run, kills)
 		}
 		batch := 1 + rng.IntN(64)
-		args := []string{"consume", q, "--batch", strconv.Itoa(batch)}
+		args := append([]string{"consume", q, "--batch", strconv.Itoa(batch)}, dbArgs...)
 		if rng.IntN(3) == 0 {
 			args = append(args, "--workers", strconv.Itoa(1+rng.IntN(4)))
 		}
@@ -196,13 +196,25 @@ func liveClaims(q string) int {
 // they drain a queue of thousands of messages, then checks that one clean
 // run restores every invariant (I7) and that no message was counted as a
 // duplicate of its own interrupted processing.
+//
+// It runs on the queue's SQLite ledger and, with SPOOL_TEST_MYSQL, on a
+// MariaDB one.
 func TestCrashInjection(t *testing.T) {
-	t.Parallel()
+	for _, engine := range []string{"sqlite", "mysql"} {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			testCrashInjection(t, engine)
+		})
+	}
+}
+
+func testCrashInjection(t *testing.T, engine string) {
 	rng := newRand(t)
 	c := genCorpus(rng, genOptions{Total: scale(3000, 600), Hostile: true})
 	q := newQueue(t, c)
+	l := crashLedger(t, engine, q)
 
-	kills, orphaning := killLoop(t, rng, q, c, 30, time.Duration(scale(60, 25))*time.Second)
+	kills, orphaning := killLoop(t, rng, q, c, 30, time.Duration(scale(60, 25))*time.Second, l.args...)
 	if kills < 20 {
 		t.Fatalf("only %d kills hit a live consumer, want at least 20", kills)
 	}
@@ -216,10 +228,10 @@ func TestCrashInjection(t *testing.T) {
 	if want := fmt.Sprintf("inbox=%d processing=%d error=%d\n", countNames(t, q, inbox), orphans, countNames(t, q, errorStage)); r.stdout != want {
 		t.Errorf("lag after the kills: got %q, want %q", r.stdout, want)
 	}
-	r = mustRun(t, 0, "consume", q)
+	r = mustRun(t, 0, append([]string{"consume", q}, l.args...)...)
 	st := parseStats(t, r)
 	if st.Recovered != orphans {
 		t.Errorf("clean run recovered=%d, but %d claims were left in processing/", st.Recovered, orphans)
 	}
-	checkFinal(t, q, c)
+	checkFinalOn(t, q, c, l)
 }

@@ -273,7 +273,7 @@ func TestPostResetsCounted(t *testing.T) {
 	}
 	srv := newResetServer(t, 3)
 	r := mustRun(t, 0, "consume", q, "--post", srv.URL, "--rate", "100/s", "--concurrency", "4",
-		"--retry-base", "10ms", "--retry-cap", "50ms", "--retry-max", "100")
+		"--retry-base", "10ms", "--retry-cap", "50ms", "--retry-max", "100", "--retry-wait", "1m")
 	st := parseStats(t, r)
 	if st.Processed != n {
 		t.Fatalf("processed %d, want %d\n%s", st.Processed, n, r)

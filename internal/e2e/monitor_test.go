@@ -167,6 +167,9 @@ func TestStatusJSON(t *testing.T) {
 		TempFiles          int            `json:"temp_files"`
 		StaleTempFiles     int            `json:"stale_temp_files"`
 		InterruptedReplays int            `json:"interrupted_replays"`
+		RetriesWaiting     int            `json:"retries_waiting"`
+		NextRetryAt        *time.Time     `json:"next_retry_at"`
+		NextRetryInSeconds *float64       `json:"next_retry_in_seconds"`
 		Ledger             struct {
 			Processed           int64            `json:"processed"`
 			Duplicates          int64            `json:"duplicates"`
@@ -190,6 +193,9 @@ func TestStatusJSON(t *testing.T) {
 	if l.Processed != 2 || l.Duplicates != 1 || l.DeadLetters != 3 ||
 		!maps.Equal(l.DeadLettersByReason, map[string]int64{"parse": 1, "missing-field": 2}) {
 		t.Errorf("ledger %+v, want 2 processed, 1 duplicate, 3 dead letters (parse 1, missing-field 2)", l)
+	}
+	if got.RetriesWaiting != 0 || got.NextRetryAt != nil || got.NextRetryInSeconds != nil {
+		t.Errorf("retries %d next %v, want none", got.RetriesWaiting, got.NextRetryAt)
 	}
 	if got.TempFiles != 1 || got.StaleTempFiles != 1 || got.InterruptedReplays != 0 {
 		t.Errorf("temp files %d (stale %d), interrupted replays %d; want 1 (1), 0", got.TempFiles, got.StaleTempFiles, got.InterruptedReplays)

@@ -285,3 +285,78 @@ SELECT pg_sleep(CASE WHEN :msg_id = 'slow' THEN 5 ELSE 0 END);
 		t.Errorf("inbox/ of the refused runs holds %d messages, want 1", n)
 	}
 }
+
+// TestSQLHandlerMySQL: a --sql file on a MariaDB ledger (a database of its
+// own): named parameters become positional ?, one used twice included; a
+// constraint's failure rolls back the statements before it and the
+// processed row; and --sql-timeout is refused with the reason. It needs
+// SPOOL_TEST_MYSQL (required on CI), like the backend's tests.
+func TestSQLHandlerMySQL(t *testing.T) {
+	t.Parallel()
+	dsn, db := mysqlDatabase(t)
+	for _, s := range []string{
+		`CREATE TABLE payments (msg_id VARCHAR(255) PRIMARY KEY, order_no VARCHAR(255) NOT NULL,
+			amount DECIMAL(12,2) NOT NULL CHECK (amount >= 0), customer TEXT, note TEXT)`,
+		`CREATE TABLE orders (order_no VARCHAR(255) PRIMARY KEY, payments INTEGER NOT NULL, last_seq INTEGER NOT NULL)`,
+	} {
+		if _, err := db.Exec(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q, state := workQueue(t)
+	sqlFile := writeFile(t, state, "orders.sql", `-- MariaDB's upsert.
+INSERT INTO payments (msg_id, order_no, amount, customer, note)
+VALUES (:msg_id, :order_no, :amount, :customer, :order_no || '/' || :msg_id);
+INSERT INTO orders (order_no, payments, last_seq) VALUES (:order_no, 1, :seq)
+ON DUPLICATE KEY UPDATE payments = payments + 1, last_seq = GREATEST(last_seq, VALUES(last_seq));
+`)
+	a1 := `{"msg_id":"a1","order_no":"A","seq":1,"amount":"12.50","customer":"Zo\u00eb"}`
+	putMessage(t, q, "a1.json", a1)
+	putMessage(t, q, "a1-resend.json", a1)
+	putMessage(t, q, "a2.json", `{"msg_id":"a2","order_no":"A","seq":2,"amount":0.10}`)
+	putMessage(t, q, "a3.json", `{"msg_id":"a3","order_no":"A","seq":3,"amount":"-1.00"}`)
+	r := run(t, "consume", q, "--db", dsn, "--sql", sqlFile, "--sql-timeout", "5s")
+	if r.code != 2 || !strings.Contains(r.stderr, "--sql-timeout: ") || !strings.Contains(r.stderr, "MariaDB") {
+		t.Errorf("--sql-timeout on MariaDB: want a usage error saying why\n%s", r)
+	}
+	r = mustRun(t, 0, "consume", q, "--db", dsn, "--sql", sqlFile)
+	if st := parseStats(t, r); st.Processed != 2 || st.Duplicates != 1 || st.DeadLetters != 1 {
+		t.Fatalf("stats %+v, want 2 processed, 1 duplicate, 1 dead letter\n%s", st, r)
+	}
+	var got []string
+	rows, err := db.Query(`SELECT msg_id, CAST(amount AS CHAR), COALESCE(customer, '<null>'), note FROM payments ORDER BY msg_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, amount, customer, note string
+		if err := rows.Scan(&id, &amount, &customer, &note); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, id+" "+amount+" "+customer+" "+note)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"a1 12.50 Zoë A/a1", "a2 0.10 <null> A/a2"}; strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("payments %q, want %q", got, want)
+	}
+	var payments, last, processed int
+	if err := db.QueryRow(`SELECT payments, last_seq FROM orders WHERE order_no = 'A'`).Scan(&payments, &last); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueryRow(`SELECT COUNT(*) FROM processed`).Scan(&processed); err != nil {
+		t.Fatal(err)
+	}
+	if payments != 2 || last != 2 || processed != 2 {
+		t.Errorf("order A: %d payments, last seq %d; processed rows %d; want 2, 2, 2", payments, last, processed)
+	}
+	var reason, detail string
+	if err := db.QueryRow(`SELECT reason, detail FROM deliveries WHERE outcome = 'dead-letter' AND file = 'a3.json'`).Scan(&reason, &detail); err != nil {
+		t.Fatal(err)
+	}
+	if reason != "handler" || !strings.Contains(detail, "CONSTRAINT") {
+		t.Errorf("dead letter of a3.json: %s %q", reason, detail)
+	}
+}

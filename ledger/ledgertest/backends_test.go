@@ -8,13 +8,14 @@ import (
 	"testing"
 
 	"github.com/spoolq/spool/ledger"
+	"github.com/spoolq/spool/ledger/mysql"
 	"github.com/spoolq/spool/ledger/postgres"
 	"github.com/spoolq/spool/ledger/sqlite"
 )
 
 // dialects are the backends whose migrations must stay in step: register a
 // new backend's dialect here.
-var dialects = []ledger.Dialect{sqlite.Dialect(), postgres.Dialect()}
+var dialects = []ledger.Dialect{sqlite.Dialect(), postgres.Dialect(), mysql.Dialect()}
 
 // TestMigrationsInStep: every engine has the same migrations, numbered from
 // 1 without gaps, so a schema change cannot be made on one and forgotten on

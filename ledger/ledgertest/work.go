@@ -18,7 +18,7 @@ import (
 
 // The handlers of these tests write to a table of their own, through the
 // ledger's transaction, so that what commits with a batch can be seen.
-const workTable = `CREATE TABLE work (msg_id TEXT NOT NULL PRIMARY KEY, note TEXT NOT NULL)`
+const workTable = `CREATE TABLE work (msg_id VARCHAR(255) NOT NULL PRIMARY KEY, note TEXT NOT NULL)`
 
 // workRow is a handler's business write.
 func workRow(ctx context.Context, db *ledger.DB, tx *sql.Tx, msgID, note string) error {

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spoolq/spool/report"
+)
+
+var flushCommand = &command{
+	name:    "flush",
+	args:    "DIR [MSG_ID...] [--db PATH]",
+	summary: "make the retries waiting for their time due now (postqueue -f)",
+	help: `
+Makes the retries that wait for their time due now: those of the msg_ids
+named, or every one when none is named. Their attempt counts are kept, so a
+message that fails again is still dead-lettered after --retry-max attempts
+in all. The next consume takes them (a drain leaves a retry that is not due
+in inbox/ and holds it until its time: after a flush it takes it). A
+consume --watch that already holds a retry in processing/ keeps it until
+the time it had; restart it, or flush before it claims.
+
+Prints: flushed N retries, then each msg_id. A msg_id named that waits for
+no retry (unknown, processed, dead-lettered or already due) is reported on
+stderr, and the exit status is then 1; the others are flushed all the same.`,
+}
+
+func init() { flushCommand.run = runFlush }
+
+func runFlush(ctx context.Context, e *env, args []string) (err error) {
+	flags := e.flagSet()
+	db := addDBFlag(flags)
+	pos, err := e.parse(flags, args)
+	if err != nil {
+		return err
+	}
+	if err := e.positionals(pos, 1, -1, "DIR"); err != nil {
+		return err
+	}
+	_, l, done, err := openBound(ctx, pos[0], *db, ledgerOpts{use: writeLedger})
+	if err != nil {
+		return err
+	}
+	defer done(&err)
+	ids := pos[1:]
+	flushed, err := l.FlushRetries(ctx, ids, time.Now())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "flushed %d retries\n", len(flushed))
+	got := map[string]bool{}
+	for _, id := range flushed {
+		got[id] = true
+		fmt.Fprintf(e.stdout, "  %s\n", report.Shown(id))
+	}
+	var missing []string
+	for _, id := range ids {
+		if !got[id] {
+			missing = append(missing, report.Shown(id))
+		}
+	}
+	if len(missing) > 0 {
+		e.warn("no retry waiting for %s", strings.Join(missing, ", "))
+		return errCheckFailed
+	}
+	return nil
+}

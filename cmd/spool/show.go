@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+
+	"github.com/spoolq/spool/report"
+)
+
+var showCommand = &command{
+	name:    "show",
+	args:    "DIR MSG_ID|FILE [--json] [--db PATH]",
+	summary: "one message's story: where it is now, its ledger record, deliveries, retry and replays",
+	help: `
+Shows what the queue knows of one message, named by its msg_id or by a file
+name (the name it had in inbox/, or its name in a stage): where its files
+are now (found by the inodes the ledger recorded and by their names), its
+processed row (when, from which file, the content's SHA-256), every other
+delivery of it (duplicates, conflicts: another body under the same msg_id,
+dead letters with reason, field, detail and attempts), the retry it waits
+for (attempts failed, when it is due, the last error) and the replays of
+its files. It changes nothing.
+
+Exit 1 when the queue knows nothing of it: no ledger record and no file of
+that name in inbox/, error/ or done/.
+
+--json prints one object: query, msg_id (null for a file without a valid
+one), places [{stage, name}], processed {processed_at, file, content_hash,
+claim} or null, deliveries [{at, file, outcome, conflict, reason, field,
+detail, content_hash, attempts, last_failure}], retry {attempts,
+first_failure, last_failure, next_at, due_in_seconds, last_error} or null,
+and replays [{at, file, new_name, by, note}].`,
+}
+
+func init() { showCommand.run = runShow }
+
+func runShow(ctx context.Context, e *env, args []string) (err error) {
+	flags := e.flagSet()
+	asJSON := flags.Bool("json", false, "one JSON object (see above)")
+	db := addDBFlag(flags)
+	pos, err := e.parse(flags, args)
+	if err != nil {
+		return err
+	}
+	if err := e.positionals(pos, 2, 2, "DIR", "MSG_ID or FILE"); err != nil {
+		return err
+	}
+	d, l, done, err := openBound(ctx, pos[0], *db, ledgerOpts{use: readLedger})
+	if err != nil {
+		return err
+	}
+	defer done(&err)
+	m, err := report.Story(ctx, d, l, pos[1])
+	if err != nil {
+		return err
+	}
+	if !m.Found() {
+		return &inputError{path: report.Shown(pos[1]), err: errors.New("the queue knows nothing of it (no ledger record, no file of that name)")}
+	}
+	now := time.Now()
+	if *asJSON {
+		return e.output("", func(w io.Writer) error { return report.WriteJSON(w, m.JSON(now)) })
+	}
+	return e.output("", func(w io.Writer) error { return report.WriteStory(w, m, now) })
+}

@@ -1,0 +1,286 @@
+package report
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+
+	"github.com/spoolq/spool/ledger"
+	"github.com/spoolq/spool/queue"
+)
+
+// Place is where one file of a message is now.
+type Place struct {
+	Stage queue.Stage
+	Name  string
+	// Ino is the file's inode number; 0 when it was found by name.
+	Ino uint64
+}
+
+// MessageStory is one message's story for `spool show`: where its files
+// are now and everything the ledger holds about it.
+type MessageStory struct {
+	// Query is what the operator asked about: a msg_id or a file name.
+	Query  string
+	Places []Place
+	ledger.Story
+}
+
+// Found reports whether the queue knows anything of the message: a
+// ledger record or a file in a stage.
+func (m MessageStory) Found() bool { return !m.Story.Empty() || len(m.Places) > 0 }
+
+// Story finds what the queue knows of arg, a msg_id or the name of a
+// message file (as it was in inbox/, or as it is in a stage). It looks in
+// the ledger for a msg_id first, then for a file of that name, and finds
+// the message's files in the stages by the inodes the ledger recorded and
+// by their names. Look at Found for a message the queue never saw.
+func Story(ctx context.Context, d *queue.Dir, l *ledger.DB, arg string) (MessageStory, error) {
+	st, err := l.StoryOf(ctx, arg, "")
+	if err != nil {
+		return MessageStory{}, err
+	}
+	if st.Empty() {
+		id, ok, err := l.MsgIDOfFile(ctx, arg)
+		if err != nil {
+			return MessageStory{}, err
+		}
+		if !ok {
+			// A message waiting for a retry has no delivery recorded yet.
+			retries, err := l.Retries(ctx)
+			if err != nil {
+				return MessageStory{}, err
+			}
+			for _, r := range retries {
+				if r.File == arg {
+					id, ok = r.MsgID, true
+				}
+			}
+		}
+		if ok {
+			st, err = l.StoryOf(ctx, id, "")
+		} else {
+			st, err = l.StoryOf(ctx, "", arg)
+		}
+		if err != nil {
+			return MessageStory{}, err
+		}
+	}
+	m := MessageStory{Query: arg, Story: st}
+	var inos []uint64
+	if st.ProcessedIno != 0 {
+		inos = append(inos, st.ProcessedIno)
+	}
+	for _, dl := range st.Deliveries {
+		if dl.Ino != 0 {
+			inos = append(inos, dl.Ino)
+		}
+	}
+	for _, r := range st.Replays {
+		if r.Ino != 0 {
+			inos = append(inos, r.Ino)
+		}
+	}
+	seen := map[string]bool{}
+	if len(inos) > 0 {
+		at, err := d.LocateAll(inos)
+		if err != nil {
+			return MessageStory{}, fmt.Errorf("show %s: %w", arg, err)
+		}
+		for _, ino := range inos {
+			if loc, ok := at[ino]; ok && !seen[string(loc.Stage)+"/"+loc.Name] {
+				seen[string(loc.Stage)+"/"+loc.Name] = true
+				m.Places = append(m.Places, Place{Stage: loc.Stage, Name: loc.Name, Ino: ino})
+			}
+		}
+	}
+	names := append(st.Files(), arg)
+	for _, s := range []queue.Stage{queue.Inbox, queue.Error, queue.Done} {
+		for _, n := range names {
+			if seen[string(s)+"/"+n] || strings.ContainsRune(n, '/') || n == "." || n == ".." {
+				continue
+			}
+			_, err := os.Lstat(filepath.Join(d.StagePath(s), n))
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return MessageStory{}, fmt.Errorf("show %s: %w", arg, err)
+			}
+			seen[string(s)+"/"+n] = true
+			m.Places = append(m.Places, Place{Stage: s, Name: n})
+		}
+	}
+	return m, nil
+}
+
+// Shown escapes a name a producer chose for a terminal: a name with
+// control or invalid bytes is printed quoted, so that it can neither move
+// the cursor nor hide in the output.
+func Shown(s string) string {
+	for _, r := range s {
+		if r == unicode.ReplacementChar || !unicode.IsPrint(r) {
+			return strconv.QuoteToGraphic(s)
+		}
+	}
+	return s
+}
+
+// WriteStory writes m for people, one fact a line.
+func WriteStory(w io.Writer, m MessageStory, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	p := func(k, format string, args ...any) { fmt.Fprintf(tw, "%s\t"+format+"\n", append([]any{k}, args...)...) }
+	if m.MsgID != "" {
+		p("msg_id", "%s", Shown(m.MsgID))
+	} else {
+		p("file", "%s (no valid msg_id)", Shown(m.Query))
+	}
+	if len(m.Places) == 0 {
+		p("now", "in no stage (pruned, discarded or moved away)")
+	}
+	for _, pl := range m.Places {
+		p("now", "%s/%s", pl.Stage, Shown(pl.Name))
+	}
+	if r := m.Processed; r != nil {
+		p("processed", "%s from %s, sha256 %s", r.ProcessedAt.UTC().Format(time.RFC3339Nano), Shown(r.File), r.ContentHash)
+	}
+	for _, d := range m.Deliveries {
+		switch {
+		case d.Conflict:
+			p("conflict", "%s %s: another body, sha256 %s", d.At.UTC().Format(time.RFC3339Nano), Shown(d.File), d.ContentHash)
+		case d.Outcome == "duplicate":
+			p("duplicate", "%s %s", d.At.UTC().Format(time.RFC3339Nano), Shown(d.File))
+		default:
+			line := fmt.Sprintf("%s %s: %s", d.At.UTC().Format(time.RFC3339Nano), Shown(d.File), d.Reason)
+			if d.Field != "" {
+				line += " (" + Shown(d.Field) + ")"
+			}
+			if d.Detail != "" {
+				line += ": " + Shown(d.Detail)
+			}
+			if d.Attempts > 0 {
+				line += fmt.Sprintf(" after %d attempts", d.Attempts)
+			}
+			p("dead letter", "%s", line)
+		}
+	}
+	if r := m.Retry; r != nil {
+		due := "due now"
+		if r.NextAt.After(now) {
+			due = "due in " + r.NextAt.Sub(now).Round(time.Second).String()
+		}
+		p("retry", "%d attempts failed, next %s (%s): %s", r.Attempts, r.NextAt.UTC().Format(time.RFC3339), due, Shown(r.LastError))
+	}
+	for _, r := range m.Replays {
+		line := fmt.Sprintf("%s %s -> inbox/%s by %s", r.At.UTC().Format(time.RFC3339Nano), Shown(r.File), Shown(r.NewName), Shown(r.By))
+		if r.Note != "" {
+			line += ": " + Shown(r.Note)
+		}
+		p("replay", "%s", line)
+	}
+	return tw.Flush()
+}
+
+// StoryJSON is MessageStory as `spool show --json` prints it.
+type StoryJSON struct {
+	Query      string           `json:"query"`
+	MsgID      *string          `json:"msg_id"`
+	Places     []PlaceJSON      `json:"places"`
+	Processed  *ProcessedJSON   `json:"processed"`
+	Deliveries []DeliveryJSON   `json:"deliveries"`
+	Retry      *RetryJSON       `json:"retry"`
+	Replays    []StoryReplayObj `json:"replays"`
+}
+
+// PlaceJSON is a Place.
+type PlaceJSON struct {
+	Stage string `json:"stage"`
+	Name  string `json:"name"`
+}
+
+// ProcessedJSON is the processed row of a message.
+type ProcessedJSON struct {
+	ProcessedAt time.Time `json:"processed_at"`
+	File        string    `json:"file"`
+	ContentHash string    `json:"content_hash"`
+	Claim       string    `json:"claim"`
+}
+
+// DeliveryJSON is a duplicate, conflict or dead-letter delivery.
+type DeliveryJSON struct {
+	At          time.Time  `json:"at"`
+	File        string     `json:"file"`
+	Outcome     string     `json:"outcome"`
+	Conflict    bool       `json:"conflict"`
+	Reason      *string    `json:"reason"`
+	Field       *string    `json:"field"`
+	Detail      *string    `json:"detail"`
+	ContentHash *string    `json:"content_hash"`
+	Attempts    int        `json:"attempts"`
+	LastFailure *time.Time `json:"last_failure"`
+}
+
+// RetryJSON is a pending retry; due_in_seconds is negative once due.
+type RetryJSON struct {
+	Attempts     int       `json:"attempts"`
+	FirstFailure time.Time `json:"first_failure"`
+	LastFailure  time.Time `json:"last_failure"`
+	NextAt       time.Time `json:"next_at"`
+	DueInSeconds float64   `json:"due_in_seconds"`
+	LastError    string    `json:"last_error"`
+}
+
+// StoryReplayObj is one replay of the message's files.
+type StoryReplayObj struct {
+	At      time.Time `json:"at"`
+	File    string    `json:"file"`
+	NewName string    `json:"new_name"`
+	By      string    `json:"by"`
+	Note    *string   `json:"note"`
+}
+
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// JSON returns the story as `spool show --json` prints it, durations in
+// seconds.
+func (m MessageStory) JSON(now time.Time) StoryJSON {
+	out := StoryJSON{Query: m.Query, MsgID: optional(m.MsgID), Places: []PlaceJSON{}, Deliveries: []DeliveryJSON{}, Replays: []StoryReplayObj{}}
+	for _, p := range m.Places {
+		out.Places = append(out.Places, PlaceJSON{Stage: string(p.Stage), Name: p.Name})
+	}
+	if r := m.Processed; r != nil {
+		out.Processed = &ProcessedJSON{ProcessedAt: r.ProcessedAt.UTC(), File: r.File, ContentHash: r.ContentHash, Claim: r.Claim}
+	}
+	for _, d := range m.Deliveries {
+		j := DeliveryJSON{At: d.At.UTC(), File: d.File, Outcome: string(d.Outcome), Conflict: d.Conflict,
+			Reason: optional(string(d.Reason)), Field: optional(d.Field), Detail: optional(d.Detail),
+			ContentHash: optional(d.ContentHash), Attempts: d.Attempts}
+		if !d.LastFailure.IsZero() {
+			t := d.LastFailure.UTC()
+			j.LastFailure = &t
+		}
+		out.Deliveries = append(out.Deliveries, j)
+	}
+	if r := m.Retry; r != nil {
+		out.Retry = &RetryJSON{Attempts: r.Attempts, FirstFailure: r.FirstFailure.UTC(), LastFailure: r.LastFailure.UTC(),
+			NextAt: r.NextAt.UTC(), DueInSeconds: r.NextAt.Sub(now).Seconds(), LastError: r.LastError}
+	}
+	for _, r := range m.Replays {
+		out.Replays = append(out.Replays, StoryReplayObj{At: r.At.UTC(), File: r.File, NewName: r.NewName, By: r.By, Note: optional(r.Note)})
+	}
+	return out
+}
