@@ -39,18 +39,24 @@ const metaQueueID = "queue_id"
 // QueueID returns the identity of the queue the ledger belongs to, or ""
 // when it belongs to none yet.
 func (db *DB) QueueID(ctx context.Context) (string, error) {
+	return db.metaValue(ctx, metaQueueID, "read queue identity")
+}
+
+// metaValue returns the value of the meta row name, or "" when there is
+// none; op names the read in its error.
+func (db *DB) metaValue(ctx context.Context, name, op string) (string, error) {
 	if err := db.open(); err != nil {
 		return "", err
 	}
-	var id string
-	err := db.sql.QueryRowContext(ctx, db.dialect.Rebind(`SELECT value FROM meta WHERE name = ?`), metaQueueID).Scan(&id)
+	var v string
+	err := db.sql.QueryRowContext(ctx, db.dialect.Rebind(`SELECT value FROM meta WHERE name = ?`), name).Scan(&v)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", nil
 	}
 	if err != nil {
-		return "", db.fail("read queue identity", err)
+		return "", db.fail(op, err)
 	}
-	return id, nil
+	return v, nil
 }
 
 // bindQueueID records id as the ledger's queue unless it already has one,

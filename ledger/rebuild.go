@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -29,18 +28,7 @@ const metaRebuilding = "rebuilding"
 // Rebuilding returns what marks the ledger as being rebuilt (when and by
 // whom the rebuild began), or "" when it is not.
 func (db *DB) Rebuilding(ctx context.Context) (string, error) {
-	if err := db.open(); err != nil {
-		return "", err
-	}
-	var v string
-	err := db.sql.QueryRowContext(ctx, db.dialect.Rebind(`SELECT value FROM meta WHERE name = ?`), metaRebuilding).Scan(&v)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", nil
-	}
-	if err != nil {
-		return "", db.fail("read the rebuild mark", err)
-	}
-	return v, nil
+	return db.metaValue(ctx, metaRebuilding, "read the rebuild mark")
 }
 
 // BeginRebuild marks the ledger as being rebuilt by by, and then binds it
