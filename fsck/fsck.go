@@ -58,6 +58,14 @@ const (
 	// InterruptedReplay: a replay killed before it finished. Repaired by
 	// finishing it.
 	InterruptedReplay = "interrupted-replay"
+	// InterruptedDiscard: a discard killed before it finished; its files
+	// are still in error/, some under hidden staging names. Repaired by
+	// finishing it.
+	InterruptedDiscard = "interrupted-discard"
+	// Discarded: dead letters removed from error/ on purpose (spool
+	// discard), as the ledger records them. Informational: they are
+	// neither missing nor a disagreement.
+	Discarded = "discarded"
 	// Rebuilding: the ledger is marked as being rebuilt from the
 	// directories (ledger.BeginRebuild), by a repair running now or killed
 	// before it was complete; every command refuses it meanwhile.
@@ -231,7 +239,7 @@ func (c *checker) run(ctx context.Context) (*Report, error) {
 	// stale directories of consumers killed while joining, without a
 	// word, and the temps step removes them saying so.
 	steps := []func(context.Context) (*finding, error){
-		c.replays, c.temps, c.deadClaims,
+		c.replays, c.discards, c.temps, c.deadClaims,
 	}
 	var findings []*finding
 	for _, step := range steps {
@@ -253,7 +261,11 @@ func (c *checker) run(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	findings = append(findings, done, invalid, errs, orphans)
+	discarded, err := c.discarded(ctx)
+	if err != nil {
+		return nil, err
+	}
+	findings = append(findings, done, invalid, errs, orphans, discarded)
 	if f, err := c.bind(ctx, qid, lid, done.Count+errs.Count); err != nil {
 		return nil, err
 	} else if f != nil {
