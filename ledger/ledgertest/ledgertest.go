@@ -59,6 +59,7 @@ func Run(t *testing.T, b Backend) {
 		{"DeadLetterByIno", testDeadLetterByIno},
 		{"Stats", testStats},
 		{"RecordReplay", testRecordReplay},
+		{"Discard", testDiscard},
 		{"OrderCheckSQLAgrees", testOrderCheckSQLAgrees},
 		{"FailingBatchCommitsNothing", testFailingBatch},
 		{"ClaimRecordedTwice", testClaimRecordedTwice},
