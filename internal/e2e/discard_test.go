@@ -42,7 +42,7 @@ func sha(body string) string {
 // discardRow is a discards row joined with its batch, as the test reads it.
 type discardRow struct {
 	File, MsgID, Reason, Hash, Outcome, NewName, By, Note, State, ToDir string
-	Size                                                                 int64
+	Size                                                                int64
 }
 
 func discardRows(t *testing.T, q string) map[string]discardRow {
