@@ -119,6 +119,14 @@ func TestDiscardSelections(t *testing.T) {
 	if r := mustRun(t, 0, "errors", q); r.stdout != "file,reason\n" {
 		t.Errorf("spool errors after the discards:\n%s", r.stdout)
 	}
+	var st struct {
+		Discarded   int `json:"discarded"`
+		Interrupted int `json:"interrupted_discards"`
+		Stages      map[string]int
+	}
+	if err := json.Unmarshal([]byte(mustRun(t, 0, "status", q, "--json").stdout), &st); err != nil || st.Discarded != 4 || st.Interrupted != 0 || st.Stages["error"] != 0 {
+		t.Errorf("status --json: %v, discarded %d, interrupted %d, error %d; want 4, 0, 0", err, st.Discarded, st.Interrupted, st.Stages["error"])
+	}
 	rep := fsck(t, 0, q)
 	requireFindings(t, "fsck after discards", rep, map[string]int{"discarded": 4})
 	if f, _ := rep.find("discarded"); !f.Info || !strings.Contains(f.Text, "in 3 discards") {
