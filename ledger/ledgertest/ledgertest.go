@@ -79,6 +79,7 @@ func Run(t *testing.T, b Backend) {
 		{"ReleaseReservations", testReleaseReservations},
 		{"ConflictResult", testConflictResult},
 		{"Rebuild", testRebuild},
+		{"RepairDoneOrder", testRepairDoneOrder},
 		{"LongKey", testLongKey},
 		{"ExactKeys", testExactKeys},
 	}
