@@ -81,6 +81,7 @@ func Run(t *testing.T, b Backend) {
 		{"Rebuild", testRebuild},
 		{"LongKey", testLongKey},
 		{"ExactKeys", testExactKeys},
+		{"Snapshot", testSnapshot},
 	}
 	opener := func(t *testing.T, dsn string) *ledger.DB {
 		t.Helper()
