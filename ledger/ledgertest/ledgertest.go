@@ -78,10 +78,13 @@ func Run(t *testing.T, b Backend) {
 		{"ReserveSettle", testReserveSettle},
 		{"ReleaseReservations", testReleaseReservations},
 		{"ConflictResult", testConflictResult},
+		{"OutboxEmit", testOutboxEmit},
+		{"OutboxRelay", testOutboxRelay},
 		{"Rebuild", testRebuild},
 		{"RepairDoneOrder", testRepairDoneOrder},
 		{"LongKey", testLongKey},
 		{"ExactKeys", testExactKeys},
+		{"Snapshot", testSnapshot},
 	}
 	opener := func(t *testing.T, dsn string) *ledger.DB {
 		t.Helper()
