@@ -81,6 +81,9 @@ func Run(t *testing.T, b Backend) {
 		{"Rebuild", testRebuild},
 		{"LongKey", testLongKey},
 		{"ExactKeys", testExactKeys},
+		{"AuditLifecycle", testAuditLifecycle},
+		{"AuditText", testAuditText},
+		{"AuditConcurrent", testAuditConcurrent},
 	}
 	opener := func(t *testing.T, dsn string) *ledger.DB {
 		t.Helper()
