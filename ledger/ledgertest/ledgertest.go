@@ -78,6 +78,8 @@ func Run(t *testing.T, b Backend) {
 		{"ReserveSettle", testReserveSettle},
 		{"ReleaseReservations", testReleaseReservations},
 		{"ConflictResult", testConflictResult},
+		{"OutboxEmit", testOutboxEmit},
+		{"OutboxRelay", testOutboxRelay},
 		{"Rebuild", testRebuild},
 		{"LongKey", testLongKey},
 		{"ExactKeys", testExactKeys},
