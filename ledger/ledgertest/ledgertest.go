@@ -86,6 +86,7 @@ func Run(t *testing.T, b Backend) {
 		{"AuditLifecycle", testAuditLifecycle},
 		{"AuditText", testAuditText},
 		{"AuditConcurrent", testAuditConcurrent},
+		{"Snapshot", testSnapshot},
 	}
 	opener := func(t *testing.T, dsn string) *ledger.DB {
 		t.Helper()
