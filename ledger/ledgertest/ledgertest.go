@@ -84,6 +84,9 @@ func Run(t *testing.T, b Backend) {
 		{"RepairDoneOrder", testRepairDoneOrder},
 		{"LongKey", testLongKey},
 		{"ExactKeys", testExactKeys},
+		{"AuditLifecycle", testAuditLifecycle},
+		{"AuditText", testAuditText},
+		{"AuditConcurrent", testAuditConcurrent},
 		{"Snapshot", testSnapshot},
 	}
 	opener := func(t *testing.T, dsn string) *ledger.DB {
