@@ -41,7 +41,8 @@ files on from DIR2 yourself) and not be inside the queue (exit 2).
 The discard is committed to the ledger, with every file it selected,
 before the first file goes; one killed at any instant is finished by the
 next spool discard or spool fsck --repair, so in the end every selected
-file is gone and recorded, or still in error/.
+file is gone and recorded, or still in error/. Each discard is also an
+audit row (action discard), written before the batch and closed after.
 
 --dry-run prints what would be discarded and changes nothing, in the queue
 or in the ledger.
@@ -163,25 +164,63 @@ func runDiscard(ctx context.Context, e *env, args []string) (err error) {
 			err = uerr
 		}
 	}()
-	discarded, err := discard.ResumeLocked(ctx, d, l)
-	for _, b := range discarded {
-		warnDiscardFinished(e, b)
+	toPath := ""
+	if target != nil {
+		toPath = target.Path()
 	}
+	audit, err := newDiscardAudit(l, who, sel, *note, toPath)
 	if err != nil {
-		return fmt.Errorf("%w (finish it with spool fsck %s --repair once the cause is fixed)", err, dir)
-	}
-	plan, err := resolveDiscard(ctx, e, d, l, contract, sel)
-	if err != nil || len(plan.Steps) == 0 {
 		return err
 	}
-	// The batch is committed before the first file goes: killed at any
-	// instant from here, the next discard or fsck --repair finishes it.
+	// The discards a killed run left are finished first, audited as one
+	// action of their own.
+	pending, err := l.UnfinishedDiscards(ctx)
+	if err != nil {
+		return err
+	}
+	if len(pending) > 0 {
+		rid, err := audit.beginResume(ctx, pending)
+		if err != nil {
+			return err
+		}
+		discarded, err := discard.ResumeLocked(ctx, d, l)
+		for _, b := range discarded {
+			warnDiscardFinished(e, b)
+		}
+		if err := audit.endResume(ctx, rid, discarded, err); err != nil {
+			return fmt.Errorf("%w (finish it with spool fsck %s --repair once the cause is fixed)", err, dir)
+		}
+	}
+	plan, err := resolveDiscard(ctx, e, d, l, contract, sel)
+	if err != nil {
+		if refusal(err) {
+			return audit.refused(ctx, err)
+		}
+		return err
+	}
+	if len(plan.Steps) == 0 {
+		return nil
+	}
+	// The audit row, then the batch, are committed before the first file
+	// goes: killed at any instant from here, the next discard or fsck
+	// --repair finishes it.
+	aid, err := audit.begin(ctx)
+	if err != nil {
+		return err
+	}
 	b, err := discard.Run(ctx, d, l, plan, who, *note, target)
 	printDiscards(e, b)
 	if err != nil && b.ID != 0 {
-		return fmt.Errorf("%w (the discard is recorded; spool discard or spool fsck %s --repair finishes it)", err, dir)
+		err = fmt.Errorf("%w (the discard is recorded; spool discard or spool fsck %s --repair finishes it)", err, dir)
 	}
-	return err
+	return audit.end(ctx, aid, len(plan.Steps), b, err)
+}
+
+// refusal reports whether err refuses a discard before anything changed:
+// a usage error, or a name not in error/ or path-like.
+func refusal(err error) bool {
+	var usage *usageError
+	return errors.As(err, &usage) || errors.Is(err, queue.ErrNotInError) || errors.Is(err, queue.ErrPathLike)
 }
 
 // resolveDiscard resolves sel into a plan (replay.Resolve), and refuses a

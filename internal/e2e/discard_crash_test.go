@@ -245,6 +245,15 @@ func observeDiscard(t *testing.T, q, path, kept string, round int, ino map[strin
 	default:
 		t.Fatalf("round %d: one discard made %d batches", round, n)
 	}
+	// The audit row is committed before the batch: a batch without one
+	// is a change the audit missed.
+	var audited int
+	if err := db.QueryRow(`SELECT COUNT(*) FROM audit WHERE action = 'discard' AND selection LIKE ?`, `%"note":"`+note+`"%`).Scan(&audited); err != nil {
+		t.Fatal(err)
+	}
+	if phase != "none" && audited != 1 {
+		t.Errorf("round %d: batch %s with %d audit rows of its discard, want 1", round, phase, audited)
+	}
 	at := inodesAt(t, q, kept)
 	counts := map[string]int{}
 	for name, i := range ino {
@@ -327,6 +336,9 @@ FROM discards d JOIN discard_batches b ON b.id = d.batch_id WHERE b.note = ?`, f
 				t.Errorf("round %d: kept/%s = %q, %v", round, name, data, err)
 			}
 		}
+	}
+	if n := queryLedger(t, path, `SELECT COUNT(*) FROM audit WHERE outcome = 'failed'`); n != 0 {
+		t.Errorf("round %d: %d audit rows of failed actions", round, n)
 	}
 	if r := sp.mustRun(t, 0, "errors", q); r.stdout != "file,reason\n" {
 		t.Errorf("round %d: spool errors lists %d lines after the discard", round, len(lines(r.stdout))-1)

@@ -119,6 +119,17 @@ func TestDiscardSelections(t *testing.T) {
 	if r := mustRun(t, 0, "errors", q); r.stdout != "file,reason\n" {
 		t.Errorf("spool errors after the discards:\n%s", r.stdout)
 	}
+	// One audit row a discard, written before and closed after, with who,
+	// the selection and the counts.
+	audit := auditRows(t, q)
+	wantAudit := []string{
+		me + ` discard {"names":["p1.json"],"note":"garbage from the test"} ok {"done":1,"selected":1}`,
+		`alice discard {"note":"old contract","reason":"missing-field"} ok {"done":2,"selected":2}`,
+		me + ` discard {"all":true,"note":"clean slate"} ok {"done":1,"selected":1}`,
+	}
+	if !reflect.DeepEqual(audit, wantAudit) {
+		t.Errorf("audit rows:\n%q\nwant\n%q", audit, wantAudit)
+	}
 	var st struct {
 		Discarded   int `json:"discarded"`
 		Interrupted int `json:"interrupted_discards"`
@@ -153,6 +164,34 @@ func TestDiscardSelections(t *testing.T) {
 		js.Discards[0].ContentHash != sha(bodies["p1.json"]) || js.Discards[0].State != "done" || js.Discards[0].Outcome == nil || *js.Discards[0].Outcome != "deleted" {
 		t.Errorf("show p1.json --json discards = %+v", js.Discards)
 	}
+}
+
+// auditRows reads the audit as "actor action selection outcome counts",
+// oldest first; every row must be closed.
+func auditRows(t *testing.T, q string) []string {
+	t.Helper()
+	db := openLedgerRW(t, filepath.Join(q, "ledger.db"))
+	defer db.Close()
+	rows, err := db.Query(`SELECT actor, action, selection, outcome, counts, COALESCE(ended_at, '') FROM audit ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var actor, action, sel, outcome, counts, ended string
+		if err := rows.Scan(&actor, &action, &sel, &outcome, &counts, &ended); err != nil {
+			t.Fatal(err)
+		}
+		if ended == "" {
+			t.Errorf("audit row %s %s %s has no ended_at", actor, action, sel)
+		}
+		out = append(out, strings.Join([]string{actor, action, sel, outcome, counts}, " "))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // messageNames lists the message names of a stage, sorted.
@@ -196,8 +235,8 @@ func TestDiscardDryRun(t *testing.T) {
 	if d := diffSnapshots(before, treeSnapshot(t, q, out)); len(d) > 0 {
 		t.Errorf("--dry-run changed the queue or the ledger: %q", d)
 	}
-	if n := queryLedger(t, filepath.Join(q, "ledger.db"), `SELECT (SELECT COUNT(*) FROM discards) + (SELECT COUNT(*) FROM discard_batches)`); n != 0 {
-		t.Errorf("--dry-run recorded %d discard rows", n)
+	if n := queryLedger(t, filepath.Join(q, "ledger.db"), `SELECT (SELECT COUNT(*) FROM discards) + (SELECT COUNT(*) FROM discard_batches) + (SELECT COUNT(*) FROM audit)`); n != 0 {
+		t.Errorf("--dry-run recorded %d discard or audit rows", n)
 	}
 }
 
@@ -307,6 +346,16 @@ func TestDiscardRefusals(t *testing.T) {
 		if n := queryLedger(t, filepath.Join(q, "ledger.db"), `SELECT (SELECT COUNT(*) FROM discards) + (SELECT COUNT(*) FROM discard_batches)`); n != 0 {
 			t.Fatalf("discard %q recorded %d discard rows", tc.args, n)
 		}
+	}
+	// The refusals made after the ledger was opened are audited as such,
+	// and nothing else is.
+	for _, a := range auditRows(t, q) {
+		if !strings.Contains(a, " refused ") {
+			t.Errorf("audit row of a refusal: %q", a)
+		}
+	}
+	if n := queryLedger(t, filepath.Join(q, "ledger.db"), `SELECT COUNT(*) FROM audit WHERE action = 'discard' AND outcome = 'refused' AND detail LIKE '%no dead letter in error/ has it%'`); n != 2 {
+		t.Errorf("%d audit rows of the --reason refusals, want 2", n)
 	}
 }
 
