@@ -167,6 +167,8 @@ func TestStatusJSON(t *testing.T) {
 		TempFiles          int            `json:"temp_files"`
 		StaleTempFiles     int            `json:"stale_temp_files"`
 		InterruptedReplays int            `json:"interrupted_replays"`
+		Discarded          int            `json:"discarded"`
+		Interrupted        int            `json:"interrupted_discards"`
 		RetriesWaiting     int            `json:"retries_waiting"`
 		NextRetryAt        *time.Time     `json:"next_retry_at"`
 		NextRetryInSeconds *float64       `json:"next_retry_in_seconds"`
@@ -196,6 +198,9 @@ func TestStatusJSON(t *testing.T) {
 	}
 	if got.RetriesWaiting != 0 || got.NextRetryAt != nil || got.NextRetryInSeconds != nil {
 		t.Errorf("retries %d next %v, want none", got.RetriesWaiting, got.NextRetryAt)
+	}
+	if got.Discarded != 0 || got.Interrupted != 0 {
+		t.Errorf("discarded %d, interrupted discards %d, want none", got.Discarded, got.Interrupted)
 	}
 	if got.TempFiles != 1 || got.StaleTempFiles != 1 || got.InterruptedReplays != 0 {
 		t.Errorf("temp files %d (stale %d), interrupted replays %d; want 1 (1), 0", got.TempFiles, got.StaleTempFiles, got.InterruptedReplays)
