@@ -95,3 +95,7 @@ func (dialect) IsConflict(err error) bool {
 	}
 	return false
 }
+
+// Leases: none. An SQLite ledger is one host's, and its sessions' flocks
+// say at once which are alive.
+func (dialect) Leases() (ledger.LeaseSQL, bool) { return ledger.LeaseSQL{}, false }
