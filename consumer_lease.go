@@ -58,7 +58,7 @@ func (c *Consumer) keepLease(ctx context.Context, s *queue.Session) (*leaseKeepe
 		end: make(chan struct{}), gone: make(chan struct{})}
 	sent := time.Now()
 	if k.ll != nil {
-		if err := k.ll.AcquireLease(ctx, s.ID(), c.cfg.Lease); err != nil {
+		if err := k.ll.AcquireSessionLease(ctx, s.ID(), c.cfg.Lease); err != nil {
 			return nil, fmt.Errorf("lease: %w", err)
 		}
 	}
@@ -101,7 +101,7 @@ func (k *leaseKeeper) loop() {
 func (k *leaseKeeper) renew() error {
 	if k.ll != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), k.c.cfg.Lease/3)
-		err := k.ll.RenewLease(ctx, k.s.ID(), k.c.cfg.Lease)
+		err := k.ll.RenewSessionLease(ctx, k.s.ID(), k.c.cfg.Lease)
 		cancel()
 		if err != nil {
 			return err
@@ -207,7 +207,7 @@ func (k *leaseKeeper) drop(ctx context.Context) error {
 	if k.ll == nil {
 		return nil
 	}
-	if err := k.ll.DropLease(ctx, k.s.ID()); err != nil {
+	if err := k.ll.DropSessionLease(ctx, k.s.ID()); err != nil {
 		return fmt.Errorf("lease: %w", err)
 	}
 	return nil

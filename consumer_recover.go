@@ -54,7 +54,7 @@ type ledgerLiveness struct {
 }
 
 func (v ledgerLiveness) Foreign(ctx context.Context, session string) (queue.SessionState, error) {
-	st, err := v.ll.TakeOverLease(ctx, session)
+	st, err := v.ll.TakeOverSessionLease(ctx, session)
 	if err != nil {
 		return queue.SessionUnknown, err
 	}
@@ -69,7 +69,7 @@ func (v ledgerLiveness) Foreign(ctx context.Context, session string) (queue.Sess
 }
 
 func (v ledgerLiveness) Cleared(ctx context.Context, session string) error {
-	return v.ll.DropLease(ctx, session)
+	return v.ll.DropSessionLease(ctx, session)
 }
 
 // reportRecovered reports the dead letters recovery moved to error/ as the

@@ -35,7 +35,7 @@ const (
 // session, judged by the database's own clock, so that no two hosts need
 // synchronized clocks, and a fence on every write of a session's claims.
 //
-// After AcquireLease(session), every Record, RecordWork, Reserve and
+// After AcquireSessionLease(session), every Record, RecordWork, Reserve and
 // Settle of this ledger value whose deliveries carry session as their
 // Consumer checks, in its own transaction, that the session's lease was
 // not taken over, and fails with ErrLeaseLost if it was: a takeover and a
@@ -49,18 +49,18 @@ type LeaseLedger interface {
 	// their directory's lock alone; the other methods are then not to be
 	// called.
 	HoldsLeases() bool
-	// AcquireLease creates session's lease, expiring d from now by the
+	// AcquireSessionLease creates session's lease, expiring d from now by the
 	// ledger's clock, and fences this ledger's writes of its claims.
-	AcquireLease(ctx context.Context, session string, d time.Duration) error
-	// RenewLease pushes session's expiry to d from now by the ledger's
+	AcquireSessionLease(ctx context.Context, session string, d time.Duration) error
+	// RenewSessionLease pushes session's expiry to d from now by the ledger's
 	// clock; ErrLeaseLost when it was taken over (or is gone).
-	RenewLease(ctx context.Context, session string, d time.Duration) error
-	// TakeOverLease takes another session's lease over if it has expired
+	RenewSessionLease(ctx context.Context, session string, d time.Duration) error
+	// TakeOverSessionLease takes another session's lease over if it has expired
 	// by the ledger's clock, and says what the lease is now.
-	TakeOverLease(ctx context.Context, session string) (LeaseState, error)
-	// DropLease removes session's lease: its own at a clean close, or a
+	TakeOverSessionLease(ctx context.Context, session string) (LeaseState, error)
+	// DropSessionLease removes session's lease: its own at a clean close, or a
 	// dead session's once its directory is recovered.
-	DropLease(ctx context.Context, session string) error
+	DropSessionLease(ctx context.Context, session string) error
 }
 
 // leaseLedger returns l as a LeaseLedger whose engine keeps leases, or nil.

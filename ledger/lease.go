@@ -44,12 +44,12 @@ func (db *DB) HoldsLeases() bool { return db.lease.ok }
 
 func micros(d time.Duration) int64 { return d.Microseconds() }
 
-// AcquireLease creates session's lease; see spool.LeaseLedger.
-func (db *DB) AcquireLease(ctx context.Context, session string, d time.Duration) error {
+// AcquireSessionLease creates session's lease; see spool.LeaseLedger.
+func (db *DB) AcquireSessionLease(ctx context.Context, session string, d time.Duration) error {
 	if err := db.leaseOp(); err != nil {
 		return err
 	}
-	q := db.dialect.Rebind(`INSERT INTO leases (session, expires, taken) VALUES (?, ` + db.lease.sql.Later + `, 0)`)
+	q := db.dialect.Rebind(`INSERT INTO session_leases (session, expires, taken) VALUES (?, ` + db.lease.sql.Later + `, 0)`)
 	if _, err := db.sql.ExecContext(ctx, q, session, micros(d)); err != nil {
 		return db.fail("acquire lease of "+session, err)
 	}
@@ -59,12 +59,12 @@ func (db *DB) AcquireLease(ctx context.Context, session string, d time.Duration)
 	return nil
 }
 
-// RenewLease renews session's lease; see spool.LeaseLedger.
-func (db *DB) RenewLease(ctx context.Context, session string, d time.Duration) error {
+// RenewSessionLease renews session's lease; see spool.LeaseLedger.
+func (db *DB) RenewSessionLease(ctx context.Context, session string, d time.Duration) error {
 	if err := db.leaseOp(); err != nil {
 		return err
 	}
-	q := db.dialect.Rebind(`UPDATE leases SET expires = ` + db.lease.sql.Later + ` WHERE session = ? AND taken = 0`)
+	q := db.dialect.Rebind(`UPDATE session_leases SET expires = ` + db.lease.sql.Later + ` WHERE session = ? AND taken = 0`)
 	r, err := db.sql.ExecContext(ctx, q, micros(d), session)
 	if err != nil {
 		return db.fail("renew lease of "+session, err)
@@ -79,17 +79,17 @@ func (db *DB) RenewLease(ctx context.Context, session string, d time.Duration) e
 	return nil
 }
 
-// TakeOverLease takes session's expired lease over; see spool.LeaseLedger.
-func (db *DB) TakeOverLease(ctx context.Context, session string) (spool.LeaseState, error) {
+// TakeOverSessionLease takes session's expired lease over; see spool.LeaseLedger.
+func (db *DB) TakeOverSessionLease(ctx context.Context, session string) (spool.LeaseState, error) {
 	if err := db.leaseOp(); err != nil {
 		return spool.LeaseUnknown, err
 	}
-	q := db.dialect.Rebind(`UPDATE leases SET taken = 1 WHERE session = ? AND taken = 0 AND expires < ` + db.lease.sql.Now)
+	q := db.dialect.Rebind(`UPDATE session_leases SET taken = 1 WHERE session = ? AND taken = 0 AND expires < ` + db.lease.sql.Now)
 	if _, err := db.sql.ExecContext(ctx, q, session); err != nil {
 		return spool.LeaseUnknown, db.fail("take over lease of "+session, err)
 	}
 	var taken int
-	err := db.sql.QueryRowContext(ctx, db.dialect.Rebind(`SELECT taken FROM leases WHERE session = ?`), session).Scan(&taken)
+	err := db.sql.QueryRowContext(ctx, db.dialect.Rebind(`SELECT taken FROM session_leases WHERE session = ?`), session).Scan(&taken)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return spool.LeaseUnknown, nil
@@ -101,12 +101,12 @@ func (db *DB) TakeOverLease(ctx context.Context, session string) (spool.LeaseSta
 	return spool.LeaseLive, nil
 }
 
-// DropLease removes session's lease; see spool.LeaseLedger.
-func (db *DB) DropLease(ctx context.Context, session string) error {
+// DropSessionLease removes session's lease; see spool.LeaseLedger.
+func (db *DB) DropSessionLease(ctx context.Context, session string) error {
 	if err := db.leaseOp(); err != nil {
 		return err
 	}
-	if _, err := db.sql.ExecContext(ctx, db.dialect.Rebind(`DELETE FROM leases WHERE session = ?`), session); err != nil {
+	if _, err := db.sql.ExecContext(ctx, db.dialect.Rebind(`DELETE FROM session_leases WHERE session = ?`), session); err != nil {
 		return db.fail("drop lease of "+session, err)
 	}
 	db.lease.mu.Lock()
@@ -153,7 +153,7 @@ func (db *DB) fence(ctx context.Context, tx *sql.Tx, batch []*spool.Delivery) er
 	if len(sessions) == 0 {
 		return nil
 	}
-	q := db.dialect.Rebind(`SELECT taken FROM leases WHERE session = ? ` + db.lease.sql.Share)
+	q := db.dialect.Rebind(`SELECT taken FROM session_leases WHERE session = ? ` + db.lease.sql.Share)
 	checked := map[string]bool{}
 	for _, s := range sessions {
 		if checked[s] {

@@ -135,3 +135,6 @@ func (dialect) Leases() (ledger.LeaseSQL, bool) {
 		Share: "LOCK IN SHARE MODE",
 	}, true
 }
+
+// Snapshot: a MariaDB ledger is backed up with the server's own tools.
+func (dialect) Snapshot() ledger.Snapshot { return ledger.Snapshot{Tool: "mariadb-dump"} }

@@ -146,3 +146,6 @@ func (dialect) Leases() (ledger.LeaseSQL, bool) {
 		Share: "FOR SHARE",
 	}, true
 }
+
+// Snapshot: a PostgreSQL ledger is backed up with the server's own tools.
+func (dialect) Snapshot() ledger.Snapshot { return ledger.Snapshot{Tool: "pg_dump"} }

@@ -99,3 +99,9 @@ func (dialect) IsConflict(err error) bool {
 // Leases: none. An SQLite ledger is one host's, and its sessions' flocks
 // say at once which are alive.
 func (dialect) Leases() (ledger.LeaseSQL, bool) { return ledger.LeaseSQL{}, false }
+
+// Snapshot: VACUUM INTO copies the database in one read transaction,
+// which in WAL mode does not hold the consumers' writes back.
+func (dialect) Snapshot() ledger.Snapshot {
+	return ledger.Snapshot{Into: "VACUUM INTO ?", Check: "PRAGMA integrity_check"}
+}
