@@ -107,6 +107,15 @@ whose names do not sort by seq is ordered within that window only).
 --pause-after transient failures in a row pause every new call, logged
 once (a warning).
 
+--lease DURATION (default 2m, at least 3s) is how long this consumer's
+session lives without a renewal (every third of it) before a consumer on
+another host takes its claims over; on PostgreSQL and MariaDB the lease is
+a row of the ledger judged by the database's clock. A consumer that could
+not renew stops claiming and calling; one whose lease was taken over
+meanwhile (a frozen host, a partition) commits nothing of those claims,
+logs "lost the lease" once and goes on as a new session. The handler
+timeouts must stay under it.
+
 --on-dead-letter CMD runs /bin/sh -c CMD for each message that lands in
 error/, with SPOOL_FILE (its name there), SPOOL_PATH (its path),
 SPOOL_ORIGINAL_FILE (its name in inbox/), SPOOL_REASON, SPOOL_DETAIL,
