@@ -81,6 +81,7 @@ func Run(t *testing.T, b Backend) {
 		{"OutboxEmit", testOutboxEmit},
 		{"OutboxRelay", testOutboxRelay},
 		{"Rebuild", testRebuild},
+		{"RepairDoneOrder", testRepairDoneOrder},
 		{"LongKey", testLongKey},
 		{"ExactKeys", testExactKeys},
 		{"AuditLifecycle", testAuditLifecycle},
