@@ -94,6 +94,26 @@ type Dialect interface {
 	// dead-letters a message whose msg_id is longer (invalid-field), so
 	// that a key is never truncated into another message's.
 	MaxKey() int
+	// Snapshot says how the engine copies a whole ledger into a file while
+	// it is in use (spool backup), or which tool of the engine's own does
+	// it instead.
+	Snapshot() Snapshot
+}
+
+// Snapshot is how an engine copies a whole ledger into a new file.
+type Snapshot struct {
+	// Into is the statement, with one ? for the path of the file, that
+	// writes a consistent copy of the whole database into that file, which
+	// must be empty or absent (SQLite: VACUUM INTO ?): one read snapshot,
+	// taken without stopping the writers. Empty when the engine has none.
+	Into string
+	// Check is a query that checks the integrity of a database and returns
+	// one row "ok" when it is sound, or rows saying what is wrong (SQLite:
+	// PRAGMA integrity_check). Empty when Into is.
+	Check string
+	// Tool names the engine's own tool that backs a ledger up when Into
+	// is empty ("pg_dump"), for the operator to be told to use it.
+	Tool string
 }
 
 // Positional reports whether d's placeholders are positional only, so that

@@ -78,9 +78,15 @@ func Run(t *testing.T, b Backend) {
 		{"ReserveSettle", testReserveSettle},
 		{"ReleaseReservations", testReleaseReservations},
 		{"ConflictResult", testConflictResult},
+		{"OutboxEmit", testOutboxEmit},
+		{"OutboxRelay", testOutboxRelay},
 		{"Rebuild", testRebuild},
 		{"LongKey", testLongKey},
 		{"ExactKeys", testExactKeys},
+		{"AuditLifecycle", testAuditLifecycle},
+		{"AuditText", testAuditText},
+		{"AuditConcurrent", testAuditConcurrent},
+		{"Snapshot", testSnapshot},
 	}
 	opener := func(t *testing.T, dsn string) *ledger.DB {
 		t.Helper()

@@ -124,3 +124,6 @@ func (dialect) IsConflict(err error) bool {
 // and the wait may not come again. (The conformance tests' concurrent
 // writers met neither; the retry is for the loads they do not make.)
 func (d dialect) Retry(err error) bool { return d.IsConflict(err) }
+
+// Snapshot: a MariaDB ledger is backed up with the server's own tools.
+func (dialect) Snapshot() ledger.Snapshot { return ledger.Snapshot{Tool: "mariadb-dump"} }

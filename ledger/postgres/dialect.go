@@ -136,3 +136,6 @@ func rebindDollar(query string) string {
 	}
 	return b.String()
 }
+
+// Snapshot: a PostgreSQL ledger is backed up with the server's own tools.
+func (dialect) Snapshot() ledger.Snapshot { return ledger.Snapshot{Tool: "pg_dump"} }

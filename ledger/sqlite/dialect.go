@@ -95,3 +95,9 @@ func (dialect) IsConflict(err error) bool {
 	}
 	return false
 }
+
+// Snapshot: VACUUM INTO copies the database in one read transaction,
+// which in WAL mode does not hold the consumers' writes back.
+func (dialect) Snapshot() ledger.Snapshot {
+	return ledger.Snapshot{Into: "VACUUM INTO ?", Check: "PRAGMA integrity_check"}
+}

@@ -1,0 +1,96 @@
+//go:build linux
+
+package e2e
+
+import (
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// outboxSQL is the --sql file of the outbox tests: one event per message,
+// in the transaction that records it.
+const outboxSQL = `INSERT INTO outbox (aggregate, type, payload, msg_id) VALUES (:order_no, 'payment', :payload, :msg_id);
+`
+
+// fillOrders puts n messages into q's inbox, spread over orders
+// aggregates with seq growing within each, plus a redelivery of every
+// tenth under another name; it returns the distinct msg_ids.
+func fillOrders(t *testing.T, q string, n, orders int) []string {
+	t.Helper()
+	var ids []string
+	for i := range n {
+		id := fmt.Sprintf("m%05d", i)
+		body := orderMessage(id, fmt.Sprintf("o%02d", i%orders), i/orders+1, "1.00")
+		putMessage(t, q, fmt.Sprintf("%06d.json", i), body)
+		if i%10 == 0 {
+			putMessage(t, q, fmt.Sprintf("%06d-again.json", i), body)
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// outboxAgrees checks that q's outbox and processed tables tell the same
+// story: one event per processed row, none without one. It returns how
+// many processed rows there are.
+func outboxAgrees(t *testing.T, db *sql.DB, when string) int {
+	t.Helper()
+	var processed, events, orphans, missing, twice int
+	err := db.QueryRow(`SELECT
+	    (SELECT COUNT(*) FROM processed),
+	    (SELECT COUNT(*) FROM outbox),
+	    (SELECT COUNT(*) FROM outbox o WHERE NOT EXISTS (SELECT 1 FROM processed p WHERE p.msg_id = o.msg_id)),
+	    (SELECT COUNT(*) FROM processed p WHERE NOT EXISTS (SELECT 1 FROM outbox o WHERE o.msg_id = p.msg_id)),
+	    (SELECT COUNT(*) FROM (SELECT msg_id FROM outbox GROUP BY msg_id HAVING COUNT(*) > 1) x)`).Scan(&processed, &events, &orphans, &missing, &twice)
+	if err != nil {
+		t.Fatalf("%s: %v", when, err)
+	}
+	if orphans != 0 || missing != 0 || twice != 0 || events != processed {
+		t.Fatalf("%s: %d processed rows, %d outbox rows; %d events without their processed row, %d processed rows without their event, %d msg_ids with more than one event",
+			when, processed, events, orphans, missing, twice)
+	}
+	return processed
+}
+
+// TestOutboxCommitsWithMessage: consumers running a --sql handler that
+// writes an outbox row are killed with SIGKILL at random instants; after
+// every kill, and after the clean run that drains the queue, each
+// processed row has exactly its one event and no event lacks its
+// processed row.
+func TestOutboxCommitsWithMessage(t *testing.T) {
+	t.Parallel()
+	rng := newRand(t)
+	q, state := workQueue(t)
+	sqlFile := writeFile(t, state, "outbox.sql", outboxSQL)
+	ids := fillOrders(t, q, scale(3000, 600), 7)
+	db := openLedgerRW(t, filepath.Join(q, "ledger.db"))
+	kills := 0
+	for run := 0; kills < scale(40, 12) && run < 200; run++ {
+		args := []string{"consume", q, "--sql", sqlFile, "--batch", strconv.Itoa(1 + rng.IntN(32))}
+		p := start(t, args...)
+		if p.killAfter(t, logDelay(rng, 5*time.Millisecond, 400*time.Millisecond)) {
+			kills++
+			outboxAgrees(t, db, fmt.Sprintf("after kill %d", kills))
+		} else if r := p.result(); r.code != 0 {
+			t.Fatalf("consumer failed:\n%s", r)
+		}
+		if countNames(t, q, inbox)+countClaims(t, q) == 0 {
+			break
+		}
+	}
+	mustRun(t, 0, "consume", q, "--sql", sqlFile)
+	if n := outboxAgrees(t, db, "after the clean run"); n != len(ids) {
+		t.Fatalf("%d processed rows, want %d", n, len(ids))
+	}
+	if n := countNames(t, q, done); n != len(ids)+len(ids)/10 {
+		t.Errorf("done/ holds %d files, want %d", n, len(ids)+len(ids)/10)
+	}
+	t.Logf("%d kills of a live consumer", kills)
+	if kills == 0 {
+		t.Fatal("no kill hit a live consumer")
+	}
+}

@@ -1,0 +1,147 @@
+package ledgertest
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/ledger"
+)
+
+// testOutboxEmit: a handler's events (spool.Emit) commit with its message
+// and roll back with it; the rows carry what was emitted, the cause's
+// msg_id and a creation time, in id order.
+func testOutboxEmit(t *testing.T, db *ledger.DB) {
+	h := spool.HandlerFunc(func(ctx context.Context, tx *sql.Tx, d *spool.Delivery) error {
+		e := spool.Event{Aggregate: "order-" + d.Message.MsgID[:1], Type: "paid", Payload: []byte(`{"id":"` + d.Message.MsgID + `"}`)}
+		if d.Message.MsgID == "a2" {
+			e.Headers = map[string]string{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+		}
+		if err := spool.Emit(ctx, tx, d, e); err != nil {
+			return err
+		}
+		if d.Message.MsgID == "bad" {
+			return spool.Permanent(errors.New("refused after emitting"))
+		}
+		return nil
+	})
+	w := spool.Work{Handler: h, Decide: (&decider{verdict: deadLetter(spool.ReasonHandler)}).decide}
+	before := time.Now().Add(-time.Second)
+	recordWork(t, db, w, valid("c1", msg{ID: "a1"}), valid("c2", msg{ID: "bad"}), valid("c3", msg{ID: "a2"}), valid("c4", msg{ID: "a1"}))
+	if err := spool.Emit(t.Context(), nil, nil, spool.Event{Aggregate: "x", Type: "y"}); !errors.Is(err, spool.ErrNoOutbox) {
+		t.Errorf("Emit outside a handler: %v, want ErrNoOutbox", err)
+	}
+	rows, err := db.OutboxRows(t.Context(), "order-a", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 || rows[0].MsgID != "a1" || rows[1].MsgID != "a2" || rows[0].ID >= rows[1].ID {
+		t.Fatalf("outbox rows of order-a = %+v, want a1's then a2's (the duplicate emits nothing)", rows)
+	}
+	if string(rows[1].Payload) != `{"id":"a2"}` || rows[1].Type != "paid" || rows[1].Headers["traceparent"] == "" || rows[0].Headers != nil {
+		t.Errorf("a2's row = %+v", rows[1])
+	}
+	if c := rows[0].CreatedAt; c.Before(before) || c.After(time.Now().Add(time.Second)) {
+		t.Errorf("created_at %v is not the insert's time", c)
+	}
+	if bad, _ := db.OutboxRows(t.Context(), "order-b", 10); len(bad) != 0 {
+		t.Errorf("the failed message's event stayed: %+v", bad)
+	}
+	// An INSERT naming only the three columns of the README, as a --sql
+	// handler writes it, is a complete row.
+	if _, err := db.SQL().ExecContext(t.Context(), db.Dialect().Rebind(`INSERT INTO outbox (aggregate, type, payload) VALUES (?, 'payment', ?)`), "order-c", `{}`); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := db.OutboxRows(t.Context(), "order-c", 10); err != nil || len(r) != 1 || r[0].CreatedAt.IsZero() {
+		t.Errorf("a three-column insert: %+v, %v", r, err)
+	}
+}
+
+// testOutboxRelay: heads, leases, publishing and parking as the relay
+// uses them.
+func testOutboxRelay(t *testing.T, db *ledger.DB) {
+	ctx := t.Context()
+	for _, agg := range []string{"A", "B", "A", "C", "A"} {
+		if _, err := db.SQL().ExecContext(ctx, db.Dialect().Rebind(`INSERT INTO outbox (aggregate, type, payload) VALUES (?, 't', '{}')`), agg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	heads, err := db.OutboxHeads(ctx, false, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var aggs []string
+	for _, h := range heads {
+		aggs = append(aggs, h.Aggregate)
+	}
+	if !reflect.DeepEqual(aggs, []string{"A", "B", "C"}) {
+		t.Fatalf("heads = %q, want A, B, C", aggs)
+	}
+	now := time.Now()
+	if ok, err := db.AcquireLease(ctx, "r1", "A", now, now.Add(time.Minute)); err != nil || !ok {
+		t.Fatalf("r1 takes A: %v %v", ok, err)
+	}
+	if ok, err := db.AcquireLease(ctx, "r2", "A", now, now.Add(time.Minute)); err != nil || ok {
+		t.Fatalf("r2 takes A while r1 holds it: %v %v", ok, err)
+	}
+	rows, err := db.OutboxRows(ctx, "A", 2)
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("rows of A: %+v %v", rows, err)
+	}
+	if held, err := db.MarkPublished(ctx, "r1", "A", []int64{rows[0].ID, rows[1].ID}, "dir:///x", now, now.Add(time.Minute)); err != nil || !held {
+		t.Fatalf("mark: %v %v", held, err)
+	}
+	// r1's lease runs out; r2 takes A over and r1 learns it when it marks.
+	later := now.Add(2 * time.Minute)
+	if ok, err := db.AcquireLease(ctx, "r2", "A", later, later.Add(time.Minute)); err != nil || !ok {
+		t.Fatalf("r2 takes A after r1's lease ran out: %v %v", ok, err)
+	}
+	rest, err := db.OutboxRows(ctx, "A", 10)
+	if err != nil || len(rest) != 1 {
+		t.Fatalf("rows of A after two were published: %+v %v", rest, err)
+	}
+	if held, err := db.MarkPublished(ctx, "r1", "A", []int64{rest[0].ID}, "dir:///x", later, later.Add(time.Minute)); err != nil || held {
+		t.Fatalf("r1 marks without its lease: held %v, %v", held, err)
+	}
+	// B fails once, then for good: parked, it blocks B (and only B) unless
+	// parked rows are skipped.
+	b, _ := db.OutboxRows(ctx, "B", 1)
+	if err := db.FailPublish(ctx, b[0].ID, "refused", later.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Park(ctx, b[0].ID, "400 Bad Request", later); err != nil {
+		t.Fatal(err)
+	}
+	heads, _ = db.OutboxHeads(ctx, false, 10)
+	if len(heads) != 2 || heads[0].Aggregate != "B" || !heads[0].Parked || heads[1].Aggregate != "C" {
+		t.Errorf("heads with B parked (blocking) = %+v", heads)
+	}
+	heads, _ = db.OutboxHeads(ctx, true, 10)
+	if len(heads) != 1 || heads[0].Aggregate != "C" {
+		t.Errorf("heads with B parked (skipped) = %+v", heads)
+	}
+	st, err := db.OutboxStats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Pending != 1 || st.Parked != 1 || st.Published != 3 || st.Oldest.IsZero() {
+		t.Errorf("stats = %+v, want 1 pending (C), 1 parked, 3 published", st)
+	}
+	parked, err := db.ParkedRows(ctx, 10)
+	if err != nil || len(parked) != 1 || parked[0].Reason != "400 Bad Request" || parked[0].Attempts != 2 {
+		t.Errorf("parked rows = %+v, %v", parked, err)
+	}
+	if n, err := db.Unpark(ctx, "B"); err != nil || n != 1 {
+		t.Errorf("unpark B: %d %v", n, err)
+	}
+	if err := db.ReleaseLease(ctx, "r2", "A"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := db.AcquireLease(ctx, "r3", "A", now, now.Add(time.Minute)); err != nil || !ok {
+		t.Errorf("r3 takes A after r2 released it: %v %v", ok, err)
+	}
+}

@@ -1,0 +1,327 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spoolq/spool"
+)
+
+// The outbox (migration 008): events a handler writes in the transaction
+// that records its message, which spool relay delivers. This file holds
+// the handler's side (emit) and the rows the relay reads and marks; the
+// relays' leases are in outboxlease.go. docs/DESIGN.md, "The outbox".
+
+// emit is the ledger's spool.Emitter: one outbox row, in tx.
+func (db *DB) emit(ctx context.Context, tx *sql.Tx, msgID string, e spool.Event) error {
+	var headers any
+	if len(e.Headers) > 0 {
+		b, err := json.Marshal(e.Headers)
+		if err != nil {
+			return fmt.Errorf("emit %s event of %q: headers: %w", e.Type, e.Aggregate, err)
+		}
+		headers = string(b)
+	}
+	var cause any
+	if msgID != "" {
+		cause = msgID
+	}
+	q := db.dialect.Rebind(`INSERT INTO outbox (aggregate, type, payload, headers, msg_id) VALUES (?, ?, ?, ?, ?)`)
+	if _, err := tx.ExecContext(ctx, q, e.Aggregate, e.Type, string(e.Payload), headers, cause); err != nil {
+		return fmt.Errorf("emit %s event of %q: %w", e.Type, e.Aggregate, err)
+	}
+	return nil
+}
+
+// OutboxRow is one row of the outbox, as the relay reads it.
+type OutboxRow struct {
+	// ID is the row's place in the outbox: ids grow with each insert and
+	// are never reused.
+	ID        int64
+	Aggregate string
+	Type      string
+	Payload   []byte
+	// Headers is nil when the row has none.
+	Headers map[string]string
+	// MsgID is the message whose handler emitted the row, "" if unknown.
+	MsgID     string
+	CreatedAt time.Time
+	// Attempts counts the failed publishes so far.
+	Attempts int
+	// Parked is set when the row failed for good (Park).
+	Parked bool
+}
+
+// OutboxHead is the first unpublished row of an aggregate.
+type OutboxHead struct {
+	Aggregate string
+	ID        int64
+	// Parked: the head is parked, so with a blocking policy the aggregate
+	// waits for an operator.
+	Parked bool
+	// NextAt is when the head may be tried again after a failure; zero
+	// when it has not failed.
+	NextAt time.Time
+}
+
+// OutboxHeads returns the first unpublished row of each aggregate that has
+// one, in id order, at most limit of them. With skipParked, parked rows
+// are passed over (an aggregate whose only unpublished rows are parked is
+// not listed); without it a parked row is its aggregate's head, which
+// then waits behind it.
+func (db *DB) OutboxHeads(ctx context.Context, skipParked bool, limit int) ([]OutboxHead, error) {
+	if err := db.open(); err != nil {
+		return nil, err
+	}
+	cond := "published_at IS NULL"
+	if skipParked {
+		cond += " AND parked_at IS NULL"
+	}
+	q := db.dialect.Rebind(`SELECT o.aggregate, o.id, CASE WHEN o.parked_at IS NULL THEN 0 ELSE 1 END, COALESCE(o.next_at, '')
+FROM outbox o
+WHERE o.id IN (SELECT MIN(id) FROM outbox WHERE ` + cond + ` GROUP BY aggregate)
+ORDER BY o.id LIMIT ?`)
+	rows, err := db.sql.QueryContext(ctx, q, limit)
+	if err != nil {
+		return nil, db.fail("read outbox heads", err)
+	}
+	defer rows.Close()
+	var out []OutboxHead
+	for rows.Next() {
+		var h OutboxHead
+		var parked int
+		var next string
+		if err := rows.Scan(&h.Aggregate, &h.ID, &parked, &next); err != nil {
+			return nil, db.fail("read outbox heads", err)
+		}
+		h.Parked = parked != 0
+		if next != "" {
+			if h.NextAt, err = parseTime("next_at", next); err != nil {
+				return nil, db.fail("read outbox heads", err)
+			}
+		}
+		out = append(out, h)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, db.fail("read outbox heads", err)
+	}
+	return out, nil
+}
+
+// OutboxRows returns up to limit unpublished rows of aggregate in id
+// order, parked ones included (Parked set).
+func (db *DB) OutboxRows(ctx context.Context, aggregate string, limit int) ([]OutboxRow, error) {
+	if err := db.open(); err != nil {
+		return nil, err
+	}
+	q := db.dialect.Rebind(`SELECT id, type, payload, COALESCE(headers, ''), COALESCE(msg_id, ''), created_at, attempts,
+    CASE WHEN parked_at IS NULL THEN 0 ELSE 1 END
+FROM outbox WHERE aggregate = ? AND published_at IS NULL ORDER BY id LIMIT ?`)
+	rows, err := db.sql.QueryContext(ctx, q, aggregate, limit)
+	if err != nil {
+		return nil, db.fail("read outbox rows", err)
+	}
+	defer rows.Close()
+	var out []OutboxRow
+	for rows.Next() {
+		r := OutboxRow{Aggregate: aggregate}
+		var headers, created string
+		var parked int
+		if err := rows.Scan(&r.ID, &r.Type, &r.Payload, &headers, &r.MsgID, &created, &r.Attempts, &parked); err != nil {
+			return nil, db.fail("read outbox rows", err)
+		}
+		r.Parked = parked != 0
+		if r.CreatedAt, err = parseTime("created_at", created); err != nil {
+			return nil, db.fail("read outbox rows", fmt.Errorf("row %d: %w", r.ID, err))
+		}
+		if headers != "" {
+			if err := json.Unmarshal([]byte(headers), &r.Headers); err != nil {
+				return nil, db.fail("read outbox rows", fmt.Errorf("row %d: headers are not a JSON object of strings: %w", r.ID, err))
+			}
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, db.fail("read outbox rows", err)
+	}
+	return out, nil
+}
+
+// MarkPublished records that target acknowledged the rows ids of
+// aggregate at at, and renews owner's lease on the aggregate to expires,
+// in one transaction. It reports false when owner no longer held the
+// lease (it ran out and another relay took the aggregate): the rows are
+// marked all the same, since they were acknowledged, but the caller must
+// stop publishing the aggregate.
+func (db *DB) MarkPublished(ctx context.Context, owner, aggregate string, ids []int64, target string, at, expires time.Time) (bool, error) {
+	if err := db.open(); err != nil {
+		return false, err
+	}
+	if len(ids) == 0 {
+		return true, nil
+	}
+	args := []any{formatTime(at), target}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	mark := db.dialect.Rebind(`UPDATE outbox SET published_at = ?, target = ?, next_at = NULL
+WHERE published_at IS NULL AND id IN (?` + strings.Repeat(", ?", len(ids)-1) + `)`)
+	held := false
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, mark, args...); err != nil {
+			return err
+		}
+		var err error
+		held, err = renewLease(ctx, tx, db.dialect, owner, aggregate, expires)
+		return err
+	})
+	if err != nil {
+		return false, db.fail("mark outbox rows published", err)
+	}
+	return held, nil
+}
+
+// FailPublish records a failed publish of row id: its attempts counted,
+// the error kept, no new attempt before nextAt.
+func (db *DB) FailPublish(ctx context.Context, id int64, cause string, nextAt time.Time) error {
+	return db.outboxWrite(ctx, "record outbox failure", `UPDATE outbox SET attempts = attempts + 1, last_error = ?, next_at = ? WHERE id = ?`,
+		cause, formatTime(nextAt), id)
+}
+
+// Park takes row id out of the relay's work for good, with its reason: a
+// dead letter of the outbox, until an operator unparks it (Unpark).
+func (db *DB) Park(ctx context.Context, id int64, reason string, at time.Time) error {
+	return db.outboxWrite(ctx, "park outbox row", `UPDATE outbox SET attempts = attempts + 1, last_error = ?, park_reason = ?, parked_at = ? WHERE id = ?`,
+		reason, reason, formatTime(at), id)
+}
+
+// Unpark puts the parked, unpublished rows back into the relay's work with
+// their attempts reset: all of them, or those of aggregate when it is not
+// "". It returns how many it put back.
+func (db *DB) Unpark(ctx context.Context, aggregate string) (int64, error) {
+	if err := db.open(); err != nil {
+		return 0, err
+	}
+	q := `UPDATE outbox SET parked_at = NULL, park_reason = NULL, attempts = 0, next_at = NULL WHERE parked_at IS NOT NULL AND published_at IS NULL`
+	var args []any
+	if aggregate != "" {
+		q += ` AND aggregate = ?`
+		args = append(args, aggregate)
+	}
+	var n int64
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, db.dialect.Rebind(q), args...)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, db.fail("unpark outbox rows", err)
+	}
+	return n, nil
+}
+
+func (db *DB) outboxWrite(ctx context.Context, op, query string, args ...any) error {
+	if err := db.open(); err != nil {
+		return err
+	}
+	q := db.dialect.Rebind(query)
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, q, args...)
+		return err
+	})
+	if err != nil {
+		return db.fail(op, err)
+	}
+	return nil
+}
+
+// OutboxStats is the state of the outbox, for status and metrics.
+type OutboxStats struct {
+	// Pending counts the rows not yet published and not parked; Oldest is
+	// the creation time of the oldest of them (zero when there is none).
+	Pending int64
+	Oldest  time.Time
+	// Parked counts the parked rows; Published the published ones still
+	// kept (prune removes them).
+	Parked, Published int64
+	// Failing counts the pending rows that failed at least once.
+	Failing int64
+}
+
+// ErrNoOutbox is wrapped by OutboxStats on a ledger without the outbox
+// table (a read-only open of a ledger not migrated yet).
+var ErrNoOutbox = errors.New("ledger has no outbox table")
+
+// OutboxStats counts the outbox's rows.
+func (db *DB) OutboxStats(ctx context.Context) (OutboxStats, error) {
+	var s OutboxStats
+	if err := db.open(); err != nil {
+		return s, err
+	}
+	var oldest string
+	err := db.sql.QueryRowContext(ctx, `SELECT
+    COALESCE(SUM(CASE WHEN published_at IS NULL AND parked_at IS NULL THEN 1 ELSE 0 END), 0),
+    COALESCE(MIN(CASE WHEN published_at IS NULL AND parked_at IS NULL THEN created_at END), ''),
+    COALESCE(SUM(CASE WHEN published_at IS NULL AND parked_at IS NOT NULL THEN 1 ELSE 0 END), 0),
+    COALESCE(SUM(CASE WHEN published_at IS NOT NULL THEN 1 ELSE 0 END), 0),
+    COALESCE(SUM(CASE WHEN published_at IS NULL AND parked_at IS NULL AND attempts > 0 THEN 1 ELSE 0 END), 0)
+FROM outbox`).Scan(&s.Pending, &oldest, &s.Parked, &s.Published, &s.Failing)
+	if err != nil {
+		return s, db.fail("count outbox rows", err)
+	}
+	if oldest != "" {
+		if s.Oldest, err = parseTime("created_at", oldest); err != nil {
+			return s, db.fail("count outbox rows", err)
+		}
+	}
+	return s, nil
+}
+
+// ParkedRow is a parked outbox row, for reports.
+type ParkedRow struct {
+	ID                int64
+	Aggregate, Type   string
+	Reason            string
+	Attempts          int
+	CreatedAt, Parked time.Time
+}
+
+// ParkedRows returns up to limit parked, unpublished rows in id order.
+func (db *DB) ParkedRows(ctx context.Context, limit int) ([]ParkedRow, error) {
+	if err := db.open(); err != nil {
+		return nil, err
+	}
+	rows, err := db.sql.QueryContext(ctx, db.dialect.Rebind(`SELECT id, aggregate, type, COALESCE(park_reason, ''), attempts, created_at, parked_at
+FROM outbox WHERE parked_at IS NOT NULL AND published_at IS NULL ORDER BY id LIMIT ?`), limit)
+	if err != nil {
+		return nil, db.fail("read parked outbox rows", err)
+	}
+	defer rows.Close()
+	var out []ParkedRow
+	for rows.Next() {
+		var p ParkedRow
+		var created, parked string
+		if err := rows.Scan(&p.ID, &p.Aggregate, &p.Type, &p.Reason, &p.Attempts, &created, &parked); err != nil {
+			return nil, db.fail("read parked outbox rows", err)
+		}
+		if p.CreatedAt, err = parseTime("created_at", created); err == nil {
+			p.Parked, err = parseTime("parked_at", parked)
+		}
+		if err != nil {
+			return nil, db.fail("read parked outbox rows", err)
+		}
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, db.fail("read parked outbox rows", err)
+	}
+	return out, nil
+}
