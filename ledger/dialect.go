@@ -94,9 +94,50 @@ type Dialect interface {
 	// dead-letters a message whose msg_id is longer (invalid-field), so
 	// that a key is never truncated into another message's.
 	MaxKey() int
+	// Leases returns how the engine keeps consumers' leases by its own
+	// clock, for a ledger shared by hosts (see spool.LeaseLedger); false
+	// for an engine whose ledger is one host's (SQLite), where a
+	// session's directory lock is its liveness.
+	Leases() (LeaseSQL, bool)
+	// Snapshot says how the engine copies a whole ledger into a file while
+	// it is in use (spool backup), or which tool of the engine's own does
+	// it instead.
+	Snapshot() Snapshot
+}
+
+// Snapshot is how an engine copies a whole ledger into a new file.
+type Snapshot struct {
+	// Into is the statement, with one ? for the path of the file, that
+	// writes a consistent copy of the whole database into that file, which
+	// must be empty or absent (SQLite: VACUUM INTO ?): one read snapshot,
+	// taken without stopping the writers. Empty when the engine has none.
+	Into string
+	// Check is a query that checks the integrity of a database and returns
+	// one row "ok" when it is sound, or rows saying what is wrong (SQLite:
+	// PRAGMA integrity_check). Empty when Into is.
+	Check string
+	// Tool names the engine's own tool that backs a ledger up when Into
+	// is empty ("pg_dump"), for the operator to be told to use it.
+	Tool string
 }
 
 // Positional reports whether d's placeholders are positional only, so that
 // a statement's arguments go in the order its placeholders appear rather
 // than by number.
 func Positional(d Dialect) bool { return d.Placeholder(1) == d.Placeholder(2) }
+
+// LeaseSQL is how an engine keeps consumers' leases by its own clock
+// (Dialect.Leases): SQL fragments the ledger's lease statements are made
+// of, with the shared statements around them.
+type LeaseSQL struct {
+	// Now is the database's clock, comparable with the leases table's
+	// expires column.
+	Now string
+	// Later is Now plus the number of microseconds bound to its one ?
+	// placeholder.
+	Later string
+	// Share, appended to a SELECT, makes it lock the rows it reads
+	// against an UPDATE or DELETE of another transaction until its own
+	// ends (FOR SHARE).
+	Share string
+}

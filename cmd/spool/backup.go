@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spoolq/spool/ledger"
+	"github.com/spoolq/spool/queue"
+	"github.com/spoolq/spool/queueopen"
+	"github.com/spoolq/spool/report"
+)
+
+var backupCommand = &command{
+	name:    "backup",
+	args:    "DIR --to FILE [--force] [--json] [--db PATH]",
+	summary: "copy the SQLite ledger into FILE while consumers run, crash-safely, and check the copy",
+	help: `
+Copies the queue's SQLite ledger into FILE: one consistent snapshot of it
+(SQLite's VACUUM INTO), taken while consumers go on recording. The copy is
+written to a hidden temp file beside FILE (.NAME.tmp-RANDOM, mode 0600: the
+ledger holds the messages' bodies), fsynced, then checked: opened as a
+ledger, PRAGMA integrity_check, and bound to this queue's identity. Only
+then is it renamed to FILE and the directory fsynced, so FILE is a whole,
+checked copy or does not exist. A backup killed before the rename leaves
+only its temp file, which the next backup to FILE removes.
+
+FILE must not exist (--force replaces it; never the live ledger or one of
+its -wal, -shm or -turn files, which are refused, exit 2). Keep it on
+another disk or host than the queue (see docs/OPERATIONS.md, "Backup and
+restore": restoring it, then spool fsck --repair, records what came after).
+
+A PostgreSQL or MariaDB ledger is not copied: exit 2, saying to use the
+server's tool (pg_dump, mariadb-dump).
+
+Prints: backed up LEDGER to FILE: N bytes, processed=P deliveries=D
+replays=R, queue ID, integrity ok. --json prints one object: ledger, file,
+bytes, queue_id, processed, deliveries, replays, integrity.`,
+}
+
+func init() { backupCommand.run = runBackup }
+
+// backupJSON is what spool backup --json prints.
+type backupJSON struct {
+	Ledger     string `json:"ledger"`
+	File       string `json:"file"`
+	Bytes      int64  `json:"bytes"`
+	QueueID    string `json:"queue_id"`
+	Processed  int64  `json:"processed"`
+	Deliveries int64  `json:"deliveries"`
+	Replays    int64  `json:"replays"`
+	Integrity  string `json:"integrity"`
+}
+
+func runBackup(ctx context.Context, e *env, args []string) (err error) {
+	flags := e.flagSet()
+	to := flags.String("to", "", "write the copy to `FILE`; required, and refused when FILE exists unless --force")
+	force := flags.Bool("force", false, "replace FILE when it exists (never the live ledger)")
+	asJSON := flags.Bool("json", false, "one JSON object (see above)")
+	db := addDBFlag(flags)
+	pos, err := e.parse(flags, args)
+	if err != nil {
+		return err
+	}
+	if err := e.positionals(pos, 1, 1, "DIR"); err != nil {
+		return err
+	}
+	if *to == "" {
+		return e.usage("missing --to FILE: where to write the copy")
+	}
+	dir := pos[0]
+	_, l, done, err := openBound(ctx, dir, *db, ledgerOpts{use: readLedger})
+	if err != nil {
+		return err
+	}
+	defer done(&err)
+	var nse *ledger.NoSnapshotError
+	if err := l.CanSnapshot(); errors.As(err, &nse) {
+		return refuse(err, "%v: back it up with %s (or the server's own backups); spool backup copies SQLite ledgers", err, nse.Tool)
+	} else if err != nil {
+		return err
+	}
+	live, _ := queueopen.SQLiteFile(dir, *db)
+	if err := checkBackupTarget(*to, live, *force); err != nil {
+		return err
+	}
+	qid, err := l.QueueID(ctx)
+	if err != nil {
+		return err
+	}
+	removed, err := queue.RemoveStaleTempsBeside(*to)
+	for _, n := range removed {
+		e.warn("removed %s, left beside %s by a backup that was killed", report.Shown(n), *to)
+	}
+	if err != nil {
+		return err
+	}
+	var out backupJSON
+	err = queue.CreateFile(*to, *force, func(tmp string) error {
+		if err := l.SnapshotInto(ctx, tmp); err != nil {
+			return err
+		}
+		rows, err := checkCopy(ctx, tmp, qid)
+		if err != nil {
+			return err
+		}
+		out = backupJSON{Ledger: live, File: *to, QueueID: qid, Processed: rows.Processed,
+			Deliveries: rows.Deliveries, Replays: rows.Replays, Integrity: "ok"}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("back up %s: %w", live, err)
+	}
+	fi, err := os.Stat(*to)
+	if err != nil {
+		return fmt.Errorf("back up %s: %w", live, err)
+	}
+	out.Bytes = fi.Size()
+	if *asJSON {
+		return e.output("", func(w io.Writer) error { return report.WriteJSON(w, out) })
+	}
+	fmt.Fprintf(e.stdout, "backed up %s to %s: %d bytes, processed=%d deliveries=%d replays=%d, queue %s, integrity ok\n",
+		live, *to, out.Bytes, out.Processed, out.Deliveries, out.Replays, qid)
+	return nil
+}
+
+// checkBackupTarget refuses a FILE that is the live ledger or one of its
+// files, whatever --force says, and one that exists without --force.
+func checkBackupTarget(to, live string, force bool) error {
+	fi, err := os.Stat(to)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("--to %s: %w", to, err)
+	}
+	for _, side := range []string{"", "-wal", "-shm", "-turn"} {
+		if li, err := os.Stat(live + side); err == nil && os.SameFile(fi, li) {
+			what := "is the live ledger"
+			if side != "" {
+				what = "is the live ledger's " + strings.TrimPrefix(side, "-") + " file"
+			}
+			return refuse(nil, "--to %s %s (%s): a backup goes to another file, best on another disk", to, what, live+side)
+		}
+	}
+	if !fi.Mode().IsRegular() {
+		return refuse(nil, "--to %s exists and is not a regular file", to)
+	}
+	if !force {
+		return refuse(nil, "--to %s exists: give a new name (a dated one), or --force to replace it", to)
+	}
+	return nil
+}
+
+// checkCopy opens the copy at path as a ledger, read-only, and checks that
+// it is sound and bound to the queue qid; it returns its rows.
+func checkCopy(ctx context.Context, path, qid string) (rows ledger.Rows, err error) {
+	c, err := ledger.Open(ctx, ledger.FileScheme+":"+path, ledger.OpenOptions{ReadOnly: true, MustExist: true})
+	if err != nil {
+		return ledger.Rows{}, fmt.Errorf("check the copy: %w", err)
+	}
+	defer closeLedger(c, &err)
+	if err := c.CheckIntegrity(ctx); err != nil {
+		return ledger.Rows{}, fmt.Errorf("check the copy: %w", err)
+	}
+	id, err := c.QueueID(ctx)
+	if err != nil {
+		return ledger.Rows{}, fmt.Errorf("check the copy: %w", err)
+	}
+	if id != qid {
+		return ledger.Rows{}, fmt.Errorf("check the copy: it is bound to queue %q, the live ledger to %q", id, qid)
+	}
+	if rows, err = c.CountRows(ctx); err != nil {
+		return ledger.Rows{}, fmt.Errorf("check the copy: %w", err)
+	}
+	return rows, nil
+}
