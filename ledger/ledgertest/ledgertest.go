@@ -84,6 +84,7 @@ func Run(t *testing.T, b Backend) {
 		{"LongKey", testLongKey},
 		{"ExactKeys", testExactKeys},
 		{"Snapshot", testSnapshot},
+		{"PruneFiles", testPruneFiles},
 	}
 	opener := func(t *testing.T, dsn string) *ledger.DB {
 		t.Helper()
