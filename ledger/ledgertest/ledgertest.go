@@ -83,6 +83,9 @@ func Run(t *testing.T, b Backend) {
 		{"Rebuild", testRebuild},
 		{"LongKey", testLongKey},
 		{"ExactKeys", testExactKeys},
+		{"AuditLifecycle", testAuditLifecycle},
+		{"AuditText", testAuditText},
+		{"AuditConcurrent", testAuditConcurrent},
 		{"Snapshot", testSnapshot},
 		{"PruneFiles", testPruneFiles},
 	}
