@@ -83,17 +83,36 @@ func runPrune(ctx context.Context, e *env, args []string) (err error) {
 	}
 	defer closeLedger(l, &err)
 	before := time.Now().Add(-window)
-	n, err := fsck.Prune(ctx, d, l, ledger.Prune{Before: before, KeepClaims: inFlight, DryRun: *dryRun}, *files)
+	if !*dryRun {
+		var audit *opAudit
+		audit, err = beginOpAudit(ctx, l, "prune", map[string]any{"older_than": *olderThan,
+			"before": before.UTC().Format(time.RFC3339), "files": *files})
+		if err != nil {
+			return err
+		}
+		var n fsck.Pruned
+		defer func() {
+			audit.end(ctx, &err, ledger.AuditCounts{"processed": n.Rows.Processed, "deliveries": n.Rows.Deliveries,
+				"files": n.Files, "bytes": n.Bytes})
+		}()
+		n, err = fsck.Prune(ctx, d, l, ledger.Prune{Before: before, KeepClaims: inFlight}, *files)
+		if err != nil {
+			return err
+		}
+		return e.printPruned("pruned", before, n, *files)
+	}
+	n, err := fsck.Prune(ctx, d, l, ledger.Prune{Before: before, KeepClaims: inFlight, DryRun: true}, *files)
 	if err != nil {
 		return err
 	}
-	verb := "pruned"
-	if *dryRun {
-		verb = "would prune"
-	}
+	return e.printPruned("would prune", before, n, *files)
+}
+
+// printPruned prints prune's line.
+func (e *env) printPruned(verb string, before time.Time, n fsck.Pruned, files bool) error {
 	fmt.Fprintf(e.stdout, "%s %d rows older than %s: processed=%d deliveries=%d",
 		verb, n.Rows.Total(), before.UTC().Format(time.RFC3339), n.Rows.Processed, n.Rows.Deliveries)
-	if *files {
+	if files {
 		fmt.Fprintf(e.stdout, " files=%d bytes=%d", n.Files, n.Bytes)
 	}
 	fmt.Fprintln(e.stdout)

@@ -1,10 +1,13 @@
 package e2e
 
 import (
+	"database/sql"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -121,6 +124,10 @@ func TestPruneFiles(t *testing.T) {
 	if n := queryLedger(t, path, `SELECT COUNT(*) FROM deliveries WHERE outcome = 'dead-letter'`); n != 3 {
 		t.Errorf("%d dead-letter records, want 3", n)
 	}
+	// One audit row, for the prune that removed something (a dry run
+	// changes nothing and writes none), closed ok with its counts.
+	requireAudit(t, path, "prune", []auditRow{{Outcome: "ok",
+		Counts: map[string]int64{"processed": old, "deliveries": 1, "files": old + 1, "bytes": oldBytes}}})
 	requireFindings(t, "fsck after prune --files", fsck(t, 1, q), map[string]int{"done-unrecorded": 1})
 	if err := os.Remove(filepath.Join(q, done, "lost.json")); err != nil {
 		t.Fatal(err)
@@ -290,4 +297,51 @@ func waitForRemoval(t *testing.T, p *proc, dir string, n int) {
 		}
 	}
 	t.Fatalf("%s still holds %d names after %v", dir, n, cmdTimeout)
+}
+
+// auditRow is a row of the ledger's audit table, as the tests compare it.
+type auditRow struct {
+	Outcome string
+	Counts  map[string]int64
+}
+
+// requireAudit checks the audit rows of action in the SQLite ledger at
+// path, in order: each by the OS user on the command line, with its
+// outcome and counts.
+func requireAudit(t testing.TB, path, action string, want []auditRow) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(`SELECT actor, via, outcome, counts, ended_at IS NOT NULL FROM audit WHERE action = ? ORDER BY id`, action)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []auditRow
+	for rows.Next() {
+		var (
+			actor, via, outcome, counts string
+			ended                       bool
+		)
+		if err := rows.Scan(&actor, &via, &outcome, &counts, &ended); err != nil {
+			t.Fatal(err)
+		}
+		r := auditRow{Outcome: outcome}
+		if err := json.Unmarshal([]byte(counts), &r.Counts); err != nil {
+			t.Fatalf("audit counts %q: %v", counts, err)
+		}
+		if actor == "" || via != "cli" || ended != (outcome != "started") {
+			t.Errorf("audit row of %s: actor %q, via %q, outcome %s, ended %v", action, actor, via, outcome, ended)
+		}
+		got = append(got, r)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("audit rows of %s: %+v, want %+v", action, got, want)
+	}
 }
