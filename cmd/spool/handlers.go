@@ -23,6 +23,9 @@ const defaultSQLTimeout = 30 * time.Second
 // handlerFlags are consume's flags that choose the business handler run for
 // each message in the ledger transaction, and tune its retries.
 type handlerFlags struct {
+	// lease is the claim lease the handler timeouts must stay under
+	// (consume's --lease); zero: queue.DefaultLease.
+	lease       time.Duration
 	fs          *flag.FlagSet
 	exec        string
 	execTimeout time.Duration
@@ -86,6 +89,14 @@ func (hf *handlerFlags) kind() string {
 // that a bad command line changes nothing: at most one handler, positive
 // timeouts, a sane retry policy, a URL spool can post to, and a --sql file
 // that splits into statements.
+// claimLease is the lease the handler timeouts are checked against.
+func (hf *handlerFlags) claimLease() time.Duration {
+	if hf.lease > 0 {
+		return hf.lease
+	}
+	return queue.DefaultLease
+}
+
 func (hf *handlerFlags) check(e *env) error {
 	set := map[string]bool{}
 	hf.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -137,12 +148,12 @@ func (hf *handlerFlags) check(e *env) error {
 		return e.usage("--retry-cap %v: want a positive duration", hf.retryCap)
 	case hf.retryCap < hf.retryBase:
 		return e.usage("--retry-cap %v is shorter than --retry-base %v", hf.retryCap, hf.retryBase)
-	case kind == "exec" && hf.execTimeout >= queue.DefaultLease:
-		return e.usage("--exec-timeout %v: want less than the claim lease, %v: a command still running then could be run again by another host", hf.execTimeout, queue.DefaultLease)
-	case kind == "post" && hf.postTimeout >= queue.DefaultLease:
-		return e.usage("--post-timeout %v: want less than the claim lease, %v: a request still running then could be sent again by another host", hf.postTimeout, queue.DefaultLease)
-	case kind == "sql" && hf.sqlTimeout >= queue.DefaultLease:
-		return e.usage("--sql-timeout %v: want less than the claim lease, %v: a batch still running then could be claimed by another host", hf.sqlTimeout, queue.DefaultLease)
+	case kind == "exec" && hf.execTimeout >= hf.claimLease():
+		return e.usage("--exec-timeout %v: want less than the claim lease, %v (--lease): a command still running then could be run again by another host", hf.execTimeout, hf.claimLease())
+	case kind == "post" && hf.postTimeout >= hf.claimLease():
+		return e.usage("--post-timeout %v: want less than the claim lease, %v (--lease): a request still running then could be sent again by another host", hf.postTimeout, hf.claimLease())
+	case kind == "sql" && hf.sqlTimeout >= hf.claimLease():
+		return e.usage("--sql-timeout %v: want less than the claim lease, %v (--lease): a batch still running then could be claimed by another host", hf.sqlTimeout, hf.claimLease())
 	case hf.pauseAfter < 0:
 		return e.usage("--pause-after %d: want 0 (never) or more", hf.pauseAfter)
 	case hf.concurrency < 1:

@@ -81,6 +81,7 @@ func Run(t *testing.T, b Backend) {
 		{"OutboxEmit", testOutboxEmit},
 		{"OutboxRelay", testOutboxRelay},
 		{"Rebuild", testRebuild},
+		{"RepairDoneOrder", testRepairDoneOrder},
 		{"LongKey", testLongKey},
 		{"ExactKeys", testExactKeys},
 		{"AuditLifecycle", testAuditLifecycle},
@@ -121,6 +122,11 @@ func Run(t *testing.T, b Backend) {
 		t.Parallel()
 		dsn := b.Fresh(t)
 		testTwoHandles(t, opener(t, dsn), opener(t, dsn))
+	})
+	t.Run("Leases", func(t *testing.T) {
+		t.Parallel()
+		dsn := b.Fresh(t)
+		testLeases(t, opener(t, dsn), opener(t, dsn))
 	})
 	t.Run("ConcurrentOpen", func(t *testing.T) {
 		t.Parallel()
