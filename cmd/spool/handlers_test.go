@@ -58,7 +58,7 @@ func TestConsumeHandlerFlagsRefused(t *testing.T) {
 		{[]string{"--exec", "true", "--rate", "-3"}, `--rate "-3"`},
 		{[]string{"--exec", "true", "--pause-after", "-1"}, "--pause-after -1"},
 		{[]string{"--sql", good, "--concurrency", "2"}, "--concurrency needs --exec or --post"},
-		{[]string{"--exec", "true", "--concurrency", "0"}, "--concurrency 0: want 1 or more"},
+		{[]string{"--exec", "true", "--concurrency", "0"}, "--concurrency 0: want 1 to 1024 calls at once"},
 		{[]string{"--on-dead-letter", ""}, "--on-dead-letter is empty"},
 		{[]string{"--on-dead-letter", "true", "--on-dead-letter-timeout", "0s"}, "--on-dead-letter-timeout 0s"},
 	} {
