@@ -159,19 +159,20 @@ func TestStatusJSON(t *testing.T) {
 
 	r := mustRun(t, 0, "status", q, "--json")
 	type status struct {
-		Queue              string         `json:"queue"`
-		Now                time.Time      `json:"now"`
-		Stages             map[string]int `json:"stages"`
-		OldestInboxMTime   *time.Time     `json:"oldest_inbox_mtime"`
-		OldestAgeSeconds   *float64       `json:"oldest_age_seconds"`
-		TempFiles          int            `json:"temp_files"`
-		StaleTempFiles     int            `json:"stale_temp_files"`
-		InterruptedReplays int            `json:"interrupted_replays"`
-		Discarded          int            `json:"discarded"`
-		Interrupted        int            `json:"interrupted_discards"`
-		RetriesWaiting     int            `json:"retries_waiting"`
-		NextRetryAt        *time.Time     `json:"next_retry_at"`
-		NextRetryInSeconds *float64       `json:"next_retry_in_seconds"`
+		Queue              string          `json:"queue"`
+		Now                time.Time       `json:"now"`
+		Stages             map[string]int  `json:"stages"`
+		OldestInboxMTime   *time.Time      `json:"oldest_inbox_mtime"`
+		OldestAgeSeconds   *float64        `json:"oldest_age_seconds"`
+		TempFiles          int             `json:"temp_files"`
+		StaleTempFiles     int             `json:"stale_temp_files"`
+		InterruptedReplays int             `json:"interrupted_replays"`
+		Discarded          int             `json:"discarded"`
+		Interrupted        int             `json:"interrupted_discards"`
+		Outbox             json.RawMessage `json:"outbox"`
+		RetriesWaiting     int             `json:"retries_waiting"`
+		NextRetryAt        *time.Time      `json:"next_retry_at"`
+		NextRetryInSeconds *float64        `json:"next_retry_in_seconds"`
 		Ledger             struct {
 			Processed           int64            `json:"processed"`
 			Duplicates          int64            `json:"duplicates"`
