@@ -47,16 +47,17 @@ import (
 // messages the others processed meanwhile.
 func TestMultiHostFencing(t *testing.T) {
 	testenv.Long(t, "three hosts in network namespaces, a freeze, a partition and kill storms")
+	// Skipped without them, but CI (root, iproute2, util-linux) has them.
 	if os.Geteuid() != 0 {
-		t.Skip("needs root: network namespaces and hostnames")
+		testenv.Missing(t, "needs root: network namespaces and hostnames")
 	}
 	for _, tool := range []string{"ip", "unshare", "sh"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s: %v", tool, err)
+			testenv.Missing(t, fmt.Sprintf("needs %s: %v", tool, err))
 		}
 	}
 	if err := exec.Command("ip", "netns", "list").Run(); err != nil {
-		t.Skipf("ip netns unavailable: %v", err)
+		testenv.Missing(t, fmt.Sprintf("ip netns unavailable: %v", err))
 	}
 	t.Parallel()
 	const (
