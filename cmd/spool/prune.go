@@ -70,7 +70,19 @@ func runPrune(ctx context.Context, e *env, args []string) (err error) {
 	}
 	defer closeLedger(l, &err)
 	before := time.Now().Add(-window)
+	var run *auditRun
+	if !*dryRun {
+		run, err = beginAudit(ctx, e, l, "", auditPrune, map[string]any{
+			"older_than": *olderThan, "before": before.UTC().Format(time.RFC3339Nano)})
+		if err != nil {
+			return err
+		}
+		defer run.end(ctx, e, &err)
+	}
 	n, err := l.Prune(ctx, ledger.Prune{Before: before, KeepClaims: inFlight, DryRun: *dryRun})
+	if run != nil {
+		run.Counts["processed"], run.Counts["deliveries"] = n.Processed, n.Deliveries
+	}
 	if err != nil {
 		return err
 	}
