@@ -155,7 +155,9 @@ func runReplay(ctx context.Context, e *env, args []string) (err error) {
 			fmt.Fprintf(e.stdout, "would replay %s\n", cell(s.File))
 		}
 	}
-	if *dryRun {
+	if *dryRun || len(plan.Files()) == 0 {
+		// Nothing changes (a dry run, every file skipped): nothing to
+		// audit either.
 		return nil
 	}
 	// Audited before anything moves, with the file set the plan resolved
