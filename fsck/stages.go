@@ -16,8 +16,9 @@ import (
 
 // This file holds the comparison of the stages with the ledger's records.
 
-// pendingBatch is how many unknown files of done/ are resolved at a time.
-const pendingBatch = 256
+// RepairBatch is how many files of done/ unknown by key are resolved at a
+// time: read, looked up by msg_id, and recorded in one transaction.
+const RepairBatch = 256
 
 // done compares done/ with the ledger: every file must be known by its key,
 // or its message's msg_id must have a processed row.
@@ -41,7 +42,7 @@ func (c *checker) done(ctx context.Context) (unrecorded, invalid *finding, err e
 				return nil
 			}
 		}
-		if pending = append(pending, e); len(pending) == pendingBatch {
+		if pending = append(pending, e); len(pending) == RepairBatch {
 			return flush()
 		}
 		return nil
@@ -58,7 +59,8 @@ func (c *checker) done(ctx context.Context) (unrecorded, invalid *finding, err e
 }
 
 // resolveDone reads the files of done/ unknown by key: one whose msg_id
-// has a processed row is recorded; any other is reported, and repaired.
+// has a processed row is recorded (see lost); any other is reported, and
+// repaired.
 func (c *checker) resolveDone(ctx context.Context, entries []queue.Entry, unrecorded, invalid *finding) error {
 	if len(entries) == 0 {
 		return nil
@@ -81,16 +83,16 @@ func (c *checker) resolveDone(ctx context.Context, entries []queue.Entry, unreco
 			continue
 		}
 		files = append(files, ledger.RepairedFile{Name: e.Name, Ino: e.Ino, Size: e.Size, Hash: spool.ContentHash(data),
-			Message: m, ModTime: time.Unix(0, e.ModTime)})
+			Message: m, At: time.Unix(0, e.ChangeTime)})
 		ids = append(ids, m.MsgID)
 	}
-	processed, err := c.l.ProcessedIDs(ctx, ids)
+	repaired, err := c.l.RepairedAt(ctx, ids)
 	if err != nil {
 		return err
 	}
 	lost := files[:0]
 	for _, f := range files {
-		if !processed[f.Message.MsgID] {
+		if c.lost(f, repaired) {
 			unrecorded.add("done/" + f.Name)
 			lost = append(lost, f)
 		}
@@ -108,6 +110,23 @@ func (c *checker) resolveDone(ctx context.Context, entries []queue.Entry, unreco
 	return nil
 }
 
+// lost reports whether f, a file of done/ unknown by key, lost its record,
+// given when a repair wrote the processed row of each msg_id that has one
+// (zero: a consumer did). A file whose msg_id has no processed row did. So
+// did one whose msg_id has a row that a repair wrote from another file,
+// in a rebuild or in this very run: which of the files was processed, and
+// which are its duplicates, is RepairDone's to decide, whatever chunk of
+// done/ each was read in. A file whose msg_id a consumer recorded is one
+// whose record moved with it from an older inode (a restored queue), or a
+// duplicate whose record alone was lost, which protects nothing.
+func (c *checker) lost(f ledger.RepairedFile, repaired map[string]time.Time) bool {
+	at, ok := repaired[f.Message.MsgID]
+	if !ok {
+		return true
+	}
+	return c.repair && !at.IsZero() && (c.rebuilding || at.Equal(c.now.Truncate(time.Microsecond)))
+}
+
 // errorStage compares error/ with the dead-letter records.
 func (c *checker) errorStage(ctx context.Context) (*finding, error) {
 	f := c.newFinding(ErrorUnrecorded, false)
@@ -122,7 +141,7 @@ func (c *checker) errorStage(ctx context.Context) (*finding, error) {
 			continue
 		}
 		f.add("error/" + r.File)
-		lost = append(lost, ledger.RepairedFile{Name: r.File, Ino: r.Ino, Size: r.Size(), ModTime: r.ModTime()})
+		lost = append(lost, ledger.RepairedFile{Name: r.File, Ino: r.Ino, Size: r.Size(), At: r.ModTime()})
 	}
 	f.Text = fmt.Sprintf("%d files in error/ have no dead-letter record", f.Count)
 	if c.repair && len(lost) > 0 {

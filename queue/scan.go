@@ -91,6 +91,10 @@ type Entry struct {
 	Mode    uint32
 	Size    int64
 	ModTime int64 // Unix nanoseconds
+	// ChangeTime is the status change time (ctime), Unix nanoseconds: a
+	// move between stages sets it, so in done/ it says when the file got
+	// there, which was just after its record committed.
+	ChangeTime int64
 }
 
 // Regular reports whether the entry is a regular file.
@@ -108,7 +112,7 @@ func (d *Dir) List(s Stage, fn func(Entry) error) error {
 				}
 				return fmt.Errorf("stat %s/%s: %w", s, n, err)
 			}
-			if err := fn(Entry{Name: n, Ino: st.Ino, Mode: st.Mode, Size: st.Size, ModTime: st.Mtim.Nano()}); err != nil {
+			if err := fn(Entry{Name: n, Ino: st.Ino, Mode: st.Mode, Size: st.Size, ModTime: st.Mtim.Nano(), ChangeTime: st.Ctim.Nano()}); err != nil {
 				return err
 			}
 		}

@@ -35,8 +35,7 @@ func auditEntry(actor, action string, selection any) (ledger.AuditEntry, error) 
 	if actor == "" {
 		actor = osUser()
 	}
-	host, _ := os.Hostname() // "" when unknown: the row is then never taken for killed
-	e := ledger.AuditEntry{Actor: actor, Via: ledger.AuditCLI, Action: action, Host: host, PID: os.Getpid()}
+	e := ledger.AuditEntry{Actor: actor, Via: ledger.AuditCLI, Action: action, Host: queue.Host(), PID: os.Getpid()}
 	if selection != nil {
 		b, err := json.Marshal(selection)
 		if err != nil {
@@ -115,13 +114,14 @@ func closeInterrupted(ctx context.Context, e *env, l *ledger.DB) {
 }
 
 // processGone reports whether the process pid of host is known to be
-// gone: host is this one and no process has that pid. A process of
+// gone: host is this one (queue.Host, as the rows name it) and no
+// process has that pid. A process of
 // another user (EPERM) is alive; on another host nothing is known.
 func processGone(host string, pid int) bool {
 	if pid <= 0 || host == "" {
 		return false
 	}
-	if h, err := os.Hostname(); err != nil || h != host {
+	if host != queue.Host() {
 		return false
 	}
 	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
@@ -133,7 +133,6 @@ const (
 	auditReplay = "replay"
 	auditFlush  = "flush"
 	auditRepair = "repair"
-	auditPrune  = "prune"
 )
 
 // beginResume begins the audit of finishing the replays a killed run

@@ -81,12 +81,14 @@ func Run(t *testing.T, b Backend) {
 		{"OutboxEmit", testOutboxEmit},
 		{"OutboxRelay", testOutboxRelay},
 		{"Rebuild", testRebuild},
+		{"RepairDoneOrder", testRepairDoneOrder},
 		{"LongKey", testLongKey},
 		{"ExactKeys", testExactKeys},
 		{"AuditLifecycle", testAuditLifecycle},
 		{"AuditText", testAuditText},
 		{"AuditConcurrent", testAuditConcurrent},
 		{"Snapshot", testSnapshot},
+		{"PruneFiles", testPruneFiles},
 	}
 	opener := func(t *testing.T, dsn string) *ledger.DB {
 		t.Helper()
@@ -120,6 +122,11 @@ func Run(t *testing.T, b Backend) {
 		t.Parallel()
 		dsn := b.Fresh(t)
 		testTwoHandles(t, opener(t, dsn), opener(t, dsn))
+	})
+	t.Run("Leases", func(t *testing.T) {
+		t.Parallel()
+		dsn := b.Fresh(t)
+		testLeases(t, opener(t, dsn), opener(t, dsn))
 	})
 	t.Run("ConcurrentOpen", func(t *testing.T) {
 		t.Parallel()
