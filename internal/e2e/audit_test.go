@@ -12,8 +12,8 @@ import (
 	"time"
 )
 
-// auditRow is one object of spool audit --json.
-type auditRow struct {
+// auditJSONRow is one object of spool audit --json.
+type auditJSONRow struct {
 	ID        int64            `json:"id"`
 	At        string           `json:"at"`
 	EndedAt   *string          `json:"ended_at"`
@@ -36,10 +36,10 @@ type auditRow struct {
 // auditRows runs spool audit --json on q and decodes it, checking that
 // the array round-trips: decoded and encoded again, it decodes to the
 // same rows.
-func auditRows(t *testing.T, sp spoolAt, q string, args ...string) []auditRow {
+func auditRows(t *testing.T, sp spoolAt, q string, args ...string) []auditJSONRow {
 	t.Helper()
 	r := sp.mustRun(t, 0, append([]string{"audit", q, "--json"}, args...)...)
-	var rows []auditRow
+	var rows []auditJSONRow
 	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil {
 		t.Fatalf("audit --json: %v\n%s", err, r.stdout)
 	}
@@ -47,7 +47,7 @@ func auditRows(t *testing.T, sp spoolAt, q string, args ...string) []auditRow {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var back []auditRow
+	var back []auditJSONRow
 	if err := json.Unmarshal(again, &back); err != nil || !reflect.DeepEqual(back, rows) {
 		t.Fatalf("audit --json does not round-trip: %v\n%s", err, r.stdout)
 	}
