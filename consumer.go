@@ -353,21 +353,41 @@ func (c *Consumer) run(ctx context.Context, watch bool) (Stats, error) {
 		return st, fmt.Errorf("consume: %w", ErrAlreadyRunning)
 	}
 	defer c.running.Store(false)
+	started := false
+	for {
+		err := c.runSession(ctx, watch, &st, &started)
+		if !errors.Is(err, ErrLeaseLost) || ctx.Err() != nil {
+			return st, err
+		}
+		// Fenced off: the session's claims were taken over while it could
+		// not renew its lease (a frozen host, a partition from the
+		// ledger), and the ledger commits nothing more of them. Its
+		// directory is left for recovery; consuming goes on as a new
+		// session.
+		c.log.Warn("lost the lease: another consumer took this session's claims over, and nothing more is committed for them; joining as a new session",
+			"err", err)
+	}
+}
+
+// runSession is run with one session, from its Join to its end.
+func (c *Consumer) runSession(ctx context.Context, watch bool, st *Stats, started *bool) error {
 	s, err := c.dir.Join()
 	if err != nil {
-		return st, fmt.Errorf("consume: %w", err)
+		return fmt.Errorf("consume: %w", err)
 	}
 	c.log.Debug("session joined", "session", s.ID())
 	c.setSession(s.ID())
 	defer c.setSession("")
-	lease := c.keepLease(s)
+	lease, err := c.keepLease(ctx, s)
+	if err != nil {
+		return c.abandon(s, fmt.Errorf("consume: %w", err))
+	}
 	defer lease.stop()
 	// In-flight work finishes even when ctx is cancelled (a graceful stop),
 	// so the ledger and the moves use a context that is not cancelled.
 	work := context.WithoutCancel(ctx)
 	sd := c.newStopping(ctx, work)
 	defer sd.stop()
-	started := false
 	var w *watcher
 	if watch {
 		w = c.watch()
@@ -378,29 +398,32 @@ func (c *Consumer) run(ctx context.Context, watch bool) (Stats, error) {
 			// A watch runs for months: a stage replaced meanwhile would
 			// be watched and scanned through its old descriptor forever.
 			if err := c.dir.CheckStages(); err != nil {
-				return st, c.abandon(s, err)
+				return c.abandon(s, err)
 			}
 		}
-		if err := c.recover(work, &st); err != nil {
-			return st, c.abandon(s, err)
+		if err := c.recover(work, st); err != nil {
+			return c.abandon(s, err)
 		}
 		if err := c.requeueDue(s, false); err != nil {
-			return st, c.abandon(s, err)
+			return c.abandon(s, err)
 		}
 		if err := c.loadSchedule(work); err != nil {
-			return st, c.abandon(s, err)
+			return c.abandon(s, err)
 		}
-		if !started && c.cfg.OnStart != nil {
+		if !*started && c.cfg.OnStart != nil {
 			c.cfg.OnStart()
 		}
-		started = true
-		claimed, err := c.pass(sd, lease, work, s, &st)
+		*started = true
+		claimed, err := c.pass(sd, lease, work, s, st)
 		st.Passes++
+		if err == nil {
+			err = lease.err()
+		}
 		if err != nil {
-			return st, c.abandon(s, err)
+			return c.abandon(s, err)
 		}
 		if sd.stopped() {
-			return st, c.stopped(s, sd)
+			return c.stopped(s, lease, sd)
 		}
 		if claimed > 0 {
 			continue
@@ -408,8 +431,8 @@ func (c *Consumer) run(ctx context.Context, watch bool) (Stats, error) {
 		// An empty pass: recover once more, in case a consumer died while
 		// we ran and left claims that belong back in inbox/.
 		before := st.Recovered
-		if err := c.recover(work, &st); err != nil {
-			return st, c.abandon(s, err)
+		if err := c.recover(work, st); err != nil {
+			return c.abandon(s, err)
 		}
 		if st.Recovered > before {
 			continue
@@ -420,41 +443,48 @@ func (c *Consumer) run(ctx context.Context, watch bool) (Stats, error) {
 			break
 		}
 		if watch {
-			if !w.wait(ctx, &st, next, held) {
-				return st, c.close(s)
+			if !w.wait(ctx, st, next, held) {
+				return c.close(s, lease)
 			}
 			continue
 		}
 		select {
 		case <-ctx.Done():
-			return st, c.close(s)
+			return c.close(s, lease)
 		case <-time.After(max(time.Until(next), 0)):
 		}
 	}
-	if err := c.close(s); err != nil {
-		return st, fmt.Errorf("consume: %w", err)
+	if err := c.close(s, lease); err != nil {
+		return fmt.Errorf("consume: %w", err)
 	}
-	return st, nil
+	return nil
 }
 
 // stopped ends a run whose context was cancelled, after a pass that
 // claimed nothing more and gave back what it had not called: the claims
 // waiting for a retry go back too (close), and the error says whether the
 // shutdown timeout cancelled calls.
-func (c *Consumer) stopped(s *queue.Session, sd *stopping) error {
-	if err := c.close(s); err != nil {
+func (c *Consumer) stopped(s *queue.Session, lease *leaseKeeper, sd *stopping) error {
+	if err := c.close(s, lease); err != nil {
 		return fmt.Errorf("consume: %w", err)
 	}
 	return sd.err()
 }
 
 // close gives back the claims still waiting for a retry (so processing/ is
-// left empty, I5; their attempts stay in the ledger) and closes the session.
-func (c *Consumer) close(s *queue.Session) error {
+// left empty, I5; their attempts stay in the ledger), closes the session
+// and drops its lease.
+func (c *Consumer) close(s *queue.Session, lease *leaseKeeper) error {
+	if err := lease.err(); err != nil {
+		return c.abandon(s, err) // the claims waiting are another's now
+	}
 	if err := c.requeueDue(s, true); err != nil {
 		return c.abandon(s, err)
 	}
-	return s.Close()
+	if err := s.Close(); err != nil {
+		return err
+	}
+	return lease.drop(context.Background())
 }
 
 // abandon leaves the session's claims for recovery (exactly as a crash

@@ -2,6 +2,7 @@ package spool
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -328,6 +329,13 @@ func (cs *callStage) start(it item) {
 		err := c.gate.wait(p.sd.ctx)
 		if err == nil {
 			err = p.lease.wait(p.sd.ctx, p.stop)
+		}
+		if errors.Is(err, ErrLeaseLost) {
+			// Taken over: the claim is another consumer's, to recover.
+			p.fail(err)
+			<-cs.slots
+			cs.retire(it)
+			return
 		}
 		if err != nil || p.sd.stopped() {
 			<-cs.slots

@@ -1,6 +1,10 @@
 package spool
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
 	"time"
 
 	"github.com/spoolq/spool/queue"
@@ -42,8 +46,15 @@ func (m *moveSync) sync(d *queue.Dir, force bool) error {
 }
 
 // finish moves the files of a recorded batch to done/ or error/. I3/I4: it
-// runs only after record committed the batch.
-func (c *Consumer) finish(s *queue.Session, items []item, ms *moveSync) error {
+// runs only after record committed the batch. It first waits for the
+// session's lease to hold: a session whose lease may have lapsed may have
+// had its claims taken over, whose recovery moves them itself (to the
+// same stages: the outcomes were committed), and a session whose lease was
+// taken over moves nothing more (ErrLeaseLost fails the pass).
+func (c *Consumer) finish(s *queue.Session, lease *leaseKeeper, stop <-chan struct{}, items []item, ms *moveSync) error {
+	if err := lease.wait(context.Background(), stop); err != nil {
+		return err
+	}
 	if err := c.moveOut(s, items, ms); err != nil {
 		return err
 	}
@@ -83,6 +94,11 @@ func (c *Consumer) moveOut(s *queue.Session, items []item, ms *moveSync) error {
 			ms.toDone = true
 		}
 		stored, err := s.Finish(it.claim, to)
+		if errors.Is(err, fs.ErrNotExist) {
+			// Gone from the session's own directory: only a recovery that
+			// took this session's lease over moves a claim out of it.
+			return fmt.Errorf("%w: %w", ErrLeaseLost, err)
+		}
 		if err != nil {
 			return err
 		}

@@ -2,39 +2,71 @@ package spool
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/spoolq/spool/queue"
 )
 
-// leaseKeeper renews a session's lease (queue.Session.Touch) every third
-// of Config.Lease, in a goroutine of its own, and says whether the lease
-// holds. While a renewal fails, no new claim is made and no new call
-// started (wait): consumers on other hosts take over the claims of a
-// session whose lease has lapsed, so a session that cannot renew must not
-// go on taking work it may lose, above all calls, which another host may
-// then make again at once. The claims and calls already made finish. The
-// renewal is retried every second or so, and claims and calls resume as
-// soon as one succeeds. (This is the start of fencing: a session that was
-// cut off longer than the lease may still settle calls whose claims were
-// taken over meanwhile; the ledger does not refuse them yet.)
+// leaseKeeper renews a session's lease every third of Config.Lease, in a
+// goroutine of its own, and says whether the lease holds. The lease is the
+// session directory's mtime (queue.Session.Touch), and, on a ledger that
+// keeps leases (a LeaseLedger shared by hosts), the session's lease row,
+// judged by the database's clock: there it is the row that other hosts
+// go by.
+//
+// While a renewal fails, or once the lease may have expired by this
+// host's own clock since the last renewal was sent (a process stopped or a
+// host frozen, woken before its renewal could run), no new claim is made,
+// no new call started and no file moved out (wait): consumers on other
+// hosts take over the claims of a session whose lease has lapsed, so a
+// session that cannot renew must not go on taking work it may lose, above
+// all calls, which another host may then make again. The renewal is
+// retried every second or so, and the work resumes as soon as one
+// succeeds. A renewal that finds the lease taken over (ErrLeaseLost) is
+// final: the session's claims are another consumer's now, every write of
+// them is refused by the ledger (fencing), and the run ends the session
+// and joins a new one.
 type leaseKeeper struct {
 	s   *queue.Session
 	c   *Consumer
+	ll  LeaseLedger // nil: the directory's mtime alone
 	mu  sync.Mutex
-	ok  chan struct{} // closed while the last renewal succeeded
+	ok  chan struct{} // closed while the lease holds
 	end chan struct{} // closed by stop
-	wg  sync.WaitGroup
+	// until is when the lease may have expired by this host's clock: the
+	// send time of the last renewal that succeeded, plus most of the
+	// lease (the database starts the lease when it runs the renewal,
+	// later than this host sent it). Under mu.
+	until time.Time
+	// gone is closed once the lease was taken over; lost is the error.
+	gone chan struct{}
+	lost error
+	wg   sync.WaitGroup
 }
 
-// keepLease starts renewing s's lease; stop ends it.
-func (c *Consumer) keepLease(s *queue.Session) *leaseKeeper {
-	k := &leaseKeeper{s: s, c: c, ok: make(chan struct{}), end: make(chan struct{})}
-	close(k.ok) // Join made the lease fresh
+// leaseMargin is the share of the lease that wait keeps back from the
+// lease's end, for the drift between the hosts' clock rates.
+const leaseMargin = 8
+
+// keepLease acquires s's lease in the ledger, when the ledger keeps
+// leases, and starts renewing it; stop ends the renewals.
+func (c *Consumer) keepLease(ctx context.Context, s *queue.Session) (*leaseKeeper, error) {
+	k := &leaseKeeper{s: s, c: c, ll: leaseLedger(c.ledger), ok: make(chan struct{}),
+		end: make(chan struct{}), gone: make(chan struct{})}
+	sent := time.Now()
+	if k.ll != nil {
+		if err := k.ll.AcquireSessionLease(ctx, s.ID(), c.cfg.Lease); err != nil {
+			return nil, fmt.Errorf("lease: %w", err)
+		}
+	}
+	k.until = sent.Add(c.cfg.Lease - c.cfg.Lease/leaseMargin)
+	close(k.ok) // Join made the directory's lease fresh, and Acquire the row
 	k.wg.Add(1)
 	go k.loop()
-	return k
+	return k, nil
 }
 
 func (k *leaseKeeper) loop() {
@@ -49,18 +81,37 @@ func (k *leaseKeeper) loop() {
 			return
 		case <-t.C:
 		}
-		if err := k.s.Touch(); err != nil {
-			k.lost(err)
+		sent := time.Now()
+		err := k.renew()
+		switch {
+		case errors.Is(err, ErrLeaseLost):
+			k.taken(err)
+			return
+		case err != nil:
+			k.hold(err)
 			t.Reset(retry)
 			continue
 		}
-		k.renewed()
+		k.renewed(sent)
 		t.Reset(every)
 	}
 }
 
-// lost holds new claims and calls after a failed renewal.
-func (k *leaseKeeper) lost(err error) {
+// renew renews the lease once: the row first, then the directory.
+func (k *leaseKeeper) renew() error {
+	if k.ll != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), k.c.cfg.Lease/3)
+		err := k.ll.RenewSessionLease(ctx, k.s.ID(), k.c.cfg.Lease)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	return k.s.Touch()
+}
+
+// hold holds new claims, calls and moves after a failed renewal.
+func (k *leaseKeeper) hold(err error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	select {
@@ -72,10 +123,12 @@ func (k *leaseKeeper) lost(err error) {
 	}
 }
 
-// renewed lets claims and calls go on after a successful renewal.
-func (k *leaseKeeper) renewed() {
+// renewed lets claims and calls go on after a successful renewal sent at
+// sent.
+func (k *leaseKeeper) renewed(sent time.Time) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.until = sent.Add(k.c.cfg.Lease - k.c.cfg.Lease/leaseMargin)
 	select {
 	case <-k.ok:
 	default:
@@ -84,29 +137,78 @@ func (k *leaseKeeper) renewed() {
 	}
 }
 
-// wait returns nil once the lease holds; ctx's error if ctx is done first,
-// errStopScan if stop is closed first.
-func (k *leaseKeeper) wait(ctx context.Context, stop <-chan struct{}) error {
+// taken ends the lease for good: it was taken over.
+func (k *leaseKeeper) taken(err error) {
 	k.mu.Lock()
-	ok := k.ok
-	k.mu.Unlock()
-	select {
-	case <-ok:
-		return nil
-	default:
+	defer k.mu.Unlock()
+	if k.lost != nil {
+		return
 	}
-	select {
-	case <-ok:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-stop:
-		return errStopScan
+	k.lost = err
+	close(k.gone)
+}
+
+// wait returns nil once the lease holds; the ErrLeaseLost error once it
+// was taken over; ctx's error if ctx is done first, errStopScan if stop is
+// closed first.
+func (k *leaseKeeper) wait(ctx context.Context, stop <-chan struct{}) error {
+	for {
+		k.mu.Lock()
+		ok, lost := k.ok, k.lost
+		if lost == nil && time.Now().After(k.until) {
+			// The renewal is late by this host's clock (the process was
+			// stopped, or the renewals hang): hold until it is done.
+			select {
+			case <-k.ok:
+				k.ok = make(chan struct{})
+				ok = k.ok
+				k.c.log.Warn("lease may have expired: no new claims or calls until it is renewed",
+					"session", k.s.ID(), "renewed_until", k.until)
+			default:
+			}
+		}
+		k.mu.Unlock()
+		if lost != nil {
+			return lost
+		}
+		select {
+		case <-ok:
+			return nil
+		default:
+		}
+		select {
+		case <-ok:
+			// Renewed: check the deadline again.
+		case <-k.gone:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-stop:
+			return errStopScan
+		}
 	}
+}
+
+// err is the ErrLeaseLost error once the lease was taken over, else nil.
+func (k *leaseKeeper) err() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.lost
 }
 
 // stop ends the renewals and waits for the goroutine to return.
 func (k *leaseKeeper) stop() {
 	close(k.end)
 	k.wg.Wait()
+}
+
+// drop removes the session's lease row at a clean close, its directory
+// gone: nothing is left for another host to take over.
+func (k *leaseKeeper) drop(ctx context.Context) error {
+	if k.ll == nil {
+		return nil
+	}
+	if err := k.ll.DropSessionLease(ctx, k.s.ID()); err != nil {
+		return fmt.Errorf("lease: %w", err)
+	}
+	return nil
 }

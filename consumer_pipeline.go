@@ -225,6 +225,9 @@ func (p *pipeline) claimChunk(names []string) error {
 			return errStopScan
 		}
 		if err := p.lease.wait(p.ctx, p.stop); err != nil {
+			if errors.Is(err, ErrLeaseLost) {
+				return err // the pass fails: nothing more of this session's
+			}
 			return errStopScan
 		}
 		items, claimed, err := p.c.inspectBatch(p.s, names[:min(len(names), p.c.cfg.BatchSize)])
@@ -299,7 +302,7 @@ func (p *pipeline) recordAll() int {
 func (p *pipeline) finishAll() {
 	ms := moveSync{last: time.Now()}
 	for items := range p.recorded {
-		if err := p.c.finish(p.s, items, &ms); err != nil {
+		if err := p.c.finish(p.s, p.lease, p.stop, items, &ms); err != nil {
 			p.fail(err)
 			for range p.recorded {
 			}

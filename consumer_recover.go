@@ -20,7 +20,11 @@ func (c *Consumer) Recover(ctx context.Context) (int, error) {
 }
 
 func (c *Consumer) recover(ctx context.Context, st *Stats) error {
-	rec, err := c.dir.Recover(ctx, c.resolve, c.cfg.Lease)
+	var live queue.Liveness
+	if ll := leaseLedger(c.ledger); ll != nil {
+		live = ledgerLiveness{ll: ll, log: c.log}
+	}
+	rec, err := c.dir.RecoverWith(ctx, c.resolve, c.cfg.Lease, live)
 	if err != nil {
 		return fmt.Errorf("recover: %w", err)
 	}
@@ -64,6 +68,38 @@ func (c *Consumer) releaseUncalled(ctx context.Context, uncalled map[string][]st
 		}
 	}
 	return nil
+}
+
+// ledgerLiveness judges the sessions of other hosts by their leases in a
+// ledger that keeps them: a session whose lease expired by the database's
+// clock is taken over, fenced off, and recovered at once, whatever its
+// directory's lock and mtime say; a session the ledger holds no lease for
+// (one that joined before the ledger kept leases) is judged by its
+// directory, as without a ledger's leases.
+type ledgerLiveness struct {
+	ll  LeaseLedger
+	log interface {
+		Info(msg string, args ...any)
+	}
+}
+
+func (v ledgerLiveness) Foreign(ctx context.Context, session string) (queue.SessionState, error) {
+	st, err := v.ll.TakeOverSessionLease(ctx, session)
+	if err != nil {
+		return queue.SessionUnknown, err
+	}
+	switch st {
+	case LeaseLive:
+		return queue.SessionLive, nil
+	case LeaseTaken:
+		v.log.Info("took over the claims of a consumer whose lease expired", "session", session)
+		return queue.SessionDead, nil
+	}
+	return queue.SessionUnknown, nil
+}
+
+func (v ledgerLiveness) Cleared(ctx context.Context, session string) error {
+	return v.ll.DropSessionLease(ctx, session)
 }
 
 // reportRecovered reports the dead letters recovery moved to error/ as the

@@ -32,6 +32,25 @@ type OpenOptions struct {
 // included.
 type OpenFunc func(ctx context.Context, dsn string, o OpenOptions) (*DB, error)
 
+// ScratchFunc makes an empty namespace for a ledger where the DSN dsn
+// points, of the kind its engine has: a schema on dsn's PostgreSQL
+// database, a database on dsn's MariaDB server, a directory beside dsn's
+// SQLite file. It returns the DSN of a ledger in that namespace, which Open
+// then creates, and a func that removes the namespace with all it holds;
+// drop must be called once the ledgers opened on it are closed. dsn itself
+// is left as it is. For benchmarks and tests, which each want a ledger of
+// their own on a server they are given.
+type ScratchFunc func(ctx context.Context, dsn string) (scratch string, drop func(context.Context) error, err error)
+
+// Backend is what a backend package registers for its scheme.
+type Backend struct {
+	// Open opens the ledger a DSN of the scheme names. Required.
+	Open OpenFunc
+	// Scratch makes a namespace of the backend's own for a ledger (see
+	// ScratchFunc). Nil when the backend has none: Scratch then fails.
+	Scratch ScratchFunc
+}
+
 // FileScheme is the scheme of the backend that Open gives a DSN with no
 // registered scheme, which is then a file path; it is written SCHEME:PATH,
 // not as a URL.
@@ -39,17 +58,17 @@ const FileScheme = "sqlite"
 
 var backends = struct {
 	sync.RWMutex
-	open map[string]OpenFunc
-}{open: map[string]OpenFunc{}}
+	by map[string]Backend
+}{by: map[string]Backend{}}
 
-// Register makes a backend available to Open for the DSNs that begin with
-// scheme and a colon: "postgres" for postgres://... A scheme is matched
-// exactly, in lower case. Backend packages register themselves when
-// imported (ledger/sqlite as "sqlite", ledger/postgres as "postgres" and
-// "postgresql"). Register panics when open is nil or scheme is already
-// registered, as database/sql.Register does.
-func Register(scheme string, open OpenFunc) {
-	if open == nil {
+// Register makes a backend available to Open and Scratch for the DSNs that
+// begin with scheme and a colon: "postgres" for postgres://... A scheme is
+// matched exactly, in lower case. Backend packages register themselves
+// when imported (ledger/sqlite as "sqlite", ledger/postgres as "postgres"
+// and "postgresql", ledger/mysql as "mysql"). Register panics when b.Open
+// is nil or scheme is already registered, as database/sql.Register does.
+func Register(scheme string, b Backend) {
+	if b.Open == nil {
 		panic("ledger: Register " + scheme + ": nil OpenFunc")
 	}
 	if scheme == "" || strings.ContainsAny(scheme, ":/") {
@@ -57,22 +76,37 @@ func Register(scheme string, open OpenFunc) {
 	}
 	backends.Lock()
 	defer backends.Unlock()
-	if _, dup := backends.open[scheme]; dup {
+	if _, dup := backends.by[scheme]; dup {
 		panic("ledger: Register " + scheme + " twice")
 	}
-	backends.open[scheme] = open
+	backends.by[scheme] = b
 }
 
 // lookup returns the backend registered for dsn's scheme, if any.
-func lookup(dsn string) (OpenFunc, bool) {
+func lookup(dsn string) (Backend, bool) {
 	scheme, _, ok := strings.Cut(dsn, ":")
 	if !ok {
-		return nil, false
+		return Backend{}, false
 	}
 	backends.RLock()
 	defer backends.RUnlock()
-	open, ok := backends.open[scheme]
-	return open, ok
+	b, ok := backends.by[scheme]
+	return b, ok
+}
+
+// backendOf returns the backend for dsn: the one registered for its
+// scheme, or, for a dsn that begins with none, the file backend's.
+func backendOf(dsn string) (Backend, error) {
+	if b, ok := lookup(dsn); ok {
+		return b, nil
+	}
+	backends.RLock()
+	b, ok := backends.by[FileScheme]
+	backends.RUnlock()
+	if !ok {
+		return Backend{}, fmt.Errorf("ledger %s: no backend for a file path (import github.com/spoolq/spool/ledger/sqlite)", dsn)
+	}
+	return b, nil
 }
 
 // HasScheme reports whether dsn begins with the scheme of a registered
@@ -85,19 +119,29 @@ func HasScheme(dsn string) bool {
 
 // Open opens the ledger dsn names with the backend registered for its
 // scheme: postgres://... and postgresql://... with ledger/postgres,
-// sqlite:PATH with ledger/sqlite. A dsn that begins with no registered
-// scheme is the path of an SQLite file, opened by the backend registered as
-// "sqlite". The backend's package must have been imported (for its
-// registration alone, import it as _); Open fails otherwise.
+// mysql://... with ledger/mysql, sqlite:PATH with ledger/sqlite. A dsn
+// that begins with no registered scheme is the path of an SQLite file,
+// opened by the backend registered as "sqlite". The backend's package must
+// have been imported (for its registration alone, import it as _); Open
+// fails otherwise.
 func Open(ctx context.Context, dsn string, o OpenOptions) (*DB, error) {
-	open, ok := lookup(dsn)
-	if !ok {
-		backends.RLock()
-		open, ok = backends.open[FileScheme]
-		backends.RUnlock()
-		if !ok {
-			return nil, fmt.Errorf("open ledger %s: no backend for a file path (import github.com/spoolq/spool/ledger/sqlite)", dsn)
-		}
+	b, err := backendOf(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open %w", err)
 	}
-	return open(ctx, dsn, o)
+	return b.Open(ctx, dsn, o)
+}
+
+// Scratch makes an empty namespace for a ledger where dsn points, with the
+// backend Open would give dsn to, and returns the DSN of a ledger in it
+// and the func that removes it (see ScratchFunc).
+func Scratch(ctx context.Context, dsn string) (string, func(context.Context) error, error) {
+	b, err := backendOf(dsn)
+	if err != nil {
+		return "", nil, fmt.Errorf("scratch %w", err)
+	}
+	if b.Scratch == nil {
+		return "", nil, fmt.Errorf("scratch ledger %s: its backend makes no scratch namespace", dsn)
+	}
+	return b.Scratch(ctx, dsn)
 }

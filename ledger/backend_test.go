@@ -64,10 +64,10 @@ func TestRegister(t *testing.T) {
 		dsn string
 		o   ledger.OpenOptions
 	}
-	ledger.Register("spooltest", func(_ context.Context, dsn string, o ledger.OpenOptions) (*ledger.DB, error) {
+	ledger.Register("spooltest", ledger.Backend{Open: func(_ context.Context, dsn string, o ledger.OpenOptions) (*ledger.DB, error) {
 		got.dsn, got.o = dsn, o
 		return nil, errFake
-	})
+	}})
 	const dsn = "spooltest://somewhere/x?y=1"
 	if _, err := ledger.Open(t.Context(), dsn, ledger.OpenOptions{Relaxed: true}); !errors.Is(err, errFake) {
 		t.Fatalf("Open(%q) = %v, want the registered backend's error", dsn, err)
@@ -91,7 +91,7 @@ func TestRegister(t *testing.T) {
 					t.Errorf("Register %s did not panic", c.name)
 				}
 			}()
-			ledger.Register(c.scheme, c.open)
+			ledger.Register(c.scheme, ledger.Backend{Open: c.open})
 		}()
 	}
 }

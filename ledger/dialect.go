@@ -94,6 +94,11 @@ type Dialect interface {
 	// dead-letters a message whose msg_id is longer (invalid-field), so
 	// that a key is never truncated into another message's.
 	MaxKey() int
+	// Leases returns how the engine keeps consumers' leases by its own
+	// clock, for a ledger shared by hosts (see spool.LeaseLedger); false
+	// for an engine whose ledger is one host's (SQLite), where a
+	// session's directory lock is its liveness.
+	Leases() (LeaseSQL, bool)
 	// Snapshot says how the engine copies a whole ledger into a file while
 	// it is in use (spool backup), or which tool of the engine's own does
 	// it instead.
@@ -120,3 +125,19 @@ type Snapshot struct {
 // a statement's arguments go in the order its placeholders appear rather
 // than by number.
 func Positional(d Dialect) bool { return d.Placeholder(1) == d.Placeholder(2) }
+
+// LeaseSQL is how an engine keeps consumers' leases by its own clock
+// (Dialect.Leases): SQL fragments the ledger's lease statements are made
+// of, with the shared statements around them.
+type LeaseSQL struct {
+	// Now is the database's clock, comparable with the leases table's
+	// expires column.
+	Now string
+	// Later is Now plus the number of microseconds bound to its one ?
+	// placeholder.
+	Later string
+	// Share, appended to a SELECT, makes it lock the rows it reads
+	// against an UPDATE or DELETE of another transaction until its own
+	// ends (FOR SHARE).
+	Share string
+}

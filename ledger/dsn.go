@@ -15,8 +15,8 @@ var ErrBadDSN = errors.New("bad ledger address")
 func Schemes() []string {
 	backends.RLock()
 	defer backends.RUnlock()
-	out := make([]string, 0, len(backends.open))
-	for s := range backends.open {
+	out := make([]string, 0, len(backends.by))
+	for s := range backends.by {
 		out = append(out, s)
 	}
 	slices.Sort(out)

@@ -315,22 +315,7 @@ func (db *DB) Prune(ctx context.Context, p Prune) (Pruned, error) {
 		return Pruned{}, fmt.Errorf("prune: %w: %d files in processing/, at most %d", ErrTooManyInFlight, len(p.KeepClaims), MaxPruneKeep)
 	}
 	before := formatTime(p.Before)
-	// The conditions are written once and used both to count (dry run) and
-	// to delete, so a dry run reports exactly what a real run would remove
-	// from the same ledger.
-	procWhere, procArgs := "processed_at < ?", []any{before}
-	delWhere, delArgs := "outcome IN ('processed', 'duplicate') AND at < ?", []any{before}
-	if len(p.KeepClaims) > 0 {
-		keep := make([]any, len(p.KeepClaims))
-		for i, c := range p.KeepClaims {
-			keep[i] = c
-		}
-		in := " AND claim NOT IN (" + placeholders(len(keep)) + ")"
-		procWhere += in
-		procArgs = append(procArgs, keep...)
-		delWhere += in
-		delArgs = append(delArgs, keep...)
-	}
+	procWhere, procArgs, delWhere, delArgs := pruneWhere(p)
 	var (
 		res Pruned
 		err error
@@ -393,6 +378,29 @@ func (db *DB) prune(ctx context.Context, procWhere string, procArgs []any, delWh
 		return Pruned{}, fmt.Errorf("commit: %w", err)
 	}
 	return res, nil
+}
+
+// pruneWhere is the conditions of the rows Prune removes, on processed and
+// on deliveries, with their arguments. They are written once and used to
+// count (dry run), to delete, and to list the files of the rows
+// (EachPruneFile), so that each tells of exactly the rows a real run would
+// remove from the same ledger.
+func pruneWhere(p Prune) (procWhere string, procArgs []any, delWhere string, delArgs []any) {
+	before := formatTime(p.Before)
+	procWhere, procArgs = "processed_at < ?", []any{before}
+	delWhere, delArgs = "outcome IN ('processed', 'duplicate') AND at < ?", []any{before}
+	if len(p.KeepClaims) > 0 {
+		keep := make([]any, len(p.KeepClaims))
+		for i, c := range p.KeepClaims {
+			keep[i] = c
+		}
+		in := " AND claim NOT IN (" + placeholders(len(keep)) + ")"
+		procWhere += in
+		procArgs = append(procArgs, keep...)
+		delWhere += in
+		delArgs = append(delArgs, keep...)
+	}
+	return procWhere, procArgs, delWhere, delArgs
 }
 
 // placeholders returns n comma-separated ? placeholders.

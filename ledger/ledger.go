@@ -43,9 +43,15 @@ type DB struct {
 	// (beginWrite); nil on the others.
 	writeTurn chan struct{}
 	turn      Turn // Options.Turn, or nil
+	// lease holds the sessions' leases, where the engine keeps them
+	// (lease.go).
+	lease *leases
 }
 
-var _ spool.ConcurrentLedger = (*DB)(nil)
+var (
+	_ spool.ConcurrentLedger = (*DB)(nil)
+	_ spool.LeaseLedger      = (*DB)(nil)
+)
 
 // New returns a ledger on db, whose engine is d, after bringing its schema up
 // to date with Migrate. The ledger owns db from then on: Close closes it. On
@@ -112,7 +118,7 @@ func NewWith(ctx context.Context, db *sql.DB, d Dialect, o Options) (*DB, error)
 	} else if err := migrate(ctx, db, d); err != nil {
 		return nil, fmt.Errorf("new %s ledger: migrate: %w", d.Name(), err)
 	}
-	l := &DB{sql: db, dialect: d, q: newQueries(d), turn: o.Turn}
+	l := &DB{sql: db, dialect: d, q: newQueries(d), turn: o.Turn, lease: newLeases(d)}
 	if d.SingleWriter() {
 		// One writer at a time per database.
 		l.writeTurn = make(chan struct{}, 1)

@@ -48,6 +48,9 @@ const maxDetail = 2000
 func (db *DB) record(ctx context.Context, batch []*spool.Delivery, w spool.Work) ([]result, error) {
 	var res []result
 	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		if err := db.fence(ctx, tx, batch); err != nil {
+			return err
+		}
 		now := time.Now()
 		res = rejected(batch)
 		var err error

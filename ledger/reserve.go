@@ -63,6 +63,9 @@ func (db *DB) reserve(ctx context.Context, batch []*spool.Delivery, owner string
 
 // reserveTx is one try of reserve's transaction.
 func (db *DB) reserveTx(ctx context.Context, tx *sql.Tx, batch []*spool.Delivery, owner string) ([]result, error) {
+	if err := db.fence(ctx, tx, batch); err != nil {
+		return nil, err
+	}
 	now := time.Now()
 	res := rejected(batch)
 	first := map[string]int{} // msg_id -> the batch's first delivery of it
@@ -207,6 +210,9 @@ func (db *DB) settle(ctx context.Context, batch []*spool.Delivery, errs []error,
 
 // settleTx is one try of settle's transaction.
 func (db *DB) settleTx(ctx context.Context, tx *sql.Tx, batch []*spool.Delivery, errs []error, decide func(spool.Failure) spool.Verdict) ([]result, error) {
+	if err := db.fence(ctx, tx, batch); err != nil {
+		return nil, err
+	}
 	now := time.Now()
 	res := make([]result, len(batch))
 	order := make([]int, len(batch))

@@ -112,9 +112,12 @@ func New() *Metrics {
 // adds its own or serves them itself.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
-// Handler serves the metrics in Prometheus's exposition formats.
+// Handler serves the metrics in the format the scraper's Accept header
+// asks for: OpenMetrics (application/openmetrics-text, ending in "# EOF")
+// when it asks for it, as Prometheus does, else Prometheus's text format
+// (text/plain; version=0.0.4).
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{EnableOpenMetrics: true})
 }
 
 // Delivered counts d's outcome, its dead letter's reason and its conflict,

@@ -17,6 +17,11 @@ import (
 // RENAME_NOREPLACE, so that later moves go straight to the fallback.
 var noReplaceUnsupported atomic.Bool
 
+// afterLink runs in the fallback of renameNoReplace between the link and
+// the unlink; a test sets it to take the file away there, as another
+// mover would.
+var afterLink = func() {}
+
 // renameNoReplace renames olddir/old to newdir/new and fails with EEXIST,
 // never overwriting, when new exists. Nothing is ever overwritten in any
 // stage (docs/DESIGN.md, "Nothing is overwritten"), so every move between
@@ -35,7 +40,15 @@ func renameNoReplace(olddir int, old string, newdir int, new string) error {
 	// overwritten").
 	err := unix.Linkat(olddir, old, newdir, new, 0)
 	if err == nil {
-		return unix.Unlinkat(olddir, old, 0)
+		afterLink()
+		err := unix.Unlinkat(olddir, old, 0)
+		if errors.Is(err, unix.ENOENT) {
+			// Another mover took the file meanwhile (two hosts claiming
+			// one file, each with a link of its own): it won, and this
+			// move did not happen, so its extra name goes.
+			_ = unix.Unlinkat(newdir, new, 0) // a name of the winner's file: nothing is lost if it stays
+		}
+		return err
 	}
 	if !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.EXDEV) && !errors.Is(err, unix.EMLINK) {
 		return err
@@ -61,9 +74,18 @@ func moveUnique(olddir int, name string, newdir int) (string, error) {
 }
 
 // moveUniqueAs is moveUnique with a target name other than the source's.
+//
+// A name taken by the very file being moved (the same inode) is the trace
+// of an earlier move of it by the link-and-unlink fallback of
+// renameNoReplace, cut short between the link and the unlink (a crash): the
+// file is in newdir already, so the move is finished by removing its old
+// name, and the file keeps one name, not two.
 func moveUniqueAs(olddir int, old string, newdir int, name string) (string, error) {
 	err := renameNoReplace(olddir, old, newdir, name)
 	if err == nil || !errors.Is(err, unix.EEXIST) {
+		return name, err
+	}
+	if done, err := linkedAlready(olddir, old, newdir, name); done || err != nil {
 		return name, err
 	}
 	for n := 2; n < maxSuffixTries; n++ {
@@ -75,8 +97,29 @@ func moveUniqueAs(olddir int, old string, newdir int, name string) (string, erro
 		if !errors.Is(err, unix.EEXIST) {
 			return "", err
 		}
+		if done, err := linkedAlready(olddir, old, newdir, cand); done || err != nil {
+			return cand, err
+		}
 	}
 	return "", fmt.Errorf("no free name for %s after %d tries", name, maxSuffixTries)
+}
+
+// linkedAlready reports whether newdir/name is a second name of the
+// regular file olddir/old, left by a fallback move cut short, and if so
+// removes the old name, finishing that move.
+func linkedAlready(olddir int, old string, newdir int, name string) (bool, error) {
+	var src, dst unix.Stat_t
+	if unix.Fstatat(olddir, old, &src, unix.AT_SYMLINK_NOFOLLOW) != nil || src.Nlink < 2 ||
+		src.Mode&unix.S_IFMT != unix.S_IFREG {
+		return false, nil
+	}
+	if unix.Fstatat(newdir, name, &dst, unix.AT_SYMLINK_NOFOLLOW) != nil || dst.Dev != src.Dev || dst.Ino != src.Ino {
+		return false, nil
+	}
+	if err := unix.Unlinkat(olddir, old, 0); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // maxNameBytes is NAME_MAX on Linux filesystems.

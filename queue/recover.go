@@ -81,6 +81,45 @@ const staleJoin = time.Minute
 // its lease is older than lease as well. Live sessions are left alone, so
 // Recover is safe to run while other consumers work (I6).
 func (d *Dir) Recover(ctx context.Context, resolve Resolver, lease time.Duration) (Recovered, error) {
+	return d.RecoverWith(ctx, resolve, lease, nil)
+}
+
+// SessionState is what a Liveness knows of a session of another host.
+type SessionState int
+
+// The states a Liveness reports.
+const (
+	// SessionUnknown: judge the session by its directory, as Recover
+	// does: dead once its mtime is older than the lease and its lock free.
+	SessionUnknown SessionState = iota
+	// SessionLive: leave it alone.
+	SessionLive
+	// SessionDead: its lease is gone and it is fenced off (it can commit
+	// nothing more): recover it now, whatever its lock says. A frozen
+	// process still holds its flock, and on a shared kernel or a network
+	// filesystem that lock would keep its claims from recovery forever.
+	SessionDead
+)
+
+// Liveness judges the sessions of other hosts by a lease kept elsewhere
+// than in the queue directory (a shared ledger's, by the database's
+// clock), for RecoverWith.
+type Liveness interface {
+	// Foreign says what session, a session of another host, is.
+	Foreign(ctx context.Context, session string) (SessionState, error)
+	// Cleared is told that recovery removed session's directory, every
+	// claim in it finished or returned: its lease may go.
+	Cleared(ctx context.Context, session string) error
+}
+
+// RecoverWith is Recover with the sessions of other hosts judged by live
+// first (nil: as Recover). A session live reports dead is recovered even
+// while its process holds its lock, and while that process may still be
+// moving its own claims out (it committed their outcomes before it lost
+// its lease): a file that is gone when recovery moves it was moved by
+// its owner, and a file its owner claimed into the directory after
+// recovery listed it leaves the directory in place for the next pass.
+func (d *Dir) RecoverWith(ctx context.Context, resolve Resolver, lease time.Duration, live Liveness) (Recovered, error) {
 	var rec Recovered
 	host := thisHost()
 	proc := d.fd(Processing)
@@ -113,11 +152,23 @@ func (d *Dir) Recover(ctx context.Context, resolve Resolver, lease time.Duration
 		case strings.HasPrefix(name, "."):
 		default:
 			foreign := sessionHost(name) != host
-			if foreign && time.Since(time.Unix(st.Mtim.Unix())) < lease {
+			state := SessionUnknown
+			if foreign && live != nil {
+				if state, err = live.Foreign(ctx, name); err != nil {
+					return rec, fmt.Errorf("recover %s: %w", name, err)
+				}
+			}
+			if state == SessionLive || (foreign && state == SessionUnknown && time.Since(time.Unix(st.Mtim.Unix())) < lease) {
 				continue
 			}
-			if err := d.recoverSession(ctx, name, resolve, &rec); err != nil {
+			cleared, err := d.recoverSession(ctx, name, resolve, state == SessionDead, &rec)
+			if err != nil {
 				return rec, err
+			}
+			if cleared && live != nil {
+				if err := live.Cleared(ctx, name); err != nil {
+					return rec, fmt.Errorf("recover %s: %w", name, err)
+				}
 			}
 		}
 	}
@@ -139,34 +190,41 @@ func sessionHost(id string) string {
 	return ""
 }
 
-// recoverSession takes a session's lock and, if it was free, moves every
-// claim inside to where the resolver says, then removes the directory.
-func (d *Dir) recoverSession(ctx context.Context, name string, resolve Resolver, rec *Recovered) error {
+// recoverSession takes a session's lock and, if it was free (or fenced is
+// set: the session is fenced off, whatever its lock says), moves every
+// claim inside to where the resolver says, then removes the directory. It
+// reports whether it removed the directory.
+func (d *Dir) recoverSession(ctx context.Context, name string, resolve Resolver, fenced bool, rec *Recovered) (bool, error) {
 	proc := d.fd(Processing)
 	fd, err := unix.Openat(proc, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
-			return nil // another consumer recovered it meanwhile
+			return true, nil // another consumer recovered it meanwhile
 		}
-		return fmt.Errorf("recover %s: %w", name, err)
+		return false, fmt.Errorf("recover %s: %w", name, err)
 	}
 	defer unix.Close(fd)
 	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil // alive
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			return false, fmt.Errorf("recover %s: lock: %w", name, err)
 		}
-		return fmt.Errorf("recover %s: lock: %w", name, err)
+		if !fenced {
+			return false, nil // alive
+		}
 	}
 	session := strings.TrimPrefix(name, joinPrefix)
 	entries, err := readNames(fd)
 	if err != nil {
-		return fmt.Errorf("recover %s: %w", name, err)
+		return false, fmt.Errorf("recover %s: %w", name, err)
 	}
 	marks, claims := readMarks(session, entries)
 	for _, e := range claims {
 		var st unix.Stat_t
 		if err := unix.Fstatat(fd, e, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			return fmt.Errorf("recover %s/%s: %w", name, e, err)
+			if errors.Is(err, unix.ENOENT) {
+				continue // its owner, or another recovery, moved it out
+			}
+			return false, fmt.Errorf("recover %s/%s: %w", name, e, err)
 		}
 		id := claimID(session, &st)
 		to, err := resolve(ctx, &Orphan{
@@ -175,11 +233,14 @@ func (d *Dir) recoverSession(ctx context.Context, name string, resolve Resolver,
 			dirfd: fd,
 		})
 		if err != nil {
-			return fmt.Errorf("recover %s/%s: %w", name, e, err)
+			return false, fmt.Errorf("recover %s/%s: %w", name, e, err)
 		}
 		stored, err := moveUnique(fd, e, d.fd(to))
 		if err != nil {
-			return fmt.Errorf("recover %s/%s to %s: %w", name, e, to, err)
+			if errors.Is(err, unix.ENOENT) {
+				continue // its owner, or another recovery, moved it out
+			}
+			return false, fmt.Errorf("recover %s/%s to %s: %w", name, e, to, err)
 		}
 		if marks.uncalled(session, id) {
 			if rec.Uncalled == nil {
@@ -198,13 +259,16 @@ func (d *Dir) recoverSession(ctx context.Context, name string, resolve Resolver,
 		}
 	}
 	if err := marks.remove(fd); err != nil {
-		return fmt.Errorf("recover %s: remove its marks: %w", name, err)
+		return false, fmt.Errorf("recover %s: remove its marks: %w", name, err)
 	}
 	if err := unix.Unlinkat(proc, name, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("recover %s: remove: %w", name, err)
+		if fenced && errors.Is(err, unix.ENOTEMPTY) {
+			return false, nil // its owner claimed more meanwhile: the next pass
+		}
+		return false, fmt.Errorf("recover %s: remove: %w", name, err)
 	}
 	rec.Sessions++
-	return nil
+	return true, nil
 }
 
 // readNames lists a directory by descriptor without closing it.

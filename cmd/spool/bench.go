@@ -46,7 +46,8 @@ and mean), the ideal procs × concurrency / latency, processor time per
 message (this process and the consumers), the outcome counts, and for exec
 how many times a second this machine runs the command with no latency
 (sh -c "sleep 0") at that concurrency, the ceiling for exec.
---db postgres://... puts the ledger in a schema of its own on that server.
+--db postgres://... or mysql://... puts the ledger in a schema (a
+database on MariaDB) of the run's own on that server, removed afterwards.
 
 --watch measures a watching consumer instead (durable, SQLite), in this
 process: its CPU over --idle with nothing arriving, then the latency from
@@ -78,7 +79,7 @@ func runBench(ctx context.Context, e *env, args []string) (err error) {
 	flags.DurationVar(&co.Latency, "latency", 20*time.Millisecond, "with --handler: how long each call takes, `DURATION`")
 	flags.IntVar(&co.Concurrency, "concurrency", spool.DefaultConcurrency, "with --handler: calls at once per consumer, `C`")
 	flags.IntVar(&co.Procs, "procs", 1, "with --handler: consumers, `P`; more than 1 runs spool consume processes")
-	flags.StringVar(&co.DB, "db", "", "with --handler: a PostgreSQL `URL` for the ledger (default: SQLite in the queue)")
+	flags.StringVar(&co.DB, "db", "", "with --handler: a PostgreSQL or MariaDB `URL` for the ledger, in a schema or database of the run's own (default: SQLite in the queue)")
 	watch := flags.Bool("watch", false, "measure a watching consumer instead: idle CPU, and enqueue-to-done/ latency of arrivals one at a time and at a steady rate")
 	var wo bench.WatchOptions
 	flags.DurationVar(&wo.Idle, "idle", 10*time.Second, "with --watch: how long the idle consumer's CPU is measured, `DURATION`")
@@ -191,8 +192,10 @@ func benchCalls(ctx context.Context, e *env, o bench.Options, co bench.CallOptio
 		return e.usage("--handler %q: want post or exec", co.Handler)
 	case co.Latency <= 0:
 		return e.usage("--latency %v: want a positive duration", co.Latency)
-	case co.Concurrency < 1 || co.Procs < 1:
-		return e.usage("want --concurrency >= 1 and --procs >= 1")
+	case co.Concurrency < 1 || co.Concurrency > maxConcurrency:
+		return checkConcurrency(e, co.Concurrency)
+	case co.Procs < 1:
+		return e.usage("--procs %d: want 1 or more consumers", co.Procs)
 	case o.Floor || o.Rounds > 1 || o.Cold || o.Relaxed:
 		return e.usage("--handler measures one durable run: no --floor, --rounds, --cold or relaxed durability")
 	}

@@ -17,7 +17,7 @@ import (
 var consumeCommand = &command{
 	name:    "consume",
 	env:     true,
-	args:    "DIR [--watch [--poll INTERVAL]] [--min-age DURATION] [--exec CMD | --sql FILE | --post URL] [--concurrency N] [--ordered] [--rate N/s] [--retry-* ...] [--on-dead-letter CMD] [--shutdown-timeout DURATION] [--workers N] [--batch N] [--log-format text|json] [--log-level LEVEL] [--progress=false] [--listen ADDR] [--db PATH] [contract flags]",
+	args:    "DIR [--watch [--poll INTERVAL]] [--min-age DURATION] [--exec CMD | --sql FILE | --post URL] [--concurrency N] [--ordered] [--rate N/s] [--retry-* ...] [--on-dead-letter CMD] [--shutdown-timeout DURATION] [--lease DURATION] [--workers N] [--batch N] [--log-format text|json] [--log-level LEVEL] [--progress=false] [--listen ADDR] [--db PATH] [contract flags]",
 	summary: "drain inbox/ into the ledger (or keep consuming with --watch)",
 	help: `
 Consumes inbox/ until it is empty, then exits: each message is claimed,
@@ -108,6 +108,15 @@ whose names do not sort by seq is ordered within that window only).
 --pause-after transient failures in a row pause every new call, logged
 once (a warning).
 
+--lease DURATION (default 2m, at least 3s) is how long this consumer's
+session lives without a renewal (every third of it) before a consumer on
+another host takes its claims over; on PostgreSQL and MariaDB the lease is
+a row of the ledger judged by the database's clock. A consumer that could
+not renew stops claiming and calling; one whose lease was taken over
+meanwhile (a frozen host, a partition) commits nothing of those claims,
+logs "lost the lease" once and goes on as a new session. The handler
+timeouts must stay under it.
+
 --on-dead-letter CMD runs /bin/sh -c CMD for each message that lands in
 error/, with SPOOL_FILE (its name there), SPOOL_PATH (its path),
 SPOOL_ORIGINAL_FILE (its name in inbox/), SPOOL_REASON, SPOOL_DETAIL,
@@ -167,6 +176,7 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	nf := addNotifyFlags(flags)
 	shutdownTimeout := flags.Duration("shutdown-timeout", defaultShutdownTimeout, "at SIGINT/SIGTERM, cancel the calls still running after `DURATION` and exit 4 (0: wait for them)")
 	listen := addListenFlags(flags, "")
+	lease := flags.Duration("lease", queue.DefaultLease, "how long this consumer's session stays alive without a renewal before another host takes its claims over (renewed every third; handler timeouts must stay under it)")
 	pos, err := e.parse(flags, args)
 	if err != nil {
 		return err
@@ -189,6 +199,10 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	if *minAge < 0 {
 		return e.usage("--min-age %v: want 0 (off) or more", *minAge)
 	}
+	if *lease < 3*time.Second {
+		return e.usage("--lease %v: want 3s or more (it is renewed every third of it)", *lease)
+	}
+	hf.lease = *lease
 	relaxed, err := e.relaxed(*durability)
 	if err != nil {
 		return err
@@ -262,7 +276,7 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 		Contract: c, Workers: *workers, BatchSize: *batch, Logger: logger, Relaxed: relaxed,
 		Handler: h, Caller: caller, Concurrency: hf.concurrency, Ordered: hf.ordered, Rate: hf.perSecond, PauseAfter: hf.pauseAfterConfig(),
 		Retry: hf.retry(), RetryWait: hf.retryWait, ShutdownTimeout: *shutdownTimeout,
-		Poll: *poll > 0, PollInterval: *poll, MinAge: *minAge,
+		Poll: *poll > 0, PollInterval: *poll, MinAge: *minAge, Lease: *lease,
 	}
 	var notify func(*spool.Delivery, spool.Result, string)
 	debug := logger.Enabled(ctx, slog.LevelDebug)

@@ -90,7 +90,7 @@ func runFsck(ctx context.Context, e *env, args []string) (err error) {
 	}
 	if !*repair {
 		if r := missingLedger(d, *db); r != nil {
-			return writeFsck(e, r, *asJSON)
+			return writeFsck(e, r, *db, *asJSON)
 		}
 	}
 	l, err := openLedgerWith(ctx, dir, *db, ledgerOpts{use: map[bool]ledgerUse{false: readLedger, true: writeLedger}[*repair]})
@@ -117,7 +117,7 @@ func runFsck(ctx context.Context, e *env, args []string) (err error) {
 		r, err = fsck.Check(ctx, d, l, o)
 	}
 	if errors.Is(err, queue.ErrBadID) {
-		return badIDError(err, dir)
+		return badIDError(err, dir, *db)
 	}
 	if err != nil {
 		return err
@@ -125,7 +125,7 @@ func runFsck(ctx context.Context, e *env, args []string) (err error) {
 	if *asJSON && repairs != nil {
 		return writeFsckJSON(e, r, repairs)
 	}
-	return writeFsck(e, r, *asJSON)
+	return writeFsck(e, r, *db, *asJSON)
 }
 
 // writeFsckJSON prints the report of a --repair as JSON, with the repairs
@@ -164,12 +164,15 @@ func missingLedger(d *queue.Dir, db string) *fsck.Report {
 	bad, _ := d.Count(queue.Error)
 	return &fsck.Report{Queue: d.Path(), Findings: []fsck.Finding{{
 		Kind: "ledger-missing", Count: done + bad,
-		Text: fmt.Sprintf("the ledger %s %s: %d files in done/ and %d in error/ have no record; spool fsck %s --repair rebuilds it", path, state, done, bad, d.Path()),
+		Text: fmt.Sprintf("the ledger %s %s%s: %d files in done/ and %d in error/ have no record; %s%s --repair rebuilds it",
+			path, state, map[bool]string{true: " (is --db right?)"}[db != ""], done, bad,
+			map[bool]string{true: "only if --db is right, "}[db != ""], fsckLine(d.Path(), db)),
 	}}}
 }
 
-// writeFsck prints the report; errCheckFailed when it holds a problem.
-func writeFsck(e *env, r *fsck.Report, asJSON bool) error {
+// writeFsck prints the report of a check with --db db; errCheckFailed when
+// it holds a problem.
+func writeFsck(e *env, r *fsck.Report, db string, asJSON bool) error {
 	if asJSON {
 		if err := report.WriteJSON(e.stdout, r); err != nil {
 			return err
@@ -190,7 +193,7 @@ func writeFsck(e *env, r *fsck.Report, asJSON bool) error {
 			fmt.Fprintln(e.stdout, line)
 		}
 		if n := r.Problems(); n > 0 {
-			fmt.Fprintf(e.stdout, "fsck %s: %d kinds of problem found (spool fsck %s --repair fixes what it can)\n", cell(r.Queue), n, cell(r.Queue))
+			fmt.Fprintf(e.stdout, "fsck %s: %d kinds of problem found (%s --repair fixes what it can)\n", cell(r.Queue), n, cell(fsckLine(r.Queue, db)))
 		} else {
 			fmt.Fprintf(e.stdout, "fsck %s: ok\n", cell(r.Queue))
 		}

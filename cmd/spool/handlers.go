@@ -23,6 +23,9 @@ const defaultSQLTimeout = 30 * time.Second
 // handlerFlags are consume's flags that choose the business handler run for
 // each message in the ledger transaction, and tune its retries.
 type handlerFlags struct {
+	// lease is the claim lease the handler timeouts must stay under
+	// (consume's --lease); zero: queue.DefaultLease.
+	lease       time.Duration
 	fs          *flag.FlagSet
 	exec        string
 	execTimeout time.Duration
@@ -57,7 +60,7 @@ func addHandlerFlags(fs *flag.FlagSet) *handlerFlags {
 	fs.DurationVar(&hf.sqlTimeout, "sql-timeout", defaultSQLTimeout, "on a PostgreSQL ledger, cancel a --sql statement after `DURATION` (statement_timeout) and retry the message; SQLite cannot (see --help)")
 	fs.StringVar(&hf.post, "post", "", "POST each message to `URL` with an Idempotency-Key header; 2xx done, 408, 429, 5xx and network errors retry, other 4xx dead letter")
 	fs.DurationVar(&hf.postTimeout, "post-timeout", handler.DefaultPostTimeout, "give up on a --post request after `DURATION` and retry the message")
-	fs.IntVar(&hf.concurrency, "concurrency", spool.DefaultConcurrency, "most --exec commands or --post requests running at once in this consumer, `N`")
+	fs.IntVar(&hf.concurrency, "concurrency", spool.DefaultConcurrency, fmt.Sprintf("most --exec commands or --post requests running at once in this consumer, `N` from 1 to %d", maxConcurrency))
 	fs.StringVar(&hf.rate, "rate", "", "at most `N/s` --exec commands or --post requests started per second by this consumer (default: no cap)")
 	fs.IntVar(&hf.pauseAfter, "pause-after", spool.DefaultPauseAfter, "pause new calls after `N` transient failures in a row (a Retry-After pauses at once); 0 never")
 	fs.BoolVar(&hf.ordered, "ordered", false, "call the messages of one order key one at a time, in seq order (different keys still concurrently)")
@@ -86,6 +89,14 @@ func (hf *handlerFlags) kind() string {
 // that a bad command line changes nothing: at most one handler, positive
 // timeouts, a sane retry policy, a URL spool can post to, and a --sql file
 // that splits into statements.
+// claimLease is the lease the handler timeouts are checked against.
+func (hf *handlerFlags) claimLease() time.Duration {
+	if hf.lease > 0 {
+		return hf.lease
+	}
+	return queue.DefaultLease
+}
+
 func (hf *handlerFlags) check(e *env) error {
 	set := map[string]bool{}
 	hf.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -107,6 +118,11 @@ func (hf *handlerFlags) check(e *env) error {
 	} {
 		if set[f.name] && kind != f.needs {
 			return e.usage("--%s needs --%s", f.name, f.needs)
+		}
+	}
+	if set["concurrency"] {
+		if err := checkConcurrency(e, hf.concurrency); err != nil {
+			return err
 		}
 	}
 	for _, name := range []string{"concurrency", "ordered", "rate", "pause-after"} {
@@ -137,16 +153,14 @@ func (hf *handlerFlags) check(e *env) error {
 		return e.usage("--retry-cap %v: want a positive duration", hf.retryCap)
 	case hf.retryCap < hf.retryBase:
 		return e.usage("--retry-cap %v is shorter than --retry-base %v", hf.retryCap, hf.retryBase)
-	case kind == "exec" && hf.execTimeout >= queue.DefaultLease:
-		return e.usage("--exec-timeout %v: want less than the claim lease, %v: a command still running then could be run again by another host", hf.execTimeout, queue.DefaultLease)
-	case kind == "post" && hf.postTimeout >= queue.DefaultLease:
-		return e.usage("--post-timeout %v: want less than the claim lease, %v: a request still running then could be sent again by another host", hf.postTimeout, queue.DefaultLease)
-	case kind == "sql" && hf.sqlTimeout >= queue.DefaultLease:
-		return e.usage("--sql-timeout %v: want less than the claim lease, %v: a batch still running then could be claimed by another host", hf.sqlTimeout, queue.DefaultLease)
+	case kind == "exec" && hf.execTimeout >= hf.claimLease():
+		return e.usage("--exec-timeout %v: want less than the claim lease, %v (--lease): a command still running then could be run again by another host", hf.execTimeout, hf.claimLease())
+	case kind == "post" && hf.postTimeout >= hf.claimLease():
+		return e.usage("--post-timeout %v: want less than the claim lease, %v (--lease): a request still running then could be sent again by another host", hf.postTimeout, hf.claimLease())
+	case kind == "sql" && hf.sqlTimeout >= hf.claimLease():
+		return e.usage("--sql-timeout %v: want less than the claim lease, %v (--lease): a batch still running then could be claimed by another host", hf.sqlTimeout, hf.claimLease())
 	case hf.pauseAfter < 0:
 		return e.usage("--pause-after %d: want 0 (never) or more", hf.pauseAfter)
-	case hf.concurrency < 1:
-		return e.usage("--concurrency %d: want 1 or more", hf.concurrency)
 	case hf.retryWait < 0:
 		return e.usage("--retry-wait %v: want 0 or a positive duration", hf.retryWait)
 	case hf.retryMax < 1:
@@ -227,4 +241,19 @@ func (hf *handlerFlags) handler(ctx context.Context, l *ledger.DB, queue string)
 		return nil, hf.postHandler, nil
 	}
 	return nil, nil, nil
+}
+
+// maxConcurrency is the most --concurrency a consumer takes: each call is
+// a command or a connection at once, and each holds its claim and its
+// reservation until it settles; more than this is a typo, or a load the
+// endpoint and the machine are better spread over several consumers.
+const maxConcurrency = 1024
+
+// checkConcurrency refuses a --concurrency outside 1 to maxConcurrency,
+// saying the range.
+func checkConcurrency(e *env, n int) error {
+	if n < 1 || n > maxConcurrency {
+		return e.usage("--concurrency %d: want 1 to %d calls at once", n, maxConcurrency)
+	}
+	return nil
 }

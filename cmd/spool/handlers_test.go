@@ -47,6 +47,9 @@ func TestConsumeHandlerFlagsRefused(t *testing.T) {
 		{[]string{"--sql", sqlFile("notable.sql", "INSERT INTO nowhere VALUES (:msg_id)")}, "no such table: nowhere"},
 		{[]string{"--exec", "true", "--exec-timeout", "2m"}, "--exec-timeout 2m0s: want less than the claim lease, 2m0s"},
 		{[]string{"--post", "http://127.0.0.1:1/", "--post-timeout", "1h"}, "--post-timeout 1h0m0s: want less than the claim lease"},
+		{[]string{"--exec", "true", "--lease", "10s", "--exec-timeout", "10s"}, "--exec-timeout 10s: want less than the claim lease, 10s (--lease)"},
+		{[]string{"--lease", "2s"}, "--lease 2s: want 3s or more"},
+		{[]string{"--lease", "-1m"}, "--lease -1m0s: want 3s or more"},
 		{[]string{"--concurrency", "2"}, "--concurrency needs --exec or --post"},
 		{[]string{"--sql", good, "--ordered"}, "--ordered needs --exec or --post"},
 		{[]string{"--rate", "5/s"}, "--rate needs --exec or --post"},
@@ -55,7 +58,7 @@ func TestConsumeHandlerFlagsRefused(t *testing.T) {
 		{[]string{"--exec", "true", "--rate", "-3"}, `--rate "-3"`},
 		{[]string{"--exec", "true", "--pause-after", "-1"}, "--pause-after -1"},
 		{[]string{"--sql", good, "--concurrency", "2"}, "--concurrency needs --exec or --post"},
-		{[]string{"--exec", "true", "--concurrency", "0"}, "--concurrency 0: want 1 or more"},
+		{[]string{"--exec", "true", "--concurrency", "0"}, "--concurrency 0: want 1 to 1024 calls at once"},
 		{[]string{"--on-dead-letter", ""}, "--on-dead-letter is empty"},
 		{[]string{"--on-dead-letter", "true", "--on-dead-letter-timeout", "0s"}, "--on-dead-letter-timeout 0s"},
 	} {
@@ -79,4 +82,19 @@ func TestSQLCheckSeesTablesItCreates(t *testing.T) {
 	cli(t, "consume", q, "--sql", f).want(t, 0, "processed=0 duplicates=0 dead-letters=0 recovered=0\n")
 	write(t, filepath.Join(q, "inbox", "a.json"), msg("1", "A", 1, "1.00"))
 	cli(t, "consume", q, "--sql", f).want(t, 0, "processed=1 duplicates=0 dead-letters=0 recovered=0\n")
+}
+
+// TestLeaseRaisesTimeoutBound: --lease (here from SPOOL_LEASE, as every
+// flag may be) moves the bound the handler timeouts must stay under: a
+// 3m --exec-timeout, refused under the default 2m lease, runs under a 5m
+// one; the flag given wins over the environment.
+func TestLeaseRaisesTimeoutBound(t *testing.T) {
+	q := newQueue(t)
+	cli(t, "consume", q, "--exec", "true", "--exec-timeout", "3m").
+		wantFail(t, 2, "consume", "--exec-timeout 3m0s: want less than the claim lease, 2m0s")
+	t.Setenv("SPOOL_LEASE", "5m")
+	cli(t, "consume", q, "--exec", "true", "--exec-timeout", "3m").
+		want(t, 0, "processed=0 duplicates=0 dead-letters=0 recovered=0\n")
+	cli(t, "consume", q, "--exec", "true", "--exec-timeout", "3m", "--lease", "3m").
+		wantFail(t, 2, "consume", "--exec-timeout 3m0s: want less than the claim lease, 3m0s (--lease)")
 }

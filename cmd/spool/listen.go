@@ -27,7 +27,7 @@ type listenFlags struct {
 
 func addListenFlags(fs *flag.FlagSet, what string) *listenFlags {
 	f := &listenFlags{fs: fs}
-	fs.StringVar(&f.addr, "listen", "", "serve /metrics, /healthz and /readyz over HTTP at `ADDR` (host:port; port 0 picks a free one, logged as \"listening\" addr=...)"+what)
+	fs.StringVar(&f.addr, "listen", "", "serve /metrics, /healthz and /readyz over HTTP at `ADDR` (host:port: 127.0.0.1:9464 for this host alone; no host, :9464, binds every interface; port 0 picks a free one, logged as \"listening\" addr=...)"+what)
 	fs.DurationVar(&f.refresh, "metrics-refresh", metrics.DefaultRefresh, "list each stage for the queue gauges at most this often (`DURATION`; a stage whose listing took T waits at least 100×T)")
 	return f
 }
@@ -39,13 +39,13 @@ func (f *listenFlags) check(e *env, need bool) error {
 		case need:
 			return e.usage("--listen ADDR is required")
 		case given(f.fs, "listen"):
-			return e.usage("--listen is empty: want host:port (127.0.0.1:9464, :9464)")
+			return e.usage("--listen is empty: want host:port (127.0.0.1:9464 for this host alone, :9464 for every interface)")
 		}
 		return nil
 	}
 	host, port, err := net.SplitHostPort(f.addr)
 	if err != nil {
-		return e.usage("--listen %q: want host:port (127.0.0.1:9464, :9464): %v", f.addr, err)
+		return e.usage("--listen %q: want host:port (127.0.0.1:9464 for this host alone, :9464 for every interface): %v", f.addr, err)
 	}
 	// A port that is no number (a service name is looked up) or out of
 	// range is a typo, exit 2, not a failure to listen.
@@ -69,7 +69,7 @@ type endpoints struct {
 }
 
 // startEndpoints listens at f.addr, logs the address it bound (record
-// "listening", addr), and serves m with the readiness of d and l; the
+// "listening", addr), and serves m within endpointLimits with the readiness of d and l; the
 // queue gauges are refreshed in the background meanwhile.
 func startEndpoints(ctx context.Context, f *listenFlags, log *slog.Logger, m *metrics.Metrics, d *queue.Dir, l *ledger.DB) (*endpoints, error) {
 	ln, err := net.Listen("tcp", f.addr)
@@ -77,13 +77,9 @@ func startEndpoints(ctx context.Context, f *listenFlags, log *slog.Logger, m *me
 		return nil, fmt.Errorf("metrics endpoint: %w", err) // net names the address
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	ep := &endpoints{cancel: cancel, srv: &http.Server{
-		Handler:           metrics.Mux(m, metrics.Ready{Ledger: l.SQL(), Dir: d}),
-		ReadHeaderTimeout: 5 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		BaseContext:       func(net.Listener) context.Context { return ctx },
-	}}
+	ep := &endpoints{cancel: cancel, srv: newEndpointServer(ctx, metrics.Mux(m, metrics.Ready{Ledger: l.SQL(), Dir: d}), log, endpointLimits)}
 	log.Info("listening", "addr", ln.Addr().String())
+	ln = newLimitListener(ln, endpointLimits.conns, log)
 	ep.wg.Add(2)
 	go func() {
 		defer ep.wg.Done()

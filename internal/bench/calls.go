@@ -3,14 +3,10 @@ package bench
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,14 +17,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	// The "pgx" database/sql driver, for the schema of a PostgreSQL run.
-	_ "github.com/jackc/pgx/v5/stdlib"
-
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/handler"
 	"github.com/spoolq/spool/internal/sample"
 	"github.com/spoolq/spool/ledger"
-	"github.com/spoolq/spool/ledger/postgres"
+	// The server backends, registered for --db.
+	_ "github.com/spoolq/spool/ledger/mysql"
+	_ "github.com/spoolq/spool/ledger/postgres"
 	"github.com/spoolq/spool/ledger/sqlite"
 	"github.com/spoolq/spool/queue"
 	"golang.org/x/sys/unix"
@@ -54,8 +49,10 @@ type CallOptions struct {
 	// that many `Exe consume` processes at once on the one queue.
 	Procs int
 	Exe   string
-	// DB is a PostgreSQL URL; the run gets a schema of its own there,
-	// dropped afterwards. Empty: the queue's SQLite ledger.
+	// DB is a ledger DSN (postgres://, mysql://, an SQLite path); the run
+	// gets a namespace of its own there (ledger.Scratch: a schema, a
+	// database, a directory), removed afterwards. Empty: the queue's
+	// SQLite ledger.
 	DB string
 	// CPUProfile, when set, receives a CPU profile of this process during
 	// the drain: the consumer and the endpoint with Procs 1, the endpoint
@@ -142,13 +139,16 @@ func Calls(ctx context.Context, o CallOptions) (CallReport, error) {
 	}
 	dsn := ""
 	if o.DB != "" {
-		var drop func() error
-		if dsn, drop, err = benchSchema(ctx, o.DB); err != nil {
-			return rep, err
+		// A namespace of the run's own where --db points (a schema, a
+		// database, a directory), so that each run starts empty and leaves
+		// nothing behind.
+		var drop func(context.Context) error
+		if dsn, drop, err = ledger.Scratch(ctx, o.DB); err != nil {
+			return rep, fmt.Errorf("--db: %w", err)
 		}
 		defer func() {
-			if derr := drop(); derr != nil && err == nil {
-				err = derr
+			if derr := drop(context.WithoutCancel(ctx)); derr != nil && err == nil {
+				err = fmt.Errorf("bench: %w", derr)
 			}
 		}()
 	}
@@ -214,7 +214,7 @@ func callDrain(ctx context.Context, dir, dsn string, o CallOptions, url, command
 	defer d.Close()
 	var l *ledger.DB
 	if dsn != "" {
-		l, err = postgres.Open(ctx, dsn)
+		l, err = ledger.Open(ctx, dsn, ledger.OpenOptions{})
 	} else {
 		l, err = sqlite.Open(ctx, filepath.Join(dir, "ledger.db"))
 	}
@@ -334,38 +334,4 @@ func childCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// benchSchema creates a schema of the run's own on the PostgreSQL server
-// of dsn and returns the URL that uses it, and a func that drops it.
-func benchSchema(ctx context.Context, dsn string) (string, func() error, error) {
-	u, err := url.Parse(dsn)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		return "", nil, fmt.Errorf("bench: --db %q: want a postgres:// URL", dsn)
-	}
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		return "", nil, fmt.Errorf("bench: %w", err)
-	}
-	var rnd [6]byte
-	if _, err := rand.Read(rnd[:]); err != nil {
-		db.Close()
-		return "", nil, fmt.Errorf("bench: %w", err)
-	}
-	schema := "spool_bench_" + hex.EncodeToString(rnd[:])
-	if _, err := db.ExecContext(ctx, "CREATE SCHEMA "+schema); err != nil {
-		db.Close()
-		return "", nil, fmt.Errorf("bench: create schema: %w", err)
-	}
-	v := u.Query()
-	v.Set("search_path", schema)
-	u.RawQuery = v.Encode()
-	drop := func() error {
-		defer db.Close()
-		if _, err := db.Exec("DROP SCHEMA " + schema + " CASCADE"); err != nil {
-			return fmt.Errorf("bench: drop schema: %w", err)
-		}
-		return nil
-	}
-	return u.String(), drop, nil
 }

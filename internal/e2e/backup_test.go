@@ -197,6 +197,11 @@ func TestBackupRefusals(t *testing.T) {
 		t.Errorf("--force: %+v", out)
 	}
 
+	// The refusals wrote no audit row (they changed nothing, the ledger
+	// included); the backup that ran wrote one, closed ok.
+	requireAudit(t, live, "backup", []auditRow{{Outcome: "ok",
+		Counts: map[string]int64{"processed": 10, "deliveries": 0, "replays": 0, "bytes": out.Bytes}}})
+
 	// A temp file a killed backup left (its lock free) is removed.
 	stale := filepath.Join(dir, ".new.db.tmp-0123456789abcdef")
 	if err := os.WriteFile(stale, nil, 0o600); err != nil {

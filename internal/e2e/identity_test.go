@@ -191,8 +191,9 @@ func TestReportsNeverCreateALedger(t *testing.T) {
 	for _, args := range reports {
 		requireRefusal(t, run(t, append(args, "--db", biz)...), before, []string{base}, biz, "holds no spool ledger")
 	}
-	// So is a consume of this queue, which has history, into it.
-	requireRefusal(t, run(t, "consume", q, "--db", biz), before, []string{base}, biz, "holds no spool ledger", "Try: spool fsck")
+	// So is a consume of this queue, which has history, into it, asking
+	// first whether --db is right.
+	requireRefusal(t, run(t, "consume", q, "--db", biz), before, []string{base}, biz, "holds no spool ledger (is --db right?)", "Try: fix --db; only if it is right, spool fsck "+q+" --db "+biz+" --repair")
 
 	// Without --db, with the queue's own ledger removed.
 	path := filepath.Join(q, "ledger.db")
@@ -369,10 +370,11 @@ func TestPostgresQueueSchemas(t *testing.T) {
 	}
 
 	// q1, which has history, pointed at an empty schema: the PostgreSQL
-	// form of a removed ledger.db. Refused, and no table is created.
+	// form of a removed ledger.db, or a wrong --db. Refused, asking first
+	// whether --db is right, and no table is created.
 	redeliver(t, qs[0], "m.json")
 	before = treeSnapshot(t, qs[0])
-	requireRefusal(t, run(t, "consume", qs[0], "--db", dbEmpty), before, qs[:1], "Try: spool fsck "+qs[0]+" --repair")
+	requireRefusal(t, run(t, "consume", qs[0], "--db", dbEmpty), before, qs[:1], "(is --db right?)", "spool fsck "+qs[0]+" --db '"+dbEmpty+"' --repair")
 	if n := tables(); n != 0 {
 		t.Errorf("a refused consume created %d tables in the empty schema", n)
 	}

@@ -89,6 +89,7 @@ func Run(t *testing.T, b Backend) {
 		{"AuditText", testAuditText},
 		{"AuditConcurrent", testAuditConcurrent},
 		{"Snapshot", testSnapshot},
+		{"PruneFiles", testPruneFiles},
 	}
 	opener := func(t *testing.T, dsn string) *ledger.DB {
 		t.Helper()
@@ -122,6 +123,11 @@ func Run(t *testing.T, b Backend) {
 		t.Parallel()
 		dsn := b.Fresh(t)
 		testTwoHandles(t, opener(t, dsn), opener(t, dsn))
+	})
+	t.Run("Leases", func(t *testing.T) {
+		t.Parallel()
+		dsn := b.Fresh(t)
+		testLeases(t, opener(t, dsn), opener(t, dsn))
 	})
 	t.Run("ConcurrentOpen", func(t *testing.T) {
 		t.Parallel()

@@ -125,5 +125,16 @@ func (dialect) IsConflict(err error) bool {
 // writers met neither; the retry is for the loads they do not make.)
 func (d dialect) Retry(err error) bool { return d.IsConflict(err) }
 
+// Leases: by the server's clock (NOW(6), in the session's time zone, which
+// every comparison shares); LOCK IN SHARE MODE holds a lease row against
+// its takeover until the write commits.
+func (dialect) Leases() (ledger.LeaseSQL, bool) {
+	return ledger.LeaseSQL{
+		Now:   "NOW(6)",
+		Later: "NOW(6) + INTERVAL ? MICROSECOND",
+		Share: "LOCK IN SHARE MODE",
+	}, true
+}
+
 // Snapshot: a MariaDB ledger is backed up with the server's own tools.
 func (dialect) Snapshot() ledger.Snapshot { return ledger.Snapshot{Tool: "mariadb-dump"} }

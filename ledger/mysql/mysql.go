@@ -102,27 +102,27 @@ func Config(dsn string) (*driver.Config, error) {
 	u, err := url.Parse(dsn)
 	if err != nil {
 		// url's errors quote the whole URL, password included.
-		return nil, errors.New("DSN is not a mysql://USER[:PASS]@HOST[:PORT]/DB URL")
+		return nil, fmt.Errorf("%w: DSN is not a mysql://USER[:PASS]@HOST[:PORT]/DB URL", ledger.ErrBadDSN)
 	}
 	if u.Scheme != Scheme || u.Host == "" || u.User == nil || u.User.Username() == "" {
-		return nil, fmt.Errorf("DSN %s: want mysql://USER[:PASS]@HOST[:PORT]/DB", u.Redacted())
+		return nil, fmt.Errorf("%w: DSN %s: want mysql://USER[:PASS]@HOST[:PORT]/DB", ledger.ErrBadDSN, u.Redacted())
 	}
 	db := strings.TrimPrefix(u.Path, "/")
 	if db == "" || strings.Contains(db, "/") {
-		return nil, fmt.Errorf("DSN %s: want one database name after the host", u.Redacted())
+		return nil, fmt.Errorf("%w: DSN %s: want one database name after the host (mysql://USER[:PASS]@HOST[:PORT]/DB)", ledger.ErrBadDSN, u.Redacted())
 	}
 	host, port := u.Hostname(), u.Port()
 	if port == "" {
 		port = "3306"
 	} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return nil, fmt.Errorf("DSN %s: port %q is not a number from 1 to 65535", u.Redacted(), port)
+		return nil, fmt.Errorf("%w: DSN %s: port %q is not a number from 1 to 65535", ledger.ErrBadDSN, u.Redacted(), port)
 	}
 	cfg := driver.NewConfig()
 	if u.RawQuery != "" {
 		// The driver's own parameters (tls, timeout, ...), parsed by it.
 		parsed, err := driver.ParseDSN("/?" + u.RawQuery)
 		if err != nil {
-			return nil, fmt.Errorf("DSN %s: %w", u.Redacted(), err)
+			return nil, fmt.Errorf("%w: DSN %s: %w", ledger.ErrBadDSN, u.Redacted(), err)
 		}
 		cfg = parsed
 	}
@@ -178,7 +178,7 @@ func check(ctx context.Context, db *sql.DB, name string) error {
 		Scan(&s.version, &s.flushAtTrx, &s.isolation, &s.sqlMode)
 	if err != nil {
 		if number(err) == 1049 { // ER_BAD_DB_ERROR
-			return fmt.Errorf("database %q does not exist; Try: CREATE DATABASE %s", name, name)
+			return fmt.Errorf("%w: database %q does not exist on the server. Try: CREATE DATABASE %s, or fix the DSN", ledger.ErrBadDSN, name, name)
 		}
 		return fmt.Errorf("read server settings: %w", err)
 	}
@@ -193,7 +193,7 @@ func (s server) check() error {
 		return fmt.Errorf("server version %s: the ledger needs MariaDB 10.5 or later (INSERT ... RETURNING)", s.version)
 	}
 	if s.flushAtTrx != 1 {
-		return fmt.Errorf("%w: innodb_flush_log_at_trx_commit is %d, so a commit may return before it is on disk (I3); "+
+		return fmt.Errorf("%w: innodb_flush_log_at_trx_commit is %d, so a commit may return before it is on disk (I3). "+
 			"Try: set innodb_flush_log_at_trx_commit = 1 on the server", ErrNotDurable, s.flushAtTrx)
 	}
 	if s.isolation != "READ-COMMITTED" {

@@ -2,16 +2,12 @@ package mysql
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
-
-	driver "github.com/go-sql-driver/mysql"
 
 	"github.com/spoolq/spool/internal/testenv"
 	"github.com/spoolq/spool/ledger"
@@ -28,50 +24,12 @@ func serverDSN(t testing.TB) string {
 	return testenv.Service(t, envDSN, "mysql://root@127.0.0.1:3306/test")
 }
 
-// admin is a plain connection to the test server, for creating and
-// dropping databases; closed by t.Cleanup.
-func admin(t testing.TB, dsn string) *sql.DB {
-	t.Helper()
-	cfg, err := Config(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.DBName = ""
-	c, err := driver.NewConnector(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := sql.OpenDB(c)
-	t.Cleanup(func() { _ = db.Close() })
-	return db
-}
-
-// freshDatabase creates an empty database for one test and returns the URL
-// that names it; the database is dropped when the test ends, after the
-// ledgers on it were closed (cleanups run last-in first-out).
+// freshDatabase creates an empty database for one test
+// (ledgertest.Scratch) and returns the URL that names it; the database is
+// dropped when the test ends.
 func freshDatabase(t testing.TB) string {
 	t.Helper()
-	dsn := serverDSN(t)
-	b := make([]byte, 8)
-	_, _ = rand.Read(b) // never returns an error
-	name := "spool_test_" + hex.EncodeToString(b)
-	db := admin(t, dsn)
-	if _, err := db.ExecContext(context.Background(), "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("create database: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if _, err := db.ExecContext(ctx, "DROP DATABASE "+name); err != nil {
-			t.Errorf("drop database %s: %v", name, err)
-		}
-	})
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/" + name
-	return u.String()
+	return ledgertest.Scratch(t, serverDSN(t))
 }
 
 func TestConformance(t *testing.T) {
@@ -155,9 +113,12 @@ func TestIsConflict(t *testing.T) {
 }
 
 // TestBadDSN runs without a server: a DSN that is not a mysql:// URL with
-// a user, a host and a database fails Open without echoing the password.
+// a user, a host and a database fails Open with ledger.ErrBadDSN (a
+// configuration error), without echoing the password.
 func TestBadDSN(t *testing.T) {
 	for _, dsn := range []string{
+		"mysql:/x",
+		"mysql://spool:s3cret@db.internal:3306",
 		"mysql://spool:s3cret@db.internal:notaport/queue",
 		"mysql://spool:s3cret@db.internal:3306/",
 		"mysql://spool:s3cret@db.internal:3306/a/b",
@@ -173,6 +134,9 @@ func TestBadDSN(t *testing.T) {
 		}
 		if strings.Contains(err.Error(), "s3cret") {
 			t.Errorf("Open error %q shows the password", err)
+		}
+		if !errors.Is(err, ledger.ErrBadDSN) {
+			t.Errorf("Open(%q) = %v, want ledger.ErrBadDSN", dsn, err)
 		}
 	}
 }
@@ -245,7 +209,7 @@ func TestMissingDatabase(t *testing.T) {
 		db.Close()
 		t.Fatal("Open: nil error, want one")
 	}
-	if !strings.Contains(err.Error(), `database "spool_test_no_such_database" does not exist`) {
-		t.Errorf("Open = %v, want it to name the database", err)
+	if !strings.Contains(err.Error(), `database "spool_test_no_such_database" does not exist`) || !errors.Is(err, ledger.ErrBadDSN) {
+		t.Errorf("Open = %v, want ledger.ErrBadDSN naming the database", err)
 	}
 }

@@ -137,5 +137,15 @@ func rebindDollar(query string) string {
 	return b.String()
 }
 
+// Leases: by the server's clock at each statement; a SELECT ... FOR SHARE
+// holds a lease row against its takeover until the write commits.
+func (dialect) Leases() (ledger.LeaseSQL, bool) {
+	return ledger.LeaseSQL{
+		Now:   "statement_timestamp()",
+		Later: "statement_timestamp() + CAST(? AS bigint) * interval '1 microsecond'",
+		Share: "FOR SHARE",
+	}, true
+}
+
 // Snapshot: a PostgreSQL ledger is backed up with the server's own tools.
 func (dialect) Snapshot() ledger.Snapshot { return ledger.Snapshot{Tool: "pg_dump"} }

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/spoolq/spool/ledger"
@@ -66,10 +67,11 @@ const minServerVersion = 150000
 
 // Open connects to the PostgreSQL database dsn names, checks that it
 // commits durably, and brings the ledger's schema up to date. It fails with
-// ErrNotDurable when synchronous_commit or fsync is off, and with a plain
-// error when the search_path names no existing schema or the server is
-// older than PostgreSQL 15. The ledger's pool holds at most four
-// connections.
+// ErrNotDurable when synchronous_commit or fsync is off, with
+// ledger.ErrBadDSN when dsn cannot be parsed or names a database or a
+// search_path schema the server does not have, and with a plain error when
+// the server is older than PostgreSQL 15. The ledger's pool holds at most
+// four connections.
 func Open(ctx context.Context, dsn string) (*ledger.DB, error) {
 	return OpenWith(ctx, dsn, Options{})
 }
@@ -91,6 +93,10 @@ func OpenWith(ctx context.Context, dsn string, o Options) (*ledger.DB, error) {
 	where := fmt.Sprintf("postgres ledger %s:%d/%s", cfg.Host, cfg.Port, cfg.Database)
 	db, err := open(ctx, cfg)
 	if err != nil {
+		if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "3D000" { // invalid_catalog_name
+			return nil, fmt.Errorf("open %s: %w: database %q does not exist on the server. Try: CREATE DATABASE %s, or fix the DSN",
+				where, ledger.ErrBadDSN, cfg.Database, cfg.Database)
+		}
 		return nil, fmt.Errorf("open %s: %w", where, err)
 	}
 	l, err := ledger.NewWith(ctx, db, Dialect(), ledger.Options{MustExist: o.MustExist})
@@ -169,19 +175,19 @@ func (s settings) check() error {
 	// Every other value (on, local, remote_write, remote_apply) waits at
 	// least for the local WAL flush before the commit returns.
 	if s.synchronousCommit == "off" {
-		return fmt.Errorf("%w: synchronous_commit is off, so a commit may return before it is on disk (I3); "+
+		return fmt.Errorf("%w: synchronous_commit is off, so a commit may return before it is on disk (I3). "+
 			"Try: remove synchronous_commit from the DSN's options, or ALTER ROLE ... SET synchronous_commit = on", ErrNotDurable)
 	}
 	if s.fsync == "off" {
-		return fmt.Errorf("%w: the server runs with fsync off, so a crash may lose committed rows (I3); "+
+		return fmt.Errorf("%w: the server runs with fsync off, so a crash may lose committed rows (I3). "+
 			"Try: set fsync = on in postgresql.conf", ErrNotDurable)
 	}
 	if s.version < minServerVersion {
 		return fmt.Errorf("server_version_num is %d: the ledger needs PostgreSQL 15 or later", s.version)
 	}
 	if s.schema == "" {
-		return fmt.Errorf("search_path %q names no existing schema to hold the ledger; "+
-			"Try: CREATE SCHEMA, or fix search_path in the DSN", s.searchPath)
+		return fmt.Errorf("%w: search_path %q names no existing schema to hold the ledger. "+
+			"Try: CREATE SCHEMA, or fix search_path in the DSN", ledger.ErrBadDSN, s.searchPath)
 	}
 	return nil
 }

@@ -2,9 +2,7 @@ package postgres
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"net/url"
 	"slices"
@@ -43,8 +41,7 @@ func withParam(t testing.TB, dsn, key, value string) string {
 	return dsn + " " + key + "='" + quoted + "'"
 }
 
-// admin is a plain connection to the test server, for creating and
-// dropping schemas; closed by t.Cleanup.
+// admin is a plain connection to the test server; closed by t.Cleanup.
 func admin(t testing.TB, dsn string) *sql.DB {
 	t.Helper()
 	db, err := sql.Open("pgx", dsn)
@@ -55,28 +52,12 @@ func admin(t testing.TB, dsn string) *sql.DB {
 	return db
 }
 
-// freshSchema creates an empty schema for one test and returns a DSN whose
-// search_path is that schema. The schema is dropped when the test ends,
-// after the ledgers on it were closed (cleanups run last-in first-out).
+// freshSchema creates an empty schema for one test (ledgertest.Scratch)
+// and returns a DSN whose search_path is that schema. The schema is
+// dropped when the test ends.
 func freshSchema(t testing.TB) string {
 	t.Helper()
-	dsn := serverDSN(t)
-	b := make([]byte, 8)
-	_, _ = rand.Read(b) // never returns an error
-	schema := "spool_test_" + hex.EncodeToString(b)
-	db := admin(t, dsn)
-	if _, err := db.ExecContext(context.Background(), "CREATE SCHEMA "+schema); err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		// t.Context is already cancelled when cleanups run.
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if _, err := db.ExecContext(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	return withParam(t, dsn, "search_path", schema)
+	return ledgertest.Scratch(t, serverDSN(t))
 }
 
 // openFresh opens a ledger in a fresh schema; the caller closes it.
@@ -189,8 +170,8 @@ func TestKeywordDSN(t *testing.T) {
 	if err := db.SQL().QueryRowContext(t.Context(), "SELECT current_schema()").Scan(&schema); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(schema, "spool_test_") {
-		t.Errorf("current_schema() = %q, want the test's spool_test_ schema", schema)
+	if !strings.HasPrefix(schema, "spool_scratch_") {
+		t.Errorf("current_schema() = %q, want the test's spool_scratch_ schema", schema)
 	}
 	if n := countRows(t, db.SQL(), "SELECT COUNT(*) FROM "+schema+".processed"); n != 1 {
 		t.Errorf("rows in %s.processed = %d, want 1", schema, n)
@@ -236,8 +217,8 @@ func TestMissingSchema(t *testing.T) {
 		db.Close()
 		t.Fatal("Open: nil error, want one")
 	}
-	if !strings.Contains(err.Error(), `search_path "spool_test_no_such_schema" names no existing schema`) {
-		t.Errorf("Open = %v, want it to name the search_path", err)
+	if !strings.Contains(err.Error(), `search_path "spool_test_no_such_schema" names no existing schema`) || !errors.Is(err, ledger.ErrBadDSN) {
+		t.Errorf("Open = %v, want ledger.ErrBadDSN naming the search_path", err)
 	}
 }
 
@@ -264,8 +245,8 @@ func TestPool(t *testing.T) {
 		if err := c.QueryRowContext(t.Context(), "SELECT current_schema(), current_setting('application_name')").Scan(&schema, &app); err != nil {
 			t.Fatal(err)
 		}
-		if !strings.HasPrefix(schema, "spool_test_") || app != "spool" {
-			t.Errorf("connection %d: schema %q, application_name %q, want spool_test_..., spool", i, schema, app)
+		if !strings.HasPrefix(schema, "spool_scratch_") || app != "spool" {
+			t.Errorf("connection %d: schema %q, application_name %q, want spool_scratch_..., spool", i, schema, app)
 		}
 	}
 }

@@ -96,6 +96,10 @@ func (dialect) IsConflict(err error) bool {
 	return false
 }
 
+// Leases: none. An SQLite ledger is one host's, and its sessions' flocks
+// say at once which are alive.
+func (dialect) Leases() (ledger.LeaseSQL, bool) { return ledger.LeaseSQL{}, false }
+
 // Snapshot: VACUUM INTO copies the database in one read transaction,
 // which in WAL mode does not hold the consumers' writes back.
 func (dialect) Snapshot() ledger.Snapshot {

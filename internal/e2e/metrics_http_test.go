@@ -1,0 +1,177 @@
+//go:build linux
+
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// prometheusAccept is the Accept header Prometheus sends with a scrape.
+const prometheusAccept = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+
+// scrapeAs fetches /metrics with the Accept header accept (none when
+// empty) and returns the Content-Type and the body.
+func scrapeAs(t *testing.T, base, accept string) (string, string) {
+	t.Helper()
+	req, err := http.NewRequest("GET", base+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET /metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET /metrics: %d %v\n%s", resp.StatusCode, err, body)
+	}
+	return resp.Header.Get("Content-Type"), string(body)
+}
+
+// TestMetricsOpenMetrics: consume --listen and serve answer a scrape that
+// asks for OpenMetrics (Prometheus's own Accept header) in OpenMetrics,
+// its Content-Type and its closing "# EOF" line, and a scrape that asks
+// for nothing in Prometheus's text format, without that line.
+func TestMetricsOpenMetrics(t *testing.T) {
+	t.Parallel()
+	for _, cmd := range []string{"serve", "consume"} {
+		t.Run(cmd, func(t *testing.T) {
+			t.Parallel()
+			q := filepath.Join(t.TempDir(), "q")
+			mustRun(t, 0, "init", q)
+			putMessage(t, q, "a.json", metricsMessage("a", "1.00"))
+			mustRun(t, 0, "consume", q)
+			args := []string{"serve", q, "--listen", "127.0.0.1:0", "--metrics-refresh", "100ms"}
+			if cmd == "consume" {
+				args = []string{"consume", q, "--watch", "--exec", "cat >/dev/null", "--listen", "127.0.0.1:0", "--metrics-refresh", "100ms"}
+			}
+			p, base := startListening(t, args...)
+			waitMetrics(t, base, []want{{"spool_queue_messages", []string{"stage", "done"}, 1}})
+
+			ct, body := scrapeAs(t, base, prometheusAccept)
+			if !strings.HasPrefix(ct, "application/openmetrics-text") {
+				t.Errorf("asked for OpenMetrics: Content-Type %q, want application/openmetrics-text", ct)
+			}
+			if !strings.HasSuffix(body, "\n# EOF\n") {
+				t.Errorf("asked for OpenMetrics: the body does not end with the line \"# EOF\":\n...%s", body[max(0, len(body)-200):])
+			}
+			if !strings.Contains(body, "\nspool_queue_messages{stage=\"done\"} 1.0\n") {
+				t.Errorf("asked for OpenMetrics: no sample spool_queue_messages{stage=\"done\"} 1.0 in\n%s", body)
+			}
+			if !strings.Contains(body, "\nspool_deliveries_total{outcome=\"processed\"} ") {
+				t.Errorf("asked for OpenMetrics: no counter sample spool_deliveries_total{outcome=\"processed\"} in\n%s", body)
+			}
+			for _, accept := range []string{"", "text/plain"} {
+				ct, body := scrapeAs(t, base, accept)
+				if !strings.HasPrefix(ct, "text/plain; version=0.0.4") {
+					t.Errorf("Accept %q: Content-Type %q, want text/plain; version=0.0.4", accept, ct)
+				}
+				if strings.Contains(body, "# EOF") {
+					t.Errorf("Accept %q: the text format holds a \"# EOF\" line", accept)
+				}
+			}
+			if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			if r := p.wait(t); r.code != 0 {
+				t.Fatalf("after SIGTERM: want exit 0\n%s", r)
+			}
+		})
+	}
+}
+
+// endpointConnections is the cap on the endpoints' open connections that
+// docs/OPERATIONS.md states.
+const endpointConnections = 64
+
+// TestEndpointConnectionCap: spool serve with as many idle keep-alive
+// connections open as its cap serves no more (a new scrape waits), logs
+// that it reached the cap, and serves that scrape as soon as one of them
+// closes; it goes on serving and exits 0 at SIGTERM.
+func TestEndpointConnectionCap(t *testing.T) {
+	t.Parallel()
+	q := filepath.Join(t.TempDir(), "q")
+	mustRun(t, 0, "init", q)
+	p, base := startListening(t, "serve", q, "--listen", "127.0.0.1:0")
+	addr := strings.TrimPrefix(base, "http://")
+	scrape := func(c net.Conn, r *bufio.Reader) error {
+		if _, err := fmt.Fprintf(c, "GET /metrics HTTP/1.1\r\nHost: spool\r\n\r\n"); err != nil {
+			return err
+		}
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+			return err
+		}
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return nil
+	}
+	dial := func() (net.Conn, *bufio.Reader) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c, bufio.NewReader(c)
+	}
+	var held []net.Conn
+	for i := range endpointConnections {
+		c, r := dial()
+		if err := scrape(c, r); err != nil {
+			t.Fatalf("scrape %d of %d: %v", i+1, endpointConnections, err)
+		}
+		held = append(held, c) // idle, kept alive
+	}
+	c, r := dial()
+	served := make(chan error, 1)
+	go func() { served <- scrape(c, r) }()
+	select {
+	case err := <-served:
+		t.Fatalf("a scrape over the cap of %d connections was answered at once (%v): no cap", endpointConnections, err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	held[0].Close()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatalf("the scrape that waited for a free connection: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the scrape that waited was not served within 10 s of a connection closing")
+	}
+	c.Close()
+	for _, h := range held[1:] {
+		h.Close()
+	}
+	if code, body := get(t, base, "/healthz"); code != 200 {
+		t.Errorf("/healthz after the connections closed: %d %q", code, body)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	res := p.wait(t)
+	if res.code != 0 {
+		t.Fatalf("serve after SIGTERM: want exit 0\n%s", res)
+	}
+	if !strings.Contains(res.stderr, "connection limit reached") || !strings.Contains(res.stderr, fmt.Sprintf("limit=%d", endpointConnections)) {
+		t.Errorf("serve did not log that it reached its connection limit:\n%s", res.stderr)
+	}
+}

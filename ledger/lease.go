@@ -1,0 +1,173 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/spoolq/spool"
+)
+
+// UnfencedEnv names the test-only switch that turns the check of a
+// session's lease in its writes off (fence): set to 1 when a ledger opens,
+// its Record, Reserve and Settle commit a session's claims even after
+// another consumer took the session's lease over. It exists to show that
+// the multi-host test fails without fencing; nothing else may set it.
+const UnfencedEnv = "SPOOL_TEST_UNFENCED"
+
+// errNoLeases is returned by the lease methods on an engine that keeps none.
+var errNoLeases = errors.New("this ledger's engine keeps no leases")
+
+// leases is what a DB knows of the leases it holds.
+type leases struct {
+	sql      LeaseSQL
+	ok       bool // the engine keeps leases
+	unfenced bool // UnfencedEnv: the writes do not check them
+	// held are the sessions whose lease this DB acquired: their writes are
+	// fenced (fence).
+	mu   sync.Mutex
+	held map[string]bool
+}
+
+func newLeases(d Dialect) *leases {
+	ls, ok := d.Leases()
+	return &leases{sql: ls, ok: ok, unfenced: os.Getenv(UnfencedEnv) == "1", held: map[string]bool{}}
+}
+
+// HoldsLeases reports whether the engine keeps leases; see
+// spool.LeaseLedger.
+func (db *DB) HoldsLeases() bool { return db.lease.ok }
+
+func micros(d time.Duration) int64 { return d.Microseconds() }
+
+// AcquireSessionLease creates session's lease; see spool.LeaseLedger.
+func (db *DB) AcquireSessionLease(ctx context.Context, session string, d time.Duration) error {
+	if err := db.leaseOp(); err != nil {
+		return err
+	}
+	q := db.dialect.Rebind(`INSERT INTO session_leases (session, expires, taken) VALUES (?, ` + db.lease.sql.Later + `, 0)`)
+	if _, err := db.sql.ExecContext(ctx, q, session, micros(d)); err != nil {
+		return db.fail("acquire lease of "+session, err)
+	}
+	db.lease.mu.Lock()
+	db.lease.held[session] = true
+	db.lease.mu.Unlock()
+	return nil
+}
+
+// RenewSessionLease renews session's lease; see spool.LeaseLedger.
+func (db *DB) RenewSessionLease(ctx context.Context, session string, d time.Duration) error {
+	if err := db.leaseOp(); err != nil {
+		return err
+	}
+	q := db.dialect.Rebind(`UPDATE session_leases SET expires = ` + db.lease.sql.Later + ` WHERE session = ? AND taken = 0`)
+	r, err := db.sql.ExecContext(ctx, q, micros(d), session)
+	if err != nil {
+		return db.fail("renew lease of "+session, err)
+	}
+	n, err := r.RowsAffected()
+	if err != nil {
+		return db.fail("renew lease of "+session, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("renew lease of %s: %w", session, spool.ErrLeaseLost)
+	}
+	return nil
+}
+
+// TakeOverSessionLease takes session's expired lease over; see spool.LeaseLedger.
+func (db *DB) TakeOverSessionLease(ctx context.Context, session string) (spool.LeaseState, error) {
+	if err := db.leaseOp(); err != nil {
+		return spool.LeaseUnknown, err
+	}
+	q := db.dialect.Rebind(`UPDATE session_leases SET taken = 1 WHERE session = ? AND taken = 0 AND expires < ` + db.lease.sql.Now)
+	if _, err := db.sql.ExecContext(ctx, q, session); err != nil {
+		return spool.LeaseUnknown, db.fail("take over lease of "+session, err)
+	}
+	var taken int
+	err := db.sql.QueryRowContext(ctx, db.dialect.Rebind(`SELECT taken FROM session_leases WHERE session = ?`), session).Scan(&taken)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return spool.LeaseUnknown, nil
+	case err != nil:
+		return spool.LeaseUnknown, db.fail("take over lease of "+session, err)
+	case taken != 0:
+		return spool.LeaseTaken, nil
+	}
+	return spool.LeaseLive, nil
+}
+
+// DropSessionLease removes session's lease; see spool.LeaseLedger.
+func (db *DB) DropSessionLease(ctx context.Context, session string) error {
+	if err := db.leaseOp(); err != nil {
+		return err
+	}
+	if _, err := db.sql.ExecContext(ctx, db.dialect.Rebind(`DELETE FROM session_leases WHERE session = ?`), session); err != nil {
+		return db.fail("drop lease of "+session, err)
+	}
+	db.lease.mu.Lock()
+	delete(db.lease.held, session)
+	db.lease.mu.Unlock()
+	return nil
+}
+
+func (db *DB) leaseOp() error {
+	if err := db.open(); err != nil {
+		return err
+	}
+	if !db.lease.ok {
+		return errNoLeases
+	}
+	return nil
+}
+
+// fence is the first statement of every write transaction of deliveries:
+// for each session of the batch whose lease this DB holds, it reads the
+// session's lease row with a share lock, and fails with spool.ErrLeaseLost
+// when the row is gone or taken. The lock makes a takeover (an UPDATE of
+// the row) wait for this transaction's end, and this read wait for the
+// takeover's: either the batch commits before the takeover, and the
+// recovering consumer, which reads the ledger only after it, sees the
+// batch's outcomes, or the batch finds the lease taken and commits
+// nothing. The token a write carries is thus its deliveries' session: a
+// session ID is made afresh by every join and a lease row is created once,
+// so a session whose claims were taken over can never write again.
+func (db *DB) fence(ctx context.Context, tx *sql.Tx, batch []*spool.Delivery) error {
+	if !db.lease.ok || db.lease.unfenced {
+		return nil
+	}
+	var sessions []string
+	db.lease.mu.Lock()
+	if len(db.lease.held) > 0 {
+		for _, d := range batch {
+			if db.lease.held[d.Consumer] && (len(sessions) == 0 || sessions[len(sessions)-1] != d.Consumer) {
+				sessions = append(sessions, d.Consumer)
+			}
+		}
+	}
+	db.lease.mu.Unlock()
+	if len(sessions) == 0 {
+		return nil
+	}
+	q := db.dialect.Rebind(`SELECT taken FROM session_leases WHERE session = ? ` + db.lease.sql.Share)
+	checked := map[string]bool{}
+	for _, s := range sessions {
+		if checked[s] {
+			continue
+		}
+		checked[s] = true
+		var taken int
+		err := tx.QueryRowContext(ctx, q, s).Scan(&taken)
+		switch {
+		case errors.Is(err, sql.ErrNoRows) || (err == nil && taken != 0):
+			return fmt.Errorf("session %s: %w", s, spool.ErrLeaseLost)
+		case err != nil:
+			return fmt.Errorf("check lease of %s: %w", s, err)
+		}
+	}
+	return nil
+}
