@@ -41,8 +41,11 @@ which spool fsck reports as informational, and the next prune removes
 them. Without --files the files stay in done/ with no row, and spool fsck
 then reports them as unrecorded (--repair would record them again).
 
-Prints: pruned N rows older than TIME: processed=P deliveries=D, and with
---files: files=F bytes=B (with --dry-run: would prune ..., and nothing is
+It also removes the outbox rows spool relay published more than DURATION
+ago; never one not yet published, nor a parked one.
+
+Prints: pruned N rows older than TIME: processed=P deliveries=D, with
+--files: files=F bytes=B, and when it removed outbox rows: outbox=O (with --dry-run: would prune ..., and nothing is
 removed).`,
 }
 
@@ -114,6 +117,9 @@ func (e *env) printPruned(verb string, before time.Time, n fsck.Pruned, files bo
 		verb, n.Rows.Total(), before.UTC().Format(time.RFC3339), n.Rows.Processed, n.Rows.Deliveries)
 	if files {
 		fmt.Fprintf(e.stdout, " files=%d bytes=%d", n.Files, n.Bytes)
+	}
+	if n.Rows.Outbox > 0 {
+		fmt.Fprintf(e.stdout, " outbox=%d", n.Rows.Outbox)
 	}
 	fmt.Fprintln(e.stdout)
 	return nil

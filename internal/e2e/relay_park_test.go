@@ -18,7 +18,7 @@ import (
 // later rows of its aggregate wait and the other aggregates are all
 // delivered; --unpark puts it back, and once the target takes it the
 // aggregate goes on in order. Under --on-park skip the later rows go on
-// without it.
+// without it. Once all are published, prune removes them.
 func TestRelayParks(t *testing.T) {
 	t.Parallel()
 	for _, policy := range []string{"block", "skip"} {
@@ -92,6 +92,13 @@ func TestRelayParks(t *testing.T) {
 				checkReceived(t, q, id, 40, got)
 			} else if len(got) != 40 {
 				t.Fatalf("%d events delivered, want 40", len(got))
+			}
+			// Every row published: prune removes them all, past any window.
+			if r := mustRun(t, 0, "prune", q, "--older-than", "1ns"); !strings.HasSuffix(r.stdout, " outbox=40\n") {
+				t.Fatalf("prune of the published rows:\n%s", r)
+			}
+			if n := pendingRows(t, q); n != 0 {
+				t.Fatalf("%d rows pending after prune", n)
 			}
 		})
 	}
