@@ -43,8 +43,10 @@ import (
 //
 // With SPOOL_TEST_UNFENCED=1 in the environment the hosts' ledgers skip
 // the lease check of their writes, and the test fails: the woken host
-// commits the calls whose claims were taken over, as duplicates of the
-// messages the others processed meanwhile.
+// commits the calls whose claims were taken over, after the others
+// processed those messages: a call that returned success as a duplicate
+// row, one whose deadline passed while it was frozen as an attempt left
+// behind.
 func TestMultiHostFencing(t *testing.T) {
 	testenv.Long(t, "three hosts in network namespaces, a freeze, a partition and kill storms")
 	// Skipped without them, but CI (root, iproute2, util-linux) has them.
@@ -229,8 +231,17 @@ func TestMultiHostFencing(t *testing.T) {
 	for _, p := range procs {
 		select {
 		case <-p.done:
+			// The fenced hosts went on as new sessions: nothing failed.
+			if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+				t.Errorf("%s exited %d at SIGTERM, want 0", p.h.name, code)
+			}
 		case <-time.After(30 * time.Second):
 			t.Errorf("%s did not stop within 30s of SIGTERM", p.h.name)
+		}
+	}
+	for _, p := range logs {
+		if p.exited() && p.cmd.ProcessState.ExitCode() > 0 {
+			t.Errorf("a process on %s failed: exit %d", p.h.name, p.cmd.ProcessState.ExitCode())
 		}
 	}
 
@@ -245,6 +256,10 @@ func TestMultiHostFencing(t *testing.T) {
 	checkCount("distinct processed keys", "SELECT COUNT(DISTINCT msg_id) FROM %s.processed", total)
 	checkCount("deliveries rows (duplicates or dead letters of messages delivered once)", "SELECT COUNT(*) FROM %s.deliveries", 0)
 	checkCount("reservations left", "SELECT COUNT(*) FROM %s.reservations", 0)
+	// A message's failed attempts are cleared by the commit that processes
+	// it: an attempt left is a failure committed after that, by a host
+	// whose claim had been taken over.
+	checkCount("attempts left", "SELECT COUNT(*) FROM %s.attempts", 0)
 	// The files: each message once in done/, nothing anywhere else.
 	done := dirNames(t, filepath.Join(q, "done"))
 	want := make([]string, total)
