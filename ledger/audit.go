@@ -189,16 +189,53 @@ func (db *DB) auditInsert(ctx context.Context, op string, e AuditEntry, outcome 
 	}
 	var id int64
 	err = db.inTx(ctx, func(tx *sql.Tx) error {
-		return tx.QueryRowContext(ctx, db.dialect.Rebind(`INSERT INTO audit
-    (at, actor, role, via, action, selection, counts, outcome, detail, ended_at, host, pid, task_id)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`),
-			formatTime(e.at()), clean(e.Actor), clean(e.Role), clean(e.Via), clean(e.Action), e.selection(),
-			ct, outcome, clean(detail), endedAt, clean(e.Host), e.PID, nullInt(e.Task)).Scan(&id)
+		id, err = db.auditInsertTx(ctx, tx, e, outcome, ct, detail, endedAt)
+		return err
 	})
 	if err != nil {
 		return 0, db.fail(op, err)
 	}
 	return id, nil
+}
+
+// auditInsertTx inserts a checked entry in tx; counts is its JSON text,
+// ended its ended_at (nil while started).
+func (db *DB) auditInsertTx(ctx context.Context, tx *sql.Tx, e AuditEntry, outcome, counts, detail string, ended any) (int64, error) {
+	var id int64
+	err := tx.QueryRowContext(ctx, db.dialect.Rebind(`INSERT INTO audit
+    (at, actor, role, via, action, selection, counts, outcome, detail, ended_at, host, pid, task_id)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`),
+		formatTime(e.at()), clean(e.Actor), clean(e.Role), clean(e.Via), clean(e.Action), e.selection(),
+		counts, outcome, clean(detail), ended, clean(e.Host), e.PID, nullInt(e.Task)).Scan(&id)
+	if err != nil {
+		return 0, fmt.Errorf("insert audit row: %w", err)
+	}
+	return id, nil
+}
+
+// auditOnce runs insert, a statement that writes one row or none (an
+// InsertNew), and, when it wrote one and e has an Actor, writes e as a
+// closed row with outcome ok in the same transaction: the audit of a
+// change that is one statement (a ledger bound), which is then recorded
+// with its row or not at all.
+func (db *DB) auditOnce(ctx context.Context, e AuditEntry, insert string, args ...any) error {
+	return db.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, insert, args...)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil || n == 0 || e.Actor == "" {
+			return err
+		}
+		if err := checkAuditEntry(e); err != nil {
+			return fmt.Errorf("audit: %w", err)
+		}
+		now := e.at()
+		e.At = now
+		_, err = db.auditInsertTx(ctx, tx, e, AuditOK, "{}", "", formatTime(now))
+		return err
+	})
 }
 
 // AuditEnd records the outcome of row id, which AuditBegin wrote, with the
@@ -316,4 +353,10 @@ FROM audit WHERE id > ?`
 		return nil, db.fail("list audit", err)
 	}
 	return out, nil
+}
+
+// auditSelection is the JSON object {key: value}.
+func auditSelection(key, value string) string {
+	b, _ := json.Marshal(map[string]string{key: clean(value)}) // a map of strings always marshals
+	return string(b)
 }

@@ -62,8 +62,11 @@ func (db *DB) metaValue(ctx context.Context, name, op string) (string, error) {
 // bindQueueID records id as the ledger's queue unless it already has one,
 // and returns the one it has after: id, or the other queue's when another
 // binder won.
-func (db *DB) bindQueueID(ctx context.Context, id string) (string, error) {
-	if _, err := db.sql.ExecContext(ctx, db.dialect.Rebind(db.dialect.InsertNew(`INSERT INTO meta (name, value) VALUES (?, ?)`, "name", "")), metaQueueID, id); err != nil {
+// With an audit entry (e.Actor set), the bind, if this call made it, is
+// audited in the same transaction as action "bind".
+func (db *DB) bindQueueID(ctx context.Context, id string, e AuditEntry) (string, error) {
+	e.Action, e.Selection = AuditBind, auditSelection("queue_id", id)
+	if err := db.auditOnce(ctx, e, db.dialect.Rebind(db.dialect.InsertNew(`INSERT INTO meta (name, value) VALUES (?, ?)`, "name", "")), metaQueueID, id); err != nil {
 		return "", db.fail("record queue identity", err)
 	}
 	return db.QueueID(ctx)
@@ -120,10 +123,29 @@ const (
 // the directories (BeginRebuild): checked first, so that a refused Bind
 // writes nothing, and again after every other read.
 func Bind(ctx context.Context, db *DB, d *queue.Dir, mode BindMode) (string, error) {
+	return BindAudited(ctx, db, d, mode, AuditEntry{})
+}
+
+// Audit actions of a bind.
+const (
+	// AuditBind: a ledger bound to its queue for the first time.
+	AuditBind = "bind"
+	// AuditNewLedger: an empty ledger accepted on purpose (BindNew) for a
+	// queue with history.
+	AuditNewLedger = "new-ledger"
+)
+
+// BindAudited is Bind that audits what it changes, as e's actor (e's
+// Action and Selection are its own): the ledger bound to the queue for the
+// first time (action AuditBind) and a ledger started empty on purpose
+// (AuditNewLedger), each written in the transaction that records it, so
+// that it is audited exactly when it happened, by whichever of several
+// binders at once made it. With an e that has no Actor it is Bind.
+func BindAudited(ctx context.Context, db *DB, d *queue.Dir, mode BindMode, e AuditEntry) (string, error) {
 	if err := checkRebuilding(ctx, db); err != nil {
 		return "", err
 	}
-	id, err := bind(ctx, db, d, mode)
+	id, err := bind(ctx, db, d, mode, e)
 	if err != nil {
 		return "", err
 	}
@@ -133,7 +155,7 @@ func Bind(ctx context.Context, db *DB, d *queue.Dir, mode BindMode) (string, err
 	return id, nil
 }
 
-func bind(ctx context.Context, db *DB, d *queue.Dir, mode BindMode) (string, error) {
+func bind(ctx context.Context, db *DB, d *queue.Dir, mode BindMode, e AuditEntry) (string, error) {
 	// The ledger first: a binder writes queue.id before the ledger's row,
 	// so a ledger found bound means queue.id is already there to be read.
 	// Read the other way round, a consumer starting beside another's first
@@ -158,7 +180,7 @@ func bind(ctx context.Context, db *DB, d *queue.Dir, mode BindMode) (string, err
 				return "", err
 			}
 		case BindNew:
-			if err := db.markNew(ctx); err != nil {
+			if err := db.markNew(ctx, qid, e); err != nil {
 				return "", fmt.Errorf("bind ledger: %w", err)
 			}
 		}
@@ -181,7 +203,7 @@ func bind(ctx context.Context, db *DB, d *queue.Dir, mode BindMode) (string, err
 			return "", fmt.Errorf("bind ledger: %w", err)
 		}
 	}
-	got, err := db.bindQueueID(ctx, qid)
+	got, err := db.bindQueueID(ctx, qid, e)
 	if err != nil {
 		return "", fmt.Errorf("bind ledger: %w", err)
 	}
@@ -189,7 +211,7 @@ func bind(ctx context.Context, db *DB, d *queue.Dir, mode BindMode) (string, err
 		return "", fmt.Errorf("%w: the ledger is queue %s's, and %s is queue %s", ErrOtherQueue, got, d.Path(), qid)
 	}
 	if mode == BindNew {
-		if err := db.markNew(ctx); err != nil {
+		if err := db.markNew(ctx, qid, e); err != nil {
 			return "", fmt.Errorf("bind ledger: %w", err)
 		}
 	}
@@ -204,12 +226,15 @@ const metaNewLedger = "new_ledger_at"
 
 // markNew records, if the ledger holds no record yet, that it was started
 // empty on purpose.
-func (db *DB) markNew(ctx context.Context) error {
+// With an audit entry (e.Actor set), the mark, if this call made it, is
+// audited in the same transaction as action "new-ledger".
+func (db *DB) markNew(ctx context.Context, qid string, e AuditEntry) error {
 	empty, err := db.Empty(ctx)
 	if err != nil || !empty {
 		return err
 	}
-	if _, err := db.sql.ExecContext(ctx, db.dialect.Rebind(db.dialect.InsertNew(`INSERT INTO meta (name, value) VALUES (?, ?)`, "name", "")), metaNewLedger, formatTime(time.Now())); err != nil {
+	e.Action, e.Selection = AuditNewLedger, auditSelection("queue_id", qid)
+	if err := db.auditOnce(ctx, e, db.dialect.Rebind(db.dialect.InsertNew(`INSERT INTO meta (name, value) VALUES (?, ?)`, "name", "")), metaNewLedger, formatTime(time.Now())); err != nil {
 		return db.fail("record a new ledger", err)
 	}
 	return nil

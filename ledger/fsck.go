@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 )
@@ -51,6 +52,65 @@ func (db *DB) eachFile(ctx context.Context, q string, fn func(ino uint64, file s
 	}
 	if err := rows.Err(); err != nil {
 		return db.fail("list recorded files", err)
+	}
+	return nil
+}
+
+// EachPruneFile calls fn with the inode and the recorded name of every
+// file the ledger recorded as processed or as a duplicate, as
+// EachKnownFile does, and whether Prune with p removes the row that
+// records it: spool prune --files removes a file of done/ only when a row
+// that Prune removes records it and no row that it keeps does. It
+// streams; rows recorded before inodes were are left out. p.DryRun is
+// ignored.
+func (db *DB) EachPruneFile(ctx context.Context, p Prune, fn func(ino uint64, file string, pruned bool) error) error {
+	if err := db.open(); err != nil {
+		return err
+	}
+	if p.Before.IsZero() {
+		return errors.New("list files to prune: no window edge (Before is zero)")
+	}
+	if len(p.KeepClaims) > MaxPruneKeep {
+		return fmt.Errorf("list files to prune: %w: %d files in processing/, at most %d", ErrTooManyInFlight, len(p.KeepClaims), MaxPruneKeep)
+	}
+	procWhere, procArgs, delWhere, delArgs := pruneWhere(p)
+	for _, q := range []struct {
+		query string
+		args  []any
+	}{
+		{`SELECT ino, file, CASE WHEN ` + procWhere + ` THEN 1 ELSE 0 END FROM processed WHERE ino IS NOT NULL`, procArgs},
+		{`SELECT ino, file, CASE WHEN ` + delWhere + ` THEN 1 ELSE 0 END FROM deliveries
+    WHERE outcome IN ('processed', 'duplicate') AND ino IS NOT NULL`, delArgs},
+	} {
+		if err := db.eachPruneFile(ctx, q.query, q.args, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (db *DB) eachPruneFile(ctx context.Context, q string, args []any, fn func(ino uint64, file string, pruned bool) error) error {
+	rows, err := db.sql.QueryContext(ctx, db.dialect.Rebind(q), args...)
+	if err != nil {
+		return db.fail("list files to prune", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			ino    int64
+			file   string
+			pruned int
+		)
+		if err := rows.Scan(&ino, &file, &pruned); err != nil {
+			return db.fail("list files to prune", err)
+		}
+		// Stored with the same bits; see nullIno.
+		if err := fn(uint64(ino), file, pruned == 1); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return db.fail("list files to prune", err)
 	}
 	return nil
 }

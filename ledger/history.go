@@ -90,10 +90,13 @@ type Prune struct {
 type Pruned struct {
 	Processed  int64
 	Deliveries int64
+	// Outbox counts the outbox rows published before the window's edge
+	// (spool relay): delivered, they are needed no more.
+	Outbox int64
 }
 
 // Total is the number of rows removed.
-func (p Pruned) Total() int64 { return p.Processed + p.Deliveries }
+func (p Pruned) Total() int64 { return p.Processed + p.Deliveries + p.Outbox }
 
 // MaxPruneKeep bounds Prune.KeepClaims: each claim is a bind parameter, and
 // the engines cap how many one statement may carry.
@@ -315,30 +318,15 @@ func (db *DB) Prune(ctx context.Context, p Prune) (Pruned, error) {
 		return Pruned{}, fmt.Errorf("prune: %w: %d files in processing/, at most %d", ErrTooManyInFlight, len(p.KeepClaims), MaxPruneKeep)
 	}
 	before := formatTime(p.Before)
-	// The conditions are written once and used both to count (dry run) and
-	// to delete, so a dry run reports exactly what a real run would remove
-	// from the same ledger.
-	procWhere, procArgs := "processed_at < ?", []any{before}
-	delWhere, delArgs := "outcome IN ('processed', 'duplicate') AND at < ?", []any{before}
-	if len(p.KeepClaims) > 0 {
-		keep := make([]any, len(p.KeepClaims))
-		for i, c := range p.KeepClaims {
-			keep[i] = c
-		}
-		in := " AND claim NOT IN (" + placeholders(len(keep)) + ")"
-		procWhere += in
-		procArgs = append(procArgs, keep...)
-		delWhere += in
-		delArgs = append(delArgs, keep...)
-	}
+	procWhere, procArgs, delWhere, delArgs := pruneWhere(p)
 	var (
 		res Pruned
 		err error
 	)
 	if p.DryRun {
-		res, err = db.countPrune(ctx, procWhere, procArgs, delWhere, delArgs)
+		res, err = db.countPrune(ctx, before, procWhere, procArgs, delWhere, delArgs)
 	} else {
-		res, err = db.prune(ctx, procWhere, procArgs, delWhere, delArgs)
+		res, err = db.prune(ctx, before, procWhere, procArgs, delWhere, delArgs)
 	}
 	if err != nil {
 		return Pruned{}, db.fail("prune before "+before, err)
@@ -346,7 +334,7 @@ func (db *DB) Prune(ctx context.Context, p Prune) (Pruned, error) {
 	return res, nil
 }
 
-func (db *DB) countPrune(ctx context.Context, procWhere string, procArgs []any, delWhere string, delArgs []any) (Pruned, error) {
+func (db *DB) countPrune(ctx context.Context, before, procWhere string, procArgs []any, delWhere string, delArgs []any) (Pruned, error) {
 	// Read-only: on SQLite it begins deferred and never takes the write
 	// lock from consumers; one snapshot for both counts.
 	tx, err := db.sql.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
@@ -363,10 +351,14 @@ func (db *DB) countPrune(ctx context.Context, procWhere string, procArgs []any, 
 		delArgs...).Scan(&res.Deliveries); err != nil {
 		return Pruned{}, fmt.Errorf("count deliveries: %w", err)
 	}
+	if err := tx.QueryRowContext(ctx, db.dialect.Rebind("SELECT COUNT(*) FROM outbox WHERE "+outboxPruneWhere),
+		before).Scan(&res.Outbox); err != nil {
+		return Pruned{}, fmt.Errorf("count outbox: %w", err)
+	}
 	return res, nil
 }
 
-func (db *DB) prune(ctx context.Context, procWhere string, procArgs []any, delWhere string, delArgs []any) (Pruned, error) {
+func (db *DB) prune(ctx context.Context, before, procWhere string, procArgs []any, delWhere string, delArgs []any) (Pruned, error) {
 	tx, err := db.sql.BeginTx(ctx, nil)
 	if err != nil {
 		return Pruned{}, fmt.Errorf("begin: %w", err)
@@ -389,10 +381,44 @@ func (db *DB) prune(ctx context.Context, procWhere string, procArgs []any, delWh
 	if res.Deliveries, err = r.RowsAffected(); err != nil {
 		return Pruned{}, fmt.Errorf("delete deliveries: %w", err)
 	}
+	r, err = tx.ExecContext(ctx, db.dialect.Rebind("DELETE FROM outbox WHERE "+outboxPruneWhere), before)
+	if err != nil {
+		return Pruned{}, fmt.Errorf("delete outbox: %w", err)
+	}
+	if res.Outbox, err = r.RowsAffected(); err != nil {
+		return Pruned{}, fmt.Errorf("delete outbox: %w", err)
+	}
 	if err := tx.Commit(); err != nil {
 		return Pruned{}, fmt.Errorf("commit: %w", err)
 	}
 	return res, nil
+}
+
+// outboxPruneWhere is the outbox rows Prune removes: published before the
+// window's edge. Unpublished and parked rows are never removed.
+const outboxPruneWhere = "published_at IS NOT NULL AND published_at < ?"
+
+// pruneWhere is the conditions of the rows Prune removes, on processed and
+// on deliveries, with their arguments. They are written once and used to
+// count (dry run), to delete, and to list the files of the rows
+// (EachPruneFile), so that each tells of exactly the rows a real run would
+// remove from the same ledger.
+func pruneWhere(p Prune) (procWhere string, procArgs []any, delWhere string, delArgs []any) {
+	before := formatTime(p.Before)
+	procWhere, procArgs = "processed_at < ?", []any{before}
+	delWhere, delArgs = "outcome IN ('processed', 'duplicate') AND at < ?", []any{before}
+	if len(p.KeepClaims) > 0 {
+		keep := make([]any, len(p.KeepClaims))
+		for i, c := range p.KeepClaims {
+			keep[i] = c
+		}
+		in := " AND claim NOT IN (" + placeholders(len(keep)) + ")"
+		procWhere += in
+		procArgs = append(procArgs, keep...)
+		delWhere += in
+		delArgs = append(delArgs, keep...)
+	}
+	return procWhere, procArgs, delWhere, delArgs
 }
 
 // placeholders returns n comma-separated ? placeholders.

@@ -260,11 +260,20 @@ type OutboxStats struct {
 // table (a read-only open of a ledger not migrated yet).
 var ErrNoOutbox = errors.New("ledger has no outbox table")
 
-// OutboxStats counts the outbox's rows.
+// OutboxStats counts the outbox's rows. On a ledger whose schema
+// predates the outbox (opened read-only, not migrated), it fails with
+// ErrNoOutbox.
 func (db *DB) OutboxStats(ctx context.Context) (OutboxStats, error) {
 	var s OutboxStats
 	if err := db.open(); err != nil {
 		return s, err
+	}
+	var migrated int
+	if err := db.sql.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = 8`).Scan(&migrated); err != nil {
+		return s, db.fail("count outbox rows", err)
+	}
+	if migrated == 0 {
+		return s, db.fail("count outbox rows", ErrNoOutbox)
 	}
 	var oldest string
 	err := db.sql.QueryRowContext(ctx, `SELECT

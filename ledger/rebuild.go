@@ -55,7 +55,7 @@ func BeginRebuild(ctx context.Context, db *DB, d *queue.Dir, by string) (string,
 	if err != nil {
 		return "", fmt.Errorf("begin rebuild: %w", err)
 	}
-	got, err := db.bindQueueID(ctx, qid)
+	got, err := db.bindQueueID(ctx, qid, AuditEntry{}) // audited as the repair that rebuilds it
 	if err != nil {
 		return "", fmt.Errorf("begin rebuild: %w", err)
 	}

@@ -21,14 +21,24 @@ import (
 // answer within it is not ready.
 const DefaultReadyTimeout = 2 * time.Second
 
+// Stages are the stages of a queue that readiness checks.
+type Stages interface {
+	// CheckStages fails when a stage's path no longer names the
+	// directory in use (queue.Dir.CheckStages).
+	CheckStages() error
+	// StagePath is the path of a stage.
+	StagePath(s queue.Stage) string
+}
+
 // Ready is what /readyz checks: the ledger answers, and every stage of the
 // queue is a directory this process can create files in.
 type Ready struct {
 	// Ledger is the ledger's database: a read of its processed table must
 	// answer.
 	Ledger *sql.DB
-	// Dir is the queue whose stages must be writable.
-	Dir *queue.Dir
+	// Dir is the queue whose stages must be writable: a *queue.Dir, or a
+	// *queue.Follow.
+	Dir Stages
 	// Timeout bounds the whole check. Zero: DefaultReadyTimeout.
 	Timeout time.Duration
 }

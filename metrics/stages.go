@@ -132,6 +132,12 @@ type listing struct {
 	due  time.Time
 }
 
+// Lister lists a queue's stages for Refresh: a *queue.Dir, or a
+// *queue.Follow, which follows a stage replaced under its path.
+type Lister interface {
+	Stats(s queue.Stage, ages bool) (queue.StageStats, error)
+}
+
 // Refresh keeps the queue gauges of d until ctx is done: it lists every
 // stage at once (inbox/, processing/ and error/ first, done/ last, the
 // largest), then each again once every interval (zero: DefaultRefresh), or
@@ -143,7 +149,7 @@ type listing struct {
 // at warn and keeps the previous values; each listing is logged at debug,
 // with how long it took. Refresh returns when ctx is done; run it in a
 // goroutine of its own.
-func (m *Metrics) Refresh(ctx context.Context, d *queue.Dir, interval time.Duration, log *slog.Logger) {
+func (m *Metrics) Refresh(ctx context.Context, d Lister, interval time.Duration, log *slog.Logger) {
 	if interval <= 0 {
 		interval = DefaultRefresh
 	}

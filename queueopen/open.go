@@ -60,6 +60,11 @@ type Options struct {
 	// a new ledger on purpose, and redeliveries of old messages will be
 	// processed again.
 	NewLedger bool
+	// Audit, when its Actor is set, is who opens the queue for Write or
+	// Consume: a first bind of the ledger to the queue, or a new ledger
+	// accepted with NewLedger, is then audited as theirs
+	// (ledger.BindAudited).
+	Audit ledger.AuditEntry
 	// OnReplayFinished, if set, is called by Start for each replay it
 	// finished that a killed run had left unfinished.
 	OnReplayFinished func(replay.Finished)
@@ -170,7 +175,7 @@ func Attach(ctx context.Context, d *queue.Dir, o Options) (*ledger.DB, error) {
 	case o.Use != Read:
 		mode = ledger.BindWrite
 	}
-	if _, err := ledger.Bind(ctx, l, d, mode); err != nil {
+	if _, err := ledger.BindAudited(ctx, l, d, mode, o.Audit); err != nil {
 		_ = l.Close() // the error that matters is the refusal
 		for _, refusal := range bindRefusals {
 			if errors.Is(err, refusal) {

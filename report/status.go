@@ -3,9 +3,11 @@ package report
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -37,7 +39,16 @@ type StatusReport struct {
 	// when the soonest is due (zero when none waits).
 	Retries   int
 	NextRetry time.Time
+	// Outbox counts the outbox's rows (NoOutbox: the ledger's schema has
+	// no outbox yet), and Parked lists the first parked rows, with their
+	// reasons.
+	Outbox   ledger.OutboxStats
+	NoOutbox bool
+	Parked   []ledger.ParkedRow
 }
+
+// maxParkedShown bounds the parked rows a status lists.
+const maxParkedShown = 10
 
 // OldestAge is how long the oldest message has waited in inbox/, and false
 // when inbox/ is empty.
@@ -98,6 +109,17 @@ func Status(ctx context.Context, d *queue.Dir, l *ledger.DB) (StatusReport, erro
 	if r.Retries = len(retries); r.Retries > 0 {
 		r.NextRetry = retries[0].NextAt
 	}
+	r.Outbox, err = l.OutboxStats(ctx)
+	switch {
+	case errors.Is(err, ledger.ErrNoOutbox):
+		r.NoOutbox = true
+	case err != nil:
+		return r, fmt.Errorf("status: %w", err)
+	case r.Outbox.Parked > 0:
+		if r.Parked, err = l.ParkedRows(ctx, maxParkedShown); err != nil {
+			return r, fmt.Errorf("status: %w", err)
+		}
+	}
 	return r, nil
 }
 
@@ -152,6 +174,34 @@ type StatusJSON struct {
 	RetriesWaiting     int        `json:"retries_waiting"`
 	NextRetryAt        *time.Time `json:"next_retry_at"`
 	NextRetryInSeconds *float64   `json:"next_retry_in_seconds"`
+	// Outbox is the state of the ledger's outbox; null when the ledger's
+	// schema has none yet.
+	Outbox *OutboxJSON `json:"outbox"`
+}
+
+// OutboxJSON is the outbox's state, in a StatusJSON.
+type OutboxJSON struct {
+	// Pending counts the rows not yet published nor parked; the oldest's
+	// creation time and age are null when there is none. Failing counts
+	// the pending rows that failed at least once.
+	Pending                 int64      `json:"pending"`
+	OldestPending           *time.Time `json:"oldest_pending_created_at"`
+	OldestPendingAgeSeconds *float64   `json:"oldest_pending_age_seconds"`
+	Failing                 int64      `json:"failing"`
+	Parked                  int64      `json:"parked"`
+	Published               int64      `json:"published"`
+	// ParkedRows are the first parked rows (at most 10), by id.
+	ParkedRows []ParkedJSON `json:"parked_rows"`
+}
+
+// ParkedJSON is one parked outbox row.
+type ParkedJSON struct {
+	ID        int64     `json:"id"`
+	Aggregate string    `json:"aggregate"`
+	Type      string    `json:"type"`
+	Reason    string    `json:"reason"`
+	Attempts  int       `json:"attempts"`
+	ParkedAt  time.Time `json:"parked_at"`
 }
 
 // LedgerJSON is what the ledger holds, in a StatusJSON.
@@ -190,6 +240,18 @@ func (r StatusReport) JSON() StatusJSON {
 	for reason, n := range r.Ledger.DeadLettersByReason {
 		j.Ledger.DeadLettersByReason[string(reason)] = n
 	}
+	if !r.NoOutbox {
+		o := &OutboxJSON{Pending: r.Outbox.Pending, Failing: r.Outbox.Failing, Parked: r.Outbox.Parked,
+			Published: r.Outbox.Published, ParkedRows: []ParkedJSON{}}
+		if !r.Outbox.Oldest.IsZero() {
+			oldest, secs := r.Outbox.Oldest.UTC(), Seconds(max(r.Now.Sub(r.Outbox.Oldest), 0))
+			o.OldestPending, o.OldestPendingAgeSeconds = &oldest, &secs
+		}
+		for _, p := range r.Parked {
+			o.ParkedRows = append(o.ParkedRows, ParkedJSON{p.ID, p.Aggregate, p.Type, p.Reason, p.Attempts, p.Parked.UTC()})
+		}
+		j.Outbox = o
+	}
 	return j
 }
 
@@ -225,6 +287,28 @@ func WriteStatus(w io.Writer, r StatusReport) error {
 	}
 	if r.UnfinishedReplays > 0 {
 		fmt.Fprintf(tw, "replays\t%d interrupted (spool fsck --repair finishes them)\n", r.UnfinishedReplays)
+	}
+	if o := r.Outbox; o.Pending+o.Parked+o.Published > 0 {
+		line := fmt.Sprintf("%d pending", o.Pending)
+		if !o.Oldest.IsZero() {
+			line += fmt.Sprintf(" (oldest %s", Age(max(r.Now.Sub(o.Oldest), 0)))
+			if o.Failing > 0 {
+				line += fmt.Sprintf(", %d failing", o.Failing)
+			}
+			line += ")"
+		}
+		line += fmt.Sprintf(", %d parked, %d published", o.Parked, o.Published)
+		fmt.Fprintf(tw, "outbox\t%s\n", line)
+		for i, p := range r.Parked {
+			label := ""
+			if i == 0 {
+				label = "parked"
+			}
+			fmt.Fprintf(tw, "%s\trow %d (%s of %s, %d attempts): %s\n", label, p.ID, p.Type, p.Aggregate, p.Attempts, clipReason(p.Reason))
+		}
+		if o.Parked > int64(len(r.Parked)) {
+			fmt.Fprintf(tw, "\t... and %d more (spool relay DIR --unpark puts them back)\n", o.Parked-int64(len(r.Parked)))
+		}
 	}
 	fmt.Fprintf(tw, "ledger\t%d processed, %s, %s ever\n",
 		r.Ledger.Processed, plural(r.Ledger.Duplicates, "duplicate"), plural(r.Ledger.DeadLetters, "dead letter"))
@@ -271,4 +355,13 @@ func plural(n int64, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// clipReason is a park reason on one line of at most 200 bytes.
+func clipReason(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	return s
 }

@@ -98,7 +98,15 @@ func runBackup(ctx context.Context, e *env, args []string) (err error) {
 	if err != nil {
 		return err
 	}
+	audit, err := beginOpAudit(ctx, l, "backup", map[string]any{"to": *to, "force": *force})
+	if err != nil {
+		return err
+	}
 	var out backupJSON
+	defer func() {
+		audit.end(ctx, &err, ledger.AuditCounts{"processed": out.Processed, "deliveries": out.Deliveries,
+			"replays": out.Replays, "bytes": out.Bytes})
+	}()
 	err = queue.CreateFile(*to, *force, func(tmp string) error {
 		if err := l.SnapshotInto(ctx, tmp); err != nil {
 			return err

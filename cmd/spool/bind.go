@@ -41,7 +41,11 @@ func (o ledgerOpts) options(db string) queueopen.Options {
 	if o.use == writeLedger {
 		use = queueopen.Write
 	}
-	return queueopen.Options{DB: db, Use: use, Relaxed: o.relaxed, NewLedger: o.newLedger, ReadOnly: o.readOnly}
+	qo := queueopen.Options{DB: db, Use: use, Relaxed: o.relaxed, NewLedger: o.newLedger, ReadOnly: o.readOnly}
+	if use != queueopen.Read {
+		qo.Audit = cliAudit()
+	}
+	return qo
 }
 
 // ledgerError is a refusal of openLedgerFor: the ledger is missing, empty,

@@ -11,7 +11,6 @@ import (
 	"github.com/spoolq/spool/handler"
 	"github.com/spoolq/spool/metrics"
 	"github.com/spoolq/spool/queue"
-	"github.com/spoolq/spool/queueopen"
 )
 
 var consumeCommand = &command{
@@ -268,7 +267,7 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 			err = cerr
 		}
 	}()
-	if err := queueopen.Start(ctx, d, l, startReports(e)); err != nil {
+	if err := startAudited(ctx, e, d, l); err != nil {
 		return err
 	}
 	cfg := spool.Config{

@@ -45,9 +45,23 @@ func runFlush(ctx context.Context, e *env, args []string) (err error) {
 	}
 	defer done(&err)
 	ids := pos[1:]
+	sel := map[string]any{"all": true}
+	if len(ids) > 0 {
+		sel = map[string]any{"msg_ids": ids}
+	}
+	run, err := beginAudit(ctx, e, l, "", auditFlush, sel)
+	if err != nil {
+		return err
+	}
+	defer run.end(ctx, e, &err)
 	flushed, err := l.FlushRetries(ctx, ids, time.Now())
 	if err != nil {
 		return err
+	}
+	run.Counts["done"] = int64(len(flushed))
+	if len(ids) > 0 {
+		run.Counts["selected"] = int64(len(ids))
+		run.Counts["missing"] = int64(len(ids) - len(flushed))
 	}
 	fmt.Fprintf(e.stdout, "flushed %d retries\n", len(flushed))
 	got := map[string]bool{}

@@ -112,7 +112,7 @@ func runFsck(ctx context.Context, e *env, args []string) (err error) {
 			repairs = []string{}
 			o.Log = func(line string) { repairs = append(repairs, line) }
 		}
-		r, err = fsck.Repair(ctx, d, l, o)
+		r, err = repairAudited(ctx, e, d, l, o)
 	} else {
 		r, err = fsck.Check(ctx, d, l, o)
 	}
@@ -202,4 +202,22 @@ func writeFsck(e *env, r *fsck.Report, db string, asJSON bool) error {
 		return errCheckFailed
 	}
 	return nil
+}
+
+// repairAudited is fsck.Repair, audited (action repair): counts repairs
+// (one per line it logs) and problems (those left after it).
+func repairAudited(ctx context.Context, e *env, d *queue.Dir, l *ledger.DB, o fsck.Options) (r *fsck.Report, err error) {
+	run, err := beginAudit(ctx, e, l, "", auditRepair, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer run.end(ctx, e, &err)
+	run.Counts["repairs"] = 0
+	log := o.Log
+	o.Log = func(line string) { run.Counts["repairs"]++; log(line) }
+	r, err = fsck.Repair(ctx, d, l, o)
+	if r != nil {
+		run.Counts["problems"] = int64(r.Problems())
+	}
+	return r, err
 }

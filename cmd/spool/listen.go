@@ -14,7 +14,6 @@ import (
 
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/metrics"
-	"github.com/spoolq/spool/queue"
 )
 
 // listenFlags are the flags of the metrics and health endpoints, on
@@ -61,6 +60,13 @@ func (f *listenFlags) check(e *env, need bool) error {
 	return nil
 }
 
+// watchedQueue is the queue the endpoints list and check: the consumer's
+// *queue.Dir, or serve's *queue.Follow.
+type watchedQueue interface {
+	metrics.Lister
+	metrics.Stages
+}
+
 // endpoints serves the metrics and health of a queue until stop.
 type endpoints struct {
 	srv    *http.Server
@@ -71,7 +77,7 @@ type endpoints struct {
 // startEndpoints listens at f.addr, logs the address it bound (record
 // "listening", addr), and serves m within endpointLimits with the readiness of d and l; the
 // queue gauges are refreshed in the background meanwhile.
-func startEndpoints(ctx context.Context, f *listenFlags, log *slog.Logger, m *metrics.Metrics, d *queue.Dir, l *ledger.DB) (*endpoints, error) {
+func startEndpoints(ctx context.Context, f *listenFlags, log *slog.Logger, m *metrics.Metrics, d watchedQueue, l *ledger.DB) (*endpoints, error) {
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics endpoint: %w", err) // net names the address

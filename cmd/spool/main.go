@@ -48,7 +48,7 @@ func init() {
 	commands = []*command{
 		initCommand, enqueueCommand, consumeCommand, serveCommand, lagCommand, statusCommand,
 		schemaCommand, dupsCommand, errorsCommand, showCommand, orderCheckCommand, replayCommand, flushCommand,
-		replaysCommand, fsckCommand, pruneCommand, backupCommand, demoCommand, benchCommand, completionCommand, manCommand, versionCommand,
+		replaysCommand, auditCommand, fsckCommand, pruneCommand, backupCommand, relayCommand, demoCommand, benchCommand, completionCommand, manCommand, versionCommand,
 	}
 }
 

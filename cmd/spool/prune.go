@@ -7,12 +7,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spoolq/spool/fsck"
 	"github.com/spoolq/spool/ledger"
 )
 
 var pruneCommand = &command{
 	name:    "prune",
-	args:    "DIR --older-than DURATION [--dry-run] [--db PATH]",
+	args:    "DIR --older-than DURATION [--files] [--dry-run] [--db PATH]",
 	summary: "remove ledger rows past the dedup window (a later redelivery is processed again)",
 	help: `
 Removes the processed rows processed more than DURATION ago, and the
@@ -30,8 +31,22 @@ It never removes dead-letter records (the history of error/ and of its
 replays), the replay log, pending retries, or anything of a claim still in
 processing/, whose recovery asks the ledger about it.
 
-Prints: pruned N rows older than TIME: processed=P deliveries=D
-(with --dry-run: would prune ..., and nothing is removed).`,
+--files also removes the files of done/ that the pruned rows record, so
+that a long-lived queue's done/ does not grow forever: a file goes when a
+pruned row records it and no kept row does. Never a file of error/, nor
+one of done/ that the ledger has no record of (the only evidence of a lost
+row: spool fsck reports it). The files go first (done/ fsynced), then the
+rows: a prune killed at any instant leaves at most rows whose file is gone,
+which spool fsck reports as informational, and the next prune removes
+them. Without --files the files stay in done/ with no row, and spool fsck
+then reports them as unrecorded (--repair would record them again).
+
+It also removes the outbox rows spool relay published more than DURATION
+ago; never one not yet published, nor a parked one.
+
+Prints: pruned N rows older than TIME: processed=P deliveries=D, with
+--files: files=F bytes=B, and when it removed outbox rows: outbox=O (with --dry-run: would prune ..., and nothing is
+removed).`,
 }
 
 func init() { pruneCommand.run = runPrune }
@@ -40,6 +55,7 @@ func runPrune(ctx context.Context, e *env, args []string) (err error) {
 	flags := e.flagSet()
 	olderThan := flags.String("older-than", "", "the dedup window: remove rows older than `DURATION` (e.g. 30d, 36h); required")
 	dryRun := flags.Bool("dry-run", false, "count what would be removed; remove nothing")
+	files := flags.Bool("files", false, "also remove the files of done/ that the pruned rows record (never error/, never a file without a record)")
 	db := addDBFlag(flags)
 	pos, err := e.parse(flags, args)
 	if err != nil {
@@ -70,16 +86,42 @@ func runPrune(ctx context.Context, e *env, args []string) (err error) {
 	}
 	defer closeLedger(l, &err)
 	before := time.Now().Add(-window)
-	n, err := l.Prune(ctx, ledger.Prune{Before: before, KeepClaims: inFlight, DryRun: *dryRun})
+	if !*dryRun {
+		var audit *opAudit
+		audit, err = beginOpAudit(ctx, l, "prune", map[string]any{"older_than": *olderThan,
+			"before": before.UTC().Format(time.RFC3339), "files": *files})
+		if err != nil {
+			return err
+		}
+		var n fsck.Pruned
+		defer func() {
+			audit.end(ctx, &err, ledger.AuditCounts{"processed": n.Rows.Processed, "deliveries": n.Rows.Deliveries,
+				"files": n.Files, "bytes": n.Bytes})
+		}()
+		n, err = fsck.Prune(ctx, d, l, ledger.Prune{Before: before, KeepClaims: inFlight}, *files)
+		if err != nil {
+			return err
+		}
+		return e.printPruned("pruned", before, n, *files)
+	}
+	n, err := fsck.Prune(ctx, d, l, ledger.Prune{Before: before, KeepClaims: inFlight, DryRun: true}, *files)
 	if err != nil {
 		return err
 	}
-	verb := "pruned"
-	if *dryRun {
-		verb = "would prune"
+	return e.printPruned("would prune", before, n, *files)
+}
+
+// printPruned prints prune's line.
+func (e *env) printPruned(verb string, before time.Time, n fsck.Pruned, files bool) error {
+	fmt.Fprintf(e.stdout, "%s %d rows older than %s: processed=%d deliveries=%d",
+		verb, n.Rows.Total(), before.UTC().Format(time.RFC3339), n.Rows.Processed, n.Rows.Deliveries)
+	if files {
+		fmt.Fprintf(e.stdout, " files=%d bytes=%d", n.Files, n.Bytes)
 	}
-	fmt.Fprintf(e.stdout, "%s %d rows older than %s: processed=%d deliveries=%d\n",
-		verb, n.Total(), before.UTC().Format(time.RFC3339), n.Processed, n.Deliveries)
+	if n.Rows.Outbox > 0 {
+		fmt.Fprintf(e.stdout, " outbox=%d", n.Rows.Outbox)
+	}
+	fmt.Fprintln(e.stdout)
 	return nil
 }
 

@@ -235,7 +235,8 @@ func TestPruneKeepsClaimsInFlight(t *testing.T) {
 
 func TestNewCommandsHelp(t *testing.T) {
 	for cmd, want := range map[string]string{
-		"prune":   "Usage: spool prune DIR --older-than DURATION [--dry-run] [--db PATH]\n",
+		"prune":   "Usage: spool prune DIR --older-than DURATION [--files] [--dry-run] [--db PATH]\n",
+		"backup":  "Usage: spool backup DIR --to FILE [--force] [--json] [--db PATH]\n",
 		"replays": "Usage: spool replays DIR [-o FILE] [--json] [--db PATH]\n",
 		"replay":  "Usage: spool replay DIR [FILE...] [--reason R] [--all] [--dry-run] [--force]",
 		"errors":  "Usage: spool errors DIR [-o FILE] [--detail | --long | --json | --group-by reason]",
@@ -247,7 +248,7 @@ func TestNewCommandsHelp(t *testing.T) {
 		}
 	}
 	r := cli(t, "help")
-	for _, line := range []string{"  replays DIR ", "  prune DIR --older-than DURATION ", "  replay DIR [FILE...] "} {
+	for _, line := range []string{"  replays DIR ", "  prune DIR --older-than DURATION ", "  replay DIR [FILE...] ", "  backup DIR --to FILE "} {
 		if !strings.Contains(r.stdout, line) {
 			t.Errorf("spool help lacks %q:\n%s", line, r.stdout)
 		}

@@ -109,9 +109,19 @@ func runReplay(ctx context.Context, e *env, args []string) (err error) {
 	// raced by another replay's moves, and the replays a killed run left
 	// unfinished are finished first, so this one sees the queue as they
 	// leave it.
+	resume, err := beginResume(ctx, e, l)
+	if err != nil {
+		return err
+	}
 	unlock, finished, err := replay.Lock(ctx, d, l)
 	for _, f := range finished {
 		warnFinished(e, f)
+		if resume != nil {
+			resume.addFinished(f)
+		}
+	}
+	if resume != nil {
+		resume.end(ctx, e, &err)
 	}
 	if err != nil {
 		return err
@@ -145,13 +155,24 @@ func runReplay(ctx context.Context, e *env, args []string) (err error) {
 			fmt.Fprintf(e.stdout, "would replay %s\n", cell(s.File))
 		}
 	}
-	if *dryRun {
+	if *dryRun || len(plan.Files()) == 0 {
+		// Nothing changes (a dry run, every file skipped): nothing to
+		// audit either.
 		return nil
 	}
-	// The intent is committed before the first file moves: killed at any
-	// instant from here, the next replay, consume or fsck --repair
+	// Audited before anything moves, with the file set the plan resolved
+	// to; then the intent is committed before the first file moves: killed
+	// at any instant from here, the next replay, consume or fsck --repair
 	// finishes it (package replay).
+	run, err := beginAudit(ctx, e, l, who, auditReplay, replaySelection(sel, plan, *force, *note, *by))
+	if err != nil {
+		return err
+	}
+	defer run.end(ctx, e, &err)
+	run.Counts["selected"] = int64(len(plan.Steps))
+	run.Counts["skipped"] = int64(len(plan.Steps) - len(plan.Files()))
 	done, err := replay.Execute(ctx, d, l, plan, who, *note)
+	run.Counts["done"] = int64(len(done))
 	for _, r := range done {
 		fmt.Fprintf(e.stdout, "replayed %s -> inbox/%s\n", cell(r.File), cell(r.NewName))
 	}
@@ -159,6 +180,31 @@ func runReplay(ctx context.Context, e *env, args []string) (err error) {
 		return fmt.Errorf("%w (the replay is recorded; spool replay %s or spool fsck %s --repair finishes it)", err, dir, dir)
 	}
 	return nil
+}
+
+// replaySelection is the audit's selection of a replay: what was asked
+// (names, reason, all, force, note; os_user when --by named someone
+// else) and what it resolved to (files, the plan's digest).
+func replaySelection(s replay.Selection, p replay.Plan, force bool, note, by string) map[string]any {
+	sel := map[string]any{"files": len(p.Steps), "digest": p.Digest()}
+	switch {
+	case len(s.Names) > 0:
+		sel["names"] = s.Names
+	case s.Reason != "":
+		sel["reason"] = s.Reason
+	case s.All:
+		sel["all"] = true
+	}
+	if force {
+		sel["force"] = true
+	}
+	if note != "" {
+		sel["note"] = note
+	}
+	if u := osUser(); by != "" && by != u {
+		sel["os_user"] = u
+	}
+	return sel
 }
 
 // warnFinished says on stderr that a replay a killed run left unfinished

@@ -6,6 +6,7 @@ import (
 	"syscall"
 
 	"github.com/spoolq/spool/metrics"
+	"github.com/spoolq/spool/queue"
 )
 
 var serveCommand = &command{
@@ -29,6 +30,10 @@ it delivers nothing; the queue gauges are those of consume:
 listed in the background every --metrics-refresh (default 10s), each stage
 no sooner than 100 times its last listing took, so that a scrape lists
 nothing and costs the same on a million files in done/.
+
+A stage replaced under its path (inbox/ moved aside or removed, and made
+anew) is followed: the next listing counts the directory the path names
+now, and a record "a stage of the queue was replaced" is logged.
 
 /healthz answers 200 while the process serves. /readyz answers 200 when the
 ledger answers a read within 2 s and every stage can take a new file (an
@@ -71,7 +76,17 @@ func runServe(ctx context.Context, e *env, args []string) (err error) {
 		return err
 	}
 	defer done(&err)
-	ep, err := startEndpoints(ctx, hf, logger, metrics.New(), d, l)
+	// Nothing here holds a claim, so a stage replaced under its path (an
+	// operator's new inbox/) is followed rather than reported empty.
+	follow := queue.NewFollow(d, func() {
+		logger.Info("a stage of the queue was replaced: serving the directories its paths name now", "queue", d.Path())
+	})
+	defer func() {
+		if cerr := follow.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	ep, err := startEndpoints(ctx, hf, logger, metrics.New(), follow, l)
 	if err != nil {
 		return err
 	}

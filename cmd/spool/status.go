@@ -14,7 +14,8 @@ var statusCommand = &command{
 	help: `
 Prints, for people, the messages in each stage, how long the oldest message
 has waited in inbox/, and what the ledger holds: processed rows, duplicate
-deliveries and dead letters by reason. The human layout may change; scripts
+deliveries and dead letters by reason; and, once it has rows, the outbox:
+pending rows, the oldest one's age, the parked rows with their reasons. The human layout may change; scripts
 should use --json, or lag, dups, errors and order-check.
 
 The age of the oldest waiting message is now minus the earliest modification
@@ -41,6 +42,13 @@ none renamed or removed):
   retries_waiting        messages waiting for a retry of their business work
   next_retry_at          when the soonest of them is due, null when none waits
   next_retry_in_seconds  how far that is from now (negative once due), or null
+  outbox                 {"pending": N, "oldest_pending_created_at": TIME,
+                         "oldest_pending_age_seconds": S, "failing": N,
+                         "parked": N, "published": N, "parked_rows": [{"id",
+                         "aggregate", "type", "reason", "attempts",
+                         "parked_at"}, ... the first 10]}: the outbox that
+                         spool relay delivers; null on a ledger not yet
+                         migrated to have one
 
 The text form tells the dead letters now in error/ (the error line) from
 those the ledger recorded ever (the ledger line, and by reason), which

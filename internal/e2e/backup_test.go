@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spoolq/spool/internal/testenv"
 )
 
 // spool backup: a copy taken while a consumer records is one consistent
@@ -197,6 +199,11 @@ func TestBackupRefusals(t *testing.T) {
 		t.Errorf("--force: %+v", out)
 	}
 
+	// The refusals wrote no audit row (they changed nothing, the ledger
+	// included); the backup that ran wrote one, closed ok.
+	requireAudit(t, live, "backup", []auditRow{{Outcome: "ok",
+		Counts: map[string]int64{"processed": 10, "deliveries": 0, "replays": 0, "bytes": out.Bytes}}})
+
 	// A temp file a killed backup left (its lock free) is removed.
 	stale := filepath.Join(dir, ".new.db.tmp-0123456789abcdef")
 	if err := os.WriteFile(stale, nil, 0o600); err != nil {
@@ -292,5 +299,57 @@ func putMessagesQuiet(q string, first, n int) {
 		if os.WriteFile(tmp, []byte(body), 0o644) == nil {
 			_ = os.Rename(tmp, filepath.Join(q, inbox, name))
 		}
+	}
+}
+
+// TestBackupCrash: spool backup SIGKILLed at instants drawn uniformly over
+// an uninterrupted backup's time. After each kill FILE is either absent or
+// a whole, sound copy bound to the queue, never a part; what the kill left
+// beside it is at most the temp file, which the next backup to FILE
+// removes, saying so, before it writes a whole copy.
+func TestBackupCrash(t *testing.T) {
+	t.Parallel()
+	rng := newRand(t)
+	sp := spoolAt{bin: plainSpool(t)}
+	q := filepath.Join(t.TempDir(), "q")
+	sp.mustRun(t, 0, "init", q)
+	n := testenv.Pick(20000, 2000)
+	putMessages(t, q, 0, n, 0)
+	sp.mustRun(t, 0, "consume", q)
+	qid := readID(t, q)
+	dir := t.TempDir()
+	t0 := time.Now()
+	sp.mustRun(t, 0, "backup", q, "--to", filepath.Join(dir, "first.db"))
+	span := time.Since(t0)
+	kills, whole := 0, 0
+	for round := range testenv.Pick(30, 8) {
+		file := filepath.Join(dir, fmt.Sprintf("b%d.db", round))
+		delay := time.Duration(rng.Int64N(int64(span) + 1))
+		p := sp.start(t, "backup", q, "--to", file)
+		if p.killAfter(t, delay) {
+			kills++
+		} else if r := p.result(); r.code != 0 {
+			t.Fatalf("round %d: backup exited by itself with a failure\n%s", round, r)
+		}
+		if _, err := os.Stat(file); err == nil {
+			whole++
+			checkCopy(t, file, qid, n)
+			continue
+		}
+		r := sp.mustRun(t, 0, "backup", q, "--to", file)
+		checkCopy(t, file, qid, n)
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), "."+filepath.Base(file)) {
+				t.Errorf("round %d: %s is left after the next backup\n%s", round, e.Name(), r)
+			}
+		}
+	}
+	t.Logf("an uninterrupted backup takes %v; %d kills hit a live backup, %d rounds left a whole FILE", span, kills, whole)
+	if kills == 0 {
+		t.Errorf("no kill hit a live backup: the test proved nothing")
 	}
 }

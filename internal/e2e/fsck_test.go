@@ -98,7 +98,7 @@ func TestFsckWALDeleted(t *testing.T) {
 	q := filepath.Join(t.TempDir(), "q")
 	path := filepath.Join(q, "ledger.db")
 	mustRun(t, 0, "init", q)
-	first, rest := 200, scale(2800, 800)
+	first, rest := 200, scale(2800, 500)
 	putMessages(t, q, 0, first, 10)
 	mustRun(t, 0, "consume", q) // a clean exit checkpoints the WAL
 	putMessages(t, q, first, rest, 10)

@@ -3,17 +3,13 @@
 package e2e
 
 import (
-	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
-	"net/url"
 	"testing"
-	"time"
 
 	driver "github.com/go-sql-driver/mysql"
 
 	"github.com/spoolq/spool/internal/testenv"
+	"github.com/spoolq/spool/ledger/ledgertest"
 	"github.com/spoolq/spool/ledger/mysql"
 )
 
@@ -22,47 +18,22 @@ import (
 const envMySQL = "SPOOL_TEST_MYSQL"
 
 // mysqlDatabase creates a database of the test's own on the MariaDB server
-// of SPOOL_TEST_MYSQL (skipping the test without one, failing on CI), and
-// returns the mysql:// URL that names it and a connection to it. The
-// database is dropped when the test ends.
+// of SPOOL_TEST_MYSQL (skipping the test without one, failing on CI;
+// ledgertest.Scratch), and returns the mysql:// URL that names it and a
+// connection to it. The database is dropped when the test ends.
 func mysqlDatabase(t *testing.T) (string, *sql.DB) {
 	t.Helper()
-	server := testenv.Service(t, envMySQL, "mysql://root@127.0.0.1:3306/test")
-	var rnd [8]byte
-	if _, err := rand.Read(rnd[:]); err != nil {
-		t.Fatal(err)
+	dsn := ledgertest.Scratch(t, testenv.Service(t, envMySQL, "mysql://root@127.0.0.1:3306/test"))
+	cfg, err := mysql.Config(dsn)
+	if err != nil {
+		t.Fatalf("%s: %v", envMySQL, err)
 	}
-	name := "spool_e2e_" + hex.EncodeToString(rnd[:])
-	connect := func(db string) *sql.DB {
-		cfg, err := mysql.Config(server)
-		if err != nil {
-			t.Fatalf("%s: %v", envMySQL, err)
-		}
-		cfg.DBName = db
-		c, err := driver.NewConnector(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return sql.OpenDB(c)
-	}
-	root := connect("")
-	if _, err := root.Exec("CREATE DATABASE " + name); err != nil {
-		t.Fatalf("create database: %v", err)
-	}
-	db := connect(name)
-	t.Cleanup(func() {
-		db.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if _, err := root.ExecContext(ctx, "DROP DATABASE "+name); err != nil {
-			t.Errorf("drop database %s: %v", name, err)
-		}
-		root.Close()
-	})
-	u, err := url.Parse(server)
+	c, err := driver.NewConnector(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	u.Path = "/" + name
-	return u.String(), db
+	db := sql.OpenDB(c)
+	// Registered after Scratch's drop, so run before it.
+	t.Cleanup(func() { db.Close() })
+	return dsn, db
 }

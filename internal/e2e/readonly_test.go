@@ -41,6 +41,7 @@ func TestReportsReadOnly(t *testing.T) {
 		{"status", q}, {"status", q, "--json"}, {"errors", q}, {"errors", q, "--json"},
 		{"errors", q, "--group-by", "reason"}, {"dups", q}, {"dups", q, "--conflicts"},
 		{"order-check", q}, {"schema", q}, {"lag", q, "10"}, {"replays", q}, {"replays", q, "--json"},
+		{"audit", q}, {"audit", q, "--json"}, {"audit", q, "--since", "24h"},
 	}
 	check := func(t *testing.T) {
 		before := treeSnapshot(t, q)

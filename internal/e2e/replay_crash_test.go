@@ -26,12 +26,12 @@ import (
 //
 // Under -race it runs a plain build of spool (plainSpool): the
 // instrumented one takes seconds a round, minutes in all. The quick run
-// replays 300 letters through at least 9 kills; SPOOL_TEST_LONG=1 2000
+// replays 200 letters through at least 9 kills; SPOOL_TEST_LONG=1 2000
 // through 28.
 func TestReplayCrash(t *testing.T) {
 	t.Parallel()
 	rng := newRand(t)
-	letters := testenv.Pick(2000, 300)
+	letters := testenv.Pick(2000, 200)
 	minBlindKills, minAimedKills := testenv.Pick(20, 6), testenv.Pick(8, 3)
 	// A bound for a stalled machine: it takes 40 s alone, and was seen at
 	// 4 min with other test suites running beside it.

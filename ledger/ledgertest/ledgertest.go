@@ -88,6 +88,7 @@ func Run(t *testing.T, b Backend) {
 		{"AuditText", testAuditText},
 		{"AuditConcurrent", testAuditConcurrent},
 		{"Snapshot", testSnapshot},
+		{"PruneFiles", testPruneFiles},
 	}
 	opener := func(t *testing.T, dsn string) *ledger.DB {
 		t.Helper()

@@ -144,4 +144,17 @@ func testOutboxRelay(t *testing.T, db *ledger.DB) {
 	if ok, err := db.AcquireLease(ctx, "r3", "A", now, now.Add(time.Minute)); err != nil || !ok {
 		t.Errorf("r3 takes A after r2 released it: %v %v", ok, err)
 	}
+	// Prune removes the rows published before the window's edge (the two
+	// marked at now, not the one marked at later), never an unpublished
+	// one; a dry run counts the same rows and removes nothing.
+	edge := now.Add(time.Minute)
+	if n, err := db.Prune(ctx, ledger.Prune{Before: edge, DryRun: true}); err != nil || n.Outbox != 2 {
+		t.Errorf("dry-run prune: %+v, %v; want 2 outbox rows", n, err)
+	}
+	if n, err := db.Prune(ctx, ledger.Prune{Before: edge}); err != nil || n.Outbox != 2 || n.Total() != 2 {
+		t.Errorf("prune: %+v, %v; want 2 outbox rows", n, err)
+	}
+	if got := column(t, db, "SELECT aggregate FROM outbox ORDER BY id"); !reflect.DeepEqual(got, []string{"B", "C", "A"}) {
+		t.Errorf("outbox after prune = %q, want B and C (unpublished) and A's row published after the edge", got)
+	}
 }

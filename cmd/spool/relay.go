@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/relay"
+)
+
+var relayCommand = &command{
+	name:    "relay",
+	args:    "DIR --to TARGET [--watch] [--on-park block|skip] [--db PATH]",
+	summary: "deliver the ledger's outbox to another queue, HTTP, NATS JetStream or RabbitMQ, at least once",
+	help: `
+Publishes the rows of the ledger's outbox (written by a --sql handler's
+INSERT INTO outbox, or spool.Emit) to TARGET, in id order within each
+aggregate, and marks each row published once the target acknowledged it.
+TARGET is one of:
+
+  dir://PATH                                   another spool queue's inbox/
+  http://... or https://...                    a POST per event
+  nats://HOST:PORT/SUBJECT?stream=NAME         JetStream (stream made if missing)
+  amqp://USER:PASS@HOST:PORT/VHOST?exchange=X&routing_key=K   (or ?queue=Q)
+
+Every event carries its id (the queue's identity and the row id) as the
+receiver's dedup key: msg_id, Idempotency-Key, Nats-Msg-Id, message-id. A
+relay killed between the acknowledgement and the mark sends the event
+again; the receiver's dedup absorbs it. Several relays may run at once:
+each aggregate is published by one of them at a time (--lease).
+
+A failed publish is retried with backoff (--max-attempts); a permanent
+failure, or the last attempt, parks the row with its reason (spool status
+shows parked rows). With --on-park block (the default) the rows of its
+aggregate after it wait; with skip they go on. --unpark puts parked rows
+back (all, or --aggregate's) and exits.
+
+Without --watch it exits once every row is published or parked. Prints:
+published=N failed=N parked=N.`,
+}
+
+func init() { relayCommand.run = runRelay }
+
+func runRelay(ctx context.Context, e *env, args []string) (err error) {
+	flags := e.flagSet()
+	to := flags.String("to", "", "the `TARGET` URL to publish to (required)")
+	watch := flags.Bool("watch", false, "keep running and publish new rows as they commit, until SIGINT or SIGTERM")
+	onPark := flags.String("on-park", "block", "what a parked row does to its aggregate: `block` its later rows, or skip it")
+	lease := flags.Duration("lease", relay.DefaultLease, "how long a relay holds an aggregate without renewing it; another relay takes it over after")
+	batch := flags.Int("batch", 64, "rows of an aggregate published before they are marked and the next aggregate's turn")
+	maxAttempts := flags.Int("max-attempts", spool.DefaultRetryMaxAttempts, "failed publishes of a row before it is parked")
+	retryBase := flags.Duration("retry-base", spool.DefaultRetryBase, "the first retry's delay bound; each next one doubles, up to 5m")
+	poll := flags.Duration("poll", 200*time.Millisecond, "how often to look for new rows (with --watch) or retries due")
+	unpark := flags.Bool("unpark", false, "put the parked rows back into the relay's work (all, or --aggregate's) and exit")
+	aggregate := flags.String("aggregate", "", "with --unpark: only this aggregate's rows")
+	db := addDBFlag(flags)
+	pos, err := e.parse(flags, args)
+	if err != nil {
+		return err
+	}
+	if err := e.positionals(pos, 1, 1, "DIR"); err != nil {
+		return err
+	}
+	policy := relay.PolicyBlock
+	switch *onPark {
+	case "block":
+	case "skip":
+		policy = relay.PolicySkip
+	default:
+		return e.usage("--on-park %q: want block or skip", *onPark)
+	}
+	switch {
+	case *unpark && *to != "":
+		return e.usage("--unpark exits after unparking: give it no --to")
+	case !*unpark && *to == "":
+		return e.usage("missing --to TARGET")
+	case *aggregate != "" && !*unpark:
+		return e.usage("--aggregate goes with --unpark")
+	case *batch < 1 || *maxAttempts < 1 || *lease <= 0 || *poll <= 0 || *retryBase <= 0:
+		return e.usage("--batch and --max-attempts want 1 or more, --lease, --poll and --retry-base a positive duration")
+	}
+	d, l, done, err := openBound(ctx, pos[0], *db, ledgerOpts{use: writeLedger})
+	if err != nil {
+		return err
+	}
+	defer done(&err)
+	if *unpark {
+		n, err := l.Unpark(ctx, *aggregate)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "unparked=%d\n", n)
+		return nil
+	}
+	id, err := d.ID()
+	if err != nil {
+		return err
+	}
+	sigCtx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	t, err := relay.Open(sigCtx, *to)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := t.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("close target: %w", cerr)
+		}
+	}()
+	r, err := relay.New(l, id, t, relay.Options{
+		Target: relay.Redact(*to), Lease: *lease, Batch: *batch, Policy: policy,
+		Retry: spool.Retry{Base: *retryBase, MaxAttempts: *maxAttempts}, Watch: *watch, Poll: *poll,
+		OnEvent: func(ev *relay.Event, perr error) {
+			if perr != nil {
+				e.warn("publish %s (%s of %s): %v", ev.ID, ev.Row.Type, ev.Row.Aggregate, perr)
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	st, err := r.Run(sigCtx)
+	fmt.Fprintf(e.stdout, "published=%d failed=%d parked=%d\n", st.Published, st.Failed, st.Parked)
+	return err
+}

@@ -1,0 +1,194 @@
+//go:build linux
+
+package e2e
+
+import (
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// outboxQueue makes a queue whose ledger's outbox holds n rows spread
+// over aggs aggregates (a00, a01...), each row's payload naming its
+// aggregate and its place in it; it returns the queue and its identity.
+func outboxQueue(t *testing.T, n, aggs int) (q, id string) {
+	t.Helper()
+	q, _ = workQueue(t)
+	mustRun(t, 0, "status", q)
+	db := openLedgerRW(t, filepath.Join(q, "ledger.db"))
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		agg := fmt.Sprintf("a%02d", i%aggs)
+		if _, err := tx.Exec(`INSERT INTO outbox (aggregate, type, payload) VALUES (?, 'payment', ?)`,
+			agg, fmt.Sprintf(`{"agg":%q,"n":%d}`, agg, i/aggs)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueryRow(`SELECT value FROM meta WHERE name = 'queue_id'`).Scan(&id); err != nil {
+		t.Fatalf("queue identity: %v", err)
+	}
+	return q, id
+}
+
+// relayKills runs relays of q to target, relays at once, and kills each
+// with SIGKILL, until kills kills hit a live relay; then it runs relays at
+// once to the end, which must exit 0 with every row published. A third of
+// the kills come after a blind random delay (start-up, the first
+// batch); the others a random moment after the first rows were marked
+// published, in the middle of later batches. Each run draws its --batch.
+// extra are more flags for every relay.
+func relayKills(t *testing.T, rng *rand.Rand, q, target string, relays, kills int, extra ...string) {
+	t.Helper()
+	args := append([]string{"relay", q, "--to", target, "--lease", "1s", "--poll", "20ms", "--retry-base", "20ms"}, extra...)
+	hit := 0
+	for run := 0; hit < kills; run++ {
+		if run > 20*kills {
+			t.Fatalf("%d runs and only %d kills hit a live relay", run, hit)
+		}
+		before := pendingRows(t, q)
+		if before == 0 {
+			break // all published: the clean run has nothing left, which is fine
+		}
+		runArgs := append(args[:len(args):len(args)], "--batch", strconv.Itoa(1+rng.IntN(64)))
+		ps := make([]*proc, relays)
+		for i := range ps {
+			ps[i] = start(t, runArgs...)
+		}
+		if rng.IntN(3) != 0 {
+			waitForPublish(t, ps, q, before)
+		}
+		for _, p := range ps {
+			if p.killAfter(t, logDelay(rng, time.Millisecond, 150*time.Millisecond)) {
+				hit++
+			} else if r := p.result(); r.code != 0 {
+				t.Fatalf("relay failed:\n%s", r)
+			}
+		}
+	}
+	t.Logf("%d kills of a live relay; %d rows left for the clean run", hit, pendingRows(t, q))
+	ps := make([]*proc, relays)
+	for i := range ps {
+		ps[i] = start(t, args...)
+	}
+	for _, p := range ps {
+		if r := p.wait(t); r.code != 0 {
+			t.Fatalf("clean relay run:\n%s", r)
+		}
+	}
+	if n := pendingRows(t, q); n != 0 {
+		t.Fatalf("%d rows unpublished after the clean run", n)
+	}
+}
+
+// waitForPublish polls until fewer than before rows of q are pending, or
+// every relay of ps has exited.
+func waitForPublish(t *testing.T, ps []*proc, q string, before int) {
+	t.Helper()
+	deadline := time.Now().Add(cmdTimeout)
+	for time.Now().Before(deadline) {
+		live := 0
+		for _, p := range ps {
+			select {
+			case <-p.done:
+			default:
+				live++
+			}
+		}
+		if live == 0 || pendingRows(t, q) < before {
+			return
+		}
+		time.Sleep(time.Millisecond) // poll interval, not a wait for a result
+	}
+	t.Fatalf("relays published nothing within %v", cmdTimeout)
+}
+
+// pendingRows counts q's outbox rows not yet published.
+func pendingRows(t *testing.T, q string) int {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(q, "ledger.db")+"?mode=ro&_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRow(`SELECT COUNT(*) FROM outbox WHERE published_at IS NULL`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// received is one event as a receiver saw it.
+type received struct {
+	ID, Aggregate string
+	OutboxID      int64
+}
+
+// checkReceived checks what a receiver saw of q's n outbox rows, in the
+// order it saw them (repeats included): every row's event, under its id,
+// at least once, and within each aggregate the first sight of each event
+// in row order. It returns how many repeats there were.
+func checkReceived(t *testing.T, q, queueID string, n int, got []received) int {
+	t.Helper()
+	db := openLedger(t, q)
+	rows, err := db.Query(`SELECT id, aggregate FROM outbox`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	want := map[string]string{}
+	for rows.Next() {
+		var id int64
+		var agg string
+		if err := rows.Scan(&id, &agg); err != nil {
+			t.Fatal(err)
+		}
+		want[fmt.Sprintf("%s-%020d", queueID, id)] = agg
+	}
+	if len(want) != n {
+		t.Fatalf("the outbox holds %d rows, want %d", len(want), n)
+	}
+	seen := map[string]bool{}
+	last := map[string]int64{}
+	repeats := 0
+	for _, r := range got {
+		agg, ok := want[r.ID]
+		if !ok {
+			t.Fatalf("received event %q, which is no row of the outbox", r.ID)
+		}
+		if r.Aggregate != agg || !strings.HasSuffix(r.ID, fmt.Sprintf("%020d", r.OutboxID)) {
+			t.Fatalf("event %q carries aggregate %q and outbox id %d; its row's aggregate is %q", r.ID, r.Aggregate, r.OutboxID, agg)
+		}
+		if seen[r.ID] {
+			repeats++
+			continue
+		}
+		seen[r.ID] = true
+		if r.OutboxID <= last[agg] {
+			t.Fatalf("aggregate %s: event of row %d first seen after that of row %d", agg, r.OutboxID, last[agg])
+		}
+		last[agg] = r.OutboxID
+	}
+	if len(seen) != n {
+		var missing []string
+		for id := range want {
+			if !seen[id] {
+				missing = append(missing, id)
+			}
+		}
+		sort.Strings(missing)
+		t.Fatalf("received %d distinct events of %d; missing %d, first %v", len(seen), n, len(missing), missing[:min(3, len(missing))])
+	}
+	return repeats
+}

@@ -1,0 +1,40 @@
+//go:build linux
+
+package queue
+
+import (
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// RemoveDone removes the file name from done/ when it is still the file
+// with inode ino (an Entry of List), and reports whether it removed it: a
+// name that is gone, or that now names another file, is left alone. It
+// does not sync done/; call Sync(Done) once after a run of removals. It is
+// for spool prune --files, which removes the files whose ledger rows it
+// removes; nothing else in spool removes a message, and error/ is never
+// pruned.
+func (d *Dir) RemoveDone(name string, ino uint64) (bool, error) {
+	if err := CheckName(name); err != nil {
+		return false, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(d.fd(Done), name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return false, nil
+		}
+		return false, fmt.Errorf("remove %s/%s: %w", Done, name, err)
+	}
+	if st.Ino != ino || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return false, nil
+	}
+	if err := unix.Unlinkat(d.fd(Done), name, 0); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return false, nil
+		}
+		return false, fmt.Errorf("remove %s/%s: %w", Done, name, err)
+	}
+	return true, nil
+}

@@ -1,0 +1,41 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/handler"
+)
+
+// HTTP is the http(s):// target: a POST of each event's JSON document
+// (Event.Body) with the event's id as its Idempotency-Key, by the rules of
+// spool consume --post (handler.Post): a 2xx is the acknowledgement; 408,
+// 429, 5xx and network errors are transient (Retry-After honoured as the
+// least wait); any other status, a redirect included, is permanent. The
+// receiver dedups repeats by the Idempotency-Key.
+type HTTP struct {
+	post *handler.Post
+}
+
+// OpenHTTP returns the target posting to rawURL.
+func OpenHTTP(rawURL string) (*HTTP, error) {
+	p, err := handler.NewPost(rawURL, handler.PostOptions{UserAgent: "spool-relay", Connections: 2})
+	if err != nil {
+		return nil, fmt.Errorf("target: %w", err)
+	}
+	return &HTTP{post: p}, nil
+}
+
+// Publish posts e.
+func (t *HTTP) Publish(ctx context.Context, e *Event) error {
+	body, err := e.Body()
+	if err != nil {
+		return spool.Permanent(err)
+	}
+	d := &spool.Delivery{Message: &spool.Message{MsgID: e.ID, Raw: body}}
+	return t.post.Call(ctx, d)
+}
+
+// Close closes nothing: the client's idle connections go with the process.
+func (t *HTTP) Close() error { return nil }
