@@ -77,6 +77,7 @@ func Run(t *testing.T, b Backend) {
 		{"BadVerdict", testBadVerdict},
 		{"ReserveSettle", testReserveSettle},
 		{"ReleaseReservations", testReleaseReservations},
+		{"ReleaseClaims", testReleaseClaims},
 		{"ConflictResult", testConflictResult},
 		{"OutboxEmit", testOutboxEmit},
 		{"OutboxRelay", testOutboxRelay},
