@@ -57,6 +57,7 @@ func Run(t *testing.T, b Backend) {
 		{"OptionalFieldsNull", testOptionalFieldsNull},
 		{"Duplicates", testDuplicates},
 		{"DeadLetterByIno", testDeadLetterByIno},
+		{"EachDeadLetterFile", testEachDeadLetterFile},
 		{"Stats", testStats},
 		{"RecordReplay", testRecordReplay},
 		{"OrderCheckSQLAgrees", testOrderCheckSQLAgrees},
