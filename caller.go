@@ -121,6 +121,19 @@ type CallLedger interface {
 	ReleaseReservations(ctx context.Context, owner string) (int, error)
 }
 
+// ClaimReleaser is a CallLedger that removes single reservations. A
+// recovery then releases at once the msg_ids of a dead session's claims
+// whose call never started (reserved, waiting for a slot, their order key
+// or a pause: a consumer reserves a batch ahead of its calls), and holds
+// only those whose call may still run. Without it, every msg_id of the
+// dead session is held until its calls cannot be running.
+type ClaimReleaser interface {
+	CallLedger
+	// ReleaseClaims removes the reservations that owner holds for the
+	// claims (Delivery.Claim), and returns how many there were.
+	ReleaseClaims(ctx context.Context, owner string, claims []string) (int, error)
+}
+
 // ConcurrentLedger is a CallLedger that says how many of its write
 // transactions (Reserve, Settle) may usefully run at once: the consumer
 // then reserves the next batches and commits that many groups of outcomes

@@ -343,6 +343,16 @@ func (cs *callStage) start(it item) {
 			cs.retire(it)
 			return
 		}
+		// The mark before the call: a recovery releases at once the
+		// msg_ids of the claims without one, whose call never started,
+		// and holds the others until their calls cannot be running.
+		if err := p.s.MarkCalled(it.claim); err != nil {
+			<-cs.slots
+			p.fail(err) // uncalled, left for recovery
+			cs.retire(it)
+			return
+		}
+		it.called = true
 		// A call started is finished even when the run is stopping,
 		// unless the shutdown timeout passes first.
 		start := time.Now()

@@ -18,6 +18,9 @@ type item struct {
 	r Result
 	// claimed is when the claim began (the delivery's Claimed).
 	claimed time.Time
+	// called is set once the claim's external call is marked as started
+	// (queue.Session.MarkCalled); the mark is cleared when it leaves.
+	called bool
 }
 
 // itemState is what claiming and examining made of a name. Every state but

@@ -74,6 +74,12 @@ func (c *Consumer) moveOut(s *queue.Session, items []item, ms *moveSync) error {
 			continue
 		}
 		d, r := it.d, it.r
+		if it.called {
+			// Committed: the reservation is gone, and the mark with it.
+			if err := s.ClearCalled(it.claim); err != nil {
+				return err
+			}
+		}
 		if r.Outcome == OutcomeRetry {
 			c.hold(it.claim, r.RetryAt)
 			c.log.Info("retry scheduled", "file", d.File, "msg_id", d.Message.MsgID,

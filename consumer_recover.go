@@ -37,7 +37,37 @@ func (c *Consumer) recover(ctx context.Context, st *Stats) error {
 	if err := c.reportRecovered(ctx, rec.DeadLetters); err != nil {
 		return err
 	}
+	if err := c.releaseUncalled(ctx, rec.Uncalled); err != nil {
+		return err
+	}
 	return c.releaseDeadReservations(ctx)
+}
+
+// releaseUncalled releases at once the reservations of the claims of dead
+// sessions whose call never started (queue.Recovered.Uncalled): reserved
+// ahead of their calls, they waited for a slot, their order key or a
+// pause when their consumer died, so no call of them can be running. The
+// others are held (releaseDeadReservations). A reservation of a session
+// whose claim was not recovered (it was settled meanwhile) is not there.
+func (c *Consumer) releaseUncalled(ctx context.Context, uncalled map[string][]string) error {
+	cr, ok := c.callLedger.(ClaimReleaser)
+	if !ok {
+		return nil
+	}
+	for o, claims := range uncalled {
+		if o == c.ownSession() {
+			continue
+		}
+		n, err := cr.ReleaseClaims(ctx, o, claims)
+		if err != nil {
+			return fmt.Errorf("recover reservations: %w", err)
+		}
+		if n > 0 {
+			c.log.Info("released the reservations of a dead consumer's claims whose call never started",
+				"session", o, "reservations", n)
+		}
+	}
+	return nil
 }
 
 // ledgerLiveness judges the sessions of other hosts by their leases in a
@@ -113,9 +143,11 @@ func (c *Consumer) reportRecovered(ctx context.Context, dead []queue.RecoveredFi
 // dead and recovered: on this host at once, since recovery saw its lock
 // free; on another host once its lease expired (queue.Dir.Recover). But a
 // dead session's calls may outlive it: an HTTP request it sent runs on at
-// the server, an Exec's processes may run on. So its reservations stay,
-// and the deliveries of those msg_ids are held (OutcomeBusy) while this
-// consumer goes on with others, until one of:
+// the server, an Exec's processes may run on. The reservations of its
+// claims whose call never started are released by the recovery already
+// (releaseUncalled). The others stay, and the deliveries of those msg_ids
+// are held (OutcomeBusy), while this consumer calls every other msg_id,
+// until one of:
 //
 //   - the Caller is a CallReaper, the session was of this host, and
 //     ReapCalls found none of its calls running any more (it kills what
@@ -128,8 +160,7 @@ func (c *Consumer) reportRecovered(ctx context.Context, dead []queue.RecoveredFi
 //     this consumer's own observation, which comes after the death, not
 //     a time read from the ledger: the reservation's time says when the
 //     msg_id was reserved, not when its call began (it may wait for a
-//     slot or a pause), and recording each call's start would cost a
-//     write per call. A consumer restarted meanwhile starts its own
+//     slot or a pause). A consumer restarted meanwhile starts its own
 //     clock: it waits longer, never less.
 //
 // The consumer's own session is never taken for dead.
@@ -207,7 +238,7 @@ func (c *Consumer) callsEnded(o string) bool {
 	c.deadMu.Unlock()
 	bound := c.callBound()
 	if !ok {
-		c.log.Info("holding the msg_ids a dead consumer reserved until its calls cannot be running",
+		c.log.Info("holding the msg_ids whose calls a dead consumer may still be running, until they cannot be",
 			"session", o, "until", now.Add(bound))
 	}
 	if r, isReaper := c.cfg.Caller.(CallReaper); isReaper && reap && strings.HasSuffix(o, "@"+queue.Host()) {

@@ -114,6 +114,11 @@ func (cs *callStage) giveBack() error {
 	c.moves.Lock()
 	defer c.moves.Unlock()
 	for _, it := range back {
+		if it.called {
+			if err := p.s.ClearCalled(it.claim); err != nil {
+				return fmt.Errorf("give back claims not started: %w", err)
+			}
+		}
 		if _, err := p.s.Finish(it.claim, queue.Inbox); err != nil {
 			return fmt.Errorf("give back claims not started: %w", err)
 		}

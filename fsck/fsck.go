@@ -58,6 +58,11 @@ const (
 	// InterruptedReplay: a replay killed before it finished. Repaired by
 	// finishing it.
 	InterruptedReplay = "interrupted-replay"
+	// Copied: no file the ledger recorded has its recorded inode, and some
+	// were found by name instead: the queue was copied or restored (cp
+	// -a, rsync, a backup), which gives every file a new inode.
+	// Informational: the files are there.
+	Copied = "copied"
 	// Rebuilding: the ledger is marked as being rebuilt from the
 	// directories (ledger.BeginRebuild), by a repair running now or killed
 	// before it was complete; every command refuses it meanwhile.
@@ -147,6 +152,10 @@ type checker struct {
 	// staged holds the keys of every file in every stage, sorted, for the
 	// processed rows' side of the comparison.
 	staged []fileKey
+	// byInode counts the files found under their recorded inode, moved
+	// those found by name (or msg_id) under another one; every file moved
+	// and none by inode is a copied queue.
+	byInode, moved int
 	// rebuilding is set once Repair has marked the ledger as being
 	// rebuilt: the mark comes off when the run is complete.
 	rebuilding bool
@@ -254,6 +263,12 @@ func (c *checker) run(ctx context.Context) (*Report, error) {
 		return nil, err
 	}
 	findings = append(findings, done, invalid, errs, orphans)
+	if c.byInode == 0 && c.moved > 0 {
+		f := c.newFinding(Copied, true)
+		f.Count = c.moved
+		f.Text = fmt.Sprintf("the queue was copied or restored: none of its files has the inode the ledger recorded, and %d were matched by name instead", c.moved)
+		findings = append(findings, f)
+	}
 	if f, err := c.bind(ctx, qid, lid, done.Count+errs.Count); err != nil {
 		return nil, err
 	} else if f != nil {

@@ -39,6 +39,7 @@ func (c *checker) done(ctx context.Context) (unrecorded, invalid *finding, err e
 		c.staged = stageKeys(c.staged, e.Ino, e.Name)
 		for _, k := range c.staged[n:] {
 			if _, ok := slices.BinarySearchFunc(known, k, compareKeys); ok {
+				c.byInode++
 				return nil
 			}
 		}
@@ -95,6 +96,8 @@ func (c *checker) resolveDone(ctx context.Context, entries []queue.Entry, unreco
 		if c.lost(f, repaired) {
 			unrecorded.add("done/" + f.Name)
 			lost = append(lost, f)
+		} else {
+			c.moved++ // its record is under another inode
 		}
 	}
 	if !c.repair || len(lost) == 0 {
@@ -134,10 +137,27 @@ func (c *checker) errorStage(ctx context.Context) (*finding, error) {
 	if err != nil {
 		return nil, err
 	}
-	var lost []ledger.RepairedFile
+	var (
+		lost     []ledger.RepairedFile
+		recorded []uint64 // name hashes of the dead-letter records, once needed
+		keys     []fileKey
+	)
 	for _, r := range rows {
 		c.staged = stageKeys(c.staged, r.Ino, r.File)
 		if r.Known {
+			c.byInode++
+			continue
+		}
+		// No record under its inode: one under its name is the file's,
+		// copied with the queue to a new inode.
+		if recorded == nil {
+			if recorded, err = c.deadLetterNames(ctx); err != nil {
+				return nil, err
+			}
+		}
+		keys = stageKeys(keys[:0], r.Ino, r.File)
+		if slices.ContainsFunc(keys, func(k fileKey) bool { _, ok := slices.BinarySearch(recorded, k.name); return ok }) {
+			c.moved++
 			continue
 		}
 		f.add("error/" + r.File)
@@ -155,7 +175,24 @@ func (c *checker) errorStage(ctx context.Context) (*finding, error) {
 	return f, nil
 }
 
-// processed reports the processed rows whose file is in no stage.
+// deadLetterNames returns the name hashes of every dead-letter record,
+// sorted, never nil.
+func (c *checker) deadLetterNames(ctx context.Context) ([]uint64, error) {
+	names := []uint64{}
+	err := c.l.EachDeadLetterFile(ctx, func(_ uint64, file string) error {
+		names = append(names, recordedKey(0, file).name)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(names)
+	return slices.Compact(names), nil
+}
+
+// processed reports the processed rows whose file is in no stage: not
+// under its recorded inode, nor under its name with another inode (a
+// copied queue).
 func (c *checker) processed(ctx context.Context) (*finding, error) {
 	f := c.newFinding(ProcessedWithoutFile, true)
 	for _, s := range []queue.Stage{queue.Inbox} {
@@ -174,13 +211,24 @@ func (c *checker) processed(ctx context.Context) (*finding, error) {
 		c.staged = stageKeys(c.staged, cl.Ino, cl.Name)
 	}
 	slices.SortFunc(c.staged, compareKeys)
+	names := make([]uint64, 0, len(c.staged))
+	for _, k := range c.staged {
+		names = append(names, k.name)
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
 	err = c.l.EachProcessed(ctx, func(p ledger.ProcessedFile) error {
 		if p.Ino == 0 {
 			return nil // recorded before inodes were: cannot tell
 		}
-		if _, ok := slices.BinarySearchFunc(c.staged, recordedKey(p.Ino, p.File), compareKeys); !ok {
-			f.add(p.File + " (msg_id " + p.MsgID + ")")
+		k := recordedKey(p.Ino, p.File)
+		if _, ok := slices.BinarySearchFunc(c.staged, k, compareKeys); ok {
+			return nil
 		}
+		if _, ok := slices.BinarySearch(names, k.name); ok {
+			return nil // under another inode: copied
+		}
+		f.add(p.File + " (msg_id " + p.MsgID + ")")
 		return nil
 	})
 	if err != nil {

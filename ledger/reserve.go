@@ -316,3 +316,30 @@ func (db *DB) ReleaseReservations(ctx context.Context, owner string) (int, error
 	}
 	return int(n), nil
 }
+
+// ReleaseClaims removes the reservations owner holds for claims; see
+// spool.ClaimReleaser.
+func (db *DB) ReleaseClaims(ctx context.Context, owner string, claims []string) (int, error) {
+	if err := db.open(); err != nil {
+		return 0, err
+	}
+	total := 0
+	for chunk := range slices.Chunk(claims, rowsPerInsert) {
+		args := make([]any, 0, len(chunk)+1)
+		args = append(args, owner)
+		for _, c := range chunk {
+			args = append(args, c)
+		}
+		r, err := db.sql.ExecContext(ctx, db.dialect.Rebind(
+			"DELETE FROM reservations WHERE owner = ? AND claim IN ("+placeholders(len(chunk))+")"), args...)
+		if err != nil {
+			return total, db.fail("release reservations of "+owner, err)
+		}
+		n, err := r.RowsAffected()
+		if err != nil {
+			return total, db.fail("release reservations of "+owner, err)
+		}
+		total += int(n)
+	}
+	return total, nil
+}

@@ -60,7 +60,9 @@ func (d *Dir) DeadClaims(lease time.Duration) ([]DeadClaim, error) {
 			return nil, fmt.Errorf("list dead claims: %s: %w", name, err)
 		}
 		for _, c := range claims {
-			out = append(out, DeadClaim{Session: name, Name: c})
+			if !isMark(c) {
+				out = append(out, DeadClaim{Session: name, Name: c})
+			}
 		}
 	}
 	return out, nil
@@ -97,7 +99,7 @@ func (d *Dir) ClaimFiles() ([]ClaimFile, error) {
 		}
 		claims, err := readNames(fd)
 		for _, c := range claims {
-			if unix.Fstatat(fd, c, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+			if !isMark(c) && unix.Fstatat(fd, c, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
 				out = append(out, ClaimFile{Name: c, Ino: st.Ino})
 			}
 		}

@@ -49,6 +49,12 @@ type Recovered struct {
 	// letters whose consumer died after recording them and before the
 	// move, which the recovering consumer reports as its own.
 	DeadLetters []RecoveredFile
+	// Uncalled are, by dead session, the claims recovered whose external
+	// call certainly never started (see MarkCalled): the reservations of
+	// their msg_ids may be released at once. A claim of a session whose
+	// marks cannot be trusted (another host's, or an earlier boot's) is
+	// never in it.
+	Uncalled map[string][]string
 }
 
 // RecoveredFile is a claim that recovery finished.
@@ -211,7 +217,8 @@ func (d *Dir) recoverSession(ctx context.Context, name string, resolve Resolver,
 	if err != nil {
 		return false, fmt.Errorf("recover %s: %w", name, err)
 	}
-	for _, e := range entries {
+	marks, claims := readMarks(session, entries)
+	for _, e := range claims {
 		var st unix.Stat_t
 		if err := unix.Fstatat(fd, e, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			if errors.Is(err, unix.ENOENT) {
@@ -235,6 +242,12 @@ func (d *Dir) recoverSession(ctx context.Context, name string, resolve Resolver,
 			}
 			return false, fmt.Errorf("recover %s/%s to %s: %w", name, e, to, err)
 		}
+		if marks.uncalled(session, id) {
+			if rec.Uncalled == nil {
+				rec.Uncalled = map[string][]string{}
+			}
+			rec.Uncalled[session] = append(rec.Uncalled[session], id)
+		}
 		switch to {
 		case Done:
 			rec.ToDone++
@@ -244,6 +257,9 @@ func (d *Dir) recoverSession(ctx context.Context, name string, resolve Resolver,
 		default:
 			rec.ToInbox++
 		}
+	}
+	if err := marks.remove(fd); err != nil {
+		return false, fmt.Errorf("recover %s: remove its marks: %w", name, err)
 	}
 	if err := unix.Unlinkat(proc, name, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
 		if fenced && errors.Is(err, unix.ENOTEMPTY) {
@@ -321,6 +337,9 @@ func (d *Dir) Claims() ([]string, error) {
 			return nil, fmt.Errorf("list claims of %s: %w", session, err)
 		}
 		for _, name := range names {
+			if isMark(name) {
+				continue
+			}
 			var st unix.Stat_t
 			if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 				if errors.Is(err, unix.ENOENT) {

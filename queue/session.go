@@ -88,6 +88,12 @@ func (d *Dir) Join() (*Session, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("join: sync processing: %w", err)
 	}
+	// After the publication, so that a stale join holds nothing but
+	// itself; a session killed before it has its marks distrusted.
+	if err := writeBootMark(fd); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("join: %w", err)
+	}
 	return &Session{d: d, id: id, fd: fd}, nil
 }
 
@@ -294,7 +300,10 @@ func (s *Session) Close() error {
 		return nil
 	}
 	proc := s.d.fd(Processing)
-	err := unix.Unlinkat(proc, s.id, unix.AT_REMOVEDIR)
+	err := s.removeMarks()
+	if err == nil {
+		err = unix.Unlinkat(proc, s.id, unix.AT_REMOVEDIR)
+	}
 	if err != nil && !errors.Is(err, unix.ENOENT) {
 		err = fmt.Errorf("close session %s: %w", s.id, err)
 	} else {

@@ -133,6 +133,8 @@ const (
 	auditReplay = "replay"
 	auditFlush  = "flush"
 	auditRepair = "repair"
+	auditPrune  = "prune"
+	auditBackup = "backup"
 )
 
 // beginResume begins the audit of finishing the replays a killed run

@@ -98,14 +98,15 @@ func runBackup(ctx context.Context, e *env, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	audit, err := beginOpAudit(ctx, l, "backup", map[string]any{"to": *to, "force": *force})
+	run, err := beginAudit(ctx, e, l, "", auditBackup, map[string]any{"to": *to, "force": *force})
 	if err != nil {
 		return err
 	}
+	defer run.end(ctx, e, &err)
 	var out backupJSON
 	defer func() {
-		audit.end(ctx, &err, ledger.AuditCounts{"processed": out.Processed, "deliveries": out.Deliveries,
-			"replays": out.Replays, "bytes": out.Bytes})
+		run.Counts["processed"], run.Counts["deliveries"] = out.Processed, out.Deliveries
+		run.Counts["replays"], run.Counts["bytes"] = out.Replays, out.Bytes
 	}()
 	err = queue.CreateFile(*to, *force, func(tmp string) error {
 		if err := l.SnapshotInto(ctx, tmp); err != nil {

@@ -95,9 +95,10 @@ drain wait for the retries due within DURATION; --watch waits for all. After --r
 With --exec and --post a crash repeats at most --concurrency commands or
 requests: those whose outcome was not committed yet (the same msg_id,
 SPOOL_MSG_ID or Idempotency-Key, is sent again), never while the first
-may still run: the restart holds those msg_ids until the dead consumer's
-runs are killed (--exec) or --post-timeout has passed (--post), and goes
-on with the others meanwhile. Calls are not ordered,
+may still run: the restart holds the msg_ids whose call had started until
+the dead consumer's runs are killed (--exec) or --post-timeout has passed
+(--post), and calls the others meanwhile, those the dead consumer reserved
+but never called included. Calls are not ordered,
 unless --ordered: then the messages of one order key are called one at a
 time in this consumer, in seq order among those it holds claimed (about 5
 batches of --batch, 256 with --ordered, claimed in name order: a backlog

@@ -40,6 +40,9 @@ disagreement with a count and examples:
                           (informational: prune and operators remove files)
   unbound                 a queue made before queue identities
                           (informational)
+  copied                  no file has the inode the ledger recorded; they
+                          were matched by name: the queue was copied or
+                          restored (informational)
 
 Exit 0 when it finds nothing but informational findings, 1 otherwise.
 

@@ -87,18 +87,17 @@ func runPrune(ctx context.Context, e *env, args []string) (err error) {
 	defer closeLedger(l, &err)
 	before := time.Now().Add(-window)
 	if !*dryRun {
-		var audit *opAudit
-		audit, err = beginOpAudit(ctx, l, "prune", map[string]any{"older_than": *olderThan,
+		var run *auditRun
+		run, err = beginAudit(ctx, e, l, "", auditPrune, map[string]any{"older_than": *olderThan,
 			"before": before.UTC().Format(time.RFC3339), "files": *files})
 		if err != nil {
 			return err
 		}
+		defer run.end(ctx, e, &err)
 		var n fsck.Pruned
-		defer func() {
-			audit.end(ctx, &err, ledger.AuditCounts{"processed": n.Rows.Processed, "deliveries": n.Rows.Deliveries,
-				"files": n.Files, "bytes": n.Bytes})
-		}()
 		n, err = fsck.Prune(ctx, d, l, ledger.Prune{Before: before, KeepClaims: inFlight}, *files)
+		run.Counts["processed"], run.Counts["deliveries"] = n.Rows.Processed, n.Rows.Deliveries
+		run.Counts["files"], run.Counts["bytes"] = n.Files, n.Bytes
 		if err != nil {
 			return err
 		}

@@ -187,7 +187,7 @@ func liveClaims(q string) int {
 			continue
 		}
 		in, _ := os.ReadDir(filepath.Join(dir, de.Name()))
-		n += len(in)
+		n += countSessionClaims(in)
 	}
 	return n
 }

@@ -106,7 +106,7 @@ func TestPostKilledInFlight(t *testing.T) {
 	if st := parseStats(t, r); st.Recovered == 0 {
 		t.Errorf("the restart recovered nothing\n%s", r)
 	}
-	if !strings.Contains(r.stderr, "holding the msg_ids a dead consumer reserved") {
+	if !strings.Contains(r.stderr, "holding the msg_ids whose calls a dead consumer may still be running") {
 		t.Errorf("the restart does not say it holds the dead consumer's msg_ids\n%s", r.stderr)
 	}
 	srv.mu.Lock()

@@ -346,7 +346,7 @@ func dirNames(t *testing.T, dir string) []string {
 }
 
 // claimsIn lists what processing/ holds but session directories: the
-// claims inside them, and anything else.
+// claims inside them (not the sessions' own marks), and anything else.
 func claimsIn(t *testing.T, q string) []string {
 	t.Helper()
 	var out []string
@@ -358,7 +358,9 @@ func claimsIn(t *testing.T, q string) []string {
 			continue
 		}
 		for _, e := range inside {
-			out = append(out, name+"/"+e.Name())
+			if !strings.HasPrefix(e.Name(), ".") { // a session's marks are no claims
+				out = append(out, name+"/"+e.Name())
+			}
 		}
 	}
 	return out

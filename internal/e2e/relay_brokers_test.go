@@ -6,7 +6,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -162,5 +166,50 @@ func TestRelayAMQPUnroutable(t *testing.T) {
 	}
 	if n := pendingRows(t, q); n != 1 {
 		t.Fatalf("%d rows unpublished, want the returned one", n)
+	}
+}
+
+// TestRelayPostgresTwoRelays: two relays at once on a PostgreSQL ledger
+// (a schema of its own), killed at random, then run to the end into
+// another spool queue: the leases keep each aggregate's events in row
+// order there too, and the receiving ledger makes each event once.
+// Needs SPOOL_TEST_POSTGRES (required on CI).
+func TestRelayPostgresTwoRelays(t *testing.T) {
+	t.Parallel()
+	dsn, admin := postgresServer(t)
+	schema := postgresSchema(t, admin)
+	db := withSearchPath(t, dsn, schema)
+	rng := newRand(t)
+	n := scale(2000, 300)
+	q, _ := workQueue(t)
+	mustRun(t, 0, "init", q, "--db", db)
+	for i := range n {
+		agg := fmt.Sprintf("a%02d", i%5)
+		if _, err := admin.Exec(`INSERT INTO `+schema+`.outbox (aggregate, type, payload) VALUES ($1, 'payment', $2)`,
+			agg, fmt.Sprintf(`{"agg":%q,"n":%d}`, agg, i/5)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	idBytes, err := os.ReadFile(filepath.Join(q, "queue.id"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := strings.TrimSpace(string(idBytes))
+	pending := func() int {
+		var p int
+		if err := admin.QueryRow(`SELECT COUNT(*) FROM ` + schema + `.outbox WHERE published_at IS NULL`).Scan(&p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	b, _ := workQueue(t)
+	writeFile(t, b, "spool.conf", `{"required": ["msg_id"]}`)
+	relayKillsOn(t, rng, pending, q, "dir://"+b, 2, scale(30, 8), "--db", db)
+
+	got := dirReceived(t, b)
+	repeats := checkEvents(t, outboxEvents(t, admin, schema+".outbox", id), n, got)
+	r := mustRun(t, 0, "consume", b)
+	if st := parseStats(t, r); st.Processed != n || st.Duplicates != repeats {
+		t.Fatalf("the receiving queue: %+v, want %d processed and %d duplicates", st, n, repeats)
 	}
 }

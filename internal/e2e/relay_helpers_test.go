@@ -51,13 +51,20 @@ func outboxQueue(t *testing.T, n, aggs int) (q, id string) {
 // extra are more flags for every relay.
 func relayKills(t *testing.T, rng *rand.Rand, q, target string, relays, kills int, extra ...string) {
 	t.Helper()
+	relayKillsOn(t, rng, func() int { return pendingRows(t, q) }, q, target, relays, kills, extra...)
+}
+
+// relayKillsOn is relayKills with pending counting the unpublished rows
+// of the queue's ledger, wherever it is (--db in extra).
+func relayKillsOn(t *testing.T, rng *rand.Rand, pending func() int, q, target string, relays, kills int, extra ...string) {
+	t.Helper()
 	args := append([]string{"relay", q, "--to", target, "--lease", "1s", "--poll", "20ms", "--retry-base", "20ms"}, extra...)
 	hit := 0
 	for run := 0; hit < kills; run++ {
 		if run > 20*kills {
 			t.Fatalf("%d runs and only %d kills hit a live relay", run, hit)
 		}
-		before := pendingRows(t, q)
+		before := pending()
 		if before == 0 {
 			break // all published: the clean run has nothing left, which is fine
 		}
@@ -67,7 +74,7 @@ func relayKills(t *testing.T, rng *rand.Rand, q, target string, relays, kills in
 			ps[i] = start(t, runArgs...)
 		}
 		if rng.IntN(3) != 0 {
-			waitForPublish(t, ps, q, before)
+			waitForPublish(t, ps, pending, before)
 		}
 		for _, p := range ps {
 			if p.killAfter(t, logDelay(rng, time.Millisecond, 150*time.Millisecond)) {
@@ -77,7 +84,7 @@ func relayKills(t *testing.T, rng *rand.Rand, q, target string, relays, kills in
 			}
 		}
 	}
-	t.Logf("%d kills of a live relay; %d rows left for the clean run", hit, pendingRows(t, q))
+	t.Logf("%d kills of a live relay; %d rows left for the clean run", hit, pending())
 	ps := make([]*proc, relays)
 	for i := range ps {
 		ps[i] = start(t, args...)
@@ -87,14 +94,14 @@ func relayKills(t *testing.T, rng *rand.Rand, q, target string, relays, kills in
 			t.Fatalf("clean relay run:\n%s", r)
 		}
 	}
-	if n := pendingRows(t, q); n != 0 {
+	if n := pending(); n != 0 {
 		t.Fatalf("%d rows unpublished after the clean run", n)
 	}
 }
 
-// waitForPublish polls until fewer than before rows of q are pending, or
+// waitForPublish polls until fewer than before rows are pending, or
 // every relay of ps has exited.
-func waitForPublish(t *testing.T, ps []*proc, q string, before int) {
+func waitForPublish(t *testing.T, ps []*proc, pending func() int, before int) {
 	t.Helper()
 	deadline := time.Now().Add(cmdTimeout)
 	for time.Now().Before(deadline) {
@@ -106,7 +113,7 @@ func waitForPublish(t *testing.T, ps []*proc, q string, before int) {
 				live++
 			}
 		}
-		if live == 0 || pendingRows(t, q) < before {
+		if live == 0 || pending() < before {
 			return
 		}
 		time.Sleep(time.Millisecond) // poll interval, not a wait for a result
@@ -141,8 +148,14 @@ type received struct {
 // in row order. It returns how many repeats there were.
 func checkReceived(t *testing.T, q, queueID string, n int, got []received) int {
 	t.Helper()
-	db := openLedger(t, q)
-	rows, err := db.Query(`SELECT id, aggregate FROM outbox`)
+	return checkEvents(t, outboxEvents(t, openLedger(t, q), "outbox", queueID), n, got)
+}
+
+// outboxEvents maps the event id of each row of table (an outbox) to its
+// aggregate.
+func outboxEvents(t *testing.T, db *sql.DB, table, queueID string) map[string]string {
+	t.Helper()
+	rows, err := db.Query(`SELECT id, aggregate FROM ` + table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,6 +169,16 @@ func checkReceived(t *testing.T, q, queueID string, n int, got []received) int {
 		}
 		want[fmt.Sprintf("%s-%020d", queueID, id)] = agg
 	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return want
+}
+
+// checkEvents is checkReceived against want, the outbox's event ids
+// with their aggregates.
+func checkEvents(t *testing.T, want map[string]string, n int, got []received) int {
+	t.Helper()
 	if len(want) != n {
 		t.Fatalf("the outbox holds %d rows, want %d", len(want), n)
 	}

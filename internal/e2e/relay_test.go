@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -54,49 +55,7 @@ func testRelayDir(t *testing.T, relays int) {
 	writeFile(t, b, "spool.conf", `{"required": ["msg_id"]}`)
 	relayKills(t, rng, q, "dir://"+b, relays, scale(30, 8))
 
-	// The order in which the files were written: their mtimes, equal ones
-	// (the clock's tick) taken in name order. A later row's first file
-	// written strictly before an earlier row's is an inversion.
-	type file struct {
-		env   envelope
-		mtime int64
-		name  string
-	}
-	des, err := os.ReadDir(filepath.Join(b, inbox))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var files []file
-	for _, de := range des {
-		if !isMessageName(de.Name()) {
-			continue
-		}
-		path := filepath.Join(b, inbox, de.Name())
-		data, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var st syscall.Stat_t
-		if err := syscall.Stat(path, &st); err != nil {
-			t.Fatal(err)
-		}
-		e := decodeEnvelope(t, data)
-		base := e.MsgID + ".json"
-		if de.Name() != base && (len(de.Name()) < len(base) || de.Name()[:len(e.MsgID)] != e.MsgID) {
-			t.Fatalf("file %s holds event %s: want it named after the event", de.Name(), e.MsgID)
-		}
-		files = append(files, file{e, st.Mtim.Nano(), de.Name()})
-	}
-	sort.SliceStable(files, func(i, j int) bool {
-		if files[i].mtime != files[j].mtime {
-			return files[i].mtime < files[j].mtime
-		}
-		return files[i].name < files[j].name
-	})
-	var got []received
-	for _, f := range files {
-		got = append(got, received{f.env.MsgID, f.env.Aggregate, f.env.OutboxID})
-	}
+	got := dirReceived(t, b)
 	repeats := checkReceived(t, q, id, n, got)
 	r := mustRun(t, 0, "consume", b)
 	if st := parseStats(t, r); st.Processed != n || st.Duplicates != repeats || st.DeadLetters != 0 {
@@ -154,4 +113,52 @@ func testRelayHTTP(t *testing.T, relays int) {
 	defer mu.Unlock()
 	repeats := checkReceived(t, q, id, n, got)
 	t.Logf("%d requests, %d events taken, %d repeats", requests, n, repeats)
+}
+
+// dirReceived is what a receiving queue b holds in inbox/, in the order
+// the relays wrote it: by mtime, equal ones (the clock's tick) in name
+// order, so that a later row's first file written strictly before an
+// earlier row's is an inversion. Each file must be named after its event.
+func dirReceived(t *testing.T, b string) []received {
+	t.Helper()
+	type file struct {
+		env   envelope
+		mtime int64
+		name  string
+	}
+	des, err := os.ReadDir(filepath.Join(b, inbox))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []file
+	for _, de := range des {
+		if !isMessageName(de.Name()) {
+			continue
+		}
+		path := filepath.Join(b, inbox, de.Name())
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st syscall.Stat_t
+		if err := syscall.Stat(path, &st); err != nil {
+			t.Fatal(err)
+		}
+		e := decodeEnvelope(t, data)
+		if !strings.HasPrefix(de.Name(), e.MsgID) {
+			t.Fatalf("file %s holds event %s: want it named after the event", de.Name(), e.MsgID)
+		}
+		files = append(files, file{e, st.Mtim.Nano(), de.Name()})
+	}
+	sort.SliceStable(files, func(i, j int) bool {
+		if files[i].mtime != files[j].mtime {
+			return files[i].mtime < files[j].mtime
+		}
+		return files[i].name < files[j].name
+	})
+	var got []received
+	for _, f := range files {
+		got = append(got, received{f.env.MsgID, f.env.Aggregate, f.env.OutboxID})
+	}
+	return got
 }

@@ -95,3 +95,24 @@ func testReleaseReservations(t *testing.T, db *ledger.DB) {
 		t.Fatalf("after release: %v, want x reserved and z busy", got)
 	}
 }
+
+// testReleaseClaims: ReleaseClaims removes the reservations an owner
+// holds for the claims named, and no other: not its other claims', not
+// another owner's of the same claim names.
+func testReleaseClaims(t *testing.T, db *ledger.DB) {
+	ctx := context.Background()
+	reserve(t, db, "dead", valid("c-x", msg{ID: "x"}), valid("c-y", msg{ID: "y"}), valid("c-w", msg{ID: "w"}))
+	reserve(t, db, "live", valid("c-z", msg{ID: "z"}))
+	if n, err := db.ReleaseClaims(ctx, "dead", []string{"c-x", "c-w", "c-z", "c-none"}); err != nil || n != 2 {
+		t.Fatalf("ReleaseClaims: %d, %v; want 2", n, err)
+	}
+	if n, err := db.ReleaseClaims(ctx, "dead", nil); err != nil || n != 0 {
+		t.Fatalf("ReleaseClaims of none: %d, %v", n, err)
+	}
+	got := reserve(t, db, "other", valid("c-x2", msg{ID: "x"}), valid("c-y2", msg{ID: "y"}),
+		valid("c-w2", msg{ID: "w"}), valid("c-z2", msg{ID: "z"}))
+	want := []spool.Outcome{spool.OutcomeReserved, spool.OutcomeBusy, spool.OutcomeReserved, spool.OutcomeBusy}
+	if !slices.Equal(got, want) {
+		t.Fatalf("after ReleaseClaims: %v, want %v (x and w released; y and live's z held)", got, want)
+	}
+}
