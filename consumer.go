@@ -354,18 +354,35 @@ func (c *Consumer) run(ctx context.Context, watch bool) (Stats, error) {
 	}
 	defer c.running.Store(false)
 	started := false
+	cutOff := false
 	for {
 		err := c.runSession(ctx, watch, &st, &started)
-		if !errors.Is(err, ErrLeaseLost) || ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
+			return st, err
+		case errors.Is(err, ErrLeaseLost):
+			// Fenced off: the session's claims were taken over while it
+			// could not renew its lease (a frozen host, a partition from
+			// the ledger), and the ledger commits nothing more of them.
+			// Its directory is left for recovery; consuming goes on as a
+			// new session.
+			c.log.Warn("lost the lease: another consumer took this session's claims over, and nothing more is committed for them; joining as a new session",
+				"err", err)
+			continue
+		case errors.Is(err, errCutOff):
+			cutOff = true
+			c.log.Warn("cut off from the ledger: this session is given up as if its lease were lost, its claims left for recovery; joining a new session once the ledger answers",
+				"err", err)
+		case cutOff && errors.Is(err, errJoinLease):
+			// Still cut off: wait.
+		default:
 			return st, err
 		}
-		// Fenced off: the session's claims were taken over while it could
-		// not renew its lease (a frozen host, a partition from the
-		// ledger), and the ledger commits nothing more of them. Its
-		// directory is left for recovery; consuming goes on as a new
-		// session.
-		c.log.Warn("lost the lease: another consumer took this session's claims over, and nothing more is committed for them; joining as a new session",
-			"err", err)
+		select {
+		case <-ctx.Done():
+			return st, err
+		case <-time.After(time.Second):
+		}
 	}
 }
 
@@ -380,9 +397,12 @@ func (c *Consumer) runSession(ctx context.Context, watch bool, st *Stats, starte
 	defer c.setSession("")
 	lease, err := c.keepLease(ctx, s)
 	if err != nil {
-		return c.abandon(s, fmt.Errorf("consume: %w", err))
+		return c.abandon(s, fmt.Errorf("consume: %w: %w", errJoinLease, err))
 	}
 	defer lease.stop()
+	// A failure while this host cannot reach the ledger ends the session,
+	// not the run (see errCutOff).
+	abandon := func(s *queue.Session, err error) error { return c.abandon(s, lease.classify(err)) }
 	// In-flight work finishes even when ctx is cancelled (a graceful stop),
 	// so the ledger and the moves use a context that is not cancelled.
 	work := context.WithoutCancel(ctx)
@@ -398,17 +418,17 @@ func (c *Consumer) runSession(ctx context.Context, watch bool, st *Stats, starte
 			// A watch runs for months: a stage replaced meanwhile would
 			// be watched and scanned through its old descriptor forever.
 			if err := c.dir.CheckStages(); err != nil {
-				return c.abandon(s, err)
+				return abandon(s, err)
 			}
 		}
 		if err := c.recover(work, st); err != nil {
-			return c.abandon(s, err)
+			return abandon(s, err)
 		}
 		if err := c.requeueDue(s, false); err != nil {
-			return c.abandon(s, err)
+			return abandon(s, err)
 		}
 		if err := c.loadSchedule(work); err != nil {
-			return c.abandon(s, err)
+			return abandon(s, err)
 		}
 		if !*started && c.cfg.OnStart != nil {
 			c.cfg.OnStart()
@@ -420,7 +440,7 @@ func (c *Consumer) runSession(ctx context.Context, watch bool, st *Stats, starte
 			err = lease.err()
 		}
 		if err != nil {
-			return c.abandon(s, err)
+			return abandon(s, err)
 		}
 		if sd.stopped() {
 			return c.stopped(s, lease, sd)
@@ -432,7 +452,7 @@ func (c *Consumer) runSession(ctx context.Context, watch bool, st *Stats, starte
 		// we ran and left claims that belong back in inbox/.
 		before := st.Recovered
 		if err := c.recover(work, st); err != nil {
-			return c.abandon(s, err)
+			return abandon(s, err)
 		}
 		if st.Recovered > before {
 			continue

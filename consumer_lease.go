@@ -47,6 +47,36 @@ type leaseKeeper struct {
 	wg   sync.WaitGroup
 }
 
+// errCutOff marks a session that failed (a write, a recovery) while its
+// host could not reach a ledger that keeps leases: a renewal tried at
+// once failed too. Such a host is partitioned from the ledger, and its
+// session's claims will be taken over, so the session is given up (its
+// claims left for recovery, as after a lost lease) and the run joins a new
+// one once the ledger answers again (errJoinLease until then), instead of
+// failing (exit 3).
+var errCutOff = errors.New("cut off from the ledger")
+
+// errJoinLease marks a session that could not acquire its lease.
+var errJoinLease = errors.New("cannot acquire the session's lease")
+
+// classify marks err, a failure of the session, as errCutOff when the
+// ledger keeps leases and a renewal tried now fails too (not with
+// ErrLeaseLost: that is the lease lost, which err then becomes).
+func (k *leaseKeeper) classify(err error) error {
+	if err == nil || k.ll == nil || errors.Is(err, ErrLeaseLost) {
+		return err
+	}
+	perr := k.renew()
+	switch {
+	case perr == nil:
+		return err // the ledger answers: a failure of its own
+	case errors.Is(perr, ErrLeaseLost):
+		k.taken(perr)
+		return perr
+	}
+	return fmt.Errorf("%w: %w (renewal: %v)", errCutOff, err, perr)
+}
+
 // leaseMargin is the share of the lease that wait keeps back from the
 // lease's end, for the drift between the hosts' clock rates.
 const leaseMargin = 8
