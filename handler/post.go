@@ -96,18 +96,25 @@ func NewPost(rawURL string, o PostOptions) (*Post, error) {
 // Call posts d's message. A Post is a spool.Caller: its effect is outside
 // the ledger, so the consumer calls it outside any ledger transaction.
 func (h *Post) Call(ctx context.Context, d *spool.Delivery) error {
-	m := d.Message
-	for _, c := range []byte(m.MsgID) {
+	return h.Send(ctx, d.Message.MsgID, d.Message.Raw, nil)
+}
+
+// Send posts body with key as its Idempotency-Key and the headers of
+// extra besides (for spool relay, which carries an event's headers), by
+// the rules of Call: Call is Send of the message's bytes under its msg_id.
+// extra cannot replace Content-Type, Idempotency-Key or User-Agent.
+func (h *Post) Send(ctx context.Context, key string, body []byte, extra http.Header) error {
+	for _, c := range []byte(key) {
 		if (c < ' ' && c != '\t') || c == 0x7f {
-			return spool.Permanent(fmt.Errorf("post: msg_id %q cannot be sent as an Idempotency-Key header", m.MsgID))
+			return spool.Permanent(fmt.Errorf("post: msg_id %q cannot be sent as an Idempotency-Key header", key))
 		}
 	}
-	if t := strings.Trim(m.MsgID, " \t"); t != m.MsgID {
+	if t := strings.Trim(key, " \t"); t != key {
 		// HTTP strips a header value's surrounding spaces and tabs: the
 		// downstream would see the key of another msg_id.
-		return spool.Permanent(fmt.Errorf("post: msg_id %q has spaces or tabs around it, which HTTP strips from an Idempotency-Key header: the downstream would take it for %q", m.MsgID, t))
+		return spool.Permanent(fmt.Errorf("post: msg_id %q has spaces or tabs around it, which HTTP strips from an Idempotency-Key header: the downstream would take it for %q", key, t))
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(m.Raw))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(body))
 	if err != nil {
 		return spool.Permanent(fmt.Errorf("post: %w", err))
 	}
@@ -122,8 +129,13 @@ func (h *Post) Call(ctx context.Context, d *spool.Delivery) error {
 	// consumer's policy (HTTP/2 refuses likewise to resend a written
 	// request whose body it cannot rewind).
 	req.GetBody = nil
+	for k, vs := range extra {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", m.MsgID)
+	req.Header.Set("Idempotency-Key", key)
 	req.Header.Set("User-Agent", h.userAgent)
 	resp, err := h.client.Do(req)
 	if err != nil {

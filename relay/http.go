@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"fmt"
+	"net/http"
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/handler"
@@ -13,7 +14,9 @@ import (
 // spool consume --post (handler.Post): a 2xx is the acknowledgement; 408,
 // 429, 5xx and network errors are transient (Retry-After honoured as the
 // least wait); any other status, a redirect included, is permanent. The
-// receiver dedups repeats by the Idempotency-Key.
+// receiver dedups repeats by the Idempotency-Key. The row's headers are
+// sent as HTTP headers (a traceparent as traceparent), with
+// Spool-Aggregate and Spool-Type.
 type HTTP struct {
 	post *handler.Post
 }
@@ -33,8 +36,13 @@ func (t *HTTP) Publish(ctx context.Context, e *Event) error {
 	if err != nil {
 		return spool.Permanent(err)
 	}
-	d := &spool.Delivery{Message: &spool.Message{MsgID: e.ID, Raw: body}}
-	return t.post.Call(ctx, d)
+	h := http.Header{}
+	for k, v := range e.Row.Headers {
+		h.Set(k, v)
+	}
+	h.Set("Spool-Aggregate", e.Row.Aggregate)
+	h.Set("Spool-Type", e.Row.Type)
+	return t.post.Send(ctx, e.ID, body, h)
 }
 
 // Close closes nothing: the client's idle connections go with the process.

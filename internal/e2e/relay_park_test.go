@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -101,5 +102,40 @@ func TestRelayParks(t *testing.T) {
 				t.Fatalf("%d rows pending after prune", n)
 			}
 		})
+	}
+}
+
+// TestRelayHTTPHeaders: a row's headers (a W3C traceparent, a tenant)
+// reach the HTTP receiver as request headers, with the event's aggregate
+// and type, and in the body's headers object.
+func TestRelayHTTPHeaders(t *testing.T) {
+	t.Parallel()
+	q, _ := outboxQueue(t, 1, 1)
+	const trace = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	db := openLedgerRW(t, filepath.Join(q, "ledger.db"))
+	if _, err := db.Exec(`UPDATE outbox SET headers = ?`, `{"traceparent":"`+trace+`","tenant":"acme"}`); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var seen http.Header
+	var body []byte
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = r.Header.Clone()
+		body, _ = io.ReadAll(r.Body)
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	t.Cleanup(srv.Close)
+	mustRun(t, 0, "relay", q, "--to", srv.URL)
+	mu.Lock()
+	defer mu.Unlock()
+	if seen.Get("Traceparent") != trace || seen.Get("Tenant") != "acme" || seen.Get("Spool-Aggregate") != "a00" ||
+		seen.Get("Spool-Type") != "payment" || seen.Get("Content-Type") != "application/json" || seen.Get("Idempotency-Key") == "" {
+		t.Fatalf("request headers: %v", seen)
+	}
+	var e struct{ Headers map[string]string }
+	if err := json.Unmarshal(body, &e); err != nil || e.Headers["traceparent"] != trace || e.Headers["tenant"] != "acme" {
+		t.Fatalf("body %s: headers %v, %v", body, e.Headers, err)
 	}
 }
