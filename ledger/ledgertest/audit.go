@@ -3,12 +3,15 @@ package ledgertest
 import (
 	"errors"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/spoolq/spool/ledger"
+	"github.com/spoolq/spool/queue"
 )
 
 // testAuditLifecycle: AuditBegin writes a started row with everything the
@@ -202,5 +205,72 @@ func testAuditConcurrent(t *testing.T, db *ledger.DB) {
 			t.Errorf("row %+v: want ok with done = pid, each pid once", r)
 		}
 		seen[r.PID] = true
+	}
+}
+
+// testAuditBind: BindAudited audits the first bind of a ledger to its
+// queue once, as the entry's actor, with the queue's identity, in the
+// transaction that binds: of two handles binding at once, exactly one row;
+// a later bind, a check, and a Bind without an entry add none; a new
+// ledger accepted on purpose (BindNew) is audited as new-ledger.
+func testAuditBind(t *testing.T, a, b *ledger.DB) {
+	ctx := t.Context()
+	dir := filepath.Join(t.TempDir(), "q")
+	if err := queue.Init(dir); err != nil {
+		t.Fatal(err)
+	}
+	d, err := queue.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	e := ledger.AuditEntry{Actor: "ops", Via: ledger.AuditCLI, Host: "h", PID: 7}
+	var wg sync.WaitGroup
+	ids := make([]string, 2)
+	errs := make([]error, 2)
+	for i, db := range []*ledger.DB{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ids[i], errs[i] = ledger.BindAudited(ctx, db, d, ledger.BindWrite, e)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil || ids[0] == "" || ids[0] != ids[1] {
+		t.Fatalf("two binds at once: %q, %v", ids, err)
+	}
+	if _, err := ledger.BindAudited(ctx, a, d, ledger.BindWrite, e); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ledger.BindAudited(ctx, b, d, ledger.BindCheck, e); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := a.AuditList(ctx, ledger.AuditQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 {
+		t.Fatalf("audit after binds: %+v, want one bind row", rows)
+	}
+	r := rows[0]
+	if r.Action != ledger.AuditBind || r.Actor != "ops" || r.Outcome != ledger.AuditOK || r.Host != "h" || r.PID != 7 ||
+		r.Selection != `{"queue_id":"`+ids[0]+`"}` || r.Ended.IsZero() {
+		t.Errorf("bind row: %+v", r)
+	}
+	// A new ledger on purpose: audited, once.
+	if err := os.WriteFile(filepath.Join(dir, "done", "old.json"), []byte(`{}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := ledger.BindAudited(ctx, a, d, ledger.BindNew, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := ledger.Bind(ctx, a, d, ledger.BindNew); err != nil {
+		t.Fatal(err)
+	}
+	rows, err = a.AuditList(ctx, ledger.AuditQuery{After: r.ID})
+	if err != nil || len(rows) != 1 || rows[0].Action != ledger.AuditNewLedger || rows[0].Actor != "ops" {
+		t.Fatalf("audit after BindNew: %+v, %v; want one new-ledger row", rows, err)
 	}
 }

@@ -131,6 +131,11 @@ func Run(t *testing.T, b Backend) {
 		dsn := b.Fresh(t)
 		testLeases(t, opener(t, dsn), opener(t, dsn))
 	})
+	t.Run("AuditBind", func(t *testing.T) {
+		t.Parallel()
+		dsn := b.Fresh(t)
+		testAuditBind(t, opener(t, dsn), opener(t, dsn))
+	})
 	t.Run("ConcurrentOpen", func(t *testing.T) {
 		t.Parallel()
 		testConcurrentOpen(t, b.Fresh(t))
