@@ -123,6 +123,13 @@ type Options struct {
 	// Consumer names the repairer in the records it writes; empty: fsck
 	// with the host and pid.
 	Consumer string
+	// Begin, when set, is called by Repair once, before its first change
+	// and only after the queue and the ledger are known to belong
+	// together: a Repair that finds another queue's ledger or an unreadable
+	// queue.id changes nothing and does not call it. An error from Begin
+	// ends the Repair with nothing changed. The command line writes its
+	// audit row here.
+	Begin func(ctx context.Context) error
 }
 
 func (o Options) withDefaults() Options {
@@ -188,6 +195,18 @@ func Check(ctx context.Context, d *queue.Dir, l *ledger.DB, o Options) (*Report,
 // rebuild.
 func Repair(ctx context.Context, d *queue.Dir, l *ledger.DB, o Options) (*Report, error) {
 	c := &checker{d: d, l: l, o: o.withDefaults(), now: time.Now(), repair: true}
+	qid, lid, err := c.identity(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if qid != "" && lid != "" && qid != lid {
+		return Check(ctx, d, l, o) // another queue's ledger: reported, never repaired
+	}
+	if o.Begin != nil {
+		if err := o.Begin(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if err := c.beginRebuild(ctx); err != nil {
 		return nil, err
 	}

@@ -202,7 +202,7 @@ func (db *DB) auditInsert(ctx context.Context, op string, e AuditEntry, outcome 
 // ended its ended_at (nil while started).
 func (db *DB) auditInsertTx(ctx context.Context, tx *sql.Tx, e AuditEntry, outcome, counts, detail string, ended any) (int64, error) {
 	var id int64
-	err := tx.QueryRowContext(ctx, db.dialect.Rebind(`INSERT INTO audit
+	err := tx.QueryRowContext(ctx, db.dialect.Rebind(`INSERT INTO spool_audit
     (at, actor, role, via, action, selection, counts, outcome, detail, ended_at, host, pid, task_id)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`),
 		formatTime(e.at()), clean(e.Actor), clean(e.Role), clean(e.Via), clean(e.Action), e.selection(),
@@ -257,7 +257,7 @@ func (db *DB) AuditEnd(ctx context.Context, id int64, outcome string, counts Aud
 	if err != nil {
 		return fmt.Errorf("%s: counts: %w", op, err)
 	}
-	res, err := db.sql.ExecContext(ctx, db.dialect.Rebind(`UPDATE audit SET outcome = ?, counts = ?, detail = ?, ended_at = ?
+	res, err := db.sql.ExecContext(ctx, db.dialect.Rebind(`UPDATE spool_audit SET outcome = ?, counts = ?, detail = ?, ended_at = ?
 WHERE id = ? AND outcome IN ('started', 'interrupted')`), outcome, ct, clean(detail), formatTime(time.Now()), id)
 	if err != nil {
 		return db.fail(op, err)
@@ -299,7 +299,7 @@ func (db *DB) AuditList(ctx context.Context, q AuditQuery) ([]AuditRow, error) {
 		return nil, err
 	}
 	query := `SELECT id, at, actor, role, via, action, selection, counts, outcome, detail, ended_at, host, pid, task_id
-FROM audit WHERE id > ?`
+FROM spool_audit WHERE id > ?`
 	args := []any{q.After}
 	if !q.Since.IsZero() {
 		query += ` AND at >= ?`

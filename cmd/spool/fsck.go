@@ -210,15 +210,21 @@ func writeFsck(e *env, r *fsck.Report, db string, asJSON bool) error {
 // repairAudited is fsck.Repair, audited (action repair): counts repairs
 // (one per line it logs) and problems (those left after it).
 func repairAudited(ctx context.Context, e *env, d *queue.Dir, l *ledger.DB, o fsck.Options) (r *fsck.Report, err error) {
-	run, err := beginAudit(ctx, e, l, "", auditRepair, nil)
-	if err != nil {
-		return nil, err
+	var run *auditRun
+	o.Begin = func(ctx context.Context) error {
+		var err error
+		run, err = beginAudit(ctx, e, l, "", auditRepair, nil)
+		return err
+	}
+	repairs := int64(0)
+	log := o.Log
+	o.Log = func(line string) { repairs++; log(line) }
+	r, err = fsck.Repair(ctx, d, l, o)
+	if run == nil {
+		return r, err // refused before any change: nothing to audit
 	}
 	defer run.end(ctx, e, &err)
-	run.Counts["repairs"] = 0
-	log := o.Log
-	o.Log = func(line string) { run.Counts["repairs"]++; log(line) }
-	r, err = fsck.Repair(ctx, d, l, o)
+	run.Counts["repairs"] = repairs
 	if r != nil {
 		run.Counts["problems"] = int64(r.Problems())
 	}

@@ -257,7 +257,7 @@ func observeDiscard(t *testing.T, q, path, kept string, round int, ino map[strin
 	// The audit row is committed before the batch: a batch without one
 	// is a change the audit missed.
 	var audited int
-	if err := db.QueryRow(`SELECT COUNT(*) FROM audit WHERE action = 'discard' AND selection LIKE ?`, `%"note":"`+note+`"%`).Scan(&audited); err != nil {
+	if err := db.QueryRow(`SELECT COUNT(*) FROM spool_audit WHERE action = 'discard' AND selection LIKE ?`, `%"note":"`+note+`"%`).Scan(&audited); err != nil {
 		t.Fatal(err)
 	}
 	if phase != "none" && audited != 1 {
@@ -346,7 +346,7 @@ FROM discards d JOIN discard_batches b ON b.id = d.batch_id WHERE b.note = ?`, f
 			}
 		}
 	}
-	if n := queryLedger(t, path, `SELECT COUNT(*) FROM audit WHERE outcome = 'failed'`); n != 0 {
+	if n := queryLedger(t, path, `SELECT COUNT(*) FROM spool_audit WHERE outcome = 'failed'`); n != 0 {
 		t.Errorf("round %d: %d audit rows of failed actions", round, n)
 	}
 	if r := sp.mustRun(t, 0, "errors", q); r.stdout != "file,reason\n" {

@@ -162,7 +162,7 @@ func discardAuditRows(t *testing.T, q string) []string {
 	t.Helper()
 	db := openLedgerRW(t, filepath.Join(q, "ledger.db"))
 	defer db.Close()
-	rows, err := db.Query(`SELECT actor, action, selection, outcome, counts, COALESCE(ended_at, '') FROM audit WHERE action = 'discard' ORDER BY id`)
+	rows, err := db.Query(`SELECT actor, action, selection, outcome, counts, COALESCE(ended_at, '') FROM spool_audit WHERE action = 'discard' ORDER BY id`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +225,7 @@ func TestDiscardDryRun(t *testing.T) {
 	if d := diffSnapshots(before, treeSnapshot(t, q, out)); len(d) > 0 {
 		t.Errorf("--dry-run changed the queue or the ledger: %q", d)
 	}
-	if n := queryLedger(t, filepath.Join(q, "ledger.db"), `SELECT (SELECT COUNT(*) FROM discards) + (SELECT COUNT(*) FROM discard_batches) + (SELECT COUNT(*) FROM audit WHERE action = 'discard')`); n != 0 {
+	if n := queryLedger(t, filepath.Join(q, "ledger.db"), `SELECT (SELECT COUNT(*) FROM discards) + (SELECT COUNT(*) FROM discard_batches) + (SELECT COUNT(*) FROM spool_audit WHERE action = 'discard')`); n != 0 {
 		t.Errorf("--dry-run recorded %d discard or audit rows", n)
 	}
 }
@@ -344,7 +344,7 @@ func TestDiscardRefusals(t *testing.T) {
 			t.Errorf("audit row of a refusal: %q", a)
 		}
 	}
-	if n := queryLedger(t, filepath.Join(q, "ledger.db"), `SELECT COUNT(*) FROM audit WHERE action = 'discard' AND outcome = 'refused' AND detail LIKE '%no dead letter in error/ has it%'`); n != 2 {
+	if n := queryLedger(t, filepath.Join(q, "ledger.db"), `SELECT COUNT(*) FROM spool_audit WHERE action = 'discard' AND outcome = 'refused' AND detail LIKE '%no dead letter in error/ has it%'`); n != 2 {
 		t.Errorf("%d audit rows of the --reason refusals, want 2", n)
 	}
 }

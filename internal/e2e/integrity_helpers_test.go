@@ -6,11 +6,13 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -377,4 +379,76 @@ func removeLedgerFiles(t testing.TB, path string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// auditedSnapshot is a queue's tree without its SQLite ledger's files, and
+// the ledger's rows apart from its audit (and the audit's id sequence):
+// what a run that only audits itself (fsck --repair finding nothing to
+// repair) must leave as it was.
+type auditedSnapshot struct {
+	tree map[string]file
+	rows string
+}
+
+func snapshotButAudit(t testing.TB, q string) auditedSnapshot {
+	t.Helper()
+	tree := treeSnapshot(t, q)
+	for p := range tree {
+		if p == q || strings.HasPrefix(filepath.Base(p), "ledger.db") {
+			delete(tree, p)
+		}
+	}
+	db := openLedger(t, q)
+	names, err := db.Query(`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT IN ('spool_audit', 'sqlite_sequence') ORDER BY name`)
+	if err != nil {
+		t.Fatalf("list ledger tables: %v", err)
+	}
+	var tables []string
+	for names.Next() {
+		var n string
+		if err := names.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		tables = append(tables, n)
+	}
+	if err := names.Err(); err != nil {
+		t.Fatal(err)
+	}
+	names.Close()
+	var b strings.Builder
+	for _, table := range tables {
+		rows, err := db.Query(`SELECT * FROM "` + table + `"`)
+		if err != nil {
+			t.Fatalf("read ledger table %s: %v", table, err)
+		}
+		cols, _ := rows.Columns()
+		var lines []string
+		for rows.Next() {
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				t.Fatal(err)
+			}
+			lines = append(lines, fmt.Sprint(vals...))
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		rows.Close()
+		slices.Sort(lines)
+		fmt.Fprintf(&b, "%s:\n%s\n", table, strings.Join(lines, "\n"))
+	}
+	return auditedSnapshot{tree: tree, rows: b.String()}
+}
+
+// changedButAudit lists what differs between two snapshotButAudit.
+func changedButAudit(before, after auditedSnapshot) []string {
+	d := diffSnapshots(before.tree, after.tree)
+	if before.rows != after.rows {
+		d = append(d, "ledger rows (other than the audit) changed from\n"+before.rows+"\nto\n"+after.rows)
+	}
+	return d
 }

@@ -315,7 +315,7 @@ func requireAudit(t testing.TB, path, action string, want []auditRow) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	rows, err := db.Query(`SELECT actor, via, outcome, counts, ended_at IS NOT NULL FROM audit WHERE action = ? ORDER BY id`, action)
+	rows, err := db.Query(`SELECT actor, via, outcome, counts, ended_at IS NOT NULL FROM spool_audit WHERE action = ? ORDER BY id`, action)
 	if err != nil {
 		t.Fatal(err)
 	}

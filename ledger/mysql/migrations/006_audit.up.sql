@@ -1,8 +1,10 @@
--- 006_audit: every operator action that changes the queue or the ledger,
+-- 006_audit: spool_audit, prefixed because a --sql handler's business
+-- tables share this database and "audit" is a name they use. Every
+-- operator action that changes the queue or the ledger,
 -- and every refusal of one; see the other engines' 006. Every statement may
 -- be run again (see 001).
 
-CREATE TABLE IF NOT EXISTS audit (
+CREATE TABLE IF NOT EXISTS spool_audit (
     id        BIGINT      NOT NULL AUTO_INCREMENT PRIMARY KEY,
     at        VARCHAR(32) NOT NULL,
     actor     TEXT        NOT NULL,
@@ -18,6 +20,6 @@ CREATE TABLE IF NOT EXISTS audit (
     pid       BIGINT      NOT NULL DEFAULT 0,
     task_id   BIGINT
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
-CREATE INDEX IF NOT EXISTS audit_at ON audit (at);
-CREATE INDEX IF NOT EXISTS audit_outcome ON audit (outcome);
-CREATE INDEX IF NOT EXISTS audit_task ON audit (task_id);
+CREATE INDEX IF NOT EXISTS spool_audit_at ON spool_audit (at);
+CREATE INDEX IF NOT EXISTS spool_audit_outcome ON spool_audit (outcome);
+CREATE INDEX IF NOT EXISTS spool_audit_task ON spool_audit (task_id);

@@ -1,4 +1,6 @@
--- 006_audit: every operator action that changes the queue or the ledger
+-- 006_audit: spool_audit, prefixed because a --sql handler's business
+-- tables share this database and "audit" is a name they use. Every
+-- operator action that changes the queue or the ledger
 -- (replay, discard, flush, fsck --repair, prune, a new ledger bound...), and
 -- every refusal of one, with who asked, how, what and how it ended. An
 -- action writes its row as 'started' before it changes anything and sets
@@ -13,7 +15,7 @@
 -- no migration); host and pid: the process that wrote the row, which tells
 -- a killed run from a running one; task_id: the durable task the row is
 -- about, NULL when none.
-CREATE TABLE audit (
+CREATE TABLE spool_audit (
     id        BIGSERIAL PRIMARY KEY,
     at        TEXT    NOT NULL,
     actor     TEXT    NOT NULL,
@@ -29,6 +31,6 @@ CREATE TABLE audit (
     pid       BIGINT  NOT NULL DEFAULT 0,
     task_id   BIGINT
 );
-CREATE INDEX audit_at ON audit (at);
-CREATE INDEX audit_outcome ON audit (outcome);
-CREATE INDEX audit_task ON audit (task_id);
+CREATE INDEX spool_audit_at ON spool_audit (at);
+CREATE INDEX spool_audit_outcome ON spool_audit (outcome);
+CREATE INDEX spool_audit_task ON spool_audit (task_id);
