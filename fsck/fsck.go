@@ -58,6 +58,14 @@ const (
 	// InterruptedReplay: a replay killed before it finished. Repaired by
 	// finishing it.
 	InterruptedReplay = "interrupted-replay"
+	// InterruptedDiscard: a discard killed before it finished; its files
+	// are still in error/, some under hidden staging names. Repaired by
+	// finishing it.
+	InterruptedDiscard = "interrupted-discard"
+	// Discarded: dead letters removed from error/ on purpose (spool
+	// discard), as the ledger records them. Informational: they are
+	// neither missing nor a disagreement.
+	Discarded = "discarded"
 	// Copied: no file the ledger recorded has its recorded inode, and some
 	// were found by name instead: the queue was copied or restored (cp
 	// -a, rsync, a backup), which gives every file a new inode.
@@ -240,7 +248,7 @@ func (c *checker) run(ctx context.Context) (*Report, error) {
 	// stale directories of consumers killed while joining, without a
 	// word, and the temps step removes them saying so.
 	steps := []func(context.Context) (*finding, error){
-		c.replays, c.temps, c.deadClaims,
+		c.replays, c.discards, c.temps, c.deadClaims,
 	}
 	var findings []*finding
 	for _, step := range steps {
@@ -262,7 +270,11 @@ func (c *checker) run(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	findings = append(findings, done, invalid, errs, orphans)
+	discarded, err := c.discarded(ctx)
+	if err != nil {
+		return nil, err
+	}
+	findings = append(findings, done, invalid, errs, orphans, discarded)
 	if c.byInode == 0 && c.moved > 0 {
 		f := c.newFinding(Copied, true)
 		f.Count = c.moved

@@ -47,30 +47,7 @@ func StagingName(id int64, idx int) string {
 // error/name is gone or is another file; a file already staged is left
 // there and reported true. Call Sync(Error) after staging a batch.
 func (d *Dir) Stage(id int64, idx int, name string, ino uint64) (bool, error) {
-	staging := StagingName(id, idx)
-	var st unix.Stat_t
-	if err := unix.Fstatat(d.fd(Error), staging, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil {
-		return true, nil
-	}
-	if err := CheckName(name); err != nil {
-		return false, fmt.Errorf("stage %s: %w", name, err)
-	}
-	if err := unix.Fstatat(d.fd(Error), name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return false, nil
-		}
-		return false, fmt.Errorf("stage %s: %w", name, err)
-	}
-	if ino != 0 && st.Ino != ino {
-		return false, nil
-	}
-	if err := renameNoReplace(d.fd(Error), name, d.fd(Error), staging); err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return false, nil // taken by another replay meanwhile
-		}
-		return false, fmt.Errorf("stage %s: %w", name, err)
-	}
-	return true, nil
+	return d.stageAs(StagingName(id, idx), name, ino)
 }
 
 // Release moves item idx of replay intent id from its staging name in

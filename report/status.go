@@ -35,6 +35,9 @@ type StatusReport struct {
 	Temps, StaleTemps int
 	// UnfinishedReplays counts replays killed before they finished.
 	UnfinishedReplays int
+	// Discards counts the dead letters discarded on purpose (spool
+	// discard) and the discards killed before they finished.
+	Discards ledger.DiscardStats
 	// Retries counts the messages waiting for a retry, and NextRetry is
 	// when the soonest is due (zero when none waits).
 	Retries   int
@@ -102,6 +105,9 @@ func Status(ctx context.Context, d *queue.Dir, l *ledger.DB) (StatusReport, erro
 		return r, fmt.Errorf("status: %w", err)
 	}
 	r.UnfinishedReplays = len(unfinished)
+	if r.Discards, err = l.DiscardCounts(ctx); err != nil {
+		return r, fmt.Errorf("status: %w", err)
+	}
 	retries, err := l.Retries(ctx)
 	if err != nil {
 		return r, fmt.Errorf("status: %w", err)
@@ -168,6 +174,11 @@ type StatusJSON struct {
 	// InterruptedReplays counts replays killed before they finished
 	// (spool fsck --repair finishes them).
 	InterruptedReplays int `json:"interrupted_replays"`
+	// Discarded counts the dead letters discarded on purpose (spool
+	// discard); InterruptedDiscards the discards killed before they
+	// finished (spool fsck --repair finishes them).
+	Discarded           int `json:"discarded"`
+	InterruptedDiscards int `json:"interrupted_discards"`
 	// RetriesWaiting counts the messages waiting for a retry; NextRetryAt
 	// is when the soonest is due and NextRetryInSeconds how far that is
 	// from now (negative once due), both null when none waits.
@@ -227,7 +238,7 @@ func (r StatusReport) JSON() StatusJSON {
 			DeadLetters: r.Ledger.DeadLetters, DeadLettersByReason: map[string]int64{},
 		},
 		TempFiles: r.Temps, StaleTempFiles: r.StaleTemps, InterruptedReplays: r.UnfinishedReplays,
-		RetriesWaiting: r.Retries,
+		RetriesWaiting: r.Retries, Discarded: r.Discards.Files, InterruptedDiscards: r.Discards.Pending,
 	}
 	if r.Retries > 0 {
 		next, secs := r.NextRetry.UTC(), Seconds(r.NextRetry.Sub(r.Now))
@@ -287,6 +298,13 @@ func WriteStatus(w io.Writer, r StatusReport) error {
 	}
 	if r.UnfinishedReplays > 0 {
 		fmt.Fprintf(tw, "replays\t%d interrupted (spool fsck --repair finishes them)\n", r.UnfinishedReplays)
+	}
+	if r.Discards.Files > 0 || r.Discards.Pending > 0 {
+		line := fmt.Sprintf("%s discarded on purpose (spool discard)", plural(int64(r.Discards.Files), "dead letter"))
+		if r.Discards.Pending > 0 {
+			line += fmt.Sprintf("; %d discards interrupted (spool fsck --repair finishes them)", r.Discards.Pending)
+		}
+		fmt.Fprintf(tw, "discards\t%s\n", line)
 	}
 	if o := r.Outbox; o.Pending+o.Parked+o.Published > 0 {
 		line := fmt.Sprintf("%d pending", o.Pending)

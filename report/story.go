@@ -33,11 +33,16 @@ type MessageStory struct {
 	Query  string
 	Places []Place
 	ledger.Story
+	// Discards are the discards (spool discard) of the message's files,
+	// oldest first, each with only those files.
+	Discards []ledger.DiscardBatch
 }
 
 // Found reports whether the queue knows anything of the message: a
 // ledger record or a file in a stage.
-func (m MessageStory) Found() bool { return !m.Story.Empty() || len(m.Places) > 0 }
+func (m MessageStory) Found() bool {
+	return !m.Story.Empty() || len(m.Places) > 0 || len(m.Discards) > 0
+}
 
 // Story finds what the queue knows of arg, a msg_id or the name of a
 // message file (as it was in inbox/, or as it is in a stage). It looks in
@@ -76,6 +81,30 @@ func Story(ctx context.Context, d *queue.Dir, l *ledger.DB, arg string) (Message
 		}
 	}
 	m := MessageStory{Query: arg, Story: st}
+	// A discard knows the msg_id of a file the consumer rejected before
+	// it had one (read from the file under the contract): arg may be it.
+	id := st.MsgID
+	if id == "" {
+		id = arg
+	}
+	if m.Discards, err = l.DiscardsOf(ctx, id, append(st.Files(), arg)); err != nil {
+		return MessageStory{}, err
+	}
+	for _, b := range m.Discards {
+		for _, it := range b.Items {
+			if m.MsgID != "" || it.MsgID != arg {
+				continue
+			}
+			if st.Empty() {
+				// Its dead-letter record has no msg_id: found by the name.
+				if m.Story, err = l.StoryOf(ctx, "", it.File); err != nil {
+					return MessageStory{}, err
+				}
+				st = m.Story
+			}
+			m.MsgID = arg
+		}
+	}
 	var inos []uint64
 	if st.ProcessedIno != 0 {
 		inos = append(inos, st.ProcessedIno)
@@ -187,7 +216,32 @@ func WriteStory(w io.Writer, m MessageStory, now time.Time) error {
 		}
 		p("replay", "%s", line)
 	}
+	for _, b := range m.Discards {
+		for _, it := range b.Items {
+			p("discarded", "%s", discardLine(b, it))
+		}
+	}
 	return tw.Flush()
+}
+
+// discardLine says what became of one discarded file, by whom and why.
+func discardLine(b ledger.DiscardBatch, it ledger.DiscardItem) string {
+	hash := it.ContentHash
+	if hash == "" {
+		hash = "none (not a regular file)"
+	}
+	line := fmt.Sprintf("%s error/%s (reason %s, sha256 %s) by %s", b.Created.UTC().Format(time.RFC3339Nano), Shown(it.File), Shown(it.Reason), hash, Shown(b.By))
+	switch {
+	case b.State != ledger.IntentDone:
+		line += ", interrupted before it finished (spool fsck --repair finishes it)"
+	case it.Outcome == ledger.DiscardMoved:
+		line += ", moved to " + Shown(b.ToDir) + "/" + Shown(it.NewName)
+	case it.Outcome == ledger.DiscardMissing:
+		line += ", but it was gone from error/ already"
+	default:
+		line += ", deleted"
+	}
+	return line + ": " + Shown(b.Note)
 }
 
 // StoryJSON is MessageStory as `spool show --json` prints it.
@@ -199,6 +253,26 @@ type StoryJSON struct {
 	Deliveries []DeliveryJSON   `json:"deliveries"`
 	Retry      *RetryJSON       `json:"retry"`
 	Replays    []StoryReplayObj `json:"replays"`
+	Discards   []DiscardJSON    `json:"discards"`
+}
+
+// DiscardJSON is one discarded file of the message: state is the
+// discard's (pending, staged, done), outcome the file's once done
+// (deleted, moved, missing), to and new_name where a move put it.
+type DiscardJSON struct {
+	At          time.Time  `json:"at"`
+	Finished    *time.Time `json:"finished_at"`
+	File        string     `json:"file"`
+	MsgID       *string    `json:"msg_id"`
+	Reason      string     `json:"reason"`
+	ContentHash *string    `json:"content_hash"`
+	Size        int64      `json:"size"`
+	By          string     `json:"by"`
+	Note        string     `json:"note"`
+	State       string     `json:"state"`
+	Outcome     *string    `json:"outcome"`
+	To          *string    `json:"to"`
+	NewName     *string    `json:"new_name"`
 }
 
 // PlaceJSON is a Place.
@@ -258,7 +332,19 @@ func optional(s string) *string {
 // JSON returns the story as `spool show --json` prints it, durations in
 // seconds.
 func (m MessageStory) JSON(now time.Time) StoryJSON {
-	out := StoryJSON{Query: m.Query, MsgID: optional(m.MsgID), Places: []PlaceJSON{}, Deliveries: []DeliveryJSON{}, Replays: []StoryReplayObj{}}
+	out := StoryJSON{Query: m.Query, MsgID: optional(m.MsgID), Places: []PlaceJSON{}, Deliveries: []DeliveryJSON{}, Replays: []StoryReplayObj{}, Discards: []DiscardJSON{}}
+	for _, b := range m.Discards {
+		for _, it := range b.Items {
+			j := DiscardJSON{At: b.Created.UTC(), File: it.File, MsgID: optional(it.MsgID), Reason: it.Reason,
+				ContentHash: optional(it.ContentHash), Size: it.Size, By: b.By, Note: b.Note, State: b.State,
+				Outcome: optional(string(it.Outcome)), To: optional(b.ToDir), NewName: optional(it.NewName)}
+			if !b.Finished.IsZero() {
+				t := b.Finished.UTC()
+				j.Finished = &t
+			}
+			out.Discards = append(out.Discards, j)
+		}
+	}
 	for _, p := range m.Places {
 		out.Places = append(out.Places, PlaceJSON{Stage: string(p.Stage), Name: p.Name})
 	}

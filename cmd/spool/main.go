@@ -47,7 +47,7 @@ var commands []*command
 func init() {
 	commands = []*command{
 		initCommand, enqueueCommand, consumeCommand, serveCommand, lagCommand, statusCommand,
-		schemaCommand, dupsCommand, errorsCommand, showCommand, orderCheckCommand, replayCommand, flushCommand,
+		schemaCommand, dupsCommand, errorsCommand, showCommand, orderCheckCommand, replayCommand, discardCommand, flushCommand,
 		replaysCommand, auditCommand, fsckCommand, pruneCommand, backupCommand, relayCommand, demoCommand, benchCommand, completionCommand, manCommand, versionCommand,
 	}
 }

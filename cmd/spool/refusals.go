@@ -94,9 +94,32 @@ func checkReason(ctx context.Context, d *queue.Dir, l *ledger.DB, reason string)
 	if slices.Contains(knownReasons, reason) {
 		return nil
 	}
-	rows, err := report.Errors(ctx, d, l)
+	now, err := reasonsNow(ctx, d, l)
 	if err != nil {
 		return err
+	}
+	return &usageError{msg: fmt.Sprintf("--reason %q: no dead letter has it and it is no reason spool gives; in error/ now: %s; the reasons: %s",
+		reason, now, strings.Join(knownReasons, ", "))}
+}
+
+// noSuchReason refuses a discard --reason that selected nothing: no dead
+// letter in error/ has it. Discarding is for what is there; the refusal
+// lists the reasons error/ holds now and every reason there is.
+func noSuchReason(ctx context.Context, d *queue.Dir, l *ledger.DB, reason string) error {
+	now, err := reasonsNow(ctx, d, l)
+	if err != nil {
+		return err
+	}
+	return &usageError{msg: fmt.Sprintf("--reason %q: no dead letter in error/ has it; in error/ now: %s; the reasons: %s",
+		reason, now, strings.Join(knownReasons, ", "))}
+}
+
+// reasonsNow lists the reasons of the dead letters in error/, sorted,
+// or says none.
+func reasonsNow(ctx context.Context, d *queue.Dir, l *ledger.DB) (string, error) {
+	rows, err := report.Errors(ctx, d, l)
+	if err != nil {
+		return "", err
 	}
 	var have []string
 	for _, r := range rows {
@@ -105,12 +128,10 @@ func checkReason(ctx context.Context, d *queue.Dir, l *ledger.DB, reason string)
 		}
 	}
 	slices.Sort(have)
-	now := "none"
-	if len(have) > 0 {
-		now = strings.Join(have, ", ")
+	if len(have) == 0 {
+		return "none", nil
 	}
-	return &usageError{msg: fmt.Sprintf("--reason %q: no dead letter has it and it is no reason spool gives; in error/ now: %s; the reasons: %s",
-		reason, now, strings.Join(knownReasons, ", "))}
+	return strings.Join(have, ", "), nil
 }
 
 // checkExec refuses, before anything is claimed, an --exec command whose

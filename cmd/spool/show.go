@@ -20,8 +20,9 @@ are now (found by the inodes the ledger recorded and by their names), its
 processed row (when, from which file, the content's SHA-256), every other
 delivery of it (duplicates, conflicts: another body under the same msg_id,
 dead letters with reason, field, detail and attempts), the retry it waits
-for (attempts failed, when it is due, the last error) and the replays of
-its files. It changes nothing.
+for (attempts failed, when it is due, the last error), the replays of its
+files and their discards (who, when, why, the body's SHA-256, and where
+--to moved them). It changes nothing.
 
 Exit 1 when the queue knows nothing of it: no ledger record and no file of
 that name in inbox/, error/ or done/.
@@ -31,7 +32,10 @@ one), places [{stage, name}], processed {processed_at, file, content_hash,
 claim} or null, deliveries [{at, file, outcome, conflict, reason, field,
 detail, content_hash, attempts, last_failure}], retry {attempts,
 first_failure, last_failure, next_at, due_in_seconds, last_error} or null,
-and replays [{at, file, new_name, by, note}].`,
+replays [{at, file, new_name, by, note}], and discards [{at, finished_at,
+file, msg_id, reason, content_hash, size, by, note, state, outcome, to,
+new_name}] (spool discard: outcome deleted, moved or missing; to and
+new_name where --to put it).`,
 }
 
 func init() { showCommand.run = runShow }

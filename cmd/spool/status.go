@@ -39,6 +39,9 @@ none renamed or removed):
   temp_files             temp files in the queue; stale_temp_files: those
                          whose writer is gone (spool fsck --repair removes them)
   interrupted_replays    replays killed before they finished
+  discarded              dead letters discarded on purpose (spool discard);
+                         interrupted_discards: discards killed before they
+                         finished (spool fsck --repair finishes them)
   retries_waiting        messages waiting for a retry of their business work
   next_retry_at          when the soonest of them is due, null when none waits
   next_retry_in_seconds  how far that is from now (negative once due), or null
@@ -52,7 +55,7 @@ none renamed or removed):
 
 The text form tells the dead letters now in error/ (the error line) from
 those the ledger recorded ever (the ledger line, and by reason), which
-include the ones replayed or removed since.`,
+include the ones replayed or discarded since.`,
 }
 
 func init() { statusCommand.run = runStatus }

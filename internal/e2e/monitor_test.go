@@ -159,17 +159,20 @@ func TestStatusJSON(t *testing.T) {
 
 	r := mustRun(t, 0, "status", q, "--json")
 	type status struct {
-		Queue              string         `json:"queue"`
-		Now                time.Time      `json:"now"`
-		Stages             map[string]int `json:"stages"`
-		OldestInboxMTime   *time.Time     `json:"oldest_inbox_mtime"`
-		OldestAgeSeconds   *float64       `json:"oldest_age_seconds"`
-		TempFiles          int            `json:"temp_files"`
-		StaleTempFiles     int            `json:"stale_temp_files"`
-		InterruptedReplays int            `json:"interrupted_replays"`
-		RetriesWaiting     int            `json:"retries_waiting"`
-		NextRetryAt        *time.Time     `json:"next_retry_at"`
-		NextRetryInSeconds *float64       `json:"next_retry_in_seconds"`
+		Queue              string          `json:"queue"`
+		Now                time.Time       `json:"now"`
+		Stages             map[string]int  `json:"stages"`
+		OldestInboxMTime   *time.Time      `json:"oldest_inbox_mtime"`
+		OldestAgeSeconds   *float64        `json:"oldest_age_seconds"`
+		TempFiles          int             `json:"temp_files"`
+		StaleTempFiles     int             `json:"stale_temp_files"`
+		InterruptedReplays int             `json:"interrupted_replays"`
+		Discarded          int             `json:"discarded"`
+		Interrupted        int             `json:"interrupted_discards"`
+		Outbox             json.RawMessage `json:"outbox"`
+		RetriesWaiting     int             `json:"retries_waiting"`
+		NextRetryAt        *time.Time      `json:"next_retry_at"`
+		NextRetryInSeconds *float64        `json:"next_retry_in_seconds"`
 		Ledger             struct {
 			Processed           int64            `json:"processed"`
 			Duplicates          int64            `json:"duplicates"`
@@ -196,6 +199,9 @@ func TestStatusJSON(t *testing.T) {
 	}
 	if got.RetriesWaiting != 0 || got.NextRetryAt != nil || got.NextRetryInSeconds != nil {
 		t.Errorf("retries %d next %v, want none", got.RetriesWaiting, got.NextRetryAt)
+	}
+	if got.Discarded != 0 || got.Interrupted != 0 {
+		t.Errorf("discarded %d, interrupted discards %d, want none", got.Discarded, got.Interrupted)
 	}
 	if got.TempFiles != 1 || got.StaleTempFiles != 1 || got.InterruptedReplays != 0 {
 		t.Errorf("temp files %d (stale %d), interrupted replays %d; want 1 (1), 0", got.TempFiles, got.StaleTempFiles, got.InterruptedReplays)

@@ -60,6 +60,7 @@ func Run(t *testing.T, b Backend) {
 		{"EachDeadLetterFile", testEachDeadLetterFile},
 		{"Stats", testStats},
 		{"RecordReplay", testRecordReplay},
+		{"Discard", testDiscard},
 		{"OrderCheckSQLAgrees", testOrderCheckSQLAgrees},
 		{"FailingBatchCommitsNothing", testFailingBatch},
 		{"ClaimRecordedTwice", testClaimRecordedTwice},

@@ -1,0 +1,95 @@
+package ledgertest
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/spoolq/spool/ledger"
+)
+
+// testDiscard: a discard batch goes pending, staged (with the items found
+// gone marked missing), done (with each item's outcome); only finished
+// batches count, unfinished ones are listed with their items for a
+// resume, a second finish records nothing, and DiscardsOf finds a
+// message's items by msg_id, or by name among those without one.
+func testDiscard(t *testing.T, db *ledger.DB) {
+	ctx := t.Context()
+	at := time.Date(2025, 3, 1, 12, 30, 45, 123456000, time.UTC)
+	if _, err := db.BeginDiscard(ctx, "", "why", "", at, nil); err == nil {
+		t.Error("BeginDiscard without by: nil error, want one")
+	}
+	if _, err := db.BeginDiscard(ctx, "alice", "  ", "", at, nil); err == nil {
+		t.Error("BeginDiscard without a note: nil error, want one")
+	}
+	items := []ledger.DiscardItem{
+		{Idx: 0, File: "a.json", Ino: 11, MsgID: "a", Reason: "handler", ContentHash: "aa", Size: 3},
+		{Idx: 1, File: "bad.json", Ino: 12, Reason: "parse", ContentHash: "bb", Size: 8},
+		{Idx: 2, File: "fifo.json", Ino: 13, Reason: "not-regular"},
+	}
+	id, err := db.BeginDiscard(ctx, "alice", "poison from upstream", "/srv/kept", at, items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := db.DiscardCounts(ctx); err != nil || s != (ledger.DiscardStats{Pending: 1}) {
+		t.Errorf("DiscardCounts pending = %+v, %v; want 1 pending", s, err)
+	}
+	un, err := db.UnfinishedDiscards(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ledger.DiscardBatch{ID: id, By: "alice", Note: "poison from upstream", Created: at, State: ledger.IntentPending,
+		ToDir: "/srv/kept", Items: items}
+	if len(un) != 1 || !reflect.DeepEqual(un[0], want) {
+		t.Fatalf("UnfinishedDiscards =\n%+v\nwant\n%+v", un, want)
+	}
+	if err := db.StageDiscard(ctx, id, []int{2}); err != nil {
+		t.Fatal(err)
+	}
+	un, err = db.UnfinishedDiscards(ctx)
+	if err != nil || len(un) != 1 || un[0].State != ledger.IntentStaged || un[0].Items[2].Outcome != ledger.DiscardMissing || un[0].Items[0].Outcome != "" {
+		t.Fatalf("after StageDiscard: %+v, %v", un, err)
+	}
+	done := []ledger.DiscardItem{items[0], items[1], items[2]}
+	done[0].Outcome, done[0].NewName = ledger.DiscardMoved, "a~2.json"
+	done[1].Outcome, done[1].NewName = ledger.DiscardMoved, "bad.json"
+	done[2].Outcome = ledger.DiscardMissing
+	fin := at.Add(time.Second)
+	bad := append([]ledger.DiscardItem(nil), done...)
+	bad[0].Outcome = "lost"
+	if err := db.FinishDiscard(ctx, id, bad, fin); err == nil {
+		t.Error("FinishDiscard with an unknown outcome: nil error, want one")
+	}
+	if err := db.FinishDiscard(ctx, id, done, fin); err != nil {
+		t.Fatal(err)
+	}
+	// Finished already: nothing is recorded again.
+	again := append([]ledger.DiscardItem(nil), done...)
+	again[0].NewName = "other.json"
+	if err := db.FinishDiscard(ctx, id, again, fin.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if un, err := db.UnfinishedDiscards(ctx); err != nil || len(un) != 0 {
+		t.Errorf("UnfinishedDiscards after finish = %+v, %v; want none", un, err)
+	}
+	if s, err := db.DiscardCounts(ctx); err != nil || s != (ledger.DiscardStats{Files: 2, Batches: 1}) {
+		t.Errorf("DiscardCounts = %+v, %v; want 2 files in 1 batch", s, err)
+	}
+	of, err := db.DiscardsOf(ctx, "a", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantA := ledger.DiscardBatch{ID: id, By: "alice", Note: "poison from upstream", Created: at, State: ledger.IntentDone,
+		ToDir: "/srv/kept", Finished: fin, Items: done[:1]}
+	if len(of) != 1 || !reflect.DeepEqual(of[0], wantA) {
+		t.Errorf("DiscardsOf(a) =\n%+v\nwant\n%+v", of, wantA)
+	}
+	// By name, only among items without a msg_id: a.json has one.
+	of, err = db.DiscardsOf(ctx, "nothing", []string{"bad.json", "a.json"})
+	if err != nil || len(of) != 1 || len(of[0].Items) != 1 || of[0].Items[0].File != "bad.json" {
+		t.Errorf("DiscardsOf(bad.json) = %+v, %v; want only bad.json", of, err)
+	}
+	if of, err := db.DiscardsOf(ctx, "", nil); err != nil || len(of) != 0 {
+		t.Errorf("DiscardsOf() = %+v, %v; want none", of, err)
+	}
+}
