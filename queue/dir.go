@@ -163,7 +163,9 @@ func (d *Dir) CheckStages() error {
 			return fmt.Errorf("stage %s %w: %s is gone (restart spool once it is back)", s, ErrStageReplaced, d.StagePath(s))
 		case err != nil:
 			return fmt.Errorf("check %s: %w", d.StagePath(s), err)
-		case now.Dev != open.Dev || now.Ino != open.Ino:
+		case now.Dev != open.Dev || now.Ino != open.Ino || open.Nlink == 0:
+			// Nlink 0: the open directory was removed, and the new one
+			// at the path got its freed inode number (ext4 reuses them).
 			return fmt.Errorf("stage %s %w: %s now names another directory (restart spool to use it; files left in the old one are not consumed)", s, ErrStageReplaced, d.StagePath(s))
 		}
 	}
