@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 	"time"
@@ -214,6 +215,11 @@ func (d *Dir) recoverSession(ctx context.Context, name string, resolve Resolver,
 	}
 	session := strings.TrimPrefix(name, joinPrefix)
 	entries, err := readNames(fd)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, fs.ErrNotExist) {
+		// Removed since it was opened: a fenced session's lock does not
+		// keep a second recoverer out, and that one finished first.
+		return true, nil
+	}
 	if err != nil {
 		return false, fmt.Errorf("recover %s: %w", name, err)
 	}
