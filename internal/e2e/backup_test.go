@@ -313,7 +313,7 @@ func TestBackupCrash(t *testing.T) {
 	sp := spoolAt{bin: plainSpool(t)}
 	q := filepath.Join(t.TempDir(), "q")
 	sp.mustRun(t, 0, "init", q)
-	n := testenv.Pick(20000, 2000)
+	n := testenv.Pick(5000, 2000)
 	putMessages(t, q, 0, n, 0)
 	sp.mustRun(t, 0, "consume", q)
 	qid := readID(t, q)
@@ -322,7 +322,7 @@ func TestBackupCrash(t *testing.T) {
 	sp.mustRun(t, 0, "backup", q, "--to", filepath.Join(dir, "first.db"))
 	span := time.Since(t0)
 	kills, whole := 0, 0
-	for round := range testenv.Pick(30, 8) {
+	for round := range testenv.Pick(12, 8) {
 		file := filepath.Join(dir, fmt.Sprintf("b%d.db", round))
 		delay := time.Duration(rng.Int64N(int64(span) + 1))
 		p := sp.start(t, "backup", q, "--to", file)

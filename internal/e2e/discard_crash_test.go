@@ -34,8 +34,8 @@ import (
 func TestDiscardCrash(t *testing.T) {
 	t.Parallel()
 	rng := newRand(t)
-	letters := testenv.Pick(1000, 100)
-	minBlind, minAimed := testenv.Pick(12, 2), testenv.Pick(16, 3)
+	letters := testenv.Pick(300, 100)
+	minBlind, minAimed := testenv.Pick(6, 2), testenv.Pick(8, 3)
 	// A bound for a stalled machine; the spans the kills are drawn over
 	// are taken again whenever a run finishes before its kill.
 	budget := 8 * time.Minute

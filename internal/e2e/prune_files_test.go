@@ -151,7 +151,7 @@ func TestPruneFiles(t *testing.T) {
 func TestPruneFilesCrash(t *testing.T) {
 	t.Parallel()
 	rng := newRand(t)
-	perRound := testenv.Pick(2000, 300)
+	perRound := testenv.Pick(600, 300)
 	sp := spoolAt{bin: plainSpool(t)}
 	q := filepath.Join(t.TempDir(), "q")
 	path := filepath.Join(q, "ledger.db")
@@ -222,7 +222,7 @@ func TestPruneFilesCrash(t *testing.T) {
 	// Two rounds in three kill blind, at an instant drawn over a whole
 	// prune (mostly its start and its reading of the ledger); the third
 	// aims at the removals: it kills within 2 ms of the first file's going.
-	minKills, minInside := testenv.Pick(12, 4), testenv.Pick(6, 2)
+	minKills, minInside := testenv.Pick(8, 4), testenv.Pick(4, 2)
 	phases := map[string]int{}
 	kills := 0
 	for round := 0; kills < minKills || phases["some files removed"]+phases["files removed, rows left"] < minInside; round++ {
