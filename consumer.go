@@ -354,9 +354,11 @@ func (c *Consumer) run(ctx context.Context, watch bool) (Stats, error) {
 	}
 	defer c.running.Store(false)
 	started := false
-	cutOff := false
+	// waiting: the last session could not start or was given up because
+	// the ledger did not answer; a session that joins says so once more.
+	waiting := false
 	for {
-		err := c.runSession(ctx, watch, &st, &started)
+		err := c.runSession(ctx, watch, &st, &started, &waiting)
 		switch {
 		case ctx.Err() != nil:
 			return st, err
@@ -370,11 +372,22 @@ func (c *Consumer) run(ctx context.Context, watch bool) (Stats, error) {
 				"err", err)
 			continue
 		case errors.Is(err, errCutOff):
-			cutOff = true
+			waiting = true
 			c.log.Warn("cut off from the ledger: this session is given up as if its lease were lost, its claims left for recovery; joining a new session once the ledger answers",
 				"err", err)
-		case cutOff && errors.Is(err, errJoinLease):
-			// Still cut off: wait.
+		case errors.Is(err, errJoinLease) && (watch || waiting):
+			// The ledger does not take the new session's lease: a
+			// ledger that went away (restarted, a failover, the role
+			// locked) between two sessions, or at the first one. A watch
+			// runs for months and waits it out, /readyz failing
+			// meanwhile, as does a drain that was cut off; a drain that
+			// could not start at all fails at once (exit 3), its cron
+			// being the retry.
+			if !waiting {
+				c.log.Warn("cannot start a session, the ledger does not take its lease: waiting for the ledger, retried every second",
+					"err", err)
+			}
+			waiting = true
 		default:
 			return st, err
 		}
@@ -387,7 +400,9 @@ func (c *Consumer) run(ctx context.Context, watch bool) (Stats, error) {
 }
 
 // runSession is run with one session, from its Join to its end.
-func (c *Consumer) runSession(ctx context.Context, watch bool, st *Stats, started *bool) error {
+// started is set once Config.OnStart was called; waiting, when set, is
+// cleared (and said) once the session's lease is taken.
+func (c *Consumer) runSession(ctx context.Context, watch bool, st *Stats, started, waiting *bool) error {
 	s, err := c.dir.Join()
 	if err != nil {
 		return fmt.Errorf("consume: %w", err)
@@ -398,6 +413,10 @@ func (c *Consumer) runSession(ctx context.Context, watch bool, st *Stats, starte
 	lease, err := c.keepLease(ctx, s)
 	if err != nil {
 		return c.abandon(s, fmt.Errorf("consume: %w: %w", errJoinLease, err))
+	}
+	if *waiting {
+		c.log.Info("the ledger answers again: consuming as a new session", "session", s.ID())
+		*waiting = false
 	}
 	defer lease.stop()
 	// A failure while this host cannot reach the ledger ends the session,

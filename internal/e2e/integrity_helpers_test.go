@@ -104,6 +104,16 @@ func (s spoolAt) start(t testing.TB, args ...string) *proc {
 		close(p.done)
 	}()
 	t.Cleanup(func() {
+		if t.Failed() {
+			// A process that exits by itself (its listener closed first)
+			// may be why: say what it printed.
+			select {
+			case <-p.done:
+				t.Logf("it exited by itself: %s", p.result())
+				return
+			case <-time.After(time.Second):
+			}
+		}
 		select {
 		case <-p.done:
 		default:
