@@ -19,7 +19,7 @@ import (
 // so the aggregate's rows commit in id order. SQLite has one writer at a
 // time: there the second transaction cannot write before the first ends.
 func testOutboxCommitOrder(t *testing.T, db *ledger.DB) {
-	if db.Dialect().Name() == "sqlite" {
+	if db.Dialect().SingleWriter() {
 		t.Skip("one writer at a time: transactions commit in the order of their ids")
 	}
 	ctx := t.Context()
