@@ -19,8 +19,12 @@ type pkg struct {
 	Name       string
 	Dir        string
 	GoFiles    []string
-	Imports    []string // of its non-test files: tests may import more
-	Error      *struct{ Err string }
+	// The package's other Go files: its tests (in the package and in
+	// PACKAGE_test) and the files built only elsewhere (other systems,
+	// build tags).
+	TestGoFiles, XTestGoFiles, IgnoredGoFiles []string
+	Imports                                   []string // of its non-test files: tests may import more
+	Error                                     *struct{ Err string }
 }
 
 // Layers of docs/ARCHITECTURE.md's package map, from the inside out. A
@@ -159,7 +163,7 @@ func goList(t *testing.T) (string, []pkg) {
 		t.Fatal(err)
 	}
 	mod := strings.TrimSpace(string(out))
-	out, err = goCmd(root, "list", "-e", "-json=ImportPath,Name,Dir,GoFiles,Imports,Error", "./...")
+	out, err = goCmd(root, "list", "-e", "-json=ImportPath,Name,Dir,GoFiles,TestGoFiles,XTestGoFiles,IgnoredGoFiles,Imports,Error", "./...")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,6 +185,20 @@ func goList(t *testing.T) (string, []pkg) {
 		t.Fatalf("go list found %d packages: not run from the module's root?", len(pkgs))
 	}
 	return mod, pkgs
+}
+
+// allGoFiles returns every Go file of p, tests and files built only
+// elsewhere included, each as a path.
+func (p pkg) allGoFiles() []string {
+	var files []string
+	for _, list := range [][]string{p.GoFiles, p.TestGoFiles, p.XTestGoFiles, p.IgnoredGoFiles} {
+		for _, name := range list {
+			if strings.HasSuffix(name, ".go") {
+				files = append(files, filepath.Join(p.Dir, name))
+			}
+		}
+	}
+	return files
 }
 
 // goCmd runs the go tool in dir and returns its standard output.

@@ -83,6 +83,7 @@ func Run(t *testing.T, b Backend) {
 		{"ConflictResult", testConflictResult},
 		{"OutboxEmit", testOutboxEmit},
 		{"OutboxRelay", testOutboxRelay},
+		{"OutboxCommitOrder", testOutboxCommitOrder},
 		{"Rebuild", testRebuild},
 		{"RepairDoneOrder", testRepairDoneOrder},
 		{"LongKey", testLongKey},
