@@ -369,6 +369,14 @@ func (db *DB) prune(ctx context.Context, before, procWhere string, procArgs []an
 	if err := tx.Commit(); err != nil {
 		return Pruned{}, fmt.Errorf("commit: %w", err)
 	}
+	// The order locks (outbox_order, migration 013) of the aggregates with
+	// nothing left to publish: a lock row only matters while transactions
+	// emit for its aggregate, and the next one makes it again. A statement
+	// of its own, so that the prune above never waits for an emitter.
+	if _, err := db.sql.ExecContext(ctx, `DELETE FROM outbox_order WHERE NOT EXISTS
+    (SELECT 1 FROM outbox WHERE outbox.aggregate = outbox_order.aggregate AND outbox.published_at IS NULL)`); err != nil {
+		return res, fmt.Errorf("delete outbox order locks: %w", err)
+	}
 	return res, nil
 }
 
