@@ -47,6 +47,7 @@ var layerNames = map[int]string{
 // services are the service packages, by path inside the module.
 var services = map[string]bool{
 	"replay": true, "discard": true, "report": true, "handler": true, "metrics": true, "queueopen": true, "fsck": true, "relay": true,
+	"window": true,
 }
 
 // helpers are the internal packages that sit beside the layers: for
