@@ -76,12 +76,40 @@ func Run(ctx context.Context, d *queue.Dir, l *ledger.DB, p replay.Plan, by, not
 		}
 		items[i] = ledger.DiscardItem{Idx: i, File: s.File, Ino: s.Ino, MsgID: msgID, Reason: s.Reason, ContentHash: hash, Size: size}
 	}
+	return run(ctx, d, l, nil, items, by, note, to)
+}
+
+// RunChunk is Run for chunk c of a task (package task): the batch holds
+// items, hashed when the task was asked and checked since by the caller,
+// under the task's own numbering (Idx), and is begun with the task's
+// cursor in one transaction (ledger.DB.BeginTaskDiscard), so a chunk is
+// begun once however many runs try it. It fails wrapping
+// ledger.ErrTaskState, having changed nothing, when the task is no longer
+// running or another run took the chunk.
+func RunChunk(ctx context.Context, d *queue.Dir, l *ledger.DB, c ledger.TaskChunk, items []ledger.DiscardItem, by, note string, to *queue.Target) (ledger.DiscardBatch, error) {
+	for _, it := range items {
+		if err := queue.CheckName(it.File); err != nil {
+			return ledger.DiscardBatch{}, fmt.Errorf("discard: %w", err)
+		}
+	}
+	return run(ctx, d, l, &c, items, by, note, to)
+}
+
+// run commits the batch of items (for chunk c of a task when c is not
+// nil) and finishes it.
+func run(ctx context.Context, d *queue.Dir, l *ledger.DB, c *ledger.TaskChunk, items []ledger.DiscardItem, by, note string, to *queue.Target) (ledger.DiscardBatch, error) {
 	toDir := ""
 	if to != nil {
 		toDir = to.Path()
 	}
 	now := time.Now()
-	id, err := l.BeginDiscard(ctx, by, note, toDir, now, items)
+	var id int64
+	var err error
+	if c != nil {
+		id, err = l.BeginTaskDiscard(ctx, *c, by, note, toDir, now, items)
+	} else {
+		id, err = l.BeginDiscard(ctx, by, note, toDir, now, items)
+	}
 	if err != nil {
 		return ledger.DiscardBatch{}, fmt.Errorf("discard: %w", err)
 	}

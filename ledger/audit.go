@@ -284,12 +284,19 @@ type AuditQuery struct {
 	Outcome string
 	// Action keeps the rows of this action; empty for all.
 	Action string
-	// Limit is the most rows returned, the first ones in ID order; 0 or
-	// less for no limit.
+	// Before keeps the rows whose ID is smaller (a cursor going back);
+	// 0 for all.
+	Before int64
+	// Limit is the most rows returned, the first ones in ID order (the
+	// last ones with Newest); 0 or less for no limit.
 	Limit int
+	// Newest returns the rows newest first, so that Limit keeps the
+	// latest (the HTTP API's pages of the audit).
+	Newest bool
 }
 
-// AuditList returns the rows q selects, oldest first: in ID order, which
+// AuditList returns the rows q selects, oldest first (newest first with
+// q.Newest): in ID order, which
 // is the order they were written in (and on PostgreSQL and MariaDB, where
 // writers run side by side, the order their ids were drawn in), not by
 // the writers' clocks. It only reads: it works on a ledger opened
@@ -313,7 +320,15 @@ FROM spool_audit WHERE id > ?`
 		query += ` AND action = ?`
 		args = append(args, q.Action)
 	}
-	query += ` ORDER BY id`
+	if q.Before > 0 {
+		query += ` AND id < ?`
+		args = append(args, q.Before)
+	}
+	if q.Newest {
+		query += ` ORDER BY id DESC`
+	} else {
+		query += ` ORDER BY id`
+	}
 	if q.Limit > 0 {
 		query += fmt.Sprintf(` LIMIT %d`, q.Limit)
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spoolq/spool/ledger"
 	_ "github.com/spoolq/spool/ledger/postgres"
-	_ "github.com/spoolq/spool/ledger/sqlite"
+	"github.com/spoolq/spool/ledger/sqlite"
 )
 
 func TestHasScheme(t *testing.T) {
@@ -43,8 +43,8 @@ func TestOpenSQLiteByPathOrScheme(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Open(%q): %v", c.dsn, err)
 		}
-		if got := db.Dialect().Name(); got != "sqlite" {
-			t.Errorf("Open(%q): dialect %s, want sqlite", c.dsn, got)
+		if got, want := db.Dialect().Name(), sqlite.Dialect().Name(); got != want {
+			t.Errorf("Open(%q): dialect %s, want %s", c.dsn, got, want)
 		}
 		if err := db.Close(); err != nil {
 			t.Fatal(err)

@@ -74,6 +74,11 @@ type DiscardItem struct {
 // discard that deletes. Nothing is done to any file: the caller stages
 // them next (StageDiscard), then finishes the batch (FinishDiscard).
 func (db *DB) BeginDiscard(ctx context.Context, by, note, toDir string, at time.Time, items []DiscardItem) (int64, error) {
+	return db.beginDiscard(ctx, nil, by, note, toDir, at, items)
+}
+
+// beginDiscard is BeginDiscard, for chunk c of a task when c is not nil.
+func (db *DB) beginDiscard(ctx context.Context, c *TaskChunk, by, note, toDir string, at time.Time, items []DiscardItem) (int64, error) {
 	if err := db.open(); err != nil {
 		return 0, err
 	}
@@ -82,8 +87,15 @@ func (db *DB) BeginDiscard(ctx context.Context, by, note, toDir string, at time.
 	}
 	var id int64
 	err := db.inTx(ctx, func(tx *sql.Tx) error {
-		if err := tx.QueryRowContext(ctx, db.dialect.Rebind(`INSERT INTO discard_batches (by_user, note, created_at, state, to_dir)
-VALUES (?, ?, ?, 'pending', ?) RETURNING id`), clean(by), clean(note), formatTime(at), nullString(clean(toDir))).Scan(&id); err != nil {
+		var task any
+		if c != nil {
+			if err := db.beginChunk(ctx, tx, *c, at); err != nil {
+				return err
+			}
+			task = c.Task
+		}
+		if err := tx.QueryRowContext(ctx, db.dialect.Rebind(`INSERT INTO discard_batches (by_user, note, created_at, state, to_dir, task_id)
+VALUES (?, ?, ?, 'pending', ?, ?) RETURNING id`), clean(by), clean(note), formatTime(at), nullString(clean(toDir)), task).Scan(&id); err != nil {
 			return fmt.Errorf("insert batch: %w", err)
 		}
 		ins, err := tx.PrepareContext(ctx, db.dialect.Rebind(`INSERT INTO discards (batch_id, idx, file, ino, msg_id, reason, content_hash, size)
@@ -169,7 +181,15 @@ WHERE id = ? AND state <> 'done'`), formatTime(at), id)
 				return fmt.Errorf("record outcome of %s: %w", clean(it.File), err)
 			}
 		}
-		return nil
+		done, missing := 0, 0
+		for _, it := range items {
+			if it.Outcome == DiscardMissing {
+				missing++
+			} else {
+				done++
+			}
+		}
+		return db.countChunk(ctx, tx, "discard_batches", id, done, missing, at)
 	})
 	if err != nil {
 		return db.fail(fmt.Sprintf("finish discard %d", id), err)

@@ -263,35 +263,13 @@ WHERE d.conflict = 1 AND d.outcome = 'duplicate'`))
 // replay can tell a dead letter whose message was processed meanwhile (it
 // was sent again and succeeded) from one still to be done.
 func (db *DB) ProcessedIDs(ctx context.Context, ids []string) (map[string]bool, error) {
-	if err := db.open(); err != nil {
+	at, err := db.RepairedAt(ctx, ids) // a key for each msg_id with a row
+	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]bool, len(ids))
-	args := make([]any, 0, len(ids))
-	seen := make(map[string]bool, len(ids))
-	for _, id := range ids {
-		if id != "" && !seen[id] {
-			seen[id] = true
-			args = append(args, id)
-		}
-	}
-	for chunk := range slices.Chunk(args, rowsPerInsert) {
-		rows, err := db.sql.QueryContext(ctx, db.dialect.Rebind(
-			"SELECT msg_id FROM processed WHERE msg_id IN ("+placeholders(len(chunk))+")"), chunk...)
-		if err != nil {
-			return nil, db.fail("look up processed msg_ids", err)
-		}
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return nil, db.fail("look up processed msg_ids", err)
-			}
-			out[id] = true
-		}
-		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-			return nil, db.fail("look up processed msg_ids", err)
-		}
+	out := make(map[string]bool, len(at))
+	for id := range at {
+		out[id] = true
 	}
 	return out, nil
 }
@@ -390,6 +368,14 @@ func (db *DB) prune(ctx context.Context, before, procWhere string, procArgs []an
 	}
 	if err := tx.Commit(); err != nil {
 		return Pruned{}, fmt.Errorf("commit: %w", err)
+	}
+	// The order locks (outbox_order, migration 013) of the aggregates with
+	// nothing left to publish: a lock row only matters while transactions
+	// emit for its aggregate, and the next one makes it again. A statement
+	// of its own, so that the prune above never waits for an emitter.
+	if _, err := db.sql.ExecContext(ctx, `DELETE FROM outbox_order WHERE NOT EXISTS
+    (SELECT 1 FROM outbox WHERE outbox.aggregate = outbox_order.aggregate AND outbox.published_at IS NULL)`); err != nil {
+		return res, fmt.Errorf("delete outbox order locks: %w", err)
 	}
 	return res, nil
 }

@@ -48,6 +48,11 @@ type ReplayItem struct {
 // BeginReplay commits a replay intent, in state pending, with its items,
 // and returns its id.
 func (db *DB) BeginReplay(ctx context.Context, by, note string, at time.Time, items []ReplayItem) (int64, error) {
+	return db.beginReplay(ctx, nil, by, note, at, items)
+}
+
+// beginReplay is BeginReplay, for chunk c of a task when c is not nil.
+func (db *DB) beginReplay(ctx context.Context, c *TaskChunk, by, note string, at time.Time, items []ReplayItem) (int64, error) {
 	if err := db.open(); err != nil {
 		return 0, err
 	}
@@ -56,8 +61,15 @@ func (db *DB) BeginReplay(ctx context.Context, by, note string, at time.Time, it
 	}
 	var id int64
 	err := db.inTx(ctx, func(tx *sql.Tx) error {
-		if err := tx.QueryRowContext(ctx, db.dialect.Rebind(`INSERT INTO replay_intents (by_user, note, created_at, state)
-VALUES (?, ?, ?, 'pending') RETURNING id`), clean(by), nullString(clean(note)), formatTime(at)).Scan(&id); err != nil {
+		var task any
+		if c != nil {
+			if err := db.beginChunk(ctx, tx, *c, at); err != nil {
+				return err
+			}
+			task = c.Task
+		}
+		if err := tx.QueryRowContext(ctx, db.dialect.Rebind(`INSERT INTO replay_intents (by_user, note, created_at, state, task_id)
+VALUES (?, ?, ?, 'pending', ?) RETURNING id`), clean(by), nullString(clean(note)), formatTime(at), task).Scan(&id); err != nil {
 			return fmt.Errorf("insert intent: %w", err)
 		}
 		ins, err := tx.PrepareContext(ctx, db.dialect.Rebind(`INSERT INTO replay_items (intent_id, idx, file, ino) VALUES (?, ?, ?, ?)`))
@@ -122,7 +134,11 @@ VALUES (?, ?, ?, ?, ?, ?, ?)`))
 				return fmt.Errorf("insert replay of %s: %w", clean(r.File), err)
 			}
 		}
-		return nil
+		var items int
+		if err := tx.QueryRowContext(ctx, db.dialect.Rebind(`SELECT COUNT(*) FROM replay_items WHERE intent_id = ?`), id).Scan(&items); err != nil {
+			return fmt.Errorf("count items: %w", err)
+		}
+		return db.countChunk(ctx, tx, "replay_intents", id, len(replays), items-len(replays), at)
 	})
 	if err != nil {
 		return db.fail(fmt.Sprintf("finish replay %d", id), err)

@@ -200,3 +200,36 @@ func (m *Metrics) Refresh(ctx context.Context, d Lister, interval time.Duration,
 		}
 	}
 }
+
+// StageGauge is one stage's gauges as Metrics.Stages gives them.
+type StageGauge struct {
+	Stage    queue.Stage
+	Messages int
+	// Oldest is the age of the oldest message; HasAge is false for done/
+	// (not aged) and for an empty stage.
+	Oldest time.Duration
+	HasAge bool
+}
+
+// Stages returns the queue gauges of every stage listed at least once, in
+// queue.Stages order, as a scrape would read them: for a program that
+// shows them otherwise (spool serve's console).
+func (m *Metrics) Stages() []StageGauge {
+	c := m.stages
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []StageGauge
+	for _, s := range queue.Stages {
+		st := c.stages[s]
+		if !st.listed {
+			continue
+		}
+		g := StageGauge{Stage: s, Messages: st.messages}
+		if aged[s] && st.messages > 0 && !st.oldest.IsZero() {
+			g.Oldest, g.HasAge = max(now.Sub(st.oldest), 0), true
+		}
+		out = append(out, g)
+	}
+	return out
+}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/spoolq/spool/internal/testenv"
 	"github.com/spoolq/spool/ledger"
-	_ "github.com/spoolq/spool/ledger/postgres"
+	"github.com/spoolq/spool/ledger/postgres"
 	_ "github.com/spoolq/spool/ledger/sqlite"
 	"github.com/spoolq/spool/queue"
 	"github.com/spoolq/spool/queueopen"
@@ -375,8 +375,8 @@ func TestPostgres(t *testing.T) {
 		t.Errorf("Ledger = %q, want the URL %q", le.Ledger, dsn)
 	}
 	q := open(t, first, queueopen.Options{DB: dsn, Use: queueopen.Consume})
-	if got := q.Ledger.Dialect().Name(); got != "postgres" {
-		t.Fatalf("dialect %s, want postgres", got)
+	if got, want := q.Ledger.Dialect().Name(), postgres.Dialect().Name(); got != want {
+		t.Fatalf("dialect %s, want %s", got, want)
 	}
 	qid, _ := q.Dir.ID()
 	if lid, _ := q.Ledger.QueueID(t.Context()); lid != qid || qid == "" {

@@ -101,6 +101,15 @@ func (p Plan) Files() []File {
 // until Execute returns, so that no other replay moves the files between
 // the plan and its execution.
 func Resolve(ctx context.Context, d *queue.Dir, l *ledger.DB, c spool.Contract, s Selection, force bool) (Plan, error) {
+	return ResolveWhere(ctx, d, l, c, s, force, nil)
+}
+
+// ResolveWhere is Resolve keeping only the selected dead letters for which
+// keep (when not nil) is true, in the plan's order: the filters of a task
+// (package task) on the time of dead-lettering, the detail, the msg_id or
+// the ordering key. A name given but not kept is not an error: it is left
+// out. keep sees each candidate before the plan skips it.
+func ResolveWhere(ctx context.Context, d *queue.Dir, l *ledger.DB, c spool.Contract, s Selection, force bool, keep func(report.ReplayCandidate) bool) (Plan, error) {
 	if err := s.Check(); err != nil {
 		return Plan{}, err
 	}
@@ -120,9 +129,11 @@ func Resolve(ctx context.Context, d *queue.Dir, l *ledger.DB, c spool.Contract, 
 	if err != nil {
 		return Plan{}, err
 	}
-	p.Steps = make([]Step, len(candidates))
-	for i, cand := range candidates {
-		p.Steps[i] = Step{ReplayCandidate: cand, Skip: cand.Processed && !force}
+	p.Steps = make([]Step, 0, len(candidates))
+	for _, cand := range candidates {
+		if keep == nil || keep(cand) {
+			p.Steps = append(p.Steps, Step{ReplayCandidate: cand, Skip: cand.Processed && !force})
+		}
 	}
 	return p, nil
 }

@@ -160,3 +160,25 @@ func finish(ctx context.Context, d *queue.Dir, l *ledger.DB, in ledger.ReplayInt
 	}
 	return recs, nil
 }
+
+// RunChunk is Run for chunk c of a task (package task): the intent is
+// begun with the task's cursor in one transaction
+// (ledger.DB.BeginTaskReplay), so a chunk is begun once however many runs
+// try it, then moved as Run moves its files. files carry the task's own
+// numbering (Idx), which names their staging names. It fails wrapping
+// ledger.ErrTaskState, having changed nothing, when the task is no longer
+// running or another run took the chunk.
+func RunChunk(ctx context.Context, d *queue.Dir, l *ledger.DB, c ledger.TaskChunk, files []ledger.ReplayItem, by, note string) ([]ledger.Replay, error) {
+	for _, f := range files {
+		if err := queue.CheckName(f.File); err != nil {
+			return nil, fmt.Errorf("replay: %w", err)
+		}
+	}
+	now := time.Now()
+	id, err := l.BeginTaskReplay(ctx, c, by, note, now, files)
+	if err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
+	in := ledger.ReplayIntent{ID: id, By: by, Note: note, Created: now, State: ledger.IntentPending, Items: files}
+	return finish(ctx, d, l, in)
+}

@@ -18,6 +18,9 @@ type ReplayCandidate struct {
 	// before replaying it), else the one the ledger recorded; empty when
 	// neither has one (not JSON, no key, not a regular file, too large).
 	Key string
+	// OrderNo is the message's ordering key read from the file under the
+	// queue's contract; empty when the file has none (or none valid).
+	OrderNo string
 	// Processed reports that processed already holds Key: the message was
 	// delivered again and processed since it failed, so a replay would
 	// only be absorbed as a duplicate (or flagged as a conflict, if the
@@ -33,7 +36,8 @@ func ReplayPlan(ctx context.Context, d *queue.Dir, l *ledger.DB, c spool.Contrac
 	out := make([]ReplayCandidate, len(rows))
 	keys := make([]string, 0, len(rows))
 	for i, r := range rows {
-		out[i] = ReplayCandidate{ErrorRow: r, Key: fileKey(d, c, r)}
+		key, order := fileKey(d, c, r)
+		out[i] = ReplayCandidate{ErrorRow: r, Key: key, OrderNo: order}
 		if out[i].Key == "" {
 			out[i].Key = r.MsgID
 		}
@@ -51,22 +55,26 @@ func ReplayPlan(ctx context.Context, d *queue.Dir, l *ledger.DB, c spool.Contrac
 	return out, nil
 }
 
-// fileKey reads the idempotency key from a dead letter's content, or ""
-// when it has none. Only the key is checked: the message failed for some
-// other reason, and may have failed on another field.
-func fileKey(d *queue.Dir, c spool.Contract, r ErrorRow) string {
+// fileKey reads the idempotency key and the ordering key from a dead
+// letter's content, each "" when it has none. Only the key is checked:
+// the message failed for some other reason, and may have failed on
+// another field (an ordering key that is not valid is left out).
+func fileKey(d *queue.Dir, c spool.Contract, r ErrorRow) (key, order string) {
 	if r.entry.Name == "" {
-		return ""
+		return "", ""
 	}
 	data, err := d.ReadEntry(queue.Error, r.entry, c.Limit())
 	if err != nil {
 		// Gone, not regular, too large or unreadable: no key to look up.
 		// The replay itself reports a file that is gone.
-		return ""
+		return "", ""
+	}
+	if m, err := (spool.Contract{KeyField: c.KeyField, OrderField: c.OrderField, MaxSize: c.MaxSize}).Parse(data); err == nil {
+		return m.MsgID, m.OrderNo
 	}
 	m, err := spool.Contract{KeyField: c.KeyField, MaxSize: c.MaxSize}.Parse(data)
 	if err != nil {
-		return ""
+		return "", ""
 	}
-	return m.MsgID
+	return m.MsgID, ""
 }

@@ -46,8 +46,9 @@ and mean), the ideal procs × concurrency / latency, processor time per
 message (this process and the consumers), the outcome counts, and for exec
 how many times a second this machine runs the command with no latency
 (sh -c "sleep 0") at that concurrency, the ceiling for exec.
---db postgres://... or mysql://... puts the ledger in a schema (a
-database on MariaDB) of the run's own on that server, removed afterwards.
+--db postgres://... or mysql://... puts the ledger (of the plain drain,
+or of --handler) in a schema (a database on MariaDB) of the run's own on
+that server, removed afterwards: each round gets a new one.
 
 --watch measures a watching consumer instead (durable, SQLite), in this
 process: its CPU over --idle with nothing arriving, then the latency from
@@ -79,7 +80,7 @@ func runBench(ctx context.Context, e *env, args []string) (err error) {
 	flags.DurationVar(&co.Latency, "latency", 20*time.Millisecond, "with --handler: how long each call takes, `DURATION`")
 	flags.IntVar(&co.Concurrency, "concurrency", spool.DefaultConcurrency, "with --handler: calls at once per consumer, `C`")
 	flags.IntVar(&co.Procs, "procs", 1, "with --handler: consumers, `P`; more than 1 runs spool consume processes")
-	flags.StringVar(&co.DB, "db", "", "with --handler: a PostgreSQL or MariaDB `URL` for the ledger, in a schema or database of the run's own (default: SQLite in the queue)")
+	flags.StringVar(&co.DB, "db", "", "a PostgreSQL or MariaDB `URL` for the ledger (of the plain drain or of --handler), in a schema or database of the run's own (default: SQLite in the queue)")
 	watch := flags.Bool("watch", false, "measure a watching consumer instead: idle CPU, and enqueue-to-done/ latency of arrivals one at a time and at a steady rate")
 	var wo bench.WatchOptions
 	flags.DurationVar(&wo.Idle, "idle", 10*time.Second, "with --watch: how long the idle consumer's CPU is measured, `DURATION`")
@@ -130,8 +131,14 @@ func runBench(ctx context.Context, e *env, args []string) (err error) {
 		}()
 		o.CPUProfile, co.CPUProfile = f, f
 	}
-	if co.Handler != "" || set["latency"] || set["concurrency"] || set["procs"] || set["db"] {
+	if co.Handler != "" || set["latency"] || set["concurrency"] || set["procs"] {
 		return benchCalls(ctx, e, o, co)
+	}
+	if set["db"] {
+		if o.Relaxed {
+			return e.usage("--db measures a server's ledger, whose durability is its own: no relaxed durability")
+		}
+		o.DB = co.DB
 	}
 	rep, err := bench.Bench(ctx, o)
 	if err != nil {
@@ -142,8 +149,12 @@ func runBench(ctx context.Context, e *env, args []string) (err error) {
 	if o.Relaxed {
 		mode = "relaxed"
 	}
-	fmt.Fprintf(w, "messages   %d (%.0f%% redeliveries, %.0f%% poison, seed %d), durability %s\n",
-		o.N, o.DupFrac*100, o.PoisonFrac*100, o.Seed, mode)
+	engine := ledger.FileScheme
+	if scheme, _, ok := strings.Cut(o.DB, "://"); ok {
+		engine = scheme
+	}
+	fmt.Fprintf(w, "messages   %d (%.0f%% redeliveries, %.0f%% poison, seed %d), durability %s, ledger %s\n",
+		o.N, o.DupFrac*100, o.PoisonFrac*100, o.Seed, mode, engine)
 	for i, round := range rep.Rounds {
 		if len(rep.Rounds) > 1 {
 			fmt.Fprintf(w, "round      %d of %d\n", i+1, len(rep.Rounds))
@@ -187,7 +198,7 @@ func benchCalls(ctx context.Context, e *env, o bench.Options, co bench.CallOptio
 	switch {
 	case co.Handler != "post" && co.Handler != "exec":
 		if co.Handler == "" {
-			return e.usage("--latency, --concurrency, --procs and --db measure a handler: add --handler post or --handler exec")
+			return e.usage("--latency, --concurrency and --procs measure a handler: add --handler post or --handler exec")
 		}
 		return e.usage("--handler %q: want post or exec", co.Handler)
 	case co.Latency <= 0:

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/spoolq/spool/internal/pagecache"
+	"github.com/spoolq/spool/internal/testenv"
 )
 
 // TestBenchRounds: --rounds repeats spool and both floors, checks every
@@ -176,4 +177,29 @@ func TestBenchWatch(t *testing.T) {
 	}
 	cli(t, "bench", "--watch", "--arrivals", "0").wantFail(t, 2, "bench", "--arrivals")
 	cli(t, "bench", "--watch", "--floor").wantFail(t, 2, "bench", "--watch")
+}
+
+// TestBenchDrainPostgres: --db puts the plain drain's ledger on a
+// PostgreSQL server, a schema of each round's own, and the counts stay
+// exact, and the line of the run names the engine; relaxed durability,
+// which a server's ledger does not take, is refused.
+func TestBenchDrainPostgres(t *testing.T) {
+	dsn := testenv.Postgres(t)
+	r := cli(t, "bench", "--n", "60", "--rounds", "2", "--db", dsn, "--tmp", t.TempDir())
+	if r.code != 0 {
+		t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	for _, c := range []struct {
+		pattern string
+		count   int
+	}{
+		{`(?m)^messages +60 .*, durability full, ledger postgres$`, 1},
+		{`(?m)^outcomes .*: exact\)$`, 2},
+		{`(?m)^median of 2 rounds: spool \d+ msg/s`, 1},
+	} {
+		if n := len(regexp.MustCompile(c.pattern).FindAllString(r.stdout, -1)); n != c.count {
+			t.Errorf("%d lines match %s, want %d; stdout:\n%s", n, c.pattern, c.count, r.stdout)
+		}
+	}
+	cli(t, "bench", "--n", "10", "--db", dsn, "--durability", "relaxed").wantFail(t, 2, "bench", "relaxed")
 }

@@ -7,8 +7,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/spoolq/spool/handler"
 )
 
 var completionCommand = &command{
@@ -179,7 +182,7 @@ func manPage(w io.Writer, c *command, date string) {
 		for _, f := range flags {
 			name, usage := flag.UnquoteUsage(f)
 			fmt.Fprintf(w, ".TP\n.B %s %s\n%s\n", roff(dashed(f.Name)), roff(name), roff(usage))
-			if c.env {
+			if c.env && !slices.Contains(handler.Vars, envName(f.Name)) {
 				fmt.Fprintf(w, "Environment: %s.\n", roff(envName(f.Name)))
 			}
 		}

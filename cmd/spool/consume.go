@@ -324,7 +324,7 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	if listen.addr != "" {
 		m := metrics.New()
 		cfg.Observer = m
-		ep, lerr := startEndpoints(ctx, listen, logger, m, d, l)
+		ep, lerr := startEndpoints(ctx, listen, logger, m, d, l, nil)
 		if lerr != nil {
 			return lerr
 		}

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
+
+	"github.com/spoolq/spool/handler"
 )
 
 // writeHelp prints the whole help of the command (spool help COMMAND):
@@ -36,6 +39,15 @@ func (e *env) writeFlags(fs *flag.FlagSet) {
 	fs.SetOutput(io.Discard)
 	if e.cmd.env {
 		fmt.Fprint(e.stdout, "\nEvery flag may also be set in the environment as SPOOL_ and its name in\ncapitals, - as _ (SPOOL_MAX_SIZE=64KiB for --max-size); a flag given wins.\n")
+		var skipped []string
+		fs.VisitAll(func(f *flag.Flag) {
+			if slices.Contains(handler.Vars, envName(f.Name)) {
+				skipped = append(skipped, dashed(f.Name))
+			}
+		})
+		if len(skipped) > 0 {
+			fmt.Fprintf(e.stdout, "Not %s: their variables are the message's values that --exec hands its\nprogram; set them in spool.conf.\n", strings.Join(skipped, " and "))
+		}
 	}
 }
 
@@ -49,13 +61,19 @@ func envName(name string) string {
 // environment variable (envName), when that is set: a systemd
 // EnvironmentFile holds a daemon's settings. A value the flag refuses is
 // an error naming the variable. An empty variable is a value like any
-// other (SPOOL_DB= is refused as --db "" is). It returns the flags it set.
+// other (SPOOL_DB= is refused as --db "" is). The names the handlers set
+// for the programs they run (handler.Vars: SPOOL_SEQ, SPOOL_AMOUNT) are
+// not read: a program run by --exec that runs spool itself would take the
+// message's seq for --seq. It returns the flags it set.
 func applyEnv(fs *flag.FlagSet) (set []string, err error) {
 	explicit := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
 	fs.VisitAll(func(f *flag.Flag) {
 		if err != nil || explicit[f.Name] {
 			return
+		}
+		if slices.Contains(handler.Vars, envName(f.Name)) {
+			return // a message's value, set for a handler's program
 		}
 		v, ok := os.LookupEnv(envName(f.Name))
 		if !ok {

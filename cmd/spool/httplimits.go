@@ -38,6 +38,16 @@ var endpointLimits = httpLimits{
 	conns:      64,
 }
 
+// consoleLimits are serve --auth's: its API takes small JSON bodies and
+// answers pages of the ledger, and a browser keeps a few connections.
+var consoleLimits = httpLimits{
+	readHeader: 5 * time.Second,
+	read:       30 * time.Second,
+	write:      2 * time.Minute,
+	idle:       2 * time.Minute,
+	conns:      128,
+}
+
 // newEndpointServer is the HTTP server of the endpoints, serving h within
 // lim, its requests' contexts derived from ctx.
 func newEndpointServer(ctx context.Context, h http.Handler, log *slog.Logger, lim httpLimits) *http.Server {

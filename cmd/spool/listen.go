@@ -76,16 +76,23 @@ type endpoints struct {
 
 // startEndpoints listens at f.addr, logs the address it bound (record
 // "listening", addr), and serves m within endpointLimits with the readiness of d and l; the
-// queue gauges are refreshed in the background meanwhile.
-func startEndpoints(ctx context.Context, f *listenFlags, log *slog.Logger, m *metrics.Metrics, d watchedQueue, l *ledger.DB) (*endpoints, error) {
+// queue gauges are refreshed in the background meanwhile. more, when not
+// nil, adds routes to the endpoints' mux (serve --auth's API and console).
+func startEndpoints(ctx context.Context, f *listenFlags, log *slog.Logger, m *metrics.Metrics, d watchedQueue, l *ledger.DB, more func(*http.ServeMux)) (*endpoints, error) {
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics endpoint: %w", err) // net names the address
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	ep := &endpoints{cancel: cancel, srv: newEndpointServer(ctx, metrics.Mux(m, metrics.Ready{Ledger: l.SQL(), Dir: d}), log, endpointLimits)}
+	mux := metrics.Mux(m, metrics.Ready{Ledger: l.SQL(), Dir: d})
+	lim := endpointLimits
+	if more != nil {
+		more(mux)
+		lim = consoleLimits
+	}
+	ep := &endpoints{cancel: cancel, srv: newEndpointServer(ctx, mux, log, lim)}
 	log.Info("listening", "addr", ln.Addr().String())
-	ln = newLimitListener(ln, endpointLimits.conns, log)
+	ln = newLimitListener(ln, lim.conns, log)
 	ep.wg.Add(2)
 	go func() {
 		defer ep.wg.Done()

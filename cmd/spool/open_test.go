@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/spoolq/spool/ledger/sqlite"
 	"github.com/spoolq/spool/queueopen"
 )
 
@@ -21,8 +22,8 @@ func TestOpenLedgerBackends(t *testing.T) {
 		if err != nil {
 			t.Fatalf("openLedger(--db %q): %v", c.db, err)
 		}
-		if got := l.Dialect().Name(); got != "sqlite" {
-			t.Errorf("--db %q: dialect %s, want sqlite", c.db, got)
+		if got, want := l.Dialect().Name(), sqlite.Dialect().Name(); got != want {
+			t.Errorf("--db %q: dialect %s, want %s", c.db, got, want)
 		}
 		if err := l.Close(); err != nil {
 			t.Fatal(err)

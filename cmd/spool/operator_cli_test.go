@@ -75,6 +75,30 @@ func TestFlagsFromEnvironment(t *testing.T) {
 	}
 }
 
+// TestHandlerVarsAreNotFlags: a program run by --exec has the message's
+// SPOOL_SEQ and SPOOL_AMOUNT in its environment; a spool it runs does not
+// take them for --seq and --amount (the contract would name the fields
+// "7" and "1.50", and every message would be dead-lettered).
+func TestHandlerVarsAreNotFlags(t *testing.T) {
+	q := filepath.Join(t.TempDir(), "q")
+	if r := cli(t, "init", q); r.code != 0 {
+		t.Fatalf("init: %s", r.stderr)
+	}
+	if err := os.WriteFile(filepath.Join(q, "inbox", "a.json"), []byte(`{"msg_id":"a","order_no":"o","seq":1,"amount":"1"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SPOOL_SEQ", "7")
+	t.Setenv("SPOOL_AMOUNT", "1.50")
+	t.Setenv("SPOOL_MSG_ID", "m7")
+	if r := cli(t, "consume", q); r.code != 0 || !strings.HasPrefix(r.stdout, "processed=1 ") {
+		t.Fatalf("consume with a handler's variables set: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	r := cli(t, "help", "consume")
+	if !strings.Contains(r.stdout, "Not --amount and --seq") {
+		t.Errorf("help consume does not say --seq and --amount are not read from the environment:\n%s", r.stdout)
+	}
+}
+
 // TestCompletion: each shell's script names every command; bash's
 // completes a command and its flags when sourced.
 func TestCompletion(t *testing.T) {

@@ -2,9 +2,14 @@ package main
 
 import (
 	"context"
+	"log/slog"
+	"net/http"
+	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/spoolq/spool/console"
+	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/metrics"
 	"github.com/spoolq/spool/queue"
 )
@@ -12,8 +17,8 @@ import (
 var serveCommand = &command{
 	name:    "serve",
 	env:     true,
-	args:    "DIR --listen ADDR [--metrics-refresh DURATION] [--db PATH] [--log-format text|json] [--log-level LEVEL]",
-	summary: "serve a queue's metrics and health over HTTP without consuming it",
+	args:    "DIR --listen ADDR [--auth FILE] [--metrics-refresh DURATION] [--db PATH] [--log-format text|json] [--log-level LEVEL]",
+	summary: "serve a queue's metrics and health over HTTP without consuming it, and with --auth its API and web console",
 	help: `
 Serves /metrics, /healthz and /readyz for the queue at DIR, as consume
 --listen does, without consuming anything: the backlog and the age of the
@@ -42,7 +47,18 @@ filesystem lacks O_TMPFILE), else 503 with the reason. docs/OPERATIONS.md
 lists every metric.
 
 The address is logged once bound: a record "listening" with addr=HOST:PORT
-(port 0 picks a free port).`,
+(port 0 picks a free port).
+
+--auth FILE also serves the JSON API under /api/v1 and the web console at
+/ to the identities of FILE, one a line: NAME ROLE SHA256-OF-TOKEN (# starts
+a comment; the hash is printf %s TOKEN | sha256sum). Roles: viewer reads
+(overview, dead-letters, dead-letters/groups, messages/ID, tasks, audit);
+operator also asks replays and discards (POST replays, POST discards) and
+cancels tasks; approver also approves others' requests. A request carries
+"Authorization: Bearer TOKEN" (none is 401, a role too low 403), or the
+console's session cookie from POST /login and its CSRF token. Every action
+and refusal is a row of spool audit, via http, with the token's name. The
+ledger is then opened for writing. docs/OPERATIONS.md, "The console".`,
 }
 
 func init() { serveCommand.run = runServe }
@@ -52,6 +68,7 @@ func runServe(ctx context.Context, e *env, args []string) (err error) {
 	lf := addLogFlags(flags)
 	hf := addListenFlags(flags, "; required")
 	db := addDBFlag(flags)
+	authFile := flags.String("auth", "", "serve the API under /api/v1 and the console at / to the identities of the token `FILE` (lines NAME ROLE SHA256-OF-TOKEN)")
 	pos, err := e.parse(flags, args)
 	if err != nil {
 		return err
@@ -65,13 +82,27 @@ func runServe(ctx context.Context, e *env, args []string) (err error) {
 	if err := hf.check(e, true); err != nil {
 		return err
 	}
+	var tokens *console.Tokens
+	if given(flags, "auth") {
+		if *authFile == "" {
+			return e.usage("--auth is empty: want the token file's path")
+		}
+		if tokens, err = console.LoadTokens(*authFile); err != nil {
+			return e.usage("--auth: %v", err)
+		}
+	}
 	stderr := &stderrWriter{w: e.stderr}
 	e.stderr = stderr
 	logger := lf.logger(stderr)
 	if lf.json() {
 		e.log = logger
 	}
-	d, l, done, err := openBound(ctx, pos[0], *db, ledgerOpts{use: readLedger, readOnly: true})
+	o := ledgerOpts{use: readLedger, readOnly: true}
+	if tokens != nil {
+		// The API writes the audit's rows and runs tasks.
+		o = ledgerOpts{use: writeLedger}
+	}
+	d, l, done, err := openBound(ctx, pos[0], *db, o)
 	if err != nil {
 		return err
 	}
@@ -86,7 +117,16 @@ func runServe(ctx context.Context, e *env, args []string) (err error) {
 			err = cerr
 		}
 	}()
-	ep, err := startEndpoints(ctx, hf, logger, metrics.New(), follow, l)
+	m := metrics.New()
+	var more func(*http.ServeMux)
+	if tokens != nil {
+		srv, err := newConsole(d, l, tokens, m, logger)
+		if err != nil {
+			return err
+		}
+		more = srv.Register
+	}
+	ep, err := startEndpoints(ctx, hf, logger, m, follow, l, more)
 	if err != nil {
 		return err
 	}
@@ -94,4 +134,22 @@ func runServe(ctx context.Context, e *env, args []string) (err error) {
 	defer stop()
 	<-sigCtx.Done()
 	return ep.stop()
+}
+
+// newConsole is serve --auth's API and console over d and l.
+func newConsole(d *queue.Dir, l *ledger.DB, tokens *console.Tokens, m *metrics.Metrics, logger *slog.Logger) (*console.Server, error) {
+	gauges := func() []console.StageGauge {
+		var out []console.StageGauge
+		for _, g := range m.Stages() {
+			sg := console.StageGauge{Stage: string(g.Stage), Messages: int64(g.Messages)}
+			if g.HasAge {
+				a := g.Oldest.Seconds()
+				sg.Oldest = &a
+			}
+			out = append(out, sg)
+		}
+		return out
+	}
+	return console.New(console.Options{Dir: d, Ledger: l, Tokens: tokens, Gauges: gauges, Log: logger,
+		Host: queue.Host(), PID: os.Getpid()})
 }

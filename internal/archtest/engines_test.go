@@ -1,11 +1,12 @@
 package archtest
 
 import (
+	"bytes"
 	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"path/filepath"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -40,9 +41,10 @@ func literal(e ast.Expr) (string, bool) {
 
 // checkStyle returns, one line each with its position, every comparison
 // of a value with an engine's name (x == "postgres", a case "mysql":)
-// when engines is set, and every message whose hint follows a semicolon
-// ("...; Try: ...") instead of a full stop, the one form of every message.
-func checkStyle(fset *token.FileSet, f *ast.File, engines bool) []string {
+// when engines is set, and, when hints is, every message whose hint
+// follows a semicolon ("...; Try: ...") instead of a full stop, the one
+// form of every message (tests hold such strings as what they look for).
+func checkStyle(fset *token.FileSet, f *ast.File, engines, hints bool) []string {
 	var bad []string
 	engine := func(e ast.Expr) {
 		if s, ok := literal(e); ok && engineNames[strings.ToLower(s)] {
@@ -56,7 +58,7 @@ func checkStyle(fset *token.FileSet, f *ast.File, engines bool) []string {
 				engine(n.X)
 				engine(n.Y)
 			}
-			if s, ok := literal(n); ok && strings.Contains(s, "; Try") {
+			if s, ok := literal(n); ok && hints && strings.Contains(s, "; Try") {
 				bad = append(bad, fmt.Sprintf("%s: a hint after a semicolon: write \". Try:\"", fset.Position(n.Pos())))
 				return false
 			}
@@ -67,7 +69,7 @@ func checkStyle(fset *token.FileSet, f *ast.File, engines bool) []string {
 				}
 			}
 		case *ast.BasicLit:
-			if s, ok := literal(n); ok && strings.Contains(s, "; Try") {
+			if s, ok := literal(n); ok && hints && strings.Contains(s, "; Try") {
 				bad = append(bad, fmt.Sprintf("%s: a hint after a semicolon: write \". Try:\"", fset.Position(n.Pos())))
 			}
 		}
@@ -78,22 +80,53 @@ func checkStyle(fset *token.FileSet, f *ast.File, engines bool) []string {
 
 // TestNoEngineSwitchOutsideBackends: outside the backend packages nothing
 // compares a value with an engine's name (what differs between engines is
-// a method of the dialect, or of the backend's registration), and no
-// message anywhere puts its hint after a semicolon.
+// a method of the dialect, or of the backend's registration), in the code
+// and in its tests alike (a test that runs on several engines takes what
+// differs from a table of them, not from a comparison of names), and no
+// message of the code puts its hint after a semicolon.
 func TestNoEngineSwitchOutsideBackends(t *testing.T) {
 	mod, pkgs := goList(t)
-	files := 0
+	files, tests := 0, 0
 	for _, p := range pkgs {
 		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, mod), "/")
-		for _, name := range p.GoFiles {
+		for _, path := range p.allGoFiles() {
 			fset := token.NewFileSet()
-			f, err := parser.ParseFile(fset, filepath.Join(p.Dir, name), nil, 0)
+			f, err := parser.ParseFile(fset, path, nil, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
 			files++
-			for _, b := range checkStyle(fset, f, !isBackend(rel)) {
+			test := strings.HasSuffix(path, "_test.go")
+			if test {
+				tests++
+			}
+			for _, b := range checkStyle(fset, f, !isBackend(rel), !test) {
 				t.Error(b)
+			}
+		}
+	}
+	if files < 20 || tests < 20 {
+		t.Fatalf("checked %d files, %d of them tests: go list found too few", files, tests)
+	}
+}
+
+// maxLines is the most lines a Go file of the module may have.
+const maxLines = 600
+
+// TestNoFileOver600Lines: no Go file of the module, tests included, is
+// longer than maxLines; a longer one is split by what its parts are about.
+func TestNoFileOver600Lines(t *testing.T) {
+	_, pkgs := goList(t)
+	files := 0
+	for _, p := range pkgs {
+		for _, path := range p.allGoFiles() {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files++
+			if n := bytes.Count(data, []byte("\n")); n > maxLines {
+				t.Errorf("%s: %d lines, over %d: split it", path, n, maxLines)
 			}
 		}
 	}
@@ -125,7 +158,7 @@ func TestStyleRuleCatchesBreaks(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", c.src, err)
 		}
-		if bad := checkStyle(fset, f, c.engines); len(bad) != c.want {
+		if bad := checkStyle(fset, f, c.engines, true); len(bad) != c.want {
 			t.Errorf("%s: reported %q, want %d", c.src, bad, c.want)
 		}
 	}

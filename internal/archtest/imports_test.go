@@ -19,8 +19,12 @@ type pkg struct {
 	Name       string
 	Dir        string
 	GoFiles    []string
-	Imports    []string // of its non-test files: tests may import more
-	Error      *struct{ Err string }
+	// The package's other Go files: its tests (in the package and in
+	// PACKAGE_test) and the files built only elsewhere (other systems,
+	// build tags).
+	TestGoFiles, XTestGoFiles, IgnoredGoFiles []string
+	Imports                                   []string // of its non-test files: tests may import more
+	Error                                     *struct{ Err string }
 }
 
 // Layers of docs/ARCHITECTURE.md's package map, from the inside out. A
@@ -47,7 +51,7 @@ var layerNames = map[int]string{
 // services are the service packages, by path inside the module.
 var services = map[string]bool{
 	"replay": true, "discard": true, "report": true, "handler": true, "metrics": true, "queueopen": true, "fsck": true, "relay": true,
-	"window": true,
+	"console": true, "task": true, "window": true,
 }
 
 // helpers are the internal packages that sit beside the layers: for
@@ -159,7 +163,7 @@ func goList(t *testing.T) (string, []pkg) {
 		t.Fatal(err)
 	}
 	mod := strings.TrimSpace(string(out))
-	out, err = goCmd(root, "list", "-e", "-json=ImportPath,Name,Dir,GoFiles,Imports,Error", "./...")
+	out, err = goCmd(root, "list", "-e", "-json=ImportPath,Name,Dir,GoFiles,TestGoFiles,XTestGoFiles,IgnoredGoFiles,Imports,Error", "./...")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,6 +185,20 @@ func goList(t *testing.T) (string, []pkg) {
 		t.Fatalf("go list found %d packages: not run from the module's root?", len(pkgs))
 	}
 	return mod, pkgs
+}
+
+// allGoFiles returns every Go file of p, tests and files built only
+// elsewhere included, each as a path.
+func (p pkg) allGoFiles() []string {
+	var files []string
+	for _, list := range [][]string{p.GoFiles, p.TestGoFiles, p.XTestGoFiles, p.IgnoredGoFiles} {
+		for _, name := range list {
+			if strings.HasSuffix(name, ".go") {
+				files = append(files, filepath.Join(p.Dir, name))
+			}
+		}
+	}
+	return files
 }
 
 // goCmd runs the go tool in dir and returns its standard output.
@@ -257,7 +275,7 @@ func TestImportRulesCatchBreaks(t *testing.T) {
 		{p("report", "cmd/spool"), "nothing imports cmd/"},
 		{p("internal/pagecache", "queue"), "internal/pagecache (protocol and helpers) imports queue"},
 		{p("handler", "github.com/prometheus/client_golang/prometheus"), "only metrics imports a monitoring client"},
-		{p("console", ""), "console is in no layer"},
+		{p("webui", ""), "webui is in no layer"},
 	} {
 		bad := checkImports(m, append(append([]pkg{}, allowed...), c.p))
 		if !slices.ContainsFunc(bad, func(b string) bool { return strings.Contains(b, c.want) }) {

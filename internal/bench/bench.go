@@ -22,6 +22,7 @@ import (
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/internal/pagecache"
 	"github.com/spoolq/spool/internal/sample"
+	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/ledger/sqlite"
 	"github.com/spoolq/spool/queue"
 	"golang.org/x/sys/unix"
@@ -42,6 +43,10 @@ type Options struct {
 	Workers    int    // consumer workers; 0 means the default
 	Batch      int    // consumer batch size; 0 means the default
 	Keep       bool   // keep the temporary directories
+	// DB is a ledger DSN (postgres://, mysql://) for the drain's ledger,
+	// in a namespace of each round's own there (ledger.Scratch), removed
+	// afterwards. Empty: the queue's SQLite ledger.
+	DB string
 	// Cold evicts each generated queue's files from the page cache before
 	// its run, as for a backlog that sat on disk (overnight, or on a host
 	// that reclaims idle page cache): the drain then reads the messages
@@ -261,14 +266,28 @@ func evict(dir string) error {
 	})
 }
 
-func drain(ctx context.Context, dir string, o Options) (Run, spool.Stats, error) {
-	run := Run{Name: "spool"}
+func drain(ctx context.Context, dir string, o Options) (run Run, st spool.Stats, err error) {
+	run = Run{Name: "spool"}
 	d, err := queue.Open(dir)
 	if err != nil {
 		return run, spool.Stats{}, err
 	}
 	defer d.Close()
-	l, err := sqlite.OpenWith(ctx, filepath.Join(dir, "ledger.db"), sqlite.Options{Relaxed: o.Relaxed})
+	var l *ledger.DB
+	if o.DB != "" {
+		dsn, drop, err := ledger.Scratch(ctx, o.DB)
+		if err != nil {
+			return run, spool.Stats{}, fmt.Errorf("--db: %w", err)
+		}
+		defer func() {
+			if derr := drop(context.WithoutCancel(ctx)); derr != nil && err == nil {
+				err = fmt.Errorf("bench: %w", derr)
+			}
+		}()
+		l, err = ledger.Open(ctx, dsn, ledger.OpenOptions{})
+	} else {
+		l, err = sqlite.OpenWith(ctx, filepath.Join(dir, "ledger.db"), sqlite.Options{Relaxed: o.Relaxed})
+	}
 	if err != nil {
 		return run, spool.Stats{}, err
 	}
@@ -301,7 +320,7 @@ func drain(ctx context.Context, dir string, o Options) (Run, spool.Stats, error)
 		}
 	}
 	start, cpu := time.Now(), cpuTime()
-	st, err := c.Drain(ctx)
+	st, err = c.Drain(ctx)
 	run.Elapsed, run.CPU = time.Since(start), cpuTime()-cpu
 	if o.CPUProfile != nil {
 		pprof.StopCPUProfile()

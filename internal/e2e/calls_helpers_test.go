@@ -153,8 +153,8 @@ func deliver(q, name, body string) error {
 	return os.Rename(tmp, filepath.Join(q, inbox, name))
 }
 
-// callLedger is where a --post test's ledger lives: the queue's SQLite file
-// or a PostgreSQL schema of the test's own.
+// callLedger is where a --post test's ledger lives: the queue's SQLite file,
+// a PostgreSQL schema or a MariaDB database of the test's own (ledgerBackend).
 type callLedger struct {
 	args  []string // consume's --db flag, if any
 	db    *sql.DB
@@ -167,27 +167,64 @@ func (l callLedger) count(t *testing.T, query string) int {
 		l.table("reservations"), l.table("attempts")))
 }
 
-// openCallLedger opens the ledger of a --post test on engine, "sqlite",
-// "postgres" or "mysql"; PostgreSQL only with SPOOL_TEST_POSTGRES, MariaDB
-// only with SPOOL_TEST_MYSQL (both required when CI=true).
-func openCallLedger(t *testing.T, engine, q string) callLedger {
+// ledgerBackend is a ledger backend the e2e tests run on: what differs
+// between the backends is here, in a table the tests range over, and
+// never in a comparison of engine names (internal/archtest checks it).
+type ledgerBackend struct {
+	// name names the backend: its subtests and bench's report.
+	name string
+	// open gives a --post test a ledger of its own beside queue q: the
+	// queue's SQLite file, a PostgreSQL schema (SPOOL_TEST_POSTGRES) or a
+	// MariaDB database (SPOOL_TEST_MYSQL). Without the server's variable
+	// the test skips (fails when CI=true).
+	open func(t *testing.T, q string) callLedger
+	// crash gives a crash or concurrency test its ledger: for SQLite the
+	// queue's own file with no --db and no connection (checkFinalOn reads
+	// the file), elsewhere as open does.
+	crash func(t *testing.T, q string) callLedger
+	// db returns the --db flag of a run given the server, which makes its
+	// own ledgers there (bench): none for SQLite, which needs no server.
+	db func(t *testing.T) []string
+}
+
+// The backends, for the tests that run on several.
+var (
+	sqliteEngine = ledgerBackend{name: "sqlite", open: sqliteCallLedger,
+		crash: func(*testing.T, string) callLedger { return callLedger{} },
+		db:    func(*testing.T) []string { return nil }}
+	postgresEngine = ledgerBackend{name: "postgres", open: postgresCallLedger, crash: postgresCallLedger,
+		db: func(t *testing.T) []string { dsn, _ := postgresServer(t); return []string{"--db", dsn} }}
+	mysqlEngine = ledgerBackend{name: "mysql", open: mysqlCallLedger, crash: mysqlCallLedger,
+		db: func(t *testing.T) []string { dsn, _ := mysqlDatabase(t); return []string{"--db", dsn} }}
+)
+
+// sqliteCallLedger is ledgerBackend.open of SQLite: the queue's ledger.db, read
+// only.
+func sqliteCallLedger(t *testing.T, q string) callLedger {
 	t.Helper()
-	if engine == "sqlite" {
-		db, err := sql.Open("sqlite", "file:"+filepath.Join(q, "ledger.db")+"?mode=ro&_pragma=busy_timeout(10000)")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		return callLedger{db: db, table: func(n string) string { return n }}
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(q, "ledger.db")+"?mode=ro&_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if engine == "mysql" {
-		dsn, db := mysqlDatabase(t)
-		return callLedger{args: []string{"--db", dsn}, db: db, table: func(n string) string { return n }}
-	}
+	t.Cleanup(func() { db.Close() })
+	return callLedger{db: db, table: func(n string) string { return n }}
+}
+
+// postgresCallLedger is ledgerBackend.open of PostgreSQL: a schema of the test's
+// own, named by the tables and by --db's search_path.
+func postgresCallLedger(t *testing.T, q string) callLedger {
+	t.Helper()
 	dsn, admin := postgresServer(t)
 	schema := postgresSchema(t, admin)
 	return callLedger{args: []string{"--db", withSearchPath(t, dsn, schema)}, db: admin,
 		table: func(n string) string { return schema + "." + n }}
+}
+
+// mysqlCallLedger is ledgerBackend.open of MariaDB: a database of the test's own.
+func mysqlCallLedger(t *testing.T, q string) callLedger {
+	t.Helper()
+	dsn, db := mysqlDatabase(t)
+	return callLedger{args: []string{"--db", dsn}, db: db, table: func(n string) string { return n }}
 }
 
 // checkCallsSettled checks what every --post test ends with: each valid

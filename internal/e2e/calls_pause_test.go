@@ -102,7 +102,7 @@ func TestPostCallsOutsideTransactions(t *testing.T) {
 		want  = procs * conc
 	)
 	q, _ := workQueue(t)
-	l := openCallLedger(t, "sqlite", q)
+	l := sqliteEngine.open(t, q)
 	const n = 200
 	for i := range n {
 		putMessage(t, q, fmt.Sprintf("m%03d.json", i), orderMessage(fmt.Sprintf("m%03d", i), "A", i+1, "1.00"))

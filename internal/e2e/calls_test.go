@@ -22,11 +22,11 @@ import (
 // from being called while the first is in flight, and makes it a duplicate
 // once the first is committed.
 func TestPostConcurrentOnePerKey(t *testing.T) {
-	for _, engine := range []string{"sqlite", "postgres", "mysql"} {
-		t.Run(engine, func(t *testing.T) {
+	for _, engine := range []ledgerBackend{sqliteEngine, postgresEngine, mysqlEngine} {
+		t.Run(engine.name, func(t *testing.T) {
 			t.Parallel()
 			q, _ := workQueue(t)
-			l := openCallLedger(t, engine, q)
+			l := engine.open(t, q)
 			n := scale(600, 200)
 			body := func(i int) string { return orderMessage(fmt.Sprintf("m%05d", i), "A", i+1, "1.00") }
 			srv := newCallServer(t, 20*time.Millisecond)
@@ -103,19 +103,19 @@ func TestPostConcurrentOnePerKey(t *testing.T) {
 // It runs on the queue's SQLite ledger and, with SPOOL_TEST_MYSQL, on a
 // MariaDB one, whose transactions run side by side.
 func TestPostCrash(t *testing.T) {
-	for _, engine := range []string{"sqlite", "mysql"} {
-		t.Run(engine, func(t *testing.T) {
+	for _, engine := range []ledgerBackend{sqliteEngine, mysqlEngine} {
+		t.Run(engine.name, func(t *testing.T) {
 			t.Parallel()
 			testPostCrash(t, engine)
 		})
 	}
 }
 
-func testPostCrash(t *testing.T, engine string) {
+func testPostCrash(t *testing.T, engine ledgerBackend) {
 	const conc = 8
 	rng := newRand(t)
 	q, _ := workQueue(t)
-	l := openCallLedger(t, engine, q)
+	l := engine.open(t, q)
 	n := scale(3000, 1000)
 	redelivered := 0
 	for i := range n {
@@ -204,17 +204,14 @@ func testPostCrash(t *testing.T, engine string) {
 // TestBenchHandlerProcesses: bench --handler --procs runs real consumer
 // processes on one ledger, and their outcome counts add up exactly.
 func TestBenchHandlerProcesses(t *testing.T) {
-	for _, engine := range []string{"sqlite", "postgres"} {
-		t.Run(engine, func(t *testing.T) {
+	for _, engine := range []ledgerBackend{sqliteEngine, postgresEngine} {
+		t.Run(engine.name, func(t *testing.T) {
 			t.Parallel()
 			args := []string{"bench", "--handler", "post", "--procs", "3", "--n", "300",
 				"--latency", "2ms", "--concurrency", "4", "--tmp", t.TempDir()}
-			if engine == "postgres" {
-				dsn, _ := postgresServer(t)
-				args = append(args, "--db", dsn)
-			}
+			args = append(args, engine.db(t)...)
 			r := mustRun(t, 0, args...)
-			for _, want := range []string{"processes 3, ledger " + engine, "ideal 6000/s", ": exact)"} {
+			for _, want := range []string{"processes 3, ledger " + engine.name, "ideal 6000/s", ": exact)"} {
 				if !strings.Contains(r.stdout, want) {
 					t.Errorf("no %q in the report:\n%s", want, r)
 				}
@@ -398,7 +395,7 @@ func TestPostClaimsAheadBounded(t *testing.T) {
 	t.Parallel()
 	const n = 600
 	q, all := shutdownQueue(t, n)
-	l := openCallLedger(t, "sqlite", q)
+	l := sqliteEngine.open(t, q)
 	srv := newCallServer(t, 50*time.Millisecond)
 	first := start(t, "consume", q, "--post", srv.URL) // --concurrency 4, the default
 	if !srv.waitInFlight(4, cmdTimeout) {

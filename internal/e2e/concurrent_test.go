@@ -15,19 +15,19 @@ import (
 // It runs on the queue's SQLite ledger and, with SPOOL_TEST_MYSQL, on a
 // MariaDB one.
 func TestConcurrentConsumers(t *testing.T) {
-	for _, engine := range []string{"sqlite", "mysql"} {
-		t.Run(engine, func(t *testing.T) {
+	for _, engine := range []ledgerBackend{sqliteEngine, mysqlEngine} {
+		t.Run(engine.name, func(t *testing.T) {
 			t.Parallel()
 			testConcurrentConsumers(t, engine)
 		})
 	}
 }
 
-func testConcurrentConsumers(t *testing.T, engine string) {
+func testConcurrentConsumers(t *testing.T, engine ledgerBackend) {
 	rng := newRand(t)
 	c := genCorpus(rng, genOptions{Total: scale(2500, 600), Hostile: true})
 	q := newQueue(t, c)
-	l := crashLedger(t, engine, q)
+	l := engine.crash(t, q)
 
 	var ps []*proc
 	for i := range 4 {
@@ -63,19 +63,19 @@ func testConcurrentConsumers(t *testing.T, engine string) {
 // It runs on the queue's SQLite ledger and, with SPOOL_TEST_MYSQL, on a
 // MariaDB one.
 func TestCrashWhileConcurrent(t *testing.T) {
-	for _, engine := range []string{"sqlite", "mysql"} {
-		t.Run(engine, func(t *testing.T) {
+	for _, engine := range []ledgerBackend{sqliteEngine, mysqlEngine} {
+		t.Run(engine.name, func(t *testing.T) {
 			t.Parallel()
 			testCrashWhileConcurrent(t, engine)
 		})
 	}
 }
 
-func testCrashWhileConcurrent(t *testing.T, engine string) {
+func testCrashWhileConcurrent(t *testing.T, engine ledgerBackend) {
 	rng := newRand(t)
 	c := genCorpus(rng, genOptions{Total: scale(2000, 500), Hostile: true})
 	q := newQueue(t, c)
-	l := crashLedger(t, engine, q)
+	l := engine.crash(t, q)
 	consume := func(args ...string) []string { return append(append([]string{"consume", q}, args...), l.args...) }
 
 	steady := []*proc{
@@ -110,15 +110,4 @@ func testCrashWhileConcurrent(t *testing.T, engine string) {
 	}
 	mustRun(t, 0, consume()...)
 	checkFinalOn(t, q, c, l)
-}
-
-// crashLedger is where a crash or concurrency test's ledger lives: the
-// queue's SQLite file (no --db, and checkFinalOn reads the file) or a
-// MariaDB database of the test's own (engine "mysql").
-func crashLedger(t *testing.T, engine, q string) callLedger {
-	t.Helper()
-	if engine == "sqlite" {
-		return callLedger{}
-	}
-	return openCallLedger(t, engine, q)
 }

@@ -200,19 +200,19 @@ func liveClaims(q string) int {
 // It runs on the queue's SQLite ledger and, with SPOOL_TEST_MYSQL, on a
 // MariaDB one.
 func TestCrashInjection(t *testing.T) {
-	for _, engine := range []string{"sqlite", "mysql"} {
-		t.Run(engine, func(t *testing.T) {
+	for _, engine := range []ledgerBackend{sqliteEngine, mysqlEngine} {
+		t.Run(engine.name, func(t *testing.T) {
 			t.Parallel()
 			testCrashInjection(t, engine)
 		})
 	}
 }
 
-func testCrashInjection(t *testing.T, engine string) {
+func testCrashInjection(t *testing.T, engine ledgerBackend) {
 	rng := newRand(t)
 	c := genCorpus(rng, genOptions{Total: scale(3000, 600), Hostile: true})
 	q := newQueue(t, c)
-	l := crashLedger(t, engine, q)
+	l := engine.crash(t, q)
 
 	kills, orphaning := killLoop(t, rng, q, c, 30, time.Duration(scale(60, 25))*time.Second, l.args...)
 	if kills < 20 {

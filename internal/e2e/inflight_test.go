@@ -90,7 +90,7 @@ func TestPostKilledInFlight(t *testing.T) {
 		latency, timeout = 5*time.Second, 6*time.Second
 	}
 	q, _ := workQueue(t)
-	l := openCallLedger(t, "sqlite", q)
+	l := sqliteEngine.open(t, q)
 	for i := range n {
 		putMessage(t, q, fmt.Sprintf("m%02d.json", i), orderMessage(fmt.Sprintf("m%02d", i), "A", i+1, "1.00"))
 	}
@@ -143,7 +143,7 @@ func TestExecKilledInFlight(t *testing.T) {
 	}
 	const conc, n = 4, 8
 	q, state := workQueue(t)
-	l := openCallLedger(t, "sqlite", q)
+	l := sqliteEngine.open(t, q)
 	for i := range n {
 		putMessage(t, q, fmt.Sprintf("m%02d.json", i), orderMessage(fmt.Sprintf("m%02d", i), "A", i+1, "1.00"))
 	}
@@ -339,7 +339,7 @@ func TestPostKillStorm(t *testing.T) {
 	rng := newRand(t)
 	const conc, n = 16, 600
 	q, _ := workQueue(t)
-	l := openCallLedger(t, "sqlite", q)
+	l := sqliteEngine.open(t, q)
 	for i := range n {
 		putMessage(t, q, fmt.Sprintf("m%03d.json", i), orderMessage(fmt.Sprintf("m%03d", i), "A", i+1, "1.00"))
 	}

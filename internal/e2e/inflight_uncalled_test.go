@@ -25,7 +25,7 @@ func TestPostKilledUncalledReleased(t *testing.T) {
 	// a restart waiting for it is told from one that does not.
 	latency, timeout := 2*time.Second, 6*time.Second
 	q, _ := workQueue(t)
-	l := openCallLedger(t, "sqlite", q)
+	l := sqliteEngine.open(t, q)
 	for i := range n {
 		putMessage(t, q, fmt.Sprintf("m%02d.json", i), orderMessage(fmt.Sprintf("m%02d", i), fmt.Sprintf("o%02d", i), 1, "1.00"))
 	}

@@ -121,7 +121,9 @@ func TestBadDSNIsUsage(t *testing.T) {
 	if server := os.Getenv(envMySQL); server != "" || testenv.CI() {
 		server = testenv.Service(t, envMySQL, "mysql://root@127.0.0.1:3306/test")
 		cases = append(cases, dsnCase{with(server, missing, nil),
-			`bad ledger address: database "` + missing + `" does not exist on the server. Try: CREATE DATABASE ` + missing})
+			`bad ledger address: database "` + missing + `" does not exist on the server. Try: CREATE DATABASE ` + missing},
+			dsnCase{with(server, "", url.Values{"no_such_setting": {"1"}}),
+				"bad ledger address: a parameter of the DSN is neither a driver option nor a server variable"})
 	}
 	if server := os.Getenv(testenv.PostgresEnv); server != "" || testenv.CI() {
 		server = testenv.Postgres(t)
@@ -129,7 +131,12 @@ func TestBadDSNIsUsage(t *testing.T) {
 			dsnCase{with(server, missing, nil),
 				`bad ledger address: database "` + missing + `" does not exist on the server. Try: CREATE DATABASE ` + missing},
 			dsnCase{with(server, "", url.Values{"search_path": {missing}}),
-				`bad ledger address: search_path "` + missing + `" names no existing schema to hold the ledger. Try: CREATE SCHEMA`})
+				`bad ledger address: search_path "` + missing + `" names no existing schema to hold the ledger. Try: CREATE SCHEMA`},
+			dsnCase{with(server, "", url.Values{"no_such_setting": {"1"}}),
+				`bad ledger address: the server refuses a parameter of the DSN: unrecognized configuration parameter "no_such_setting"`},
+			// Without a database pgx would take the user's name's.
+			dsnCase{strings.Replace(server, "/"+strings.TrimPrefix(mustURL(t, server).Path, "/"), "", 1),
+				"bad ledger address: DSN names no database. Try: postgres://USER@HOST[:PORT]/DB"})
 	}
 	before := treeSnapshot(t, q)
 	for _, c := range cases {
@@ -141,6 +148,15 @@ func TestBadDSNIsUsage(t *testing.T) {
 			}
 		}
 	}
+}
+
+func mustURL(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }
 
 // TestConcurrencyRange: a --concurrency out of range is refused with the

@@ -113,7 +113,7 @@ func TestShutdownGraceful(t *testing.T) {
 			t.Parallel()
 			n := scale(3000, 1000)
 			q, all := shutdownQueue(t, n)
-			l := openCallLedger(t, "sqlite", q)
+			l := sqliteEngine.open(t, q)
 			srv := newCallServer(t, 50*time.Millisecond)
 			args := []string{"consume", q, "--post", srv.URL, "--concurrency", "8"}
 			if mode == "watch" {
@@ -206,7 +206,7 @@ func TestShutdownSecondSignal(t *testing.T) {
 	t.Parallel()
 	n := scale(1000, 300)
 	q, all := shutdownQueue(t, n)
-	l := openCallLedger(t, "sqlite", q)
+	l := sqliteEngine.open(t, q)
 	slow := newCallServer(t, 5*time.Second) // the first stop waits for these
 	// STOPPING=1 says the first signal was taken: two signals sent at once
 	// could reach the process as one.
@@ -251,7 +251,7 @@ func TestShutdownTimeout(t *testing.T) {
 	t.Parallel()
 	n := 200
 	q, all := shutdownQueue(t, n)
-	l := openCallLedger(t, "sqlite", q)
+	l := sqliteEngine.open(t, q)
 	srv := newCallServer(t, 0)
 	hold := make(chan struct{})
 	var once sync.Once
@@ -424,7 +424,7 @@ func TestShutdownHungLedger(t *testing.T) {
 		concurrency = 4
 	)
 	q, all := shutdownQueue(t, n)
-	l := openCallLedger(t, "postgres", q)
+	l := postgresEngine.open(t, q)
 	srv := newCallServer(t, 0)
 	hold := make(chan struct{})
 	var once sync.Once

@@ -83,6 +83,7 @@ func Run(t *testing.T, b Backend) {
 		{"ConflictResult", testConflictResult},
 		{"OutboxEmit", testOutboxEmit},
 		{"OutboxRelay", testOutboxRelay},
+		{"OutboxCommitOrder", testOutboxCommitOrder},
 		{"Rebuild", testRebuild},
 		{"RepairDoneOrder", testRepairDoneOrder},
 		{"LongKey", testLongKey},
@@ -92,6 +93,7 @@ func Run(t *testing.T, b Backend) {
 		{"AuditConcurrent", testAuditConcurrent},
 		{"Snapshot", testSnapshot},
 		{"PruneFiles", testPruneFiles},
+		{"Tasks", testTasks},
 	}
 	opener := func(t *testing.T, dsn string) *ledger.DB {
 		t.Helper()

@@ -177,8 +177,11 @@ func check(ctx context.Context, db *sql.DB, name string) error {
 	err := db.QueryRowContext(ctx, `SELECT @@version, @@innodb_flush_log_at_trx_commit, @@tx_isolation, @@sql_mode`).
 		Scan(&s.version, &s.flushAtTrx, &s.isolation, &s.sqlMode)
 	if err != nil {
-		if number(err) == 1049 { // ER_BAD_DB_ERROR
+		switch number(err) {
+		case 1049: // ER_BAD_DB_ERROR
 			return fmt.Errorf("%w: database %q does not exist on the server. Try: CREATE DATABASE %s, or fix the DSN", ledger.ErrBadDSN, name, name)
+		case 1193: // ER_UNKNOWN_SYSTEM_VARIABLE: a URL parameter neither the driver nor the server knows
+			return fmt.Errorf("%w: a parameter of the DSN is neither a driver option nor a server variable: %w", ledger.ErrBadDSN, err)
 		}
 		return fmt.Errorf("read server settings: %w", err)
 	}

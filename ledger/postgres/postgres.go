@@ -25,7 +25,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/url"
+	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -90,12 +93,22 @@ func OpenWith(ctx context.Context, dsn string, o Options) (*ledger.DB, error) {
 		// pgx redacts the password from its parse errors.
 		return nil, fmt.Errorf("open postgres ledger: %w: %w", ledger.ErrBadDSN, err)
 	}
+	if namesNoDatabase(dsn) {
+		// pgx would connect to the database named like the user: a
+		// ledger created in "postgres", beside whatever else lives there.
+		return nil, fmt.Errorf("open postgres ledger: %w: DSN names no database. Try: postgres://USER@HOST[:PORT]/DB", ledger.ErrBadDSN)
+	}
 	where := fmt.Sprintf("postgres ledger %s:%d/%s", cfg.Host, cfg.Port, cfg.Database)
 	db, err := open(ctx, cfg)
 	if err != nil {
-		if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "3D000" { // invalid_catalog_name
-			return nil, fmt.Errorf("open %s: %w: database %q does not exist on the server. Try: CREATE DATABASE %s, or fix the DSN",
-				where, ledger.ErrBadDSN, cfg.Database, cfg.Database)
+		if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) {
+			switch pgErr.Code {
+			case "3D000": // invalid_catalog_name
+				return nil, fmt.Errorf("open %s: %w: database %q does not exist on the server. Try: CREATE DATABASE %s, or fix the DSN",
+					where, ledger.ErrBadDSN, cfg.Database, cfg.Database)
+			case "42704": // undefined_object: a session setting of the DSN the server does not know
+				return nil, fmt.Errorf("open %s: %w: the server refuses a parameter of the DSN: %s", where, ledger.ErrBadDSN, pgErr.Message)
+			}
 		}
 		return nil, fmt.Errorf("open %s: %w", where, err)
 	}
@@ -105,6 +118,19 @@ func OpenWith(ctx context.Context, dsn string, o Options) (*ledger.DB, error) {
 		return nil, fmt.Errorf("open %s: %w", where, err)
 	}
 	return l, nil
+}
+
+// namesNoDatabase reports whether dsn, a URL or a keyword/value string,
+// leaves the database unnamed (and PGDATABASE is unset), so that the
+// server's default, the user's name, would be taken.
+func namesNoDatabase(dsn string) bool {
+	if os.Getenv("PGDATABASE") != "" {
+		return false
+	}
+	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		return strings.Trim(u.Path, "/") == "" && u.Query().Get("dbname") == ""
+	}
+	return !strings.Contains(dsn, "dbname=")
 }
 
 // open returns a pool on cfg whose every connection has passed check, after

@@ -1,0 +1,187 @@
+package console
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/spoolq/spool/ledger"
+	"github.com/spoolq/spool/ledger/sqlite"
+	"github.com/spoolq/spool/queue"
+)
+
+func hash(tok string) string {
+	h := sha256.Sum256([]byte(tok))
+	return hex.EncodeToString(h[:])
+}
+
+func TestParseTokens(t *testing.T) {
+	good := fmt.Sprintf("# comment\n\nalice operator %s\n  bob\tapprover\t%s  \n", hash("a"), hash("b"))
+	tk, err := ParseTokens("t", []byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, ok := tk.Lookup("a"); !ok || id != (Identity{"alice", Operator}) {
+		t.Errorf("Lookup(a) = %v %v", id, ok)
+	}
+	if id, ok := tk.Lookup("b"); !ok || id != (Identity{"bob", Approver}) {
+		t.Errorf("Lookup(b) = %v %v", id, ok)
+	}
+	for _, tok := range []string{"", "c", hash("a")} {
+		if id, ok := tk.Lookup(tok); ok {
+			t.Errorf("Lookup(%q) = %v, want none", tok, id)
+		}
+	}
+	for text, want := range map[string]string{
+		"":                            "no identity",
+		"# only\n":                    "no identity",
+		"alice operator\n":            "t:1: want NAME ROLE SHA256-OF-TOKEN, found 2 fields",
+		"alice root " + hash("a"):     `t:1: role "root"`,
+		"alice operator abc":          "is not a SHA-256",
+		"al<ce operator " + hash("a"): "name",
+		"a viewer " + hash("a") + "\na operator " + hash("b"): "t:2: name \"a\" is given on line 1",
+		"a viewer " + hash("a") + "\nb operator " + hash("a"): "t:2: b has the token of a",
+	} {
+		_, err := ParseTokens("t", []byte(text))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseTokens(%q) = %v, want an error with %q", text, err, want)
+		}
+	}
+	if Viewer >= Operator || Operator >= Approver {
+		t.Error("roles out of order")
+	}
+}
+
+// newTestServer serves a queue with one dead letter whose body is
+// <script>, to the tokens v (viewer), o (operator) and a (approver).
+func newTestServer(t *testing.T, tls bool) (*httptest.Server, *ledger.DB) {
+	path := filepath.Join(t.TempDir(), "q")
+	if err := queue.Init(path); err != nil {
+		t.Fatal(err)
+	}
+	d, err := queue.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	l, err := sqlite.Open(context.Background(), filepath.Join(path, "ledger.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	tk, err := ParseTokens("t", []byte(fmt.Sprintf("vic viewer %s\nolga operator %s\nada approver %s\n", hash("v"), hash("o"), hash("a"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Options{Dir: d, Ledger: l, Tokens: tk, Host: "h", PID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	s.Register(mux)
+	var srv *httptest.Server
+	if tls {
+		srv = httptest.NewTLSServer(mux)
+	} else {
+		srv = httptest.NewServer(mux)
+	}
+	t.Cleanup(srv.Close)
+	return srv, l
+}
+
+// TestLoginCookieCSRF: POST /login sets an HttpOnly SameSite=Strict
+// session cookie, Secure over TLS only; a wrong token is 401 and
+// audited; a state change from the cookie session without the page's
+// CSRF token is 403 and audited, with it the request goes on.
+func TestLoginCookieCSRF(t *testing.T) {
+	for _, tls := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tls=%v", tls), func(t *testing.T) {
+			srv, l := newTestServer(t, tls)
+			c := srv.Client()
+			c.Jar, _ = cookiejar.New(nil)
+			c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+			res, err := c.PostForm(srv.URL+"/login", url.Values{"token": {"wrong"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != 401 || len(res.Cookies()) != 0 {
+				t.Errorf("login with a wrong token: %d, cookies %v; want 401 and none", res.StatusCode, res.Cookies())
+			}
+			res, err = c.PostForm(srv.URL+"/login", url.Values{"token": {"o"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != http.StatusSeeOther || len(res.Cookies()) != 1 {
+				t.Fatalf("login: %d, cookies %v", res.StatusCode, res.Cookies())
+			}
+			ck := res.Cookies()[0]
+			if !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || ck.Secure != tls {
+				t.Errorf("cookie %+v: want HttpOnly, SameSite=Strict, Secure=%v", ck, tls)
+			}
+
+			// The console page carries the CSRF token.
+			res, err = c.Get(srv.URL + "/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			page, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			m := regexp.MustCompile(`<meta name="csrf" content="([^"]+)">`).FindSubmatch(page)
+			if m == nil {
+				t.Fatalf("console page without its CSRF token:\n%s", page)
+			}
+			if csp := res.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'self'") {
+				t.Errorf("Content-Security-Policy %q", csp)
+			}
+
+			post := func(csrf string) int {
+				req, _ := http.NewRequest("POST", srv.URL+"/api/v1/tasks/1/cancel", strings.NewReader("{}"))
+				if csrf != "" {
+					req.Header.Set(csrfHeader, csrf)
+				}
+				res, err := c.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				res.Body.Close()
+				return res.StatusCode
+			}
+			if code := post(""); code != 403 {
+				t.Errorf("POST from the cookie session without CSRF token: %d, want 403", code)
+			}
+			if code := post("forged"); code != 403 {
+				t.Errorf("POST with a wrong CSRF token: %d, want 403", code)
+			}
+			if code := post(string(m[1])); code == 401 || code == 403 {
+				t.Errorf("POST with the CSRF token: %d, want past the checks", code)
+			}
+
+			rows, err := l.AuditList(context.Background(), ledger.AuditQuery{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, r := range rows {
+				got = append(got, fmt.Sprintf("%s/%s %s %s %s", r.Actor, r.Role, r.Via, r.Action, r.Outcome))
+			}
+			want := []string{"-/ http login refused", "olga/operator http login ok",
+				"olga/operator http cancel refused", "olga/operator http cancel refused"}
+			if len(got) < len(want) || strings.Join(got[:len(want)], "\n") != strings.Join(want, "\n") {
+				t.Errorf("audit rows:\n%s\nwant first:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+		})
+	}
+}

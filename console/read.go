@@ -1,0 +1,305 @@
+package console
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/spoolq/spool/ledger"
+	"github.com/spoolq/spool/report"
+)
+
+// maxBody bounds the body GET messages/{msg_id} returns.
+const maxBody = 1 << 20
+
+func (s *Server) getSession(r *request) (int, any) {
+	out := map[string]any{"name": r.id.Name, "role": r.id.Role.String()}
+	if sess := s.session(r.Request); sess != nil && r.Header.Get("Authorization") == "" {
+		out["csrf"] = sess.csrf
+	}
+	return http.StatusOK, out
+}
+
+// rateSampler keeps the ledger's counts at two instants, for the rates
+// of the overview; a sample is taken at most every rateEvery.
+type rateSampler struct {
+	mu         sync.Mutex
+	prev, last ledger.Stats
+	prevAt     time.Time
+	lastAt     time.Time
+}
+
+const rateEvery = 5 * time.Second
+
+func (s *Server) getOverview(r *request) (int, any) {
+	rs := &s.rates
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	now := time.Now()
+	if rs.lastAt.IsZero() || now.Sub(rs.lastAt) >= rateEvery {
+		st, err := s.o.Ledger.Stats(r.Context())
+		if err != nil {
+			return s.failed(r, err)
+		}
+		rs.prev, rs.prevAt = rs.last, rs.lastAt
+		rs.last, rs.lastAt = st, now
+	}
+	var stages []StageGauge
+	if s.o.Gauges != nil {
+		stages = s.o.Gauges()
+	}
+	rates := map[string]any{"processed_per_second": nil, "dead_letters_per_second": nil, "over_seconds": nil}
+	if !rs.prevAt.IsZero() {
+		dt := rs.lastAt.Sub(rs.prevAt).Seconds()
+		rates["processed_per_second"] = float64(rs.last.Processed-rs.prev.Processed) / dt
+		rates["dead_letters_per_second"] = float64(rs.last.DeadLetters-rs.prev.DeadLetters) / dt
+		rates["over_seconds"] = dt
+	}
+	by := map[string]int64{}
+	for k, v := range rs.last.DeadLettersByReason {
+		by[string(k)] = v
+	}
+	return http.StatusOK, map[string]any{
+		"queue":  s.o.Dir.Path(),
+		"stages": stages,
+		"ledger": map[string]any{"processed": rs.last.Processed, "duplicates": rs.last.Duplicates,
+			"dead_letters_recorded": rs.last.DeadLetters, "dead_letters_by_reason": by},
+		"rates": rates,
+		"at":    now.UTC().Format(ledger.TimeLayout),
+	}
+}
+
+// failed answers 500 for err, logged.
+func (s *Server) failed(r *request, err error) (int, any) {
+	s.o.Log.Error("api", "path", r.URL.Path, "err", err)
+	return http.StatusInternalServerError, apiError("%v", err)
+}
+
+// DeadLetterJSON is one item of GET dead-letters.
+type DeadLetterJSON struct {
+	ID           int64   `json:"id"`
+	File         string  `json:"file"`
+	Reason       string  `json:"reason"`
+	Field        *string `json:"field"`
+	Detail       string  `json:"detail"`
+	Signature    string  `json:"signature"`
+	MsgID        *string `json:"msg_id"`
+	At           string  `json:"at"`
+	Attempts     int     `json:"attempts"`
+	LastFailure  *string `json:"last_failure"`
+	Consumer     string  `json:"consumer"`
+	Size         int64   `json:"size"`
+	ContentHash  *string `json:"content_hash"`
+	MessageQuery string  `json:"message"`
+}
+
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func timeText(t time.Time) *string {
+	if t.IsZero() {
+		return nil
+	}
+	s := t.UTC().Format(ledger.TimeLayout)
+	return &s
+}
+
+// parseTimeParam reads a time parameter: RFC 3339, or a date.
+func parseTimeParam(name, v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04", "2006-01-02"} {
+		if t, err := time.Parse(layout, v); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%s %q: want an RFC 3339 time (2026-01-02T15:04:05Z) or a date", name, v)
+}
+
+// deadLetterQuery reads the filters of GET dead-letters.
+func deadLetterQuery(r *http.Request) (ledger.DeadLetterQuery, error) {
+	v := r.URL.Query()
+	q := ledger.DeadLetterQuery{Reason: v.Get("reason"), Text: v.Get("q"), Detail: v.Get("detail")}
+	var err error
+	if q.Since, err = parseTimeParam("since", v.Get("since")); err != nil {
+		return q, err
+	}
+	if q.Until, err = parseTimeParam("until", v.Get("until")); err != nil {
+		return q, err
+	}
+	if l := v.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > ledger.MaxDeadLetterPage {
+			return q, fmt.Errorf("limit %q: want 1 to %d", l, ledger.MaxDeadLetterPage)
+		}
+		q.Limit = n
+	}
+	if c := v.Get("cursor"); c != "" {
+		n, err := strconv.ParseInt(c, 10, 64)
+		if err != nil || n <= 0 {
+			return q, fmt.Errorf("cursor %q: not one this API gave", c)
+		}
+		q.Before = n
+	}
+	return q, nil
+}
+
+func (s *Server) getDeadLetters(r *request) (int, any) {
+	q, err := deadLetterQuery(r.Request)
+	if err != nil {
+		return http.StatusBadRequest, apiError("%v", err)
+	}
+	recs, next, err := s.o.Ledger.DeadLetterPage(r.Context(), q)
+	if err != nil {
+		return s.failed(r, err)
+	}
+	items := make([]DeadLetterJSON, 0, len(recs))
+	for _, d := range recs {
+		attempts := d.Attempts
+		if attempts == 0 {
+			attempts = 1
+		}
+		j := DeadLetterJSON{ID: d.ID, File: d.File, Reason: string(d.Reason), Field: optional(d.Field), Detail: d.Detail,
+			Signature: ledger.Signature(d.Field, d.Detail), MsgID: optional(d.MsgID), At: *timeText(d.At), Attempts: attempts,
+			LastFailure: timeText(d.LastFailure), Consumer: d.Consumer, Size: d.Size, ContentHash: optional(d.ContentHash),
+			MessageQuery: cmpOr(d.MsgID, d.File)}
+		items = append(items, j)
+	}
+	var cursor *string
+	if next > 0 {
+		c := strconv.FormatInt(next, 10)
+		cursor = &c
+	}
+	return http.StatusOK, map[string]any{"items": items, "next": cursor}
+}
+
+func (s *Server) getGroups(r *request) (int, any) {
+	gs, err := s.o.Ledger.DeadLetterGroups(r.Context())
+	if err != nil {
+		return s.failed(r, err)
+	}
+	type groupJSON struct {
+		Reason    string `json:"reason"`
+		Signature string `json:"signature"`
+		Example   string `json:"example"`
+		Count     int64  `json:"count"`
+		First     string `json:"first"`
+		Last      string `json:"last"`
+	}
+	out := make([]groupJSON, 0, len(gs))
+	for _, g := range gs {
+		out = append(out, groupJSON{Reason: g.Reason, Signature: g.Signature, Example: g.Example, Count: g.Count,
+			First: *timeText(g.First), Last: *timeText(g.Last)})
+	}
+	return http.StatusOK, map[string]any{"groups": out}
+}
+
+// messageJSON is GET messages/{msg_id}: the story of spool show --json,
+// with the body of its first file found in a stage (or of its processed
+// row), as a JSON string (invalid UTF-8 as U+FFFD), at most maxBody bytes.
+type messageJSON struct {
+	report.StoryJSON
+	Body          *string `json:"body"`
+	BodyFrom      string  `json:"body_from,omitempty"`
+	BodyTruncated bool    `json:"body_truncated,omitempty"`
+}
+
+func (s *Server) getMessage(r *request) (int, any) {
+	arg := r.PathValue("msg_id")
+	m, err := report.Story(r.Context(), s.o.Dir, s.o.Ledger, arg)
+	if err != nil {
+		return s.failed(r, err)
+	}
+	if !m.Found() {
+		return http.StatusNotFound, apiError("the queue knows nothing of %q (no ledger record, no file of that name)", arg)
+	}
+	out := messageJSON{StoryJSON: m.JSON(time.Now())}
+	for _, p := range m.Places {
+		b, truncated, err := readBody(filepath.Join(s.o.Dir.Path(), string(p.Stage), p.Name))
+		if err != nil {
+			continue // moved on since: try the next place
+		}
+		out.Body, out.BodyFrom, out.BodyTruncated = &b, string(p.Stage)+"/"+p.Name, truncated
+		break
+	}
+	if out.Body == nil && m.Processed != nil {
+		b := strings.ToValidUTF8(m.Processed.Payload, "\uFFFD")
+		out.Body, out.BodyFrom = &b, "ledger"
+	}
+	return http.StatusOK, out
+}
+
+// readBody reads at most maxBody bytes of the regular file at path,
+// without following a link.
+func readBody(path string) (string, bool, error) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return "", false, err
+	}
+	if !fi.Mode().IsRegular() {
+		return "", false, errors.New("not a regular file")
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", false, err
+	}
+	defer f.Close() // read only
+	b, err := io.ReadAll(io.LimitReader(f, maxBody+1))
+	if err != nil {
+		return "", false, err
+	}
+	truncated := len(b) > maxBody
+	if truncated {
+		b = b[:maxBody]
+		for len(b) > 0 && !utf8.Valid(b[len(b)-min(len(b), 3):]) {
+			b = b[:len(b)-1]
+		}
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD"), truncated, nil
+}
+
+func (s *Server) getAudit(r *request) (int, any) {
+	v := r.URL.Query()
+	q := ledger.AuditQuery{Newest: true, Limit: 100, Action: v.Get("action"), Outcome: v.Get("outcome")}
+	if l := v.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > 1000 {
+			return http.StatusBadRequest, apiError("limit %q: want 1 to 1000", l)
+		}
+		q.Limit = n
+	}
+	if c := v.Get("cursor"); c != "" {
+		n, err := strconv.ParseInt(c, 10, 64)
+		if err != nil || n <= 0 {
+			return http.StatusBadRequest, apiError("cursor %q: not one this API gave", c)
+		}
+		q.Before = n
+	}
+	rows, err := s.o.Ledger.AuditList(r.Context(), q)
+	if err != nil {
+		return s.failed(r, err)
+	}
+	items := make([]report.AuditJSON, 0, len(rows))
+	for _, row := range rows {
+		items = append(items, report.AuditRowJSON(report.AuditEntry{AuditRow: row}))
+	}
+	var next *string
+	if len(rows) == q.Limit {
+		c := strconv.FormatInt(rows[len(rows)-1].ID, 10)
+		next = &c
+	}
+	return http.StatusOK, map[string]any{"items": items, "next": next}
+}

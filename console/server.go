@@ -1,0 +1,299 @@
+package console
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spoolq/spool/ledger"
+	"github.com/spoolq/spool/queue"
+)
+
+// Options are what a Server serves.
+type Options struct {
+	// Dir is the queue, Ledger its ledger opened for writing (the audit's
+	// rows, the tasks). Both required.
+	Dir    *queue.Dir
+	Ledger *ledger.DB
+	// Tokens are the identities that may sign in. Required.
+	Tokens *Tokens
+	// Gauges gives the queue's stages as the metrics last listed them, for
+	// the overview (see metrics.Metrics.Gather); nil lists nothing.
+	Gauges func() []StageGauge
+	// Tasks runs the replay and discard tasks; nil answers 503 to the
+	// task endpoints.
+	Tasks Tasks
+	// Log receives the server's records; nil discards them.
+	Log *slog.Logger
+	// Host and PID name this process in the audit's rows.
+	Host string
+	PID  int
+	// SessionTTL is how long a console session lasts without a request;
+	// 0 is 8 hours.
+	SessionTTL time.Duration
+}
+
+// StageGauge is one stage's depth and the age of its oldest message.
+type StageGauge struct {
+	Stage    string   `json:"stage"`
+	Messages int64    `json:"messages"`
+	Oldest   *float64 `json:"oldest_age_seconds"`
+}
+
+// Server serves the API and the console.
+type Server struct {
+	o        Options
+	mu       sync.Mutex
+	sessions map[string]*session
+	rates    rateSampler
+}
+
+type session struct {
+	id      Identity
+	csrf    string
+	expires time.Time
+}
+
+// Cookie and header names.
+const (
+	sessionCookie = "spool_session"
+	csrfHeader    = "X-CSRF-Token"
+)
+
+// New checks o and returns its server.
+func New(o Options) (*Server, error) {
+	if o.Dir == nil || o.Ledger == nil || o.Tokens == nil {
+		return nil, errors.New("console: a queue, its ledger and tokens are required")
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.SessionTTL <= 0 {
+		o.SessionTTL = 8 * time.Hour
+	}
+	return &Server{o: o, sessions: map[string]*session{}}, nil
+}
+
+// Register adds the API's and the console's routes to mux: /api/v1/...,
+// /login, /logout, /assets/... and / (every path mux has no other route
+// for).
+func (s *Server) Register(mux *http.ServeMux) {
+	api := func(pattern string, min Role, action string, h func(*request) (int, any)) {
+		mux.Handle(pattern, s.endpoint(min, action, h))
+	}
+	api("GET /api/v1/session", Viewer, "", s.getSession)
+	api("GET /api/v1/overview", Viewer, "", s.getOverview)
+	api("GET /api/v1/dead-letters", Viewer, "", s.getDeadLetters)
+	api("GET /api/v1/dead-letters/groups", Viewer, "", s.getGroups)
+	api("GET /api/v1/messages/{msg_id}", Viewer, "", s.getMessage)
+	api("GET /api/v1/audit", Viewer, "", s.getAudit)
+	api("GET /api/v1/tasks", Viewer, "", s.getTasks)
+	api("GET /api/v1/tasks/{id}", Viewer, "", s.getTask)
+	api("POST /api/v1/replays", Operator, "replay", s.postReplay)
+	api("POST /api/v1/discards", Operator, "discard", s.postDiscard)
+	api("POST /api/v1/tasks/{id}/approve", Approver, "approve", s.postApprove)
+	api("POST /api/v1/tasks/{id}/cancel", Operator, "cancel", s.postCancel)
+	mux.Handle("/api/", s.endpoint(Viewer, "", func(*request) (int, any) {
+		return http.StatusNotFound, apiError("no such endpoint")
+	}))
+	mux.HandleFunc("POST /login", s.login)
+	mux.HandleFunc("POST /logout", s.logout)
+	mux.Handle("GET /assets/", secure(assetHandler()))
+	mux.Handle("GET /{$}", secure(http.HandlerFunc(s.index)))
+}
+
+// request is one authenticated API request.
+type request struct {
+	*http.Request
+	w  http.ResponseWriter
+	id Identity
+	// action is the audited action of a POST.
+	action string
+}
+
+// apiError is the body of an error answer.
+func apiError(format string, args ...any) map[string]string {
+	return map[string]string{"error": fmt.Sprintf(format, args...)}
+}
+
+// endpoint authenticates, authorizes and runs h, writing what it returns
+// as JSON. A POST is an action: its refusals (no identity, role too low,
+// no CSRF token) are audited here, its outcome by h.
+func (s *Server) endpoint(min Role, action string, h func(*request) (int, any)) http.Handler {
+	return secure(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req := &request{Request: r, w: w, action: action}
+		id, viaCookie, ok := s.identify(r)
+		if !ok {
+			if action != "" {
+				s.record(r.Context(), Identity{Name: "-"}, action, nil, ledger.AuditRefused, nil, "no valid token (401)", 0)
+			}
+			w.Header().Set("WWW-Authenticate", `Bearer realm="spool"`)
+			writeJSON(w, http.StatusUnauthorized, apiError("a token is required: Authorization: Bearer TOKEN, or sign in at /"))
+			return
+		}
+		req.id = id
+		if id.Role < min {
+			s.record(r.Context(), id, cmpOr(action, "read"), map[string]string{"path": r.URL.Path}, ledger.AuditRefused, nil,
+				fmt.Sprintf("role %s may not %s: it needs %s (403)", id.Role, cmpOr(action, "read "+r.URL.Path), min), 0)
+			writeJSON(w, http.StatusForbidden, apiError("role %s may not do this: it needs %s", id.Role, min))
+			return
+		}
+		if r.Method != http.MethodGet && viaCookie && !s.csrfOK(r) {
+			s.record(r.Context(), id, cmpOr(action, r.URL.Path), nil, ledger.AuditRefused, nil, "no valid CSRF token from a cookie session (403)", 0)
+			writeJSON(w, http.StatusForbidden, apiError("a state change from the console needs its CSRF token (header %s)", csrfHeader))
+			return
+		}
+		code, body := h(req)
+		writeJSON(w, code, body)
+	}))
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// identify finds who r is from: its Bearer token, else its session
+// cookie (viaCookie).
+func (s *Server) identify(r *http.Request) (id Identity, viaCookie, ok bool) {
+	if h := r.Header.Get("Authorization"); h != "" {
+		tok, found := strings.CutPrefix(h, "Bearer ")
+		if !found {
+			return Identity{}, false, false
+		}
+		id, ok = s.o.Tokens.Lookup(strings.TrimSpace(tok))
+		return id, false, ok
+	}
+	sess := s.session(r)
+	if sess == nil {
+		return Identity{}, false, false
+	}
+	return sess.id, true, true
+}
+
+// session is r's live session, its expiry renewed; nil without one.
+func (s *Server) session(r *http.Request) *session {
+	c, err := r.Cookie(sessionCookie)
+	if err != nil || c.Value == "" {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess := s.sessions[c.Value]
+	now := time.Now()
+	if sess == nil || now.After(sess.expires) {
+		delete(s.sessions, c.Value)
+		return nil
+	}
+	sess.expires = now.Add(s.o.SessionTTL)
+	return sess
+}
+
+// csrfOK reports whether r carries its session's CSRF token.
+func (s *Server) csrfOK(r *http.Request) bool {
+	sess := s.session(r)
+	got := r.Header.Get(csrfHeader)
+	if got == "" {
+		got = r.PostFormValue("csrf")
+	}
+	return sess != nil && got != "" && constantEqual(got, sess.csrf)
+}
+
+// newSession starts a session for id and returns its cookie value.
+func (s *Server) newSession(id Identity) (string, error) {
+	key, err := randomString()
+	if err != nil {
+		return "", err
+	}
+	csrf, err := randomString()
+	if err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	for k, v := range s.sessions { // drop the expired ones as sessions are made
+		if now.After(v.expires) {
+			delete(s.sessions, k)
+		}
+	}
+	s.sessions[key] = &session{id: id, csrf: csrf, expires: now.Add(s.o.SessionTTL)}
+	return key, nil
+}
+
+func randomString() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("session: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// record writes a closed audit row of id's action over HTTP; a failure is
+// logged, the answer is sent anyway (the refusal changed nothing).
+func (s *Server) record(ctx context.Context, id Identity, action string, selection any, outcome string, counts ledger.AuditCounts, detail string, task int64) {
+	e, err := s.entry(id, action, selection, task)
+	if err == nil {
+		_, err = s.o.Ledger.AuditRecord(context.WithoutCancel(ctx), e, outcome, counts, detail)
+	}
+	if err != nil {
+		s.o.Log.Warn("audit", "err", err, "actor", id.Name, "action", action, "outcome", outcome)
+	}
+}
+
+// entry is the audit entry of id's action over HTTP.
+func (s *Server) entry(id Identity, action string, selection any, task int64) (ledger.AuditEntry, error) {
+	e := ledger.AuditEntry{Actor: id.Name, Via: ledger.AuditHTTP, Action: action, Host: s.o.Host, PID: s.o.PID, Task: task}
+	if id.Role != 0 {
+		e.Role = id.Role.String()
+	}
+	if selection != nil {
+		b, err := json.Marshal(selection)
+		if err != nil {
+			return e, fmt.Errorf("audit %s: selection: %w", action, err)
+		}
+		e.Selection = string(b)
+	}
+	return e, nil
+}
+
+// secure sets the headers every answer carries: nothing from another
+// origin, no framing, no sniffing, no referrer, no caching.
+func secure(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		secureHeaders(w)
+		h.ServeHTTP(w, r)
+	})
+}
+
+// secureHeaders sets the headers of secure on w.
+func secureHeaders(w http.ResponseWriter) {
+	{
+		hd := w.Header()
+		hd.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+		hd.Set("X-Content-Type-Options", "nosniff")
+		hd.Set("X-Frame-Options", "DENY")
+		hd.Set("Referrer-Policy", "no-referrer")
+		hd.Set("Cache-Control", "no-store")
+	}
+}
+
+// writeJSON writes v as JSON with code; <, > and & are escaped
+// (\u003c...), so that a body read as HTML by mistake runs nothing.
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v) // the client is gone: nothing to tell
+}

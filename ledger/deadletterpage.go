@@ -1,0 +1,287 @@
+package ledger
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The dead letters as the ledger knows them, for the HTTP API and the
+// console (spool serve --auth): a page at a time in keyset order over the
+// ledger's indexes, and the groups by reason and error signature, without
+// listing error/ (docs/DESIGN.md, "Console"). A dead letter is current
+// while no later replay, discard or dead letter of its inode is recorded:
+// one replayed, discarded, or dead-lettered again (its newer record is the
+// current one) is not listed. A file removed from error/ by hand, which
+// the ledger cannot know of, stays listed until it is; `spool errors`
+// lists the directory itself.
+
+// DeadLetterQuery selects a page of current dead letters for
+// DeadLetterPage. The zero value is the first page of all of them.
+type DeadLetterQuery struct {
+	// Reason keeps the dead letters of this reason; empty for all.
+	Reason string
+	// Text keeps those whose file name, msg_id, field or detail contains
+	// it (a plain substring, no pattern); empty for all.
+	Text string
+	// Detail keeps those whose detail contains it (a plain substring);
+	// empty for all.
+	Detail string
+	// Since and Until bound the time of dead-lettering, Since included and
+	// Until excluded; zero for no bound.
+	Since, Until time.Time
+	// Before is the cursor: keep the records whose ID is below it (the
+	// Next of the previous page); 0 for the first page.
+	Before int64
+	// Limit is the page's size, 1 to MaxDeadLetterPage; 0 or less is
+	// DefaultDeadLetterPage.
+	Limit int
+}
+
+// Page sizes of DeadLetterPage.
+const (
+	DefaultDeadLetterPage = 50
+	MaxDeadLetterPage     = 500
+)
+
+// currentDeadLetter is the condition that keeps a dead-letter row d whose
+// file has not left error/ as far as the ledger knows: no later dead
+// letter, replay or discard of its inode (each found by an index on ino).
+const currentDeadLetter = `(d.ino IS NULL OR (
+    NOT EXISTS (SELECT 1 FROM deliveries n WHERE n.outcome = 'dead-letter' AND n.ino = d.ino AND n.id > d.id)
+    AND NOT EXISTS (SELECT 1 FROM replays r WHERE r.ino = d.ino AND r.at >= d.at)
+    AND NOT EXISTS (SELECT 1 FROM discards x JOIN discard_batches b ON b.id = x.batch_id
+        WHERE x.ino = d.ino AND b.created_at >= d.at)))`
+
+// likeEscape makes s a LIKE pattern matching s anywhere, with ! as the
+// escape character (a backslash is one in MariaDB's string literals).
+func likeEscape(s string) string {
+	r := strings.NewReplacer(`!`, `!!`, `%`, `!%`, `_`, `!_`)
+	return "%" + r.Replace(clean(s)) + "%"
+}
+
+// deadLetterFilter is the WHERE clause of q's filters on d, and its
+// arguments, without the cursor.
+func deadLetterFilter(q DeadLetterQuery) (string, []any) {
+	where := `d.outcome = 'dead-letter'`
+	var args []any
+	if q.Reason != "" {
+		where += ` AND d.reason = ?`
+		args = append(args, clean(q.Reason))
+	}
+	if !q.Since.IsZero() {
+		where += ` AND d.at >= ?`
+		args = append(args, formatTime(q.Since))
+	}
+	if !q.Until.IsZero() {
+		where += ` AND d.at < ?`
+		args = append(args, formatTime(q.Until))
+	}
+	if q.Text != "" {
+		p := likeEscape(q.Text)
+		where += ` AND (d.file LIKE ? ESCAPE '!' OR d.msg_id LIKE ? ESCAPE '!' OR d.field LIKE ? ESCAPE '!' OR d.detail LIKE ? ESCAPE '!')`
+		args = append(args, p, p, p, p)
+	}
+	if q.Detail != "" {
+		where += ` AND d.detail LIKE ? ESCAPE '!'`
+		args = append(args, likeEscape(q.Detail))
+	}
+	return where + ` AND ` + currentDeadLetter, args
+}
+
+// DeadLetterPage returns the current dead letters q selects, newest first
+// (by record id, the ledger's commit order), at most q.Limit of them, and
+// the cursor of the next page: the Before of the query that continues it,
+// 0 when this page is the last. Each page is one indexed query, whatever
+// the number of dead letters. It only reads.
+func (db *DB) DeadLetterPage(ctx context.Context, q DeadLetterQuery) ([]DeadLetterRecord, int64, error) {
+	if err := db.open(); err != nil {
+		return nil, 0, err
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = DefaultDeadLetterPage
+	}
+	limit = min(limit, MaxDeadLetterPage)
+	where, args := deadLetterFilter(q)
+	if q.Before > 0 {
+		where += ` AND d.id < ?`
+		args = append(args, q.Before)
+	}
+	cols := "d." + strings.ReplaceAll(strings.Join(strings.Fields(deadLetterColumns), " "), ", ", ", d.")
+	query := fmt.Sprintf(`SELECT %s FROM deliveries d WHERE %s ORDER BY d.id DESC LIMIT %d`, cols, where, limit+1)
+	rows, err := db.sql.QueryContext(ctx, db.dialect.Rebind(query), args...)
+	if err != nil {
+		return nil, 0, db.fail("dead-letter page", err)
+	}
+	defer rows.Close()
+	var out []DeadLetterRecord
+	for rows.Next() {
+		r, err := scanDeadLetter(rows)
+		if err != nil {
+			return nil, 0, db.fail("dead-letter page", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, db.fail("dead-letter page", err)
+	}
+	var next int64
+	if len(out) > limit {
+		out = out[:limit]
+		next = out[limit-1].ID
+	}
+	return out, next, nil
+}
+
+// DeadLetterGroup counts the current dead letters that share a reason and
+// an error signature.
+type DeadLetterGroup struct {
+	Reason string
+	// Signature is the field and detail with what varies from one message
+	// to the next (numbers, quoted values, hex identifiers) replaced by a
+	// placeholder: see Signature.
+	Signature string
+	// Example is one detail of the group, as recorded.
+	Example string
+	Count   int64
+	// First and Last are the earliest and latest times of dead-lettering.
+	First, Last time.Time
+}
+
+// DeadLetterGroups returns the current dead letters grouped by reason and
+// error signature, the largest groups first (then by reason and
+// signature), in one aggregate query. It only reads.
+func (db *DB) DeadLetterGroups(ctx context.Context) ([]DeadLetterGroup, error) {
+	if err := db.open(); err != nil {
+		return nil, err
+	}
+	where, args := deadLetterFilter(DeadLetterQuery{})
+	rows, err := db.sql.QueryContext(ctx, db.dialect.Rebind(`SELECT d.reason, d.field, d.detail, COUNT(*), MIN(d.at), MAX(d.at)
+FROM deliveries d WHERE `+where+` GROUP BY d.reason, d.field, d.detail`), args...)
+	if err != nil {
+		return nil, db.fail("dead-letter groups", err)
+	}
+	defer rows.Close()
+	type key struct{ reason, sig string }
+	idx := map[key]int{}
+	var out []DeadLetterGroup
+	for rows.Next() {
+		var (
+			reason        string
+			field, detail sql.NullString
+			n             int64
+			first, last   string
+		)
+		if err := rows.Scan(&reason, &field, &detail, &n, &first, &last); err != nil {
+			return nil, db.fail("dead-letter groups", err)
+		}
+		f, err := parseTime("deliveries.at", first)
+		if err != nil {
+			return nil, fmt.Errorf("dead-letter groups: %w", err)
+		}
+		l, err := parseTime("deliveries.at", last)
+		if err != nil {
+			return nil, fmt.Errorf("dead-letter groups: %w", err)
+		}
+		k := key{reason, Signature(field.String, detail.String)}
+		i, ok := idx[k]
+		if !ok {
+			i = len(out)
+			idx[k] = i
+			out = append(out, DeadLetterGroup{Reason: reason, Signature: k.sig, Example: detail.String, First: f, Last: l})
+		}
+		g := &out[i]
+		g.Count += n
+		if f.Before(g.First) {
+			g.First = f
+		}
+		if l.After(g.Last) {
+			g.Last = l
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, db.fail("dead-letter groups", err)
+	}
+	slices.SortFunc(out, func(a, b DeadLetterGroup) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Reason, b.Reason), cmp.Compare(a.Signature, b.Signature))
+	})
+	return out, nil
+}
+
+// Signature is the error signature of a dead letter's field and detail:
+// "field: detail" with each run of digits replaced by #, each quoted
+// value ("...", '...', `...`) by "…", and each hexadecimal word of 8 or
+// more characters by #, so that the same failure of different messages
+// shares one signature. It is at most 200 bytes.
+func Signature(field, detail string) string {
+	s := detail
+	if field != "" {
+		s = field + ": " + detail
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\'' || c == '`':
+			if j := strings.IndexByte(s[i+1:], c); j >= 0 {
+				b.WriteByte(c)
+				b.WriteString("…")
+				b.WriteByte(c)
+				i += j + 2
+				continue
+			}
+		case isHexWord(s, i):
+			j := i
+			for j < len(s) && isAlnum(s[j]) {
+				j++
+			}
+			b.WriteByte('#')
+			i = j
+			continue
+		case c >= '0' && c <= '9':
+			for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+				i++
+			}
+			b.WriteByte('#')
+			continue
+		}
+		b.WriteByte(c)
+		i++
+	}
+	out := strings.Join(strings.Fields(b.String()), " ")
+	if len(out) > 200 {
+		n := 200
+		for n > 0 && out[n]&0xC0 == 0x80 {
+			n--
+		}
+		out = out[:n]
+	}
+	return out
+}
+
+func isAlnum(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '-'
+}
+
+// isHexWord reports whether a word of 8 or more hexadecimal digits (and
+// dashes, as in a UUID) with at least one digit starts at s[i].
+func isHexWord(s string, i int) bool {
+	if i > 0 && isAlnum(s[i-1]) {
+		return false
+	}
+	j, digit := i, false
+	for j < len(s) && isAlnum(s[j]) {
+		c := s[j] | 0x20
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || s[j] == '-') {
+			return false
+		}
+		digit = digit || s[j] >= '0' && s[j] <= '9'
+		j++
+	}
+	return digit && j-i >= 8
+}

@@ -1,0 +1,112 @@
+package ledgertest
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/spoolq/spool/ledger"
+)
+
+// testTasks: a task is created with its file set, moves through its
+// states only from the states a transition names, begins each chunk
+// once with its intent or batch (a chunk of a task no longer running, or
+// at another cursor, commits nothing), and finishing a chunk counts its
+// files in the task in the same transaction.
+func testTasks(t *testing.T, db *ledger.DB) {
+	ctx := t.Context()
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	files := []ledger.TaskFile{
+		{Idx: 0, File: "a.json", Ino: 11, ContentHash: "aa", Size: 3, MsgID: "a", Reason: "handler"},
+		{Idx: 1, File: "b.json", Ino: 12, ContentHash: "bb", Size: 4, Reason: "parse"},
+		{Idx: 2, File: "c.json", Ino: 13, ContentHash: "cc", Size: 5, MsgID: "c", Reason: "handler"},
+	}
+	rec := ledger.TaskRecord{Kind: "replay", State: ledger.TaskWaiting, Request: `{"kind":"replay"}`, Files: 3, Digest: "d1",
+		Skipped: 1, By: "alice", Role: "operator", Via: ledger.AuditHTTP, Note: "fixed", Created: at}
+	if _, err := db.CreateTask(ctx, ledger.TaskRecord{Kind: "replay", State: ledger.TaskRunning, By: "a", Via: "cli"}, nil); err == nil {
+		t.Error("CreateTask running: nil error")
+	}
+	id, err := db.CreateTask(ctx, rec, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.Task(ctx, id)
+	if err != nil || got.State != ledger.TaskWaiting || got.Files != 3 || got.Skipped != 1 || got.By != "alice" || got.Role != "operator" ||
+		!got.Created.Equal(at) || got.Request != rec.Request || got.Digest != "d1" {
+		t.Fatalf("Task = %+v, %v", got, err)
+	}
+	if _, err := db.Task(ctx, id+100); !errors.Is(err, ledger.ErrTaskNotFound) {
+		t.Errorf("Task(unknown) = %v", err)
+	}
+	if fs, err := db.TaskFiles(ctx, id, 1, 3); err != nil || len(fs) != 2 || fs[0] != files[1] || fs[1] != files[2] {
+		t.Errorf("TaskFiles = %+v, %v", fs, err)
+	}
+	if err := db.MoveTask(ctx, id, ledger.TaskTransition{From: []string{ledger.TaskApproved}, To: ledger.TaskRunning}); !errors.Is(err, ledger.ErrTaskState) {
+		t.Errorf("running from approved while waiting: %v", err)
+	}
+	if err := db.MoveTask(ctx, id, ledger.TaskTransition{From: []string{ledger.TaskWaiting}, To: ledger.TaskApproved, By: "bob", At: at.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	chunk := ledger.TaskChunk{Task: id, From: 0, To: 2, Changed: map[int]string{1: "its body changed"}}
+	if _, err := db.BeginTaskReplay(ctx, chunk, "alice", "", at, []ledger.ReplayItem{{Idx: 0, File: "a.json", Ino: 11}}); !errors.Is(err, ledger.ErrTaskState) {
+		t.Errorf("chunk of a task not running: %v", err)
+	}
+	if err := db.MoveTask(ctx, id, ledger.TaskTransition{From: []string{ledger.TaskApproved}, To: ledger.TaskRunning}); err != nil {
+		t.Fatal(err)
+	}
+	iid, err := db.BeginTaskReplay(ctx, chunk, "alice", "", at, []ledger.ReplayItem{{Idx: 0, File: "a.json", Ino: 11}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.BeginTaskReplay(ctx, chunk, "alice", "", at, []ledger.ReplayItem{{Idx: 0, File: "a.json", Ino: 11}}); !errors.Is(err, ledger.ErrTaskState) {
+		t.Errorf("the same chunk twice: %v", err)
+	}
+	if un, err := db.TaskHasUnfinished(ctx, id); err != nil || !un {
+		t.Errorf("TaskHasUnfinished = %v, %v; want true", un, err)
+	}
+	if err := db.FinishReplay(ctx, iid, []ledger.Replay{{File: "a.json", NewName: "a.json", Ino: 11, By: "alice", At: at}}, at); err != nil {
+		t.Fatal(err)
+	}
+	if un, err := db.TaskHasUnfinished(ctx, id); err != nil || un {
+		t.Errorf("TaskHasUnfinished = %v, %v; want false", un, err)
+	}
+	got, err = db.Task(ctx, id)
+	if err != nil || got.Next != 2 || got.Done != 1 || got.Missing != 0 || got.Changed != 1 || got.ApprovedBy != "bob" {
+		t.Fatalf("Task after a chunk = %+v, %v", got, err)
+	}
+	if fs, err := db.TaskFiles(ctx, id, 1, 2); err != nil || len(fs) != 1 || fs[0].ChangedWhy != "its body changed" {
+		t.Errorf("TaskFiles = %+v, %v", fs, err)
+	}
+	// A discard chunk whose file was gone counts it missing.
+	bid, err := db.BeginTaskDiscard(ctx, ledger.TaskChunk{Task: id, From: 2, To: 3}, "alice", "n", "", at,
+		[]ledger.DiscardItem{{Idx: 2, File: "c.json", Ino: 13, Reason: "handler", Size: 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.FinishDiscard(ctx, bid, []ledger.DiscardItem{{Idx: 2, File: "c.json", Outcome: ledger.DiscardMissing}}, at); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.MoveTask(ctx, id, ledger.TaskTransition{From: []string{ledger.TaskRunning}, To: ledger.TaskDone}); err != nil {
+		t.Fatal(err)
+	}
+	got, err = db.Task(ctx, id)
+	if err != nil || got.State != ledger.TaskDone || got.Next != 3 || got.Done != 1 || got.Missing != 1 || got.Ended.IsZero() {
+		t.Fatalf("Task done = %+v, %v", got, err)
+	}
+	if err := db.MoveTask(ctx, id, ledger.TaskTransition{From: []string{ledger.TaskWaiting, ledger.TaskApproved, ledger.TaskRunning}, To: ledger.TaskCancelled}); !errors.Is(err, ledger.ErrTaskState) {
+		t.Errorf("cancel of a done task: %v", err)
+	}
+	id2, err := db.CreateTask(ctx, ledger.TaskRecord{Kind: "discard", State: ledger.TaskApproved, Files: 0, Digest: "d2", By: "carol", Via: ledger.AuditCLI, Created: at}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ts, err := db.Tasks(ctx, ledger.TaskQuery{}); err != nil || len(ts) != 2 || ts[0].ID != id2 || ts[1].ID != id {
+		t.Errorf("Tasks = %+v, %v", ts, err)
+	}
+	if ts, err := db.Tasks(ctx, ledger.TaskQuery{States: []string{ledger.TaskApproved, ledger.TaskWaiting}}); err != nil || len(ts) != 1 || ts[0].ID != id2 {
+		t.Errorf("Tasks(approved) = %+v, %v", ts, err)
+	}
+	if ts, err := db.Tasks(ctx, ledger.TaskQuery{Before: id2, Limit: 1}); err != nil || len(ts) != 1 || ts[0].ID != id {
+		t.Errorf("Tasks(before) = %+v, %v", ts, err)
+	}
+}

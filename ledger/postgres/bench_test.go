@@ -1,0 +1,63 @@
+package postgres
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/spoolq/spool"
+)
+
+// benchDelivery is a valid delivery of msgID by session, as the bench's
+// generated messages are.
+func benchDelivery(claim, msgID, session string) *spool.Delivery {
+	raw := `{"msg_id":` + strconv.Quote(msgID) + `,"order_no":"A","seq":1,"amount":"1.00"}`
+	return &spool.Delivery{
+		Claim: claim, File: msgID + ".json", Ino: 1, Consumer: session, Size: int64(len(raw)),
+		Message: &spool.Message{MsgID: msgID, OrderNo: "A", Seq: 1, Amount: "1.00", Raw: []byte(raw)},
+		At:      time.Now(),
+	}
+}
+
+// BenchmarkRecordBatch records batches of 256 mixed as spool bench's queue
+// is (a tenth redeliveries, one in a hundred poison), by a session that
+// holds its lease, as a consumer on PostgreSQL does, so that each batch's
+// transaction carries the fence too: the per-batch cost of a plain drain's
+// ledger, with the server on this machine. Compare with the benchmark of
+// the same name in ./ledger/sqlite.
+//
+//	go test -run '^$' -bench RecordBatch -benchtime 200x -count 3 ./ledger/postgres
+func BenchmarkRecordBatch(b *testing.B) {
+	const size, session = 256, "bench-session"
+	db, err := Open(context.Background(), freshSchema(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	if err := db.AcquireSessionLease(ctx, session, time.Hour); err != nil {
+		b.Fatal(err)
+	}
+	n := 0
+	for b.Loop() {
+		batch := make([]*spool.Delivery, size)
+		for i := range batch {
+			id := strconv.Itoa(n)
+			switch {
+			case n%100 == 42:
+				batch[i] = &spool.Delivery{Claim: "c" + id, File: id + ".json", Consumer: session, At: time.Now(),
+					Reject: &spool.RejectError{Reason: spool.ReasonParse, Detail: "bench"}}
+			case n%10 == 7:
+				batch[i] = benchDelivery("c"+id, "m"+strconv.Itoa(n-5), session) // a redelivery
+			default:
+				batch[i] = benchDelivery("c"+id, "m"+id, session)
+			}
+			n++
+		}
+		if _, err := db.Record(ctx, batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "msgs/s")
+}

@@ -1,0 +1,447 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// A task is a replay or a discard recorded before it runs, with the exact
+// file set it resolved to, so that it can wait for an approval, run at a
+// rate, be cancelled and resume after a kill (package task,
+// docs/DESIGN.md, "Tasks"). It moves its files in chunks; each chunk is
+// a replay intent or a discard batch of its own, begun together with the
+// task's cursor in one transaction (BeginTaskReplay, BeginTaskDiscard),
+// and finishing the chunk (FinishReplay, FinishDiscard, by whichever run
+// finishes it) counts its files in the task in the same transaction.
+
+// Task states, as stored in spool_tasks.state.
+const (
+	// TaskWaiting: recorded, waiting for a second operator's approval.
+	TaskWaiting = "waiting"
+	// TaskApproved: may run; nothing moved yet.
+	TaskApproved = "approved"
+	// TaskRunning: moving its files, chunk by chunk (or killed while it
+	// was: a run resumes it from its cursor).
+	TaskRunning = "running"
+	// TaskDone: every file of the set was moved, found gone, or found
+	// changed and left.
+	TaskDone = "done"
+	// TaskCancelled: stopped before its end; the chunk under way when it
+	// was cancelled still finishes, no further one begins.
+	TaskCancelled = "cancelled"
+	// TaskFailed: stopped on an error (Detail says which).
+	TaskFailed = "failed"
+)
+
+// TaskStates are the states in their order of a task's life.
+var TaskStates = []string{TaskWaiting, TaskApproved, TaskRunning, TaskDone, TaskCancelled, TaskFailed}
+
+// ErrTaskNotFound is wrapped for a task id the ledger does not hold.
+var ErrTaskNotFound = errors.New("no such task")
+
+// ErrTaskState is wrapped by the transitions when the task is not in a
+// state they start from (it was approved, cancelled or finished meanwhile),
+// and by BeginTaskReplay and BeginTaskDiscard when the task is no longer
+// running or its cursor moved (another run took that chunk).
+var ErrTaskState = errors.New("task is not in that state")
+
+// TaskRecord is a task as the ledger holds it.
+type TaskRecord struct {
+	ID int64
+	// Kind is "replay" or "discard".
+	Kind string
+	// State is one of TaskStates.
+	State string
+	// Request is what was asked, as JSON text (package task's Request).
+	Request string
+	// Files is the size of the file set; Digest identifies it
+	// (package task); Skipped counts the selected files left out of it
+	// (a replay's messages processed already).
+	Files   int
+	Digest  string
+	Skipped int
+	// By, Role and Via are who asked, with which role ("" on the command
+	// line) and how (AuditCLI, AuditHTTP); Note is why.
+	By, Role, Via, Note string
+	Created             time.Time
+	// ApprovedBy and Approved are who approved it and when; empty and zero
+	// for a task that needed no approval or has not had it.
+	ApprovedBy string
+	Approved   time.Time
+	// EndedBy is who cancelled it ("" when it ended by itself); Ended is
+	// when it reached done, cancelled or failed.
+	EndedBy string
+	Ended   time.Time
+	// Next is the cursor: the files of the set before it (by Idx) are in
+	// chunks begun. Done, Missing and Changed count the files of finished
+	// chunks moved (or deleted), gone from error/ before their chunk, and
+	// found changed since the request and left.
+	Next, Done, Missing, Changed int
+	// Detail is why it failed or was cancelled; may be empty.
+	Detail  string
+	Updated time.Time
+}
+
+// TaskFile is one file of a task's set.
+type TaskFile struct {
+	// Idx numbers it in the set, from 0, in the set's order.
+	Idx int
+	// File is its exact name in error/ and Ino its inode when the task was
+	// asked; ContentHash the hex SHA-256 of its body ("" for a file that
+	// is not regular) and Size its size.
+	File        string
+	Ino         uint64
+	ContentHash string
+	Size        int64
+	// MsgID and Reason are the message's key and dead-letter reason,
+	// when known.
+	MsgID, Reason string
+	// ChangedWhy says why the file was found changed when its chunk came,
+	// and so was not moved; "" otherwise.
+	ChangedWhy string
+}
+
+// TaskChunk is the next chunk of a running task: the files of its set
+// from From to To (by Idx, To excluded), of which Changed (by Idx, with
+// why) were found changed and are left out of the chunk's intent or batch.
+type TaskChunk struct {
+	Task     int64
+	From, To int
+	Changed  map[int]string
+}
+
+// CreateTask commits a task in state (TaskWaiting or TaskApproved) with
+// its file set, and returns its id. ID, Next, the counts, EndedBy, Ended,
+// Detail and Updated of t are ignored.
+func (db *DB) CreateTask(ctx context.Context, t TaskRecord, files []TaskFile) (int64, error) {
+	if err := db.open(); err != nil {
+		return 0, err
+	}
+	switch {
+	case t.State != TaskWaiting && t.State != TaskApproved:
+		return 0, fmt.Errorf("create task: state %q: want waiting or approved", t.State)
+	case t.Kind == "" || strings.TrimSpace(t.By) == "" || t.Via == "":
+		return 0, errors.New("create task: kind, by and via are required")
+	case t.Files != len(files):
+		return 0, fmt.Errorf("create task: %d files, but Files says %d", len(files), t.Files)
+	}
+	if t.Request == "" {
+		t.Request = "{}"
+	}
+	var id int64
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		now := formatTime(t.Created)
+		var approvedAt any
+		if !t.Approved.IsZero() {
+			approvedAt = formatTime(t.Approved)
+		}
+		if err := tx.QueryRowContext(ctx, db.dialect.Rebind(`INSERT INTO spool_tasks
+    (kind, state, request, files, skipped, digest, by_user, by_role, via, note, created_at, approved_by, approved_at, ended_by, detail, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', '', ?) RETURNING id`),
+			t.Kind, t.State, clean(t.Request), t.Files, t.Skipped, t.Digest, clean(t.By), clean(t.Role), clean(t.Via),
+			clean(t.Note), now, clean(t.ApprovedBy), approvedAt, now).Scan(&id); err != nil {
+			return fmt.Errorf("insert task: %w", err)
+		}
+		ins, err := tx.PrepareContext(ctx, db.dialect.Rebind(`INSERT INTO spool_task_files
+    (task_id, idx, file, ino, content_hash, size, msg_id, reason, changed_why) VALUES (?, ?, ?, ?, ?, ?, ?, ?, '')`))
+		if err != nil {
+			return fmt.Errorf("insert files: %w", err)
+		}
+		defer ins.Close()
+		for _, f := range files {
+			// file is kept exact, not cleaned: the task finds the file by it.
+			if _, err := ins.ExecContext(ctx, id, f.Idx, f.File, nullIno(f.Ino), f.ContentHash, f.Size, clean(f.MsgID), clean(f.Reason)); err != nil {
+				return fmt.Errorf("insert file %s: %w", clean(f.File), err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, db.fail("create task", err)
+	}
+	return id, nil
+}
+
+const taskColumns = `id, kind, state, request, files, skipped, digest, by_user, by_role, via, note, created_at,
+approved_by, approved_at, ended_by, ended_at, next_idx, done, missing, changed, detail, updated_at`
+
+// Task returns task id, or an error wrapping ErrTaskNotFound.
+func (db *DB) Task(ctx context.Context, id int64) (TaskRecord, error) {
+	if err := db.open(); err != nil {
+		return TaskRecord{}, err
+	}
+	ts, err := db.tasks(ctx, fmt.Sprintf("read task %d", id), ` WHERE id = ?`, id)
+	if err != nil {
+		return TaskRecord{}, err
+	}
+	if len(ts) == 0 {
+		return TaskRecord{}, fmt.Errorf("task %d: %w", id, ErrTaskNotFound)
+	}
+	return ts[0], nil
+}
+
+// TaskQuery selects tasks for Tasks; the zero value is every task.
+type TaskQuery struct {
+	// States keeps the tasks in one of these states; empty for all.
+	States []string
+	// Before keeps the tasks whose ID is smaller (a cursor: the last ID of
+	// the previous page); 0 for all.
+	Before int64
+	// Limit is the most tasks returned, newest first; 0 or less for all.
+	Limit int
+}
+
+// Tasks returns the tasks q selects, newest first (by ID). It only reads.
+func (db *DB) Tasks(ctx context.Context, q TaskQuery) ([]TaskRecord, error) {
+	if err := db.open(); err != nil {
+		return nil, err
+	}
+	where, args := ` WHERE 1 = 1`, []any{}
+	if q.Before > 0 {
+		where += ` AND id < ?`
+		args = append(args, q.Before)
+	}
+	if len(q.States) > 0 {
+		where += ` AND state IN (?` + strings.Repeat(", ?", len(q.States)-1) + `)`
+		for _, s := range q.States {
+			args = append(args, s)
+		}
+	}
+	where += ` ORDER BY id DESC`
+	if q.Limit > 0 {
+		where += fmt.Sprintf(` LIMIT %d`, q.Limit)
+	}
+	return db.tasks(ctx, "list tasks", where, args...)
+}
+
+func (db *DB) tasks(ctx context.Context, op, where string, args ...any) ([]TaskRecord, error) {
+	rows, err := db.sql.QueryContext(ctx, db.dialect.Rebind(`SELECT `+taskColumns+` FROM spool_tasks`+where), args...)
+	if err != nil {
+		return nil, db.fail(op, err)
+	}
+	defer rows.Close()
+	var out []TaskRecord
+	for rows.Next() {
+		var (
+			t                         TaskRecord
+			created, updated          string
+			approved, ended           sql.NullString
+			files, skipped            int64
+			next, done, miss, changed int64
+		)
+		if err := rows.Scan(&t.ID, &t.Kind, &t.State, &t.Request, &files, &skipped, &t.Digest, &t.By, &t.Role, &t.Via, &t.Note,
+			&created, &t.ApprovedBy, &approved, &t.EndedBy, &ended, &next, &done, &miss, &changed, &t.Detail, &updated); err != nil {
+			return nil, db.fail(op, err)
+		}
+		t.Files, t.Skipped, t.Next, t.Done, t.Missing, t.Changed = int(files), int(skipped), int(next), int(done), int(miss), int(changed)
+		for _, c := range []struct {
+			col string
+			s   sql.NullString
+			to  *time.Time
+		}{{"created_at", sql.NullString{String: created, Valid: true}, &t.Created}, {"updated_at", sql.NullString{String: updated, Valid: true}, &t.Updated},
+			{"approved_at", approved, &t.Approved}, {"ended_at", ended, &t.Ended}} {
+			if !c.s.Valid {
+				continue
+			}
+			if *c.to, err = parseTime("spool_tasks."+c.col, c.s.String); err != nil {
+				return nil, fmt.Errorf("%s: task %d: %w", op, t.ID, err)
+			}
+		}
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, db.fail(op, err)
+	}
+	return out, nil
+}
+
+// TaskFiles returns the files of task id's set with from <= Idx < to, in
+// Idx order (to <= 0 for all from from).
+func (db *DB) TaskFiles(ctx context.Context, id int64, from, to int) ([]TaskFile, error) {
+	op := fmt.Sprintf("list files of task %d", id)
+	if err := db.open(); err != nil {
+		return nil, err
+	}
+	q, args := `SELECT idx, file, ino, content_hash, size, msg_id, reason, changed_why FROM spool_task_files
+WHERE task_id = ? AND idx >= ?`, []any{id, from}
+	if to > 0 {
+		q += ` AND idx < ?`
+		args = append(args, to)
+	}
+	rows, err := db.sql.QueryContext(ctx, db.dialect.Rebind(q+` ORDER BY idx`), args...)
+	if err != nil {
+		return nil, db.fail(op, err)
+	}
+	defer rows.Close()
+	var out []TaskFile
+	for rows.Next() {
+		var (
+			f   TaskFile
+			ino sql.NullInt64
+		)
+		if err := rows.Scan(&f.Idx, &f.File, &ino, &f.ContentHash, &f.Size, &f.MsgID, &f.Reason, &f.ChangedWhy); err != nil {
+			return nil, db.fail(op, err)
+		}
+		f.Ino = uint64(ino.Int64)
+		out = append(out, f)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, db.fail(op, err)
+	}
+	return out, nil
+}
+
+// TaskTransition is a change of a task's state by MoveTask.
+type TaskTransition struct {
+	// From are the states the task may be in; To is the state it gets.
+	From []string
+	To   string
+	// By is who makes the change: recorded as ApprovedBy for To
+	// TaskApproved, as EndedBy for TaskCancelled.
+	By string
+	// Detail, when not empty, is recorded as the task's Detail.
+	Detail string
+	// At is when; zero for now.
+	At time.Time
+}
+
+// MoveTask changes task id's state as tr says, in one statement that
+// holds only while the task is in one of tr.From: otherwise it changes
+// nothing and fails with an error wrapping ErrTaskState (or
+// ErrTaskNotFound). Reaching done, cancelled or failed sets Ended.
+func (db *DB) MoveTask(ctx context.Context, id int64, tr TaskTransition) error {
+	op := fmt.Sprintf("task %d: %s", id, tr.To)
+	if err := db.open(); err != nil {
+		return err
+	}
+	if !slices.Contains(TaskStates, tr.To) || len(tr.From) == 0 {
+		return fmt.Errorf("%s: bad transition from %v", op, tr.From)
+	}
+	at := tr.At
+	if at.IsZero() {
+		at = time.Now()
+	}
+	set, args := `state = ?, updated_at = ?`, []any{tr.To, formatTime(at)}
+	switch tr.To {
+	case TaskApproved:
+		set += `, approved_by = ?, approved_at = ?`
+		args = append(args, clean(tr.By), formatTime(at))
+	case TaskCancelled, TaskDone, TaskFailed:
+		set += `, ended_by = ?, ended_at = ?`
+		args = append(args, clean(tr.By), formatTime(at))
+	}
+	if tr.Detail != "" {
+		set += `, detail = ?`
+		args = append(args, clean(tr.Detail))
+	}
+	args = append(args, id)
+	for _, s := range tr.From {
+		args = append(args, s)
+	}
+	res, err := db.sql.ExecContext(ctx, db.dialect.Rebind(`UPDATE spool_tasks SET `+set+` WHERE id = ? AND state IN (?`+
+		strings.Repeat(", ?", len(tr.From)-1)+`)`), args...)
+	if err != nil {
+		return db.fail(op, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return db.fail(op, err)
+	}
+	if n == 0 {
+		if _, err := db.Task(ctx, id); err != nil {
+			return err
+		}
+		return fmt.Errorf("%s: %w", op, ErrTaskState)
+	}
+	return nil
+}
+
+// beginChunk is the part of BeginTaskReplay and BeginTaskDiscard on the
+// task: in tx, it moves the cursor of running task c.Task from c.From to
+// c.To and records c.Changed, or fails with ErrTaskState.
+func (db *DB) beginChunk(ctx context.Context, tx *sql.Tx, c TaskChunk, at time.Time) error {
+	res, err := tx.ExecContext(ctx, db.dialect.Rebind(`UPDATE spool_tasks SET next_idx = ?, changed = changed + ?, updated_at = ?
+WHERE id = ? AND state = 'running' AND next_idx = ?`), c.To, len(c.Changed), formatTime(at), c.Task, c.From)
+	if err != nil {
+		return fmt.Errorf("move cursor: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n == 0 {
+		return fmt.Errorf("task %d at %d: %w", c.Task, c.From, ErrTaskState)
+	}
+	if len(c.Changed) == 0 {
+		return nil
+	}
+	upd, err := tx.PrepareContext(ctx, db.dialect.Rebind(`UPDATE spool_task_files SET changed_why = ? WHERE task_id = ? AND idx = ?`))
+	if err != nil {
+		return fmt.Errorf("record changed files: %w", err)
+	}
+	defer upd.Close()
+	for idx, why := range c.Changed {
+		if _, err := upd.ExecContext(ctx, clean(why), c.Task, idx); err != nil {
+			return fmt.Errorf("record changed file %d: %w", idx, err)
+		}
+	}
+	return nil
+}
+
+// AdvanceTask moves the cursor of a chunk that moves no file (each of its
+// files was found changed), as BeginTaskReplay would.
+func (db *DB) AdvanceTask(ctx context.Context, c TaskChunk) error {
+	if err := db.open(); err != nil {
+		return err
+	}
+	if err := db.inTx(ctx, func(tx *sql.Tx) error { return db.beginChunk(ctx, tx, c, time.Now()) }); err != nil {
+		return db.fail(fmt.Sprintf("advance task %d", c.Task), err)
+	}
+	return nil
+}
+
+// BeginTaskReplay is BeginReplay for chunk c of a task: in the same
+// transaction it moves the task's cursor (and records the files found
+// changed), so that the chunk is begun exactly once. It fails with an
+// error wrapping ErrTaskState, committing nothing, when the task is no
+// longer running or its cursor is not at c.From.
+func (db *DB) BeginTaskReplay(ctx context.Context, c TaskChunk, by, note string, at time.Time, items []ReplayItem) (int64, error) {
+	return db.beginReplay(ctx, &c, by, note, at, items)
+}
+
+// BeginTaskDiscard is BeginDiscard for chunk c of a task, as
+// BeginTaskReplay is BeginReplay's.
+func (db *DB) BeginTaskDiscard(ctx context.Context, c TaskChunk, by, note, toDir string, at time.Time, items []DiscardItem) (int64, error) {
+	return db.beginDiscard(ctx, &c, by, note, toDir, at, items)
+}
+
+// countChunk adds, in tx, what the finished intent or batch id of table
+// (replay_intents, discard_batches) did to its task, if it is a task's
+// chunk: done files moved, missing ones gone.
+func (db *DB) countChunk(ctx context.Context, tx *sql.Tx, table string, id int64, done, missing int, at time.Time) error {
+	_, err := tx.ExecContext(ctx, db.dialect.Rebind(`UPDATE spool_tasks SET done = done + ?, missing = missing + ?, updated_at = ?
+WHERE id = (SELECT task_id FROM `+table+` WHERE id = ?)`), done, missing, formatTime(at), id)
+	if err != nil {
+		return fmt.Errorf("count in task: %w", err)
+	}
+	return nil
+}
+
+// TaskHasUnfinished reports whether a chunk of task id (a replay intent or
+// discard batch) is not yet done.
+func (db *DB) TaskHasUnfinished(ctx context.Context, id int64) (bool, error) {
+	if err := db.open(); err != nil {
+		return false, err
+	}
+	var n int64
+	err := db.sql.QueryRowContext(ctx, db.dialect.Rebind(`SELECT
+    (SELECT COUNT(*) FROM replay_intents WHERE task_id = ? AND state <> 'done') +
+    (SELECT COUNT(*) FROM discard_batches WHERE task_id = ? AND state <> 'done')`), id, id).Scan(&n)
+	if err != nil {
+		return false, db.fail(fmt.Sprintf("task %d: unfinished chunks", id), err)
+	}
+	return n > 0, nil
+}

@@ -1,0 +1,153 @@
+package task
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spoolq/spool/ledger"
+	"github.com/spoolq/spool/queue"
+	"github.com/spoolq/spool/replay"
+)
+
+// Approve approves waiting task id as who, so that Run may run it. It is
+// refused, audited (action "approve") and nothing changed, when who's
+// role is below RoleApprover (ErrForbidden), who asked for the task
+// (ErrOwnRequest, whatever the role), the task is not waiting (ErrState)
+// or unknown (ErrNotFound), or a file of its set changed since the
+// request (a *StaleError naming each): the set is checked against error/
+// under the replay lock, each file by name, inode and body hash.
+func (s *Service) Approve(ctx context.Context, who Identity, id int64) (Task, error) {
+	const action = "approve"
+	if who.Role < RoleApprover {
+		return Task{}, s.refuse(ctx, who, action, id, nil, fmt.Errorf("%s as %s may not approve task %d: approver needed: %w", who.Name, roleName(who.Role), id, ErrForbidden))
+	}
+	t, err := s.Get(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return Task{}, s.refuse(ctx, who, action, 0, map[string]any{"task": id}, err)
+	}
+	if err != nil {
+		return Task{}, err
+	}
+	sel := map[string]any{"task": id, "kind": t.Kind, "files": t.Files, "digest": t.Digest, "by": t.By}
+	switch {
+	case t.State != StateWaiting:
+		return t, s.refuse(ctx, who, action, id, sel, fmt.Errorf("task %d is %s, not waiting for approval: %w", id, t.State, ErrState))
+	case who.Name == t.By:
+		return t, s.refuse(ctx, who, action, id, sel, fmt.Errorf("task %d was asked by %s: %w", id, t.By, ErrOwnRequest))
+	}
+	changed, err := s.changed(ctx, id, 0, t.Files, true)
+	if err != nil {
+		return t, err
+	}
+	if len(changed) > 0 {
+		err := &StaleError{Task: id, Files: t.Files, Changed: changed}
+		return t, s.refuseCounts(ctx, who, action, id, sel, ledger.AuditCounts{"selected": int64(t.Files), "changed": int64(len(changed))}, err)
+	}
+	if err := s.Ledger.MoveTask(ctx, id, ledger.TaskTransition{From: []string{StateWaiting}, To: StateApproved, By: who.Name}); err != nil {
+		if errors.Is(err, ErrState) {
+			// Approved or cancelled by someone else meanwhile.
+			return t, s.refuse(ctx, who, action, id, sel, err)
+		}
+		return t, err
+	}
+	if _, err := s.Ledger.AuditRecord(ctx, s.entry(who, action, id, sel), ledger.AuditOK,
+		ledger.AuditCounts{"selected": int64(t.Files)}, fmt.Sprintf("task %d approved, asked by %s", id, t.By)); err != nil {
+		// An approval is not acted on unaudited.
+		_ = s.Ledger.MoveTask(context.WithoutCancel(ctx), id, ledger.TaskTransition{From: []string{StateApproved},
+			To: StateCancelled, By: who.Name, Detail: "its approval could not be audited"})
+		return t, fmt.Errorf("approve task %d: %w (cancelled: a task is not run unaudited)", id, err)
+	}
+	return s.Get(ctx, id)
+}
+
+// changed checks the files of task id with from <= Idx < to against
+// error/ and returns those that changed, with why. lock takes the replay
+// lock for the time it reads (a caller that holds it passes false).
+func (s *Service) changed(ctx context.Context, id int64, from, to int, lock bool) (_ []ledger.TaskFile, err error) {
+	if lock {
+		unlock, _, err := replay.Lock(ctx, s.Dir, s.Ledger)
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			if uerr := unlock(); err == nil && uerr != nil {
+				err = uerr
+			}
+		}()
+	}
+	files, err := s.Ledger.TaskFiles(ctx, id, from, to)
+	if err != nil {
+		return nil, err
+	}
+	var out []ledger.TaskFile
+	for _, f := range files {
+		why, err := s.check(f)
+		if err != nil {
+			return nil, err
+		}
+		if why != "" {
+			f.ChangedWhy = why
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}
+
+// check says why f is no longer in error/ as the task's set has it ("" if
+// it is): gone (replayed, discarded, renamed) or another file under its
+// name, or its body changed (fixed).
+func (s *Service) check(f ledger.TaskFile) (string, error) {
+	hash, size, err := s.Dir.HashFile(queue.Error, f.File, f.Ino)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return "gone from error/ or replaced by another file", nil
+	case err != nil:
+		return "", fmt.Errorf("check %s: %w", f.File, err)
+	case hash != f.ContentHash || size != f.Size:
+		return "its body changed", nil
+	}
+	return "", nil
+}
+
+// Cancel cancels task id as who: a waiting or approved task will never
+// run; a running one stops after the chunk under way, which finishes
+// (each file moved and recorded, or still in error/ under its name). It
+// is refused, audited (action "cancel"), when who's role is below
+// RoleOperator (ErrForbidden), or the task is done, cancelled or failed
+// (ErrState) or unknown (ErrNotFound).
+func (s *Service) Cancel(ctx context.Context, who Identity, id int64) (Task, error) {
+	const action = "cancel"
+	if who.Role < RoleOperator {
+		return Task{}, s.refuse(ctx, who, action, id, nil, fmt.Errorf("%s as %s may not cancel task %d: operator needed: %w", who.Name, roleName(who.Role), id, ErrForbidden))
+	}
+	t, err := s.Get(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return Task{}, s.refuse(ctx, who, action, 0, map[string]any{"task": id}, err)
+	}
+	if err != nil {
+		return Task{}, err
+	}
+	sel := map[string]any{"task": id, "kind": t.Kind, "files": t.Files, "by": t.By}
+	err = s.Ledger.MoveTask(ctx, id, ledger.TaskTransition{From: []string{StateWaiting, StateApproved, StateRunning},
+		To: StateCancelled, By: who.Name, Detail: "cancelled by " + who.Name})
+	if errors.Is(err, ErrState) {
+		if now, gerr := s.Get(ctx, id); gerr == nil {
+			t = now
+		}
+		return t, s.refuse(ctx, who, action, id, sel, fmt.Errorf("task %d is %s: %w", id, t.State, err))
+	}
+	if err != nil {
+		return t, err
+	}
+	was := t.State
+	if t, err = s.Get(ctx, id); err != nil {
+		return t, err
+	}
+	if _, err := s.Ledger.AuditRecord(ctx, s.entry(who, action, id, sel), ledger.AuditOK,
+		ledger.AuditCounts{"selected": int64(t.Files), "begun": int64(t.Next)}, fmt.Sprintf("task %d cancelled, was %s", id, was)); err != nil {
+		return t, fmt.Errorf("cancel task %d: audit: %w (the task is cancelled)", id, err)
+	}
+	return t, nil
+}
