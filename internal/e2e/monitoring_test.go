@@ -40,6 +40,8 @@ var spoolMetrics = []string{
 	"spool_last_commit_timestamp_seconds",
 	"spool_watch_rescans_total",
 	"spool_watch_overflows_total",
+	"spool_dedup_window_absorbed_total",
+	"spool_dedup_window_errors_total",
 	"spool_outbox_pending_rows",
 	"spool_outbox_oldest_pending_age_seconds",
 	"spool_outbox_parked_rows",
