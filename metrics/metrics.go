@@ -29,7 +29,12 @@ type Metrics struct {
 	lastCommit  prometheus.Gauge
 	rescans     prometheus.Counter
 	overflows   prometheus.Counter
+	absorbed    prometheus.Counter
+	windowErrs  prometheus.Counter
 	stages      *stageCache
+
+	outbox                             *outboxCache
+	published, publishFailures, parked *prometheus.CounterVec
 }
 
 // outcomes are the values of spool_deliveries_total's outcome label, by
@@ -90,11 +95,32 @@ func New() *Metrics {
 			Name: "spool_watch_rescans_total",
 			Help: "Full listings of inbox/ by a watching consumer.",
 		}),
+		absorbed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "spool_dedup_window_absorbed_total",
+			Help: "Duplicates the dedup window (--dedup) absorbed without a ledger write; they are counted in spool_deliveries_total too.",
+		}),
+		windowErrs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "spool_dedup_window_errors_total",
+			Help: "Requests to the dedup window (--dedup) that failed; the consumer went on with the ledger alone.",
+		}),
 		overflows: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "spool_watch_overflows_total",
 			Help: "Full listings of inbox/ made because filesystem notifications were lost (the kernel's queue overflowed).",
 		}),
 		stages: newStageCache(),
+		outbox: newOutboxCache(),
+		published: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spool_relay_published_total",
+			Help: "Outbox events the relay's target acknowledged, by target (its URL without a password).",
+		}, []string{"target"}),
+		publishFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spool_relay_failures_total",
+			Help: "Failed publishes of outbox events, by target: each is retried after a backoff, or parks its row.",
+		}, []string{"target"}),
+		parked: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spool_relay_parked_total",
+			Help: "Outbox rows the relay parked (a permanent failure, or its attempts spent), by target.",
+		}, []string{"target"}),
 	}
 	for _, o := range outcomes {
 		m.deliveries.WithLabelValues(o)
@@ -103,7 +129,7 @@ func New() *Metrics {
 		m.deadLetters.WithLabelValues(string(r))
 	}
 	m.reg.MustRegister(m.deliveries, m.deadLetters, m.conflicts, m.recovered, m.handler, m.commit,
-		m.lastCommit, m.rescans, m.overflows, m.stages,
+		m.lastCommit, m.rescans, m.overflows, m.absorbed, m.windowErrs, m.stages, m.outbox, m.published, m.publishFailures, m.parked,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -163,6 +189,12 @@ func (m *Metrics) Rescanned(overflow bool) {
 		m.overflows.Inc()
 	}
 }
+
+// WindowAbsorbed counts the duplicates the dedup window absorbed.
+func (m *Metrics) WindowAbsorbed(n int) { m.absorbed.Add(float64(n)) }
+
+// WindowFailed counts a failed request to the dedup window.
+func (m *Metrics) WindowFailed() { m.windowErrs.Inc() }
 
 // Compile-time check: Metrics is an Observer.
 var _ spool.Observer = (*Metrics)(nil)
