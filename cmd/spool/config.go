@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/task"
 )
 
 // configName is the queue's contract file, DIR/spool.conf: a JSON object
@@ -130,7 +131,7 @@ func readConfig(path string) (*spool.Contract, error) {
 }
 
 // configKeys are the keys of spool.conf, in the order the errors list them.
-var configKeys = []string{"key_field", "order_field", "seq_field", "amount_field", "required", "max_size"}
+var configKeys = []string{"key_field", "order_field", "seq_field", "amount_field", "required", "max_size", "approval"}
 
 // parseConfig decodes spool.conf strictly: one JSON object of valid UTF-8,
 // nothing after it; keys exactly as configKeys spell them (case matters),
@@ -198,6 +199,12 @@ func setConfigKey(c *spool.Contract, key string, raw json.RawMessage) error {
 		return fmt.Errorf("%s is null: give a value, or leave %s out for the default", key, key)
 	}
 	switch key {
+	case "approval":
+		// The approval policy, not the contract: checked here with the
+		// rest of the file, read by readPolicy.
+		if _, err := task.ParsePolicy(raw); err != nil {
+			return err
+		}
 	case "key_field", "order_field", "seq_field", "amount_field":
 		if kind != "a string" {
 			return fmt.Errorf("%s is %s: want a field name, a string", key, kind)
