@@ -14,8 +14,9 @@ import (
 )
 
 // MaxChunk is the most files of one chunk: one replay intent or discard
-// batch, one transaction to begin it and one to finish it. A rate smaller
-// than MaxChunk a second makes chunks of about a second's files.
+// batch, one transaction to begin it and one to finish it. At a rate, a
+// chunk is about a tenth of a second's files (at least one), so that a
+// cancel is taken within about that.
 const MaxChunk = 500
 
 // Chunk is what one chunk of a run did, for RunOptions.OnChunk.
@@ -119,7 +120,7 @@ func (s *Service) Run(ctx context.Context, who Identity, id int64, opt RunOption
 	size := MaxChunk
 	var lim *rate.Limiter
 	if r := t.Request.Rate; r > 0 {
-		size = max(1, min(MaxChunk, int(r)))
+		size = max(1, min(MaxChunk, int(r/10)))
 		lim = rate.NewLimiter(rate.Limit(r), size)
 	}
 	for {

@@ -131,7 +131,11 @@ func readConfig(path string) (*spool.Contract, error) {
 }
 
 // configKeys are the keys of spool.conf, in the order the errors list them.
-var configKeys = []string{"key_field", "order_field", "seq_field", "amount_field", "required", "max_size", "approval"}
+var configKeys = []string{"key_field", "order_field", "seq_field", "amount_field", "required", "max_size"}
+
+// approvalKey is spool.conf's one key beside the contract's: the approval
+// policy of replays and discards (task.ParsePolicy, readPolicy).
+const approvalKey = "approval"
 
 // parseConfig decodes spool.conf strictly: one JSON object of valid UTF-8,
 // nothing after it; keys exactly as configKeys spell them (case matters),
@@ -168,7 +172,7 @@ func parseConfig(data []byte) (*spool.Contract, error) {
 			return nil, syntaxError(dec, err)
 		}
 		key := tok.(string) // the decoder gives only strings as object keys
-		if !slices.Contains(configKeys, key) {
+		if !slices.Contains(configKeys, key) && key != approvalKey {
 			return nil, unknownKey(key)
 		}
 		if seen[key] {
@@ -199,7 +203,7 @@ func setConfigKey(c *spool.Contract, key string, raw json.RawMessage) error {
 		return fmt.Errorf("%s is null: give a value, or leave %s out for the default", key, key)
 	}
 	switch key {
-	case "approval":
+	case approvalKey:
 		// The approval policy, not the contract: checked here with the
 		// rest of the file, read by readPolicy.
 		if _, err := task.ParsePolicy(raw); err != nil {
@@ -275,12 +279,13 @@ func setConfigKey(c *spool.Contract, key string, raw json.RawMessage) error {
 // unknownKey explains a key spool.conf does not have, pointing at the one
 // it differs from only in case.
 func unknownKey(key string) error {
-	for _, k := range configKeys {
+	keys := append(slices.Clone(configKeys), approvalKey)
+	for _, k := range keys {
 		if strings.EqualFold(k, key) {
 			return fmt.Errorf("unknown key %q: keys are case-sensitive, did you mean %q?", key, k)
 		}
 	}
-	return fmt.Errorf("unknown key %q: the keys are %s", key, strings.Join(configKeys, ", "))
+	return fmt.Errorf("unknown key %q: the keys are %s", key, strings.Join(keys, ", "))
 }
 
 // jsonKind names the kind of a valid JSON value for an error message.

@@ -12,12 +12,13 @@ import (
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/queue"
 	"github.com/spoolq/spool/replay"
+	"github.com/spoolq/spool/task"
 	"golang.org/x/sys/unix"
 )
 
 var discardCommand = &command{
 	name:    "discard",
-	args:    "DIR [FILE...] [--reason R] [--all] --note TEXT [--dry-run] [--to DIR2] [--by USER] [contract flags] [--db PATH]",
+	args:    "DIR [FILE...] [--reason R] [--all] [filters] [--rate N] --note TEXT [--dry-run] [--to DIR2] [--by USER] [contract flags] [--db PATH]",
 	summary: "remove dead letters from error/ on purpose (delete, or --to DIR2), each recorded in the ledger",
 	help: `
 Removes dead letters from error/ on purpose, as Postfix's postsuper -d
@@ -47,6 +48,10 @@ audit row (action discard), written before the batch and closed after.
 --dry-run prints what would be discarded and changes nothing, in the queue
 or in the ledger.
 
+The filters and --rate of spool replay, and the approval policy of
+spool.conf ("discard_over": N), make the discard a durable task, as they
+do a replay (spool replay --help, spool tasks).
+
 Prints one line per file, in the order given (name order for --reason and
 --all):
   discarded NAME (sha256 HASH)
@@ -64,6 +69,7 @@ func runDiscard(ctx context.Context, e *env, args []string) (err error) {
 	note := flags.String("note", "", "why, for the ledger (required)")
 	to := flags.String("to", "", "move the files into `DIR2` (outside the queue, on its filesystem) instead of deleting them")
 	by := flags.String("by", "", "who discards, for the ledger (default: the OS user)")
+	tf := addTaskFlags(flags)
 	cf := addContractFlags(flags)
 	db := addDBFlag(flags)
 	pos, err := e.parse(flags, args)
@@ -79,6 +85,14 @@ func runDiscard(ctx context.Context, e *env, args []string) (err error) {
 			return e.usage("give FILE names, --reason or --all, not several")
 		}
 		return e.usage("--reason is empty")
+	}
+	// Under an approval policy, or with a filter or --rate, the discard
+	// is a durable task (package task); otherwise it runs as it always has.
+	if policy, err := readPolicy(dir); err != nil {
+		return err
+	} else if policy.Set || tf.any() {
+		return discardTask(ctx, e, tf, cf, policy, taskRun{dir: dir, db: *db, by: *by, dryRun: *dryRun,
+			req: task.Request{Kind: task.Discard, Note: *note, Rate: tf.rate}}, names, *reason, *all, *to, given(flags, "to"))
 	}
 	sel := replay.Selection{Names: names, Reason: *reason, All: *all}
 	switch err := sel.Check(); {
@@ -299,4 +313,29 @@ func warnDiscardFinished(e *env, b ledger.DiscardBatch) {
 		}
 	}
 	e.warn("finished discard %d by %s, interrupted before: %d of its %d files discarded", b.ID, b.By, n, len(b.Items))
+}
+
+// discardTask runs a discard as a durable task (runAsTask), with its
+// --note, --to and selection checked as a discard's.
+func discardTask(ctx context.Context, e *env, tf *taskFlags, cf *contractFlags, p task.Policy, r taskRun, names []string, reason string, all bool, to string, toGiven bool) error {
+	sel, err := tf.selection(e, names, reason, all)
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(r.req.Note) == "" {
+		return e.usage("--note TEXT is required: say why these dead letters go, for the ledger")
+	}
+	if toGiven && to == "" {
+		return e.usage("--to is empty")
+	}
+	if to != "" {
+		if r.req.To, err = filepath.Abs(to); err != nil {
+			return err
+		}
+	}
+	r.req.Selection, r.policy = sel, p
+	if r.contract, err = cf.contract(r.dir); err != nil {
+		return err
+	}
+	return runAsTask(ctx, e, r)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/ledger/sqlite"
 	"github.com/spoolq/spool/queue"
+	"github.com/spoolq/spool/task"
 )
 
 // Exit statuses: the contract scripts rely on (docs/DESIGN.md, "Exit
@@ -71,6 +72,18 @@ type inputError struct {
 func (e *inputError) Error() string { return fmt.Sprintf("%s: %v", e.path, e.err) }
 func (e *inputError) Unwrap() error { return e.err }
 
+// isRefusal reports whether err is a refusal of package task: an
+// approval of one's own request, a role too low, a stale set, a task in
+// another state or unknown. Nothing was changed: exit 1.
+func isRefusal(err error) bool {
+	for _, r := range []error{task.ErrOwnRequest, task.ErrForbidden, task.ErrStale, task.ErrState, task.ErrNotFound} {
+		if errors.Is(err, r) {
+			return true
+		}
+	}
+	return false
+}
+
 // exitCode is the one place that maps errors to exit statuses.
 func exitCode(err error) int {
 	var (
@@ -88,7 +101,9 @@ func exitCode(err error) int {
 		errors.Is(err, queue.ErrNotMessageName), errors.As(err, new(*ledgerError)),
 		errors.Is(err, ledger.ErrBadDSN):
 		return exitUsage
-	case errors.Is(err, errCheckFailed), errors.Is(err, queue.ErrNotInError), errors.As(err, &input):
+	case errors.Is(err, task.ErrBadRequest):
+		return exitUsage
+	case errors.Is(err, errCheckFailed), errors.Is(err, queue.ErrNotInError), errors.As(err, &input), isRefusal(err):
 		return exitProblem
 	case errors.Is(err, spool.ErrShutdownTimeout):
 		return exitShutdownTimeout

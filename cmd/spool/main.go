@@ -47,7 +47,8 @@ var commands []*command
 func init() {
 	commands = []*command{
 		initCommand, enqueueCommand, consumeCommand, serveCommand, lagCommand, statusCommand,
-		schemaCommand, dupsCommand, errorsCommand, showCommand, orderCheckCommand, replayCommand, discardCommand, flushCommand,
+		schemaCommand, dupsCommand, errorsCommand, showCommand, orderCheckCommand, replayCommand, discardCommand,
+		tasksCommand, approveCommand, cancelCommand, resumeCommand, flushCommand,
 		replaysCommand, auditCommand, fsckCommand, pruneCommand, backupCommand, relayCommand, demoCommand, benchCommand, completionCommand, manCommand, versionCommand,
 	}
 }

@@ -12,11 +12,12 @@ import (
 	"github.com/spoolq/spool/queueopen"
 	"github.com/spoolq/spool/replay"
 	"github.com/spoolq/spool/report"
+	"github.com/spoolq/spool/task"
 )
 
 var replayCommand = &command{
 	name:    "replay",
-	args:    "DIR [FILE...] [--reason R] [--all] [--dry-run] [--force] [--by USER] [--note TEXT] [contract flags] [--db PATH]",
+	args:    "DIR [FILE...] [--reason R] [--all] [--dry-run] [--force] [filters] [--rate N] [--by USER] [--note TEXT] [contract flags] [--db PATH]",
 	summary: "move dead letters from error/ back to inbox/, all or nothing, recorded in the ledger",
 	help: `
 Moves dead letters from error/ back to inbox/ to be consumed again, and
@@ -41,6 +42,18 @@ contract (spool.conf, or --key), or else is the one the ledger recorded.
 --dry-run prints what would be replayed and changes nothing, in the queue
 or in the ledger.
 
+Filters narrow the selection (alone, they select among all dead letters):
+--since T and --until T on the time of dead-lettering (RFC 3339, or a
+duration ago such as 24h), --detail-match REGEX on the recorded detail,
+--msg-id ID, --order-no K. With a filter or --rate N (files a second),
+or under the approval policy of spool.conf ("approval": {"replay_over":
+N}), the replay is a durable task (spool tasks): recorded with the exact
+files it selected, run in chunks a kill -9 cannot split (spool resume
+goes on), cancelled by spool cancel without losing a file. Over the
+policy's N it moves nothing: it prints the task's id and count, and
+waits for spool approve by another operator; under a policy --by may
+only name the OS user (exit 2).
+
 Prints one line per file, in the order given (name order for --reason and
 --all):
   replayed NAME -> inbox/NEWNAME
@@ -58,6 +71,7 @@ func runReplay(ctx context.Context, e *env, args []string) (err error) {
 	force := flags.Bool("force", false, "requeue dead letters whose msg_id is already processed")
 	by := flags.String("by", "", "who replays, for the ledger (default: the OS user)")
 	note := flags.String("note", "", "why, for the ledger")
+	tf := addTaskFlags(flags)
 	cf := addContractFlags(flags)
 	db := addDBFlag(flags)
 	pos, err := e.parse(flags, args)
@@ -73,6 +87,22 @@ func runReplay(ctx context.Context, e *env, args []string) (err error) {
 			return e.usage("give FILE names, --reason or --all, not several")
 		}
 		return e.usage("--reason is empty")
+	}
+	// Under an approval policy, or with a filter or --rate, the replay is
+	// a durable task (package task); otherwise it runs as it always has.
+	if policy, err := readPolicy(dir); err != nil {
+		return err
+	} else if policy.Set || tf.any() {
+		tsel, err := tf.selection(e, names, *reason, *all)
+		if err != nil {
+			return err
+		}
+		contract, err := cf.contract(dir)
+		if err != nil {
+			return err
+		}
+		return runAsTask(ctx, e, taskRun{dir: dir, db: *db, by: *by, dryRun: *dryRun, contract: contract, policy: policy,
+			req: task.Request{Kind: task.Replay, Selection: tsel, Note: *note, Force: *force, Rate: tf.rate}})
 	}
 	sel := replay.Selection{Names: names, Reason: *reason, All: *all}
 	// Path-like names are refused, all of them, before anything is opened.

@@ -393,7 +393,9 @@ func TestPost429Pauses(t *testing.T) {
 // finds messages to call, and both make progress.
 func TestPostClaimsAheadBounded(t *testing.T) {
 	t.Parallel()
-	const n = 600
+	// More than a batch of 256, the claim size that held some 1 300 of
+	// 600: a consumer claiming such batches ahead holds over 150 of these.
+	const n = 300
 	q, all := shutdownQueue(t, n)
 	l := sqliteEngine.open(t, q)
 	srv := newCallServer(t, 50*time.Millisecond)

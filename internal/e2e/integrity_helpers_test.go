@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -141,21 +142,39 @@ func (s spoolAt) fsck(t testing.TB, want int, q string, args ...string) fsckRepo
 // rounds, which the race-instrumented binary (20 to 40 times slower on
 // the ledger's SQLite) cannot run in minutes; every other test runs the
 // instrumented one over the same code paths.
+//
+// The plain build is made once, by the first test that asks, beside
+// spoolBin, and shared by all.
 func plainSpool(t *testing.T) string {
 	t.Helper()
 	if !raceEnabled {
 		return spoolBin
 	}
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("go tool not found: %v", err)
+	plain.once.Do(func() {
+		goTool, err := exec.LookPath("go")
+		if err != nil {
+			plain.err = fmt.Errorf("go tool not found: %w", err)
+			return
+		}
+		bin := filepath.Join(filepath.Dir(spoolBin), "spool-plain")
+		build := exec.Command(goTool, "build", "-o", bin, "github.com/spoolq/spool/cmd/spool")
+		if out, err := build.CombinedOutput(); err != nil {
+			plain.err = fmt.Errorf("go build: %w\n%s", err, out)
+			return
+		}
+		plain.bin = bin
+	})
+	if plain.err != nil {
+		t.Fatal(plain.err)
 	}
-	bin := filepath.Join(t.TempDir(), "spool")
-	build := exec.Command(goTool, "build", "-o", bin, "github.com/spoolq/spool/cmd/spool")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return plain.bin
+}
+
+// plain is plainSpool's build, made once.
+var plain struct {
+	once sync.Once
+	bin  string
+	err  error
 }
 
 // mustRunAt is runAt failing the test unless spool exits with want.

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // TestReportsJSONAndTerminal: every report has --json, and its output is
@@ -98,7 +97,12 @@ func TestReportsJSONAndTerminal(t *testing.T) {
 
 	// A JSON log record's duration is seconds, a number.
 	p := start(t, "consume", q, "--watch", "--log-format", "json", "--shutdown-timeout", "90s")
-	time.Sleep(500 * time.Millisecond)
+	// Its session in processing/ is joined after the signals are caught:
+	// a SIGTERM before would kill it (a loaded machine took over 500 ms).
+	waitFor(t, cmdTimeout, "the consumer's session in processing/", func() bool {
+		des, err := os.ReadDir(filepath.Join(q, "processing"))
+		return err == nil && len(des) > 0
+	})
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	res := p.wait(t)
 	found := false

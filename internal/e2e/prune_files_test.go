@@ -145,13 +145,14 @@ func TestPruneFiles(t *testing.T) {
 // nothing but rows whose file is gone (informational), no file of done/
 // without its row, error/ and the recent files untouched; a second prune
 // then completes it and fsck is clean, with done/ holding exactly the
-// recent files. The quick run makes rounds of 300 messages until 4 kills
-// hit a live prune, 2 of them inside its removals; SPOOL_TEST_LONG=1
-// rounds of 2000 until 12 and 6.
+// recent files. The quick run makes rounds of 150 messages until 3 kills
+// hit a live prune, 2 of them inside its removals, one round in two
+// aimed at them; SPOOL_TEST_LONG=1 rounds of 600 until 8 and 4, one in
+// three aimed.
 func TestPruneFilesCrash(t *testing.T) {
 	t.Parallel()
 	rng := newRand(t)
-	perRound := testenv.Pick(600, 300)
+	perRound := testenv.Pick(600, 150)
 	sp := spoolAt{bin: plainSpool(t)}
 	q := filepath.Join(t.TempDir(), "q")
 	path := filepath.Join(q, "ledger.db")
@@ -219,10 +220,12 @@ func TestPruneFilesCrash(t *testing.T) {
 	check("an uninterrupted prune", recent, true)
 	t.Logf("an uninterrupted prune of %d files takes %v", perRound+perRound/10, span)
 
-	// Two rounds in three kill blind, at an instant drawn over a whole
-	// prune (mostly its start and its reading of the ledger); the third
-	// aims at the removals: it kills within 2 ms of the first file's going.
-	minKills, minInside := testenv.Pick(8, 4), testenv.Pick(4, 2)
+	// The rounds kill blind, at an instant drawn over a whole prune
+	// (mostly its start and its reading of the ledger), but one in
+	// aimEvery, which aims at the removals: it kills within 2 ms of the
+	// first file's going.
+	minKills, minInside := testenv.Pick(8, 3), testenv.Pick(4, 2)
+	aimEvery := testenv.Pick(3, 2)
 	phases := map[string]int{}
 	kills := 0
 	for round := 0; kills < minKills || phases["some files removed"]+phases["files removed, rows left"] < minInside; round++ {
@@ -233,7 +236,7 @@ func TestPruneFilesCrash(t *testing.T) {
 		oldCount := len(doneNames(t, q, done)) - len(recent)
 		p := sp.start(t, "prune", q, "--older-than", "30d", "--files")
 		var delay time.Duration
-		blind := round%3 != 2
+		blind := round%aimEvery != aimEvery-1
 		if blind {
 			delay = time.Duration(rng.Int64N(int64(span) + 1))
 		} else {

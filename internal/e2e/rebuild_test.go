@@ -94,7 +94,7 @@ func requireRebuildRefusal(t *testing.T, q, what string, r result) {
 // stopped half-way, growing the queue until a repair can be caught.
 func halfBuilt(t *testing.T) (q, path string, p *proc) {
 	t.Helper()
-	for n := 2000; n <= 32000; n *= 2 {
+	for n := 1000; n <= 32000; n *= 2 { // from 4 of the repair's batches of 256 rows
 		q, path = rebuildQueue(t, n)
 		var caught bool
 		if p, caught = repairHalfWay(t, q, path, n); caught {

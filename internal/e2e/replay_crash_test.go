@@ -26,13 +26,17 @@ import (
 //
 // Under -race it runs a plain build of spool (plainSpool): the
 // instrumented one takes seconds a round, minutes in all. The quick run
-// replays 200 letters through at least 9 kills; SPOOL_TEST_LONG=1 2000
-// through 28.
+// replays 200 letters through at least 5 kills, one round in two aimed
+// after the first move; SPOOL_TEST_LONG=1 2000 through 28, one in three.
+// Both go on until kills left a replay pending and staged.
 func TestReplayCrash(t *testing.T) {
 	t.Parallel()
 	rng := newRand(t)
 	letters := testenv.Pick(2000, 200)
-	minBlindKills, minAimedKills := testenv.Pick(20, 6), testenv.Pick(8, 3)
+	minBlindKills, minAimedKills := testenv.Pick(20, 3), testenv.Pick(8, 2)
+	// One round in aimEvery aims after the first move: the quick run's
+	// few rounds reach the pending and staged phases sooner.
+	aimEvery := testenv.Pick(3, 2)
 	// A bound for a stalled machine: it takes 40 s alone, and was seen at
 	// 4 min with other test suites running beside it.
 	budget := 12 * time.Minute
@@ -100,11 +104,11 @@ func TestReplayCrash(t *testing.T) {
 			// replay.
 			span, moves = measure()
 		}
-		// Two rounds in three kill blind, at an instant drawn uniformly
-		// over a whole replay; the third kills a random instant after the
-		// first file moved, drawn over the moves, which are a small part of
-		// the whole.
-		blind := round%3 != 2
+		// The rounds kill blind, at an instant drawn uniformly over a
+		// whole replay, but one in aimEvery, which kills a random instant
+		// after the first file moved, drawn over the moves, which are a
+		// small part of the whole.
+		blind := round%aimEvery != aimEvery-1
 		var delay time.Duration
 		p := sp.start(t, "replay", q, "--all")
 		alive := false
