@@ -124,6 +124,12 @@ type Config struct {
 	// relaxed ledger: a power cut may then lose the last batches' records or
 	// moves (a crash of the process loses nothing). Never the default.
 	Relaxed bool
+	// Window, when set, is a dedup window in front of the ledger (see
+	// Window): duplicates it knows are absorbed without a ledger write,
+	// and a msg_id another consumer has in flight waits. The ledger stays
+	// the truth, and a failing window leaves consumption to the ledger
+	// alone. Nil: none.
+	Window Window
 	// Logger receives operational events. Nil: discard.
 	Logger *slog.Logger
 	// OnDelivery, when set, is called after each delivery has reached done/
@@ -201,6 +207,7 @@ type Consumer struct {
 	work       WorkLedger // the ledger, when a Handler or a Caller is configured
 	callLedger CallLedger // the ledger, when a Caller is configured
 	gate       *gate      // paces the Caller's calls, across passes
+	win        *windowGuard
 	cfg        Config
 	log        *slog.Logger
 
@@ -296,6 +303,7 @@ func NewConsumer(dir *queue.Dir, l Ledger, cfg Config) (*Consumer, error) {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	c := &Consumer{dir: dir, ledger: l, cfg: cfg, log: log}
+	c.win = newWindowGuard(cfg.Window, log, cfg.Observer)
 	if cfg.Handler != nil && cfg.Caller != nil {
 		return nil, errors.New("consumer: set a Handler or a Caller, not both")
 	}

@@ -198,27 +198,42 @@ func (cs *callStage) reserve(b inspected) ([]item, error) {
 		}
 		return nil, nil
 	}
+	// The dedup window first: a duplicate it knows is absorbed, and a
+	// msg_id another host has in flight waits for its outcome there.
+	c.acquire(p.work, items, p.s.ID())
 	var batch []*Delivery
 	var idx []int
+	var finished, toCall []item
 	for i, it := range items {
-		if it.state == examined {
+		switch {
+		case it.state == examined && it.absorbed:
+			finished = append(finished, it)
+		case it.state == examined:
 			batch = append(batch, it.d)
 			idx = append(idx, i)
 		}
 	}
 	if len(batch) == 0 {
+		if len(finished) > 0 {
+			cs.count(finished)
+			p.recorded <- finished
+		}
 		return nil, nil
 	}
 	start := time.Now()
 	res, err := c.callLedger.Reserve(p.work, batch, p.s.ID())
+	if err == nil && len(res) != len(batch) {
+		err = fmt.Errorf("%d reservations for a batch of %d", len(res), len(batch))
+	}
 	if err != nil {
+		c.settleWindow(p.work, items, p.s.ID(), true)
 		return nil, fmt.Errorf("ledger: %w", err)
 	}
 	c.cfg.Observer.Committed(len(batch), time.Since(start))
-	if len(res) != len(batch) {
-		return nil, fmt.Errorf("ledger: %d reservations for a batch of %d", len(res), len(batch))
+	for k, r := range res {
+		items[idx[k]].r = r
 	}
-	var finished, toCall []item
+	c.settleWindow(p.work, items, p.s.ID(), false)
 	for k, r := range res {
 		it := items[idx[k]]
 		switch r.Outcome {
@@ -478,18 +493,22 @@ func (cs *callStage) settle(group []called) ([]item, error) {
 	}
 	start := time.Now()
 	res, err := c.callLedger.Settle(p.work, batch, errs, c.cfg.Retry.Decide)
-	if err != nil {
-		return nil, fmt.Errorf("ledger: %w", err)
-	}
-	c.cfg.Observer.Committed(len(batch), time.Since(start))
-	if len(res) != len(batch) {
-		return nil, fmt.Errorf("ledger: %d results for %d calls", len(res), len(batch))
+	if err == nil && len(res) != len(batch) {
+		err = fmt.Errorf("%d results for %d calls", len(res), len(batch))
 	}
 	items := make([]item, len(group))
 	for i, g := range group {
 		items[i] = g.it
+	}
+	if err != nil {
+		c.settleWindow(p.work, items, p.s.ID(), true)
+		return nil, fmt.Errorf("ledger: %w", err)
+	}
+	c.cfg.Observer.Committed(len(batch), time.Since(start))
+	for i := range items {
 		items[i].r = res[i]
 	}
+	c.settleWindow(p.work, items, p.s.ID(), false)
 	cs.count(items)
 	return items, nil
 }

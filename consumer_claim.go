@@ -21,6 +21,12 @@ type item struct {
 	// called is set once the claim's external call is marked as started
 	// (queue.Session.MarkCalled); the mark is cleared when it leaves.
 	called bool
+	// acquired: the dedup window holds the msg_id for this session, to
+	// be marked done or released once the ledger decides (settleWindow);
+	// absorbed: the window knew the msg_id as processed with this
+	// content, so the delivery is a duplicate the ledger was not asked
+	// about.
+	acquired, absorbed bool
 }
 
 // itemState is what claiming and examining made of a name. Every state but

@@ -279,7 +279,7 @@ func (p *pipeline) recordAll() int {
 			err = <-b.synced
 		}
 		if err == nil {
-			err = p.c.record(p.work, b.items)
+			err = p.c.record(p.work, b.items, p.s.ID())
 		}
 		if err != nil {
 			p.fail(err)

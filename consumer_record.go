@@ -8,19 +8,23 @@ import (
 
 // record commits a batch's deliveries in one ledger transaction and keeps
 // each one's result in its item. The caller has waited for the batch's
-// claims to be durable first (needsSync).
-func (c *Consumer) record(ctx context.Context, items []item) error {
+// claims to be durable first (needsSync). With a dedup window, the
+// duplicates it knows are absorbed before the transaction, and the
+// msg_ids in flight elsewhere held (acquire); the window is told what the
+// commit decided once it returns (settleWindow).
+func (c *Consumer) record(ctx context.Context, items []item, owner string) (err error) {
+	c.acquire(ctx, items, owner)
 	batch := make([]*Delivery, 0, len(items))
 	for _, it := range items {
-		if it.state == examined {
+		if it.state == examined && !it.absorbed {
 			batch = append(batch, it.d)
 		}
 	}
 	if len(batch) == 0 {
 		return nil
 	}
+	defer func() { c.settleWindow(ctx, items, owner, err != nil) }()
 	var res []Result
-	var err error
 	start := time.Now()
 	if c.work != nil {
 		// The consumer decides what a handler's failure makes of a
@@ -42,7 +46,7 @@ func (c *Consumer) record(ctx context.Context, items []item) error {
 	}
 	k := 0
 	for i := range items {
-		if items[i].state == examined {
+		if items[i].state == examined && !items[i].absorbed {
 			items[i].r = res[k]
 			k++
 		}

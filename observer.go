@@ -32,6 +32,12 @@ type Observer interface {
 	// Rescanned: a watching consumer listed inbox/ in full; overflow says
 	// it did so because filesystem notifications were lost.
 	Rescanned(overflow bool)
+	// WindowAbsorbed: the dedup window (Config.Window) absorbed n
+	// duplicates of a batch, which the ledger was not asked about.
+	WindowAbsorbed(n int)
+	// WindowFailed: one request to the dedup window failed; the consumer
+	// went on with the ledger alone.
+	WindowFailed()
 }
 
 // NopObserver is an Observer that does nothing; a Config without an
@@ -43,6 +49,8 @@ func (NopObserver) Committed(int, time.Duration)         {}
 func (NopObserver) Called(string, string, time.Duration) {}
 func (NopObserver) Recovered(int)                        {}
 func (NopObserver) Rescanned(bool)                       {}
+func (NopObserver) WindowAbsorbed(int)                   {}
+func (NopObserver) WindowFailed()                        {}
 
 // Kinded is implemented by a Handler or a Caller that names its kind for
 // Observer.Called, so that metrics can tell a slow command from a slow

@@ -29,6 +29,8 @@ type Metrics struct {
 	lastCommit  prometheus.Gauge
 	rescans     prometheus.Counter
 	overflows   prometheus.Counter
+	absorbed    prometheus.Counter
+	windowErrs  prometheus.Counter
 	stages      *stageCache
 }
 
@@ -90,6 +92,14 @@ func New() *Metrics {
 			Name: "spool_watch_rescans_total",
 			Help: "Full listings of inbox/ by a watching consumer.",
 		}),
+		absorbed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "spool_dedup_window_absorbed_total",
+			Help: "Duplicates the dedup window (--dedup) absorbed without a ledger write; they are counted in spool_deliveries_total too.",
+		}),
+		windowErrs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "spool_dedup_window_errors_total",
+			Help: "Requests to the dedup window (--dedup) that failed; the consumer went on with the ledger alone.",
+		}),
 		overflows: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "spool_watch_overflows_total",
 			Help: "Full listings of inbox/ made because filesystem notifications were lost (the kernel's queue overflowed).",
@@ -103,7 +113,7 @@ func New() *Metrics {
 		m.deadLetters.WithLabelValues(string(r))
 	}
 	m.reg.MustRegister(m.deliveries, m.deadLetters, m.conflicts, m.recovered, m.handler, m.commit,
-		m.lastCommit, m.rescans, m.overflows, m.stages,
+		m.lastCommit, m.rescans, m.overflows, m.absorbed, m.windowErrs, m.stages,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -163,6 +173,12 @@ func (m *Metrics) Rescanned(overflow bool) {
 		m.overflows.Inc()
 	}
 }
+
+// WindowAbsorbed counts the duplicates the dedup window absorbed.
+func (m *Metrics) WindowAbsorbed(n int) { m.absorbed.Add(float64(n)) }
+
+// WindowFailed counts a failed request to the dedup window.
+func (m *Metrics) WindowFailed() { m.windowErrs.Inc() }
 
 // Compile-time check: Metrics is an Observer.
 var _ spool.Observer = (*Metrics)(nil)

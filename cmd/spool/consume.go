@@ -16,7 +16,7 @@ import (
 var consumeCommand = &command{
 	name:    "consume",
 	env:     true,
-	args:    "DIR [--watch [--poll INTERVAL]] [--min-age DURATION] [--exec CMD | --sql FILE | --post URL] [--concurrency N] [--ordered] [--rate N/s] [--retry-* ...] [--on-dead-letter CMD] [--shutdown-timeout DURATION] [--lease DURATION] [--workers N] [--batch N] [--log-format text|json] [--log-level LEVEL] [--progress=false] [--listen ADDR] [--db PATH] [contract flags]",
+	args:    "DIR [--watch [--poll INTERVAL]] [--min-age DURATION] [--exec CMD | --sql FILE | --post URL] [--concurrency N] [--ordered] [--rate N/s] [--retry-* ...] [--on-dead-letter CMD] [--shutdown-timeout DURATION] [--lease DURATION] [--dedup redis://HOST:PORT/DB] [--workers N] [--batch N] [--log-format text|json] [--log-level LEVEL] [--progress=false] [--listen ADDR] [--db PATH] [contract flags]",
 	summary: "drain inbox/ into the ledger (or keep consuming with --watch)",
 	help: `
 Consumes inbox/ until it is empty, then exits: each message is claimed,
@@ -116,6 +116,14 @@ meanwhile (a frozen host, a partition) commits nothing of those claims,
 logs "lost the lease" once and goes on as a new session. The handler
 timeouts must stay under it.
 
+--dedup redis://HOST:PORT/DB puts a dedup window in Redis in front of the
+ledger, shared by the consumers of every host: a duplicate whose msg_id
+the ledger processed within ?ttl= (default 1h; keep it under prune's
+--older-than) is moved to done/ without a ledger write, and a msg_id in
+flight on another host waits for its outcome instead of being called. The
+ledger stays the truth; with Redis down consumption goes on with the
+ledger alone (one warning, spool_dedup_window_errors_total).
+
 --on-dead-letter CMD runs /bin/sh -c CMD for each message that lands in
 error/, with SPOOL_FILE (its name there), SPOOL_PATH (its path),
 SPOOL_ORIGINAL_FILE (its name in inbox/), SPOOL_REASON, SPOOL_DETAIL,
@@ -175,6 +183,7 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	nf := addNotifyFlags(flags)
 	shutdownTimeout := flags.Duration("shutdown-timeout", defaultShutdownTimeout, "at SIGINT/SIGTERM, cancel the calls still running after `DURATION` and exit 4 (0: wait for them)")
 	listen := addListenFlags(flags, "")
+	dedup := addDedupFlag(flags)
 	lease := flags.Duration("lease", queue.DefaultLease, "how long this consumer's session stays alive without a renewal before another host takes its claims over (renewed every third; handler timeouts must stay under it)")
 	pos, err := e.parse(flags, args)
 	if err != nil {
@@ -218,6 +227,10 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	if err := listen.check(e, false); err != nil {
 		return err
 	}
+	if err := dedup.check(e); err != nil {
+		return err
+	}
+	defer dedup.close()
 	// The logger, the notifier and the progress bar write to stderr from
 	// several goroutines. With --log-format json the command's warnings
 	// and its final error are records of the logger too (see warn and
@@ -276,6 +289,11 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 		Handler: h, Caller: caller, Concurrency: hf.concurrency, Ordered: hf.ordered, Rate: hf.perSecond, PauseAfter: hf.pauseAfterConfig(),
 		Retry: hf.retry(), RetryWait: hf.retryWait, ShutdownTimeout: *shutdownTimeout,
 		Poll: *poll > 0, PollInterval: *poll, MinAge: *minAge, Lease: *lease,
+	}
+	if win, werr := dedup.open(d); werr != nil {
+		return werr
+	} else if win != nil {
+		cfg.Window = win
 	}
 	var notify func(*spool.Delivery, spool.Result, string)
 	debug := logger.Enabled(ctx, slog.LevelDebug)

@@ -40,6 +40,8 @@ var spoolMetrics = []string{
 	"spool_last_commit_timestamp_seconds",
 	"spool_watch_rescans_total",
 	"spool_watch_overflows_total",
+	"spool_dedup_window_absorbed_total",
+	"spool_dedup_window_errors_total",
 }
 
 // spoolHistograms are the histograms of spoolMetrics, served as their

@@ -60,7 +60,7 @@ func testRelayNATS(t *testing.T, relays int) {
 		t.Fatal(err)
 	}
 	target := "nats://" + u.Host + "/" + subject + "?stream=" + stream
-	relayKills(t, rng, q, target, relays, scale(30, 8))
+	relayKills(t, rng, q, target, relays, scale(30, 5))
 
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -130,7 +130,7 @@ func testRelayAMQP(t *testing.T, relays int, viaExchange bool) {
 		}
 		target = server + "?exchange=amq.direct&routing_key=" + name
 	}
-	relayKills(t, rng, q, target, relays, scale(30, 8))
+	relayKills(t, rng, q, target, relays, scale(30, 5))
 
 	var got []received
 	for {
@@ -204,7 +204,7 @@ func TestRelayPostgresTwoRelays(t *testing.T) {
 	}
 	b, _ := workQueue(t)
 	writeFile(t, b, "spool.conf", `{"required": ["msg_id"]}`)
-	relayKillsOn(t, rng, pending, q, "dir://"+b, 2, scale(30, 8), "--db", db)
+	relayKillsOn(t, rng, pending, q, "dir://"+b, 2, scale(30, 5), "--db", db)
 
 	got := dirReceived(t, b)
 	repeats := checkEvents(t, outboxEvents(t, admin, schema+".outbox", id), n, got)

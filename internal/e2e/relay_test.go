@@ -53,7 +53,7 @@ func testRelayDir(t *testing.T, relays int) {
 	q, id := outboxQueue(t, n, 7)
 	b, _ := workQueue(t)
 	writeFile(t, b, "spool.conf", `{"required": ["msg_id"]}`)
-	relayKills(t, rng, q, "dir://"+b, relays, scale(30, 8))
+	relayKills(t, rng, q, "dir://"+b, relays, scale(30, 5))
 
 	got := dirReceived(t, b)
 	repeats := checkReceived(t, q, id, n, got)
@@ -108,7 +108,7 @@ func testRelayHTTP(t *testing.T, relays int) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	t.Cleanup(srv.Close)
-	relayKills(t, rng, q, srv.URL+"/events", relays, scale(30, 8))
+	relayKills(t, rng, q, srv.URL+"/events", relays, scale(30, 5))
 	mu.Lock()
 	defer mu.Unlock()
 	repeats := checkReceived(t, q, id, n, got)
