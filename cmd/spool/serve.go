@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"log/slog"
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 
 	"github.com/spoolq/spool/console"
@@ -150,7 +148,7 @@ func newConsole(ctx context.Context, dir string, d *queue.Dir, l *ledger.DB, tok
 	if err != nil {
 		return nil, err
 	}
-	policy, err := servePolicy(dir)
+	policy, err := readPolicy(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -176,32 +174,4 @@ func newConsole(ctx context.Context, dir string, d *queue.Dir, l *ledger.DB, tok
 		return nil, err
 	}
 	return srv, nil
-}
-
-// servePolicy is the approval policy of the queue at dir (spool.conf's
-// "approval", read strictly with the rest of the file), task.NoPolicy
-// when it has none.
-func servePolicy(dir string) (task.Policy, error) {
-	path := filepath.Join(dir, configName)
-	c, err := readConfig(path) // every key checked, "approval" among them
-	if err != nil || c == nil {
-		return task.NoPolicy, err
-	}
-	data, err := readRegular(path)
-	if err != nil {
-		return task.NoPolicy, &configError{path: path, err: err}
-	}
-	var keys map[string]json.RawMessage
-	if err := json.Unmarshal(data, &keys); err != nil {
-		return task.NoPolicy, &configError{path: path, err: err}
-	}
-	raw, ok := keys["approval"]
-	if !ok {
-		return task.NoPolicy, nil
-	}
-	p, err := task.ParsePolicy(raw)
-	if err != nil {
-		return task.NoPolicy, &configError{path: path, err: err}
-	}
-	return p, nil
 }
