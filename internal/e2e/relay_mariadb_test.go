@@ -15,8 +15,9 @@ import (
 // consumers at once run a --sql handler that emits an event per message
 // over seven aggregates, so that transactions emitting for one aggregate
 // overlap, while a relay publishes into another spool queue as the rows
-// commit: what it reads must never hold a row of an aggregate whose
-// lower id commits later (migration 013). Then two relays at once are
+// commit (the overlap is exercised here; it is too brief to meet the
+// commit-order gap by chance, which TestConformance/OutboxCommitOrder
+// makes happen on purpose). Then two relays at once are
 // killed at random and run to the end. Every message has its one event;
 // at the receiver each aggregate's events are first seen in row order,
 // and its ledger makes each event once. Needs SPOOL_TEST_MYSQL (required
