@@ -377,3 +377,62 @@ func TestTaskCancelMidway(t *testing.T) {
 		t.Errorf("resume of a cancelled task: want exit 1\n%s", r)
 	}
 }
+
+// TestTaskDiscardStale: a discard under "discard_over": 0 waits for
+// approval; a file edited in error/ since the request makes the approval
+// refused (exit 1), naming it, with nothing removed; asked again, the
+// other user's approval discards the set as it is now.
+func TestTaskDiscardStale(t *testing.T) {
+	t.Parallel()
+	as := secondUser(t)
+	q := filepath.Join(as.dir, "q")
+	mustRun(t, 0, "init", q)
+	for i := range 3 {
+		putMessage(t, q, fmt.Sprintf("p%d.json", i), "not json")
+	}
+	if err := os.WriteFile(filepath.Join(q, "spool.conf"), []byte(`{"approval": {"discard_over": 0}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	requireStats(t, "poison", mustRun(t, 0, "consume", q), consumeStats{DeadLetters: 3})
+	as.chown(t, q)
+	// A replay needs no approval under this policy; a discard does.
+	if r := as.run(t, "discard", q, "--reason", "parse", "--note", "junk from a test feed"); r.code != 0 ||
+		!strings.HasPrefix(r.stdout, "task 1: discard of 3 files waits for approval") {
+		t.Fatalf("request:\n%s", r)
+	}
+	f, err := os.OpenFile(filepath.Join(q, errorStage, "p1.json"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(" fixed"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, "approve", q, "1")
+	if want := "spool: approve: task 1: 1 of its 3 files changed since the request; p1.json: its body changed: ask again to see the queue as it is now\n"; r.code != 1 || r.stderr != want {
+		t.Fatalf("stale approval: want exit 1 and %q\n%s", want, r)
+	}
+	if n := countNames(t, q, errorStage); n != 3 {
+		t.Fatalf("error/ holds %d after a refused approval, want 3", n)
+	}
+	if r := as.run(t, "discard", q, "--reason", "parse", "--note", "junk, again"); r.code != 0 || !strings.HasPrefix(r.stdout, "task 2: discard of 3 files waits") {
+		t.Fatalf("second request:\n%s", r)
+	}
+	r = mustRun(t, 0, "approve", q, "2")
+	if !strings.HasSuffix(r.stdout, "task 2 done: 3 of 3 files discarded, 0 gone before, 0 changed since the request\n") {
+		t.Fatalf("approval:\n%s", r)
+	}
+	if n := countNames(t, q, errorStage); n != 0 {
+		t.Fatalf("error/ holds %d after the discard, want 0", n)
+	}
+	ts := tasksOf(t, q)
+	if len(ts) != 2 || ts[0].State != "done" || ts[1].State != "waiting" {
+		t.Fatalf("tasks: %+v", ts)
+	}
+	// The first task's set is gone now: approving it is refused too.
+	if r := run(t, "approve", q, "1"); r.code != 1 || !strings.Contains(r.stderr, "3 of its 3 files changed") {
+		t.Fatalf("approval of the stale task:\n%s", r)
+	}
+}
