@@ -439,3 +439,57 @@ func TestTaskDiscardStale(t *testing.T) {
 		t.Fatalf("approval of the stale task:\n%s", r)
 	}
 }
+
+// TestTaskFilters: the filters select by the recorded detail, the msg_id
+// and the ordering key read from the file, and the time of
+// dead-lettering, alone or with a reason; a bad one exits 2; a filtered
+// replay is a task that moves exactly what it selected.
+func TestTaskFilters(t *testing.T) {
+	t.Parallel()
+	q := filepath.Join(t.TempDir(), "q")
+	mustRun(t, 0, "init", q)
+	putMessage(t, q, "a.json", "not json")
+	putMessage(t, q, "b.json", `{"msg_id":"m1","order_no":"A"}`)
+	putMessage(t, q, "c.json", `{"msg_id":"m2","order_no":"B"}`)
+	requireStats(t, "poison", mustRun(t, 0, "consume", q), consumeStats{DeadLetters: 3})
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--detail-match", "field is missing$"}, []string{"b.json", "c.json"}},
+		{[]string{"--detail-match", "^invalid character"}, []string{"a.json"}},
+		{[]string{"--msg-id", "m2"}, []string{"c.json"}},
+		{[]string{"--order-no", "A"}, []string{"b.json"}},
+		{[]string{"--since", "1h"}, []string{"a.json", "b.json", "c.json"}},
+		{[]string{"--until", "1h"}, nil},
+		{[]string{"--reason", "missing-field", "--order-no", "B"}, []string{"c.json"}},
+		{[]string{"b.json", "c.json", "--msg-id", "m1"}, []string{"b.json"}},
+	} {
+		r := mustRun(t, 0, append([]string{"replay", q, "--dry-run"}, c.args...)...)
+		var got []string
+		for _, l := range lines(r.stdout) {
+			if n, ok := strings.CutPrefix(l, "would replay "); ok {
+				got = append(got, n)
+			}
+		}
+		if !slices.Equal(got, c.want) || !strings.Contains(r.stdout, fmt.Sprintf("\n%d files (sha256 ", len(c.want))) && len(c.want) > 0 {
+			t.Errorf("replay --dry-run %q: %q, want %q\n%s", c.args, got, c.want, r)
+		}
+	}
+	for _, bad := range [][]string{{"--detail-match", "("}, {"--since", "yesterday"}, {"--msg-id", ""}, {"--rate", "0"},
+		{"--since", "1h", "--until", "2h"}, {"--all", "--reason", "parse", "--order-no", "A"}} {
+		if r := run(t, append([]string{"replay", q}, bad...)...); r.code != 2 || len(lines(r.stderr)) != 1 {
+			t.Errorf("replay %q: want exit 2 and one line\n%s", bad, r)
+		}
+	}
+	if len(tasksOf(t, q)) != 0 {
+		t.Fatal("a dry run or a refusal recorded a task")
+	}
+	r := mustRun(t, 0, "replay", q, "--order-no", "B", "--note", "B fixed")
+	if r.stdout != "task 1: replay of 1 files\nreplayed c.json -> inbox/c.json\ntask 1 done: 1 of 1 files replayed, 0 gone before, 0 changed since the request\n" {
+		t.Fatalf("filtered replay:\n%s", r)
+	}
+	if got := messageNames(t, q, errorStage); !slices.Equal(got, []string{"a.json", "b.json"}) {
+		t.Fatalf("error/ %q after the replay of c.json", got)
+	}
+}
