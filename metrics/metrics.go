@@ -32,6 +32,9 @@ type Metrics struct {
 	absorbed    prometheus.Counter
 	windowErrs  prometheus.Counter
 	stages      *stageCache
+
+	outbox                             *outboxCache
+	published, publishFailures, parked *prometheus.CounterVec
 }
 
 // outcomes are the values of spool_deliveries_total's outcome label, by
@@ -105,6 +108,19 @@ func New() *Metrics {
 			Help: "Full listings of inbox/ made because filesystem notifications were lost (the kernel's queue overflowed).",
 		}),
 		stages: newStageCache(),
+		outbox: newOutboxCache(),
+		published: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spool_relay_published_total",
+			Help: "Outbox events the relay's target acknowledged, by target (its URL without a password).",
+		}, []string{"target"}),
+		publishFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spool_relay_failures_total",
+			Help: "Failed publishes of outbox events, by target: each is retried after a backoff, or parks its row.",
+		}, []string{"target"}),
+		parked: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spool_relay_parked_total",
+			Help: "Outbox rows the relay parked (a permanent failure, or its attempts spent), by target.",
+		}, []string{"target"}),
 	}
 	for _, o := range outcomes {
 		m.deliveries.WithLabelValues(o)
@@ -113,7 +129,7 @@ func New() *Metrics {
 		m.deadLetters.WithLabelValues(string(r))
 	}
 	m.reg.MustRegister(m.deliveries, m.deadLetters, m.conflicts, m.recovered, m.handler, m.commit,
-		m.lastCommit, m.rescans, m.overflows, m.absorbed, m.windowErrs, m.stages,
+		m.lastCommit, m.rescans, m.overflows, m.absorbed, m.windowErrs, m.stages, m.outbox, m.published, m.publishFailures, m.parked,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -55,6 +55,9 @@ type Options struct {
 	// OnEvent, when set, is called after each publish attempt with the
 	// event and its error (nil: acknowledged), from Run's goroutine.
 	OnEvent func(e *Event, err error)
+	// OnParked, when set, is called after a row was parked, with its
+	// reason, from Run's goroutine.
+	OnParked func(row *ledger.OutboxRow, reason string)
 }
 
 // DefaultLease is Options.Lease's default.
@@ -266,7 +269,13 @@ func (r *Relay) fail(ctx context.Context, row *ledger.OutboxRow, perr error) (bo
 		if !spool.IsPermanent(perr) {
 			reason = fmt.Sprintf("%d attempts failed, the last: %v", row.Attempts+1, perr)
 		}
-		return true, r.db.Park(ctx, row.ID, reason, now)
+		if err := r.db.Park(ctx, row.ID, reason, now); err != nil {
+			return true, err
+		}
+		if r.o.OnParked != nil {
+			r.o.OnParked(row, reason)
+		}
+		return true, nil
 	}
 	next := v.RetryAt
 	if next.IsZero() {

@@ -93,10 +93,14 @@ func startEndpoints(ctx context.Context, f *listenFlags, log *slog.Logger, m *me
 	ep := &endpoints{cancel: cancel, srv: newEndpointServer(ctx, mux, log, lim)}
 	log.Info("listening", "addr", ln.Addr().String())
 	ln = newLimitListener(ln, lim.conns, log)
-	ep.wg.Add(2)
+	ep.wg.Add(3)
 	go func() {
 		defer ep.wg.Done()
 		m.Refresh(ctx, d, f.refresh, log)
+	}()
+	go func() {
+		defer ep.wg.Done()
+		m.RefreshOutbox(ctx, outboxSource(l), f.refresh, log)
 	}()
 	go func() {
 		defer ep.wg.Done()
@@ -105,6 +109,17 @@ func startEndpoints(ctx context.Context, f *listenFlags, log *slog.Logger, m *me
 		}
 	}()
 	return ep, nil
+}
+
+// outboxSource reads l's outbox for its gauges.
+func outboxSource(l *ledger.DB) metrics.OutboxSource {
+	return func(ctx context.Context) (metrics.OutboxState, error) {
+		st, err := l.OutboxStats(ctx)
+		if errors.Is(err, ledger.ErrNoOutbox) {
+			return metrics.OutboxState{}, metrics.ErrNoOutbox
+		}
+		return metrics.OutboxState{Pending: st.Pending, Oldest: st.Oldest, Parked: st.Parked}, err
+	}
 }
 
 // stop closes the endpoints, giving requests in flight a moment to end.

@@ -3,17 +3,20 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os/signal"
 	"syscall"
 	"time"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/ledger"
+	"github.com/spoolq/spool/metrics"
 	"github.com/spoolq/spool/relay"
 )
 
 var relayCommand = &command{
 	name:    "relay",
-	args:    "DIR --to TARGET [--watch] [--on-park block|skip] [--db PATH]",
+	args:    "DIR --to TARGET [--watch] [--on-park block|skip] [--listen ADDR] [--db PATH]",
 	summary: "deliver the ledger's outbox to another queue, HTTP, NATS JetStream or RabbitMQ, at least once",
 	help: `
 Publishes the rows of the ledger's outbox (written by a --sql handler's
@@ -38,6 +41,10 @@ shows parked rows). With --on-park block (the default) the rows of its
 aggregate after it wait; with skip they go on. --unpark puts parked rows
 back (all, or --aggregate's) and exits.
 
+--listen serves /metrics (the outbox's pending and parked rows, the
+oldest pending row's age, spool_relay_published_total and
+spool_relay_failures_total by target), /healthz and /readyz, as consume's.
+
 Without --watch it exits once every row is published or parked. Prints:
 published=N failed=N parked=N.`,
 }
@@ -56,6 +63,7 @@ func runRelay(ctx context.Context, e *env, args []string) (err error) {
 	poll := flags.Duration("poll", 200*time.Millisecond, "how often to look for new rows (with --watch) or retries due")
 	unpark := flags.Bool("unpark", false, "put the parked rows back into the relay's work (all, or --aggregate's) and exit")
 	aggregate := flags.String("aggregate", "", "with --unpark: only this aggregate's rows")
+	listen := addListenFlags(flags, "")
 	db := addDBFlag(flags)
 	pos, err := e.parse(flags, args)
 	if err != nil {
@@ -81,6 +89,12 @@ func runRelay(ctx context.Context, e *env, args []string) (err error) {
 		return e.usage("--aggregate goes with --unpark")
 	case *batch < 1 || *maxAttempts < 1 || *lease <= 0 || *poll <= 0 || *retryBase <= 0:
 		return e.usage("--batch and --max-attempts want 1 or more, --lease, --poll and --retry-base a positive duration")
+	}
+	if err := listen.check(e, false); err != nil {
+		return err
+	}
+	if *unpark && listen.addr != "" {
+		return e.usage("--unpark exits after unparking: give it no --listen")
 	}
 	d, l, done, err := openBound(ctx, pos[0], *db, ledgerOpts{use: writeLedger})
 	if err != nil {
@@ -110,13 +124,34 @@ func runRelay(ctx context.Context, e *env, args []string) (err error) {
 			err = fmt.Errorf("close target: %w", cerr)
 		}
 	}()
+	target := relay.Redact(*to)
+	m := metrics.New()
+	m.RelayTarget(target)
+	if listen.addr != "" {
+		ep, err := startEndpoints(ctx, listen, slog.New(slog.NewTextHandler(e.stderr, nil)), m, d, l, nil)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if cerr := ep.stop(); cerr != nil && err == nil {
+				err = cerr
+			}
+		}()
+	}
 	r, err := relay.New(l, id, t, relay.Options{
-		Target: relay.Redact(*to), Lease: *lease, Batch: *batch, Policy: policy,
+		Target: target, Lease: *lease, Batch: *batch, Policy: policy,
 		Retry: spool.Retry{Base: *retryBase, MaxAttempts: *maxAttempts}, Watch: *watch, Poll: *poll,
 		OnEvent: func(ev *relay.Event, perr error) {
 			if perr != nil {
+				m.PublishFailed(target)
 				e.warn("publish %s (%s of %s): %v", ev.ID, ev.Row.Type, ev.Row.Aggregate, perr)
+				return
 			}
+			m.Published(target)
+		},
+		OnParked: func(row *ledger.OutboxRow, reason string) {
+			m.Parked(target)
+			e.warn("parked outbox row %d (%s of %s): %s", row.ID, row.Type, row.Aggregate, reason)
 		},
 	})
 	if err != nil {

@@ -42,6 +42,12 @@ var spoolMetrics = []string{
 	"spool_watch_overflows_total",
 	"spool_dedup_window_absorbed_total",
 	"spool_dedup_window_errors_total",
+	"spool_outbox_pending_rows",
+	"spool_outbox_oldest_pending_age_seconds",
+	"spool_outbox_parked_rows",
+	"spool_relay_published_total",
+	"spool_relay_failures_total",
+	"spool_relay_parked_total",
 }
 
 // spoolHistograms are the histograms of spoolMetrics, served as their
@@ -60,7 +66,7 @@ var (
 // order of the rules file.
 var alertNames = []string{
 	"SpoolBacklogHigh", "SpoolOldestMessageTooOld", "SpoolDeadLetters",
-	"SpoolNotCommitting", "SpoolConflicts", "SpoolTargetDown",
+	"SpoolNotCommitting", "SpoolConflicts", "SpoolTargetDown", "SpoolRelayStuck",
 }
 
 const (
@@ -264,6 +270,7 @@ func TestMonitoringNamesServed(t *testing.T) {
 	m.Called("post", "ok", time.Millisecond)
 	m.Recovered(1)
 	m.Rescanned(true)
+	m.RelayTarget("nats://127.0.0.1:4222/events")
 	// The queue gauges are served once a listing has been made.
 	root := filepath.Join(t.TempDir(), "q")
 	if err := queue.Init(root); err != nil {
@@ -276,7 +283,14 @@ func TestMonitoringNamesServed(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	refreshed := make(chan struct{})
 	go func() { defer close(refreshed); m.Refresh(ctx, dir, time.Hour, nil) }()
-	defer func() { cancel(); <-refreshed }()
+	outboxRead := make(chan struct{})
+	go func() {
+		defer close(outboxRead)
+		m.RefreshOutbox(ctx, func(context.Context) (metrics.OutboxState, error) {
+			return metrics.OutboxState{Pending: 1, Oldest: time.Now()}, nil
+		}, time.Hour, nil)
+	}()
+	defer func() { cancel(); <-refreshed; <-outboxRead }()
 	served := map[string]bool{}
 	for deadline := time.Now().Add(time.Minute); ; {
 		fams, err := m.Registry().Gather()
@@ -289,7 +303,7 @@ func TestMonitoringNamesServed(t *testing.T) {
 				served[f.GetName()] = true
 			}
 		}
-		if served["spool_queue_oldest_age_seconds"] || time.Now().After(deadline) {
+		if served["spool_queue_oldest_age_seconds"] && served["spool_outbox_pending_rows"] || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(10 * time.Millisecond) // until the first listing
