@@ -10,14 +10,17 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/ledger/sqlite"
 	"github.com/spoolq/spool/queue"
+	"github.com/spoolq/spool/task"
 )
 
 func hash(tok string) string {
@@ -25,40 +28,23 @@ func hash(tok string) string {
 	return hex.EncodeToString(h[:])
 }
 
-func TestParseTokens(t *testing.T) {
-	good := fmt.Sprintf("# comment\n\nalice operator %s\n  bob\tapprover\t%s  \n", hash("a"), hash("b"))
-	tk, err := ParseTokens("t", []byte(good))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if id, ok := tk.Lookup("a"); !ok || id != (Identity{"alice", Operator}) {
-		t.Errorf("Lookup(a) = %v %v", id, ok)
-	}
-	if id, ok := tk.Lookup("b"); !ok || id != (Identity{"bob", Approver}) {
-		t.Errorf("Lookup(b) = %v %v", id, ok)
-	}
-	for _, tok := range []string{"", "c", hash("a")} {
-		if id, ok := tk.Lookup(tok); ok {
-			t.Errorf("Lookup(%q) = %v, want none", tok, id)
-		}
-	}
+func TestLoadTokens(t *testing.T) {
+	dir := t.TempDir()
 	for text, want := range map[string]string{
-		"":                            "no identity",
-		"# only\n":                    "no identity",
-		"alice operator\n":            "t:1: want NAME ROLE SHA256-OF-TOKEN, found 2 fields",
-		"alice root " + hash("a"):     `t:1: role "root"`,
-		"alice operator abc":          "is not a SHA-256",
-		"al<ce operator " + hash("a"): "name",
-		"a viewer " + hash("a") + "\na operator " + hash("b"): "t:2: name \"a\" is given on line 1",
-		"a viewer " + hash("a") + "\nb operator " + hash("a"): "t:2: b has the token of a",
+		"":                        "no identity",
+		"# only a comment\n":      "no identity",
+		"alice root " + hash("a"): "line 1",
 	} {
-		_, err := ParseTokens("t", []byte(text))
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("ParseTokens(%q) = %v, want an error with %q", text, err, want)
+		path := filepath.Join(dir, "tokens")
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadTokens(path); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), path) {
+			t.Errorf("LoadTokens of %q: %v, want an error naming the file and %q", text, err, want)
 		}
 	}
-	if Viewer >= Operator || Operator >= Approver {
-		t.Error("roles out of order")
+	if _, err := LoadTokens(filepath.Join(dir, "none")); err == nil {
+		t.Error("LoadTokens of a missing file: no error")
 	}
 }
 
@@ -79,11 +65,12 @@ func newTestServer(t *testing.T, tls bool) (*httptest.Server, *ledger.DB) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	tk, err := ParseTokens("t", []byte(fmt.Sprintf("vic viewer %s\nolga operator %s\nada approver %s\n", hash("v"), hash("o"), hash("a"))))
+	tk, err := task.ParseTokens(strings.NewReader(fmt.Sprintf("vic viewer %s\nolga operator %s\nada approver %s\n", hash("v"), hash("o"), hash("a"))))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Options{Dir: d, Ledger: l, Tokens: tk, Host: "h", PID: 1})
+	svc := &task.Service{Dir: d, Ledger: l, Contract: spool.DefaultContract(), Policy: task.NoPolicy, Host: "h", PID: 1}
+	s, err := New(Options{Dir: d, Ledger: l, Tokens: tk, Tasks: svc, Host: "h", PID: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/queue"
+	"github.com/spoolq/spool/task"
 )
 
 // Options are what a Server serves.
@@ -24,13 +25,13 @@ type Options struct {
 	Dir    *queue.Dir
 	Ledger *ledger.DB
 	// Tokens are the identities that may sign in. Required.
-	Tokens *Tokens
+	Tokens task.Tokens
 	// Gauges gives the queue's stages as the metrics last listed them, for
 	// the overview (see metrics.Metrics.Gather); nil lists nothing.
 	Gauges func() []StageGauge
-	// Tasks runs the replay and discard tasks; nil answers 503 to the
-	// task endpoints.
-	Tasks Tasks
+	// Tasks asks, approves, cancels and runs the replay and discard
+	// tasks. Required.
+	Tasks *task.Service
 	// Log receives the server's records; nil discards them.
 	Log *slog.Logger
 	// Host and PID name this process in the audit's rows.
@@ -54,10 +55,11 @@ type Server struct {
 	mu       sync.Mutex
 	sessions map[string]*session
 	rates    rateSampler
+	runs     runs
 }
 
 type session struct {
-	id      Identity
+	id      task.Identity
 	csrf    string
 	expires time.Time
 }
@@ -70,8 +72,8 @@ const (
 
 // New checks o and returns its server.
 func New(o Options) (*Server, error) {
-	if o.Dir == nil || o.Ledger == nil || o.Tokens == nil {
-		return nil, errors.New("console: a queue, its ledger and tokens are required")
+	if o.Dir == nil || o.Ledger == nil || len(o.Tokens) == 0 || o.Tasks == nil {
+		return nil, errors.New("console: a queue, its ledger, its tasks and tokens are required")
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
@@ -86,22 +88,22 @@ func New(o Options) (*Server, error) {
 // /login, /logout, /assets/... and / (every path mux has no other route
 // for).
 func (s *Server) Register(mux *http.ServeMux) {
-	api := func(pattern string, min Role, action string, h func(*request) (int, any)) {
+	api := func(pattern string, min task.Role, action string, h func(*request) (int, any)) {
 		mux.Handle(pattern, s.endpoint(min, action, h))
 	}
-	api("GET /api/v1/session", Viewer, "", s.getSession)
-	api("GET /api/v1/overview", Viewer, "", s.getOverview)
-	api("GET /api/v1/dead-letters", Viewer, "", s.getDeadLetters)
-	api("GET /api/v1/dead-letters/groups", Viewer, "", s.getGroups)
-	api("GET /api/v1/messages/{msg_id}", Viewer, "", s.getMessage)
-	api("GET /api/v1/audit", Viewer, "", s.getAudit)
-	api("GET /api/v1/tasks", Viewer, "", s.getTasks)
-	api("GET /api/v1/tasks/{id}", Viewer, "", s.getTask)
-	api("POST /api/v1/replays", Operator, "replay", s.postReplay)
-	api("POST /api/v1/discards", Operator, "discard", s.postDiscard)
-	api("POST /api/v1/tasks/{id}/approve", Approver, "approve", s.postApprove)
-	api("POST /api/v1/tasks/{id}/cancel", Operator, "cancel", s.postCancel)
-	mux.Handle("/api/", s.endpoint(Viewer, "", func(*request) (int, any) {
+	api("GET /api/v1/session", task.RoleViewer, "", s.getSession)
+	api("GET /api/v1/overview", task.RoleViewer, "", s.getOverview)
+	api("GET /api/v1/dead-letters", task.RoleViewer, "", s.getDeadLetters)
+	api("GET /api/v1/dead-letters/groups", task.RoleViewer, "", s.getGroups)
+	api("GET /api/v1/messages/{msg_id}", task.RoleViewer, "", s.getMessage)
+	api("GET /api/v1/audit", task.RoleViewer, "", s.getAudit)
+	api("GET /api/v1/tasks", task.RoleViewer, "", s.getTasks)
+	api("GET /api/v1/tasks/{id}", task.RoleViewer, "", s.getTask)
+	api("POST /api/v1/replays", task.RoleOperator, "replay", s.postReplay)
+	api("POST /api/v1/discards", task.RoleOperator, "discard", s.postDiscard)
+	api("POST /api/v1/tasks/{id}/approve", task.RoleApprover, "approve", s.postApprove)
+	api("POST /api/v1/tasks/{id}/cancel", task.RoleOperator, "cancel", s.postCancel)
+	mux.Handle("/api/", s.endpoint(task.RoleViewer, "", func(*request) (int, any) {
 		return http.StatusNotFound, apiError("no such endpoint")
 	}))
 	mux.HandleFunc("POST /login", s.login)
@@ -114,7 +116,7 @@ func (s *Server) Register(mux *http.ServeMux) {
 type request struct {
 	*http.Request
 	w  http.ResponseWriter
-	id Identity
+	id task.Identity
 	// action is the audited action of a POST.
 	action string
 }
@@ -127,13 +129,13 @@ func apiError(format string, args ...any) map[string]string {
 // endpoint authenticates, authorizes and runs h, writing what it returns
 // as JSON. A POST is an action: its refusals (no identity, role too low,
 // no CSRF token) are audited here, its outcome by h.
-func (s *Server) endpoint(min Role, action string, h func(*request) (int, any)) http.Handler {
+func (s *Server) endpoint(min task.Role, action string, h func(*request) (int, any)) http.Handler {
 	return secure(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		req := &request{Request: r, w: w, action: action}
 		id, viaCookie, ok := s.identify(r)
 		if !ok {
 			if action != "" {
-				s.record(r.Context(), Identity{Name: "-"}, action, nil, ledger.AuditRefused, nil, "no valid token (401)", 0)
+				s.record(r.Context(), task.Identity{Name: "-", Via: ledger.AuditHTTP}, action, nil, ledger.AuditRefused, nil, "no valid token (401)", 0)
 			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="spool"`)
 			writeJSON(w, http.StatusUnauthorized, apiError("a token is required: Authorization: Bearer TOKEN, or sign in at /"))
@@ -165,18 +167,18 @@ func cmpOr(a, b string) string {
 
 // identify finds who r is from: its Bearer token, else its session
 // cookie (viaCookie).
-func (s *Server) identify(r *http.Request) (id Identity, viaCookie, ok bool) {
+func (s *Server) identify(r *http.Request) (id task.Identity, viaCookie, ok bool) {
 	if h := r.Header.Get("Authorization"); h != "" {
 		tok, found := strings.CutPrefix(h, "Bearer ")
 		if !found {
-			return Identity{}, false, false
+			return task.Identity{}, false, false
 		}
-		id, ok = s.o.Tokens.Lookup(strings.TrimSpace(tok))
-		return id, false, ok
+		id, err := s.o.Tokens.Identify(strings.TrimSpace(tok))
+		return id, false, err == nil
 	}
 	sess := s.session(r)
 	if sess == nil {
-		return Identity{}, false, false
+		return task.Identity{}, false, false
 	}
 	return sess.id, true, true
 }
@@ -210,7 +212,7 @@ func (s *Server) csrfOK(r *http.Request) bool {
 }
 
 // newSession starts a session for id and returns its cookie value.
-func (s *Server) newSession(id Identity) (string, error) {
+func (s *Server) newSession(id task.Identity) (string, error) {
 	key, err := randomString()
 	if err != nil {
 		return "", err
@@ -241,8 +243,8 @@ func randomString() (string, error) {
 
 // record writes a closed audit row of id's action over HTTP; a failure is
 // logged, the answer is sent anyway (the refusal changed nothing).
-func (s *Server) record(ctx context.Context, id Identity, action string, selection any, outcome string, counts ledger.AuditCounts, detail string, task int64) {
-	e, err := s.entry(id, action, selection, task)
+func (s *Server) record(ctx context.Context, id task.Identity, action string, selection any, outcome string, counts ledger.AuditCounts, detail string, taskID int64) {
+	e, err := s.entry(id, action, selection, taskID)
 	if err == nil {
 		_, err = s.o.Ledger.AuditRecord(context.WithoutCancel(ctx), e, outcome, counts, detail)
 	}
@@ -252,11 +254,9 @@ func (s *Server) record(ctx context.Context, id Identity, action string, selecti
 }
 
 // entry is the audit entry of id's action over HTTP.
-func (s *Server) entry(id Identity, action string, selection any, task int64) (ledger.AuditEntry, error) {
-	e := ledger.AuditEntry{Actor: id.Name, Via: ledger.AuditHTTP, Action: action, Host: s.o.Host, PID: s.o.PID, Task: task}
-	if id.Role != 0 {
-		e.Role = id.Role.String()
-	}
+func (s *Server) entry(id task.Identity, action string, selection any, taskID int64) (ledger.AuditEntry, error) {
+	e := ledger.AuditEntry{Actor: id.Name, Via: ledger.AuditHTTP, Action: action, Host: s.o.Host, PID: s.o.PID, Task: taskID}
+	e.Role = id.Role.String()
 	if selection != nil {
 		b, err := json.Marshal(selection)
 		if err != nil {

@@ -1,18 +1,241 @@
 package console
 
-import "net/http"
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
 
-// Tasks is the durable replay and discard tasks a Server asks, lists,
-// approves and cancels.
-type Tasks interface{}
+	"github.com/spoolq/spool/ledger"
+	"github.com/spoolq/spool/queue"
+	"github.com/spoolq/spool/task"
+)
 
-func (s *Server) noTasks() (int, any) {
-	return http.StatusServiceUnavailable, apiError("tasks are not available on this server")
+// runs are the task runs the server started: an approved task runs in the
+// background, as the identity that approved it (or asked for it, when it
+// needed no approval), until it is done, cancelled or the server stops
+// (Close); a run stopped then stays running in the ledger, and the next
+// server, or spool tasks' run, resumes it from its cursor.
+type runs struct {
+	mu      sync.Mutex
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	running map[int64]bool
 }
 
-func (s *Server) getTasks(r *request) (int, any)    { return s.noTasks() }
-func (s *Server) getTask(r *request) (int, any)     { return s.noTasks() }
-func (s *Server) postReplay(r *request) (int, any)  { return s.noTasks() }
-func (s *Server) postDiscard(r *request) (int, any) { return s.noTasks() }
-func (s *Server) postApprove(r *request) (int, any) { return s.noTasks() }
-func (s *Server) postCancel(r *request) (int, any)  { return s.noTasks() }
+// Start resumes the tasks approved or running in the ledger (a server
+// stopped or killed during a run) and makes the runs of this server
+// children of ctx. Call it once before serving.
+func (s *Server) Start(ctx context.Context) error {
+	s.runs.mu.Lock()
+	s.runs.ctx, s.runs.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	s.runs.running = map[int64]bool{}
+	s.runs.mu.Unlock()
+	ts, err := s.o.Tasks.List(ctx, ledger.TaskQuery{States: []string{task.StateApproved, task.StateRunning}})
+	if err != nil {
+		return fmt.Errorf("console: resume tasks: %w", err)
+	}
+	for _, t := range ts {
+		who := task.Identity{Name: cmpOr(t.ApprovedBy, t.By), Role: task.RoleOperator, Via: ledger.AuditHTTP}
+		s.run(who, t.ID)
+	}
+	return nil
+}
+
+// Close stops the runs (each after the chunk under way) and waits for
+// them.
+func (s *Server) Close() {
+	s.runs.mu.Lock()
+	if s.runs.cancel != nil {
+		s.runs.cancel()
+	}
+	s.runs.mu.Unlock()
+	s.runs.wg.Wait()
+}
+
+// run runs task id as who in the background, unless it runs already.
+func (s *Server) run(who task.Identity, id int64) {
+	rs := &s.runs
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.ctx == nil || rs.ctx.Err() != nil || rs.running[id] {
+		return
+	}
+	rs.running[id] = true
+	rs.wg.Add(1)
+	go func() {
+		defer rs.wg.Done()
+		t, err := s.o.Tasks.Run(rs.ctx, who, id, task.RunOptions{})
+		switch {
+		case err != nil && rs.ctx.Err() != nil:
+			s.o.Log.Info("task run stopped with the server; the next run resumes it", "task", id)
+		case err != nil:
+			s.o.Log.Error("task run", "task", id, "err", err)
+		default:
+			s.o.Log.Info("task run ended", "task", id, "state", t.State, "done", t.Done, "missing", t.Missing, "changed", t.Changed)
+		}
+		rs.mu.Lock()
+		delete(rs.running, id)
+		rs.mu.Unlock()
+	}()
+}
+
+// taskError answers err of the task service: its refusals are audited
+// by the service already.
+func (s *Server) taskError(r *request, err error) (int, any) {
+	var stale *task.StaleError
+	switch {
+	case errors.As(err, &stale):
+		files := make([]map[string]any, 0, len(stale.Changed))
+		for _, f := range stale.Changed {
+			files = append(files, map[string]any{"file": f.File, "why": f.ChangedWhy})
+		}
+		return http.StatusConflict, map[string]any{"error": err.Error(), "changed": files}
+	case errors.Is(err, task.ErrBadRequest), errors.Is(err, queue.ErrNotInError):
+		return http.StatusBadRequest, apiError("%v", err)
+	case errors.Is(err, task.ErrForbidden), errors.Is(err, task.ErrOwnRequest):
+		return http.StatusForbidden, apiError("%v", err)
+	case errors.Is(err, task.ErrNotFound):
+		return http.StatusNotFound, apiError("%v", err)
+	case errors.Is(err, task.ErrState):
+		return http.StatusConflict, apiError("%v", err)
+	case errors.Is(err, task.ErrNothing):
+		return http.StatusUnprocessableEntity, apiError("%v", err)
+	}
+	return s.failed(r, err)
+}
+
+// actionBody is the body of POST replays and POST discards: the selection
+// at the top ({"reason": "parse"}, {"names": [...]}, {"all": true} with
+// the filters since, until, detail_match, msg_id, order_no) or under
+// "selection", and the request's options.
+type actionBody struct {
+	task.Selection
+	Nested *task.Selection `json:"selection"`
+	DryRun bool            `json:"dry_run"`
+	Note   string          `json:"note"`
+	Force  bool            `json:"force"`
+	To     string          `json:"to"`
+	Rate   float64         `json:"rate"`
+}
+
+func (s *Server) postReplay(r *request) (int, any)  { return s.ask(r, task.Replay) }
+func (s *Server) postDiscard(r *request) (int, any) { return s.ask(r, task.Discard) }
+
+// ask creates a task of kind from r's body, or with dry_run previews it.
+func (s *Server) ask(r *request, kind task.Kind) (int, any) {
+	var b actionBody
+	dec := json.NewDecoder(http.MaxBytesReader(r.w, r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&b); err != nil {
+		s.record(r.Context(), r.id, string(kind), nil, ledger.AuditRefused, nil, "bad body (400): "+err.Error(), 0)
+		return http.StatusBadRequest, apiError("body: %v (want a JSON selection object)", err)
+	}
+	sel := b.Selection
+	if b.Nested != nil {
+		sel = *b.Nested
+	}
+	req := task.Request{Kind: kind, Selection: sel, Note: b.Note, Force: b.Force, To: b.To, Rate: b.Rate}
+	if b.DryRun {
+		if err := req.Check(); err != nil {
+			return http.StatusBadRequest, apiError("%v", err)
+		}
+		p, err := s.o.Tasks.Preview(r.Context(), req)
+		if err != nil {
+			return s.taskError(r, err)
+		}
+		return http.StatusOK, map[string]any{"dry_run": true, "kind": p.Kind, "count": p.Count, "skipped": p.Skipped,
+			"digest": p.Digest, "needs_approval": p.NeedsApproval}
+	}
+	t, _, err := s.o.Tasks.Create(r.Context(), r.id, req)
+	if err != nil {
+		return s.taskError(r, err)
+	}
+	if t.State == task.StateApproved {
+		s.run(r.id, t.ID)
+	}
+	return http.StatusCreated, t
+}
+
+// taskID is the {id} of r's path.
+func taskID(r *request) (int64, bool) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	return id, err == nil && id > 0
+}
+
+func (s *Server) getTasks(r *request) (int, any) {
+	q := ledger.TaskQuery{Limit: 100}
+	if st := r.URL.Query()["state"]; len(st) > 0 {
+		q.States = st
+	}
+	if c := r.URL.Query().Get("cursor"); c != "" {
+		n, err := strconv.ParseInt(c, 10, 64)
+		if err != nil || n <= 0 {
+			return http.StatusBadRequest, apiError("cursor %q: not one this API gave", c)
+		}
+		q.Before = n
+	}
+	ts, err := s.o.Tasks.List(r.Context(), q)
+	if err != nil {
+		return s.failed(r, err)
+	}
+	if ts == nil {
+		ts = []task.Task{}
+	}
+	var next *string
+	if len(ts) == q.Limit {
+		c := strconv.FormatInt(ts[len(ts)-1].ID, 10)
+		next = &c
+	}
+	return http.StatusOK, map[string]any{"items": ts, "next": next}
+}
+
+func (s *Server) getTask(r *request) (int, any) {
+	id, ok := taskID(r)
+	if !ok {
+		return http.StatusNotFound, apiError("task %q: not a task id", r.PathValue("id"))
+	}
+	t, err := s.o.Tasks.Get(r.Context(), id)
+	if err != nil {
+		return s.taskError(r, err)
+	}
+	return http.StatusOK, t
+}
+
+func (s *Server) postApprove(r *request) (int, any) {
+	id, ok := taskID(r)
+	if !ok {
+		return http.StatusNotFound, apiError("task %q: not a task id", r.PathValue("id"))
+	}
+	t, err := s.o.Tasks.Approve(r.Context(), r.id, id)
+	if err != nil {
+		return s.taskError(r, err)
+	}
+	s.run(r.id, t.ID)
+	return http.StatusOK, t
+}
+
+func (s *Server) postCancel(r *request) (int, any) {
+	id, ok := taskID(r)
+	if !ok {
+		return http.StatusNotFound, apiError("task %q: not a task id", r.PathValue("id"))
+	}
+	t, err := s.o.Tasks.Cancel(r.Context(), r.id, id)
+	if err != nil {
+		return s.taskError(r, err)
+	}
+	// A running task stops after its chunk: give the answer its state then.
+	deadline := time.Now().Add(2 * time.Second)
+	for t.State == task.StateRunning && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		if t, err = s.o.Tasks.Get(r.Context(), id); err != nil {
+			return s.taskError(r, err)
+		}
+	}
+	return http.StatusOK, t
+}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/spoolq/spool/ledger"
+	"github.com/spoolq/spool/task"
 )
 
 //go:embed assets
@@ -40,9 +41,9 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 4096)
 	tok := strings.TrimSpace(r.PostFormValue("token"))
-	id, ok := s.o.Tokens.Lookup(tok)
-	if !ok {
-		s.record(r.Context(), Identity{Name: "-"}, "login", nil, ledger.AuditRefused, nil, "unknown token (401)", 0)
+	id, err := s.o.Tokens.Identify(tok)
+	if err != nil {
+		s.record(r.Context(), task.Identity{Name: "-", Via: ledger.AuditHTTP}, "login", nil, ledger.AuditRefused, nil, "unknown token (401)", 0)
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		secureHeaders(w)
 		w.WriteHeader(http.StatusUnauthorized)

@@ -13,7 +13,7 @@ import (
 // The dead letters as the ledger knows them, for the HTTP API and the
 // console (spool serve --auth): a page at a time in keyset order over the
 // ledger's indexes, and the groups by reason and error signature, without
-// listing error/ (docs/DESIGN.md, "Console"). A dead letter is current
+// listing error/ (docs/OPERATIONS.md, "The console"). A dead letter is current
 // while no later replay, discard or dead letter of its inode is recorded:
 // one replayed, discarded, or dead-lettered again (its newer record is the
 // current one) is not listed. A file removed from error/ by hand, which

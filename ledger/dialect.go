@@ -141,3 +141,27 @@ type LeaseSQL struct {
 	// ends (FOR SHARE).
 	Share string
 }
+
+// ColumnArrays is implemented by a Dialect whose engine takes the rows of
+// a multi-row INSERT as one array parameter per column, in one statement
+// whose text does not depend on the number of rows (PostgreSQL's unnest).
+// The ledger then sends all of a batch's rows for a table in one
+// statement, one round trip to the server, instead of the prepared forms
+// of VALUES lists of a few sizes (multiRow). Engines without such arrays
+// do not implement it.
+type ColumnArrays interface {
+	// Rows returns the row source that stands in an INSERT INTO table
+	// (columns) where VALUES (...), ... would, with one ? placeholder per
+	// column, in order, each bound to a []any of that column's values
+	// (nil for NULL) of the given kind.
+	Rows(kinds []Kind) string
+}
+
+// Kind is a column's kind of value, for ColumnArrays.
+type Kind int
+
+// The kinds of column the ledger's multi-row statements write.
+const (
+	Text Kind = iota // a string
+	Int              // a 64-bit integer
+)

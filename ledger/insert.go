@@ -48,6 +48,43 @@ type multiRow struct {
 	// order, when set, puts a piece's arguments in the order of the
 	// statement's placeholders (Positional), from row order.
 	order func(piece []any) []any
+	// arrays, when set, is the one form that takes every row at once as
+	// an array per column (ColumnArrays); split then uses it alone.
+	arrays *sql.Stmt
+}
+
+// prepareArrays prepares m's form of column arrays, text, when the
+// dialect has one (ColumnArrays): head followed by the dialect's row
+// source for kinds, completed by done.
+func (m *multiRow) prepareArrays(ctx context.Context, db *sql.DB, d Dialect, head string, kinds []Kind, done func(string) string) error {
+	ca, ok := d.(ColumnArrays)
+	if !ok {
+		return nil
+	}
+	if len(kinds) != m.cols {
+		return fmt.Errorf("%d kinds for %d columns", len(kinds), m.cols)
+	}
+	st, err := db.PrepareContext(ctx, d.Rebind(done(head+"\n"+ca.Rows(kinds))))
+	if err != nil {
+		return err
+	}
+	m.arrays = st
+	return nil
+}
+
+// columns turns args, rows of cols values one after another, into one
+// []any per column, for a form of column arrays.
+func columns(args []any, cols int) []any {
+	n := len(args) / cols
+	out := make([]any, cols)
+	for c := range cols {
+		col := make([]any, n)
+		for r := range n {
+			col[r] = args[r*cols+c]
+		}
+		out[c] = col
+	}
+	return out
 }
 
 // newMultiRow prepares text(n), rebound for d, for each power of two n up
@@ -85,6 +122,12 @@ func insertText(head string, cols int, tail string) func(n int) string {
 // split cuts args into the prepared forms' sizes, largest first, and calls
 // fn with each piece and its statement.
 func (m *multiRow) split(args []any, fn func(st *sql.Stmt, piece []any) error) error {
+	if m.arrays != nil {
+		if len(args) == 0 {
+			return nil
+		}
+		return fn(m.arrays, columns(args, m.cols))
+	}
 	for len(args) > 0 {
 		n := len(args) / m.cols
 		k := min(bits.Len(uint(n))-1, len(m.forms)-1)
@@ -141,6 +184,9 @@ func (m *multiRow) close() error {
 		return nil
 	}
 	var errs []error
+	if m.arrays != nil {
+		errs = append(errs, m.arrays.Close())
+	}
 	for _, st := range m.forms {
 		errs = append(errs, st.Close())
 	}
@@ -173,16 +219,27 @@ func unzipPairs(piece []any) []any {
 // (Dialect.InsertNew).
 func (db *DB) prepareInserts(ctx context.Context) error {
 	var err error
-	db.insProcessed, err = newMultiRow(ctx, db.sql, db.dialect, processedColumns, insertNew(db.dialect, `INSERT INTO processed
-    (msg_id, order_no, seq, amount, processed_at, file, content_hash, payload, claim, ino)`,
+	const insProcessed = `INSERT INTO processed
+    (msg_id, order_no, seq, amount, processed_at, file, content_hash, payload, claim, ino)`
+	db.insProcessed, err = newMultiRow(ctx, db.sql, db.dialect, processedColumns, insertNew(db.dialect, insProcessed,
 		processedColumns, "msg_id", "msg_id"))
+	if err == nil {
+		err = db.insProcessed.prepareArrays(ctx, db.sql, db.dialect, insProcessed,
+			[]Kind{Text, Text, Int, Text, Text, Text, Text, Text, Text, Int},
+			func(s string) string { return db.dialect.InsertNew(s, "msg_id", "msg_id") })
+	}
 	if err != nil {
 		return fmt.Errorf("prepare insert processed: %w", err)
 	}
-	db.insDeliveries, err = newMultiRow(ctx, db.sql, db.dialect, deliveryColumns, insertText(`INSERT INTO deliveries
+	const insDeliveries = `INSERT INTO deliveries
     (claim, file, ino, consumer, msg_id, outcome, reason, field, detail, content_hash, size, at,
-     attempts, first_failure, last_failure, conflict)`,
-		deliveryColumns, ""))
+     attempts, first_failure, last_failure, conflict)`
+	db.insDeliveries, err = newMultiRow(ctx, db.sql, db.dialect, deliveryColumns, insertText(insDeliveries, deliveryColumns, ""))
+	if err == nil {
+		err = db.insDeliveries.prepareArrays(ctx, db.sql, db.dialect, insDeliveries,
+			[]Kind{Text, Text, Int, Text, Text, Text, Text, Text, Text, Text, Int, Text, Int, Text, Text, Int},
+			func(s string) string { return s })
+	}
 	if err != nil {
 		return fmt.Errorf("prepare insert deliveries: %w", err)
 	}

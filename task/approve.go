@@ -45,21 +45,35 @@ func (s *Service) Approve(ctx context.Context, who Identity, id int64) (Task, er
 		err := &StaleError{Task: id, Files: t.Files, Changed: changed}
 		return t, s.refuseCounts(ctx, who, action, id, sel, ledger.AuditCounts{"selected": int64(t.Files), "changed": int64(len(changed))}, err)
 	}
-	if err := s.Ledger.MoveTask(ctx, id, ledger.TaskTransition{From: []string{StateWaiting}, To: StateApproved, By: who.Name}); err != nil {
-		if errors.Is(err, ErrState) {
-			// Approved or cancelled by someone else meanwhile.
-			return t, s.refuse(ctx, who, action, id, sel, err)
-		}
-		return t, err
+	// Audited before it is approved: an approval is not given unaudited.
+	aid, err := s.Ledger.AuditBegin(ctx, s.entry(who, action, id, sel))
+	if err != nil {
+		return t, fmt.Errorf("approve task %d: %w (nothing was changed: an action is not done unaudited)", id, err)
 	}
-	if _, err := s.Ledger.AuditRecord(ctx, s.entry(who, action, id, sel), ledger.AuditOK,
-		ledger.AuditCounts{"selected": int64(t.Files)}, fmt.Sprintf("task %d approved, asked by %s", id, t.By)); err != nil {
-		// An approval is not acted on unaudited.
-		_ = s.Ledger.MoveTask(context.WithoutCancel(ctx), id, ledger.TaskTransition{From: []string{StateApproved},
-			To: StateCancelled, By: who.Name, Detail: "its approval could not be audited"})
-		return t, fmt.Errorf("approve task %d: %w (cancelled: a task is not run unaudited)", id, err)
+	counts := ledger.AuditCounts{"selected": int64(t.Files)}
+	err = s.Ledger.MoveTask(ctx, id, ledger.TaskTransition{From: []string{StateWaiting}, To: StateApproved, By: who.Name})
+	return s.ended(ctx, aid, id, counts, fmt.Sprintf("task %d approved, asked by %s", id, t.By), err)
+}
+
+// ended closes audit row aid of an action on task id that err ended
+// (nil: ok with detail; ErrState: refused, the task moved on meanwhile;
+// otherwise failed), and returns the task as it is now.
+func (s *Service) ended(ctx context.Context, aid, id int64, counts ledger.AuditCounts, detail string, err error) (Task, error) {
+	outcome := ledger.AuditOK
+	switch {
+	case errors.Is(err, ErrState):
+		outcome, detail = ledger.AuditRefused, err.Error()
+	case err != nil:
+		outcome, detail = ledger.AuditFailed, err.Error()
 	}
-	return s.Get(ctx, id)
+	if aerr := s.Ledger.AuditEnd(context.WithoutCancel(ctx), aid, outcome, counts, detail); aerr != nil {
+		err = errors.Join(err, aerr)
+	}
+	t, gerr := s.Get(ctx, id)
+	if err == nil {
+		err = gerr
+	}
+	return t, err
 }
 
 // changed checks the files of task id with from <= Idx < to against
@@ -130,24 +144,24 @@ func (s *Service) Cancel(ctx context.Context, who Identity, id int64) (Task, err
 		return Task{}, err
 	}
 	sel := map[string]any{"task": id, "kind": t.Kind, "files": t.Files, "by": t.By}
+	switch t.State {
+	case StateWaiting, StateApproved, StateRunning:
+	default:
+		return t, s.refuse(ctx, who, action, id, sel, fmt.Errorf("task %d is %s: %w", id, t.State, ErrState))
+	}
+	aid, err := s.Ledger.AuditBegin(ctx, s.entry(who, action, id, sel))
+	if err != nil {
+		return t, fmt.Errorf("cancel task %d: %w (nothing was changed: an action is not done unaudited)", id, err)
+	}
 	err = s.Ledger.MoveTask(ctx, id, ledger.TaskTransition{From: []string{StateWaiting, StateApproved, StateRunning},
 		To: StateCancelled, By: who.Name, Detail: "cancelled by " + who.Name})
 	if errors.Is(err, ErrState) {
+		// Finished or cancelled meanwhile.
 		if now, gerr := s.Get(ctx, id); gerr == nil {
-			t = now
+			err = fmt.Errorf("task %d is %s: %w", id, now.State, ErrState)
 		}
-		return t, s.refuse(ctx, who, action, id, sel, fmt.Errorf("task %d is %s: %w", id, t.State, err))
 	}
-	if err != nil {
-		return t, err
-	}
-	was := t.State
-	if t, err = s.Get(ctx, id); err != nil {
-		return t, err
-	}
-	if _, err := s.Ledger.AuditRecord(ctx, s.entry(who, action, id, sel), ledger.AuditOK,
-		ledger.AuditCounts{"selected": int64(t.Files), "begun": int64(t.Next)}, fmt.Sprintf("task %d cancelled, was %s", id, was)); err != nil {
-		return t, fmt.Errorf("cancel task %d: audit: %w (the task is cancelled)", id, err)
-	}
-	return t, nil
+	now, err := s.ended(ctx, aid, id, ledger.AuditCounts{"selected": int64(t.Files), "begun": int64(t.Next)},
+		fmt.Sprintf("task %d cancelled, was %s", id, t.State), err)
+	return now, err
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"log/slog"
 	"net/http"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/metrics"
 	"github.com/spoolq/spool/queue"
+	"github.com/spoolq/spool/task"
 )
 
 var serveCommand = &command{
@@ -82,7 +84,7 @@ func runServe(ctx context.Context, e *env, args []string) (err error) {
 	if err := hf.check(e, true); err != nil {
 		return err
 	}
-	var tokens *console.Tokens
+	var tokens task.Tokens
 	if given(flags, "auth") {
 		if *authFile == "" {
 			return e.usage("--auth is empty: want the token file's path")
@@ -120,10 +122,11 @@ func runServe(ctx context.Context, e *env, args []string) (err error) {
 	m := metrics.New()
 	var more func(*http.ServeMux)
 	if tokens != nil {
-		srv, err := newConsole(d, l, tokens, m, logger)
+		srv, err := newConsole(ctx, pos[0], d, l, tokens, m, logger)
 		if err != nil {
 			return err
 		}
+		defer srv.Close()
 		more = srv.Register
 	}
 	ep, err := startEndpoints(ctx, hf, logger, m, follow, l, more)
@@ -137,7 +140,19 @@ func runServe(ctx context.Context, e *env, args []string) (err error) {
 }
 
 // newConsole is serve --auth's API and console over d and l.
-func newConsole(d *queue.Dir, l *ledger.DB, tokens *console.Tokens, m *metrics.Metrics, logger *slog.Logger) (*console.Server, error) {
+// Its tasks run under the queue's contract and approval policy (spool.conf);
+// the tasks a killed serve left approved or running are resumed.
+func newConsole(ctx context.Context, dir string, d *queue.Dir, l *ledger.DB, tokens task.Tokens, m *metrics.Metrics, logger *slog.Logger) (*console.Server, error) {
+	cf := addContractFlags(flag.NewFlagSet("serve", flag.ContinueOnError))
+	c, err := cf.contract(dir)
+	if err != nil {
+		return nil, err
+	}
+	policy, err := readPolicy(dir)
+	if err != nil {
+		return nil, err
+	}
+	svc := &task.Service{Dir: d, Ledger: l, Contract: c, Policy: policy, Host: queue.Host(), PID: os.Getpid()}
 	gauges := func() []console.StageGauge {
 		var out []console.StageGauge
 		for _, g := range m.Stages() {
@@ -150,6 +165,13 @@ func newConsole(d *queue.Dir, l *ledger.DB, tokens *console.Tokens, m *metrics.M
 		}
 		return out
 	}
-	return console.New(console.Options{Dir: d, Ledger: l, Tokens: tokens, Gauges: gauges, Log: logger,
+	srv, err := console.New(console.Options{Dir: d, Ledger: l, Tokens: tokens, Tasks: svc, Gauges: gauges, Log: logger,
 		Host: queue.Host(), PID: os.Getpid()})
+	if err != nil {
+		return nil, err
+	}
+	if err := srv.Start(ctx); err != nil {
+		return nil, err
+	}
+	return srv, nil
 }

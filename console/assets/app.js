@@ -39,9 +39,10 @@
     return data;
   }
 
+  // table is a table with head; rows are its rows, or its tbody.
   function table(head, rows) {
-    return el("table", {}, el("thead", {}, el("tr", {}, head.map(h => el("th", {}, h)))),
-      el("tbody", {}, rows));
+    const body = rows instanceof HTMLTableSectionElement ? rows : el("tbody", {}, rows);
+    return el("table", {}, el("thead", {}, el("tr", {}, head.map(h => el("th", {}, h)))), body);
   }
   function short(t) { return t ? t.replace("T", " ").replace(/\.\d+Z$/, "Z") : "-"; }
   function msgLink(q, text) { return el("a", { href: "#/message/" + encodeURIComponent(q) }, text); }
@@ -128,7 +129,7 @@
           try {
             const t = await api("POST", path, { selection: sel, note: note.value });
             out.replaceChildren(el("span", { class: "ok", id: "task-created" },
-              "task " + t.id + ": " + t.state + " (" + t.count + " files)"), " ", el("a", { href: "#/tasks" }, "see tasks"));
+              "task " + t.id + ": " + t.state + " (" + t.files + " files)"), " ", el("a", { href: "#/tasks" }, "see tasks"));
           } catch (e) { out.replaceChildren(el("span", { class: "error" }, e.message)); }
         } } }, "Ask " + kind + " of these " + n);
         out.append(el("span", { id: "dry-run-count" }, n + " dead letters match"), " ", n > 0 ? confirm : null);
@@ -138,7 +139,7 @@
         note, out);
     }
     replace(el("h2", {}, "Dead letters"), form, actions,
-      table(["file", "reason", "detail", "msg_id", "dead-lettered", "attempts"], [body]), more);
+      table(["file", "reason", "detail", "msg_id", "dead-lettered", "attempts"], body), more);
     await page(true);
   }
 
@@ -172,17 +173,17 @@
     const d = await api("GET", "tasks");
     const rows = d.items.map(t => {
       const acts = [];
-      if (t.state === "waiting" && rank[me.role] >= rank.approver && t.requested_by !== me.name)
+      if (t.state === "waiting" && rank[me.role] >= rank.approver && t.by !== me.name)
         acts.push(el("button", { class: "approve", "data-task": t.id, on: { click: () => act(t.id, "approve") } }, "Approve"));
       if (["waiting", "approved", "running"].includes(t.state) && rank[me.role] >= rank.operator)
         acts.push(el("button", { class: "cancel", "data-task": t.id, on: { click: () => act(t.id, "cancel") } }, "Cancel"));
       return el("tr", { class: "task", id: "task-" + t.id }, el("td", {}, t.id), el("td", {}, t.kind),
-        el("td", { class: "state" }, t.state), el("td", {}, t.done + "/" + t.count),
-        el("td", { class: "detail" }, JSON.stringify(t.selection)), el("td", {}, t.requested_by),
-        el("td", {}, t.note || ""), el("td", {}, t.approved_by || "-"), el("td", {}, acts));
+        el("td", { class: "state" }, t.state), el("td", {}, t.done + "/" + t.files),
+        el("td", { class: "detail" }, JSON.stringify(t.request.selection)), el("td", {}, t.by),
+        el("td", {}, t.request.note || ""), el("td", {}, t.approved_by || "-"), el("td", { class: "detail" }, t.detail || ""), el("td", {}, acts));
     });
     replace(el("h2", {}, "Tasks"), el("div", { id: "task-result" }),
-      table(["id", "kind", "state", "done", "selection", "asked by", "why", "approved by", ""], rows));
+      table(["id", "kind", "state", "done", "selection", "asked by", "why", "approved by", "detail", ""], rows));
     updated();
   }
   async function act(id, what) {

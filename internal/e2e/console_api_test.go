@@ -1,0 +1,177 @@
+//go:build linux
+
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// apiCall sends method path with body (JSON, "" for none) to base as the
+// bearer of token ("" for none) and returns the status and the body.
+func apiCall(t *testing.T, base, token, method, path, body string) (int, string) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, base+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.StatusCode, string(b)
+}
+
+// consoleAudit is the rows of spool audit --json after row id after, each
+// as "actor role action outcome".
+func consoleAudit(t *testing.T, q string, after int64) ([]string, int64) {
+	t.Helper()
+	var rows []struct {
+		ID                                int64
+		Actor, Role, Via, Action, Outcome string
+	}
+	if err := json.Unmarshal([]byte(mustRun(t, 0, "audit", q, "--json").stdout), &rows); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	last := after
+	for _, r := range rows {
+		if r.ID <= after {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s %s %s %s", r.Actor, cmpDash(r.Role), r.Action, r.Outcome))
+		last = r.ID
+	}
+	return out, last
+}
+
+func cmpDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// taskOf is the id and state of the task in a POST's answer.
+func taskOf(t *testing.T, body string) (int64, string) {
+	t.Helper()
+	var tk struct {
+		ID    int64
+		State string
+	}
+	if err := json.Unmarshal([]byte(body), &tk); err != nil || tk.ID == 0 {
+		t.Fatalf("no task in %q: %v", body, err)
+	}
+	return tk.ID, tk.State
+}
+
+// TestConsoleAuthorization is the API's authorization matrix through the
+// binary: every identity (none, an unknown token, viewer, operator,
+// approver) against every endpoint, with the status each gets and the
+// audit rows each action and refusal writes (none for a read).
+func TestConsoleAuthorization(t *testing.T) {
+	t.Parallel()
+	q, base := consoleQueue(t, 5, 3)
+	const (
+		none, wrong = "", "not-a-token"
+		viewer      = "vic-token"
+		operator    = "olga-token"
+		ada, abe    = "ada-token", "abe-token"
+	)
+	_, last := consoleAudit(t, q, 0)
+
+	// Two waiting tasks: olga's and ada's (5 files, over replay_over 2).
+	code, body := apiCall(t, base, operator, "POST", "/api/v1/replays", `{"reason": "missing-field", "note": "olga's"}`)
+	if code != 201 {
+		t.Fatalf("operator's replay: %d %s", code, body)
+	}
+	olgas, state := taskOf(t, body)
+	if state != "waiting" {
+		t.Fatalf("a replay of 5 under replay_over 2: %s, want waiting", state)
+	}
+	code, body = apiCall(t, base, ada, "POST", "/api/v1/replays", `{"all": true, "detail_match": "required field", "note": "ada's"}`)
+	if code != 201 {
+		t.Fatalf("approver's replay: %d %s", code, body)
+	}
+	adas, _ := taskOf(t, body)
+	got, last := consoleAudit(t, q, last)
+	if want := "olga operator replay ok|ada approver replay ok"; strings.Join(got, "|") != want {
+		t.Errorf("audit of the requests: %q, want %q", got, want)
+	}
+
+	reads := []string{"/api/v1/session", "/api/v1/overview", "/api/v1/dead-letters", "/api/v1/dead-letters?reason=parse&limit=2",
+		"/api/v1/dead-letters/groups", "/api/v1/messages/broken-000.json", "/api/v1/tasks", fmt.Sprintf("/api/v1/tasks/%d", olgas), "/api/v1/audit"}
+	type act struct {
+		token, method, path, body string
+		code                      int
+		audit                     string // the rows it writes, |-separated
+	}
+	var acts []act
+	for _, p := range reads {
+		acts = append(acts, act{none, "GET", p, "", 401, ""}, act{wrong, "GET", p, "", 401, ""},
+			act{viewer, "GET", p, "", 200, ""}, act{operator, "GET", p, "", 200, ""}, act{ada, "GET", p, "", 200, ""})
+	}
+	dry := `{"reason": "parse", "dry_run": true}`
+	approveOlgas := fmt.Sprintf("/api/v1/tasks/%d/approve", olgas)
+	approveAdas := fmt.Sprintf("/api/v1/tasks/%d/approve", adas)
+	cancelAdas := fmt.Sprintf("/api/v1/tasks/%d/cancel", adas)
+	acts = append(acts,
+		act{none, "POST", "/api/v1/replays", dry, 401, "- - replay refused"},
+		act{wrong, "POST", "/api/v1/discards", dry, 401, "- - discard refused"},
+		act{viewer, "POST", "/api/v1/replays", dry, 403, "vic viewer replay refused"},
+		act{viewer, "POST", "/api/v1/discards", dry, 403, "vic viewer discard refused"},
+		act{operator, "POST", "/api/v1/replays", dry, 200, ""},
+		act{ada, "POST", "/api/v1/discards", `{"reason": "parse", "dry_run": true, "note": "a look"}`, 200, ""},
+		act{operator, "POST", "/api/v1/replays", `{"reason": "parse", "bogus": 1}`, 400, "olga operator replay refused"},
+		act{operator, "POST", "/api/v1/discards", `{"names": ["broken-000.json"], "note": "garbage"}`, 201, "olga operator discard ok"},
+		act{none, "POST", approveOlgas, "", 401, "- - approve refused"},
+		act{wrong, "POST", approveOlgas, "", 401, "- - approve refused"},
+		act{viewer, "POST", approveOlgas, "", 403, "vic viewer approve refused"},
+		act{operator, "POST", approveOlgas, "", 403, "olga operator approve refused"},
+		act{ada, "POST", approveAdas, "", 403, "ada approver approve refused"}, // her own request
+		act{viewer, "POST", cancelAdas, "", 403, "vic viewer cancel refused"},
+		act{none, "POST", cancelAdas, "", 401, "- - cancel refused"},
+		act{operator, "POST", cancelAdas, "", 200, "olga operator cancel ok"},
+		act{abe, "POST", cancelAdas, "", 409, "abe approver cancel refused"}, // cancelled already
+		act{abe, "POST", approveAdas, "", 409, "abe approver approve refused"},
+		act{abe, "POST", approveOlgas, "", 200, "abe approver approve ok"},
+		act{ada, "POST", "/api/v1/tasks/999/approve", "", 404, "ada approver approve refused"},
+	)
+	for _, a := range acts {
+		code, body := apiCall(t, base, a.token, a.method, a.path, a.body)
+		if code != a.code {
+			t.Errorf("%s %s %s as %q: %d %s, want %d", a.method, a.path, a.body, a.token, code, body, a.code)
+		}
+		var rows []string
+		if a.method != "GET" || a.audit != "" {
+			rows, last = consoleAudit(t, q, last)
+		}
+		// A run the approval started writes its own row: not this action's.
+		if len(rows) > 0 && strings.HasSuffix(rows[len(rows)-1], " run ok") || len(rows) > 0 && strings.HasSuffix(rows[len(rows)-1], " run started") {
+			rows = rows[:len(rows)-1]
+		}
+		if strings.Join(rows, "|") != a.audit {
+			t.Errorf("%s %s as %q: audit rows %q, want %q", a.method, a.path, a.token, rows, a.audit)
+		}
+	}
+	waitFor(t, cmdTimeout, "olga's task, approved by abe, to put 5 files back in inbox/", func() bool { return countFiles(t, q, inbox) == 5 })
+	if n := countFiles(t, q, errorStage); n != 4 {
+		t.Errorf("%d files left in error/, want 4 (3 parse failures and the hostile one)", n)
+	}
+}
