@@ -94,6 +94,7 @@ func Run(t *testing.T, b Backend) {
 		{"Snapshot", testSnapshot},
 		{"PruneFiles", testPruneFiles},
 		{"Tasks", testTasks},
+		{"DeadLetterPage", testDeadLetterPage},
 	}
 	opener := func(t *testing.T, dsn string) *ledger.DB {
 		t.Helper()

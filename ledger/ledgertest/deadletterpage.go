@@ -1,0 +1,91 @@
+package ledgertest
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/ledger"
+)
+
+// testDeadLetterPage: DeadLetterPage lists the current dead letters
+// newest first a page at a time, leaving out one replayed, one
+// discarded and one dead-lettered again (its newer record is listed);
+// its filters keep what they say (a LIKE wildcard in the text is a plain
+// character); DeadLetterGroups counts them by reason and signature.
+func testDeadLetterPage(t *testing.T, db *ledger.DB) {
+	ctx := t.Context()
+	base := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
+	var batch []*spool.Delivery
+	for i := range 9 {
+		reason, detail := spool.ReasonParse, fmt.Sprintf("bad byte at offset %d", i)
+		if i%3 == 0 {
+			reason, detail = spool.ReasonHandler, fmt.Sprintf("order o-%d: 100%% refused", i)
+		}
+		d := rejected(fmt.Sprintf("c%d", i), fmt.Sprintf("f%d.json", i), uint64(100+i), reason, "", detail)
+		d.At = base.Add(time.Duration(i) * time.Minute)
+		batch = append(batch, d)
+	}
+	record(t, db, batch...)
+	// f1 replayed, f2 dead-lettered again under a new claim.
+	if err := db.RecordReplay(ctx, ledger.Replay{File: "f1.json", NewName: "f1.json", Ino: 101, By: "op", At: base.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	again := rejected("c2b", "f2.json", 102, spool.ReasonParse, "", "bad byte at offset 2")
+	again.At = base.Add(30 * time.Minute)
+	record(t, db, again)
+
+	var got []string
+	for before := int64(0); ; {
+		page, next, err := db.DeadLetterPage(ctx, ledger.DeadLetterQuery{Limit: 3, Before: before})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range page {
+			got = append(got, r.Claim)
+		}
+		if next == 0 {
+			break
+		}
+		before = next
+	}
+	if want := "c2b c8 c7 c6 c5 c4 c3 c0"; strings.Join(got, " ") != want {
+		t.Errorf("pages = %q, want %q", got, want)
+	}
+	for _, c := range []struct {
+		q    ledger.DeadLetterQuery
+		want string
+	}{
+		{ledger.DeadLetterQuery{Reason: "handler"}, "c6 c3 c0"},
+		{ledger.DeadLetterQuery{Text: "o-3"}, "c3"},
+		{ledger.DeadLetterQuery{Text: "100%"}, "c6 c3 c0"},
+		{ledger.DeadLetterQuery{Text: "0_"}, ""},
+		{ledger.DeadLetterQuery{Detail: "offset 5"}, "c5"},
+		{ledger.DeadLetterQuery{Since: base.Add(4 * time.Minute), Until: base.Add(7 * time.Minute)}, "c6 c5 c4"},
+	} {
+		page, _, err := db.DeadLetterPage(ctx, c.q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var claims []string
+		for _, r := range page {
+			claims = append(claims, r.Claim)
+		}
+		if strings.Join(claims, " ") != c.want {
+			t.Errorf("DeadLetterPage(%+v) = %q, want %q", c.q, claims, c.want)
+		}
+	}
+	groups, err := db.DeadLetterGroups(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gs []string
+	for _, g := range groups {
+		gs = append(gs, fmt.Sprintf("%s %q %d", g.Reason, g.Signature, g.Count))
+	}
+	if want := `parse "bad byte at offset #" 5|handler "order o-#: #% refused" 3`; strings.Join(gs, "|") != want {
+		t.Errorf("groups = %q, want %q", gs, want)
+	}
+}
