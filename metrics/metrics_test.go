@@ -86,6 +86,8 @@ func TestObserverMetrics(t *testing.T) {
 	m.Recovered(2)
 	m.Rescanned(false)
 	m.Rescanned(true)
+	m.WindowAbsorbed(5)
+	m.WindowFailed()
 	fams := scrape(t, m.Handler())
 	for _, c := range []struct {
 		name   string
@@ -104,6 +106,8 @@ func TestObserverMetrics(t *testing.T) {
 		{"spool_ledger_commit_duration_seconds", nil, 1},
 		{"spool_watch_rescans_total", nil, 2},
 		{"spool_watch_overflows_total", nil, 1},
+		{"spool_dedup_window_absorbed_total", nil, 5},
+		{"spool_dedup_window_errors_total", nil, 1},
 	} {
 		if got, ok := value(fams, c.name, c.labels...); !ok || got != c.want {
 			t.Errorf("%s%v = %v (present %v), want %v", c.name, c.labels, got, ok, c.want)

@@ -237,3 +237,50 @@ func TestParseTokens(t *testing.T) {
 		}
 	}
 }
+
+// TestDiscardTo: a discard task moves its files to its To directory, each
+// recorded as a discard with its body's hash; a file found changed at its
+// chunk is left in error/ and counted.
+func TestDiscardTo(t *testing.T) {
+	d, l := deadQueue(t, 3)
+	kept := filepath.Join(filepath.Dir(d.Path()), "kept")
+	if err := os.Mkdir(kept, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := &task.Service{Dir: d, Ledger: l, Contract: spool.DefaultContract(), Policy: task.NoPolicy}
+	ctx := t.Context()
+	tk, p, err := s.Create(ctx, task.CLI("alice"), task.Request{Kind: task.Discard, Selection: task.Selection{All: true}, Note: "old", To: kept})
+	if err != nil || tk.State != task.StateApproved || p.Count != 3 {
+		t.Fatalf("create %+v, %v", tk, err)
+	}
+	if err := os.WriteFile(filepath.Join(d.StagePath(queue.Error), "d002.json"), []byte("edited"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var changed []string
+	tk, err = s.Run(ctx, task.CLI("alice"), tk.ID, task.RunOptions{OnChunk: func(c task.Chunk) {
+		for _, f := range c.Changed {
+			changed = append(changed, f.File+": "+f.ChangedWhy)
+		}
+	}})
+	if err != nil || tk.State != task.StateDone || tk.Done != 2 || tk.Changed != 1 {
+		t.Fatalf("run %+v, %v", tk, err)
+	}
+	if want := []string{"d002.json: its body changed"}; !slices.Equal(changed, want) {
+		t.Errorf("changed %q, want %q", changed, want)
+	}
+	ents, err := os.ReadDir(kept)
+	if err != nil || len(ents) != 2 || ents[0].Name() != "d000.json" || ents[1].Name() != "d001.json" {
+		t.Fatalf("kept/ %v, %v", ents, err)
+	}
+	if got := names(t, d, queue.Error); !slices.Equal(got, []string{"d002.json"}) {
+		t.Fatalf("error/ %q", got)
+	}
+	bs, err := l.DiscardsOf(ctx, "m000", nil)
+	if err != nil || len(bs) != 1 || bs[0].ToDir != kept || bs[0].Items[0].Outcome != ledger.DiscardMoved || bs[0].Items[0].ContentHash == "" {
+		t.Fatalf("discards of m000: %+v, %v", bs, err)
+	}
+	fs, err := s.Files(ctx, tk.ID, 0, 0)
+	if err != nil || len(fs) != 3 || fs[2].ChangedWhy != "its body changed" || fs[0].ChangedWhy != "" {
+		t.Fatalf("files %+v, %v", fs, err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -173,5 +174,32 @@ func TestConsoleAuthorization(t *testing.T) {
 	waitFor(t, cmdTimeout, "olga's task, approved by abe, to put 5 files back in inbox/", func() bool { return countFiles(t, q, inbox) == 5 })
 	if n := countFiles(t, q, errorStage); n != 4 {
 		t.Errorf("%d files left in error/, want 4 (3 parse failures and the hostile one)", n)
+	}
+}
+
+// TestServeAuthFlag: without --auth, serve has its metrics and health
+// alone (no API, no console); a token file it cannot use is one line and
+// exit 2, nothing served.
+func TestServeAuthFlag(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	q := filepath.Join(dir, "q")
+	mustRun(t, 0, "init", q)
+	_, base := startListening(t, "serve", q, "--listen", "127.0.0.1:0")
+	for path, want := range map[string]int{"/metrics": 200, "/healthz": 200, "/api/v1/overview": 404, "/": 404, "/login": 404} {
+		if code, _ := apiCall(t, base, "", "GET", path, ""); code != want {
+			t.Errorf("serve without --auth: GET %s = %d, want %d", path, code, want)
+		}
+	}
+	for name, text := range map[string]string{
+		"empty":    "# nobody\n",
+		"bad-role": "olga root " + sha256Hex("x") + "\n",
+		"no-hash":  "olga operator x\n",
+	} {
+		path := writeFile(t, dir, name, text)
+		r := run(t, "serve", q, "--listen", "127.0.0.1:0", "--auth", path)
+		if r.code != 2 || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 || !strings.Contains(r.stderr, path) {
+			t.Errorf("serve --auth %s (%s): exit %d, stderr %q; want 2 and one line naming the file", name, text, r.code, r.stderr)
+		}
 	}
 }

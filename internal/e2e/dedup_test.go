@@ -349,3 +349,18 @@ func TestDedupRedisOutage(t *testing.T) {
 		t.Errorf("no duplicate was recorded in the ledger: the outage did not leave the ledger alone to decide")
 	}
 }
+
+// TestDedupBadURL: a --dedup (or SPOOL_DEDUP) that is no Redis URL is one
+// line and exit 2, with nothing claimed nor recorded.
+func TestDedupBadURL(t *testing.T) {
+	t.Parallel()
+	q, _ := workQueue(t)
+	putMessage(t, q, "a.json", orderMessage("m-1", "o-1", 1, "1.00"))
+	for _, u := range []string{"http://127.0.0.1:6379/0", "redis://127.0.0.1:6379/x", "redis://127.0.0.1:6379/0?ttl=0s"} {
+		before := treeSnapshot(t, q)
+		requireRefusal(t, run(t, "consume", q, "--dedup", u), before, []string{q}, "--dedup", "want redis://HOST:PORT/DB")
+	}
+	before := treeSnapshot(t, q)
+	r := spoolAt{bin: spoolBin, env: []string{"SPOOL_DEDUP=redis://"}}.run(t, "consume", q)
+	requireRefusal(t, r, before, []string{q}, "set by SPOOL_DEDUP")
+}
