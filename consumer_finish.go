@@ -82,8 +82,8 @@ func (c *Consumer) moveOut(s *queue.Session, items []item, ms *moveSync) error {
 		}
 		if r.Outcome == OutcomeRetry {
 			c.hold(it.claim, r.RetryAt)
-			c.log.Info("retry scheduled", "file", d.File, "msg_id", d.Message.MsgID,
-				"attempt", r.Attempts, "at", r.RetryAt, "err", r.Err)
+			c.log.Info("retry scheduled", append([]any{"file", d.File, "msg_id", d.Message.MsgID,
+				"attempt", r.Attempts, "at", r.RetryAt, "err", r.Err}, d.Message.Headers.LogArgs()...)...)
 			c.cfg.Observer.Delivered(d, r)
 			continue
 		}

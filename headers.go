@@ -123,3 +123,22 @@ func (h HeaderFields) check(roles map[string]string) error {
 	}
 	return nil
 }
+
+// LogArgs returns h as slog key-value pairs for a message's log records:
+// trace_id and span_id (the OpenTelemetry log names, from the
+// traceparent), tenant and schema_version, each only when carried.
+func (h MessageHeaders) LogArgs() []any {
+	var out []any
+	if h.Trace != "" {
+		if tc, err := ParseTraceparent(h.Trace); err == nil {
+			out = append(out, "trace_id", fmt.Sprintf("%x", tc.TraceID), "span_id", fmt.Sprintf("%x", tc.ParentID))
+		}
+	}
+	if h.Tenant != "" {
+		out = append(out, "tenant", h.Tenant)
+	}
+	if h.Version != "" {
+		out = append(out, "schema_version", h.Version)
+	}
+	return out
+}

@@ -16,7 +16,7 @@ import (
 const rowsPerInsert = 128
 
 const (
-	processedColumns   = 10
+	processedColumns   = 13
 	deliveryColumns    = 16
 	reservationColumns = 4
 )
@@ -220,12 +220,12 @@ func unzipPairs(piece []any) []any {
 func (db *DB) prepareInserts(ctx context.Context) error {
 	var err error
 	const insProcessed = `INSERT INTO processed
-    (msg_id, order_no, seq, amount, processed_at, file, content_hash, payload, claim, ino)`
+    (msg_id, order_no, seq, amount, processed_at, file, content_hash, payload, claim, ino, schema_version, traceparent, tenant)`
 	db.insProcessed, err = newMultiRow(ctx, db.sql, db.dialect, processedColumns, insertNew(db.dialect, insProcessed,
 		processedColumns, "msg_id", "msg_id"))
 	if err == nil {
 		err = db.insProcessed.prepareArrays(ctx, db.sql, db.dialect, insProcessed,
-			[]Kind{Text, Text, Int, Text, Text, Text, Text, Text, Text, Int},
+			[]Kind{Text, Text, Int, Text, Text, Text, Text, Text, Text, Int, Text, Text, Text},
 			func(s string) string { return db.dialect.InsertNew(s, "msg_id", "msg_id") })
 	}
 	if err != nil {

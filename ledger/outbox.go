@@ -49,7 +49,10 @@ type OutboxRow struct {
 	// Headers is nil when the row has none.
 	Headers map[string]string
 	// MsgID is the message whose handler emitted the row, "" if unknown.
-	MsgID     string
+	MsgID string
+	// Cause are the headers of the message MsgID (its processed row's),
+	// empty when it carried none or its row is gone (pruned).
+	Cause     spool.MessageHeaders
 	CreatedAt time.Time
 	// Attempts counts the failed publishes so far.
 	Attempts int
@@ -119,9 +122,13 @@ func (db *DB) OutboxRows(ctx context.Context, aggregate string, limit int) ([]Ou
 	if err := db.open(); err != nil {
 		return nil, err
 	}
-	q := db.dialect.Rebind(`SELECT id, type, payload, COALESCE(headers, ''), COALESCE(msg_id, ''), created_at, attempts,
-    CASE WHEN parked_at IS NULL THEN 0 ELSE 1 END
-FROM outbox WHERE aggregate = ? AND published_at IS NULL ORDER BY id LIMIT ?`)
+	// The causing message's headers (migration 017) come with each row:
+	// a --sql handler's INSERT names only the event, Emit only msg_id.
+	q := db.dialect.Rebind(`SELECT o.id, o.type, o.payload, COALESCE(o.headers, ''), COALESCE(o.msg_id, ''), o.created_at, o.attempts,
+    CASE WHEN o.parked_at IS NULL THEN 0 ELSE 1 END,
+    COALESCE(p.schema_version, ''), COALESCE(p.traceparent, ''), COALESCE(p.tenant, '')
+FROM outbox o LEFT JOIN processed p ON p.msg_id = o.msg_id
+WHERE o.aggregate = ? AND o.published_at IS NULL ORDER BY o.id LIMIT ?`)
 	rows, err := db.sql.QueryContext(ctx, q, aggregate, limit)
 	if err != nil {
 		return nil, db.fail("read outbox rows", err)
@@ -132,7 +139,8 @@ FROM outbox WHERE aggregate = ? AND published_at IS NULL ORDER BY id LIMIT ?`)
 		r := OutboxRow{Aggregate: aggregate}
 		var headers, created string
 		var parked int
-		if err := rows.Scan(&r.ID, &r.Type, &r.Payload, &headers, &r.MsgID, &created, &r.Attempts, &parked); err != nil {
+		if err := rows.Scan(&r.ID, &r.Type, &r.Payload, &headers, &r.MsgID, &created, &r.Attempts, &parked,
+			&r.Cause.Version, &r.Cause.Trace, &r.Cause.Tenant); err != nil {
 			return nil, db.fail("read outbox rows", err)
 		}
 		r.Parked = parked != 0

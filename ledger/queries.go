@@ -26,8 +26,8 @@ func newQueries(d Dialect) queries {
 		// One row, for the path with business work; RowsAffected tells an
 		// insert (1) from a duplicate (0) on both engines.
 		insertProcessed: d.Rebind(d.InsertNew(`INSERT INTO processed
-    (msg_id, order_no, seq, amount, processed_at, file, content_hash, payload, claim, ino)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, "msg_id", "")),
+    (msg_id, order_no, seq, amount, processed_at, file, content_hash, payload, claim, ino, schema_version, traceparent, tenant)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, "msg_id", "")),
 		selectAttempts: d.Rebind(`SELECT attempts, first_failure FROM attempts WHERE msg_id = ?`),
 		upsertAttempts: d.Rebind(d.InsertOrUpdate(`INSERT INTO attempts (msg_id, attempts, first_failure, last_failure, next_at, last_error, file)
 VALUES (?, ?, ?, ?, ?, ?, ?)`, "msg_id", []string{"attempts", "last_failure", "next_at", "last_error", "file"})),
@@ -53,7 +53,8 @@ WHERE outcome <> 'processed'
 GROUP BY outcome, reason`),
 		insertReplay: d.Rebind(`INSERT INTO replays (file, new_name, ino, by_user, note, at)
 VALUES (?, ?, ?, ?, ?, ?)`),
-		processed: d.Rebind(`SELECT msg_id, order_no, seq, amount, processed_at, file, content_hash, payload, claim
+		processed: d.Rebind(`SELECT msg_id, order_no, seq, amount, processed_at, file, content_hash, payload, claim,
+    COALESCE(schema_version, ''), COALESCE(traceparent, ''), COALESCE(tenant, '')
 FROM processed
 WHERE msg_id = ?`),
 	}

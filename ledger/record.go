@@ -93,7 +93,8 @@ func processedArgs(d *spool.Delivery, now time.Time) []any {
 		hash = spool.ContentHash(m.Raw)
 	}
 	return []any{m.MsgID, nullString(m.OrderNo), nullInt(m.Seq), nullString(string(m.Amount)),
-		formatTime(now), clean(d.File), hash, string(m.Raw), d.Claim, nullIno(d.Ino)}
+		formatTime(now), clean(d.File), hash, string(m.Raw), d.Claim, nullIno(d.Ino),
+		nullString(m.Headers.Version), nullString(m.Headers.Trace), nullString(m.Headers.Tenant)}
 }
 
 // insertProcessedRows is the path without business work: the valid

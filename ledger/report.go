@@ -79,6 +79,9 @@ type Row struct {
 	Payload string
 	// Claim is the claim identity of the delivery that inserted the row.
 	Claim string
+	// Headers are the message's schema version, traceparent and tenant
+	// (migration 017); empty when it carried none.
+	Headers spool.MessageHeaders
 }
 
 // Duplicates returns the distinct msg_ids that were delivered again after
@@ -224,7 +227,8 @@ func (db *DB) Processed(ctx context.Context, msgID string) (Row, bool, error) {
 		processedAt     string
 	)
 	err := db.sql.QueryRowContext(ctx, db.q.processed, msgID).Scan(
-		&r.MsgID, &orderNo, &seq, &amount, &processedAt, &r.File, &r.ContentHash, &r.Payload, &r.Claim)
+		&r.MsgID, &orderNo, &seq, &amount, &processedAt, &r.File, &r.ContentHash, &r.Payload, &r.Claim,
+		&r.Headers.Version, &r.Headers.Trace, &r.Headers.Tenant)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Row{}, false, nil
 	}

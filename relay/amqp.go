@@ -83,7 +83,7 @@ func (t *AMQP) Publish(ctx context.Context, e *Event) error {
 		return spool.Permanent(err)
 	}
 	headers := amqp.Table{"spool-aggregate": e.Row.Aggregate}
-	for k, v := range e.Row.Headers {
+	for k, v := range e.Headers() {
 		headers[k] = v
 	}
 	exchange, key := t.exchange, t.key

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/ledger"
 )
 
@@ -51,11 +52,52 @@ func (e *Event) Body() ([]byte, error) {
 	}
 	b, err := json.Marshal(envelope{
 		MsgID: e.ID, Aggregate: e.Row.Aggregate, Type: e.Row.Type, Payload: payload,
-		Headers: e.Row.Headers, OutboxID: e.Row.ID,
+		Headers: e.Headers(), OutboxID: e.Row.ID,
 		CreatedAt: e.Row.CreatedAt.UTC().Format(ledger.TimeLayout), CausedBy: e.Row.MsgID,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("event %s: %w", e.ID, err)
 	}
 	return b, nil
+}
+
+// The headers the relay adds to an event from the message that caused it.
+const (
+	// HeaderTraceparent continues the message's W3C trace context.
+	HeaderTraceparent = "traceparent"
+	// HeaderTenant carries the message's tenant.
+	HeaderTenant = "Spool-Tenant"
+	// HeaderSchemaVersion carries the message's schema version.
+	HeaderSchemaVersion = "Spool-Schema-Version"
+)
+
+// Headers are the headers sent with e: the row's own, and from the
+// message that caused it (Row.Cause) those the row does not set itself:
+// traceparent, the message's trace continued (the same trace-id and
+// flags, a new parent-id derived from the event's id, so that every send
+// of the event carries the same span), Spool-Tenant and
+// Spool-Schema-Version. nil when there are none.
+func (e *Event) Headers() map[string]string {
+	c := e.Row.Cause
+	if c.IsZero() {
+		return e.Row.Headers
+	}
+	h := make(map[string]string, len(e.Row.Headers)+3)
+	if c.Trace != "" {
+		// Parse checked it before the ledger recorded it; a row edited by
+		// hand into something else is not continued.
+		if tc, err := spool.ParseTraceparent(c.Trace); err == nil {
+			h[HeaderTraceparent] = tc.Child(e.ID).String()
+		}
+	}
+	if c.Tenant != "" {
+		h[HeaderTenant] = c.Tenant
+	}
+	if c.Version != "" {
+		h[HeaderSchemaVersion] = c.Version
+	}
+	for k, v := range e.Row.Headers {
+		h[k] = v
+	}
+	return h
 }

@@ -15,8 +15,8 @@ import (
 // 429, 5xx and network errors are transient (Retry-After honoured as the
 // least wait); any other status, a redirect included, is permanent. The
 // receiver dedups repeats by the Idempotency-Key. The row's headers are
-// sent as HTTP headers (a traceparent as traceparent), with
-// Spool-Aggregate and Spool-Type.
+// sent as HTTP headers (Event.Headers: the trace continued as traceparent,
+// Spool-Tenant, Spool-Schema-Version), with Spool-Aggregate and Spool-Type.
 type HTTP struct {
 	post *handler.Post
 }
@@ -37,7 +37,7 @@ func (t *HTTP) Publish(ctx context.Context, e *Event) error {
 		return spool.Permanent(err)
 	}
 	h := http.Header{}
-	for k, v := range e.Row.Headers {
+	for k, v := range e.Headers() {
 		h.Set(k, v)
 	}
 	h.Set("Spool-Aggregate", e.Row.Aggregate)

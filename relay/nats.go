@@ -74,7 +74,7 @@ func (t *NATS) Publish(ctx context.Context, e *Event) error {
 	}
 	m := nats.NewMsg(t.subject)
 	m.Data = body
-	for k, v := range e.Row.Headers {
+	for k, v := range e.Headers() {
 		m.Header.Set(k, v)
 	}
 	m.Header.Set("Spool-Aggregate", e.Row.Aggregate)

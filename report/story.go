@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/queue"
 )
@@ -181,6 +182,15 @@ func WriteStory(w io.Writer, m MessageStory, now time.Time) error {
 	}
 	if r := m.Processed; r != nil {
 		p("processed", "%s from %s, sha256 %s", r.ProcessedAt.UTC().Format(time.RFC3339Nano), Shown(r.File), r.ContentHash)
+		if h := r.Headers; h.Version != "" {
+			p("version", "%s", Shown(h.Version))
+		}
+		if h := r.Headers; h.Trace != "" {
+			p("traceparent", "%s", Shown(h.Trace))
+		}
+		if h := r.Headers; h.Tenant != "" {
+			p("tenant", "%s", Shown(h.Tenant))
+		}
 	}
 	for _, d := range m.Deliveries {
 		switch {
@@ -287,6 +297,9 @@ type ProcessedJSON struct {
 	File        string    `json:"file"`
 	ContentHash string    `json:"content_hash"`
 	Claim       string    `json:"claim"`
+	// Headers are the message's schema version, traceparent and tenant,
+	// each left out when it carried none.
+	Headers spool.MessageHeaders `json:"headers"`
 }
 
 // DeliveryJSON is a duplicate, conflict or dead-letter delivery.
@@ -349,7 +362,7 @@ func (m MessageStory) JSON(now time.Time) StoryJSON {
 		out.Places = append(out.Places, PlaceJSON{Stage: string(p.Stage), Name: p.Name})
 	}
 	if r := m.Processed; r != nil {
-		out.Processed = &ProcessedJSON{ProcessedAt: r.ProcessedAt.UTC(), File: r.File, ContentHash: r.ContentHash, Claim: r.Claim}
+		out.Processed = &ProcessedJSON{ProcessedAt: r.ProcessedAt.UTC(), File: r.File, ContentHash: r.ContentHash, Claim: r.Claim, Headers: r.Headers}
 	}
 	for _, d := range m.Deliveries {
 		j := DeliveryJSON{At: d.At.UTC(), File: d.File, Outcome: string(d.Outcome), Conflict: d.Conflict,

@@ -56,13 +56,15 @@ func (f *logFlags) logger(w io.Writer) *slog.Logger {
 }
 
 // logDelivery is the debug line of one message reaching done/ or error/:
-// the per-message record the default level leaves out.
+// the per-message record the default level leaves out, with the trace,
+// tenant and schema version of the contract's headers.
 func logDelivery(l *slog.Logger, d *spool.Delivery, r spool.Result, stored string) {
 	msgID := ""
+	var headers []any
 	if d.Message != nil {
-		msgID = d.Message.MsgID
+		msgID, headers = d.Message.MsgID, d.Message.Headers.LogArgs()
 	}
-	l.Debug("delivered", "file", d.File, "stored", stored, "outcome", string(r.Outcome), "msg_id", msgID)
+	l.Debug("delivered", append([]any{"file", d.File, "stored", stored, "outcome", string(r.Outcome), "msg_id", msgID}, headers...)...)
 }
 
 // durationSeconds writes a duration in a JSON record as seconds, a number,

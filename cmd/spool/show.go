@@ -17,7 +17,8 @@ var showCommand = &command{
 Shows what the queue knows of one message, named by its msg_id or by a file
 name (the name it had in inbox/, or its name in a stage): where its files
 are now (found by the inodes the ledger recorded and by their names), its
-processed row (when, from which file, the content's SHA-256), every other
+processed row (when, from which file, the content's SHA-256, the version,
+traceparent and tenant the contract's headers found in it), every other
 delivery of it (duplicates, conflicts: another body under the same msg_id,
 dead letters with reason, field, detail and attempts), the retry it waits
 for (attempts failed, when it is due, the last error), the replays of its
@@ -29,7 +30,7 @@ that name in inbox/, error/ or done/.
 
 --json prints one object: query, msg_id (null for a file without a valid
 one), places [{stage, name}], processed {processed_at, file, content_hash,
-claim} or null, deliveries [{at, file, outcome, conflict, reason, field,
+claim, headers {version, trace, tenant}} or null, deliveries [{at, file, outcome, conflict, reason, field,
 detail, content_hash, attempts, last_failure}], retry {attempts,
 first_failure, last_failure, next_at, due_in_seconds, last_error} or null,
 replays [{at, file, new_name, by, note}], and discards [{at, finished_at,

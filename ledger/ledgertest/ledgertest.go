@@ -82,6 +82,7 @@ func Run(t *testing.T, b Backend) {
 		{"ReleaseClaims", testReleaseClaims},
 		{"ConflictResult", testConflictResult},
 		{"OutboxEmit", testOutboxEmit},
+		{"Headers", testHeaders},
 		{"OutboxRelay", testOutboxRelay},
 		{"OutboxCommitOrder", testOutboxCommitOrder},
 		{"Rebuild", testRebuild},

@@ -1,0 +1,44 @@
+package ledgertest
+
+import (
+	"context"
+	"database/sql"
+	"testing"
+
+	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/ledger"
+)
+
+// testHeaders: the headers of a message (migration 017) are recorded with
+// its processed row on both paths, the batch without business work and
+// the handler's, read back by Processed, and come with the outbox rows its
+// handler emitted (OutboxRow.Cause); a message without them has none.
+func testHeaders(t *testing.T, db *ledger.DB) {
+	h := spool.MessageHeaders{Version: "v2", Trace: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", Tenant: "acme"}
+	plain := valid("h1", msg{ID: "h-plain"})
+	plain.Message.Headers = h
+	record(t, db, plain, valid("h2", msg{ID: "h-none"}))
+
+	emit := spool.HandlerFunc(func(ctx context.Context, tx *sql.Tx, d *spool.Delivery) error {
+		return spool.Emit(ctx, tx, d, spool.Event{Aggregate: "hdr", Type: "t", Payload: []byte(`{}`)})
+	})
+	work := valid("h3", msg{ID: "h-work"})
+	work.Message.Headers = spool.MessageHeaders{Trace: h.Trace, Tenant: "other"}
+	recordWork(t, db, spool.Work{Handler: emit, Decide: (&decider{verdict: deadLetter(spool.ReasonHandler)}).decide}, work, valid("h4", msg{ID: "h-work-none"}))
+
+	for id, want := range map[string]spool.MessageHeaders{
+		"h-plain": h, "h-none": {}, "h-work": work.Message.Headers, "h-work-none": {},
+	} {
+		r, ok := processedRow(t, db, id)
+		if !ok || r.Headers != want {
+			t.Errorf("Processed(%s).Headers = %+v (found %v), want %+v", id, r.Headers, ok, want)
+		}
+	}
+	rows, err := db.OutboxRows(t.Context(), "hdr", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 || rows[0].Cause != work.Message.Headers || !rows[1].Cause.IsZero() {
+		t.Fatalf("outbox rows %+v: want h-work's headers as the first's cause, none on the second", rows)
+	}
+}
