@@ -39,6 +39,9 @@ type Contract struct {
 	// MaxSize is the largest message in bytes; larger files are dead-lettered
 	// as too-large without being read. Zero means DefaultMaxSize.
 	MaxSize int64 `json:"max_size"`
+	// Headers names the fields carrying the schema version, the W3C trace
+	// context and the tenant; the zero value names none.
+	Headers HeaderFields `json:"headers,omitzero"`
 }
 
 // DefaultContract returns the default contract (docs/DESIGN.md, "The message
@@ -58,7 +61,8 @@ func DefaultContract() Contract {
 var ErrBadContract = errors.New("bad contract")
 
 // Check reports a contract that cannot be used: empty or clashing field
-// names, or a negative size limit.
+// names (a header field may not be a role field or another header's), or a
+// negative size limit.
 func (c Contract) Check() error {
 	roles := map[string]string{}
 	for _, r := range []struct{ role, name string }{
@@ -72,6 +76,9 @@ func (c Contract) Check() error {
 			return fmt.Errorf("%w: %s and %s are both %q", ErrBadContract, other, r.role, r.name)
 		}
 		roles[r.name] = r.role
+	}
+	if err := c.Headers.check(roles); err != nil {
+		return err
 	}
 	for _, f := range c.Required {
 		if f == "" {

@@ -41,6 +41,9 @@ type Message struct {
 	Seq int64
 	// Amount is exact; empty when absent and not required.
 	Amount Amount
+	// Headers are the schema version, traceparent and tenant the message
+	// carried, by the contract's HeaderFields.
+	Headers MessageHeaders
 	// Fields are all top-level fields in document order, contract fields
 	// included.
 	Fields []Field

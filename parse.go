@@ -29,7 +29,10 @@ import (
 //   - ReasonMissingField: the key field (always required), then each of
 //     c.Required in order, absent or null.
 //   - ReasonInvalidField: a role field that is present and not null but has
-//     the wrong type or range, checked whether or not it is required.
+//     the wrong type or range, checked whether or not it is required;
+//     then the header fields (HeaderFields): version and tenant strings of
+//     1 to MaxHeaderLen bytes without control characters, the trace a W3C
+//     traceparent (ParseTraceparent).
 //
 // Parse keeps numbers as the text that was sent, so Amount and integer keys
 // never pass through float64. It does not trust the caller to have bounded
@@ -96,6 +99,11 @@ func (c Contract) Parse(data []byte) (*Message, error) {
 		}
 	}
 
+	hs, err := s.headers(c.Headers)
+	if err != nil {
+		return nil, err
+	}
+
 	text := string(s.keys)
 	fields := make([]Field, len(s.members))
 	for i, m := range s.members {
@@ -110,8 +118,13 @@ func (c Contract) Parse(data []byte) (*Message, error) {
 		OrderNo: text[order.start:order.end],
 		Seq:     seq,
 		Amount:  Amount(text[amount.start:amount.end]),
-		Fields:  fields,
-		Raw:     data,
+		Headers: MessageHeaders{
+			Version: text[hs.version.start:hs.version.end],
+			Trace:   text[hs.trace.start:hs.trace.end],
+			Tenant:  text[hs.tenant.start:hs.tenant.end],
+		},
+		Fields: fields,
+		Raw:    data,
 	}, nil
 }
 

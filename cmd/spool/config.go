@@ -20,8 +20,9 @@ import (
 )
 
 // configName is the queue's contract file, DIR/spool.conf: a JSON object
-// with the keys key_field, order_field, seq_field, amount_field, required
-// and max_size, each optional. For example:
+// with the keys key_field, order_field, seq_field, amount_field, required,
+// max_size and headers (the fields of the schema version, trace context and
+// tenant), each optional. For example:
 //
 //	{"key_field": "event_id", "order_field": "account", "required": ["event_id"]}
 //
@@ -76,6 +77,7 @@ func (cf *contractFlags) contract(dir string) (spool.Contract, error) {
 		if file.MaxSize != 0 {
 			c.MaxSize = file.MaxSize
 		}
+		c.Headers = file.Headers
 	}
 
 	set := map[string]bool{}
@@ -131,7 +133,7 @@ func readConfig(path string) (*spool.Contract, error) {
 }
 
 // configKeys are the keys of spool.conf, in the order the errors list them.
-var configKeys = []string{"key_field", "order_field", "seq_field", "amount_field", "required", "max_size"}
+var configKeys = []string{"key_field", "order_field", "seq_field", "amount_field", "required", "max_size", "headers"}
 
 // approvalKey is spool.conf's one key beside the contract's: the approval
 // policy of replays and discards (task.ParsePolicy, readPolicy).
@@ -272,6 +274,12 @@ func setConfigKey(c *spool.Contract, key string, raw json.RawMessage) error {
 			return fmt.Errorf("max_size is 0: want at least 1 byte, or leave max_size out for the default %d", spool.DefaultMaxSize)
 		}
 		c.MaxSize = n
+	case "headers":
+		h, err := parseHeaders(raw, kind)
+		if err != nil {
+			return err
+		}
+		c.Headers = h
 	}
 	return nil
 }

@@ -103,6 +103,13 @@ var badConfigs = []struct{ name, conf, sub string }{
 	{"key in mixed case", `{"Max_Size":10}`, `did you mean "max_size"`},
 	{"unknown key", `{"key":"id"}`, `unknown key "key": the keys are key_field, order_field`},
 	{"repeated key", `{"key_field":"msg_id","key_field":"id"}`, `key "key_field" appears twice`},
+	{"unknown header key", `{"headers":{"trace":"tp","span":"s"}}`, `unknown key "span" in headers: the keys are version, trace, tenant`},
+	{"header key in upper case", `{"headers":{"Trace":"tp"}}`, `did you mean "trace"`},
+	{"repeated header key", `{"headers":{"trace":"a","trace":"b"}}`, `key "trace" appears twice in headers`},
+	{"headers not an object", `{"headers":["trace"]}`, `headers is an array: want an object`},
+	{"header field empty", `{"headers":{"tenant":""}}`, `headers.tenant is empty`},
+	{"header field a number", `{"headers":{"version":1}}`, `headers.version is a number`},
+	{"header field clashes", `{"headers":{"tenant":"order_no"}}`, `order field and tenant header are both "order_no"`},
 	{"repeated key, escaped", `{"key_field":"msg_id","key\u005ffield":"id"}`, `key "key_field" appears twice`},
 	{"repeated key, same value", `{"max_size":10,"max_size":10}`, `key "max_size" appears twice`},
 	{"empty key_field", `{"key_field":""}`, `key_field is empty`},
@@ -126,7 +133,7 @@ var badConfigs = []struct{ name, conf, sub string }{
 	{"required with a number", `{"required":["msg_id",1]}`, `required[1] is a number`},
 	{"required with null", `{"required":[null]}`, `required[0] is null`},
 	{"required twice the same", `{"required":["msg_id","msg_id"]}`, `required lists "msg_id" twice`},
-	{"top level array", `["key_field"]`, `want a JSON object with the keys key_field, order_field, seq_field, amount_field, required, max_size, not an array`},
+	{"top level array", `["key_field"]`, `want a JSON object with the keys key_field, order_field, seq_field, amount_field, required, max_size, headers, not an array`},
 	{"top level null", `null`, `not null`},
 	{"top level string", `"key_field"`, `not a string`},
 	{"empty file", ``, `empty file`},
@@ -175,6 +182,13 @@ var goodConfigs = []struct {
 	want       spool.Contract
 }{
 	{"empty object", `{}`, spool.DefaultContract()},
+	{
+		name: "headers",
+		conf: `{"headers":{"version":"schema","trace":"traceparent","tenant":"tenant"}}`,
+		want: spool.Contract{KeyField: "msg_id", OrderField: "order_no", SeqField: "seq", AmountField: "amount",
+			Required: spool.DefaultContract().Required, MaxSize: spool.DefaultMaxSize,
+			Headers: spool.HeaderFields{Version: "schema", Trace: "traceparent", Tenant: "tenant"}},
+	},
 	{"whitespace around", " \n\t{ }\r\n", spool.DefaultContract()},
 	{
 		name: "every key",
@@ -220,7 +234,7 @@ func TestGoodConfig(t *testing.T) {
 func contractEqual(a, b spool.Contract) bool {
 	return a.KeyField == b.KeyField && a.OrderField == b.OrderField && a.SeqField == b.SeqField &&
 		a.AmountField == b.AmountField && a.MaxSize == b.MaxSize && slices.Equal(a.Required, b.Required) &&
-		(a.Required == nil) == (b.Required == nil)
+		(a.Required == nil) == (b.Required == nil) && a.Headers == b.Headers
 }
 
 // FuzzParseConfig checks parseConfig against encoding/json on any input:

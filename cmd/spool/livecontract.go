@@ -76,6 +76,7 @@ func contractDiff(live, here spool.Contract) []string {
 	add("amount_field", live.AmountField, here.AmountField)
 	add("required", slices.Sorted(slices.Values(live.Required)), slices.Sorted(slices.Values(here.Required)))
 	add("max_size", live.MaxSize, here.MaxSize)
+	add("headers", live.Headers, here.Headers)
 	if len(out) == 0 {
 		out = append(out, "the same keys, another hash")
 	}

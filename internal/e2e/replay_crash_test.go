@@ -37,6 +37,11 @@ func TestReplayCrash(t *testing.T) {
 	// One round in aimEvery aims after the first move: the quick run's
 	// few rounds reach the pending and staged phases sooner.
 	aimEvery := testenv.Pick(3, 2)
+	// The aimed kills are drawn over the first 1/aimSpan of the moves:
+	// their end is the intent's done commit, the report and the exit,
+	// where 8 of 12 aimed kills of a quick run landed when they were drawn
+	// over all of it, so that it took 20 rounds to leave one staged.
+	aimSpan := int64(testenv.Pick(1, 2))
 	// A bound for a stalled machine: it takes 40 s alone, and was seen at
 	// 4 min with other test suites running beside it.
 	budget := 12 * time.Minute
@@ -116,7 +121,7 @@ func TestReplayCrash(t *testing.T) {
 			delay = time.Duration(rng.Int64N(int64(span) + 1))
 			alive = p.killAfter(t, delay)
 		} else if _, ok := waitForStaging(t, p, q); ok {
-			delay = time.Duration(rng.Int64N(int64(moves) + 1))
+			delay = time.Duration(rng.Int64N(int64(moves)/aimSpan + 1))
 			alive = p.killAfter(t, delay)
 		}
 		phase := s.observe(alive)
