@@ -320,7 +320,6 @@ func TestTaskKillResume(t *testing.T) {
 	switch _, state := killedTask(t, q); {
 	case id == 0:
 		mustRun(t, 0, "replay", q, "--all", "--rate", "500")
-		id = tasksOf(t, q)[0].ID
 	case state != "done":
 		mustRun(t, 0, "resume", q, strconv.FormatInt(id, 10))
 	}

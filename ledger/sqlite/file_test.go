@@ -264,3 +264,41 @@ func dirListing(t *testing.T, dir string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestReadOnlyWALWithoutShm: a writer killed after creating the -wal and
+// before the -shm leaves commits in the -wal only. A report (read-only)
+// reads them, SQLite rebuilding the -shm, rather than refusing the ledger
+// or reading the file alone (immutable), which would not see them.
+func TestReadOnlyWALWithoutShm(t *testing.T) {
+	path := newLedgerFile(t, 0o644)
+	db, err := Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	recordOne(t, db)
+	// What a kill -9 leaves, taken while the writer holds the ledger open
+	// (a clean close would checkpoint the -wal into the file).
+	dir := t.TempDir()
+	for _, side := range []string{"", "-wal"} {
+		b, err := os.ReadFile(path + side)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "ledger.db"+side), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ro, err := OpenWith(t.Context(), filepath.Join(dir, "ledger.db"), Options{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("read-only open of a ledger with a -wal and no -shm: %v", err)
+	}
+	defer ro.Close()
+	ids, err := ro.ProcessedIDs(t.Context(), []string{"m-" + t.Name()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ids["m-"+t.Name()] {
+		t.Errorf("the read-only ledger does not see the commit in the -wal")
+	}
+}

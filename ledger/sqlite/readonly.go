@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/spoolq/spool/ledger"
 )
 
@@ -61,6 +63,15 @@ func openReadOnly(ctx context.Context, path string) (*ledger.DB, error) {
 	dsn := "file:" + escapePath(filepath.ToSlash(abs)) + "?mode=ro&_pragma=busy_timeout(" + strconv.Itoa(busyTimeout) + ")"
 	if _, err := os.Stat(real + "-wal"); err != nil {
 		dsn += "&immutable=1"
+	} else if _, err := os.Stat(real + "-shm"); errors.Is(err, fs.ErrNotExist) {
+		// A -wal without its -shm: a writer killed between creating the
+		// two. The -wal may hold commits the file lacks, so immutable=1
+		// would read an old ledger; SQLite rebuilds the -shm from the
+		// -wal, even read-only, if it may create it in the directory.
+		if unix.Access(filepath.Dir(real), unix.W_OK) != nil {
+			return nil, &FileError{Path: real + "-shm", Err: ErrReadOnly,
+				msg: " is missing beside a -wal (a consumer was killed), and this user may not create it. Try: run the report as the queue's owner once, or start the consumer"}
+		}
 	} else if !readable(real + "-shm") {
 		return nil, &FileError{Path: real + "-shm", Err: ErrReadOnly, msg: " cannot be read: a reader of a ledger in use needs read access to its -shm and -wal"}
 	}
