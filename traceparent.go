@@ -7,9 +7,8 @@ import (
 	"fmt"
 )
 
-// TraceContext is a parsed W3C Trace Context traceparent
-// (https://www.w3.org/TR/trace-context/ names the format; docs/DESIGN.md,
-// "The message contract", says what spool does with it): version 00, a
+// TraceContext is a parsed W3C Trace Context traceparent (docs/DESIGN.md,
+// "Headers", says what spool does with it): version 00, a
 // 16-byte trace-id, an 8-byte parent-id (the caller's span) and the
 // trace-flags.
 type TraceContext struct {

@@ -89,9 +89,11 @@ func (db *DB) RepairDone(ctx context.Context, files []RepairedFile, consumer str
 			}
 			claim := repairClaim("done", f, at)
 			res, err := tx.ExecContext(ctx, db.dialect.Rebind(db.dialect.InsertNew(`INSERT INTO processed
-    (msg_id, order_no, seq, amount, processed_at, file, content_hash, payload, claim, ino, repaired_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, "msg_id", "")), m.MsgID, nullString(m.OrderNo), nullInt(m.Seq), nullString(string(m.Amount)),
-				formatTime(f.At), clean(f.Name), f.Hash, string(m.Raw), claim, nullIno(f.Ino), formatTime(at))
+    (msg_id, order_no, seq, amount, processed_at, file, content_hash, payload, claim, ino, repaired_at,
+     schema_version, traceparent, tenant)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, "msg_id", "")), m.MsgID, nullString(m.OrderNo), nullInt(m.Seq), nullString(string(m.Amount)),
+				formatTime(f.At), clean(f.Name), f.Hash, string(m.Raw), claim, nullIno(f.Ino), formatTime(at),
+				nullString(m.Headers.Version), nullString(m.Headers.Trace), nullString(m.Headers.Tenant))
 			if err != nil {
 				return fmt.Errorf("insert processed %s: %w", clean(f.Name), err)
 			}
