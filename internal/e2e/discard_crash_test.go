@@ -18,8 +18,9 @@ import (
 // fresh set of dead letters into error/, and spool discard --all (every
 // other round with --to) is SIGKILLed at a random instant, drawn over the
 // time an uninterrupted discard takes (one round in three), or soon
-// after its first staging name appears (the others: the moves are a small
-// part of the whole); then fsck --repair or the next discard completes it. After
+// after its first staging name appears or its first staged file leaves
+// error/ (the others, in turn: the moves are a small part of the whole,
+// and the pending and staged phases a few milliseconds each); then fsck --repair or the next discard completes it. After
 // each kill every letter is either still in error/ (under its name, or
 // staged under its batch's hidden name, with the batch pending or
 // staged) or gone with its batch recorded (staged or done); never
@@ -80,7 +81,7 @@ func TestDiscardCrash(t *testing.T) {
 	ino := fill(0)
 	t0 := time.Now()
 	p := sp.start(t, args(0)...)
-	first, staged := waitForPrefix(t, p, q, ".spool-discard-")
+	first, staged := waitForErrorStage(t, p, q, "a discard's first staging", staging(".spool-discard-"))
 	r := p.wait(t)
 	span := time.Since(t0)
 	moves := time.Millisecond
@@ -101,7 +102,13 @@ func TestDiscardCrash(t *testing.T) {
 			t.Fatalf("after %d rounds in %v: %d blind and %d aimed kills hit a live discard, phases %v", round, time.Since(began).Round(time.Second), blind, aimed, phases)
 		}
 		ino := fill(round)
+		// Two rounds in three are aimed: at the first staging name (the
+		// batch pending), then at the first file released (staged).
 		isBlind := round%3 == 0
+		aim, ready := "the first staging", staging(".spool-discard-")
+		if round%3 == 2 {
+			aim, ready = "the first release", releasing(".spool-discard-", letters)
+		}
 		t0 := time.Now()
 		p := sp.start(t, args(round)...)
 		alive := false
@@ -113,11 +120,11 @@ func TestDiscardCrash(t *testing.T) {
 				// now than when span was taken, so take it again.
 				span = time.Since(t0)
 			}
-		} else if first, ok := waitForPrefix(t, p, q, ".spool-discard-"); ok {
+		} else if first, ok := waitForErrorStage(t, p, q, aim, ready); ok {
 			// The staging, its commit and the removals take a few
 			// milliseconds of the moves' window, the rest is the commit
 			// of done and the exit: the kill is drawn over the first
-			// tenth of it, where they are.
+			// tenth of it after the instant aimed at, where they are.
 			delay = time.Duration(rng.Int64N(int64(moves)/10 + 1))
 			if alive = p.killAfter(t, delay); !alive {
 				moves = max(time.Since(first), time.Millisecond)
@@ -137,7 +144,10 @@ func TestDiscardCrash(t *testing.T) {
 		if !alive && phase != "done" {
 			t.Errorf("round %d: discard exited by itself with its batch %s", round, phase)
 		}
-		what := fmt.Sprintf("round %d (blind %v, killed %v after %v, phase %s)", round, isBlind, alive, delay, phase)
+		if isBlind {
+			aim = "blind"
+		}
+		what := fmt.Sprintf("round %d (%s, killed %v after %v, phase %s)", round, aim, alive, delay, phase)
 		if round%2 == 0 {
 			r := sp.mustRun(t, 0, "fsck", q, "--repair")
 			if phase == "pending" || phase == "staged" {
@@ -162,38 +172,6 @@ func TestDiscardCrash(t *testing.T) {
 		}
 	}
 	t.Logf("%d blind and %d aimed kills left phases %v in %v", blind, aimed, phases, time.Since(began).Round(time.Millisecond))
-}
-
-// waitForPrefix polls error/ until an entry named with prefix appears,
-// and returns when; false if p exits first.
-func waitForPrefix(t *testing.T, p *proc, q, prefix string) (time.Time, bool) {
-	t.Helper()
-	deadline := time.Now().Add(cmdTimeout)
-	dir := filepath.Join(q, errorStage)
-	for time.Now().Before(deadline) {
-		select {
-		case <-p.done:
-			return time.Time{}, false
-		default:
-		}
-		f, err := os.Open(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		names, err := f.Readdirnames(-1)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, n := range names {
-			if strings.HasPrefix(n, prefix) {
-				return time.Now(), true
-			}
-		}
-		time.Sleep(200 * time.Microsecond) // poll interval, not a wait for a result
-	}
-	t.Fatalf("no %s* entry within %v", prefix, cmdTimeout)
-	return time.Time{}, false
 }
 
 // inodesAt maps each inode of the queue's stages and of kept to the

@@ -24,24 +24,29 @@ import (
 // never lost; and the ledger's replay records and spool errors --json
 // agree with the rounds, file by file.
 //
-// Under -race it runs a plain build of spool (plainSpool): the
+// The aimed rounds alternate between two instants the polling of error/
+// sees: the first staging name (the intent committed, files being staged)
+// and the first file released (all staged, files going back to inbox/),
+// each followed by a random delay; so the pending and the staged phase,
+// a few milliseconds each, are hit in a handful of rounds instead of by
+// luck. Under -race it runs a plain build of spool (plainSpool): the
 // instrumented one takes seconds a round, minutes in all. The quick run
-// replays 200 letters through at least 5 kills, one round in two aimed
-// after the first move; SPOOL_TEST_LONG=1 2000 through 28, one in three.
-// Both go on until kills left a replay pending and staged.
+// replays 200 letters through at least 4 kills, one round in two aimed;
+// SPOOL_TEST_LONG=1 2000 through 28, one in three. Both go on until
+// kills left a replay pending and staged.
 func TestReplayCrash(t *testing.T) {
 	t.Parallel()
 	rng := newRand(t)
 	letters := testenv.Pick(2000, 200)
-	minBlindKills, minAimedKills := testenv.Pick(20, 3), testenv.Pick(8, 2)
-	// One round in aimEvery aims after the first move: the quick run's
-	// few rounds reach the pending and staged phases sooner.
+	minBlindKills, minAimedKills := testenv.Pick(20, 2), testenv.Pick(8, 2)
+	// One round in aimEvery aims at the moves: the quick run's few rounds
+	// reach the pending and staged phases sooner.
 	aimEvery := testenv.Pick(3, 2)
-	// The aimed kills are drawn over the first 1/aimSpan of the moves:
-	// their end is the intent's done commit, the report and the exit,
-	// where 8 of 12 aimed kills of a quick run landed when they were drawn
-	// over all of it, so that it took 20 rounds to leave one staged.
-	aimSpan := int64(testenv.Pick(1, 2))
+	// The aimed kills are drawn over the first tenth of the moves after
+	// the instant they aim at: the moves' end is the intent's done commit,
+	// the report and the exit, where most kills drawn over all of them
+	// landed, so that it once took 20 rounds to leave one staged.
+	const aimSpan = 10
 	// A bound for a stalled machine: it takes 40 s alone, and was seen at
 	// 4 min with other test suites running beside it.
 	budget := 12 * time.Minute
@@ -111,16 +116,20 @@ func TestReplayCrash(t *testing.T) {
 		}
 		// The rounds kill blind, at an instant drawn uniformly over a
 		// whole replay, but one in aimEvery, which kills a random instant
-		// after the first file moved, drawn over the moves, which are a
-		// small part of the whole.
+		// after the first file staged or, the next time, after the first
+		// file released: the moves are a small part of the whole.
 		blind := round%aimEvery != aimEvery-1
+		aim, ready := "the first staging", staging(".spool-replay-")
+		if (round/aimEvery)%2 == 1 {
+			aim, ready = "the first release", releasing(".spool-replay-", letters)
+		}
 		var delay time.Duration
 		p := sp.start(t, "replay", q, "--all")
 		alive := false
 		if blind {
 			delay = time.Duration(rng.Int64N(int64(span) + 1))
 			alive = p.killAfter(t, delay)
-		} else if _, ok := waitForStaging(t, p, q); ok {
+		} else if _, ok := waitForErrorStage(t, p, q, aim, ready); ok {
 			delay = time.Duration(rng.Int64N(int64(moves)/aimSpan + 1))
 			alive = p.killAfter(t, delay)
 		}
@@ -155,7 +164,12 @@ func TestReplayCrash(t *testing.T) {
 			replayed++
 		}
 		inInbox := committed && completer != "consume"
-		what := fmt.Sprintf("round %d (blind %v, killed %v after %v, phase %s, completed by %s)", round, blind, alive, delay, phase, completer)
+		if !blind {
+			aim = "aimed at " + aim
+		} else {
+			aim = "blind"
+		}
+		what := fmt.Sprintf("round %d (%s, killed %v after %v, phase %s, completed by %s)", round, aim, alive, delay, phase, completer)
 		full := round%5 == 4
 		s.check(what, replayed, inInbox, full && !inInbox)
 		if inInbox {
@@ -179,38 +193,6 @@ func TestReplayCrash(t *testing.T) {
 		s.check("at the end", replayed, false, true)
 	}
 	requireFindings(t, "fsck at the end", sp.fsck(t, 0, q), nil)
-}
-
-// waitForStaging polls error/ until a replay's first staging name appears
-// there, and returns when; false if p exits first.
-func waitForStaging(t *testing.T, p *proc, q string) (time.Time, bool) {
-	t.Helper()
-	deadline := time.Now().Add(cmdTimeout)
-	dir := filepath.Join(q, errorStage)
-	for time.Now().Before(deadline) {
-		select {
-		case <-p.done:
-			return time.Time{}, false
-		default:
-		}
-		f, err := os.Open(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		names, err := f.Readdirnames(-1)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, n := range names {
-			if strings.HasPrefix(n, ".spool-replay-") {
-				return time.Now(), true
-			}
-		}
-		time.Sleep(200 * time.Microsecond) // poll interval, not a wait for a result
-	}
-	t.Fatalf("replay moved nothing within %v", cmdTimeout)
-	return time.Time{}, false
 }
 
 // The phases a kill of spool replay can leave a replay in.
