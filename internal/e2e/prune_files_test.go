@@ -145,14 +145,14 @@ func TestPruneFiles(t *testing.T) {
 // nothing but rows whose file is gone (informational), no file of done/
 // without its row, error/ and the recent files untouched; a second prune
 // then completes it and fsck is clean, with done/ holding exactly the
-// recent files. The quick run makes rounds of 150 messages until 3 kills
+// recent files. The quick run makes rounds of 80 messages until 3 kills
 // hit a live prune, 2 of them inside its removals, one round in two
 // aimed at them; SPOOL_TEST_LONG=1 rounds of 600 until 8 and 4, one in
 // three aimed.
 func TestPruneFilesCrash(t *testing.T) {
 	t.Parallel()
 	rng := newRand(t)
-	perRound := testenv.Pick(600, 150)
+	perRound := testenv.Pick(600, 80)
 	sp := spoolAt{bin: plainSpool(t)}
 	q := filepath.Join(t.TempDir(), "q")
 	path := filepath.Join(q, "ledger.db")
