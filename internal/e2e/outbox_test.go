@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"database/sql"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -34,18 +33,22 @@ func fillOrders(t *testing.T, q string, n, orders int) []string {
 	return ids
 }
 
+// unqualified is callLedger.table of a ledger whose tables need no schema.
+func unqualified(name string) string { return name }
+
 // outboxAgrees checks that q's outbox and processed tables tell the same
 // story: one event per processed row, none without one. It returns how
 // many processed rows there are.
-func outboxAgrees(t *testing.T, db *sql.DB, when string) int {
+func outboxAgrees(t *testing.T, l callLedger, when string) int {
 	t.Helper()
 	var processed, events, orphans, missing, twice int
-	err := db.QueryRow(`SELECT
-	    (SELECT COUNT(*) FROM processed),
-	    (SELECT COUNT(*) FROM outbox),
-	    (SELECT COUNT(*) FROM outbox o WHERE NOT EXISTS (SELECT 1 FROM processed p WHERE p.msg_id = o.msg_id)),
-	    (SELECT COUNT(*) FROM processed p WHERE NOT EXISTS (SELECT 1 FROM outbox o WHERE o.msg_id = p.msg_id)),
-	    (SELECT COUNT(*) FROM (SELECT msg_id FROM outbox GROUP BY msg_id HAVING COUNT(*) > 1) x)`).Scan(&processed, &events, &orphans, &missing, &twice)
+	err := l.db.QueryRow(fmt.Sprintf(`SELECT
+	    (SELECT COUNT(*) FROM %[1]s),
+	    (SELECT COUNT(*) FROM %[2]s),
+	    (SELECT COUNT(*) FROM %[2]s o WHERE NOT EXISTS (SELECT 1 FROM %[1]s p WHERE p.msg_id = o.msg_id)),
+	    (SELECT COUNT(*) FROM %[1]s p WHERE NOT EXISTS (SELECT 1 FROM %[2]s o WHERE o.msg_id = p.msg_id)),
+	    (SELECT COUNT(*) FROM (SELECT msg_id FROM %[2]s GROUP BY msg_id HAVING COUNT(*) > 1) x)`,
+		l.table("processed"), l.table("outbox"))).Scan(&processed, &events, &orphans, &missing, &twice)
 	if err != nil {
 		t.Fatalf("%s: %v", when, err)
 	}
@@ -60,21 +63,36 @@ func outboxAgrees(t *testing.T, db *sql.DB, when string) int {
 // writes an outbox row are killed with SIGKILL at random instants; after
 // every kill, and after the clean run that drains the queue, each
 // processed row has exactly its one event and no event lacks its
-// processed row.
+// processed row. It runs on the queue's SQLite ledger and, with their
+// servers' variables, on a PostgreSQL schema and a MariaDB database.
 func TestOutboxCommitsWithMessage(t *testing.T) {
-	t.Parallel()
+	for _, engine := range []ledgerBackend{sqliteEngine, postgresEngine, mysqlEngine} {
+		t.Run(engine.name, func(t *testing.T) {
+			t.Parallel()
+			testOutboxCommitsWithMessage(t, engine)
+		})
+	}
+}
+
+func testOutboxCommitsWithMessage(t *testing.T, engine ledgerBackend) {
 	rng := newRand(t)
 	q, state := workQueue(t)
+	l := engine.crash(t, q)
+	if l.db == nil {
+		l = callLedger{db: openLedgerRW(t, filepath.Join(q, "ledger.db")), table: unqualified}
+	} else {
+		// The ledger's tables exist before the first kill can land.
+		mustRun(t, 0, append([]string{"init", q}, l.args...)...)
+	}
 	sqlFile := writeFile(t, state, "outbox.sql", outboxSQL)
 	ids := fillOrders(t, q, scale(3000, 600), 7)
-	db := openLedgerRW(t, filepath.Join(q, "ledger.db"))
 	kills := 0
 	for run := 0; kills < scale(40, 12) && run < 200; run++ {
-		args := []string{"consume", q, "--sql", sqlFile, "--batch", strconv.Itoa(1 + rng.IntN(32))}
+		args := append([]string{"consume", q, "--sql", sqlFile, "--batch", strconv.Itoa(1 + rng.IntN(32))}, l.args...)
 		p := start(t, args...)
 		if p.killAfter(t, logDelay(rng, 5*time.Millisecond, 400*time.Millisecond)) {
 			kills++
-			outboxAgrees(t, db, fmt.Sprintf("after kill %d", kills))
+			outboxAgrees(t, l, fmt.Sprintf("after kill %d", kills))
 		} else if r := p.result(); r.code != 0 {
 			t.Fatalf("consumer failed:\n%s", r)
 		}
@@ -82,8 +100,8 @@ func TestOutboxCommitsWithMessage(t *testing.T) {
 			break
 		}
 	}
-	mustRun(t, 0, "consume", q, "--sql", sqlFile)
-	if n := outboxAgrees(t, db, "after the clean run"); n != len(ids) {
+	mustRun(t, 0, append([]string{"consume", q, "--sql", sqlFile}, l.args...)...)
+	if n := outboxAgrees(t, l, "after the clean run"); n != len(ids) {
 		t.Fatalf("%d processed rows, want %d", n, len(ids))
 	}
 	if n := countNames(t, q, done); n != len(ids)+len(ids)/10 {

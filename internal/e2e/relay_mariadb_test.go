@@ -33,7 +33,7 @@ func TestRelayMariaDBTwoRelays(t *testing.T) {
 	b, _ := workQueue(t)
 	writeFile(t, b, "spool.conf", `{"required": ["msg_id"]}`)
 	testRelayWhileEmitting(t, db, q, b, dsn, sqlFile)
-	if n := outboxAgrees(t, db, "after the consumers"); n != len(ids) {
+	if n := outboxAgrees(t, callLedger{db: db, table: unqualified}, "after the consumers"); n != len(ids) {
 		t.Fatalf("%d processed rows, want %d", n, len(ids))
 	}
 	pending := func() int {
