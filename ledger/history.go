@@ -278,8 +278,9 @@ func (db *DB) ProcessedIDs(ctx context.Context, ids []string) (map[string]bool, 
 // processed_at is before p.Before, and processed and duplicate deliveries
 // inspected before it, in one transaction. It never removes dead-letter
 // records (they are the history of the files in error/ and of their
-// replays), the replay log, retry attempts, or anything of a claim still in
-// processing/ (p.KeepClaims).
+// replays), the replay log, retry attempts, anything of a claim still in
+// processing/ (p.KeepClaims), or the processed row of a message whose
+// events are not all published yet (the relay sends its headers with them).
 //
 // What it costs: a msg_id whose processed row is gone is no longer known,
 // so a redelivery of it is processed again, not absorbed as a duplicate;
@@ -391,7 +392,11 @@ const outboxPruneWhere = "published_at IS NOT NULL AND published_at < ?"
 // remove from the same ledger.
 func pruneWhere(p Prune) (procWhere string, procArgs []any, delWhere string, delArgs []any) {
 	before := formatTime(p.Before)
-	procWhere, procArgs = "processed_at < ?", []any{before}
+	// A processed row whose handler emitted an event not yet published
+	// stays: the relay reads the event's cause (the message's version,
+	// trace and tenant) from it. The subquery reads only the unpublished
+	// rows, through the outbox_pending index.
+	procWhere, procArgs = "processed_at < ? AND msg_id NOT IN (SELECT msg_id FROM outbox WHERE published_at IS NULL AND msg_id IS NOT NULL)", []any{before}
 	delWhere, delArgs = "outcome IN ('processed', 'duplicate') AND at < ?", []any{before}
 	if len(p.KeepClaims) > 0 {
 		keep := make([]any, len(p.KeepClaims))

@@ -28,8 +28,10 @@ duplicate. Choose a window longer than any producer may redeliver. The
 pruned rows also leave order-check (their sequences look missing) and dups.
 
 It never removes dead-letter records (the history of error/ and of its
-replays), the replay log, pending retries, or anything of a claim still in
-processing/, whose recovery asks the ledger about it.
+replays), the replay log, pending retries, anything of a claim still in
+processing/, whose recovery asks the ledger about it, or the processed row
+of a message whose outbox events are not all published (the relay sends
+the message's headers with them).
 
 --files also removes the files of done/ that the pruned rows record, so
 that a long-lived queue's done/ does not grow forever: a file goes when a
