@@ -96,9 +96,9 @@ func (cs *callStage) unstart(it item) {
 // (I7: a claim without a recorded outcome is consumed again), and the
 // session's reservations are removed. It runs once no call of the pass is
 // in flight or settling, so that every reservation the session still holds
-// is one of these claims'. The reservations go first: a claim back in
-// inbox/ may be claimed by another consumer at once, and would wait for
-// them. A crash half-way leaves the rest to recovery, which does the same.
+// is one of these claims'. The reservations and the dedup window's keys
+// go first: a claim back in inbox/ may be claimed by another consumer at
+// once, and would wait for them. A crash half-way leaves the rest to recovery, which does the same.
 func (cs *callStage) giveBack() error {
 	p, c := cs.p, cs.p.c
 	cs.backMu.Lock()
@@ -111,6 +111,10 @@ func (cs *callStage) giveBack() error {
 	if _, err := c.callLedger.ReleaseReservations(p.work, p.s.ID()); err != nil {
 		return fmt.Errorf("give back claims not started: %w", err)
 	}
+	// Their keys in the dedup window too (compare-and-delete of this
+	// session's), for the same reason: another consumer's delivery of one
+	// would wait for the in-flight TTL instead of calling.
+	c.settleWindow(p.work, back, p.s.ID(), true)
 	c.moves.Lock()
 	defer c.moves.Unlock()
 	for _, it := range back {

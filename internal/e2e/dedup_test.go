@@ -3,10 +3,13 @@
 package e2e
 
 import (
+	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -363,4 +366,132 @@ func TestDedupBadURL(t *testing.T) {
 	before := treeSnapshot(t, q)
 	r := spoolAt{bin: spoolBin, env: []string{"SPOOL_DEDUP=redis://"}}.run(t, "consume", q)
 	requireRefusal(t, r, before, []string{q}, "set by SPOOL_DEDUP")
+}
+
+// TestDedupGivenBackReleased: a consumer stopped by SIGTERM with one call
+// in flight and the rest of its batch reserved but not called gives those
+// claims back to inbox/ and deletes their in-flight keys from the window
+// with them, so that the next consumer (here at once, on any host) calls
+// them instead of waiting for the keys' in-flight TTL; the one called is
+// done in the window. The next run calls each of the others once.
+func TestDedupGivenBackReleased(t *testing.T) {
+	t.Parallel()
+	r := startRedis(t)
+	q, _ := workQueue(t)
+	srv := newCallServer(t, time.Second)
+	bodies := map[string]string{}
+	for i := range 5 {
+		id := fmt.Sprintf("k-%d", i)
+		bodies[id] = orderMessage(id, "o-"+id, 1, "1.00")
+		putMessage(t, q, id+".json", bodies[id])
+	}
+	// The window's in-flight TTL is far longer than the test: a key left
+	// behind is seen, not expired.
+	url := r.url() + "?inflight=10m"
+	p := start(t, "consume", q, "--post", srv.URL, "--concurrency", "1", "--dedup", url)
+	if !srv.waitInFlight(1, cmdTimeout) {
+		t.Fatalf("no call arrived\n%s", p.result())
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if res := p.wait(t); res.code != 0 || !strings.Contains(res.stderr, "given back to inbox/") {
+		t.Fatalf("after SIGTERM: want exit 0 and claims given back\n%s", res)
+	}
+	given := countNames(t, q, inbox)
+	if given == 0 {
+		t.Fatal("the SIGTERM gave nothing back: nothing was reserved uncalled")
+	}
+	vals := r.values(t)
+	inFlight, doneKeys := 0, 0
+	for k, v := range vals {
+		switch {
+		case strings.HasPrefix(v, "o:"):
+			inFlight++
+			t.Errorf("window key %s is still in flight (%s) after its claim was given back", k, v)
+		case strings.HasPrefix(v, "d:"):
+			doneKeys++
+		}
+	}
+	if inFlight > 0 {
+		t.FailNow() // the next run would wait for the keys' TTL
+	}
+	if doneKeys+given != len(bodies) {
+		t.Errorf("window holds %d done keys and %d in flight, inbox/ %d given back: want the called ones done and the rest gone", doneKeys, inFlight, given)
+	}
+	res := mustRun(t, 0, "consume", q, "--post", srv.URL, "--dedup", url)
+	requireStats(t, "the next run", res, consumeStats{Processed: given})
+	seen, _ := srv.seen(t)
+	for id := range bodies {
+		if seen[id] != 1 {
+			t.Errorf("the endpoint saw %s %d times, want once", id, seen[id])
+		}
+	}
+}
+
+// values returns every key of the window's database (3) with its value,
+// over the Redis protocol itself (KEYS is fine on a test's private server).
+func (r *redisServer) values(t *testing.T) map[string]string {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", r.port), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	rd := bufio.NewReader(c)
+	do := func(args ...string) []string {
+		fmt.Fprintf(c, "*%d\r\n", len(args))
+		for _, a := range args {
+			fmt.Fprintf(c, "$%d\r\n%s\r\n", len(a), a)
+		}
+		return readRESP(t, rd)
+	}
+	do("SELECT", "3")
+	out := map[string]string{}
+	for _, k := range do("KEYS", "*") {
+		if v := do("GET", k); len(v) == 1 {
+			out[k] = v[0]
+		}
+	}
+	return out
+}
+
+// readRESP reads one reply of the kinds KEYS, GET and SELECT give: a
+// simple string, a bulk string (nil: none) or an array of bulk strings.
+func readRESP(t *testing.T, rd *bufio.Reader) []string {
+	t.Helper()
+	line, err := rd.ReadString('\n')
+	if err != nil {
+		t.Fatalf("redis reply: %v", err)
+	}
+	line = strings.TrimSuffix(line, "\r\n")
+	if line == "" {
+		t.Fatal("redis reply: empty line")
+	}
+	bulk := func(n int) string {
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(rd, buf); err != nil {
+			t.Fatalf("redis reply: %v", err)
+		}
+		return string(buf[:n])
+	}
+	n, _ := strconv.Atoi(line[1:])
+	switch line[0] {
+	case '+':
+		return []string{line[1:]}
+	case '$':
+		if n < 0 {
+			return nil
+		}
+		return []string{bulk(n)}
+	case '*':
+		var out []string
+		for range n {
+			out = append(out, readRESP(t, rd)...)
+		}
+		return out
+	}
+	t.Fatalf("redis reply: %q", line)
+	return nil
 }
