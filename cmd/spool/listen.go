@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -19,14 +20,18 @@ import (
 // listenFlags are the flags of the metrics and health endpoints, on
 // consume and serve.
 type listenFlags struct {
-	fs      *flag.FlagSet
-	addr    string
-	refresh time.Duration
+	fs              *flag.FlagSet
+	addr            string
+	refresh         time.Duration
+	tlsCert, tlsKey string
+	tls             *certFiles // loaded by check when --tls-cert is given
 }
 
 func addListenFlags(fs *flag.FlagSet, what string) *listenFlags {
 	f := &listenFlags{fs: fs}
 	fs.StringVar(&f.addr, "listen", "", "serve /metrics, /healthz and /readyz over HTTP at `ADDR` (host:port: 127.0.0.1:9464 for this host alone; no host, :9464, binds every interface; port 0 picks a free one, logged as \"listening\" addr=...)"+what)
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "with --listen: serve HTTPS with the certificate (chain) in PEM `FILE`; read again when it changes")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "with --tls-cert: the certificate's private key, PEM `FILE`")
 	fs.DurationVar(&f.refresh, "metrics-refresh", metrics.DefaultRefresh, "list each stage for the queue gauges at most this often (`DURATION`; a stage whose listing took T waits at least 100×T)")
 	return f
 }
@@ -39,6 +44,8 @@ func (f *listenFlags) check(e *env, need bool) error {
 			return e.usage("--listen ADDR is required")
 		case given(f.fs, "listen"):
 			return e.usage("--listen is empty: want host:port (127.0.0.1:9464 for this host alone, :9464 for every interface)")
+		case given(f.fs, "tls-cert") || given(f.fs, "tls-key"):
+			return e.usage("--tls-cert and --tls-key need --listen")
 		}
 		return nil
 	}
@@ -57,6 +64,27 @@ func (f *listenFlags) check(e *env, need bool) error {
 	if f.refresh <= 0 {
 		return e.usage("--metrics-refresh %v: want a duration above 0", f.refresh)
 	}
+	return f.checkTLS(e)
+}
+
+// checkTLS loads --tls-cert and --tls-key, which go together.
+func (f *listenFlags) checkTLS(e *env) error {
+	switch {
+	case f.tlsCert == "" && f.tlsKey == "":
+		if given(f.fs, "tls-cert") || given(f.fs, "tls-key") {
+			return e.usage("--tls-cert and --tls-key are empty: want the PEM files' paths")
+		}
+		return nil
+	case f.tlsCert == "":
+		return e.usage("--tls-key needs --tls-cert")
+	case f.tlsKey == "":
+		return e.usage("--tls-cert needs --tls-key")
+	}
+	c, err := loadCertFiles(f.tlsCert, f.tlsKey)
+	if err != nil {
+		return e.usage("--tls-cert: %v", err)
+	}
+	f.tls = c
 	return nil
 }
 
@@ -91,8 +119,15 @@ func startEndpoints(ctx context.Context, f *listenFlags, log *slog.Logger, m *me
 		lim = consoleLimits
 	}
 	ep := &endpoints{cancel: cancel, srv: newEndpointServer(ctx, mux, log, lim)}
-	log.Info("listening", "addr", ln.Addr().String())
 	ln = newLimitListener(ln, lim.conns, log)
+	if f.tls != nil {
+		// The handshake runs in the server's connection goroutine, under
+		// its header timeout: a client that stalls it holds one slot.
+		ln = tls.NewListener(ln, f.tls.config(log))
+		log.Info("listening", "addr", ln.Addr().String(), "tls", true)
+	} else {
+		log.Info("listening", "addr", ln.Addr().String())
+	}
 	ep.wg.Add(3)
 	go func() {
 		defer ep.wg.Done()

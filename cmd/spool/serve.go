@@ -19,7 +19,7 @@ import (
 var serveCommand = &command{
 	name:    "serve",
 	env:     true,
-	args:    "DIR --listen ADDR [--auth FILE] [--metrics-refresh DURATION] [--db PATH] [--log-format text|json] [--log-level LEVEL]",
+	args:    "DIR --listen ADDR [--auth FILE] [--tls-cert FILE --tls-key FILE] [--metrics-refresh DURATION] [--db PATH] [--log-format text|json] [--log-level LEVEL]",
 	summary: "serve a queue's metrics and health over HTTP without consuming it, and with --auth its API and web console",
 	help: `
 Serves /metrics, /healthz and /readyz for the queue at DIR, as consume
@@ -60,7 +60,11 @@ cancels tasks; approver also approves others' requests. A request carries
 "Authorization: Bearer TOKEN" (none is 401, a role too low 403), or the
 console's session cookie from POST /login and its CSRF token. Every action
 and refusal is a row of spool audit, via http, with the token's name. The
-ledger is then opened for writing. docs/OPERATIONS.md, "The console".`,
+ledger is then opened for writing. docs/OPERATIONS.md, "The console".
+
+--tls-cert FILE --tls-key FILE serve everything over HTTPS instead (PEM
+files, read again at the next handshake after they change, so a renewal
+needs no restart); the console's cookie is then Secure.`,
 }
 
 func init() { serveCommand.run = runServe }
