@@ -32,19 +32,27 @@ func TestMain(m *testing.M) {
 	os.Exit(runMain(m))
 }
 
-// waitInParallel lets 4 tests per CPU run at once in the quick run unless
-// -parallel says otherwise. Go's default, one per CPU, suits tests that
-// compute; these mostly wait (on spool processes, fsync, local servers and
+// waitInParallel lets 4 tests per CPU run at once in the quick run, and
+// 2 per CPU under -race or in the long run, unless -parallel says
+// otherwise. Go's default, one per CPU, suits tests that compute; these
+// mostly wait (on spool processes, fsync, local servers, brokers and
 // timers), and nearly all are parallel, so with one per core the cores
-// idle. Under -race spool computes (its build is instrumented), and the
-// long run's large queues and kill storms do too, so there the default
-// holds: more at once would only stretch each test's deadlines.
+// idle: a long run with -race at the default used under one of two cores
+// on average and took 28 minutes for the e2e package alone. Under -race
+// spool computes more (its build is instrumented), and the long run's
+// large queues and kill storms do too, so there fewer run at once than in
+// the quick run, which keeps each test's deadlines far.
 func waitInParallel() {
 	given := false
 	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
-	if !given && !raceEnabled && !testenv.IsLong() {
-		_ = flag.Set("test.parallel", strconv.Itoa(4*runtime.GOMAXPROCS(0)))
+	if given {
+		return
 	}
+	perCPU := 4
+	if raceEnabled || testenv.IsLong() {
+		perCPU = 2
+	}
+	_ = flag.Set("test.parallel", strconv.Itoa(perCPU*runtime.GOMAXPROCS(0)))
 }
 
 func runMain(m *testing.M) int {
