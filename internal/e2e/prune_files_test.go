@@ -279,27 +279,7 @@ func TestPruneFilesCrash(t *testing.T) {
 // waitForRemoval polls dir until it holds fewer than n names, or p exits.
 func waitForRemoval(t *testing.T, p *proc, dir string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(cmdTimeout)
-	for time.Now().Before(deadline) {
-		select {
-		case <-p.done:
-			return
-		default:
-		}
-		f, err := os.Open(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		names, err := f.Readdirnames(-1)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(names) < n {
-			return
-		}
-	}
-	t.Fatalf("%s still holds %d names after %v", dir, n, cmdTimeout)
+	waitForNames(t, p, dir, fmt.Sprintf("fewer than %d names", n), func(names []string) bool { return len(names) < n })
 }
 
 // auditRow is a row of the ledger's audit table, as the tests compare it.

@@ -16,8 +16,14 @@ import (
 // milliseconds, which an instant drawn blind rarely hits.
 func waitForErrorStage(t *testing.T, p *proc, q, what string, ready func(names []string) bool) (time.Time, bool) {
 	t.Helper()
+	return waitForNames(t, p, filepath.Join(q, errorStage), what, ready)
+}
+
+// waitForNames polls dir until ready holds of its entries' names, and
+// returns when; false if p exits first.
+func waitForNames(t *testing.T, p *proc, dir, what string, ready func(names []string) bool) (time.Time, bool) {
+	t.Helper()
 	deadline := time.Now().Add(cmdTimeout)
-	dir := filepath.Join(q, errorStage)
 	for time.Now().Before(deadline) {
 		select {
 		case <-p.done:
@@ -38,7 +44,7 @@ func waitForErrorStage(t *testing.T, p *proc, q, what string, ready func(names [
 		}
 		time.Sleep(200 * time.Microsecond) // poll interval, not a wait for a result
 	}
-	t.Fatalf("%s: not seen in error/ within %v", what, cmdTimeout)
+	t.Fatalf("%s: not seen in %s within %v", what, dir, cmdTimeout)
 	return time.Time{}, false
 }
 
