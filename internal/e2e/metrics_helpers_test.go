@@ -40,6 +40,14 @@ func (f *addrFinder) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// String is what the process wrote to stderr so far: safe to read while
+// it runs, unlike proc.errb.
+func (f *addrFinder) String() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.buf.String()
+}
+
 // startListening starts spool with args (which include --listen
 // 127.0.0.1:0) and returns it with the base URL of its endpoints.
 func startListening(t *testing.T, args ...string) (*proc, string) {

@@ -142,14 +142,14 @@ func TestServeTLS(t *testing.T) {
 	_, _, second := selfSigned(t, dir, "second")
 	resp, err = client(second).Get(base + "/healthz")
 	if err != nil {
-		t.Fatalf("GET /healthz after the renewal, trusting the new certificate: %v\n%s", err, p.errb.String())
+		t.Fatalf("GET /healthz after the renewal, trusting the new certificate: %v\n%s", err, f.String())
 	}
 	resp.Body.Close()
 	if _, err := client(first).Get(base + "/healthz"); err == nil {
 		t.Error("after the renewal the server still presents the old certificate")
 	}
-	if !strings.Contains(p.errb.String(), "TLS certificate reloaded") {
-		t.Errorf("serve does not log the reload\n%s", p.errb.String())
+	if !strings.Contains(f.String(), "TLS certificate reloaded") {
+		t.Errorf("serve does not log the reload\n%s", f.String())
 	}
 	// A renewal caught half-written: the pair in use stays, one warning
 	// for any number of handshakes.
@@ -164,7 +164,7 @@ func TestServeTLS(t *testing.T) {
 		}
 		resp.Body.Close()
 	}
-	if n := strings.Count(p.errb.String(), "cannot be loaded"); n != 1 {
-		t.Errorf("%d warnings of the unreadable renewal, want 1\n%s", n, p.errb.String())
+	if n := strings.Count(f.String(), "cannot be loaded"); n != 1 {
+		t.Errorf("%d warnings of the unreadable renewal, want 1\n%s", n, f.String())
 	}
 }
