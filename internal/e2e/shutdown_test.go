@@ -101,7 +101,8 @@ func processedIDs(t *testing.T, l callLedger) map[string]bool {
 }
 
 // TestShutdownGraceful sends SIGTERM to a drain, and to a watcher, of
-// thousands of messages with --post calls in flight (a server answering in
+// hundreds of messages (thousands with SPOOL_TEST_LONG=1) with --post
+// calls in flight (a server answering in
 // 50 ms, 8 at once). Each must exit 0, leave processing/ empty and every
 // message in one stage, with each call the server saw committed once (no
 // call made and forgotten, none made twice), and give back the claims it
@@ -111,7 +112,7 @@ func TestShutdownGraceful(t *testing.T) {
 	for _, mode := range []string{"drain", "watch"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
-			n := scale(3000, 1000)
+			n := scale(3000, 300)
 			q, all := shutdownQueue(t, n)
 			l := sqliteEngine.open(t, q)
 			srv := newCallServer(t, 50*time.Millisecond)
