@@ -29,13 +29,13 @@ import (
 // deleted or moved (with its bytes in the --to directory), with its
 // body's hash, and fsck is clean, counting every discard so far.
 //
-// The quick run discards 100 letters a round through at least 3 kills;
+// The quick run discards 60 letters a round through at least 3 kills;
 // SPOOL_TEST_LONG=1 1000 through 28. Under -race it runs a plain build of
 // spool (plainSpool), as TestReplayCrash does.
 func TestDiscardCrash(t *testing.T) {
 	t.Parallel()
 	rng := newRand(t)
-	letters := testenv.Pick(300, 100)
+	letters := testenv.Pick(300, 60)
 	minBlind, minAimed := testenv.Pick(6, 1), testenv.Pick(8, 2)
 	// A bound for a stalled machine; the spans the kills are drawn over
 	// are taken again whenever a run finishes before its kill.

@@ -493,14 +493,15 @@ func (s *replayState) check(what string, replayed int, inInbox, full bool) {
 // run that finishes it must find where each released file went in one
 // pass over the stages, not one pass per file: that would be files ×
 // backlog stat calls (here 1,000 × 20,000 with SPOOL_TEST_LONG=1, 1,000 ×
-// 5,000 in the quick run), minutes on a queue of a million, from cron.
+// 2,000 in the quick run, which shows the resume and leaves the bound to
+// the long run), minutes on a queue of a million, from cron.
 // The bound is relative, to a plain fsck of the same queue, which reads
 // every stage once: a loaded machine slows both alike. Under -race it
 // runs a plain build of spool (plainSpool), as TestReplayCrash does.
 func TestReplayResumeOnABusyQueue(t *testing.T) {
 	t.Parallel()
 	const letters = 1000
-	backlog := scale(20000, 5000)
+	backlog := scale(20000, 2000)
 	sp := spoolAt{bin: plainSpool(t)}
 	q := filepath.Join(t.TempDir(), "q")
 	path := filepath.Join(q, "ledger.db")
