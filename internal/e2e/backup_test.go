@@ -313,7 +313,7 @@ func putMessagesQuiet(q string, first, n int) {
 // a whole, sound copy bound to the queue, never a part; what the kill left
 // beside it is at most the temp file, which the next backup to FILE
 // removes, saying so, before it writes a whole copy. The quick run backs
-// up a ledger of 1000 messages through 5 kills; SPOOL_TEST_LONG=1 5000
+// up a ledger of 400 messages through 5 kills; SPOOL_TEST_LONG=1 5000
 // through 12.
 func TestBackupCrash(t *testing.T) {
 	t.Parallel()
@@ -321,7 +321,7 @@ func TestBackupCrash(t *testing.T) {
 	sp := spoolAt{bin: plainSpool(t)}
 	q := filepath.Join(t.TempDir(), "q")
 	sp.mustRun(t, 0, "init", q)
-	n := testenv.Pick(5000, 1000)
+	n := testenv.Pick(5000, 400)
 	putMessages(t, q, 0, n, 0)
 	sp.mustRun(t, 0, "consume", q)
 	qid := readID(t, q)
