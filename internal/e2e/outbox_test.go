@@ -20,8 +20,15 @@ const outboxSQL = `INSERT INTO outbox (aggregate, type, payload, msg_id) VALUES 
 // tenth under another name; it returns the distinct msg_ids.
 func fillOrders(t *testing.T, q string, n, orders int) []string {
 	t.Helper()
+	return fillOrdersFrom(t, q, 0, n, orders)
+}
+
+// fillOrdersFrom is fillOrders of the messages from to from+n-1, so that
+// a test can put more behind those it put before.
+func fillOrdersFrom(t *testing.T, q string, from, n, orders int) []string {
+	t.Helper()
 	var ids []string
-	for i := range n {
+	for i := from; i < from+n; i++ {
 		id := fmt.Sprintf("m%05d", i)
 		body := orderMessage(id, fmt.Sprintf("o%02d", i%orders), i/orders+1, "1.00")
 		putMessage(t, q, fmt.Sprintf("%06d.json", i), body)
@@ -85,19 +92,27 @@ func testOutboxCommitsWithMessage(t *testing.T, engine ledgerBackend) {
 		mustRun(t, 0, append([]string{"init", q}, l.args...)...)
 	}
 	sqlFile := writeFile(t, state, "outbox.sql", outboxSQL)
-	ids := fillOrders(t, q, scale(3000, 600), 7)
-	kills := 0
-	for run := 0; kills < scale(40, 12) && run < 200; run++ {
+	per := scale(3000, 600)
+	ids := fillOrders(t, q, per, 7)
+	kills, want := 0, scale(40, 12)
+	// The kills are drawn up to hi, which shrinks to the time of any run
+	// that finished first; a queue drained before the kills are done gets
+	// more messages (on a quiet machine a run drains 600 in 50 ms).
+	hi := 400 * time.Millisecond
+	for run := 0; kills < want && run < 200; run++ {
 		args := append([]string{"consume", q, "--sql", sqlFile, "--batch", strconv.Itoa(1 + rng.IntN(32))}, l.args...)
+		began := time.Now()
 		p := start(t, args...)
-		if p.killAfter(t, logDelay(rng, 5*time.Millisecond, 400*time.Millisecond)) {
+		if p.killAfter(t, logDelay(rng, 5*time.Millisecond, hi)) {
 			kills++
 			outboxAgrees(t, l, fmt.Sprintf("after kill %d", kills))
 		} else if r := p.result(); r.code != 0 {
 			t.Fatalf("consumer failed:\n%s", r)
+		} else {
+			hi = max(min(hi, time.Since(began)), 10*time.Millisecond)
 		}
 		if countNames(t, q, inbox)+countClaims(t, q) == 0 {
-			break
+			ids = append(ids, fillOrdersFrom(t, q, len(ids), per, 7)...)
 		}
 	}
 	mustRun(t, 0, append([]string{"consume", q, "--sql", sqlFile}, l.args...)...)
