@@ -58,25 +58,56 @@ var ErrGone = errors.New("gone from error/ since it was selected")
 // before it resolved p until Run returns, and has finished the discards a
 // killed run left (ResumeLocked).
 func Run(ctx context.Context, d *queue.Dir, l *ledger.DB, p replay.Plan, by, note string, to *queue.Target) (ledger.DiscardBatch, error) {
+	items, err := hashItems(d, p)
+	if err != nil {
+		return ledger.DiscardBatch{}, err
+	}
+	return run(ctx, d, l, nil, items, by, note, to)
+}
+
+// RunTask is Run recorded as a task of one move: the batch is begun
+// together with task t (ledger.DB.BeginDiscardTask), so that the discard
+// is listed with the tasks, and the task ends done when the batch is
+// finished, by this run or, after a kill, by whichever run finishes it.
+// t says who asked, how and what (By, Role, Via, Note, Request); its
+// Kind, Files and Digest are set from p. It returns the task's id with
+// the batch.
+func RunTask(ctx context.Context, d *queue.Dir, l *ledger.DB, p replay.Plan, t ledger.TaskRecord, by, note string, to *queue.Target) (int64, ledger.DiscardBatch, error) {
+	items, err := hashItems(d, p)
+	if err != nil {
+		return 0, ledger.DiscardBatch{}, err
+	}
+	files := make([]ledger.TaskFile, len(items))
+	for i, it := range items {
+		files[i] = ledger.TaskFile{Idx: it.Idx, File: it.File, Ino: it.Ino, ContentHash: it.ContentHash, Size: it.Size, MsgID: it.MsgID, Reason: it.Reason}
+	}
+	t.Kind, t.Files, t.Skipped, t.Digest = "discard", len(items), 0, p.Digest()
+	var task int64
+	b, err := begin(ctx, d, l, items, by, note, to, func(toDir string, at time.Time) (id int64, err error) {
+		task, id, err = l.BeginDiscardTask(ctx, t, files, by, note, toDir, at, items)
+		return id, err
+	})
+	return task, b, err
+}
+
+// hashItems are the batch items of p, each file hashed as it is now.
+func hashItems(d *queue.Dir, p replay.Plan) ([]ledger.DiscardItem, error) {
 	items := make([]ledger.DiscardItem, len(p.Steps))
 	for i, s := range p.Steps {
 		if err := queue.CheckName(s.File); err != nil {
-			return ledger.DiscardBatch{}, fmt.Errorf("discard: %w", err)
+			return nil, fmt.Errorf("discard: %w", err)
 		}
 		hash, size, err := d.HashFile(queue.Error, s.File, s.Ino)
 		if errors.Is(err, os.ErrNotExist) {
-			return ledger.DiscardBatch{}, fmt.Errorf("discard %s: %w", s.File, ErrGone)
+			return nil, fmt.Errorf("discard %s: %w", s.File, ErrGone)
 		}
 		if err != nil {
-			return ledger.DiscardBatch{}, fmt.Errorf("discard: %w", err)
+			return nil, fmt.Errorf("discard: %w", err)
 		}
-		msgID := s.Key
-		if msgID == "" {
-			msgID = s.MsgID
-		}
+		msgID := s.MessageKey()
 		items[i] = ledger.DiscardItem{Idx: i, File: s.File, Ino: s.Ino, MsgID: msgID, Reason: s.Reason, ContentHash: hash, Size: size}
 	}
-	return run(ctx, d, l, nil, items, by, note, to)
+	return items, nil
 }
 
 // RunChunk is Run for chunk c of a task (package task): the batch holds
@@ -98,18 +129,23 @@ func RunChunk(ctx context.Context, d *queue.Dir, l *ledger.DB, c ledger.TaskChun
 // run commits the batch of items (for chunk c of a task when c is not
 // nil) and finishes it.
 func run(ctx context.Context, d *queue.Dir, l *ledger.DB, c *ledger.TaskChunk, items []ledger.DiscardItem, by, note string, to *queue.Target) (ledger.DiscardBatch, error) {
+	return begin(ctx, d, l, items, by, note, to, func(toDir string, at time.Time) (int64, error) {
+		if c != nil {
+			return l.BeginTaskDiscard(ctx, *c, by, note, toDir, at, items)
+		}
+		return l.BeginDiscard(ctx, by, note, toDir, at, items)
+	})
+}
+
+// begin commits the batch of items with commit, which records it (to
+// toDir, at at) and returns its id, and finishes it.
+func begin(ctx context.Context, d *queue.Dir, l *ledger.DB, items []ledger.DiscardItem, by, note string, to *queue.Target, commit func(toDir string, at time.Time) (int64, error)) (ledger.DiscardBatch, error) {
 	toDir := ""
 	if to != nil {
 		toDir = to.Path()
 	}
 	now := time.Now()
-	var id int64
-	var err error
-	if c != nil {
-		id, err = l.BeginTaskDiscard(ctx, *c, by, note, toDir, now, items)
-	} else {
-		id, err = l.BeginDiscard(ctx, by, note, toDir, now, items)
-	}
+	id, err := commit(toDir, now)
 	if err != nil {
 		return ledger.DiscardBatch{}, fmt.Errorf("discard: %w", err)
 	}

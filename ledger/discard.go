@@ -74,11 +74,11 @@ type DiscardItem struct {
 // discard that deletes. Nothing is done to any file: the caller stages
 // them next (StageDiscard), then finishes the batch (FinishDiscard).
 func (db *DB) BeginDiscard(ctx context.Context, by, note, toDir string, at time.Time, items []DiscardItem) (int64, error) {
-	return db.beginDiscard(ctx, nil, by, note, toDir, at, items)
+	return db.beginDiscard(ctx, &taskLink{}, by, note, toDir, at, items)
 }
 
-// beginDiscard is BeginDiscard, for chunk c of a task when c is not nil.
-func (db *DB) beginDiscard(ctx context.Context, c *TaskChunk, by, note, toDir string, at time.Time, items []DiscardItem) (int64, error) {
+// beginDiscard is BeginDiscard, tied to a task as link says.
+func (db *DB) beginDiscard(ctx context.Context, link *taskLink, by, note, toDir string, at time.Time, items []DiscardItem) (int64, error) {
 	if err := db.open(); err != nil {
 		return 0, err
 	}
@@ -87,12 +87,9 @@ func (db *DB) beginDiscard(ctx context.Context, c *TaskChunk, by, note, toDir st
 	}
 	var id int64
 	err := db.inTx(ctx, func(tx *sql.Tx) error {
-		var task any
-		if c != nil {
-			if err := db.beginChunk(ctx, tx, *c, at); err != nil {
-				return err
-			}
-			task = c.Task
+		task, err := db.link(ctx, tx, link, at)
+		if err != nil {
+			return err
 		}
 		if err := tx.QueryRowContext(ctx, db.dialect.Rebind(`INSERT INTO discard_batches (by_user, note, created_at, state, to_dir, task_id)
 VALUES (?, ?, ?, 'pending', ?, ?) RETURNING id`), clean(by), clean(note), formatTime(at), nullString(clean(toDir)), task).Scan(&id); err != nil {

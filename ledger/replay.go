@@ -48,11 +48,11 @@ type ReplayItem struct {
 // BeginReplay commits a replay intent, in state pending, with its items,
 // and returns its id.
 func (db *DB) BeginReplay(ctx context.Context, by, note string, at time.Time, items []ReplayItem) (int64, error) {
-	return db.beginReplay(ctx, nil, by, note, at, items)
+	return db.beginReplay(ctx, &taskLink{}, by, note, at, items)
 }
 
-// beginReplay is BeginReplay, for chunk c of a task when c is not nil.
-func (db *DB) beginReplay(ctx context.Context, c *TaskChunk, by, note string, at time.Time, items []ReplayItem) (int64, error) {
+// beginReplay is BeginReplay, tied to a task as link says.
+func (db *DB) beginReplay(ctx context.Context, link *taskLink, by, note string, at time.Time, items []ReplayItem) (int64, error) {
 	if err := db.open(); err != nil {
 		return 0, err
 	}
@@ -61,12 +61,9 @@ func (db *DB) beginReplay(ctx context.Context, c *TaskChunk, by, note string, at
 	}
 	var id int64
 	err := db.inTx(ctx, func(tx *sql.Tx) error {
-		var task any
-		if c != nil {
-			if err := db.beginChunk(ctx, tx, *c, at); err != nil {
-				return err
-			}
-			task = c.Task
+		task, err := db.link(ctx, tx, link, at)
+		if err != nil {
+			return err
 		}
 		if err := tx.QueryRowContext(ctx, db.dialect.Rebind(`INSERT INTO replay_intents (by_user, note, created_at, state, task_id)
 VALUES (?, ?, ?, 'pending', ?) RETURNING id`), clean(by), nullString(clean(note)), formatTime(at), task).Scan(&id); err != nil {

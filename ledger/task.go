@@ -116,8 +116,8 @@ type TaskChunk struct {
 }
 
 // CreateTask commits a task in state (TaskWaiting or TaskApproved) with
-// its file set, and returns its id. ID, Next, the counts, EndedBy, Ended,
-// Detail and Updated of t are ignored.
+// its file set, and returns its id. ID, the counts, EndedBy, Ended,
+// Detail and Updated of t are ignored, and Next must be 0.
 func (db *DB) CreateTask(ctx context.Context, t TaskRecord, files []TaskFile) (int64, error) {
 	if err := db.open(); err != nil {
 		return 0, err
@@ -125,44 +125,55 @@ func (db *DB) CreateTask(ctx context.Context, t TaskRecord, files []TaskFile) (i
 	switch {
 	case t.State != TaskWaiting && t.State != TaskApproved:
 		return 0, fmt.Errorf("create task: state %q: want waiting or approved", t.State)
+	case t.Next != 0:
+		return 0, fmt.Errorf("create task: cursor %d: a new task has begun nothing", t.Next)
+	}
+	var id int64
+	err := db.inTx(ctx, func(tx *sql.Tx) (err error) {
+		id, err = db.insertTask(ctx, tx, t, files)
+		return err
+	})
+	if err != nil {
+		return 0, db.fail("create task", err)
+	}
+	return id, nil
+}
+
+// insertTask inserts, in tx, task t in t.State with its file set and its
+// cursor at t.Next, and returns its id.
+func (db *DB) insertTask(ctx context.Context, tx *sql.Tx, t TaskRecord, files []TaskFile) (id int64, err error) {
+	switch {
 	case t.Kind == "" || strings.TrimSpace(t.By) == "" || t.Via == "":
-		return 0, errors.New("create task: kind, by and via are required")
+		return 0, errors.New("insert task: kind, by and via are required")
 	case t.Files != len(files):
-		return 0, fmt.Errorf("create task: %d files, but Files says %d", len(files), t.Files)
+		return 0, fmt.Errorf("insert task: %d files, but Files says %d", len(files), t.Files)
 	}
 	if t.Request == "" {
 		t.Request = "{}"
 	}
-	var id int64
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
-		now := formatTime(t.Created)
-		var approvedAt any
-		if !t.Approved.IsZero() {
-			approvedAt = formatTime(t.Approved)
-		}
-		if err := tx.QueryRowContext(ctx, db.dialect.Rebind(`INSERT INTO spool_tasks
-    (kind, state, request, files, skipped, digest, by_user, by_role, via, note, created_at, approved_by, approved_at, ended_by, detail, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', '', ?) RETURNING id`),
-			t.Kind, t.State, clean(t.Request), t.Files, t.Skipped, t.Digest, clean(t.By), clean(t.Role), clean(t.Via),
-			clean(t.Note), now, clean(t.ApprovedBy), approvedAt, now).Scan(&id); err != nil {
-			return fmt.Errorf("insert task: %w", err)
-		}
-		ins, err := tx.PrepareContext(ctx, db.dialect.Rebind(`INSERT INTO spool_task_files
+	now := formatTime(t.Created)
+	var approvedAt any
+	if !t.Approved.IsZero() {
+		approvedAt = formatTime(t.Approved)
+	}
+	if err := tx.QueryRowContext(ctx, db.dialect.Rebind(`INSERT INTO spool_tasks
+    (kind, state, request, files, next_idx, skipped, digest, by_user, by_role, via, note, created_at, approved_by, approved_at, ended_by, detail, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', '', ?) RETURNING id`),
+		t.Kind, t.State, clean(t.Request), t.Files, t.Next, t.Skipped, t.Digest, clean(t.By), clean(t.Role), clean(t.Via),
+		clean(t.Note), now, clean(t.ApprovedBy), approvedAt, now).Scan(&id); err != nil {
+		return 0, fmt.Errorf("insert task: %w", err)
+	}
+	ins, err := tx.PrepareContext(ctx, db.dialect.Rebind(`INSERT INTO spool_task_files
     (task_id, idx, file, ino, content_hash, size, msg_id, reason, changed_why) VALUES (?, ?, ?, ?, ?, ?, ?, ?, '')`))
-		if err != nil {
-			return fmt.Errorf("insert files: %w", err)
-		}
-		defer ins.Close()
-		for _, f := range files {
-			// file is kept exact, not cleaned: the task finds the file by it.
-			if _, err := ins.ExecContext(ctx, id, f.Idx, f.File, nullIno(f.Ino), f.ContentHash, f.Size, clean(f.MsgID), clean(f.Reason)); err != nil {
-				return fmt.Errorf("insert file %s: %w", clean(f.File), err)
-			}
-		}
-		return nil
-	})
 	if err != nil {
-		return 0, db.fail("create task", err)
+		return 0, fmt.Errorf("insert files: %w", err)
+	}
+	defer ins.Close()
+	for _, f := range files {
+		// file is kept exact, not cleaned: the task finds the file by it.
+		if _, err := ins.ExecContext(ctx, id, f.Idx, f.File, nullIno(f.Ino), f.ContentHash, f.Size, clean(f.MsgID), clean(f.Reason)); err != nil {
+			return 0, fmt.Errorf("insert file %s: %w", clean(f.File), err)
+		}
 	}
 	return id, nil
 }
@@ -409,25 +420,26 @@ func (db *DB) AdvanceTask(ctx context.Context, c TaskChunk) error {
 // error wrapping ErrTaskState, committing nothing, when the task is no
 // longer running or its cursor is not at c.From.
 func (db *DB) BeginTaskReplay(ctx context.Context, c TaskChunk, by, note string, at time.Time, items []ReplayItem) (int64, error) {
-	return db.beginReplay(ctx, &c, by, note, at, items)
+	return db.beginReplay(ctx, &taskLink{chunk: &c}, by, note, at, items)
 }
 
 // BeginTaskDiscard is BeginDiscard for chunk c of a task, as
 // BeginTaskReplay is BeginReplay's.
 func (db *DB) BeginTaskDiscard(ctx context.Context, c TaskChunk, by, note, toDir string, at time.Time, items []DiscardItem) (int64, error) {
-	return db.beginDiscard(ctx, &c, by, note, toDir, at, items)
+	return db.beginDiscard(ctx, &taskLink{chunk: &c}, by, note, toDir, at, items)
 }
 
 // countChunk adds, in tx, what the finished intent or batch id of table
 // (replay_intents, discard_batches) did to its task, if it is a task's
-// chunk: done files moved, missing ones gone.
+// chunk: done files moved, missing ones gone; and ends the task when this
+// was its last chunk (endTask).
 func (db *DB) countChunk(ctx context.Context, tx *sql.Tx, table string, id int64, done, missing int, at time.Time) error {
 	_, err := tx.ExecContext(ctx, db.dialect.Rebind(`UPDATE spool_tasks SET done = done + ?, missing = missing + ?, updated_at = ?
 WHERE id = (SELECT task_id FROM `+table+` WHERE id = ?)`), done, missing, formatTime(at), id)
 	if err != nil {
 		return fmt.Errorf("count in task: %w", err)
 	}
-	return nil
+	return db.endTask(ctx, tx, table, id, at)
 }
 
 // TaskHasUnfinished reports whether a chunk of task id (a replay intent or

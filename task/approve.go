@@ -129,8 +129,10 @@ func (s *Service) check(f ledger.TaskFile) (string, error) {
 // run; a running one stops after the chunk under way, which finishes
 // (each file moved and recorded, or still in error/ under its name). It
 // is refused, audited (action "cancel"), when who's role is below
-// RoleOperator (ErrForbidden), or the task is done, cancelled or failed
-// (ErrState) or unknown (ErrNotFound).
+// RoleOperator (ErrForbidden), the task is done, cancelled or failed, or
+// running with every file in a chunk begun (its last chunk, or the one
+// move of a replay or discard run at once: all or nothing) (ErrState), or
+// unknown (ErrNotFound).
 func (s *Service) Cancel(ctx context.Context, who Identity, id int64) (Task, error) {
 	const action = "cancel"
 	if who.Role < RoleOperator {
@@ -148,6 +150,11 @@ func (s *Service) Cancel(ctx context.Context, who Identity, id int64) (Task, err
 	case StateWaiting, StateApproved, StateRunning:
 	default:
 		return t, s.refuse(ctx, who, action, id, sel, fmt.Errorf("task %d is %s: %w", id, t.State, ErrState))
+	}
+	if t.State == StateRunning && t.Next >= t.Files {
+		// Its last chunk (or its one move: a replay or discard run at
+		// once) is begun, and finishes all or nothing.
+		return t, s.refuse(ctx, who, action, id, sel, fmt.Errorf("task %d: every file is in a move already under way, which finishes all or nothing: nothing left to cancel: %w", id, ErrState))
 	}
 	aid, err := s.Ledger.AuditBegin(ctx, s.entry(who, action, id, sel))
 	if err != nil {

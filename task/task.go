@@ -190,10 +190,7 @@ func (s *Service) resolve(ctx context.Context, req Request) (_ Preview, err erro
 		if err != nil {
 			return Preview{}, fmt.Errorf("resolve %s: %w", st.File, err)
 		}
-		msgID := st.Key
-		if msgID == "" {
-			msgID = st.MsgID
-		}
+		msgID := st.MessageKey()
 		p.Files = append(p.Files, ledger.TaskFile{Idx: len(p.Files), File: st.File, Ino: st.Ino, ContentHash: hash, Size: size, MsgID: msgID, Reason: st.Reason})
 	}
 	p.Count = len(p.Files)

@@ -11,12 +11,15 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/ledger/sqlite"
 	"github.com/spoolq/spool/queue"
+	"github.com/spoolq/spool/replay"
 	"github.com/spoolq/spool/task"
 )
 
@@ -282,5 +285,54 @@ func TestDiscardTo(t *testing.T) {
 	fs, err := s.Files(ctx, tk.ID, 0, 0)
 	if err != nil || len(fs) != 3 || fs[2].ChangedWhy != "its body changed" || fs[0].ChangedWhy != "" {
 		t.Fatalf("files %+v, %v", fs, err)
+	}
+}
+
+// TestOneMoveTask: a replay run at once (replay.ExecuteTask) is a task
+// like the others; killed after its intent committed, it is listed
+// running with every file begun, a cancel is refused (the move finishes
+// all or nothing) and audited, and finishing the move (as the next
+// replay, consume or fsck --repair would) ends it done.
+func TestOneMoveTask(t *testing.T) {
+	d, l := deadQueue(t, 3)
+	s := &task.Service{Dir: d, Ledger: l, Contract: spool.DefaultContract(), Policy: task.NoPolicy}
+	ctx := t.Context()
+	var items []ledger.ReplayItem
+	var files []ledger.TaskFile
+	for i, n := range names(t, d, queue.Error) {
+		fi, err := os.Stat(filepath.Join(d.StagePath(queue.Error), n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ino := fi.Sys().(*syscall.Stat_t).Ino
+		items = append(items, ledger.ReplayItem{Idx: i, File: n, Ino: ino})
+		files = append(files, ledger.TaskFile{Idx: i, File: n, Ino: ino})
+	}
+	// What ExecuteTask commits before its first move: the run killed here.
+	id, _, err := l.BeginReplayTask(ctx, ledger.TaskRecord{Kind: "replay", Files: 3, By: "alice", Via: ledger.AuditCLI,
+		Request: `{"kind":"replay","selection":{"all":true}}`}, files, "alice", "", time.Now(), items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, err := s.List(ctx, ledger.TaskQuery{})
+	if err != nil || len(ts) != 1 || ts[0].ID != id || ts[0].State != task.StateRunning || ts[0].Next != 3 || !ts[0].Request.Selection.All {
+		t.Fatalf("List = %+v, %v", ts, err)
+	}
+	if _, err := s.Cancel(ctx, task.CLI("bob"), id); !errors.Is(err, task.ErrState) {
+		t.Fatalf("cancel of a move under way: %v, want ErrState", err)
+	}
+	rows, err := l.AuditList(ctx, ledger.AuditQuery{})
+	if err != nil || len(rows) == 0 || rows[len(rows)-1].Action != "cancel" || rows[len(rows)-1].Outcome != ledger.AuditRefused {
+		t.Fatalf("audit after the refused cancel: %+v, %v", rows, err)
+	}
+	if _, err := replay.Resume(ctx, d, l); err != nil {
+		t.Fatal(err)
+	}
+	tk, err := s.Get(ctx, id)
+	if err != nil || tk.State != task.StateDone || tk.Done != 3 {
+		t.Fatalf("after the move was finished: %+v, %v", tk, err)
+	}
+	if got := names(t, d, queue.Inbox); len(got) != 3 {
+		t.Fatalf("inbox %q", got)
 	}
 }

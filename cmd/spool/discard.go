@@ -49,8 +49,9 @@ audit row (action discard), written before the batch and closed after.
 or in the ledger.
 
 The filters and --rate of spool replay, and the approval policy of
-spool.conf ("discard_over": N), make the discard a durable task, as they
-do a replay (spool replay --help, spool tasks).
+spool.conf ("discard_over": N), make the discard a task run in chunks,
+as they do a replay (spool replay --help, spool tasks); without them it
+is a task of one move, listed by spool tasks, all or nothing.
 
 Prints one line per file, in the order given (name order for --reason and
 --all):
@@ -87,7 +88,8 @@ func runDiscard(ctx context.Context, e *env, args []string) (err error) {
 		return e.usage("--reason is empty")
 	}
 	// Under an approval policy, or with a filter or --rate, the discard
-	// is a durable task (package task); otherwise it runs as it always has.
+	// is a task run in chunks (package task); otherwise it is one move,
+	// all or nothing, recorded as a task of one chunk (discard.RunTask).
 	if policy, err := readPolicy(dir); err != nil {
 		return err
 	} else if policy.Set || tf.any() {
@@ -222,7 +224,8 @@ func runDiscard(ctx context.Context, e *env, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	b, err := discard.Run(ctx, d, l, plan, who, *note, target)
+	_, b, err := discard.RunTask(ctx, d, l, plan, oneMoveTask(task.Request{Kind: task.Discard,
+		Selection: task.Selection{Names: sel.Names, Reason: sel.Reason, All: sel.All}, Note: *note, To: toPath}, who), who, *note, target)
 	printDiscards(e, b)
 	if err != nil && b.ID != 0 {
 		err = fmt.Errorf("%w (the discard is recorded; spool discard or spool fsck %s --repair finishes it)", err, dir)

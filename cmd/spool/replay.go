@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/user"
 	"strconv"
 
+	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/queue"
 	"github.com/spoolq/spool/queueopen"
 	"github.com/spoolq/spool/replay"
@@ -47,12 +49,14 @@ Filters narrow the selection (alone, they select among all dead letters):
 duration ago such as 24h), --detail-match REGEX on the recorded detail,
 --msg-id ID, --order-no K. With a filter or --rate N (files a second),
 or under the approval policy of spool.conf ("approval": {"replay_over":
-N}), the replay is a durable task (spool tasks): recorded with the exact
+N}), the replay is a task run in chunks (spool tasks): recorded with the exact
 files it selected, run in chunks a kill -9 cannot split (spool resume
 goes on), cancelled by spool cancel without losing a file. Over the
 policy's N it moves nothing: it prints the task's id and count, and
 waits for spool approve by another operator; under a policy --by may
-only name the OS user (exit 2).
+only name the OS user (exit 2). Without them it is a task of one move,
+listed by spool tasks with the others and ended done when the move is,
+which spool cancel cannot stop once begun (it is all or nothing).
 
 Prints one line per file, in the order given (name order for --reason and
 --all):
@@ -89,7 +93,8 @@ func runReplay(ctx context.Context, e *env, args []string) (err error) {
 		return e.usage("--reason is empty")
 	}
 	// Under an approval policy, or with a filter or --rate, the replay is
-	// a durable task (package task); otherwise it runs as it always has.
+	// a task run in chunks (package task); otherwise it is one move, all
+	// or nothing, recorded as a task of one chunk (replay.ExecuteTask).
 	if policy, err := readPolicy(dir); err != nil {
 		return err
 	} else if policy.Set || tf.any() {
@@ -201,7 +206,8 @@ func runReplay(ctx context.Context, e *env, args []string) (err error) {
 	defer run.end(ctx, e, &err)
 	run.Counts["selected"] = int64(len(plan.Steps))
 	run.Counts["skipped"] = int64(len(plan.Steps) - len(plan.Files()))
-	done, err := replay.Execute(ctx, d, l, plan, who, *note)
+	_, done, err := replay.ExecuteTask(ctx, d, l, plan, oneMoveTask(task.Request{Kind: task.Replay,
+		Selection: task.Selection{Names: sel.Names, Reason: sel.Reason, All: sel.All}, Note: *note, Force: *force}, who), who, *note)
 	run.Counts["done"] = int64(len(done))
 	for _, r := range done {
 		fmt.Fprintf(e.stdout, "replayed %s -> inbox/%s\n", cell(r.File), cell(r.NewName))
@@ -235,6 +241,17 @@ func replaySelection(s replay.Selection, p replay.Plan, force bool, note, by str
 		sel["os_user"] = u
 	}
 	return sel
+}
+
+// oneMoveTask is the task record of a replay or discard run at once, as
+// one move, asked for on the command line by who (replay.ExecuteTask,
+// discard.RunTask): listed by spool tasks with the others.
+func oneMoveTask(req task.Request, who string) ledger.TaskRecord {
+	text, err := json.Marshal(req)
+	if err != nil {
+		panic(fmt.Sprintf("task request: %v", err)) // plain strings and bools: cannot fail
+	}
+	return ledger.TaskRecord{Request: string(text), By: who, Via: ledger.AuditCLI, Note: req.Note}
 }
 
 // warnFinished says on stderr that a replay a killed run left unfinished

@@ -175,7 +175,10 @@
       const acts = [];
       if (t.state === "waiting" && rank[me.role] >= rank.approver && t.by !== me.name)
         acts.push(el("button", { class: "approve", "data-task": t.id, on: { click: () => act(t.id, "approve") } }, "Approve"));
-      if (["waiting", "approved", "running"].includes(t.state) && rank[me.role] >= rank.operator)
+      // A running task with every file begun (its last chunk, or a replay
+      // or discard run as one move) finishes all or nothing: no cancel.
+      const cancellable = ["waiting", "approved"].includes(t.state) || (t.state === "running" && t.next < t.files);
+      if (cancellable && rank[me.role] >= rank.operator)
         acts.push(el("button", { class: "cancel", "data-task": t.id, on: { click: () => act(t.id, "cancel") } }, "Cancel"));
       return el("tr", { class: "task", id: "task-" + t.id }, el("td", {}, t.id), el("td", {}, t.kind),
         el("td", { class: "state" }, t.state), el("td", {}, t.done + "/" + t.files),

@@ -93,6 +93,7 @@ func TestDiscardCrash(t *testing.T) {
 	}
 	discarded += letters
 	checkDiscarded(t, sp, q, path, kept, 0, ino, false, discarded)
+	requireOneMoveTasks(t, sp, q, "an uninterrupted discard", "discard", 1, letters)
 	t.Logf("an uninterrupted discard of %d dead letters takes %v, %v of it from the first staging", letters, span, moves)
 
 	phases := map[string]int{}
@@ -167,6 +168,7 @@ func TestDiscardCrash(t *testing.T) {
 		}
 		discarded += letters
 		checkDiscarded(t, sp, q, path, kept, round, ino, round%2 == 1, discarded)
+		requireOneMoveTasks(t, sp, q, what, "discard", round+1, letters)
 		if t.Failed() {
 			t.FailNow()
 		}

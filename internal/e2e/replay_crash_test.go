@@ -88,6 +88,7 @@ func TestReplayCrash(t *testing.T) {
 		}
 		replayed++
 		s.check("after an uninterrupted replay", replayed, true, false)
+		s.checkTasks("after an uninterrupted replay", replayed, letters)
 		requireStats(t, "consume after an uninterrupted replay", sp.mustRun(t, 0, "consume", q), consumeStats{DeadLetters: letters})
 		s.check("consumed again", replayed, false, true)
 		return total, max(moves, time.Millisecond)
@@ -172,6 +173,7 @@ func TestReplayCrash(t *testing.T) {
 		what := fmt.Sprintf("round %d (%s, killed %v after %v, phase %s, completed by %s)", round, aim, alive, delay, phase, completer)
 		full := round%5 == 4
 		s.check(what, replayed, inInbox, full && !inInbox)
+		s.checkTasks(what, replayed, letters)
 		if inInbox {
 			requireStats(t, what+": consume", sp.mustRun(t, 0, "consume", q), consumeStats{DeadLetters: letters})
 			s.check(what+": consumed again", replayed, false, full)
@@ -193,6 +195,14 @@ func TestReplayCrash(t *testing.T) {
 		s.check("at the end", replayed, false, true)
 	}
 	requireFindings(t, "fsck at the end", sp.fsck(t, 0, q), nil)
+}
+
+// checkTasks requires spool tasks to list one task per replay committed
+// so far (replayed), every one done with all letters replayed
+// (requireOneMoveTasks).
+func (s *replayState) checkTasks(what string, replayed, letters int) {
+	s.t.Helper()
+	requireOneMoveTasks(s.t, s.sp, s.q, what, "replay", replayed, letters)
 }
 
 // The phases a kill of spool replay can leave a replay in.

@@ -138,6 +138,26 @@ func tasksOf(t *testing.T, q string) []taskJSON {
 	return ts
 }
 
+// requireOneMoveTasks requires spool tasks to list n tasks of kind, each
+// a replay or discard run at once of all files: done, every file begun
+// and moved. A killed run's task is ended by the run that finished its
+// move, whichever it was.
+func requireOneMoveTasks(t *testing.T, sp spoolAt, q, what, kind string, n, files int) {
+	t.Helper()
+	var ts []taskJSON
+	if err := json.Unmarshal([]byte(sp.mustRun(t, 0, "tasks", q, "--json").stdout), &ts); err != nil {
+		t.Fatalf("%s: spool tasks --json: %v", what, err)
+	}
+	if len(ts) != n {
+		t.Errorf("%s: spool tasks lists %d tasks, want one per %s committed: %d", what, len(ts), kind, n)
+	}
+	for _, tk := range ts {
+		if tk.Kind != kind || tk.State != "done" || tk.Files != files || tk.Next != files || tk.Done != files || tk.Missing != 0 {
+			t.Errorf("%s: task %+v, want a %s done with its %d files", what, tk, kind, files)
+		}
+	}
+}
+
 // TestTaskApprovalTwoUsers: under an approval policy, a replay over its
 // limit asked by one OS user moves nothing and waits; that user's own
 // approval is refused (exit 1, one line, nothing changed), so is --by

@@ -95,6 +95,7 @@ func Run(t *testing.T, b Backend) {
 		{"Snapshot", testSnapshot},
 		{"PruneFiles", testPruneFiles},
 		{"Tasks", testTasks},
+		{"OneMoveTasks", testOneMoveTasks},
 		{"DeadLetterPage", testDeadLetterPage},
 	}
 	opener := func(t *testing.T, dsn string) *ledger.DB {

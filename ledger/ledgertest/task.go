@@ -12,7 +12,8 @@ import (
 // states only from the states a transition names, begins each chunk
 // once with its intent or batch (a chunk of a task no longer running, or
 // at another cursor, commits nothing), and finishing a chunk counts its
-// files in the task in the same transaction.
+// files in the task in the same transaction, and ends it done when it was
+// the last.
 func testTasks(t *testing.T, db *ledger.DB) {
 	ctx := t.Context()
 	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
@@ -86,8 +87,9 @@ func testTasks(t *testing.T, db *ledger.DB) {
 	if err := db.FinishDiscard(ctx, bid, []ledger.DiscardItem{{Idx: 2, File: "c.json", Outcome: ledger.DiscardMissing}}, at); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.MoveTask(ctx, id, ledger.TaskTransition{From: []string{ledger.TaskRunning}, To: ledger.TaskDone}); err != nil {
-		t.Fatal(err)
+	// Its last chunk finished, the task is done, in the same transaction.
+	if err := db.MoveTask(ctx, id, ledger.TaskTransition{From: []string{ledger.TaskRunning}, To: ledger.TaskDone}); !errors.Is(err, ledger.ErrTaskState) {
+		t.Errorf("done after its last chunk finished: MoveTask = %v, want ErrTaskState", err)
 	}
 	got, err = db.Task(ctx, id)
 	if err != nil || got.State != ledger.TaskDone || got.Next != 3 || got.Done != 1 || got.Missing != 1 || got.Ended.IsZero() {
@@ -108,5 +110,83 @@ func testTasks(t *testing.T, db *ledger.DB) {
 	}
 	if ts, err := db.Tasks(ctx, ledger.TaskQuery{Before: id2, Limit: 1}); err != nil || len(ts) != 1 || ts[0].ID != id {
 		t.Errorf("Tasks(before) = %+v, %v", ts, err)
+	}
+}
+
+// testOneMoveTasks: a replay or discard run as one move begins its task
+// with its intent or batch in one transaction, running with its whole
+// set begun, and finishing the move ends the task done with its counts;
+// a cancelled task whose last chunk finishes stays cancelled.
+func testOneMoveTasks(t *testing.T, db *ledger.DB) {
+	ctx := t.Context()
+	at := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	rec := ledger.TaskRecord{Kind: "replay", Request: `{"kind":"replay","selection":{"all":true}}`, Files: 2, Digest: "d1", Skipped: 1,
+		By: "alice", Via: ledger.AuditCLI, Note: "fixed"}
+	files := []ledger.TaskFile{{Idx: 0, File: "a.json", Ino: 11, MsgID: "a"}, {Idx: 1, File: "b.json", Ino: 12}}
+	items := []ledger.ReplayItem{{Idx: 0, File: "a.json", Ino: 11}, {Idx: 1, File: "b.json", Ino: 12}}
+	if _, _, err := db.BeginReplayTask(ctx, rec, files[:1], "alice", "fixed", at, items); err == nil {
+		t.Error("BeginReplayTask with fewer task files than items: nil error")
+	}
+	tid, iid, err := db.BeginReplayTask(ctx, rec, files, "alice", "fixed", at, items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.Task(ctx, tid)
+	if err != nil || got.State != ledger.TaskRunning || got.Next != 2 || got.Files != 2 || got.Skipped != 1 || got.By != "alice" ||
+		got.Via != ledger.AuditCLI || !got.Created.Equal(at) || got.Request != rec.Request || got.Done != 0 {
+		t.Fatalf("Task after BeginReplayTask = %+v, %v", got, err)
+	}
+	if un, err := db.UnfinishedReplays(ctx); err != nil || len(un) != 1 || un[0].ID != iid || len(un[0].Items) != 2 {
+		t.Fatalf("UnfinishedReplays = %+v, %v", un, err)
+	}
+	// No run can take a chunk of it: its cursor is past its set.
+	if _, err := db.BeginTaskReplay(ctx, ledger.TaskChunk{Task: tid, From: 0, To: 1}, "bob", "", at, items[:1]); !errors.Is(err, ledger.ErrTaskState) {
+		t.Errorf("a chunk of a one-move task: %v, want ErrTaskState", err)
+	}
+	if err := db.FinishReplay(ctx, iid, []ledger.Replay{{File: "a.json", NewName: "a.json", Ino: 11, By: "alice", At: at}}, at.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	got, err = db.Task(ctx, tid)
+	if err != nil || got.State != ledger.TaskDone || got.Done != 1 || got.Missing != 1 || !got.Ended.Equal(at.Add(time.Second)) {
+		t.Fatalf("Task after its move finished = %+v, %v", got, err)
+	}
+
+	drec := ledger.TaskRecord{Kind: "discard", Files: 1, Digest: "d2", By: "bob", Via: ledger.AuditCLI, Note: "spam"}
+	did, bid, err := db.BeginDiscardTask(ctx, drec, []ledger.TaskFile{{Idx: 0, File: "c.json", Ino: 13, ContentHash: "cc", Size: 2}},
+		"bob", "spam", "", at, []ledger.DiscardItem{{Idx: 0, File: "c.json", Ino: 13, ContentHash: "cc", Size: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := db.Task(ctx, did); err != nil || got.State != ledger.TaskRunning || got.Kind != "discard" || got.Next != 1 {
+		t.Fatalf("Task after BeginDiscardTask = %+v, %v", got, err)
+	}
+	if err := db.FinishDiscard(ctx, bid, []ledger.DiscardItem{{Idx: 0, File: "c.json", Outcome: ledger.DiscardDeleted}}, at); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := db.Task(ctx, did); err != nil || got.State != ledger.TaskDone || got.Done != 1 || got.Missing != 0 {
+		t.Fatalf("Task after its discard finished = %+v, %v", got, err)
+	}
+
+	// A task cancelled while its last chunk was under way stays cancelled.
+	cid, err := db.CreateTask(ctx, ledger.TaskRecord{Kind: "replay", State: ledger.TaskApproved, Files: 1, By: "carol", Via: ledger.AuditCLI, Created: at},
+		[]ledger.TaskFile{{Idx: 0, File: "d.json", Ino: 14}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.MoveTask(ctx, cid, ledger.TaskTransition{From: []string{ledger.TaskApproved}, To: ledger.TaskRunning}); err != nil {
+		t.Fatal(err)
+	}
+	ciid, err := db.BeginTaskReplay(ctx, ledger.TaskChunk{Task: cid, From: 0, To: 1}, "carol", "", at, []ledger.ReplayItem{{Idx: 0, File: "d.json", Ino: 14}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.MoveTask(ctx, cid, ledger.TaskTransition{From: []string{ledger.TaskRunning}, To: ledger.TaskCancelled, By: "dave"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.FinishReplay(ctx, ciid, []ledger.Replay{{File: "d.json", NewName: "d.json", Ino: 14, By: "carol", At: at}}, at); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := db.Task(ctx, cid); err != nil || got.State != ledger.TaskCancelled || got.Done != 1 {
+		t.Fatalf("cancelled task after its last chunk = %+v, %v", got, err)
 	}
 }
