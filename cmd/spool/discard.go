@@ -220,12 +220,16 @@ func runDiscard(ctx context.Context, e *env, args []string) (err error) {
 	// The audit row, then the batch, are committed before the first file
 	// goes: killed at any instant from here, the next discard or fsck
 	// --repair finishes it.
+	rec, err := oneMoveTask(task.Request{Kind: task.Discard,
+		Selection: task.Selection{Names: sel.Names, Reason: sel.Reason, All: sel.All}, Note: *note, To: toPath}, who)
+	if err != nil {
+		return err
+	}
 	aid, err := audit.begin(ctx)
 	if err != nil {
 		return err
 	}
-	_, b, err := discard.RunTask(ctx, d, l, plan, oneMoveTask(task.Request{Kind: task.Discard,
-		Selection: task.Selection{Names: sel.Names, Reason: sel.Reason, All: sel.All}, Note: *note, To: toPath}, who), who, *note, target)
+	_, b, err := discard.RunTask(ctx, d, l, plan, rec, who, *note, target)
 	printDiscards(e, b)
 	if err != nil && b.ID != 0 {
 		err = fmt.Errorf("%w (the discard is recorded; spool discard or spool fsck %s --repair finishes it)", err, dir)

@@ -199,6 +199,11 @@ func runReplay(ctx context.Context, e *env, args []string) (err error) {
 	// to; then the intent is committed before the first file moves: killed
 	// at any instant from here, the next replay, consume or fsck --repair
 	// finishes it (package replay).
+	rec, err := oneMoveTask(task.Request{Kind: task.Replay,
+		Selection: task.Selection{Names: sel.Names, Reason: sel.Reason, All: sel.All}, Note: *note, Force: *force}, who)
+	if err != nil {
+		return err
+	}
 	run, err := beginAudit(ctx, e, l, who, auditReplay, replaySelection(sel, plan, *force, *note, *by))
 	if err != nil {
 		return err
@@ -206,8 +211,7 @@ func runReplay(ctx context.Context, e *env, args []string) (err error) {
 	defer run.end(ctx, e, &err)
 	run.Counts["selected"] = int64(len(plan.Steps))
 	run.Counts["skipped"] = int64(len(plan.Steps) - len(plan.Files()))
-	_, done, err := replay.ExecuteTask(ctx, d, l, plan, oneMoveTask(task.Request{Kind: task.Replay,
-		Selection: task.Selection{Names: sel.Names, Reason: sel.Reason, All: sel.All}, Note: *note, Force: *force}, who), who, *note)
+	_, done, err := replay.ExecuteTask(ctx, d, l, plan, rec, who, *note)
 	run.Counts["done"] = int64(len(done))
 	for _, r := range done {
 		fmt.Fprintf(e.stdout, "replayed %s -> inbox/%s\n", cell(r.File), cell(r.NewName))
@@ -246,12 +250,12 @@ func replaySelection(s replay.Selection, p replay.Plan, force bool, note, by str
 // oneMoveTask is the task record of a replay or discard run at once, as
 // one move, asked for on the command line by who (replay.ExecuteTask,
 // discard.RunTask): listed by spool tasks with the others.
-func oneMoveTask(req task.Request, who string) ledger.TaskRecord {
+func oneMoveTask(req task.Request, who string) (ledger.TaskRecord, error) {
 	text, err := json.Marshal(req)
 	if err != nil {
-		panic(fmt.Sprintf("task request: %v", err)) // plain strings and bools: cannot fail
+		return ledger.TaskRecord{}, fmt.Errorf("encode %s task request: %w", req.Kind, err)
 	}
-	return ledger.TaskRecord{Request: string(text), By: who, Via: ledger.AuditCLI, Note: req.Note}
+	return ledger.TaskRecord{Request: string(text), By: who, Via: ledger.AuditCLI, Note: req.Note}, nil
 }
 
 // warnFinished says on stderr that a replay a killed run left unfinished
