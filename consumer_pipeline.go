@@ -36,6 +36,14 @@ import (
 //   - the finishing stage (finishAll): moves committed files out of
 //     processing/ holding moves.
 //
+// Without a Caller, on a ledger of k > 1 concurrent writes and with no
+// Handler, the recording stage is recordAhead (consumer_recordahead.go)
+// and adds:
+//
+//   - the record feeder, which starts each batch's transaction once no
+//     transaction in flight shares a msg_id with it;
+//   - one goroutine per batch's record transaction, at most k at once.
+//
 // With a Caller the recording stage is callAll (consumer_call.go) and adds:
 //
 //   - with a ledger of k > 1 concurrent writes, the reserve feeder
@@ -61,6 +69,9 @@ import (
 //     can send on it.
 //   - stop (struct{}, 0): closed once, by fail, at the pass's first
 //     failure; every stage selects on it where it may block.
+//   - flights (*recording, k-1): record feeder → recordAhead, in claim
+//     order; closed by the feeder. Each recording's done is closed by its
+//     transaction's goroutine when the transaction has ended.
 //   - futures (chan reserved, k-1): reserve feeder → callAll, in claim
 //     order; closed by the feeder. Each future (1) gets one value.
 //   - admitted (token, Concurrency + 2 × BatchSize): a token per reserved
@@ -268,32 +279,50 @@ func (p *pipeline) recordAll() int {
 	if p.c.callLedger != nil {
 		return p.callAll()
 	}
+	if k := p.c.recordWrites(); k > 1 {
+		return p.recordAhead(k)
+	}
 	claimed := 0
 	for b := range p.ready {
 		if p.failed() {
 			continue
 		}
 		claimed += b.claimed
-		err := b.err
-		if err == nil && b.synced != nil {
-			err = <-b.synced
-		}
-		if err == nil {
-			err = p.c.record(p.work, b.items, p.s.ID())
-		}
-		if err != nil {
+		if err := p.recordBatch(b); err != nil {
 			p.fail(err)
 			continue
 		}
-		for _, it := range b.items {
-			if it.state == examined {
-				p.st.add(it.r.Outcome) // committed, whether or not its move succeeds
-			}
-		}
-		p.recorded <- b.items
+		p.committed(b.items)
 	}
 	close(p.recorded)
 	return claimed
+}
+
+// recordBatch commits one claimed batch, once its claims are durable.
+func (p *pipeline) recordBatch(b inspected) error {
+	if b.err != nil {
+		return b.err
+	}
+	if b.synced != nil {
+		if err := <-b.synced; err != nil {
+			return err
+		}
+	}
+	return p.c.record(p.work, b.items, p.s.ID())
+}
+
+// committed counts the outcomes of a batch its transaction committed and
+// hands the batch to the finishing stage, unless the pass has failed: its
+// files then stay in processing/, committed, for recovery to move.
+func (p *pipeline) committed(items []item) {
+	for _, it := range items {
+		if it.state == examined {
+			p.st.add(it.r.Outcome) // committed, whether or not its move succeeds
+		}
+	}
+	if !p.failed() {
+		p.recorded <- items
+	}
 }
 
 // finishAll is the finishing stage: it moves the files of each committed
