@@ -200,6 +200,25 @@ func normaliseSession(out, q, dsn string) string {
 // host's name are normalised. A difference fails naming the command.
 // PostgreSQL and MariaDB run when their servers are given
 // (SPOOL_TEST_POSTGRES, SPOOL_TEST_MYSQL; required on CI).
+// ledgerEngine is a ledger backend a test runs the binary against: its
+// name, and the --db value of a scratch ledger of its own ("" for SQLite
+// in the queue), skipping the test when its server is not given.
+type ledgerEngine struct {
+	name string
+	dsn  func(t *testing.T) string
+}
+
+// ledgerEngines are SQLite, PostgreSQL and MariaDB, in that order.
+func ledgerEngines() []ledgerEngine {
+	return []ledgerEngine{
+		{"sqlite", func(*testing.T) string { return "" }},
+		{"postgres", func(t *testing.T) string { return ledgertest.Scratch(t, testenv.Postgres(t)) }},
+		{"mysql", func(t *testing.T) string {
+			return ledgertest.Scratch(t, testenv.Service(t, envMySQL, "mysql://root@127.0.0.1:3306/test"))
+		}},
+	}
+}
+
 func TestCommandSuiteEngines(t *testing.T) {
 	t.Parallel()
 	if os.Getenv(testenv.PostgresEnv) == "" && os.Getenv(envMySQL) == "" && !testenv.CI() {
@@ -207,16 +226,7 @@ func TestCommandSuiteEngines(t *testing.T) {
 		// compared with (on CI a missing server fails below instead).
 		t.Skip("no PostgreSQL or MariaDB server given (SPOOL_TEST_POSTGRES, SPOOL_TEST_MYSQL): nothing to compare SQLite with")
 	}
-	engines := []struct {
-		name string
-		dsn  func(t *testing.T) string
-	}{
-		{"sqlite", func(*testing.T) string { return "" }},
-		{"postgres", func(t *testing.T) string { return ledgertest.Scratch(t, testenv.Postgres(t)) }},
-		{"mysql", func(t *testing.T) string {
-			return ledgertest.Scratch(t, testenv.Service(t, envMySQL, "mysql://root@127.0.0.1:3306/test"))
-		}},
-	}
+	engines := ledgerEngines()
 	// The engines' sessions run at once, each in a subtest that skips
 	// when its server is not given; the comparison waits for them all.
 	runs := make([]*engineRun, len(engines))

@@ -9,9 +9,6 @@ import (
 	"sort"
 	"strings"
 	"testing"
-
-	"github.com/spoolq/spool/internal/testenv"
-	"github.com/spoolq/spool/ledger/ledgertest"
 )
 
 // TestDrainOrderAcrossBatches drains, in batches of 3, a queue whose
@@ -25,16 +22,6 @@ import (
 // in flight that share a msg_id with it.
 func TestDrainOrderAcrossBatches(t *testing.T) {
 	t.Parallel()
-	engines := []struct {
-		name string
-		dsn  func(t *testing.T) string
-	}{
-		{"sqlite", func(*testing.T) string { return "" }},
-		{"postgres", func(t *testing.T) string { return ledgertest.Scratch(t, testenv.Postgres(t)) }},
-		{"mysql", func(t *testing.T) string {
-			return ledgertest.Scratch(t, testenv.Service(t, envMySQL, "mysql://root@127.0.0.1:3306/test"))
-		}},
-	}
 	const files = 150
 	type file struct{ name, id, amount string }
 	var queue []file
@@ -61,7 +48,7 @@ func TestDrainOrderAcrossBatches(t *testing.T) {
 			w.conflicts = append(w.conflicts, f.name)
 		}
 	}
-	for _, e := range engines {
+	for _, e := range ledgerEngines() {
 		t.Run(e.name, func(t *testing.T) {
 			t.Parallel()
 			dsn := e.dsn(t)
