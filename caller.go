@@ -140,7 +140,9 @@ type ClaimReleaser interface {
 // side by side, which an engine whose transactions lock rows (PostgreSQL)
 // needs to keep hundreds of calls busy. A CallLedger that does not
 // implement it runs one write at a time, as a single-writer engine
-// (SQLite) must.
+// (SQLite) must. A Ledger with the same method is given that many Record
+// calls at once by a drain without a Handler or a Caller, never two at
+// once that share a msg_id.
 type ConcurrentLedger interface {
 	CallLedger
 	// ConcurrentWrites is that number, at least 1.

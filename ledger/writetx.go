@@ -100,7 +100,7 @@ func (db *DB) beginWrite(ctx context.Context) (*sql.Tx, func(), error) {
 // whose transactions lock rows, the pool's connections less two, left
 // for the transaction that reserves the next batch and for recovery's and
 // reports' queries. A consumer with a Caller commits that many groups of
-// outcomes at once.
+// outcomes at once, and a plain drain records that many batches at once.
 func (db *DB) ConcurrentWrites() int {
 	if db.writeTurn != nil {
 		return 1
