@@ -312,17 +312,15 @@ func (p *pipeline) recordBatch(b inspected) error {
 }
 
 // committed counts the outcomes of a batch its transaction committed and
-// hands the batch to the finishing stage, unless the pass has failed: its
-// files then stay in processing/, committed, for recovery to move.
+// hands the batch to the finishing stage, which moves its files out, or
+// after a failure of its own leaves them, committed, for recovery.
 func (p *pipeline) committed(items []item) {
 	for _, it := range items {
 		if it.state == examined {
 			p.st.add(it.r.Outcome) // committed, whether or not its move succeeds
 		}
 	}
-	if !p.failed() {
-		p.recorded <- items
-	}
+	p.recorded <- items
 }
 
 // finishAll is the finishing stage: it moves the files of each committed

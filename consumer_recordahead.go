@@ -35,9 +35,10 @@ type recording struct {
 // one whose row is inserted first (I2: the earlier delivery wins), and a
 // batch's duplicates find their owner's row committed. Batches without a
 // msg_id in common cannot change each other's outcomes. A batch after one
-// that failed is not recorded; one without a key in common with it may
-// have committed already, and its files then stay in processing/ for
-// recovery, as after a crash between a commit and the moves.
+// that failed is not recorded, and one without a key in common with it
+// may have committed already: it is still handed to the finishing stage,
+// and what that does not move stays in processing/ for recovery, as after
+// a crash between a commit and the moves.
 func (p *pipeline) recordAhead(k int) int {
 	// At most k transactions at once: k-1 waiting here, and the one whose
 	// end the handing loop waits for.
