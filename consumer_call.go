@@ -120,10 +120,7 @@ func (p *pipeline) callAll() int {
 // at once (ConcurrentLedger; 1 if it does not say): so many reserves, and
 // so many commits of outcomes, may run at once.
 func (cs *callStage) writes() int {
-	if w, ok := cs.p.c.callLedger.(ConcurrentLedger); ok {
-		return max(1, w.ConcurrentWrites())
-	}
-	return 1
+	return concurrentWrites(cs.p.c.callLedger)
 }
 
 // reserveAhead is the loop of callAll where the ledger runs k write

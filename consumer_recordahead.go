@@ -9,7 +9,14 @@ func (c *Consumer) recordWrites() int {
 	if c.work != nil {
 		return 1
 	}
-	if w, ok := c.ledger.(interface{ ConcurrentWrites() int }); ok {
+	return concurrentWrites(c.ledger)
+}
+
+// concurrentWrites is how many write transactions the ledger l says may
+// usefully run at once (ConcurrentLedger's method), or 1 when it says
+// nothing.
+func concurrentWrites(l any) int {
+	if w, ok := l.(interface{ ConcurrentWrites() int }); ok {
 		return max(1, w.ConcurrentWrites())
 	}
 	return 1
