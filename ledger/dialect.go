@@ -157,6 +157,22 @@ type ColumnArrays interface {
 	Rows(kinds []Kind) string
 }
 
+// WritableWith is implemented by a Dialect whose engine runs INSERTs and
+// DELETEs inside the WITH clause of one statement (PostgreSQL), all of
+// them against the rows as they were before the statement, and whose one
+// statement outside a transaction is a transaction of its own, durable
+// once it returns. A settle of calls that all succeeded is then that one
+// statement, one round trip to the server (settleOne), where a
+// transaction of its own is six: BEGIN, the fence, three statements,
+// COMMIT.
+type WritableWith interface {
+	ColumnArrays
+	// KeyTaken reports whether err is a statement's failure on a row
+	// whose key the table held already (a unique violation): the
+	// statement, with all it wrote, was undone.
+	KeyTaken(err error) bool
+}
+
 // Kind is a column's kind of value, for ColumnArrays.
 type Kind int
 

@@ -213,19 +213,23 @@ func unzipPairs(piece []any) []any {
 	return out
 }
 
+// insProcessed is the head of the INSERT of processed rows, whose values
+// processedArgs gives in this order and of the kinds processedKinds.
+const insProcessed = `INSERT INTO processed
+    (msg_id, order_no, seq, amount, processed_at, file, content_hash, payload, claim, ino, schema_version, traceparent, tenant)`
+
+var processedKinds = []Kind{Text, Text, Int, Text, Text, Text, Text, Text, Text, Int, Text, Text, Text}
+
 // prepareInserts prepares the multi-row INSERTs of Record. I2: the PRIMARY
 // KEY, not application code, decides which rows go into processed;
 // the statement returns the msg_ids it let in, on every engine
 // (Dialect.InsertNew).
 func (db *DB) prepareInserts(ctx context.Context) error {
 	var err error
-	const insProcessed = `INSERT INTO processed
-    (msg_id, order_no, seq, amount, processed_at, file, content_hash, payload, claim, ino, schema_version, traceparent, tenant)`
 	db.insProcessed, err = newMultiRow(ctx, db.sql, db.dialect, processedColumns, insertNew(db.dialect, insProcessed,
 		processedColumns, "msg_id", "msg_id"))
 	if err == nil {
-		err = db.insProcessed.prepareArrays(ctx, db.sql, db.dialect, insProcessed,
-			[]Kind{Text, Text, Int, Text, Text, Text, Text, Text, Text, Int, Text, Text, Text},
+		err = db.insProcessed.prepareArrays(ctx, db.sql, db.dialect, insProcessed, processedKinds,
 			func(s string) string { return db.dialect.InsertNew(s, "msg_id", "msg_id") })
 	}
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -125,6 +126,27 @@ func (db *DB) leaseOp() error {
 	return nil
 }
 
+// fenced lists, each once, the sessions of the batch's deliveries whose
+// lease this DB holds and its writes check (fence): none where the engine
+// keeps no leases or the check is off (UnfencedEnv).
+func (db *DB) fenced(batch []*spool.Delivery) []string {
+	if !db.lease.ok || db.lease.unfenced {
+		return nil
+	}
+	db.lease.mu.Lock()
+	defer db.lease.mu.Unlock()
+	var sessions []string
+	if len(db.lease.held) == 0 {
+		return nil
+	}
+	for _, d := range batch {
+		if db.lease.held[d.Consumer] && !slices.Contains(sessions, d.Consumer) {
+			sessions = append(sessions, d.Consumer)
+		}
+	}
+	return sessions
+}
+
 // fence is the first statement of every write transaction of deliveries:
 // for each session of the batch whose lease this DB holds, it reads the
 // session's lease row with a share lock, and fails with spool.ErrLeaseLost
@@ -137,29 +159,8 @@ func (db *DB) leaseOp() error {
 // session ID is made afresh by every join and a lease row is created once,
 // so a session whose claims were taken over can never write again.
 func (db *DB) fence(ctx context.Context, tx *sql.Tx, batch []*spool.Delivery) error {
-	if !db.lease.ok || db.lease.unfenced {
-		return nil
-	}
-	var sessions []string
-	db.lease.mu.Lock()
-	if len(db.lease.held) > 0 {
-		for _, d := range batch {
-			if db.lease.held[d.Consumer] && (len(sessions) == 0 || sessions[len(sessions)-1] != d.Consumer) {
-				sessions = append(sessions, d.Consumer)
-			}
-		}
-	}
-	db.lease.mu.Unlock()
-	if len(sessions) == 0 {
-		return nil
-	}
 	q := db.dialect.Rebind(`SELECT taken FROM session_leases WHERE session = ? ` + db.lease.sql.Share)
-	checked := map[string]bool{}
-	for _, s := range sessions {
-		if checked[s] {
-			continue
-		}
-		checked[s] = true
+	for _, s := range db.fenced(batch) {
 		var taken int
 		err := tx.QueryRowContext(ctx, q, s).Scan(&taken)
 		switch {

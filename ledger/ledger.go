@@ -38,6 +38,9 @@ type DB struct {
 	insProcessed, insDeliveries, selOwners *multiRow
 	// For external handlers (reserve.go).
 	insReservations, delReservations, delAttempts *multiRow
+	// settleOneStmt is settleOne's statement, or nil where the dialect
+	// has none (WritableWith).
+	settleOneStmt *sql.Stmt
 	// writeTurn, on a single-writer engine (Dialect.SingleWriter), holds
 	// a token while one of the process's write transactions runs
 	// (beginWrite); nil on the others.
@@ -123,7 +126,11 @@ func NewWith(ctx context.Context, db *sql.DB, d Dialect, o Options) (*DB, error)
 		// One writer at a time per database.
 		l.writeTurn = make(chan struct{}, 1)
 	}
-	if err := l.prepareInserts(ctx); err != nil {
+	err := l.prepareInserts(ctx)
+	if err == nil {
+		err = l.prepareSettleOne(ctx)
+	}
+	if err != nil {
 		_ = l.closeStmts() // the error that matters is prepare's
 		return nil, fmt.Errorf("new %s ledger: %w", d.Name(), err)
 	}
@@ -132,7 +139,7 @@ func NewWith(ctx context.Context, db *sql.DB, d Dialect, o Options) (*DB, error)
 
 func (db *DB) closeStmts() error {
 	return errors.Join(db.insProcessed.close(), db.insDeliveries.close(), db.selOwners.close(),
-		db.insReservations.close(), db.delReservations.close(), db.delAttempts.close())
+		db.insReservations.close(), db.delReservations.close(), db.delAttempts.close(), db.closeSettleOne())
 }
 
 // SQL returns the underlying database, for reports and checks that need

@@ -196,6 +196,12 @@ func (db *DB) Settle(ctx context.Context, batch []*spool.Delivery, errs []error,
 }
 
 func (db *DB) settle(ctx context.Context, batch []*spool.Delivery, errs []error, decide func(spool.Failure) spool.Verdict) ([]result, error) {
+	if done, err := db.settleOne(ctx, batch, errs); err != nil || done {
+		if err != nil {
+			return nil, err
+		}
+		return processedAll(len(batch)), nil
+	}
 	var res []result
 	err := db.writeTx(ctx, func(tx *sql.Tx) error {
 		var err error

@@ -88,6 +88,9 @@ func testLeases(t *testing.T, a, b *ledger.DB) {
 	if n := count(t, a, "SELECT COUNT(*) FROM deliveries"); n != 0 {
 		t.Errorf("deliveries rows: %d, want 0", n)
 	}
+	if n := count(t, a, "SELECT COUNT(*) FROM reservations"); n != 1 {
+		t.Errorf("reservations: %d, want 1 (the settle that found its lease taken removes none)", n)
+	}
 	// Another session's writes through the same handle are not fenced.
 	if got := record(t, a, valid("c-5", msg{ID: "five"})); got[0].Outcome != spool.OutcomeProcessed {
 		t.Errorf("record of a session without a lease: %v", got)
@@ -101,4 +104,6 @@ func testLeases(t *testing.T, a, b *ledger.DB) {
 	// Gone is lost too, for the handle that held it.
 	_, err = a.Record(ctx, []*spool.Delivery{mine(valid("c-6", msg{ID: "six"}))})
 	lost("record after the drop", err)
+	_, err = a.Settle(ctx, []*spool.Delivery{mine(valid("c-2", msg{ID: "two"}))}, []error{nil}, spool.Retry{}.Decide)
+	lost("settle after the drop", err)
 }

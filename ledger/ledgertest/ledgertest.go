@@ -78,6 +78,7 @@ func Run(t *testing.T, b Backend) {
 		{"RetryDue", testRetryDue},
 		{"BadVerdict", testBadVerdict},
 		{"ReserveSettle", testReserveSettle},
+		{"SettleLostReservation", testSettleLostReservation},
 		{"ReleaseReservations", testReleaseReservations},
 		{"ReleaseClaims", testReleaseClaims},
 		{"ConflictResult", testConflictResult},

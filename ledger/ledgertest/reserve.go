@@ -77,6 +77,58 @@ func testReserveSettle(t *testing.T, db *ledger.DB) {
 	}
 }
 
+// testSettleLostReservation: a group of calls that all succeeded, one of
+// whose msg_ids was processed by another delivery after its reservation
+// was lost (its owner taken for dead and released): that one is a
+// duplicate, a conflict as its content differs, and the others are
+// processed, their attempts cleared, every reservation of the group gone;
+// all of it in one transaction, whatever path the engine's settle takes.
+func testSettleLostReservation(t *testing.T, db *ledger.DB) {
+	x0, x1 := valid("c-x0", msg{ID: "x"}), valid("c-x1", msg{ID: "x"})
+	y1, y2 := valid("c-y1", msg{ID: "y"}), valid("c-y2", msg{ID: "y", Amount: "2.00"})
+	z1 := valid("c-z1", msg{ID: "z"})
+	reserve(t, db, "s0", x0)
+	if got := settle(t, db, []*spool.Delivery{x0}, []error{errors.New("503")}); !slices.Equal(got, []spool.Outcome{spool.OutcomeRetry}) {
+		t.Fatalf("settle of a failed call: %v, want retry", got)
+	}
+	if got := reserve(t, db, "s1", x1, y1, z1); !slices.Equal(got, []spool.Outcome{spool.OutcomeReserved, spool.OutcomeReserved, spool.OutcomeReserved}) {
+		t.Fatalf("reserve: %v, want all reserved", got)
+	}
+	if _, err := db.ReleaseReservations(context.Background(), "s1"); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	reserve(t, db, "s2", y2)
+	if got := settle(t, db, []*spool.Delivery{y2}, []error{nil}); !slices.Equal(got, []spool.Outcome{spool.OutcomeProcessed}) {
+		t.Fatalf("settle of the other delivery of y: %v", got)
+	}
+	decide := spool.Retry{NoJitter: true}.Decide
+	res, err := db.Settle(context.Background(), []*spool.Delivery{z1, x1, y1}, []error{nil, nil, nil}, decide)
+	if err != nil {
+		t.Fatalf("settle: %v", err)
+	}
+	if got := outcomes(res...); !slices.Equal(got, []spool.Outcome{spool.OutcomeProcessed, spool.OutcomeProcessed, spool.OutcomeDuplicate}) {
+		t.Fatalf("settle after the lost reservation: %v, want processed, processed, duplicate", got)
+	}
+	if !res[2].Conflict || res[0].Conflict || res[1].Conflict {
+		t.Errorf("conflicts %v %v %v, want only y's", res[0].Conflict, res[1].Conflict, res[2].Conflict)
+	}
+	if n := count(t, db, "SELECT COUNT(*) FROM processed"); n != 3 {
+		t.Errorf("processed rows: %d, want 3", n)
+	}
+	if r, ok := processedRow(t, db, "y"); !ok || r.Claim != "c-y2" {
+		t.Errorf("y's processed row: %+v %v, want the other delivery's (c-y2)", r, ok)
+	}
+	if n := count(t, db, "SELECT COUNT(*) FROM attempts"); n != 0 {
+		t.Errorf("attempts after x succeeded: %d, want 0", n)
+	}
+	if n := count(t, db, "SELECT COUNT(*) FROM reservations"); n != 0 {
+		t.Errorf("reservations after the settle: %d, want 0", n)
+	}
+	if o, ok := claimOutcome(t, db, "c-y1", "y"); !ok || o != spool.OutcomeDuplicate {
+		t.Errorf("claim c-y1: %v %v, want a recorded duplicate", o, ok)
+	}
+}
+
 // testReleaseReservations: the reservations of a dead owner are removed,
 // those of others kept.
 func testReleaseReservations(t *testing.T, db *ledger.DB) {

@@ -89,11 +89,7 @@ func (dialect) StatementTimeout(d time.Duration) (string, string, error) {
 }
 
 func (dialect) IsConflict(err error) bool {
-	var pe interface{ SQLState() string }
-	if !errors.As(err, &pe) {
-		return false
-	}
-	switch pe.SQLState() {
+	switch sqlState(err) {
 	case "40001", // serialization_failure
 		"40P01", // deadlock_detected
 		"55P03", // lock_not_available (lock_timeout)
@@ -149,6 +145,18 @@ func (dialect) Leases() (ledger.LeaseSQL, bool) {
 
 // Snapshot: a PostgreSQL ledger is backed up with the server's own tools.
 func (dialect) Snapshot() ledger.Snapshot { return ledger.Snapshot{Tool: "pg_dump"} }
+
+// KeyTaken: unique_violation.
+func (dialect) KeyTaken(err error) bool { return sqlState(err) == "23505" }
+
+// sqlState is the SQLSTATE of err, or "" when it carries none.
+func sqlState(err error) string {
+	var pe interface{ SQLState() string }
+	if !errors.As(err, &pe) {
+		return ""
+	}
+	return pe.SQLState()
+}
 
 // Rows: one array parameter per column, cast to the column's kind, so
 // that a batch's rows for a table go in one statement of ten or sixteen

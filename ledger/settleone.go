@@ -1,0 +1,127 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spoolq/spool"
+)
+
+// settleOneText is the statement of settleOne, for a dialect with
+// writable WITH clauses, whose column arrays are rows: the fence, the
+// processed rows, the attempts they clear and the reservations they end,
+// in one statement. Its parameters are the session twice (NULL: no lease
+// to check), the processed rows' column arrays, and the array of their
+// msg_ids and that of their claims.
+//
+// The fence reads the session's lease row with a share lock, as fence
+// does in a transaction, and every write depends on it: with the lease
+// gone or taken the statement writes nothing and returns false. The
+// INSERT has no ON CONFLICT: a msg_id that processed holds already fails
+// the whole statement (KeyTaken), and the settle is made again in a
+// transaction of its own, which records that delivery as a duplicate. So
+// when the statement succeeds every msg_id went in, and the DELETEs take
+// the lists as given. They find their rows by = ANY of an array on the
+// primary key, which the plan cached for the statement (planned while the
+// tables were small, and reservations, emptied all the time, stays small)
+// keeps as an index scan; a join against the unnested arrays was planned
+// as a sequential scan of both tables, dead rows and all.
+func settleOneText(d Dialect, rows func([]Kind) string, share string) string {
+	return d.Rebind(`WITH fence AS (
+    SELECT CAST(? AS text) IS NULL OR EXISTS (
+        SELECT 1 FROM session_leases WHERE session = CAST(? AS text) AND taken = 0 ` + share + `) AS held
+), ins AS (
+    ` + insProcessed + `
+    SELECT r.* FROM (` + rows(processedKinds) + `) AS r, fence WHERE fence.held
+), cleared AS (
+    DELETE FROM attempts WHERE msg_id = ANY (CAST(? AS text[])) AND (SELECT held FROM fence)
+), unreserved AS (
+    DELETE FROM reservations
+    WHERE msg_id = ANY (CAST(? AS text[])) AND claim = ANY (CAST(? AS text[])) AND (SELECT held FROM fence)
+)
+SELECT held FROM fence`)
+}
+
+// prepareSettleOne prepares settleOne's statement where the dialect has
+// writable WITH clauses and the engine keeps leases.
+func (db *DB) prepareSettleOne(ctx context.Context) error {
+	w, ok := db.dialect.(WritableWith)
+	if !ok || !db.lease.ok || db.writeTurn != nil || db.turn != nil {
+		return nil
+	}
+	st, err := db.sql.PrepareContext(ctx, settleOneText(db.dialect, w.Rows, db.lease.sql.Share))
+	if err != nil {
+		return fmt.Errorf("prepare settle in one statement: %w", err)
+	}
+	db.settleOneStmt = st
+	return nil
+}
+
+// settleOne settles a group of calls that all succeeded in one statement
+// outside any transaction (WritableWith): its processed rows inserted,
+// their attempts cleared, their reservations removed, all or nothing, as
+// settleTx does in BEGIN, the fence, three statements and COMMIT. It
+// reports false, having committed nothing, where it does not apply: no
+// such statement, a failed call in the group, deliveries of more than one
+// fenced session, or a msg_id already in processed (a reservation lost to
+// a recovery while its call ran), which the transaction of settleTx then
+// records as a duplicate.
+func (db *DB) settleOne(ctx context.Context, batch []*spool.Delivery, errs []error) (bool, error) {
+	if db.settleOneStmt == nil || slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
+		return false, nil
+	}
+	sessions := db.fenced(batch)
+	if len(sessions) > 1 {
+		return false, nil
+	}
+	var session any // NULL: no lease to check
+	if len(sessions) == 1 {
+		session = sessions[0]
+	}
+	// In msg_id order, as settleTx inserts them: two writers of one
+	// msg_id take its key lock in one order and cannot deadlock.
+	order := make([]*spool.Delivery, len(batch))
+	copy(order, batch)
+	slices.SortFunc(order, func(a, b *spool.Delivery) int { return strings.Compare(a.Message.MsgID, b.Message.MsgID) })
+	now := time.Now()
+	rows := make([]any, 0, len(order)*processedColumns)
+	ids, claims := make([]any, len(order)), make([]any, len(order))
+	for i, d := range order {
+		rows = append(rows, processedArgs(d, now)...)
+		ids[i], claims[i] = d.Message.MsgID, d.Claim
+	}
+	args := append([]any{session, session}, columns(rows, processedColumns)...)
+	args = append(args, ids, ids, claims)
+	var held bool
+	err := db.settleOneStmt.QueryRowContext(ctx, args...).Scan(&held)
+	switch {
+	case err != nil && db.dialect.(WritableWith).KeyTaken(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("settle in one statement: %w", err)
+	case !held:
+		return false, fmt.Errorf("session %s: %w", session, spool.ErrLeaseLost)
+	}
+	return true, nil
+}
+
+// processedAll is the results of a group that settleOne committed: each
+// delivery processed.
+func processedAll(n int) []result {
+	res := make([]result, n)
+	for i := range res {
+		res[i].outcome = spool.OutcomeProcessed
+	}
+	return res
+}
+
+// closeSettleOne closes settleOne's statement, if prepared.
+func (db *DB) closeSettleOne() error {
+	if db.settleOneStmt == nil {
+		return nil
+	}
+	return db.settleOneStmt.Close()
+}
