@@ -18,14 +18,23 @@ import (
 // msg_ids and that of their claims.
 //
 // The fence reads the session's lease row with a share lock, as fence
-// does in a transaction, and every write depends on it: with the lease
+// does in a transaction, and the INSERT depends on it: with the lease
 // gone or taken the statement writes nothing and returns false. The
 // INSERT has no ON CONFLICT: a msg_id that processed holds already fails
 // the whole statement (KeyTaken), and the settle is made again in a
 // transaction of its own, which records that delivery as a duplicate. So
 // when the statement succeeds every msg_id went in, and the DELETEs take
-// the lists as given. They find their rows by = ANY of an array on the
-// primary key, which the plan cached for the statement (planned while the
+// the lists as given.
+//
+// The writes run in settleTx's order, the INSERT (in msg_id order), then
+// the attempts, then the reservations, so that the two paths lock rows in
+// one order and cannot deadlock each other: each DELETE reads the count
+// of what the write before it returned, which makes that write run to its
+// end first. Left to itself, the server runs the data-modifying parts of
+// a WITH that the query does not read at its end, last one first.
+//
+// The DELETEs find their rows by = ANY of an array on the primary key,
+// which the plan the server caches for the statement (planned while the
 // tables were small, and reservations, emptied all the time, stays small)
 // keeps as an index scan; a join against the unnested arrays was planned
 // as a sequential scan of both tables, dead rows and all.
@@ -36,11 +45,16 @@ func settleOneText(d Dialect, rows func([]Kind) string, share string) string {
 ), ins AS (
     ` + insProcessed + `
     SELECT r.* FROM (` + rows(processedKinds) + `) AS r, fence WHERE fence.held
+    RETURNING msg_id
+), inserted AS (
+    SELECT count(*) AS n FROM ins
 ), cleared AS (
-    DELETE FROM attempts WHERE msg_id = ANY (CAST(? AS text[])) AND (SELECT held FROM fence)
+    DELETE FROM attempts WHERE msg_id = ANY (CAST(? AS text[])) AND (SELECT n FROM inserted) > 0
+    RETURNING msg_id
 ), unreserved AS (
     DELETE FROM reservations
-    WHERE msg_id = ANY (CAST(? AS text[])) AND claim = ANY (CAST(? AS text[])) AND (SELECT held FROM fence)
+    WHERE msg_id = ANY (CAST(? AS text[])) AND claim = ANY (CAST(? AS text[]))
+      AND (SELECT n FROM inserted) > 0 AND (SELECT count(*) FROM cleared) IS NOT NULL
 )
 SELECT held FROM fence`)
 }
@@ -82,7 +96,8 @@ func (db *DB) settleOne(ctx context.Context, batch []*spool.Delivery, errs []err
 		session = sessions[0]
 	}
 	// In msg_id order, as settleTx inserts them: two writers of one
-	// msg_id take its key lock in one order and cannot deadlock.
+	// msg_id take its key lock in one order and cannot deadlock (and the
+	// statement's writes come in settleTx's order, settleOneText).
 	order := make([]*spool.Delivery, len(batch))
 	copy(order, batch)
 	slices.SortFunc(order, func(a, b *spool.Delivery) int { return strings.Compare(a.Message.MsgID, b.Message.MsgID) })
