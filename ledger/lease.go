@@ -135,10 +135,10 @@ func (db *DB) fenced(batch []*spool.Delivery) []string {
 	}
 	db.lease.mu.Lock()
 	defer db.lease.mu.Unlock()
-	var sessions []string
 	if len(db.lease.held) == 0 {
 		return nil
 	}
+	var sessions []string
 	for _, d := range batch {
 		if db.lease.held[d.Consumer] && !slices.Contains(sessions, d.Consumer) {
 			sessions = append(sessions, d.Consumer)

@@ -21,10 +21,17 @@ import (
 // that nothing reads, the settle held the attempts row while it waited,
 // and the server broke the deadlock by failing one of the two.
 func TestSettleOneLockOrder(t *testing.T) {
-	db, dsn := openFresh(t)
+	dsn := freshSchema(t)
 	t.Parallel()
-	defer db.Close()
 	ctx := t.Context()
+	// A name of its own, so that the wait below is this test's settle and
+	// not that of a test running beside it on the same server.
+	const app = "spool-settle-lock-order"
+	db, err := Open(ctx, withParam(t, dsn, "application_name", app))
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer db.Close()
 	decide := spool.Retry{NoJitter: true}.Decide
 	first, mine := delivery("c-first", "x"), delivery("c-mine", "x")
 	if _, err := db.Reserve(ctx, []*spool.Delivery{first}, "s0"); err != nil {
@@ -58,7 +65,7 @@ func TestSettleOneLockOrder(t *testing.T) {
 	// Until the statement waits on the uncommitted key.
 	deadline := time.Now().Add(10 * time.Second)
 	for countRows(t, raw, `SELECT COUNT(*) FROM pg_stat_activity
-		WHERE wait_event_type = 'Lock' AND query LIKE 'WITH fence AS%' AND datname = current_database()`) == 0 {
+		WHERE wait_event_type = 'Lock' AND query LIKE 'WITH fence AS%' AND application_name = $1`, app) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the settle never waited on the other transaction's key")
 		}
