@@ -161,10 +161,10 @@ type ColumnArrays interface {
 // DELETEs inside the WITH clause of one statement (PostgreSQL), all of
 // them against the rows as they were before the statement, and whose one
 // statement outside a transaction is a transaction of its own, durable
-// once it returns. A settle of calls that all succeeded is then that one
-// statement, one round trip to the server (settleOne), where a
-// transaction of its own is six: BEGIN, the fence, three statements,
-// COMMIT.
+// once it returns. A settle of calls that all succeeded, and a batch
+// recorded without a handler, are then that one statement, one round trip
+// to the server (settleOne, recordOne), where a transaction of its own is
+// six: BEGIN, the fence, three statements, COMMIT.
 type WritableWith interface {
 	ColumnArrays
 	// KeyTaken reports whether err is a statement's failure on a row

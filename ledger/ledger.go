@@ -41,6 +41,9 @@ type DB struct {
 	// settleOneStmt is settleOne's statement, or nil where the dialect
 	// has none (WritableWith).
 	settleOneStmt *sql.Stmt
+	// recordOneStmt is recordOne's statement, or nil where the dialect
+	// has no writable WITH (recordOneText).
+	recordOneStmt *sql.Stmt
 	// writeTurn, on a single-writer engine (Dialect.SingleWriter), holds
 	// a token while one of the process's write transactions runs
 	// (beginWrite); nil on the others.
@@ -128,7 +131,7 @@ func NewWith(ctx context.Context, db *sql.DB, d Dialect, o Options) (*DB, error)
 	}
 	err := l.prepareInserts(ctx)
 	if err == nil {
-		err = l.prepareSettleOne(ctx)
+		err = l.prepareOne(ctx)
 	}
 	if err != nil {
 		_ = l.closeStmts() // the error that matters is prepare's
@@ -139,7 +142,7 @@ func NewWith(ctx context.Context, db *sql.DB, d Dialect, o Options) (*DB, error)
 
 func (db *DB) closeStmts() error {
 	return errors.Join(db.insProcessed.close(), db.insDeliveries.close(), db.selOwners.close(),
-		db.insReservations.close(), db.delReservations.close(), db.delAttempts.close(), db.closeSettleOne())
+		db.insReservations.close(), db.delReservations.close(), db.delAttempts.close(), db.closeOne())
 }
 
 // SQL returns the underlying database, for reports and checks that need

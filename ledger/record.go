@@ -46,6 +46,11 @@ func (r result) public(d *spool.Delivery) spool.Result {
 const maxDetail = 2000
 
 func (db *DB) record(ctx context.Context, batch []*spool.Delivery, w spool.Work) ([]result, error) {
+	if w.Handler == nil {
+		if res, done, err := db.recordOne(ctx, batch); err != nil || done {
+			return res, err
+		}
+	}
 	var res []result
 	err := db.writeTx(ctx, func(tx *sql.Tx) error {
 		if err := db.fence(ctx, tx, batch); err != nil {
@@ -88,40 +93,15 @@ func rejected(batch []*spool.Delivery) []result {
 
 func processedArgs(d *spool.Delivery, now time.Time) []any {
 	m := d.Message
-	hash := d.Hash
-	if hash == "" {
-		hash = spool.ContentHash(m.Raw)
-	}
 	return []any{m.MsgID, nullString(m.OrderNo), nullInt(m.Seq), nullString(string(m.Amount)),
-		formatTime(now), clean(d.File), hash, string(m.Raw), d.Claim, nullIno(d.Ino),
+		formatTime(now), clean(d.File), contentHash(d), string(m.Raw), d.Claim, nullIno(d.Ino),
 		nullString(m.Headers.Version), nullString(m.Headers.Trace), nullString(m.Headers.Tenant)}
 }
 
 // insertProcessedRows is the path without business work: the valid
 // deliveries' rows go into processed in multi-row statements.
 func (db *DB) insertProcessedRows(ctx context.Context, tx *sql.Tx, batch []*spool.Delivery, res []result, now time.Time) error {
-	// The first delivery of each msg_id in the batch is the candidate for
-	// processed; later ones in the same batch are duplicates whatever
-	// happens to it (I2: the earlier delivery wins).
-	first := make(map[string]bool, len(batch))
-	var candidates []int
-	for i, d := range batch {
-		if d.Message == nil {
-			continue
-		}
-		if first[d.Message.MsgID] {
-			res[i].outcome = spool.OutcomeDuplicate
-			continue
-		}
-		first[d.Message.MsgID] = true
-		candidates = append(candidates, i)
-	}
-	// Inserted in msg_id order, so that two consumers whose batches share
-	// msg_ids take the key locks in the same order and cannot deadlock
-	// (PostgreSQL).
-	slices.SortFunc(candidates, func(a, b int) int {
-		return strings.Compare(batch[a].Message.MsgID, batch[b].Message.MsgID)
-	})
+	candidates, _ := firstOfEach(batch, res)
 	// Multi-row statements: a statement's round trip through database/sql
 	// and the driver costs more than SQLite's per-row work. RETURNING names
 	// the rows the PRIMARY KEY let in; the rest were already there:
@@ -150,6 +130,33 @@ func (db *DB) insertProcessedRows(ctx context.Context, tx *sql.Tx, batch []*spoo
 		}
 	}
 	return nil
+}
+
+// firstOfEach returns the index in batch of the first delivery of each
+// msg_id, in msg_id order, and by msg_id: the candidates for processed.
+// The later deliveries of a msg_id in the batch are duplicates whatever
+// becomes of the first (I2: the earlier delivery wins), and it marks them
+// so in res. The order is the one the rows are inserted in, so that two
+// consumers whose batches share msg_ids take the key locks in the same
+// order and cannot deadlock (PostgreSQL).
+func firstOfEach(batch []*spool.Delivery, res []result) ([]int, map[string]int) {
+	first := make(map[string]int, len(batch))
+	var candidates []int
+	for i, d := range batch {
+		if d.Message == nil {
+			continue
+		}
+		if _, ok := first[d.Message.MsgID]; ok {
+			res[i].outcome = spool.OutcomeDuplicate
+			continue
+		}
+		first[d.Message.MsgID] = i
+		candidates = append(candidates, i)
+	}
+	slices.SortFunc(candidates, func(a, b int) int {
+		return strings.Compare(batch[a].Message.MsgID, batch[b].Message.MsgID)
+	})
+	return candidates, first
 }
 
 // ErrBadVerdict is wrapped by RecordWork when Work.Decide returned a
@@ -339,11 +346,7 @@ func (db *DB) markConflicts(ctx context.Context, tx *sql.Tx, batch []*spool.Deli
 		if o.claim == d.Claim {
 			return fmt.Errorf("%w: %s: claim %s already recorded as processed", ErrBadDelivery, d.File, d.Claim)
 		}
-		hash := d.Hash
-		if hash == "" {
-			hash = spool.ContentHash(d.Message.Raw)
-		}
-		if o.hash != hash {
+		if o.hash != contentHash(d) {
 			res[i].conflict = true
 		}
 	}
@@ -362,31 +365,51 @@ func (db *DB) insertDeliveryRows(ctx context.Context, tx *sql.Tx, batch []*spool
 		if r.outcome != spool.OutcomeDuplicate && r.outcome != spool.OutcomeDeadLetter {
 			continue
 		}
-		var msgID, attempts, firstFailure, lastFailure any
-		if d.Message != nil {
-			msgID = d.Message.MsgID
-		}
-		if r.attempts > 0 {
-			attempts, firstFailure, lastFailure = r.attempts, formatTime(r.firstFailure), formatTime(r.lastFailure)
-		}
-		var reason any
-		if r.reason != "" {
-			reason = clean(r.reason)
-		}
-		at := d.At
-		if at.IsZero() {
-			at = now
-		}
-		conflict := 0
-		if r.conflict {
-			conflict = 1
-		}
-		args = append(args, d.Claim, clean(d.File), nullIno(d.Ino), clean(d.Consumer), msgID,
-			string(r.outcome), reason, nullString(clean(r.field)), nullString(clean(r.detail)),
-			nullString(d.Hash), d.Size, formatTime(at), attempts, firstFailure, lastFailure, conflict)
+		args = append(args, deliveryArgs(d, r, now)...)
 	}
 	if err := db.insDeliveries.exec(ctx, tx, args); err != nil {
 		return fmt.Errorf("insert deliveries: %w", err)
 	}
 	return nil
+}
+
+// deliveryArgs is the deliveries row of d, a duplicate or a dead letter
+// whose result is r, in the columns' order (deliveryColumns, conflict
+// last).
+func deliveryArgs(d *spool.Delivery, r result, now time.Time) []any {
+	var msgID, attempts, firstFailure, lastFailure any
+	if d.Message != nil {
+		msgID = d.Message.MsgID
+	}
+	if r.attempts > 0 {
+		attempts, firstFailure, lastFailure = r.attempts, formatTime(r.firstFailure), formatTime(r.lastFailure)
+	}
+	var reason any
+	if r.reason != "" {
+		reason = clean(r.reason)
+	}
+	conflict := 0
+	if r.conflict {
+		conflict = 1
+	}
+	return []any{d.Claim, clean(d.File), nullIno(d.Ino), clean(d.Consumer), msgID,
+		string(r.outcome), reason, nullString(clean(r.field)), nullString(clean(r.detail)),
+		nullString(d.Hash), d.Size, formatTime(at(d, now)), attempts, firstFailure, lastFailure, conflict}
+}
+
+// at is when d was delivered, or now when it does not say.
+func at(d *spool.Delivery, now time.Time) time.Time {
+	if d.At.IsZero() {
+		return now
+	}
+	return d.At
+}
+
+// contentHash is the hash of d's content that processed keeps and that a
+// duplicate is compared by: the one it came with, or its message's.
+func contentHash(d *spool.Delivery) string {
+	if d.Hash != "" {
+		return d.Hash
+	}
+	return spool.ContentHash(d.Message.Raw)
 }

@@ -2,6 +2,8 @@ package ledger
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -59,19 +61,39 @@ func settleOneText(d Dialect, rows func([]Kind) string, share string) string {
 SELECT held FROM fence`)
 }
 
-// prepareSettleOne prepares settleOne's statement where the dialect has
-// writable WITH clauses and the engine keeps leases.
-func (db *DB) prepareSettleOne(ctx context.Context) error {
+// prepareOne prepares the statements of settleOne and recordOne where the
+// dialect has writable WITH clauses and the engine keeps leases; elsewhere
+// they stay nil, and the transactions do all the writing.
+func (db *DB) prepareOne(ctx context.Context) error {
 	w, ok := db.dialect.(WritableWith)
 	if !ok || !db.lease.ok || db.writeTurn != nil || db.turn != nil {
 		return nil
 	}
-	st, err := db.sql.PrepareContext(ctx, settleOneText(db.dialect, w.Rows, db.lease.sql.Share))
+	var err error
+	db.settleOneStmt, err = db.sql.PrepareContext(ctx, settleOneText(db.dialect, w.Rows, db.lease.sql.Share))
 	if err != nil {
 		return fmt.Errorf("prepare settle in one statement: %w", err)
 	}
-	db.settleOneStmt = st
+	db.recordOneStmt, err = db.sql.PrepareContext(ctx, recordOneText(db.dialect, w.Rows, db.lease.sql.Share))
+	if err != nil {
+		return fmt.Errorf("prepare record in one statement: %w", err)
+	}
 	return nil
+}
+
+// oneSession is the session whose lease a one-statement write of batch
+// checks: NULL when this DB holds the lease of none of its deliveries'
+// sessions, and false when it holds those of more than one, which the
+// statement cannot check.
+func (db *DB) oneSession(batch []*spool.Delivery) (any, bool) {
+	switch sessions := db.fenced(batch); len(sessions) {
+	case 0:
+		return nil, true
+	case 1:
+		return sessions[0], true
+	default:
+		return nil, false
+	}
 }
 
 // settleOne settles a group of calls that all succeeded in one statement
@@ -87,13 +109,9 @@ func (db *DB) settleOne(ctx context.Context, batch []*spool.Delivery, errs []err
 	if db.settleOneStmt == nil || slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
 		return false, nil
 	}
-	sessions := db.fenced(batch)
-	if len(sessions) > 1 {
+	session, ok := db.oneSession(batch)
+	if !ok {
 		return false, nil
-	}
-	var session any // NULL: no lease to check
-	if len(sessions) == 1 {
-		session = sessions[0]
 	}
 	// In msg_id order, as settleTx inserts them: two writers of one
 	// msg_id take its key lock in one order and cannot deadlock (and the
@@ -133,10 +151,13 @@ func processedAll(n int) []result {
 	return res
 }
 
-// closeSettleOne closes settleOne's statement, if prepared.
-func (db *DB) closeSettleOne() error {
-	if db.settleOneStmt == nil {
-		return nil
+// closeOne closes the statements of prepareOne, if prepared.
+func (db *DB) closeOne() error {
+	var errs []error
+	for _, st := range []*sql.Stmt{db.settleOneStmt, db.recordOneStmt} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
 	}
-	return db.settleOneStmt.Close()
+	return errors.Join(errs...)
 }

@@ -50,6 +50,7 @@ func Run(t *testing.T, b Backend) {
 	}{
 		{"ProcessedThenDuplicateInOneBatch", testDuplicateInBatch},
 		{"DuplicateAcrossBatches", testDuplicateAcrossBatches},
+		{"RecordMixed", testRecordMixed},
 		{"DeadLetter", testDeadLetter},
 		{"ClaimOutcome", testClaimOutcome},
 		{"AmountExact", testAmountExact},

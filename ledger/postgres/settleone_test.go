@@ -24,14 +24,8 @@ func TestSettleOneLockOrder(t *testing.T) {
 	dsn := freshSchema(t)
 	t.Parallel()
 	ctx := t.Context()
-	// A name of its own, so that the wait below is this test's settle and
-	// not that of a test running beside it on the same server.
 	const app = "spool-settle-lock-order"
-	db, err := Open(ctx, withParam(t, dsn, "application_name", app))
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	defer db.Close()
+	db := openAs(t, dsn, app)
 	decide := spool.Retry{NoJitter: true}.Decide
 	first, mine := delivery("c-first", "x"), delivery("c-mine", "x")
 	if _, err := db.Reserve(ctx, []*spool.Delivery{first}, "s0"); err != nil {
@@ -44,15 +38,7 @@ func TestSettleOneLockOrder(t *testing.T) {
 		t.Fatalf("reserve: %v, %v", res, err)
 	}
 	raw := admin(t, dsn)
-	other, err := raw.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = other.Rollback() }()
-	if _, err := other.ExecContext(ctx, `INSERT INTO processed (msg_id, processed_at, file, content_hash, payload, claim)
-		VALUES ('x', '2026-12-03T00:00:00.000000Z', 'x.json', 'other', '{}', 'c-other')`); err != nil {
-		t.Fatal(err)
-	}
+	other := holdKey(t, raw)
 	type settled struct {
 		res []spool.Result
 		err error
@@ -63,14 +49,7 @@ func TestSettleOneLockOrder(t *testing.T) {
 		done <- settled{res, err}
 	}()
 	// Until the statement waits on the uncommitted key.
-	deadline := time.Now().Add(10 * time.Second)
-	for countRows(t, raw, `SELECT COUNT(*) FROM pg_stat_activity
-		WHERE wait_event_type = 'Lock' AND query LIKE 'WITH fence AS%' AND application_name = $1`, app) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the settle never waited on the other transaction's key")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitOnKey(t, raw, app)
 	// The other settle goes on: it must not wait on this one.
 	clear, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
