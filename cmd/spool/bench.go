@@ -81,6 +81,7 @@ func runBench(ctx context.Context, e *env, args []string) (err error) {
 	flags.IntVar(&co.Concurrency, "concurrency", spool.DefaultConcurrency, "with --handler: calls at once per consumer, `C`")
 	flags.IntVar(&co.Procs, "procs", 1, "with --handler: consumers, `P`; more than 1 runs spool consume processes")
 	flags.StringVar(&co.DB, "db", "", "a PostgreSQL or MariaDB `URL` for the ledger (of the plain drain or of --handler), in a schema or database of the run's own (default: SQLite in the queue)")
+	dbDelay := flags.Duration("db-delay", 0, "with --db: reach the server through a proxy that holds each chunk `DURATION` each way, as for a server on another host")
 	watch := flags.Bool("watch", false, "measure a watching consumer instead: idle CPU, and enqueue-to-done/ latency of arrivals one at a time and at a steady rate")
 	var wo bench.WatchOptions
 	flags.DurationVar(&wo.Idle, "idle", 10*time.Second, "with --watch: how long the idle consumer's CPU is measured, `DURATION`")
@@ -112,12 +113,27 @@ func runBench(ctx context.Context, e *env, args []string) (err error) {
 	set := map[string]bool{}
 	flags.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if *watch {
-		for _, name := range []string{"handler", "latency", "concurrency", "procs", "db", "cpuprofile"} {
+		for _, name := range []string{"handler", "latency", "concurrency", "procs", "db", "db-delay", "cpuprofile"} {
 			if set[name] {
 				return e.usage("--%s is not for --watch, which measures a watching consumer without a handler", name)
 			}
 		}
 		return benchWatch(ctx, e, o, wo)
+	}
+	if set["db-delay"] {
+		if !set["db"] || *dbDelay <= 0 {
+			return e.usage("--db-delay wants --db and a duration above 0")
+		}
+		through, stopProxy, err := bench.Delay(ctx, co.DB, *dbDelay)
+		if err != nil {
+			return e.usage("%v", err)
+		}
+		defer func() {
+			if perr := stopProxy(); perr != nil && err == nil {
+				err = fmt.Errorf("bench: %w", perr)
+			}
+		}()
+		co.DB = through
 	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)

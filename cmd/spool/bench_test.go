@@ -203,3 +203,17 @@ func TestBenchDrainPostgres(t *testing.T) {
 	}
 	cli(t, "bench", "--n", "10", "--db", dsn, "--durability", "relaxed").wantFail(t, 2, "bench", "relaxed")
 }
+
+// TestBenchDBDelay: --db-delay drains into the server through the bench's
+// delaying proxy, the counts exact, and wants --db and a duration.
+func TestBenchDBDelay(t *testing.T) {
+	cli(t, "bench", "--n", "10", "--db-delay", "1ms").wantFail(t, 2, "bench", "--db-delay")
+	cli(t, "bench", "--n", "10", "--db", "postgres://x/y", "--db-delay", "0s").wantFail(t, 2, "bench", "--db-delay")
+	cli(t, "bench", "--watch", "--db-delay", "1ms").wantFail(t, 2, "bench", "--db-delay")
+	dsn := testenv.Postgres(t)
+	r := cli(t, "bench", "--n", "60", "--db", dsn, "--db-delay", "2ms", "--tmp", t.TempDir())
+	if r.code != 0 || !regexp.MustCompile(`(?m)^outcomes .*: exact\)$`).MatchString(r.stdout) ||
+		!strings.Contains(r.stdout, "ledger postgres") {
+		t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+}
