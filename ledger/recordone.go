@@ -39,6 +39,10 @@ import (
 // The writes run in the transaction's order, processed (in msg_id order)
 // then deliveries, since the deliveries' INSERT reads the count of the
 // processed rows; with the lease gone or taken (fence), nothing is written.
+// The rows of processed are filtered against old by <> ALL of an array,
+// not by NOT EXISTS: the anti join a planner may make of that could hash
+// the rows and insert them in another order than msg_id's, and two
+// writers of one msg_id must take its key lock in one order.
 func recordOneText(d Dialect, rows func([]Kind) string, share string) string {
 	return d.Rebind(`WITH fence AS (
     SELECT CAST(? AS text) IS NULL OR EXISTS (
@@ -63,7 +67,7 @@ func recordOneText(d Dialect, rows func([]Kind) string, share string) string {
     ` + insProcessed + `
     SELECT r.* FROM (` + rows(processedKinds) + `) AS r (msg_id, order_no, seq, amount, processed_at, file,
         content_hash, payload, claim, ino, schema_version, traceparent, tenant), fence, bad
-    WHERE fence.held AND NOT bad.v AND NOT EXISTS (SELECT 1 FROM old WHERE old.msg_id = r.msg_id)
+    WHERE fence.held AND NOT bad.v AND r.msg_id <> ALL (ARRAY(SELECT msg_id FROM old))
     RETURNING msg_id
 ), dl AS (
     INSERT INTO deliveries (claim, file, ino, consumer, msg_id, outcome, reason, field, detail, content_hash,

@@ -32,7 +32,8 @@ func Delay(ctx context.Context, dsn string, delay time.Duration) (string, func()
 	if err != nil {
 		return "", nil, fmt.Errorf("delay %s: %w", dsn, err)
 	}
-	p := &delayProxy{l: l, server: server, delay: delay, conns: map[net.Conn]bool{}}
+	dialCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	p := &delayProxy{l: l, server: server, delay: delay, conns: map[net.Conn]bool{}, dialCtx: dialCtx, cancel: cancel}
 	p.wg.Go(p.accept)
 	u.Host = l.Addr().String()
 	return u.String(), p.stop, nil
@@ -47,40 +48,66 @@ type delayProxy struct {
 	mu     sync.Mutex
 	conns  map[net.Conn]bool // open, to close at stop
 	closed bool
+	// dialCtx, cancelled by stop, bounds the dials to the server.
+	dialCtx context.Context
+	cancel  context.CancelFunc
 }
 
-// accept forwards each accepted connection to the server until the
-// listener is closed.
+// accept takes connections until the listener is closed, and connects
+// each to the server in a goroutine of its own, so that a server slow to
+// answer holds up no other connection.
 func (p *delayProxy) accept() {
 	for {
 		c, err := p.l.Accept()
 		if err != nil {
 			return
 		}
-		s, err := net.Dial("tcp", p.server)
-		if err != nil {
-			_ = c.Close()
-			continue
-		}
-		if !p.track(c, s) {
+		if !p.track(c) {
 			return
 		}
-		p.wg.Go(func() { p.forward(s, c) })
-		p.wg.Go(func() { p.forward(c, s) })
+		p.wg.Go(func() { p.connect(c) })
 	}
 }
 
-// track notes c and s as open, or closes them and reports false when the
-// proxy is stopping.
-func (p *delayProxy) track(c, s net.Conn) bool {
+// connect dials the server for c and forwards both ways, or closes c when
+// the server cannot be reached within ten seconds or the proxy stops.
+func (p *delayProxy) connect(c net.Conn) {
+	d := net.Dialer{Timeout: 10 * time.Second}
+	s, err := d.DialContext(p.dialCtx, "tcp", p.server)
+	if err != nil || !p.track(s) {
+		if s != nil {
+			_ = s.Close()
+		}
+		p.untrack(c)
+		return
+	}
+	var both sync.WaitGroup
+	both.Go(func() { p.forward(s, c) })
+	both.Go(func() { p.forward(c, s) })
+	both.Wait()
+	p.untrack(c)
+	p.untrack(s)
+}
+
+// track notes c as open, or closes it and reports false when the proxy is
+// stopping.
+func (p *delayProxy) track(c net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		_, _ = c.Close(), s.Close()
+		_ = c.Close()
 		return false
 	}
-	p.conns[c], p.conns[s] = true, true
+	p.conns[c] = true
 	return true
+}
+
+// untrack closes c and forgets it.
+func (p *delayProxy) untrack(c net.Conn) {
+	_ = c.Close()
+	p.mu.Lock()
+	delete(p.conns, c)
+	p.mu.Unlock()
 }
 
 // chunk is bytes read from one side, to be written to the other at due.
@@ -126,6 +153,7 @@ func (p *delayProxy) forward(dst, src net.Conn) {
 func (p *delayProxy) stop() error {
 	p.mu.Lock()
 	p.closed = true
+	p.cancel()
 	err := p.l.Close()
 	for c := range p.conns {
 		_ = c.Close() // the connections' errors say nothing of the run
