@@ -20,7 +20,7 @@ import (
 // in msg_id order); the known rows' column arrays (knownKinds: the batch's
 // dead letters and its later deliveries of a candidate's msg_id, each with
 // its owner's hash if the candidate's row goes in, and its own); the
-// candidates' msg_ids again and their deliveries columns (candidateKinds),
+// candidates' msg_ids again and their deliveries columns (the CTE cand),
 // read by position for those that turn out to be duplicates; the
 // candidates' processed rows (processedKinds).
 //
@@ -44,10 +44,7 @@ import (
 // the rows and insert them in another order than msg_id's, and two
 // writers of one msg_id must take its key lock in one order.
 func recordOneText(d Dialect, rows func([]Kind) string, share string) string {
-	return d.Rebind(`WITH fence AS (
-    SELECT CAST(? AS text) IS NULL OR EXISTS (
-        SELECT 1 FROM session_leases WHERE session = CAST(? AS text) AND taken = 0 ` + share + `) AS held
-), old AS (
+	return d.Rebind(fenceWith(share) + `, old AS (
     SELECT msg_id, content_hash, claim FROM processed WHERE msg_id = ANY (CAST(? AS text[]))
 ), known AS (
     SELECT * FROM (` + rows(knownKinds) + `) AS k (claim, file, ino, consumer, msg_id, outcome, reason,

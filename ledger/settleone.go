@@ -12,6 +12,17 @@ import (
 	"github.com/spoolq/spool"
 )
 
+// fenceWith is the head of a one-statement write: the CTE fence, whose one
+// row's held is true when its two parameters, the session, are NULL (no
+// lease to check) or name a session whose lease row is there and not
+// taken, read with a share lock (share) as fence does in a transaction.
+func fenceWith(share string) string {
+	return `WITH fence AS (
+    SELECT CAST(? AS text) IS NULL OR EXISTS (
+        SELECT 1 FROM session_leases WHERE session = CAST(? AS text) AND taken = 0 ` + share + `) AS held
+)`
+}
+
 // settleOneText is the statement of settleOne, for a dialect with
 // writable WITH clauses, whose column arrays are rows: the fence, the
 // processed rows, the attempts they clear and the reservations they end,
@@ -41,10 +52,7 @@ import (
 // keeps as an index scan; a join against the unnested arrays was planned
 // as a sequential scan of both tables, dead rows and all.
 func settleOneText(d Dialect, rows func([]Kind) string, share string) string {
-	return d.Rebind(`WITH fence AS (
-    SELECT CAST(? AS text) IS NULL OR EXISTS (
-        SELECT 1 FROM session_leases WHERE session = CAST(? AS text) AND taken = 0 ` + share + `) AS held
-), ins AS (
+	return d.Rebind(fenceWith(share) + `, ins AS (
     ` + insProcessed + `
     SELECT r.* FROM (` + rows(processedKinds) + `) AS r, fence WHERE fence.held
     RETURNING msg_id
