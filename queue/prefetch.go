@@ -10,22 +10,48 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// noWaitUnsupported is set once a read with RWF_NOWAIT failed for any
-// reason but EAGAIN (a kernel before 4.14, a filesystem without it, a
-// seccomp filter): this process's reads then always wait, and count
-// no cold reads. It is process-wide, as a consumer reads one queue.
+// noWaitUnsupported is set once a read of a regular file with RWF_NOWAIT
+// was refused (a kernel before 4.14, a filesystem without it, a seccomp
+// filter): this process's reads then always wait, and count no cold
+// reads. It is process-wide, as a consumer reads one queue. A refusal for
+// another kind of file (a directory put in a claim's place: directories
+// have no RWF_NOWAIT) or a failure of one file's read (EIO from a bad
+// sector) does not set it: that says nothing of the next message, and
+// counting would stop for the rest of the run.
 var noWaitUnsupported atomic.Bool
 
 // readNoWait reads into p from fd's current offset without waiting for the
 // disk: EAGAIN when the data is not in the page cache. Where that cannot
-// be asked, it reads as read(2) does, and remembers.
+// be asked, it reads as read(2) does, and remembers (noWaitUnsupported);
+// after any other failure it reads as read(2) does this once, so the
+// caller sees the error read(2) gives.
 func readNoWait(fd int, p []byte) (int, error) {
 	n, err := unix.Preadv2(fd, [][]byte{p}, -1, unix.RWF_NOWAIT)
-	if err != nil && !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR) {
-		noWaitUnsupported.Store(true)
-		return unix.Read(fd, p)
+	if err == nil || errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
+		return n, err
 	}
-	return n, err
+	if noWaitRefused(err) && regularFd(fd) {
+		noWaitUnsupported.Store(true)
+	}
+	return unix.Read(fd, p)
+}
+
+// noWaitRefused reports whether err, from a read with RWF_NOWAIT, says the
+// flag or the call is refused rather than that the read failed.
+func noWaitRefused(err error) bool {
+	for _, e := range []error{unix.EOPNOTSUPP, unix.ENOSYS, unix.EINVAL, unix.EPERM} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// regularFd reports whether fd is open on a regular file. It costs an
+// fstat, so it is asked only on the rare path of a refused read.
+func regularFd(fd int) bool {
+	var st unix.Stat_t
+	return unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG
 }
 
 // cachestatUnsupported is set once cachestat(2) failed (a kernel before

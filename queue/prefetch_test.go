@@ -3,6 +3,7 @@
 package queue
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -200,5 +201,52 @@ func TestReadCountsColdFiles(t *testing.T) {
 	read("warm.json")
 	if got := s.ColdReads(); got != n {
 		t.Errorf("reading a cached file moved ColdReads from %d to %d", n, got)
+	}
+}
+
+// TestReadFailureKeepsCountingColdReads: a read that fails for one file
+// (here a claimed file replaced by a directory before its Read) returns
+// that file's error and leaves the probe on, so the cold reads after it
+// are still counted; only a refused RWF_NOWAIT turns the probe off.
+func TestReadFailureKeepsCountingColdReads(t *testing.T) {
+	d := newQueue(t)
+	body := `{"msg_id":"a","payload":"` + strings.Repeat("y", 300) + `"}`
+	cold := []string{"cold0.json", "cold1.json", "cold2.json", "cold3.json"}
+	dropCache(t, d, cold, body)
+	put(t, d, Inbox, "swapped.json", body)
+	s, err := d.Join()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	defer noWaitUnsupported.Store(false) // whatever happens, for the tests after this one
+	c, err := s.Claim("swapped.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(d.StagePath(Processing), s.ID(), c.Name)
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(p, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Read(c, 1<<20); !errors.Is(err, unix.EISDIR) {
+		t.Fatalf("Read of a claim replaced by a directory: err = %v, want EISDIR", err)
+	}
+	if noWaitUnsupported.Load() {
+		t.Fatal("one file's failed read turned the RWF_NOWAIT probe off for the process")
+	}
+	for _, name := range cold {
+		c, err := s.Claim(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if data, err := s.Read(c, 1<<20); err != nil || string(data) != body {
+			t.Fatalf("Read(%s) = %q, %v", name, data, err)
+		}
+	}
+	if n := s.ColdReads(); n < 1 || n > int64(len(cold)) {
+		t.Fatalf("after a failed read and %d evicted files: ColdReads = %d", len(cold), n)
 	}
 }
