@@ -17,20 +17,40 @@ const (
 	// MaxDepth is how deeply arrays and objects may nest before a message is
 	// a parse error; it keeps a hostile file from costing unbounded stack.
 	MaxDepth = 512
+	// MaxKeyLen is the longest idempotency key or ordering key a message
+	// may carry, in bytes of its decoded text (of its digits, for an
+	// integer key); a longer one is invalid-field. The keys are index
+	// keys in every ledger, and each engine caps those: MariaDB's key
+	// columns are VARBINARY(1024), and PostgreSQL fails the whole
+	// statement, so the whole batch, on a btree entry over 2 704 bytes (a
+	// third of a page). The limit is the narrowest engine's, the same on
+	// every engine, so that a message is valid or not whatever ledger it
+	// meets, checked by Parse before any ledger sees it. An emitted event's
+	// aggregate (Emit) is a key of the outbox's indexes and has this limit
+	// too.
+	MaxKeyLen = 1024
+	// MaxAmountLen is the longest amount, in bytes of its text: far past
+	// any money, and within every ledger's column for it (MariaDB's BLOB
+	// holds 65 535 bytes, and its INSERT IGNORE would cut a longer amount
+	// short rather than fail), so that an amount is always stored exactly
+	// as it was sent.
+	MaxAmountLen = 1024
 )
 
 // Contract says what a valid message looks like: which fields play which
 // role, which are required, and how large a file may be. The zero value is
 // not usable; start from DefaultContract.
 type Contract struct {
-	// KeyField is the idempotency key: a non-empty string or an integer.
+	// KeyField is the idempotency key: a non-empty string or an integer,
+	// of at most MaxKeyLen bytes.
 	KeyField string `json:"key_field"`
-	// OrderField is the ordering key: a non-empty string or an integer.
+	// OrderField is the ordering key: a non-empty string or an integer,
+	// of at most MaxKeyLen bytes.
 	OrderField string `json:"order_field"`
 	// SeqField is the sequence within the order: an integer >= 1.
 	SeqField string `json:"seq_field"`
 	// AmountField is money: a JSON number or a string in JSON number syntax,
-	// kept exactly as written.
+	// kept exactly as written, of at most MaxAmountLen bytes.
 	AmountField string `json:"amount_field"`
 	// Required lists the fields that must be present and not null. The key
 	// field is always required, listed or not: without it there is no

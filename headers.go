@@ -16,7 +16,8 @@ const MaxHeaderLen = 256
 // optional unless Contract.Required lists it.
 type HeaderFields struct {
 	// Version is the field of the schema version: a string of 1 to
-	// MaxHeaderLen bytes without control characters.
+	// MaxHeaderLen bytes without control characters or lone surrogate
+	// escapes.
 	Version string `json:"version,omitempty"`
 	// Trace is the field of the W3C trace context: a string that
 	// ParseTraceparent accepts.
@@ -63,7 +64,8 @@ func (s *scanner) headers(h HeaderFields) (headerSpans, *RejectError) {
 }
 
 // label checks a version or tenant field: a string of 1 to MaxHeaderLen
-// bytes, no control characters (it goes into log lines and HTTP headers).
+// bytes, no control characters (it goes into log lines and HTTP headers)
+// and no lone surrogate escape.
 func (s *scanner) label(name string) (span, *RejectError) {
 	m, ok := s.field(name)
 	if !ok || m.kind == KindNull {
@@ -83,6 +85,10 @@ func (s *scanner) label(name string) (span, *RejectError) {
 		return span{}, reject(ReasonInvalidField, name, "%s, found %d bytes", rule, len(v))
 	case bytes.ContainsFunc(v, isControl):
 		return span{}, reject(ReasonInvalidField, name, "%s, found %s", rule, s.describe(m))
+	case s.lone >= 0:
+		// Two labels that differ only in a lone surrogate would read
+		// alike once decoded (Parse).
+		return span{}, s.loneSurrogate(name)
 	}
 	return span{start, len(s.keys)}, nil
 }

@@ -80,6 +80,8 @@ func TestParseHeaders(t *testing.T) {
 		{`{"msg_id":"a","schema":2}`, "schema", "must be a string"},
 		{`{"msg_id":"a","tenant":"` + strings.Repeat("x", MaxHeaderLen+1) + `"}`, "tenant", "257 bytes"},
 		{`{"msg_id":"a","tenant":"a\nb"}`, "tenant", "control"},
+		{`{"msg_id":"a","tenant":"acme\ud800"}`, "tenant", `lone surrogate escape (no character, decoded as U+FFFD), found \ud800 at offset 28`},
+		{`{"msg_id":"a","schema":"v\uDFFF2"}`, "schema", `lone surrogate escape (no character, decoded as U+FFFD), found \uDFFF at offset 25`},
 	} {
 		_, err := c.Parse([]byte(bad.in))
 		var re *RejectError

@@ -60,6 +60,11 @@ type scanner struct {
 	// syntax error later in the file still makes the message a parse error.
 	dup    bool
 	dupKey string
+
+	// lone is the offset of the first lone surrogate escape str met since
+	// it was last set to -1; decodeString resets it, so that after one
+	// string's decoding it says whether that string had one.
+	lone int
 }
 
 // scannerPool recycles scanners so that their buffers are allocated once per
@@ -78,7 +83,7 @@ func getScanner(data []byte) *scanner {
 	s := scannerPool.Get().(*scanner)
 	s.data, s.pos, s.err = data, 0, ""
 	s.keys, s.spans, s.members = s.keys[:0], s.spans[:0], s.members[:0]
-	s.dup, s.dupKey = false, ""
+	s.dup, s.dupKey, s.lone = false, "", -1
 	return s
 }
 
@@ -274,10 +279,12 @@ func (s *scanner) array(depth int) bool {
 
 // str scans a string at s.pos ('"'). When dst is not nil it appends the
 // decoded content to *dst: escapes resolved, a surrogate pair joined, a lone
-// surrogate escape replaced by U+FFFD as encoding/json does. Raw bytes must
-// be valid UTF-8 (RFC 8259 section 8.1); encoding/json replaces invalid
-// bytes silently, which would let two different files carry the same
-// msg_id.
+// surrogate escape replaced by U+FFFD as encoding/json does, its offset
+// noted in s.lone (RFC 8259 allows the escape, but it names no character:
+// "k\ud800" and "k\udbff" would decode alike, so a key holding one is
+// refused by Parse). Raw bytes must be valid UTF-8 (RFC 8259 section 8.1);
+// encoding/json replaces invalid bytes silently, which would let two
+// different files carry the same msg_id.
 func (s *scanner) str(dst *[]byte) bool {
 	data := s.data
 	i := s.pos + 1
@@ -337,6 +344,9 @@ func (s *scanner) str(dst *[]byte) bool {
 						i += 6
 					} else {
 						r = utf8.RuneError
+						if s.lone < 0 {
+							s.lone = i - 6
+						}
 					}
 				}
 				if dst != nil {

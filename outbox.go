@@ -4,6 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
 )
 
 // Event is one event a Handler emits into the ledger's outbox (Emit), for
@@ -12,9 +15,13 @@ import (
 type Event struct {
 	// Aggregate is what the event is about (an order number): the relay
 	// delivers the events of one aggregate in the order they were
-	// emitted. Required.
+	// emitted. Required: UTF-8 text of at most MaxKeyLen bytes without
+	// control characters, as it is a key of the outbox's indexes and
+	// travels as a header (Spool-Aggregate).
 	Aggregate string
-	// Type names the kind of event ("payment"). Required.
+	// Type names the kind of event ("payment"). Required: UTF-8 text of
+	// at most 255 bytes without control characters, as it travels as a
+	// header too (Spool-Type, and AMQP's type property, a short string).
 	Type string
 	// Payload is the event's body, as text (JSON, by convention).
 	Payload []byte
@@ -52,9 +59,36 @@ func Emit(ctx context.Context, tx *sql.Tx, d *Delivery, e Event) error {
 	if e.Aggregate == "" || e.Type == "" {
 		return Permanent(errors.New("emit: an event needs an aggregate and a type"))
 	}
+	// Refused here rather than by the insert, as permanent: the same
+	// event would fail the same way on every attempt, and a key too long
+	// for an index fails the statement on PostgreSQL.
+	if err := checkLabel("aggregate", e.Aggregate, MaxKeyLen); err != nil {
+		return err
+	}
+	if err := checkLabel("type", e.Type, maxEventType); err != nil {
+		return err
+	}
 	msgID := ""
 	if d != nil && d.Message != nil {
 		msgID = d.Message.MsgID
 	}
 	return em(ctx, tx, msgID, e)
+}
+
+// maxEventType is the longest event type, in bytes: AMQP carries it in
+// its type property, a short string.
+const maxEventType = 255
+
+// checkLabel refuses an event's aggregate or type (what) that is not UTF-8
+// text of at most limit bytes without control characters.
+func checkLabel(what, v string, limit int) error {
+	switch {
+	case len(v) > limit:
+		return Permanent(fmt.Errorf("emit: %s of %d bytes, over the limit of %d", what, len(v), limit))
+	case !utf8.ValidString(v):
+		return Permanent(fmt.Errorf("emit: %s %q is not valid UTF-8", what, clipTo([]byte(v), maxShown)))
+	case strings.ContainsFunc(v, isControl):
+		return Permanent(fmt.Errorf("emit: %s %q holds a control character", what, clipTo([]byte(v), maxShown)))
+	}
+	return nil
 }

@@ -29,10 +29,19 @@ import (
 //   - ReasonMissingField: the key field (always required), then each of
 //     c.Required in order, absent or null.
 //   - ReasonInvalidField: a role field that is present and not null but has
-//     the wrong type or range, checked whether or not it is required;
+//     the wrong type or range, checked whether or not it is required: the
+//     keys (key and order fields) at most MaxKeyLen bytes, without U+0000
+//     or a lone surrogate escape, the amount at most MaxAmountLen bytes;
 //     then the header fields (HeaderFields): version and tenant strings of
-//     1 to MaxHeaderLen bytes without control characters, the trace a W3C
-//     traceparent (ParseTraceparent).
+//     1 to MaxHeaderLen bytes without control characters or a lone
+//     surrogate escape, the trace a W3C traceparent (ParseTraceparent).
+//
+// A lone surrogate escape ("\ud800" with no low surrogate after it) is
+// valid JSON but names no character: it decodes to U+FFFD, as in
+// encoding/json, so two keys that differ only in one would be one key,
+// and Parse refuses it in every field it reads as a key or label. Other
+// fields may hold one: they are stored as the raw bytes that were sent,
+// never decoded, so nothing is merged.
 //
 // Parse keeps numbers as the text that was sent, so Amount and integer keys
 // never pass through float64. It does not trust the caller to have bounded
@@ -60,7 +69,7 @@ func (c Contract) Parse(data []byte) (*Message, error) {
 		return nil, reject(ReasonParse, "", "not a JSON object, found %s", kindNoun(kind))
 	}
 	if s.dup {
-		return nil, reject(ReasonInvalidField, s.dupKey, "duplicate key")
+		return nil, duplicate(s.dupKey)
 	}
 
 	// Presence: key field first, then the required list in order.
@@ -158,7 +167,8 @@ func (s *scanner) present(name string) *RejectError {
 
 // identifier checks a key-like field (the idempotency key or the order
 // key): a string with something besides whitespace, or an integer kept as
-// the exact text that was sent. An absent or null field gives the zero span.
+// the exact text that was sent, of at most MaxKeyLen bytes either way. An
+// absent or null field gives the zero span.
 func (s *scanner) identifier(name string) (span, *RejectError) {
 	m, ok := s.field(name)
 	if !ok || m.kind == KindNull {
@@ -181,11 +191,35 @@ func (s *scanner) identifier(name string) (span, *RejectError) {
 			// PostgreSQL text cannot hold U+0000: storing this key would
 			// fail the ledger batch on every attempt, so it is poison now.
 			return span{}, reject(ReasonInvalidField, name, "must not contain U+0000 (NUL)")
+		case s.lone >= 0:
+			return span{}, s.loneSurrogate(name)
 		}
 	default:
 		return span{}, reject(ReasonInvalidField, name, "%s, found %s", rule, s.describe(m))
 	}
+	if n := len(s.keys) - start; n > MaxKeyLen {
+		// A key is an index key in every ledger (MaxKeyLen): a longer one
+		// would fail its whole batch on PostgreSQL, on every attempt.
+		return span{}, reject(ReasonInvalidField, name, "must be at most %d bytes, found %d bytes", MaxKeyLen, n)
+	}
 	return span{start, len(s.keys)}, nil
+}
+
+// loneSurrogate is the rejection of field name, whose string decodeString
+// just decoded, for the lone surrogate escape at s.lone.
+func (s *scanner) loneSurrogate(name string) *RejectError {
+	return reject(ReasonInvalidField, name, "must not contain a lone surrogate escape (no character, decoded as U+FFFD), found %s at offset %d",
+		s.data[s.lone:s.lone+6], s.lone)
+}
+
+// duplicate is the rejection of a message with key twice in one object. A
+// name longer than MaxKeyLen is cut short in the record (the field of a
+// dead letter is a label, and the message itself is kept in error/).
+func duplicate(key string) *RejectError {
+	if len(key) <= MaxKeyLen {
+		return reject(ReasonInvalidField, key, "duplicate key")
+	}
+	return reject(ReasonInvalidField, clipTo([]byte(key), MaxKeyLen), "duplicate key (a name of %d bytes, cut short here)", len(key))
 }
 
 // sequence checks the sequence field: an integer from 1 to MaxInt64,
@@ -236,13 +270,18 @@ func (s *scanner) amount(name string) (span, *RejectError) {
 	default:
 		return span{}, reject(ReasonInvalidField, name, "%s, found %s", rule, s.describe(m))
 	}
+	if n := len(s.keys) - start; n > MaxAmountLen {
+		return span{}, reject(ReasonInvalidField, name, "must be at most %d bytes, found %d bytes", MaxAmountLen, n)
+	}
 	return span{start, len(s.keys)}, nil
 }
 
 // decodeString appends the decoded content of the string member m to
-// s.keys. The scan already validated it, so it cannot fail.
+// s.keys, and leaves in s.lone the offset of its first lone surrogate
+// escape, -1 when it has none. The scan already validated it, so it
+// cannot fail.
 func (s *scanner) decodeString(m member) {
-	s.pos = m.valStart
+	s.pos, s.lone = m.valStart, -1
 	s.str(&s.keys)
 }
 
@@ -264,11 +303,13 @@ const maxShown = 40
 // clip returns the raw JSON text of a scalar for a detail, cut to maxShown
 // bytes at a rune boundary. It stays on one line: a scalar's JSON text
 // holds no raw line break (strings carry them only escaped).
-func clip(raw []byte) string {
-	if len(raw) <= maxShown {
+func clip(raw []byte) string { return clipTo(raw, maxShown) }
+
+// clipTo is clip to n bytes.
+func clipTo(raw []byte, n int) string {
+	if len(raw) <= n {
 		return string(raw)
 	}
-	n := maxShown
 	for n > 0 && !utf8.RuneStart(raw[n]) {
 		n--
 	}

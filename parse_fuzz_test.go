@@ -23,6 +23,9 @@ func FuzzParse(f *testing.F) {
 		msg("x", `{"a":1,"\u0061":2}`), `{"msg_id":"a","msg_id":"b"}`,
 		"\xEF\xBB\xBF{}", "{\"msg_id\":\"\xff\"}", msg() + msg(), msg() + " x",
 		msg("d", strings.Repeat(`[{"a":`, 20)+"0"+strings.Repeat("}]", 20)),
+		msg("msg_id", `"k\udbff"`), msg("order_no", `"\uDC00"`), msg("note", `"\ud800"`),
+		msg("msg_id", `"`+strings.Repeat("k", MaxKeyLen)+`"`), msg("msg_id", strings.Repeat("7", MaxKeyLen+1)),
+		msg("order_no", `"`+strings.Repeat("\\u006f", MaxKeyLen+1)+`"`), msg("amount", "1"+strings.Repeat("0", MaxAmountLen)),
 	} {
 		f.Add([]byte(s))
 	}
@@ -82,6 +85,18 @@ func checkFuzzResult(t *testing.T, data []byte, m *Message, err error) {
 	}
 	if strings.TrimSpace(m.MsgID) == "" {
 		t.Fatalf("empty MsgID %q accepted", m.MsgID)
+	}
+	if len(m.MsgID) > MaxKeyLen || len(m.OrderNo) > MaxKeyLen || len(m.Amount) > MaxAmountLen {
+		t.Fatalf("lengths %d, %d, %d accepted, over the limits", len(m.MsgID), len(m.OrderNo), len(m.Amount))
+	}
+	// A key holds U+FFFD only when it was sent, never for a lone
+	// surrogate escape: two keys would otherwise decode alike.
+	for _, k := range []struct{ name, value string }{{DefaultKeyField, m.MsgID}, {DefaultOrderField, m.OrderNo}} {
+		f, _ := m.Field(k.name)
+		raw := strings.ToLower(string(f.Raw))
+		if n := strings.Count(k.value, "\uFFFD"); n > strings.Count(raw, "\uFFFD")+strings.Count(raw, `\ufffd`) {
+			t.Fatalf("%s %q holds U+FFFD that %s did not send", k.name, k.value, f.Raw)
+		}
 	}
 	if m.Amount != "" && !refIsNumber(string(m.Amount)) {
 		t.Fatalf("Amount %q is not a JSON number", m.Amount)

@@ -55,6 +55,11 @@ type want struct {
 	detail string // exact, when not empty
 }
 
+// lone is the detail of a lone surrogate escape esc at offset.
+func lone(esc string, offset int) string {
+	return "must not contain a lone surrogate escape (no character, decoded as U+FFFD), found " + esc + " at offset " + itoa(offset)
+}
+
 func ok(msgID, orderNo string, seq int64, amount Amount) want {
 	return want{msgID: msgID, orderNo: orderNo, seq: seq, amount: amount}
 }
@@ -147,6 +152,11 @@ func TestParse(t *testing.T) {
 		{"duplicate nested", msg("meta", `{"k":1,"j":2,"k":3}`), rej(ReasonInvalidField, "k", "duplicate key")},
 		{"duplicate in array", msg("items", `[{"k":1},{"k":1,"k":2}]`), rej(ReasonInvalidField, "k", "duplicate key")},
 		{"duplicate beats missing", `{"a":1,"a":2}`, rej(ReasonInvalidField, "a", "duplicate key")},
+		{"duplicate long name cut", msg(strings.Repeat("n", 70000), "1", strings.Repeat("\\u006e", 70000), "2"),
+			rej(ReasonInvalidField, strings.Repeat("n", MaxKeyLen)+"...", "duplicate key (a name of 70000 bytes, cut short here)")},
+		{"duplicate name at the limit", msg(strings.Repeat("n", MaxKeyLen), "1", strings.Repeat("\\u006e", MaxKeyLen), "2"),
+			rej(ReasonInvalidField, strings.Repeat("n", MaxKeyLen), "duplicate key")},
+		{"lone surrogates make a duplicate", msg("x", `{"a\ud800":1,"a\udbff":2}`), rej(ReasonInvalidField, "a\uFFFD", "duplicate key")},
 		{"same key, different objects", msg("meta", `{"msg_id":1,"x":{"msg_id":2}}`), ok("m-1", "o-1", 1, "10.00")},
 
 		// Missing fields, in contract order.
@@ -172,7 +182,29 @@ func TestParse(t *testing.T) {
 		{"huge integer key", msg("msg_id", "123456789012345678901234567890"), ok("123456789012345678901234567890", "o-1", 1, "10.00")},
 		{"escaped key", msg("msg_id", `"a\u0062"`), ok("ab", "o-1", 1, "10.00")},
 		{"key with escapes", msg("msg_id", `"x\"y\\z\/\t\uD834\uDD1E"`), ok("x\"y\\z/\t𝄞", "o-1", 1, "10.00")},
-		{"lone surrogate key", msg("msg_id", `"\uD800"`), ok("\uFFFD", "o-1", 1, "10.00")},
+		// A lone surrogate escape names no character: "k\ud800" and
+		// "k\udbff" would both decode to "k\uFFFD", one key for two.
+		{"lone surrogate key", msg("msg_id", `"\uD800"`), rej(ReasonInvalidField, "msg_id", lone(`\uD800`, 11))},
+		{"lone high surrogate in key", msg("msg_id", `"k\ud800"`), rej(ReasonInvalidField, "msg_id", lone(`\ud800`, 12))},
+		{"another lone high surrogate", msg("msg_id", `"k\udbff"`), rej(ReasonInvalidField, "msg_id", lone(`\udbff`, 12))},
+		{"lone low surrogate", msg("msg_id", `"k\uDC00x"`), rej(ReasonInvalidField, "msg_id", lone(`\uDC00`, 12))},
+		{"high surrogate then a letter", msg("msg_id", `"\uD800\u0041"`), rej(ReasonInvalidField, "msg_id", lone(`\uD800`, 11))},
+		{"pair then lone", msg("msg_id", `"\uD834\uDD1E\uDFFF"`), rej(ReasonInvalidField, "msg_id", lone(`\uDFFF`, 23))},
+		{"two high surrogates", msg("msg_id", `"\uD800\uD800\uDC00"`), rej(ReasonInvalidField, "msg_id", lone(`\uD800`, 11))},
+		{"U+FFFD escaped is a character", msg("msg_id", `"k\uFFFD"`), ok("k\uFFFD", "o-1", 1, "10.00")},
+		{"U+FFFD raw is a character", msg("msg_id", "\"k\uFFFD\""), ok("k\uFFFD", "o-1", 1, "10.00")},
+		{"lone surrogate in another field kept", msg("note", `"\ud800"`), ok("m-1", "o-1", 1, "10.00")},
+		{"lone surrogate in a nested key kept", msg("note", `{"\ud800":1}`), ok("m-1", "o-1", 1, "10.00")},
+
+		// Every engine indexes the keys: MaxKeyLen bytes at most, decoded.
+		{"key at the limit", msg("msg_id", `"`+strings.Repeat("k", MaxKeyLen)+`"`), ok(strings.Repeat("k", MaxKeyLen), "o-1", 1, "10.00")},
+		{"key over the limit", msg("msg_id", `"`+strings.Repeat("k", MaxKeyLen+1)+`"`), rej(ReasonInvalidField, "msg_id", "must be at most 1024 bytes, found 1025 bytes")},
+		{"key far over the limit", msg("msg_id", `"`+strings.Repeat("k", 3000)+`"`), rej(ReasonInvalidField, "msg_id", "must be at most 1024 bytes, found 3000 bytes")},
+		{"key at the limit once decoded", msg("msg_id", `"`+strings.Repeat(`\u006b`, MaxKeyLen)+`"`), ok(strings.Repeat("k", MaxKeyLen), "o-1", 1, "10.00")},
+		{"key over the limit in bytes, not runes", msg("msg_id", `"`+strings.Repeat("é", MaxKeyLen/2+1)+`"`), rej(ReasonInvalidField, "msg_id", "must be at most 1024 bytes, found 1026 bytes")},
+		{"integer key at the limit", msg("msg_id", "1"+strings.Repeat("0", MaxKeyLen-1)), ok("1"+strings.Repeat("0", MaxKeyLen-1), "o-1", 1, "10.00")},
+		{"integer key over the limit", msg("msg_id", "1"+strings.Repeat("0", MaxKeyLen)), rej(ReasonInvalidField, "msg_id", "must be at most 1024 bytes, found 1025 bytes")},
+		{"type beats length", msg("msg_id", "1."+strings.Repeat("0", MaxKeyLen)), rej(ReasonInvalidField, "msg_id", keyRule+", found number 1."+strings.Repeat("0", 38)+"...")},
 		{"padded key kept", msg("msg_id", `" m "`), ok(" m ", "o-1", 1, "10.00")},
 		{"empty key", msg("msg_id", `""`), rej(ReasonInvalidField, "msg_id", keyRule+", found an empty string")},
 		{"whitespace key", msg("msg_id", `"  \t "`), rej(ReasonInvalidField, "msg_id", keyRule+", found a string of only whitespace")},
@@ -191,6 +223,10 @@ func TestParse(t *testing.T) {
 		{"whitespace order", msg("order_no", `" "`), rej(ReasonInvalidField, "order_no", keyRule+", found a string of only whitespace")},
 		{"boolean order", msg("order_no", `false`), rej(ReasonInvalidField, "order_no", keyRule+", found boolean false")},
 		{"key checked before order", msg("msg_id", "[]", "order_no", "[]"), rej(ReasonInvalidField, "msg_id", keyRule+", found array")},
+		{"lone surrogate order", msg("order_no", `"O-\udbff"`), rej(ReasonInvalidField, "order_no", lone(`\udbff`, 30))},
+		{"order at the limit", msg("order_no", `"`+strings.Repeat("o", MaxKeyLen)+`"`), ok("m-1", strings.Repeat("o", MaxKeyLen), 1, "10.00")},
+		{"order over the limit", msg("order_no", `"`+strings.Repeat("o", 3000)+`"`), rej(ReasonInvalidField, "order_no", "must be at most 1024 bytes, found 3000 bytes")},
+		{"integer order over the limit", msg("order_no", strings.Repeat("9", MaxKeyLen+1)), rej(ReasonInvalidField, "order_no", "must be at most 1024 bytes, found 1025 bytes")},
 
 		// The sequence.
 		{"seq max", msg("seq", "9223372036854775807"), ok("m-1", "o-1", 9223372036854775807, "10.00")},
@@ -216,6 +252,9 @@ func TestParse(t *testing.T) {
 		{"amount integer", msg("amount", "0"), ok("m-1", "o-1", 1, "0")},
 		{"amount trailing zeros kept", msg("amount", "10.500"), ok("m-1", "o-1", 1, "10.500")},
 		{"amount huge", msg("amount", "1"+strings.Repeat("0", 400)), ok("m-1", "o-1", 1, Amount("1"+strings.Repeat("0", 400)))},
+		{"amount at the limit", msg("amount", "1"+strings.Repeat("0", MaxAmountLen-1)), ok("m-1", "o-1", 1, Amount("1"+strings.Repeat("0", MaxAmountLen-1)))},
+		{"amount over the limit", msg("amount", "1"+strings.Repeat("0", MaxAmountLen)), rej(ReasonInvalidField, "amount", "must be at most 1024 bytes, found 1025 bytes")},
+		{"amount string over the limit", msg("amount", `"1.`+strings.Repeat("5", 70000)+`"`), rej(ReasonInvalidField, "amount", "must be at most 1024 bytes, found 70002 bytes")},
 		{"amount escaped string", msg("amount", `"\u0031\u0032.5"`), ok("m-1", "o-1", 1, "12.5")},
 		{"amount leading space", msg("amount", `" 12.5"`), rej(ReasonInvalidField, "amount", amountRule+`, found string " 12.5"`)},
 		{"amount trailing space", msg("amount", `"12.5 "`), rej(ReasonInvalidField, "amount", amountRule+`, found string "12.5 "`)},

@@ -90,9 +90,12 @@ type Dialect interface {
 	// transaction returns an error saying why, which the caller reports.
 	StatementTimeout(d time.Duration) (set, reset string, err error)
 	// MaxKey is the longest msg_id, in bytes, the engine's schema can
-	// keep as a key, 0 for no limit below the message's own. The ledger
-	// dead-letters a message whose msg_id is longer (invalid-field), so
-	// that a key is never truncated into another message's.
+	// keep as a key (in every index that holds one), 0 for no limit below
+	// the message's own. The ledger dead-letters a message whose msg_id is
+	// longer (invalid-field), so that a key is never truncated into
+	// another message's and never fails a whole batch, and refuses a
+	// longer claim. When not 0 it is at least spool.MaxKeyLen, the limit
+	// Contract.Parse keeps every message to.
 	MaxKey() int
 	// Leases returns how the engine keeps consumers' leases by its own
 	// clock, for a ledger shared by hosts (see spool.LeaseLedger); false

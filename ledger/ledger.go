@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -212,7 +211,7 @@ func (db *DB) RecordWork(ctx context.Context, batch []*spool.Delivery, w spool.W
 		return nil, errors.New("record batch: work has a handler but no Decide")
 	}
 	for i, d := range batch {
-		if err := checkDelivery(d); err != nil {
+		if err := db.checkDelivery(d); err != nil {
 			return nil, fmt.Errorf("record batch: delivery %d: %w", i, err)
 		}
 	}
@@ -233,60 +232,6 @@ func (db *DB) RecordWork(ctx context.Context, batch []*spool.Delivery, w spool.W
 		out[i] = res[i].public(d)
 	}
 	return out, nil
-}
-
-// screenKeys returns batch with each valid message whose msg_id is longer
-// than the engine can keep as a key (Dialect.MaxKey) replaced by a dead
-// letter of it (invalid-field), so that no key is ever cut short into
-// another message's; batch itself when there is none.
-func (db *DB) screenKeys(batch []*spool.Delivery) []*spool.Delivery {
-	limit := db.dialect.MaxKey()
-	if limit <= 0 {
-		return batch
-	}
-	var out []*spool.Delivery
-	for i, d := range batch {
-		if d.Message == nil || len(d.Message.MsgID) <= limit {
-			continue
-		}
-		if out == nil {
-			out = slices.Clone(batch)
-		}
-		c := *d
-		c.Message, c.Reject = nil, &spool.RejectError{Reason: spool.ReasonInvalidField, Field: "msg_id",
-			Detail: fmt.Sprintf("msg_id of %d bytes: a %s ledger keeps keys of at most %d bytes", len(d.Message.MsgID), db.dialect.Name(), limit)}
-		out[i] = &c
-	}
-	if out == nil {
-		return batch
-	}
-	return out
-}
-
-// checkKey refuses a msg_id longer than the engine keeps (Dialect.MaxKey),
-// where a delivery cannot be made a dead letter instead.
-func (db *DB) checkKey(d *spool.Delivery) error {
-	if limit := db.dialect.MaxKey(); limit > 0 && d.Message != nil && len(d.Message.MsgID) > limit {
-		return fmt.Errorf("%w: %s: msg_id of %d bytes: a %s ledger keeps keys of at most %d bytes",
-			ErrBadDelivery, d.File, len(d.Message.MsgID), db.dialect.Name(), limit)
-	}
-	return nil
-}
-
-func checkDelivery(d *spool.Delivery) error {
-	switch {
-	case d == nil:
-		return fmt.Errorf("%w: nil", ErrBadDelivery)
-	case d.Claim == "":
-		return fmt.Errorf("%w: %s: empty claim", ErrBadDelivery, d.File)
-	case (d.Message == nil) == (d.Reject == nil):
-		return fmt.Errorf("%w: %s: want exactly one of message and reject", ErrBadDelivery, d.File)
-	case d.Message != nil && d.Message.MsgID == "":
-		return fmt.Errorf("%w: %s: empty msg_id", ErrBadDelivery, d.File)
-	case d.Reject != nil && d.Reject.Reason == "":
-		return fmt.Errorf("%w: %s: rejected without a reason", ErrBadDelivery, d.File)
-	}
-	return nil
 }
 
 // ClaimOutcome returns the outcome recorded for claim, and false when the

@@ -17,6 +17,10 @@ import (
 // the handler's side (emit) and the rows the relay reads and marks; the
 // relays' leases are in outboxlease.go. docs/DESIGN.md, "The outbox".
 
+// maxEventHeaders is the longest an event's headers may be, in bytes of
+// their JSON: the narrowest engine's column for them, MariaDB's TEXT.
+const maxEventHeaders = 65535
+
 // emit is the ledger's spool.Emitter: one outbox row, in tx.
 func (db *DB) emit(ctx context.Context, tx *sql.Tx, msgID string, e spool.Event) error {
 	var headers any
@@ -24,6 +28,11 @@ func (db *DB) emit(ctx context.Context, tx *sql.Tx, msgID string, e spool.Event)
 		b, err := json.Marshal(e.Headers)
 		if err != nil {
 			return fmt.Errorf("emit %s event of %q: headers: %w", e.Type, e.Aggregate, err)
+		}
+		if len(b) > maxEventHeaders {
+			// The same headers would fail the insert on every attempt.
+			return spool.Permanent(fmt.Errorf("emit %s event of %q: headers of %d bytes as JSON, over the limit of %d",
+				e.Type, e.Aggregate, len(b), maxEventHeaders))
 		}
 		headers = string(b)
 	}

@@ -393,7 +393,7 @@ func deliveryArgs(d *spool.Delivery, r result, now time.Time) []any {
 		conflict = 1
 	}
 	return []any{d.Claim, clean(d.File), nullIno(d.Ino), clean(d.Consumer), msgID,
-		string(r.outcome), reason, nullString(clean(r.field)), nullString(clean(r.detail)),
+		string(r.outcome), reason, nullString(cut(clean(r.field), maxDetail)), nullString(cut(clean(r.detail), maxDetail)),
 		nullString(d.Hash), d.Size, formatTime(at(d, now)), attempts, firstFailure, lastFailure, conflict}
 }
 

@@ -30,7 +30,7 @@ func (db *DB) Reserve(ctx context.Context, batch []*spool.Delivery, owner string
 		return nil, err
 	}
 	for i, d := range batch {
-		if err := checkDelivery(d); err != nil {
+		if err := db.checkDelivery(d); err != nil {
 			return nil, fmt.Errorf("reserve: delivery %d: %w", i, err)
 		}
 	}
@@ -171,7 +171,7 @@ func (db *DB) Settle(ctx context.Context, batch []*spool.Delivery, errs []error,
 		return nil, fmt.Errorf("settle: no Decide")
 	}
 	for i, d := range batch {
-		if err := checkDelivery(d); err != nil {
+		if err := db.checkDelivery(d); err != nil {
 			return nil, fmt.Errorf("settle: delivery %d: %w", i, err)
 		}
 		if d.Message == nil {

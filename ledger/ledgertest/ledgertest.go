@@ -90,6 +90,8 @@ func Run(t *testing.T, b Backend) {
 		{"Rebuild", testRebuild},
 		{"RepairDoneOrder", testRepairDoneOrder},
 		{"LongKey", testLongKey},
+		{"LongFields", testLongFields},
+		{"EmitLimits", testEmitLimits},
 		{"ExactKeys", testExactKeys},
 		{"AuditLifecycle", testAuditLifecycle},
 		{"AuditText", testAuditText},

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -161,5 +162,62 @@ func testOutboxRelay(t *testing.T, db *ledger.DB) {
 	// on SQLite, which needs none); A's went with its last pending row.
 	if got := column(t, db, "SELECT aggregate FROM outbox_order ORDER BY aggregate"); len(got) != 0 && !reflect.DeepEqual(got, []string{"B", "C"}) {
 		t.Errorf("outbox_order after prune = %q, want B and C", got)
+	}
+}
+
+// testEmitLimits: an event whose aggregate is longer than spool.MaxKeyLen,
+// whose type is longer than 255 bytes (AMQP's short string), whose
+// aggregate or type holds a control character, or whose headers are
+// longer than every engine's column holds, fails its handler's message
+// with a permanent error naming the limit: a dead letter at its first
+// attempt under the default policy, the rest of the batch processed. An
+// aggregate at the limit, random so that PostgreSQL cannot compress its
+// index entries, is kept exactly: it keys the outbox's indexes.
+func testEmitLimits(t *testing.T, db *ledger.DB) {
+	atLimit := randomKey(spool.MaxKeyLen)
+	events := map[string]spool.Event{
+		"fits":           {Aggregate: atLimit, Type: randomKey(255)},
+		"long-aggregate": {Aggregate: randomKey(3000), Type: "paid"},
+		"long-type":      {Aggregate: "a", Type: randomKey(256)},
+		"control":        {Aggregate: "a\nb", Type: "paid"},
+		"huge-headers":   {Aggregate: "a", Type: "paid", Headers: map[string]string{"h": randomKey(70000)}},
+	}
+	want := map[string]string{
+		"long-aggregate": "aggregate of 3000 bytes, over the limit of 1024",
+		"long-type":      "type of 256 bytes, over the limit of 255",
+		"control":        "holds a control character",
+		"huge-headers":   "over the limit of 65535",
+	}
+	h := spool.HandlerFunc(func(ctx context.Context, tx *sql.Tx, d *spool.Delivery) error {
+		return spool.Emit(ctx, tx, d, events[d.Message.MsgID])
+	})
+	w := spool.Work{Handler: h, Decide: spool.Retry{NoJitter: true}.Decide}
+	ids := []string{"control", "fits", "huge-headers", "long-aggregate", "long-type"}
+	var batch []*spool.Delivery
+	for _, id := range ids {
+		batch = append(batch, valid("c-"+id, msg{ID: id}))
+	}
+	for i, r := range recordWork(t, db, w, batch...) {
+		id := ids[i]
+		if id == "fits" {
+			if r.Outcome != spool.OutcomeProcessed {
+				t.Errorf("%s: %s (%v), want processed", id, r.Outcome, r.Err)
+			}
+			continue
+		}
+		if r.Outcome != spool.OutcomeDeadLetter || r.Attempts != 1 || r.Reject == nil ||
+			r.Reject.Reason != spool.ReasonHandler || !strings.Contains(r.Reject.Detail, want[id]) {
+			t.Errorf("%s: %+v, want a dead letter (handler) at the first attempt with %q", id, r, want[id])
+		}
+	}
+	rows, err := db.OutboxRows(t.Context(), atLimit, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0].Aggregate != atLimit || rows[0].MsgID != "fits" {
+		t.Errorf("outbox rows of the aggregate at the limit: %+v, want fits's", rows)
+	}
+	if n := count(t, db, "SELECT COUNT(*) FROM outbox"); n != 1 {
+		t.Errorf("outbox holds %d rows, want the one that fits", n)
 	}
 }

@@ -63,8 +63,10 @@ func (dialect) Migrations() fs.FS {
 // skipped too, where INSERT IGNORE's returns only those it inserted. IGNORE
 // also turns some other errors into warnings (a value too long is cut
 // short): the ledger never sends one, as msg_ids longer than MaxKey are
-// dead letters before any insert, claims are far shorter, and the other
-// columns are TEXT or BLOB of the message's size or more.
+// dead letters before any insert and claims are refused, order keys and
+// amounts are within spool.MaxKeyLen and spool.MaxAmountLen (Contract.Parse,
+// and the ledger's screen) where their BLOBs hold 65 535 bytes, the
+// headers within spool.MaxHeaderLen, and the payload is a LONGBLOB.
 func (dialect) InsertNew(insert, key, returning string) string {
 	s := strings.Replace(insert, "INSERT INTO", "INSERT IGNORE INTO", 1)
 	if returning != "" {

@@ -35,8 +35,17 @@ func (dialect) SingleWriter() bool { return false }
 // PadRows: every statement is a round trip to the server.
 func (dialect) PadRows() bool { return true }
 
-// MaxKey: TEXT keys have no length of their own.
-func (dialect) MaxKey() int { return 0 }
+// maxKey is the longest msg_id the ledger keeps, in bytes. TEXT has no
+// length of its own, but a btree entry does: at most 2 704 bytes (a third
+// of an 8 KiB page) with its header, and a longer one fails the whole
+// statement ("index row size ... exceeds btree version 4 maximum 2704")
+// unless the value happens to compress. 2 048 leaves room for the entry's
+// header and a second column, whatever the key's content.
+const maxKey = 2048
+
+// MaxKey is maxKey: the key columns' btree entries, not TEXT, are the
+// limit.
+func (dialect) MaxKey() int { return maxKey }
 
 // Retry: the ledger's write transactions run at READ COMMITTED, where
 // there are no serialization failures, and lock keys in msg_id order, so
