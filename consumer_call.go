@@ -2,6 +2,7 @@ package spool
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -355,10 +356,16 @@ func (cs *callStage) start(it item) {
 			cs.retire(it)
 			return
 		}
-		// The mark before the call: a recovery releases at once the
-		// msg_ids of the claims without one, whose call never started,
-		// and holds the others until their calls cannot be running.
-		if err := p.s.MarkCalled(it.claim); err != nil {
+		// The calls lock, then the mark, before the call: a recovery
+		// releases at once the msg_ids of the claims without a mark,
+		// whose call never started, and holds the others until their
+		// calls cannot be running, which the lock proves if every call
+		// holds it.
+		ctx, err := cs.callContext()
+		if err == nil {
+			err = p.s.MarkCalled(it.claim)
+		}
+		if err != nil {
 			<-cs.slots
 			p.fail(err) // uncalled, left for recovery
 			cs.retire(it)
@@ -368,7 +375,7 @@ func (cs *callStage) start(it item) {
 		// A call started is finished even when the run is stopping,
 		// unless the shutdown timeout passes first.
 		start := time.Now()
-		err = callSafely(p.sd.callCtx, c.cfg.Caller, it.d)
+		err = callSafely(ctx, c.cfg.Caller, it.d)
 		if p.sd.abandoned(err) {
 			// Cut short: the call says nothing of the message. Its
 			// claim goes back unrecorded, its attempt not counted.
@@ -382,6 +389,21 @@ func (cs *callStage) start(it item) {
 		c.gate.observe(err)
 		cs.done <- called{it: it, err: err}
 	}()
+}
+
+// callContext is the context of the stage's calls: the stop's, with the
+// session's calls lock when the Caller holds it (LockingCaller), taken
+// before the first call.
+func (cs *callStage) callContext() (context.Context, error) {
+	p := cs.p
+	if !holdsCallsLock(p.c.cfg.Caller) {
+		return p.sd.callCtx, nil
+	}
+	f, err := p.s.CallsLock()
+	if err != nil {
+		return nil, err
+	}
+	return withCallsLock(p.sd.callCtx, f), nil
 }
 
 // retire ends a reserved delivery's passage through this stage, when it
