@@ -160,8 +160,9 @@ type CallLedger interface {
 	ReservationOwners(ctx context.Context) ([]string, error)
 	// ReleaseReservations removes the reservations of owner, and returns
 	// how many there were: a session known to be dead and recovered, or
-	// the consumer's own session at a graceful stop, once none of its
-	// calls is in flight, before it gives back the claims it did not call.
+	// the consumer's own session at a graceful stop that cut no call
+	// short, once none of its calls is in flight, before it gives back
+	// the claims it did not call.
 	ReleaseReservations(ctx context.Context, owner string) (int, error)
 }
 
@@ -169,8 +170,10 @@ type CallLedger interface {
 // recovery then releases at once the msg_ids of a dead session's claims
 // whose call never started (reserved, waiting for a slot, their order key
 // or a pause: a consumer reserves a batch ahead of its calls), and holds
-// only those whose call may still run. Without it, every msg_id of the
-// dead session is held until its calls cannot be running.
+// only those whose call may still run; and a graceful stop whose shutdown
+// timeout cut calls short gives back the claims it never called, keeping
+// the reservations of those it cut. Without it, every msg_id of the dead
+// session (or of the stop) is held until its calls cannot be running.
 type ClaimReleaser interface {
 	CallLedger
 	// ReleaseClaims removes the reservations that owner holds for the

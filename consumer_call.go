@@ -54,8 +54,8 @@ type callStage struct {
 	keyBusy map[string]bool
 	keyWait map[string][]item
 
-	// back are the reserved deliveries a stopping run will not call (see
-	// unstart and giveBack).
+	// back are the reserved deliveries a stopping run will not call, their
+	// calls never started (see unstart and giveBack).
 	backMu sync.Mutex
 	back   []item
 }
@@ -321,7 +321,8 @@ func (cs *callStage) orderKey(it item) (string, bool) {
 // start calls a reserved delivery in a goroutine of its own, once a slot
 // is free. If the pass fails first, the delivery is left uncalled; if the
 // run is stopping before the call starts (a pause of the gate included),
-// or the shutdown timeout cancels the call, it is given back (unstart).
+// it is given back (unstart); if the shutdown timeout cancels the call,
+// it is held for recovery (see stopping).
 func (cs *callStage) start(it item) {
 	p, c := cs.p, cs.p.c
 	go func() {
@@ -377,11 +378,14 @@ func (cs *callStage) start(it item) {
 		start := time.Now()
 		err = callSafely(ctx, c.cfg.Caller, it.d)
 		if p.sd.abandoned(err) {
-			// Cut short: the call says nothing of the message. Its
-			// claim goes back unrecorded, its attempt not counted.
+			// Cut short: the call says nothing of the message, but what
+			// it started may still run (a request at its server, a
+			// process that left the command's process group). Its claim
+			// stays in processing/ with its mark, and its msg_id
+			// reserved, as a kill leaves them: the next recovery holds
+			// the msg_id until the call cannot be running.
 			p.sd.cancelled.Add(1)
 			<-cs.slots
-			cs.unstart(it)
 			cs.retire(it)
 			return
 		}

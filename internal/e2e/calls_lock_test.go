@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/spoolq/spool/internal/testenv"
@@ -108,6 +109,74 @@ func execKilledRestartedInPIDNamespace(t *testing.T, engine ledgerBackend) {
 	if !strings.Contains(r.stderr, "proof=\"calls lock free\"") {
 		t.Errorf("the restart does not say the calls lock freed the dead consumer's msg_ids\n%s", r.stderr)
 	}
+	checkCallsSettled(t, q, l, n, 0)
+	requireNoCallsLocks(t, q)
+	mustRun(t, 0, append([]string{"fsck", q}, l.args...)...)
+}
+
+// TestExecShutdownTimeoutHeld: a SIGTERM whose --shutdown-timeout (1 s)
+// cuts 8 runs of 5 s short, then a restart at once. A run cut short may
+// leave processes behind (here one that left the run's process group,
+// which the timeout's kill does not reach), so the stop holds the msg_ids
+// it had called exactly as a kill would: their claims stay in
+// processing/ and their reservations in the ledger, and only the claims
+// whose call never started go back to inbox/. The restart holds those
+// msg_ids until no process of the cut runs is left, and no msg_id is ever
+// run twice at once; every message is processed once.
+func TestExecShutdownTimeoutHeld(t *testing.T) {
+	for _, tool := range []string{"flock", "setsid"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			testenv.Missing(t, tool+"(1) is not installed (util-linux): skipped")
+		}
+	}
+	for _, engine := range []ledgerBackend{sqliteEngine, postgresEngine, mysqlEngine} {
+		t.Run(engine.name, func(t *testing.T) {
+			t.Parallel()
+			execShutdownTimeoutHeld(t, engine)
+		})
+	}
+}
+
+func execShutdownTimeoutHeld(t *testing.T, engine ledgerBackend) {
+	const conc, n = 8, 16
+	q, state := workQueue(t)
+	l := engine.open(t, q)
+	for i := range n {
+		putMessage(t, q, fmt.Sprintf("m%02d.json", i), orderMessage(fmt.Sprintf("m%02d", i), "A", i+1, "1.00"))
+	}
+	args := append([]string{"consume", q, "--exec", witnessRun(state, "setsid "), "--retry-wait", "1m",
+		"--concurrency", strconv.Itoa(conc), "--batch", strconv.Itoa(conc)}, l.args...)
+	p := start(t, append(args, "--shutdown-timeout", "1s")...)
+	waitFor(t, cmdTimeout, "the first runs to hold their locks", func() bool {
+		return len(lockHolders(t, state)) >= conc
+	})
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	r := p.wait(t)
+	if r.code != 4 {
+		t.Fatalf("a stop that cut calls short: want exit 4\n%s", r)
+	}
+	if !strings.Contains(r.stderr, "calls cut short, held for recovery") || !strings.Contains(r.stderr, fmt.Sprintf("calls=%d", conc)) {
+		t.Errorf("the stop does not say it held the %d calls cut short\n%s", conc, r.stderr)
+	}
+	if strings.Contains(r.stderr, "claims not called given back to inbox/\" claims="+strconv.Itoa(n)) {
+		t.Errorf("the stop gave back the claims it had called\n%s", r.stderr)
+	}
+	if got := countClaims(t, q); got != conc {
+		t.Errorf("processing/ holds %d claims after the stop, want the %d cut short", got, conc)
+	}
+	if got := l.count(t, "SELECT COUNT(*) FROM %[3]s"); got != conc {
+		t.Errorf("%d reservations after the stop, want the %d of the calls cut short", got, conc)
+	}
+	if got := countNames(t, q, inbox); got != n-conc {
+		t.Errorf("inbox/ holds %d after the stop, want the %d never called", got, n-conc)
+	}
+	r = mustRun(t, 0, args...)
+	if st := parseStats(t, r); st.Processed != n || st.Recovered != conc {
+		t.Errorf("processed %d, recovered %d; want %d and %d\n%s", st.Processed, st.Recovered, n, conc, r)
+	}
+	requireNoOverlap(t, state)
 	checkCallsSettled(t, q, l, n, 0)
 	requireNoCallsLocks(t, q)
 	mustRun(t, 0, append([]string{"fsck", q}, l.args...)...)
