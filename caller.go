@@ -3,6 +3,7 @@ package spool
 import (
 	"context"
 	"errors"
+	"os"
 	"time"
 )
 
@@ -61,16 +62,59 @@ type TimeoutCaller interface {
 // on this host, as an Exec's processes can: a consumer killed with calls
 // in flight leaves them running. Before a consumer releases the
 // reservations of a dead session of this host, it calls ReapCalls, which
-// ends what the session's calls left running and reports whether none
-// is left; until then (or until the call bound has passed since the death
-// was found) the msg_ids stay reserved, so that none is called again
-// while its first call runs.
+// kills what it can find of the session's calls. What it cannot find
+// proves nothing (a process of another PID namespace, or of another
+// user, is not seen): the msg_ids stay reserved until the session's
+// calls lock is free (see LockingCaller) or the call bound has passed
+// since the death was found, so that none is called again while its
+// first call runs.
 type CallReaper interface {
 	Caller
 	// ReapCalls kills what the calls made by session (Delivery.Consumer)
-	// left running on this host and reports whether none of them runs
-	// any more. It must be safe to call for a session that made no call.
-	ReapCalls(session string) (gone bool, err error)
+	// left running that it can find on this host. It must be safe to
+	// call for a session that made no call.
+	ReapCalls(session string) error
+}
+
+// LockingCaller is a Caller whose calls run as processes of this kernel
+// and hold the session's calls lock, so that a consumer recovering a dead
+// session can prove its calls gone, in whatever PID namespace they ran:
+// each call passes the open file CallsLock(ctx) returns to every process
+// it starts, which keep it open (inherited) for as long as they run; the
+// kernel frees the lock when the last of them exits (queue.CallsLockDir).
+// A consumer whose Caller holds the lock (HoldsCallsLock) takes the lock
+// before its first call; without one, a dead session's msg_ids are held
+// for the call bound. A process that closes the descriptor and runs on
+// is not seen, and is waited for only up to the call bound.
+type LockingCaller interface {
+	Caller
+	// HoldsCallsLock reports whether every call passes the calls lock on
+	// to everything it starts: a wrapper whose calls may start processes
+	// without it reports false.
+	HoldsCallsLock() bool
+}
+
+// callsLockKey is the context key of the calls lock.
+type callsLockKey struct{}
+
+// CallsLock returns the consumer session's calls lock given to the call
+// whose context is ctx (see LockingCaller), or nil: a Caller that does
+// not hold it, or a call made outside a consumer. The file belongs to the
+// consumer: pass it on, open (exec.Cmd.ExtraFiles), never close it.
+func CallsLock(ctx context.Context) *os.File {
+	f, _ := ctx.Value(callsLockKey{}).(*os.File)
+	return f
+}
+
+// withCallsLock gives a call's context the calls lock.
+func withCallsLock(ctx context.Context, f *os.File) context.Context {
+	return context.WithValue(ctx, callsLockKey{}, f)
+}
+
+// holdsCallsLock reports whether c's calls hold the calls lock.
+func holdsCallsLock(c Caller) bool {
+	lc, ok := c.(LockingCaller)
+	return ok && lc.HoldsCallsLock()
 }
 
 // ErrTimeoutBeyondLease is returned by NewConsumer for a Caller whose
@@ -116,8 +160,9 @@ type CallLedger interface {
 	ReservationOwners(ctx context.Context) ([]string, error)
 	// ReleaseReservations removes the reservations of owner, and returns
 	// how many there were: a session known to be dead and recovered, or
-	// the consumer's own session at a graceful stop, once none of its
-	// calls is in flight, before it gives back the claims it did not call.
+	// the consumer's own session at a graceful stop that cut no call
+	// short, once none of its calls is in flight, before it gives back
+	// the claims it did not call.
 	ReleaseReservations(ctx context.Context, owner string) (int, error)
 }
 
@@ -125,8 +170,10 @@ type CallLedger interface {
 // recovery then releases at once the msg_ids of a dead session's claims
 // whose call never started (reserved, waiting for a slot, their order key
 // or a pause: a consumer reserves a batch ahead of its calls), and holds
-// only those whose call may still run. Without it, every msg_id of the
-// dead session is held until its calls cannot be running.
+// only those whose call may still run; and a graceful stop whose shutdown
+// timeout cut calls short gives back the claims it never called, keeping
+// the reservations of those it cut. Without it, every msg_id of the dead
+// session (or of the stop) is held until its calls cannot be running.
 type ClaimReleaser interface {
 	CallLedger
 	// ReleaseClaims removes the reservations that owner holds for the

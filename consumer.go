@@ -102,8 +102,10 @@ type Config struct {
 	// ShutdownTimeout bounds a graceful stop with a Caller: once the
 	// context of Drain or Watch is cancelled, the calls in flight may run
 	// this long before their context is cancelled too. A call so cut short
-	// is not a failure of its message: its reservation is removed, its claim
-	// goes back to inbox/ unrecorded and its attempt is not counted, and the
+	// is not a failure of its message (its attempt is not counted), but
+	// what it started may still run: its claim and its msg_id's
+	// reservation are left for recovery as a kill leaves them, the next
+	// consumer holds the msg_id until the call cannot be running, and the
 	// run returns ErrShutdownTimeout. Zero: calls are never cut short.
 	// Only a call that honours its context ends when cancelled: a Caller
 	// that ignores it, or a ledger commit that blocks, still holds the stop
@@ -340,17 +342,20 @@ func NewConsumer(dir *queue.Dir, l Ledger, cfg Config) (*Consumer, error) {
 // Config.ShutdownTimeout) and committed, while the claims whose call had
 // not started go back to inbox/, their reservations removed, unrecorded;
 // the claims waiting for a retry go back too. processing/ then holds
-// nothing of this consumer's, and the error is nil (ErrShutdownTimeout if
-// calls were cut short): whether inbox/ was emptied is for the caller to
-// look at.
+// nothing of this consumer's, and the error is nil: whether inbox/ was
+// emptied is for the caller to look at. Calls cut short by the shutdown
+// timeout are the exception: their claims stay in processing/ and their
+// msg_ids reserved, for the next recovery, as after a kill, and the error
+// is ErrShutdownTimeout.
 func (c *Consumer) Drain(ctx context.Context) (Stats, error) {
 	return c.run(ctx, false)
 }
 
 // Watch consumes inbox/ and keeps consuming new arrivals until ctx is
 // cancelled, then stops as a cancelled Drain does: the work in flight is
-// finished, not abandoned, and what was claimed but not started goes back
-// to inbox/.
+// finished, not abandoned (unless the shutdown timeout cuts calls short:
+// those are held for recovery), and what was claimed but not started goes
+// back to inbox/.
 func (c *Consumer) Watch(ctx context.Context) (Stats, error) {
 	return c.run(ctx, true)
 }
@@ -509,9 +514,13 @@ func (c *Consumer) runSession(ctx context.Context, watch bool, st *Stats, starte
 
 // stopped ends a run whose context was cancelled, after a pass that
 // claimed nothing more and gave back what it had not called: the claims
-// waiting for a retry go back too (close), and the error says whether the
-// shutdown timeout cancelled calls.
+// waiting for a retry go back too (close). If the shutdown timeout cut
+// calls short, their claims stay for recovery (leaveCut), and the error
+// says so.
 func (c *Consumer) stopped(s *queue.Session, lease *leaseKeeper, sd *stopping) error {
+	if sd.cancelled.Load() > 0 {
+		return c.leaveCut(s, lease, sd)
+	}
 	if err := c.close(s, lease); err != nil {
 		return fmt.Errorf("consume: %w", err)
 	}

@@ -2,6 +2,7 @@ package spool
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -53,8 +54,8 @@ type callStage struct {
 	keyBusy map[string]bool
 	keyWait map[string][]item
 
-	// back are the reserved deliveries a stopping run will not call (see
-	// unstart and giveBack).
+	// back are the reserved deliveries a stopping run will not call, their
+	// calls never started (see unstart and giveBack).
 	backMu sync.Mutex
 	back   []item
 }
@@ -320,7 +321,8 @@ func (cs *callStage) orderKey(it item) (string, bool) {
 // start calls a reserved delivery in a goroutine of its own, once a slot
 // is free. If the pass fails first, the delivery is left uncalled; if the
 // run is stopping before the call starts (a pause of the gate included),
-// or the shutdown timeout cancels the call, it is given back (unstart).
+// it is given back (unstart); if the shutdown timeout cancels the call,
+// it is held for recovery (see stopping).
 func (cs *callStage) start(it item) {
 	p, c := cs.p, cs.p.c
 	go func() {
@@ -355,10 +357,16 @@ func (cs *callStage) start(it item) {
 			cs.retire(it)
 			return
 		}
-		// The mark before the call: a recovery releases at once the
-		// msg_ids of the claims without one, whose call never started,
-		// and holds the others until their calls cannot be running.
-		if err := p.s.MarkCalled(it.claim); err != nil {
+		// The calls lock, then the mark, before the call: a recovery
+		// releases at once the msg_ids of the claims without a mark,
+		// whose call never started, and holds the others until their
+		// calls cannot be running, which the lock proves if every call
+		// holds it.
+		ctx, err := cs.callContext()
+		if err == nil {
+			err = p.s.MarkCalled(it.claim)
+		}
+		if err != nil {
 			<-cs.slots
 			p.fail(err) // uncalled, left for recovery
 			cs.retire(it)
@@ -368,13 +376,16 @@ func (cs *callStage) start(it item) {
 		// A call started is finished even when the run is stopping,
 		// unless the shutdown timeout passes first.
 		start := time.Now()
-		err = callSafely(p.sd.callCtx, c.cfg.Caller, it.d)
+		err = callSafely(ctx, c.cfg.Caller, it.d)
 		if p.sd.abandoned(err) {
-			// Cut short: the call says nothing of the message. Its
-			// claim goes back unrecorded, its attempt not counted.
+			// Cut short: the call says nothing of the message, but what
+			// it started may still run (a request at its server, a
+			// process that left the command's process group). Its claim
+			// stays in processing/ with its mark, and its msg_id
+			// reserved, as a kill leaves them: the next recovery holds
+			// the msg_id until the call cannot be running.
 			p.sd.cancelled.Add(1)
 			<-cs.slots
-			cs.unstart(it)
 			cs.retire(it)
 			return
 		}
@@ -382,6 +393,21 @@ func (cs *callStage) start(it item) {
 		c.gate.observe(err)
 		cs.done <- called{it: it, err: err}
 	}()
+}
+
+// callContext is the context of the stage's calls: the stop's, with the
+// session's calls lock when the Caller holds it (LockingCaller), taken
+// before the first call.
+func (cs *callStage) callContext() (context.Context, error) {
+	p := cs.p
+	if !holdsCallsLock(p.c.cfg.Caller) {
+		return p.sd.callCtx, nil
+	}
+	f, err := p.s.CallsLock()
+	if err != nil {
+		return nil, err
+	}
+	return withCallsLock(p.sd.callCtx, f), nil
 }
 
 // retire ends a reserved delivery's passage through this stage, when it

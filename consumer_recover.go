@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -143,32 +144,51 @@ func (c *Consumer) reportRecovered(ctx context.Context, dead []queue.RecoveredFi
 // dead and recovered: on this host at once, since recovery saw its lock
 // free; on another host once its lease expired (queue.Dir.Recover). But a
 // dead session's calls may outlive it: an HTTP request it sent runs on at
-// the server, an Exec's processes may run on. The reservations of its
-// claims whose call never started are released by the recovery already
+// the server, an Exec's processes may run on, and so do the calls that a
+// graceful stop cut short (leaveCut). The reservations of its claims
+// whose call never started are released by the recovery already
 // (releaseUncalled). The others stay, and the deliveries of those msg_ids
 // are held (OutcomeBusy), while this consumer calls every other msg_id,
-// until one of:
+// until one of (callsEnded):
 //
-//   - the Caller is a CallReaper, the session was of this host, and
-//     ReapCalls found none of its calls running any more (it kills what
-//     it finds): an Exec's processes are the whole of its runs;
+//   - the session's calls lock is free (queue.Dir.ProbeCalls): its Caller
+//     held it in every call (LockingCaller), and the lock names this
+//     boot, so no process of its calls is left on this kernel, in
+//     whatever PID namespace it ran. A CallReaper first kills what it can
+//     see of them; what it does not see proves nothing;
 //   - the bound of one call (CallTimeout for a TimeoutCaller, else
 //     Config.Lease, which any call must keep within) has passed since
 //     this consumer first found the session dead. Every call of the
 //     session started before its death and was bound to end within its
-//     timeout of its start, so by then none can be running. The time is
-//     this consumer's own observation, which comes after the death, not
-//     a time read from the ledger: the reservation's time says when the
-//     msg_id was reserved, not when its call began (it may wait for a
-//     slot or a pause). A consumer restarted meanwhile starts its own
-//     clock: it waits longer, never less.
+//     timeout of its start, so by then none can be running, but for a
+//     process that outlived its consumer, which is not waited for longer
+//     (a warning names it if it holds the lock). The time is this
+//     consumer's own observation, which comes after the death, not a time
+//     read from the ledger: the reservation's time says when the msg_id
+//     was reserved, not when its call began (it may wait for a slot or a
+//     pause). A consumer restarted meanwhile starts its own clock: it
+//     waits longer, never less.
 //
-// The consumer's own session is never taken for dead.
+// The calls lock of a released session is removed with its reservations,
+// and so is that of a session gone from processing/ that holds none. The
+// consumer's own session is never taken for dead. A consumer without a
+// Caller only removes the calls locks nothing needs any more.
 func (c *Consumer) releaseDeadReservations(ctx context.Context) error {
-	if c.callLedger == nil {
+	cl, ok := c.ledger.(CallLedger)
+	if !ok {
 		return nil
 	}
-	owners, err := c.callLedger.ReservationOwners(ctx)
+	// Listed before the owners: a session gone from processing/ takes no
+	// reservation any more, so one that is not among the owners read
+	// after this holds none and never will.
+	locks, err := c.dir.DeadCallsLocks()
+	if err != nil {
+		return fmt.Errorf("recover reservations: %w", err)
+	}
+	if c.callLedger == nil && len(locks) == 0 {
+		return nil // a consumer without a Caller asks the ledger only for them
+	}
+	owners, err := cl.ReservationOwners(ctx)
 	if err != nil {
 		return fmt.Errorf("recover reservations: %w", err)
 	}
@@ -176,14 +196,18 @@ func (c *Consumer) releaseDeadReservations(ctx context.Context) error {
 	present := make(map[string]bool, len(owners))
 	for _, o := range owners {
 		present[o] = true
-		if o == own {
+		if o == own || c.callLedger == nil {
 			continue
 		}
 		live, err := c.dir.HasSession(o)
 		if err != nil {
 			return fmt.Errorf("recover reservations: %w", err)
 		}
-		if live || !c.callsEnded(o) {
+		if live {
+			continue
+		}
+		ended, proof := c.callsEnded(o)
+		if !ended {
 			continue
 		}
 		n, err := c.callLedger.ReleaseReservations(ctx, o)
@@ -192,7 +216,17 @@ func (c *Consumer) releaseDeadReservations(ctx context.Context) error {
 		}
 		c.forgetDead(o)
 		if n > 0 {
-			c.log.Info("released reservations of a dead consumer", "session", o, "reservations", n)
+			c.log.Info("released reservations of a dead consumer", "session", o, "reservations", n, "proof", proof)
+		}
+		if err := c.dir.RemoveCallsLock(o); err != nil {
+			return fmt.Errorf("recover reservations: %w", err)
+		}
+	}
+	for _, o := range locks {
+		if !present[o] {
+			if err := c.dir.RemoveCallsLock(o); err != nil {
+				return fmt.Errorf("recover reservations: %w", err)
+			}
 		}
 	}
 	c.deadMu.Lock()
@@ -210,16 +244,24 @@ func (c *Consumer) releaseDeadReservations(ctx context.Context) error {
 type deadOwner struct {
 	since  time.Time // when this consumer first found it dead
 	reaped time.Time // when it last asked the CallReaper
+	asked  bool      // callsEnded was asked before: the hold is logged once
 }
 
-// reapEvery bounds how often a dead session's calls are looked for: a
-// process that will not die (in uninterruptible sleep) is not looked for
-// at every pass.
+// reapEvery bounds how often a dead session's calls are looked for and
+// killed: a process that will not die (in uninterruptible sleep) is not
+// looked for at every pass. Its calls lock is probed at every pass.
 const reapEvery = time.Second
 
+// Proofs that a dead session's calls cannot be running, as the release
+// of its reservations logs them.
+const (
+	proofCallsLock = "calls lock free"
+	proofCallBound = "call bound passed"
+)
+
 // callsEnded reports whether none of the dead session o's calls can be
-// running any more (see releaseDeadReservations).
-func (c *Consumer) callsEnded(o string) bool {
+// running any more, and how that is known (see releaseDeadReservations).
+func (c *Consumer) callsEnded(o string) (bool, string) {
 	now := time.Now()
 	c.deadMu.Lock()
 	if c.dead == nil {
@@ -234,23 +276,36 @@ func (c *Consumer) callsEnded(o string) bool {
 	if reap {
 		d.reaped = now
 	}
-	since := d.since
+	since, logged := d.since, d.asked
+	d.asked = true
 	c.deadMu.Unlock()
-	bound := c.callBound()
-	if !ok {
-		c.log.Info("holding the msg_ids whose calls a dead consumer may still be running, until they cannot be",
-			"session", o, "until", now.Add(bound))
-	}
 	if r, isReaper := c.cfg.Caller.(CallReaper); isReaper && reap && strings.HasSuffix(o, "@"+queue.Host()) {
-		gone, err := r.ReapCalls(o)
-		switch {
-		case err != nil:
+		// What it kills frees the calls lock sooner; what it does not
+		// find may run in another PID namespace.
+		if err := r.ReapCalls(o); err != nil {
 			c.log.Warn("cannot look for the calls of a dead consumer", "session", o, "err", err)
-		case gone:
-			return true
 		}
 	}
-	return now.Sub(since) >= bound
+	state, err := c.dir.ProbeCalls(o)
+	if err != nil && !logged {
+		c.log.Warn("cannot probe the calls lock of a dead consumer: its msg_ids are held for the call bound", "session", o, "err", err)
+	}
+	if state == queue.CallsGone {
+		return true, proofCallsLock
+	}
+	bound := c.callBound()
+	if !logged {
+		c.log.Info("holding the msg_ids whose calls a dead consumer may still be running, until they cannot be",
+			"session", o, "calls_lock", state.String(), "until", since.Add(bound))
+	}
+	if now.Sub(since) < bound {
+		return false, ""
+	}
+	if state == queue.CallsRunning {
+		c.log.Warn("releasing the msg_ids of a dead consumer at the call bound, although processes of its calls still hold its calls lock: they outlived their consumer and the bound",
+			"session", o, "calls_lock", filepath.Join(c.dir.Path(), queue.CallsLockDir, o))
+	}
+	return true, proofCallBound
 }
 
 // forgetDead drops a dead session whose reservations are released.

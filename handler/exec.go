@@ -25,9 +25,15 @@ const (
 // message lacks them), SPOOL_FILE (its name in inbox/), SPOOL_QUEUE and
 // SPOOL_CONSUMER (the consumer's session, Delivery.Consumer).
 //
-// A run dies with its consumer: the shell gets SIGKILL when the consumer
-// dies, and a consumer that recovers the dead one's claims first kills
-// every process still marked with its SPOOL_CONSUMER (ReapCalls), so that
+// Every process of a run holds the consumer session's calls lock open
+// (spool.LockingCaller): the shell gets it as descriptor 3 (CallsLockFD,
+// named by SPOOL_CALLS_LOCK=3 in the environment) and passes it on to
+// whatever it starts, and a run must neither close nor reuse it. A run
+// dies with its consumer: the shell gets SIGKILL when the consumer dies,
+// and a consumer that recovers the dead one's claims kills every process
+// it can see still marked with its SPOOL_CONSUMER (ReapCalls), and holds
+// the msg_ids of its runs until no process holds the lock any more, in
+// whatever PID namespace it runs, or the call bound has passed, so that
 // no msg_id is run again while a run of it goes on.
 //
 // Exit status 0 is success. ExitTempFail, a timeout, a death by a signal
@@ -54,7 +60,8 @@ type Exec struct {
 // effect is outside the ledger, so the consumer calls it outside any
 // ledger transaction.
 func (h *Exec) Call(ctx context.Context, d *spool.Delivery) error {
-	env, err := h.env(d)
+	lock := spool.CallsLock(ctx)
+	env, err := h.env(d, lock != nil)
 	if err != nil {
 		return err
 	}
@@ -62,7 +69,11 @@ func (h *Exec) Call(ctx context.Context, d *spool.Delivery) error {
 	if timeout <= 0 {
 		timeout = DefaultExecTimeout
 	}
-	r := runShell(ctx, h.Command, env, d.Message.Raw, timeout)
+	var extra []*os.File
+	if lock != nil {
+		extra = []*os.File{lock} // CallsLockFD
+	}
+	r := runShell(ctx, h.Command, env, d.Message.Raw, timeout, extra)
 	switch {
 	case r.err == nil:
 		return nil
@@ -81,6 +92,25 @@ func (h *Exec) Call(ctx context.Context, d *spool.Delivery) error {
 	// not started at all: nothing says the message is at fault.
 	return fmt.Errorf("exec: %w%s", r.err, r.detail())
 }
+
+// CallsLockFD is the descriptor on which an Exec's command finds the
+// consumer session's calls lock (SPOOL_CALLS_LOCK names it): the first
+// after stdin, stdout and stderr.
+const CallsLockFD = 3
+
+// callsLockVar names CallsLockFD in a run's environment.
+const callsLockVar = "SPOOL_CALLS_LOCK"
+
+// HoldsCallsLock reports true: every run holds the consumer session's
+// calls lock, and so does every process it starts that keeps its
+// descriptors (spool.LockingCaller).
+func (h *Exec) HoldsCallsLock() bool { return true }
+
+var (
+	_ spool.LockingCaller = (*Exec)(nil)
+	_ spool.CallReaper    = (*Exec)(nil)
+	_ spool.TimeoutCaller = (*Exec)(nil)
+)
 
 // Kind is "exec" (spool.Kinded), the handler kind metrics report.
 func (h *Exec) Kind() string { return "exec" }
@@ -107,9 +137,9 @@ func (h *Exec) CallTimeout() time.Duration {
 }
 
 // env is the command's environment: the inherited one and the message's
-// SPOOL_* variables. A value holding NUL, which no environment can carry,
-// is a permanent failure.
-func (h *Exec) env(d *spool.Delivery) ([]string, error) {
+// SPOOL_* variables, with SPOOL_CALLS_LOCK if lock is set. A value holding
+// NUL, which no environment can carry, is a permanent failure.
+func (h *Exec) env(d *spool.Delivery, lock bool) ([]string, error) {
 	m := d.Message
 	seq := ""
 	if m.Seq != 0 {
@@ -128,6 +158,9 @@ func (h *Exec) env(d *spool.Delivery) ([]string, error) {
 			return nil, spool.Permanent(fmt.Errorf("exec: %s holds a NUL byte, which the environment cannot carry", v.name))
 		}
 		env = append(env, v.name+"="+v.value)
+	}
+	if lock {
+		env = append(env, callsLockVar+"="+strconv.Itoa(CallsLockFD))
 	}
 	return env, nil
 }

@@ -153,7 +153,7 @@ func (n *Notifier) work() {
 			n.abandoned.Add(1)
 			continue
 		}
-		r := runShell(n.ctx, n.o.Command, n.env(job), nil, n.o.Timeout)
+		r := runShell(n.ctx, n.o.Command, n.env(job), nil, n.o.Timeout, nil)
 		var err error
 		switch {
 		case r.err == nil:

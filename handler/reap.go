@@ -22,13 +22,18 @@ const consumerVar = "SPOOL_CONSUMER"
 const reapWait = 2 * time.Second
 
 // ReapCalls kills the processes that the runs of session, a dead
-// consumer's session, left on this host (spool.CallReaper), with their
-// process groups, and reports whether none is left: those found by
-// SPOOL_CONSUMER in their environment. A run's shell dies with its
-// consumer (runShell), but what it started does not. A process that
-// cleared its environment, or runs as another user, is not found.
-func (h *Exec) ReapCalls(session string) (bool, error) {
-	return reapSession(session, reapWait)
+// consumer's session, left on this host and that this process can see
+// (spool.CallReaper), with their process groups: those found by
+// SPOOL_CONSUMER in their environment, in /proc. A run's shell dies with
+// its consumer (runShell), but what it started does not. It waits a
+// little for them to be gone, so that the calls lock they held is free
+// when the consumer probes it next. A process that cleared its
+// environment, runs as another user or in another PID namespace is not
+// found; the calls lock, which every process of a run inherits, still
+// holds its msg_ids (spool.LockingCaller).
+func (h *Exec) ReapCalls(session string) error {
+	_, err := reapSession(session, reapWait)
+	return err
 }
 
 // reapSession kills every process whose environment holds

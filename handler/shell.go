@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -40,8 +41,8 @@ func (r shellResult) detail() string {
 }
 
 // runShell runs command with /bin/sh -c in a process group of its own,
-// stdin fed from stdin (nil: /dev/null), stdout discarded, and the end of
-// stderr kept. After timeout, or when ctx is done, the whole group is
+// stdin fed from stdin (nil: /dev/null), stdout discarded, the end of
+// stderr kept, and extra open in it from descriptor 3 on. After timeout, or when ctx is done, the whole group is
 // killed, so a command that started children of its own cannot outlive
 // its bound; WaitDelay then stops waiting for descendants that escaped
 // the group but still hold stderr open.
@@ -53,15 +54,17 @@ func (r shellResult) detail() string {
 // while locked to it; so the goroutine that starts the shell stays locked
 // to its thread until the shell is reaped, and that thread outlives the
 // shell unless the process dies. The shell's own children do not get the
-// signal (it is not inherited); a recovering consumer kills them (Exec's
-// ReapCalls).
-func runShell(ctx context.Context, command string, env []string, stdin []byte, timeout time.Duration) shellResult {
+// signal (it is not inherited): they hold the calls lock passed in extra
+// (Exec), which keeps their msg_ids from being run again, and a recovering
+// consumer kills those it can see (Exec's ReapCalls).
+func runShell(ctx context.Context, command string, env []string, stdin []byte, timeout time.Duration, extra []*os.File) shellResult {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", command)
 	cmd.Env = env
+	cmd.ExtraFiles = extra
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)
 	}

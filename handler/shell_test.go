@@ -40,20 +40,20 @@ func TestTailText(t *testing.T) {
 
 func TestRunShell(t *testing.T) {
 	ctx := context.Background()
-	r := runShell(ctx, `cat; echo "one" >&2; printf 'two\n\n' >&2; exit 3`, os.Environ(), []byte("in"), 5*time.Second)
+	r := runShell(ctx, `cat; echo "one" >&2; printf 'two\n\n' >&2; exit 3`, os.Environ(), []byte("in"), 5*time.Second, nil)
 	if r.exitCode != 3 || r.timedOut || r.stderr != "one\ntwo" {
 		t.Errorf("exit 3: %+v", r)
 	}
-	r = runShell(ctx, "exit 0", os.Environ(), nil, 5*time.Second)
+	r = runShell(ctx, "exit 0", os.Environ(), nil, 5*time.Second, nil)
 	if r.err != nil || r.exitCode != 0 {
 		t.Errorf("exit 0: %+v", r)
 	}
 	// A command that ignores stdin must not fail on the write to it.
-	r = runShell(ctx, "exit 0", os.Environ(), make([]byte, 1<<20), 5*time.Second)
+	r = runShell(ctx, "exit 0", os.Environ(), make([]byte, 1<<20), 5*time.Second, nil)
 	if r.err != nil {
 		t.Errorf("unread stdin: %+v", r)
 	}
-	r = runShell(ctx, `head -c 100000 /dev/zero | tr '\0' x >&2; echo END >&2; exit 1`, os.Environ(), nil, 5*time.Second)
+	r = runShell(ctx, `head -c 100000 /dev/zero | tr '\0' x >&2; echo END >&2; exit 1`, os.Environ(), nil, 5*time.Second, nil)
 	if !strings.HasPrefix(r.stderr, "...x") || !strings.HasSuffix(r.stderr, "xxxEND") || len(r.stderr) > maxDetailText+3 {
 		t.Errorf("long stderr kept as %d bytes: %.20q...%q", len(r.stderr), r.stderr, r.stderr[max(0, len(r.stderr)-10):])
 	}
@@ -64,7 +64,7 @@ func TestRunShell(t *testing.T) {
 func TestRunShellTimeoutKillsGroup(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "child.pid")
 	start := time.Now()
-	r := runShell(context.Background(), "sleep 30 & echo $! > "+pidFile+"; wait", os.Environ(), nil, 300*time.Millisecond)
+	r := runShell(context.Background(), "sleep 30 & echo $! > "+pidFile+"; wait", os.Environ(), nil, 300*time.Millisecond, nil)
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("runShell took %v with a 300ms timeout", took)
 	}

@@ -8,6 +8,6 @@ package handler
 // names. A handler that sets a new variable lists it here (TestVarsListed).
 var Vars = []string{
 	"SPOOL_MSG_ID", "SPOOL_ORDER_NO", "SPOOL_SEQ", "SPOOL_AMOUNT", "SPOOL_FILE",
-	"SPOOL_QUEUE", consumerVar,
+	"SPOOL_QUEUE", consumerVar, callsLockVar,
 	"SPOOL_PATH", "SPOOL_ORIGINAL_FILE", "SPOOL_REASON", "SPOOL_DETAIL",
 }

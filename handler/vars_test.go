@@ -21,7 +21,7 @@ func TestVarsListed(t *testing.T) {
 		}
 	}
 	e, err := (&Exec{Queue: "/q"}).env(&spool.Delivery{File: "a.json", Consumer: "c",
-		Message: &spool.Message{MsgID: "m", OrderNo: "o", Seq: 1, Amount: "1", Raw: []byte(`{}`)}})
+		Message: &spool.Message{MsgID: "m", OrderNo: "o", Seq: 1, Amount: "1", Raw: []byte(`{}`)}}, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -55,6 +55,10 @@ type Session struct {
 	fd int // the session directory, flocked
 	// cold counts Reads that found the file's data outside the page cache.
 	cold atomic.Int64
+	// calls is the session's calls lock once taken (CallsLock), under
+	// callsMu.
+	callsMu sync.Mutex
+	calls   *os.File
 }
 
 // Join creates and locks this consumer's claim directory in processing/.
@@ -293,8 +297,10 @@ func (s *Session) Touch() error {
 }
 
 // Close removes the session's directory, which must be empty (every claim
-// finished), and releases its lock. A session with claims left in flight
-// keeps its directory: the next consumer recovers them.
+// finished), and releases its lock, and closes its calls lock (CallsLock),
+// removing it. A session with claims left in flight keeps its directory,
+// and its calls lock: the next consumer recovers them, and holds their
+// msg_ids while the processes of their calls hold the lock.
 func (s *Session) Close() error {
 	if s.fd < 0 {
 		return nil
@@ -304,13 +310,19 @@ func (s *Session) Close() error {
 	if err == nil {
 		err = unix.Unlinkat(proc, s.id, unix.AT_REMOVEDIR)
 	}
-	if err != nil && !errors.Is(err, unix.ENOENT) {
+	clean := err == nil || errors.Is(err, unix.ENOENT)
+	if !clean {
 		err = fmt.Errorf("close session %s: %w", s.id, err)
 	} else {
 		err = nil
 		if serr := unix.Fsync(proc); serr != nil {
 			err = fmt.Errorf("close session: sync processing: %w", serr)
 		}
+	}
+	// After the directory: a session killed in between leaves a lock
+	// that recovery removes as soon as it holds no reservation.
+	if cerr := s.closeCallsLock(clean); cerr != nil && err == nil {
+		err = fmt.Errorf("close session %s: %w", s.id, cerr)
 	}
 	if cerr := unix.Close(s.fd); cerr != nil && err == nil {
 		err = fmt.Errorf("close session %s: %w", s.id, cerr)
@@ -323,8 +335,8 @@ func (s *Session) Close() error {
 // session id: a live session's always is there; a dead one's until it is
 // recovered.
 func (d *Dir) HasSession(id string) (bool, error) {
-	if id == "" || strings.ContainsRune(id, '/') || strings.HasPrefix(id, ".") {
-		return false, fmt.Errorf("session %q: not a session name", id)
+	if err := checkSessionName(id); err != nil {
+		return false, err
 	}
 	var st unix.Stat_t
 	err := unix.Fstatat(d.fd(Processing), id, &st, unix.AT_SYMLINK_NOFOLLOW)

@@ -51,8 +51,10 @@ retry. Then consume exits 0, with nothing of its own in processing/. Exit 0
 does not say that inbox/ was emptied: a script that needs to know runs
 'spool lag DIR 0' (exit 0 when inbox/ is empty, 1 when not). Calls still
 running --shutdown-timeout after the signal (default 60s; 0: no bound) are
-cancelled: nothing is recorded of them, their attempts are not counted,
-their messages go back to inbox/, and consume exits 4; a stop still
+cancelled: nothing is recorded of them and their attempts are not
+counted, but they are held as after a kill (their claims left in
+processing/, their msg_ids reserved until the calls cannot be running, for
+the next run's recovery), and consume exits 4; a stop still
 blocked 10s after the timeout (a commit the ledger does not answer) exits
 4 without waiting more, the next run recovering. A second signal
 exits at once, 128 + the signal's number (130, 143): safe at any instant,
@@ -70,7 +72,9 @@ first so that no two calls for one msg_id run at once on any consumer:
   --exec CMD   /bin/sh -c CMD, the message on stdin, SPOOL_MSG_ID,
                SPOOL_ORDER_NO, SPOOL_SEQ, SPOOL_AMOUNT, SPOOL_FILE,
                SPOOL_QUEUE and SPOOL_CONSUMER (the consumer's session) in
-               the environment; it dies with its consumer. Exit 0: done. Exit 75
+               the environment, and the session's calls lock open on
+               descriptor 3 (SPOOL_CALLS_LOCK=3: keep it open, pass it on);
+               it dies with its consumer. Exit 0: done. Exit 75
                (EX_TEMPFAIL), a timeout (--exec-timeout) or a signal: retry.
                Any other exit: dead letter (reason handler), the end of its
                stderr as the detail.

@@ -25,8 +25,9 @@ const (
 	// exitFailure: the command could not do its work.
 	exitFailure = 3
 	// exitShutdownTimeout: consume stopped at a signal, but had to cancel
-	// calls still running at --shutdown-timeout (their messages are back
-	// in inbox/); distinct from exitFailure, because nothing failed.
+	// calls still running at --shutdown-timeout (held in processing/ for
+	// the next run, as after a kill); distinct from exitFailure, because
+	// nothing failed.
 	exitShutdownTimeout = 4
 )
 

@@ -245,9 +245,12 @@ func TestShutdownSecondSignal(t *testing.T) {
 
 // TestShutdownTimeout: with a server that never answers, the stop cancels
 // the calls at --shutdown-timeout and exits 4; nothing of them is
-// recorded, no attempt counted, every message is back in inbox/ (nothing
-// claimed, before or after the next run's recovery), and the next run
-// consumes them all.
+// recorded, no attempt counted. Their requests may still run at the
+// server, so their claims stay in processing/ and their msg_ids reserved,
+// as a kill leaves them, while every message never called is back in
+// inbox/. The next run recovers them, holds them for its --post-timeout
+// (nothing can prove an HTTP request over sooner), and consumes
+// everything.
 func TestShutdownTimeout(t *testing.T) {
 	t.Parallel()
 	n := 200
@@ -272,26 +275,40 @@ func TestShutdownTimeout(t *testing.T) {
 	if r.code != 4 {
 		t.Fatalf("a stop that cancelled calls: want exit 4\n%s", r)
 	}
-	if !strings.Contains(r.stderr, "shutdown timeout") || !strings.Contains(r.stderr, "signal=interrupt") {
-		t.Errorf("stderr does not say the signal and the shutdown timeout\n%s", r.stderr)
-	}
-	inDone, _, inInbox := requireOneStage(t, q, all)
-	if inDone != 0 || inInbox != n {
-		t.Errorf("done/ %d, inbox/ %d: want every valid message back in inbox/", inDone, inInbox)
-	}
-	for what, query := range map[string]string{
-		"processed rows": "SELECT COUNT(*) FROM %[1]s", "reservations": "SELECT COUNT(*) FROM %[3]s",
-		"attempts": "SELECT COUNT(*) FROM %[4]s",
-	} {
-		if got := l.count(t, query); got != 0 {
-			t.Errorf("%s: %d after the cancelled calls, want none", what, got)
+	for _, want := range []string{"shutdown timeout", "signal=interrupt", "calls cut short, held for recovery", "calls=8"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr does not say %q\n%s", want, r.stderr)
 		}
 	}
-	// The next run's recovery finds nothing; it consumes everything.
+	if got := countClaims(t, q); got != 8 {
+		t.Errorf("processing/ holds %d claims, want the 8 calls cut short", got)
+	}
+	if got := countNames(t, q, done); got != 0 {
+		t.Errorf("done/ holds %d, want nothing", got)
+	}
+	if got := countNames(t, q, inbox); got != n-8 {
+		t.Errorf("inbox/ holds %d, want every valid message but the 8 cut short (%d)", got, n-8)
+	}
+	for what, want := range map[string]struct {
+		query string
+		n     int
+	}{
+		"processed rows": {"SELECT COUNT(*) FROM %[1]s", 0}, "reservations": {"SELECT COUNT(*) FROM %[3]s", 8},
+		"attempts": {"SELECT COUNT(*) FROM %[4]s", 0},
+	} {
+		if got := l.count(t, want.query); got != want.n {
+			t.Errorf("%s: %d after the cancelled calls, want %d", what, got, want.n)
+		}
+	}
+	// The next run recovers the 8, holds them for its call bound, and
+	// consumes everything.
 	unhold()
-	r = mustRun(t, 0, "consume", q, "--post", srv.URL, "--concurrency", "8")
-	if st := parseStats(t, r); st.Recovered != 0 || st.Processed != n {
-		t.Errorf("next run: recovered %d, processed %d; want 0 and %d", st.Recovered, st.Processed, n)
+	r = mustRun(t, 0, "consume", q, "--post", srv.URL, "--concurrency", "8", "--post-timeout", "2s")
+	if st := parseStats(t, r); st.Recovered != 8 || st.Processed != n {
+		t.Errorf("next run: recovered %d, processed %d; want 8 and %d", st.Recovered, st.Processed, n)
+	}
+	if !strings.Contains(r.stderr, "holding the msg_ids whose calls a dead consumer may still be running") {
+		t.Errorf("the next run does not say it holds the msg_ids cut short\n%s", r.stderr)
 	}
 	checkCallsDone(t, q, l, all, n, nil)
 }
