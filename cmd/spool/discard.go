@@ -90,7 +90,7 @@ func runDiscard(ctx context.Context, e *env, args []string) (err error) {
 	// Under an approval policy, or with a filter or --rate, the discard
 	// is a task run in chunks (package task); otherwise it is one move,
 	// all or nothing, recorded as a task of one chunk (discard.RunTask).
-	if policy, err := readPolicy(dir); err != nil {
+	if policy, err := readPolicy(ctx, dir, *db, !*dryRun); err != nil {
 		return err
 	} else if policy.Set || tf.any() {
 		return discardTask(ctx, e, tf, cf, policy, taskRun{dir: dir, db: *db, by: *by, dryRun: *dryRun,

@@ -152,7 +152,10 @@ func newConsole(ctx context.Context, dir string, d *queue.Dir, l *ledger.DB, tok
 	if err != nil {
 		return nil, err
 	}
-	policy, err := readPolicy(dir)
+	// The ledger's policy, adopting spool.conf's section the first time;
+	// the service reads the ledger's again at each request, so that spool
+	// policy set applies to a serve that runs on.
+	policy, err := ledgerPolicy(ctx, dir, l)
 	if err != nil {
 		return nil, err
 	}

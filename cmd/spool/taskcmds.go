@@ -150,11 +150,15 @@ func taskService(ctx context.Context, dir, db string) (*task.Service, func(*erro
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := readPolicy(dir)
+	s, done, err := newService(ctx, dir, db, c, task.NoPolicy)
 	if err != nil {
 		return nil, nil, err
 	}
-	return newService(ctx, dir, db, c, p)
+	if s.Policy, err = ledgerPolicy(ctx, dir, s.Ledger); err != nil {
+		done(&err)
+		return nil, nil, err
+	}
+	return s, done, nil
 }
 
 func runApprove(ctx context.Context, e *env, args []string) (err error) {
@@ -167,7 +171,12 @@ func runApprove(ctx context.Context, e *env, args []string) (err error) {
 		return err
 	}
 	defer done(&err)
-	who := task.CLI(osUser())
+	// An approval is four eyes whatever the policy: the approver must be
+	// someone the OS names.
+	who, err := cliIdentity(ctx, s, "approve", "", true)
+	if err != nil {
+		return err
+	}
 	t, err := s.Approve(ctx, who, id)
 	if err != nil {
 		return err
@@ -186,7 +195,11 @@ func runCancel(ctx context.Context, e *env, args []string) (err error) {
 		return err
 	}
 	defer done(&err)
-	t, err := s.Cancel(ctx, task.CLI(osUser()), id)
+	who, err := cliIdentity(ctx, s, "cancel", "", s.Policy.Set)
+	if err != nil {
+		return err
+	}
+	t, err := s.Cancel(ctx, who, id)
 	if err != nil {
 		return err
 	}
@@ -204,8 +217,12 @@ func runResume(ctx context.Context, e *env, args []string) (err error) {
 		return err
 	}
 	defer done(&err)
+	who, err := cliIdentity(ctx, s, "run", "", s.Policy.Set)
+	if err != nil {
+		return err
+	}
 	if _, err := s.Get(ctx, id); err != nil {
 		return err
 	}
-	return runTask(ctx, e, s, task.CLI(osUser()), id, dir)
+	return runTask(ctx, e, s, who, id, dir)
 }
