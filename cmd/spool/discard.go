@@ -48,8 +48,8 @@ audit row (action discard), written before the batch and closed after.
 --dry-run prints what would be discarded and changes nothing, in the queue
 or in the ledger.
 
-The filters and --rate of spool replay, and the approval policy of
-spool.conf ("discard_over": N), make the discard a task run in chunks,
+The filters and --rate of spool replay, and an approval policy
+(discard_over=N: spool policy), make the discard a task run in chunks,
 as they do a replay (spool replay --help, spool tasks); without them it
 is a task of one move, listed by spool tasks, all or nothing.
 

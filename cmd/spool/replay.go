@@ -45,8 +45,8 @@ Filters narrow the selection (alone, they select among all dead letters):
 --since T and --until T on the time of dead-lettering (RFC 3339, or a
 duration ago such as 24h), --detail-match REGEX on the recorded detail,
 --msg-id ID, --order-no K. With a filter or --rate N (files a second),
-or under the approval policy of spool.conf ("approval": {"replay_over":
-N}), the replay is a task run in chunks (spool tasks): recorded with the exact
+or under an approval policy (replay_over=N: spool policy), the replay
+is a task run in chunks (spool tasks): recorded with the exact
 files it selected, run in chunks a kill -9 cannot split (spool resume
 goes on), cancelled by spool cancel without losing a file. Over the
 policy's N it moves nothing: it prints the task's id and count, and

@@ -20,7 +20,7 @@ var tasksCommand = &command{
 	summary: "the replay and discard tasks: state, who asked and approved, progress",
 	help: `
 Lists the durable replay and discard tasks of the queue, newest first: a
-replay or discard under the approval policy of spool.conf, or with --rate
+replay or discard under an approval policy (spool policy), or with --rate
 or a filter (--since, --until, --detail-match, --msg-id, --order-no), is
 recorded as a task with the exact file set it selected, and runs in
 chunks that a kill -9 cannot split (docs/DESIGN.md, "Tasks").
@@ -38,15 +38,19 @@ var approveCommand = &command{
 	args:    "DIR ID [--db PATH]",
 	summary: "approve another operator's waiting task, and run it",
 	help: `
-Approves task ID, which waits for a second operator under the approval
-policy of spool.conf ("approval": {"replay_over": N, "discard_over": N}),
-and runs it here, printing each file as it moves.
+Approves task ID, which waits for a second person under the approval
+policy (spool policy), and runs it here, printing each file as it moves.
+The approver is the OS user: the passwd name of the real uid (under
+sudo, the user who ran sudo), never $USER; a uid without a passwd name
+is refused (exit 2, audited).
 
 Refused (exit 1, one line, nothing changed, an audit row with the
-reason) when the OS user asked for the task themselves, when the task is
-not waiting, or when a file of its set changed since the request (gone
-from error/, replaced, its body edited): those are named, and nothing is
-moved blindly; ask again to see the queue as it is now.`,
+reason) when the approver asked for the task themselves, in any realm
+(a console token of the same name in any case, or whose line says
+os=USER, is the same person), when the task is not waiting, or when a
+file of its set changed since the request (gone from error/, replaced,
+its body edited): those are named, and nothing is moved blindly; ask
+again to see the queue as it is now.`,
 }
 
 var cancelCommand = &command{
