@@ -190,8 +190,17 @@ func TestFourEyesSudo(t *testing.T) {
 		t.Fatalf("%s approves, as themselves, what they asked through sudo: want exit 1\n%s", as.name, r)
 	}
 	if realSudo, err := exec.LookPath("sudo"); err == nil {
+		// Checked by visudo before it goes in: a drop-in sudo cannot parse
+		// would stop sudo for everyone on the machine.
+		rule := filepath.Join(t.TempDir(), "rule")
+		if err := os.WriteFile(rule, []byte(as.name+" ALL=(root) NOPASSWD: "+as.bin+"\n"), 0o440); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command("visudo", "-cf", rule).CombinedOutput(); err != nil {
+			t.Fatalf("visudo -cf %s: %v: %s", rule, err, out)
+		}
 		sudoers := filepath.Join("/etc/sudoers.d", fmt.Sprintf("spool-e2e-%d", os.Getpid()))
-		if err := os.WriteFile(sudoers, []byte(as.name+" ALL=(root) NOPASSWD: "+as.bin+"\n"), 0o440); err != nil {
+		if err := copyFile(rule, sudoers, 0o440); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { os.Remove(sudoers) })
