@@ -3,26 +3,22 @@ package console
 import (
 	"crypto/subtle"
 	"fmt"
-	"os"
 
 	"github.com/spoolq/spool/task"
 )
 
-// LoadTokens reads the token file at path (task.ParseTokens: lines "NAME
-// ROLE SHA256-OF-TOKEN", # comments). A file that cannot be read, that
-// has a malformed line, or that holds no identity is an error naming it.
+// LoadTokens reads the token file at path (task.ReadTokenFile: lines
+// "NAME ROLE SHA256-OF-TOKEN [os=USER]", # comments; a regular file that
+// only its owner may change and not every user may read). A file that
+// cannot be read, is not safe, has a malformed line, or holds no identity
+// is an error naming it.
 func LoadTokens(path string) (task.Tokens, error) {
-	f, err := os.Open(path)
+	ts, err := task.ReadTokenFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("token file: %w", err)
-	}
-	defer f.Close() // read only
-	ts, err := task.ParseTokens(f)
-	if err != nil {
-		return nil, fmt.Errorf("token file %s: %w", path, err)
+		return nil, err
 	}
 	if len(ts) == 0 {
-		return nil, fmt.Errorf("token file %s: no identity (want lines NAME ROLE SHA256-OF-TOKEN)", path)
+		return nil, fmt.Errorf("token file %s: no identity (want lines NAME ROLE SHA256-OF-TOKEN [os=USER])", path)
 	}
 	return ts, nil
 }

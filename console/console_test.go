@@ -164,8 +164,8 @@ func TestLoginCookieCSRF(t *testing.T) {
 			for _, r := range rows {
 				got = append(got, fmt.Sprintf("%s/%s %s %s %s", r.Actor, r.Role, r.Via, r.Action, r.Outcome))
 			}
-			want := []string{"-/ http login refused", "olga/operator http login ok",
-				"olga/operator http cancel refused", "olga/operator http cancel refused"}
+			want := []string{"-/ http login refused", "token:olga/operator http login ok",
+				"token:olga/operator http cancel refused", "token:olga/operator http cancel refused"}
 			if len(got) < len(want) || strings.Join(got[:len(want)], "\n") != strings.Join(want, "\n") {
 				t.Errorf("audit rows:\n%s\nwant first:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 			}

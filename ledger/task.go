@@ -68,7 +68,11 @@ type TaskRecord struct {
 	// By, Role and Via are who asked, with which role ("" on the command
 	// line) and how (AuditCLI, AuditHTTP); Note is why.
 	By, Role, Via, Note string
-	Created             time.Time
+	// ByOS is the OS user the requester is, when known (package task:
+	// the OS user on the command line, a token line's os= over HTTP), by
+	// which an approval by the same person in another realm is refused.
+	ByOS    string
+	Created time.Time
 	// ApprovedBy and Approved are who approved it and when; empty and zero
 	// for a task that needed no approval or has not had it.
 	ApprovedBy string
@@ -157,9 +161,9 @@ func (db *DB) insertTask(ctx context.Context, tx *sql.Tx, t TaskRecord, files []
 		approvedAt = formatTime(t.Approved)
 	}
 	if err := tx.QueryRowContext(ctx, db.dialect.Rebind(`INSERT INTO spool_tasks
-    (kind, state, request, files, next_idx, skipped, digest, by_user, by_role, via, note, created_at, approved_by, approved_at, ended_by, detail, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', '', ?) RETURNING id`),
-		t.Kind, t.State, clean(t.Request), t.Files, t.Next, t.Skipped, t.Digest, clean(t.By), clean(t.Role), clean(t.Via),
+    (kind, state, request, files, next_idx, skipped, digest, by_user, by_os, by_role, via, note, created_at, approved_by, approved_at, ended_by, detail, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', '', ?) RETURNING id`),
+		t.Kind, t.State, clean(t.Request), t.Files, t.Next, t.Skipped, t.Digest, clean(t.By), clean(t.ByOS), clean(t.Role), clean(t.Via),
 		clean(t.Note), now, clean(t.ApprovedBy), approvedAt, now).Scan(&id); err != nil {
 		return 0, fmt.Errorf("insert task: %w", err)
 	}
@@ -178,7 +182,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', '', ?) RETURNING id`),
 	return id, nil
 }
 
-const taskColumns = `id, kind, state, request, files, skipped, digest, by_user, by_role, via, note, created_at,
+const taskColumns = `id, kind, state, request, files, skipped, digest, by_user, by_os, by_role, via, note, created_at,
 approved_by, approved_at, ended_by, ended_at, next_idx, done, missing, changed, detail, updated_at`
 
 // Task returns task id, or an error wrapping ErrTaskNotFound.
@@ -245,7 +249,7 @@ func (db *DB) tasks(ctx context.Context, op, where string, args ...any) ([]TaskR
 			files, skipped            int64
 			next, done, miss, changed int64
 		)
-		if err := rows.Scan(&t.ID, &t.Kind, &t.State, &t.Request, &files, &skipped, &t.Digest, &t.By, &t.Role, &t.Via, &t.Note,
+		if err := rows.Scan(&t.ID, &t.Kind, &t.State, &t.Request, &files, &skipped, &t.Digest, &t.By, &t.ByOS, &t.Role, &t.Via, &t.Note,
 			&created, &t.ApprovedBy, &approved, &t.EndedBy, &ended, &next, &done, &miss, &changed, &t.Detail, &updated); err != nil {
 			return nil, db.fail(op, err)
 		}

@@ -13,8 +13,9 @@ import (
 
 // Approve approves waiting task id as who, so that Run may run it. It is
 // refused, audited (action "approve") and nothing changed, when who's
-// role is below RoleApprover (ErrForbidden), who asked for the task
-// (ErrOwnRequest, whatever the role), the task is not waiting (ErrState)
+// role is below RoleApprover (ErrForbidden), who is the person who asked
+// for the task in any realm (SamePerson: ErrOwnRequest, whatever the
+// role), the task is not waiting (ErrState)
 // or unknown (ErrNotFound), or a file of its set changed since the
 // request (a *StaleError naming each): the set is checked against error/
 // under the replay lock, each file by name, inode and body hash.
@@ -34,7 +35,7 @@ func (s *Service) Approve(ctx context.Context, who Identity, id int64) (Task, er
 	switch {
 	case t.State != StateWaiting:
 		return t, s.refuse(ctx, who, action, id, sel, fmt.Errorf("task %d is %s, not waiting for approval: %w", id, t.State, ErrState))
-	case who.Name == t.By:
+	case ownRequest(who, t):
 		return t, s.refuse(ctx, who, action, id, sel, fmt.Errorf("task %d was asked by %s: %w", id, t.By, ErrOwnRequest))
 	}
 	changed, err := s.changed(ctx, id, 0, t.Files, true)

@@ -11,9 +11,10 @@
 // its count and digest, who asked (an Identity) and why. Service.Preview
 // is the same resolution as a dry run: the count, nothing recorded.
 //
-// A task that selects more files than the Policy allows for its kind
-// waits (StateWaiting) for Service.Approve by someone else, with the role
-// RoleApprover: the requester's own approval is refused (ErrOwnRequest),
+// A task that selects more files than the queue's policy allows for its
+// kind waits (StateWaiting) for Service.Approve by another person, with
+// the role RoleApprover: the requester's own approval, in any realm, is
+// refused (ErrOwnRequest, SamePerson),
 // so is a lower role (ErrForbidden) and a set that changed since the
 // request (a *StaleError naming each file replayed, discarded or fixed
 // meanwhile: an approval approves what was seen, and nothing is moved
@@ -38,9 +39,16 @@
 // Roles are RoleViewer < RoleOperator < RoleApprover: a viewer reads, an
 // operator also asks and cancels, an approver also approves (another's
 // request). On the command line the identity is the OS user with
-// RoleApprover (the OS's permissions on the queue are the gate there);
-// over HTTP it is a token's name and role, from a token file read by
-// ParseTokens (lines NAME ROLE SHA256-OF-TOKEN, # comments).
+// RoleApprover (OSUser, "os:alice"; the OS's permissions on the queue are
+// the gate there); over HTTP it is a token's name and role ("token:olga"),
+// from a token file read by ReadTokenFile (lines NAME ROLE
+// SHA256-OF-TOKEN [os=USER], # comments). identity.go says when two
+// identities are one person.
+//
+// The policy is the ledger's (policystore.go): Service.QueuePolicy
+// adopts the configuration's approval section once and then refuses one
+// that differs, Service.SetPolicy changes it, audited, and a Service
+// judges each request by the ledger's policy as it is then.
 //
 // The caller holds no lock: the Service takes the queue's replay lock
 // (queue.Dir.LockReplays) for each resolution and each chunk, so tasks,

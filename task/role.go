@@ -1,15 +1,8 @@
 package task
 
 import (
-	"bufio"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"strings"
 
 	"github.com/spoolq/spool/ledger"
 )
@@ -56,8 +49,16 @@ func (r Role) MarshalJSON() ([]byte, error) { return json.Marshal(r.String()) }
 
 // Identity is who acts: a name, a role and how it asked.
 type Identity struct {
-	// Name is the OS user on the command line, a token's name over HTTP.
+	// Name is who acts as the audit records it, with its realm
+	// (identity.go): "os:alice" for the OS user alice on the command line
+	// (OSUser), "token:olga" for a token's name over HTTP
+	// (Tokens.Identify); a name without a realm is one given on the
+	// command line by --by where no policy asks who, as given (CLI).
 	Name string
+	// OS is the OS user this identity is, when known: the OS user's own
+	// name on the command line, the os= of a token's line. Four eyes
+	// compares persons by it as well as by name (SamePerson).
+	OS string
 	// Role is what it may do.
 	Role Role
 	// Via is ledger.AuditCLI or ledger.AuditHTTP. On the command line no
@@ -65,9 +66,10 @@ type Identity struct {
 	Via string
 }
 
-// CLI is the identity of the OS user name on the command line: the role
-// RoleApprover, since whoever may write the queue and its ledger may move
-// its files; a request still needs someone else's approval.
+// CLI is the identity of name on the command line, recorded as given
+// (OSUser is the OS user's): the role RoleApprover, since whoever may
+// write the queue and its ledger may move its files; a request still
+// needs someone else's approval.
 func CLI(name string) Identity {
 	return Identity{Name: name, Role: RoleApprover, Via: ledger.AuditCLI}
 }
@@ -78,88 +80,4 @@ func (id Identity) auditRole() string {
 		return ""
 	}
 	return id.Role.String()
-}
-
-// Token is one line of a token file: a name, its role and the hex
-// SHA-256 of its secret token.
-type Token struct {
-	Name string
-	Role Role
-	Hash [sha256.Size]byte
-}
-
-// Tokens are the identities of a token file, looked up by token.
-type Tokens []Token
-
-// ParseTokens reads a token file: one identity a line, "NAME ROLE
-// SHA256-OF-TOKEN" separated by blanks (the hash as 64 hex digits, of the
-// token's bytes, as sha256sum prints it); a # at the start of a line or
-// after a blank begins a comment to the end of the line, and blank lines
-// are ignored. A line of another shape, an unknown role, a name
-// or a hash given twice is an error naming its line, and no token is
-// returned: a file half understood would let someone in, or keep them out,
-// unnoticed.
-func ParseTokens(r io.Reader) (Tokens, error) {
-	var out Tokens
-	names, hashes := map[string]int{}, map[[sha256.Size]byte]int{}
-	sc := bufio.NewScanner(r)
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
-		if i := strings.Index(line, "#"); i >= 0 && (i == 0 || line[i-1] == ' ' || line[i-1] == '\t') {
-			line = line[:i]
-		}
-		line = strings.TrimSpace(line)
-		if line == "" {
-			continue
-		}
-		f := strings.Fields(line)
-		if len(f) != 3 {
-			return nil, fmt.Errorf("line %d: want NAME ROLE SHA256-OF-TOKEN, got %d fields", n, len(f))
-		}
-		role, err := ParseRole(f[1])
-		if err != nil {
-			return nil, fmt.Errorf("line %d: %w", n, err)
-		}
-		raw, err := hex.DecodeString(strings.ToLower(f[2]))
-		if err != nil || len(raw) != sha256.Size {
-			return nil, fmt.Errorf("line %d: %q is not a SHA-256 in hex (64 digits): put the token's hash, as sha256sum prints it, not the token", n, f[2])
-		}
-		t := Token{Name: f[0], Role: role}
-		copy(t.Hash[:], raw)
-		if prev, ok := names[t.Name]; ok {
-			return nil, fmt.Errorf("line %d: name %q already on line %d", n, t.Name, prev)
-		}
-		if prev, ok := hashes[t.Hash]; ok {
-			return nil, fmt.Errorf("line %d: the same token hash as line %d", n, prev)
-		}
-		names[t.Name], hashes[t.Hash] = n, n
-		out = append(out, t)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read tokens: %w", err)
-	}
-	return out, nil
-}
-
-// ErrUnknownToken is returned by Tokens.Identify for a token no line has.
-var ErrUnknownToken = errors.New("unknown token")
-
-// Identify returns the identity (Via ledger.AuditHTTP) whose hash is the
-// SHA-256 of token, comparing every line in constant time; an empty token
-// or one no line has fails with ErrUnknownToken.
-func (ts Tokens) Identify(token string) (Identity, error) {
-	if token == "" {
-		return Identity{}, ErrUnknownToken
-	}
-	sum := sha256.Sum256([]byte(token))
-	found := -1
-	for i, t := range ts {
-		if subtle.ConstantTimeCompare(sum[:], t.Hash[:]) == 1 {
-			found = i
-		}
-	}
-	if found < 0 {
-		return Identity{}, ErrUnknownToken
-	}
-	return Identity{Name: ts[found].Name, Role: ts[found].Role, Via: ledger.AuditHTTP}, nil
 }

@@ -79,8 +79,11 @@ type Task struct {
 	Files   int    `json:"files"`
 	Digest  string `json:"digest"`
 	Skipped int    `json:"skipped"`
-	// By, Role and Via are who asked (Role "" on the command line).
+	// By, Role and Via are who asked (Role "" on the command line); By
+	// names its realm (os:alice, token:olga), ByOS is the OS user the
+	// requester is, when known (SamePerson).
 	By      string    `json:"by"`
+	ByOS    string    `json:"by_os,omitempty"`
 	Role    string    `json:"role,omitempty"`
 	Via     string    `json:"via"`
 	Created time.Time `json:"created"`
@@ -107,7 +110,7 @@ func (t Task) NeedsApproval() bool { return t.State == StateWaiting || t.Approve
 // fromRecord is the Task of a ledger record.
 func fromRecord(r ledger.TaskRecord) (Task, error) {
 	t := Task{ID: r.ID, Kind: Kind(r.Kind), State: r.State, Files: r.Files, Digest: r.Digest, Skipped: r.Skipped,
-		By: r.By, Role: r.Role, Via: r.Via, Created: r.Created, ApprovedBy: r.ApprovedBy, Approved: r.Approved,
+		By: r.By, ByOS: r.ByOS, Role: r.Role, Via: r.Via, Created: r.Created, ApprovedBy: r.ApprovedBy, Approved: r.Approved,
 		EndedBy: r.EndedBy, Ended: r.Ended, Next: r.Next, Done: r.Done, Missing: r.Missing, Changed: r.Changed,
 		Detail: r.Detail, Updated: r.Updated}
 	if err := json.Unmarshal([]byte(r.Request), &t.Request); err != nil {
@@ -126,7 +129,10 @@ type Service struct {
 	// Contract is the queue's contract, with which a file's msg_id and
 	// ordering key are read.
 	Contract spool.Contract
-	// Policy is the queue's approval policy (NoPolicy for none).
+	// Policy is the approval policy while the ledger holds none
+	// (NoPolicy for none). Once it holds one (QueuePolicy, SetPolicy),
+	// the ledger's is read at each request instead, so that a change
+	// applies to a Service that runs for months.
 	Policy Policy
 	// Host and PID are the process, for the audit rows
 	// (ledger.AuditEntry).
@@ -152,6 +158,8 @@ type Preview struct {
 	// NeedsApproval reports that the policy makes a task of this set wait
 	// for an approval.
 	NeedsApproval bool `json:"needs_approval"`
+	// policy is the policy NeedsApproval was judged by.
+	policy Policy
 }
 
 // Preview resolves req against error/ and the ledger as Create would, and
@@ -195,7 +203,10 @@ func (s *Service) resolve(ctx context.Context, req Request) (_ Preview, err erro
 	}
 	p.Count = len(p.Files)
 	p.Digest = digest(req.Kind, p.Files)
-	p.NeedsApproval = s.Policy.Needs(req.Kind, p.Count)
+	if p.policy, err = s.policy(ctx); err != nil {
+		return Preview{}, err
+	}
+	p.NeedsApproval = p.policy.Needs(req.Kind, p.Count)
 	return p, nil
 }
 
@@ -237,11 +248,11 @@ func (s *Service) Create(ctx context.Context, who Identity, req Request) (Task, 
 	}
 	now := time.Now()
 	rec := ledger.TaskRecord{Kind: string(req.Kind), State: StateApproved, Request: string(text), Files: p.Count,
-		Digest: p.Digest, Skipped: p.Skipped, By: who.Name, Role: who.auditRole(), Via: who.Via, Note: req.Note, Created: now}
+		Digest: p.Digest, Skipped: p.Skipped, By: who.Name, ByOS: who.OS, Role: who.auditRole(), Via: who.Via, Note: req.Note, Created: now}
 	detail := "approved: no approval needed"
 	if p.NeedsApproval {
 		rec.State = StateWaiting
-		detail = fmt.Sprintf("waits for approval: %d files, over %s_over %d", p.Count, req.Kind, s.Policy.over(req.Kind))
+		detail = fmt.Sprintf("waits for approval: %d files, over %s_over %d", p.Count, req.Kind, p.policy.over(req.Kind))
 	}
 	id, err := s.Ledger.CreateTask(ctx, rec, p.Files)
 	if err != nil {

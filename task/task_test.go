@@ -228,7 +228,7 @@ func TestParseTokens(t *testing.T) {
 	if err != nil || len(ts) != 2 || ts[1].Name != "bob" || ts[1].Role != task.RoleApprover {
 		t.Fatalf("%+v, %v", ts, err)
 	}
-	if id, err := ts.Identify("s3cret"); err != nil || id.Name != "bob" || id.Role != task.RoleApprover || id.Via != ledger.AuditHTTP {
+	if id, err := ts.Identify("s3cret"); err != nil || id.Name != "token:bob" || id.Role != task.RoleApprover || id.Via != ledger.AuditHTTP {
 		t.Fatalf("identify: %+v, %v", id, err)
 	}
 	if _, err := ts.Identify("nope"); !errors.Is(err, task.ErrUnknownToken) {

@@ -48,8 +48,8 @@ audit row (action discard), written before the batch and closed after.
 --dry-run prints what would be discarded and changes nothing, in the queue
 or in the ledger.
 
-The filters and --rate of spool replay, and the approval policy of
-spool.conf ("discard_over": N), make the discard a task run in chunks,
+The filters and --rate of spool replay, and an approval policy
+(discard_over=N: spool policy), make the discard a task run in chunks,
 as they do a replay (spool replay --help, spool tasks); without them it
 is a task of one move, listed by spool tasks, all or nothing.
 
@@ -90,7 +90,7 @@ func runDiscard(ctx context.Context, e *env, args []string) (err error) {
 	// Under an approval policy, or with a filter or --rate, the discard
 	// is a task run in chunks (package task); otherwise it is one move,
 	// all or nothing, recorded as a task of one chunk (discard.RunTask).
-	if policy, err := readPolicy(dir); err != nil {
+	if policy, err := readPolicy(ctx, dir, *db, !*dryRun); err != nil {
 		return err
 	} else if policy.Set || tf.any() {
 		return discardTask(ctx, e, tf, cf, policy, taskRun{dir: dir, db: *db, by: *by, dryRun: *dryRun,

@@ -32,7 +32,7 @@ func TestApprovalConfig(t *testing.T) {
 		dir := t.TempDir()
 		path := filepath.Join(dir, configName)
 		write(t, path, c.conf)
-		p, err := readPolicy(dir)
+		p, _, err := confPolicy(dir)
 		_, cerr := addContractFlags(flag.NewFlagSet("t", flag.ContinueOnError)).contract(dir)
 		if c.sub == "" {
 			if err != nil || cerr != nil || p != c.want {

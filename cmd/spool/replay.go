@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"os/user"
-	"strconv"
 
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/queue"
@@ -48,8 +45,8 @@ Filters narrow the selection (alone, they select among all dead letters):
 --since T and --until T on the time of dead-lettering (RFC 3339, or a
 duration ago such as 24h), --detail-match REGEX on the recorded detail,
 --msg-id ID, --order-no K. With a filter or --rate N (files a second),
-or under the approval policy of spool.conf ("approval": {"replay_over":
-N}), the replay is a task run in chunks (spool tasks): recorded with the exact
+or under an approval policy (replay_over=N: spool policy), the replay
+is a task run in chunks (spool tasks): recorded with the exact
 files it selected, run in chunks a kill -9 cannot split (spool resume
 goes on), cancelled by spool cancel without losing a file. Over the
 policy's N it moves nothing: it prints the task's id and count, and
@@ -95,7 +92,7 @@ func runReplay(ctx context.Context, e *env, args []string) (err error) {
 	// Under an approval policy, or with a filter or --rate, the replay is
 	// a task run in chunks (package task); otherwise it is one move, all
 	// or nothing, recorded as a task of one chunk (replay.ExecuteTask).
-	if policy, err := readPolicy(dir); err != nil {
+	if policy, err := readPolicy(ctx, dir, *db, !*dryRun); err != nil {
 		return err
 	} else if policy.Set || tf.any() {
 		tsel, err := tf.selection(e, names, *reason, *all)
@@ -277,15 +274,3 @@ func startReports(e *env) queueopen.Options {
 
 // cell is a name fit for the terminal (report.Terminal).
 func cell(s string) string { return report.Terminal(s) }
-
-// osUser names the user running spool: the OS account, else $USER, else
-// the numeric uid.
-func osUser() string {
-	if u, err := user.Current(); err == nil && u.Username != "" {
-		return u.Username
-	}
-	if u := os.Getenv("USER"); u != "" {
-		return u
-	}
-	return "uid:" + strconv.Itoa(os.Getuid())
-}

@@ -52,15 +52,20 @@ The address is logged once bound: a record "listening" with addr=HOST:PORT
 (port 0 picks a free port).
 
 --auth FILE also serves the JSON API under /api/v1 and the web console at
-/ to the identities of FILE, one a line: NAME ROLE SHA256-OF-TOKEN (# starts
-a comment; the hash is printf %s TOKEN | sha256sum). Roles: viewer reads
+/ to the identities of FILE, one a line: NAME ROLE SHA256-OF-TOKEN [os=USER]
+(# starts a comment; the hash is printf %s TOKEN | sha256sum; os= names
+the OS user the token's holder is, for four eyes; spool token add writes
+a line and prints its token). FILE must be a regular file that only its
+owner may change and not every user may read (chmod 600). Roles: viewer reads
 (overview, dead-letters, dead-letters/groups, messages/ID, tasks, audit);
 operator also asks replays and discards (POST replays, POST discards) and
 cancels tasks; approver also approves others' requests. A request carries
 "Authorization: Bearer TOKEN" (none is 401, a role too low 403), or the
 console's session cookie from POST /login and its CSRF token. Every action
-and refusal is a row of spool audit, via http, with the token's name. The
-ledger is then opened for writing. docs/OPERATIONS.md, "The console".
+and refusal is a row of spool audit, via http, with the token's name
+(token:NAME). Requests are judged by the ledger's approval policy as it
+is at each one (spool policy). The ledger is then opened for writing.
+docs/OPERATIONS.md, "The console".
 
 --tls-cert FILE --tls-key FILE serve everything over HTTPS instead (PEM
 files, read again at the next handshake after they change, so a renewal
@@ -74,7 +79,7 @@ func runServe(ctx context.Context, e *env, args []string) (err error) {
 	lf := addLogFlags(flags)
 	hf := addListenFlags(flags, "; required")
 	db := addDBFlag(flags)
-	authFile := flags.String("auth", "", "serve the API under /api/v1 and the console at / to the identities of the token `FILE` (lines NAME ROLE SHA256-OF-TOKEN)")
+	authFile := flags.String("auth", "", "serve the API under /api/v1 and the console at / to the identities of the token `FILE` (lines NAME ROLE SHA256-OF-TOKEN [os=USER], mode 0600)")
 	pos, err := e.parse(flags, args)
 	if err != nil {
 		return err
@@ -152,7 +157,10 @@ func newConsole(ctx context.Context, dir string, d *queue.Dir, l *ledger.DB, tok
 	if err != nil {
 		return nil, err
 	}
-	policy, err := readPolicy(dir)
+	// The ledger's policy, adopting spool.conf's section the first time;
+	// the service reads the ledger's again at each request, so that spool
+	// policy set applies to a serve that runs on.
+	policy, err := ledgerPolicy(ctx, dir, l)
 	if err != nil {
 		return nil, err
 	}

@@ -20,7 +20,7 @@ var tasksCommand = &command{
 	summary: "the replay and discard tasks: state, who asked and approved, progress",
 	help: `
 Lists the durable replay and discard tasks of the queue, newest first: a
-replay or discard under the approval policy of spool.conf, or with --rate
+replay or discard under an approval policy (spool policy), or with --rate
 or a filter (--since, --until, --detail-match, --msg-id, --order-no), is
 recorded as a task with the exact file set it selected, and runs in
 chunks that a kill -9 cannot split (docs/DESIGN.md, "Tasks").
@@ -38,15 +38,19 @@ var approveCommand = &command{
 	args:    "DIR ID [--db PATH]",
 	summary: "approve another operator's waiting task, and run it",
 	help: `
-Approves task ID, which waits for a second operator under the approval
-policy of spool.conf ("approval": {"replay_over": N, "discard_over": N}),
-and runs it here, printing each file as it moves.
+Approves task ID, which waits for a second person under the approval
+policy (spool policy), and runs it here, printing each file as it moves.
+The approver is the OS user: the passwd name of the real uid (under
+sudo, the user who ran sudo), never $USER; a uid without a passwd name
+is refused (exit 2, audited).
 
 Refused (exit 1, one line, nothing changed, an audit row with the
-reason) when the OS user asked for the task themselves, when the task is
-not waiting, or when a file of its set changed since the request (gone
-from error/, replaced, its body edited): those are named, and nothing is
-moved blindly; ask again to see the queue as it is now.`,
+reason) when the approver asked for the task themselves, in any realm
+(a console token of the same name in any case, or whose line says
+os=USER, is the same person), when the task is not waiting, or when a
+file of its set changed since the request (gone from error/, replaced,
+its body edited): those are named, and nothing is moved blindly; ask
+again to see the queue as it is now.`,
 }
 
 var cancelCommand = &command{
@@ -150,11 +154,15 @@ func taskService(ctx context.Context, dir, db string) (*task.Service, func(*erro
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := readPolicy(dir)
+	s, done, err := newService(ctx, dir, db, c, task.NoPolicy)
 	if err != nil {
 		return nil, nil, err
 	}
-	return newService(ctx, dir, db, c, p)
+	if s.Policy, err = ledgerPolicy(ctx, dir, s.Ledger); err != nil {
+		done(&err)
+		return nil, nil, err
+	}
+	return s, done, nil
 }
 
 func runApprove(ctx context.Context, e *env, args []string) (err error) {
@@ -167,7 +175,12 @@ func runApprove(ctx context.Context, e *env, args []string) (err error) {
 		return err
 	}
 	defer done(&err)
-	who := task.CLI(osUser())
+	// An approval is four eyes whatever the policy: the approver must be
+	// someone the OS names.
+	who, err := cliIdentity(ctx, s, "approve", "", true)
+	if err != nil {
+		return err
+	}
 	t, err := s.Approve(ctx, who, id)
 	if err != nil {
 		return err
@@ -186,7 +199,11 @@ func runCancel(ctx context.Context, e *env, args []string) (err error) {
 		return err
 	}
 	defer done(&err)
-	t, err := s.Cancel(ctx, task.CLI(osUser()), id)
+	who, err := cliIdentity(ctx, s, "cancel", "", s.Policy.Set)
+	if err != nil {
+		return err
+	}
+	t, err := s.Cancel(ctx, who, id)
 	if err != nil {
 		return err
 	}
@@ -204,8 +221,12 @@ func runResume(ctx context.Context, e *env, args []string) (err error) {
 		return err
 	}
 	defer done(&err)
+	who, err := cliIdentity(ctx, s, "run", "", s.Policy.Set)
+	if err != nil {
+		return err
+	}
 	if _, err := s.Get(ctx, id); err != nil {
 		return err
 	}
-	return runTask(ctx, e, s, task.CLI(osUser()), id, dir)
+	return runTask(ctx, e, s, who, id, dir)
 }

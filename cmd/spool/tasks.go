@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spoolq/spool"
@@ -75,34 +73,6 @@ func (tf *taskFlags) selection(e *env, names []string, reason string, all bool) 
 	return s, nil
 }
 
-// readPolicy is the approval policy of the queue at dir (spool.conf's
-// "approval", read strictly with the rest of the file), task.NoPolicy
-// when it has none.
-func readPolicy(dir string) (task.Policy, error) {
-	path := filepath.Join(dir, configName)
-	c, err := readConfig(path) // every key checked, "approval" among them
-	if err != nil || c == nil {
-		return task.NoPolicy, err
-	}
-	data, err := readRegular(path)
-	if err != nil {
-		return task.NoPolicy, &configError{path: path, err: err}
-	}
-	var keys map[string]json.RawMessage
-	if err := json.Unmarshal(data, &keys); err != nil {
-		return task.NoPolicy, &configError{path: path, err: err}
-	}
-	raw, ok := keys[approvalKey]
-	if !ok {
-		return task.NoPolicy, nil
-	}
-	p, err := task.ParsePolicy(raw)
-	if err != nil {
-		return task.NoPolicy, &configError{path: path, err: err}
-	}
-	return p, nil
-}
-
 // taskRun is what spool replay and spool discard hand to runAsTask.
 type taskRun struct {
 	dir, db  string
@@ -148,20 +118,9 @@ func runAsTask(ctx context.Context, e *env, r taskRun) (err error) {
 			return err
 		}
 	}
-	who := osUser()
-	if r.by != "" && r.by != who {
-		if r.policy.Set {
-			// Under a policy the requester is who the OS says: refused,
-			// and audited, before anything is resolved.
-			err := &usageError{msg: fmt.Sprintf("--by %s: under the approval policy of %s the operator is the OS user (%s), not another name", r.by, configName, who)}
-			sel, _ := json.Marshal(map[string]any{"by": r.by})
-			if _, aerr := s.Ledger.AuditRecord(ctx, ledger.AuditEntry{Actor: who, Via: ledger.AuditCLI, Action: string(r.req.Kind),
-				Selection: string(sel), Host: s.Host, PID: s.PID}, ledger.AuditRefused, nil, err.msg); aerr != nil {
-				return errors.Join(err, aerr)
-			}
-			return err
-		}
-		who = r.by
+	who, err := cliIdentity(ctx, s, string(r.req.Kind), r.by, r.policy.Set)
+	if err != nil {
+		return err
 	}
 	if r.dryRun {
 		p, err := s.Preview(ctx, r.req)
@@ -174,7 +133,7 @@ func runAsTask(ctx context.Context, e *env, r taskRun) (err error) {
 		fmt.Fprintf(e.stdout, "%d files (sha256 %s), %d skipped%s\n", p.Count, p.Digest, p.Skipped, approvalNote(p.NeedsApproval))
 		return nil
 	}
-	t, _, err := s.Create(ctx, task.CLI(who), r.req)
+	t, _, err := s.Create(ctx, who, r.req)
 	if errors.Is(err, task.ErrNothing) {
 		e.warn("no dead letter in error/ matches: nothing to %s", r.req.Kind)
 		return nil
@@ -188,7 +147,7 @@ func runAsTask(ctx context.Context, e *env, r taskRun) (err error) {
 		return nil
 	}
 	fmt.Fprintf(e.stdout, "task %d: %s of %d files\n", t.ID, t.Kind, t.Files)
-	return runTask(ctx, e, s, task.CLI(who), t.ID, r.dir)
+	return runTask(ctx, e, s, who, t.ID, r.dir)
 }
 
 // approvalNote is the dry run's word on the policy.

@@ -62,6 +62,10 @@ func osUserName(t *testing.T) string {
 	return u.Username
 }
 
+// osActor is the OS user running the tests as the ledger records them,
+// with their realm: os:NAME.
+func osActor(t *testing.T) string { return "os:" + osUserName(t) }
+
 // TestAuditActions: each operator action leaves one row with who, what,
 // its counts and how it ended, oldest first, in --json and in the table
 // (a producer's escape sequence escaped there, exact in --json); a dry
@@ -85,7 +89,7 @@ func TestAuditActions(t *testing.T) {
 	sp.mustRun(t, 0, "prune", q, "--older-than", "30d", "--dry-run")
 	sp.mustRun(t, 0, "fsck", q, "--repair")
 
-	me := osUserName(t)
+	me := osActor(t)
 	rows := auditRows(t, sp, q)
 	var got []string
 	for _, r := range rows {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -112,7 +113,7 @@ func TestConsoleAuthorization(t *testing.T) {
 	}
 	adas, _ := taskOf(t, body)
 	got, last := consoleAudit(t, q, last)
-	if want := "olga operator replay ok|ada approver replay ok"; strings.Join(got, "|") != want {
+	if want := "token:olga operator replay ok|token:ada approver replay ok"; strings.Join(got, "|") != want {
 		t.Errorf("audit of the requests: %q, want %q", got, want)
 	}
 
@@ -135,24 +136,24 @@ func TestConsoleAuthorization(t *testing.T) {
 	acts = append(acts,
 		act{none, "POST", "/api/v1/replays", dry, 401, "- - replay refused"},
 		act{wrong, "POST", "/api/v1/discards", dry, 401, "- - discard refused"},
-		act{viewer, "POST", "/api/v1/replays", dry, 403, "vic viewer replay refused"},
-		act{viewer, "POST", "/api/v1/discards", dry, 403, "vic viewer discard refused"},
+		act{viewer, "POST", "/api/v1/replays", dry, 403, "token:vic viewer replay refused"},
+		act{viewer, "POST", "/api/v1/discards", dry, 403, "token:vic viewer discard refused"},
 		act{operator, "POST", "/api/v1/replays", dry, 200, ""},
 		act{ada, "POST", "/api/v1/discards", `{"reason": "parse", "dry_run": true, "note": "a look"}`, 200, ""},
-		act{operator, "POST", "/api/v1/replays", `{"reason": "parse", "bogus": 1}`, 400, "olga operator replay refused"},
-		act{operator, "POST", "/api/v1/discards", `{"names": ["broken-000.json"], "note": "garbage"}`, 201, "olga operator discard ok"},
+		act{operator, "POST", "/api/v1/replays", `{"reason": "parse", "bogus": 1}`, 400, "token:olga operator replay refused"},
+		act{operator, "POST", "/api/v1/discards", `{"names": ["broken-000.json"], "note": "garbage"}`, 201, "token:olga operator discard ok"},
 		act{none, "POST", approveOlgas, "", 401, "- - approve refused"},
 		act{wrong, "POST", approveOlgas, "", 401, "- - approve refused"},
-		act{viewer, "POST", approveOlgas, "", 403, "vic viewer approve refused"},
-		act{operator, "POST", approveOlgas, "", 403, "olga operator approve refused"},
-		act{ada, "POST", approveAdas, "", 403, "ada approver approve refused"}, // her own request
-		act{viewer, "POST", cancelAdas, "", 403, "vic viewer cancel refused"},
+		act{viewer, "POST", approveOlgas, "", 403, "token:vic viewer approve refused"},
+		act{operator, "POST", approveOlgas, "", 403, "token:olga operator approve refused"},
+		act{ada, "POST", approveAdas, "", 403, "token:ada approver approve refused"}, // her own request
+		act{viewer, "POST", cancelAdas, "", 403, "token:vic viewer cancel refused"},
 		act{none, "POST", cancelAdas, "", 401, "- - cancel refused"},
-		act{operator, "POST", cancelAdas, "", 200, "olga operator cancel ok"},
-		act{abe, "POST", cancelAdas, "", 409, "abe approver cancel refused"}, // cancelled already
-		act{abe, "POST", approveAdas, "", 409, "abe approver approve refused"},
-		act{abe, "POST", approveOlgas, "", 200, "abe approver approve ok"},
-		act{ada, "POST", "/api/v1/tasks/999/approve", "", 404, "ada approver approve refused"},
+		act{operator, "POST", cancelAdas, "", 200, "token:olga operator cancel ok"},
+		act{abe, "POST", cancelAdas, "", 409, "token:abe approver cancel refused"}, // cancelled already
+		act{abe, "POST", approveAdas, "", 409, "token:abe approver approve refused"},
+		act{abe, "POST", approveOlgas, "", 200, "token:abe approver approve ok"},
+		act{ada, "POST", "/api/v1/tasks/999/approve", "", 404, "token:ada approver approve refused"},
 	)
 	for _, a := range acts {
 		code, body := apiCall(t, base, a.token, a.method, a.path, a.body)
@@ -163,10 +164,11 @@ func TestConsoleAuthorization(t *testing.T) {
 		if a.method != "GET" || a.audit != "" {
 			rows, last = consoleAudit(t, q, last)
 		}
-		// A run the approval started writes its own row: not this action's.
-		if len(rows) > 0 && strings.HasSuffix(rows[len(rows)-1], " run ok") || len(rows) > 0 && strings.HasSuffix(rows[len(rows)-1], " run started") {
-			rows = rows[:len(rows)-1]
-		}
+		// A run an approval started writes rows of its own, in the
+		// background, before or after the next action's: not an action's.
+		rows = slices.DeleteFunc(rows, func(r string) bool {
+			return strings.HasSuffix(r, " run ok") || strings.HasSuffix(r, " run started")
+		})
 		if strings.Join(rows, "|") != a.audit {
 			t.Errorf("%s %s as %q: audit rows %q, want %q", a.method, a.path, a.token, rows, a.audit)
 		}
@@ -194,9 +196,9 @@ func TestServeAuthFlag(t *testing.T) {
 	for name, text := range map[string]string{
 		"empty":    "# nobody\n",
 		"bad-role": "olga root " + sha256Hex("x") + "\n",
-		"no-hash":  "olga operator x\n",
+		"no-hash":  "token:olga operator x\n",
 	} {
-		path := writeFile(t, dir, name, text)
+		path := tokenFile(t, dir, name, text)
 		r := run(t, "serve", q, "--listen", "127.0.0.1:0", "--auth", path)
 		if r.code != 2 || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 || !strings.Contains(r.stderr, path) {
 			t.Errorf("serve --auth %s (%s): exit %d, stderr %q; want 2 and one line naming the file", name, text, r.code, r.stderr)

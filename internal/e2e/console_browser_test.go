@@ -147,7 +147,7 @@ func consoleQueue(t *testing.T, missing, parse int) (string, string) {
 	mustRun(t, 0, "consume", q)
 	// Four eyes for a replay of more than 2 files.
 	writeFile(t, q, "spool.conf", `{"approval": {"replay_over": 2, "discard_over": 0}}`)
-	tokens := writeFile(t, dir, "tokens", "# the console's identities\n"+
+	tokens := tokenFile(t, dir, "tokens", "# the console's identities\n"+
 		tokenLine("vic", "viewer", "vic-token")+tokenLine("olga", "operator", "olga-token")+
 		tokenLine("ada", "approver", "ada-token")+tokenLine("abe", "approver", "abe-token"))
 	_, base := startListening(t, "serve", q, "--listen", "127.0.0.1:0", "--auth", tokens, "--metrics-refresh", "200ms")
@@ -201,6 +201,17 @@ func TestConsoleBrowser(t *testing.T) {
 // tokenLine is a token file's line for name with role and token.
 func tokenLine(name, role, token string) string {
 	return fmt.Sprintf("%s %s %s\n", name, role, sha256Hex(token))
+}
+
+// tokenFile writes a token file of text into dir, readable by its owner
+// alone, as serve --auth requires.
+func tokenFile(t *testing.T, dir, name, text string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 func sha256Hex(s string) string {

@@ -78,7 +78,7 @@ FROM discards d JOIN discard_batches b ON b.id = d.batch_id`)
 func TestDiscardSelections(t *testing.T) {
 	t.Parallel()
 	q, bodies := discardQueue(t)
-	me := osUserName(t)
+	me := osActor(t)
 
 	r := mustRun(t, 0, "discard", q, "p1.json", "--note", "garbage from the test")
 	if want := "discarded p1.json (sha256 " + sha(bodies["p1.json"]) + ")\n"; r.stdout != want {

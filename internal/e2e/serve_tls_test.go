@@ -73,7 +73,7 @@ func TestServeTLS(t *testing.T) {
 	dir := t.TempDir()
 	q := filepath.Join(dir, "q")
 	mustRun(t, 0, "init", q)
-	tokens := writeFile(t, dir, "tokens", tokenLine("olga", "viewer", "olga-token"))
+	tokens := tokenFile(t, dir, "tokens", tokenLine("olga", "viewer", "olga-token"))
 	certPath, keyPath, first := selfSigned(t, dir, "first")
 
 	for _, args := range [][]string{

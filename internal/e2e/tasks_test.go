@@ -28,6 +28,16 @@ type osUserAs struct {
 	name     string
 	uid, gid uint32
 	bin, dir string
+	// env is added to the environment; via, when set, runs spool through
+	// it (sudo -n).
+	env, via []string
+}
+
+// with is as with env added to its environment.
+func (as *osUserAs) with(env ...string) *osUserAs {
+	c := *as
+	c.env = append(slices.Clone(as.env), env...)
+	return &c
 }
 
 // secondUser creates (if missing) the OS user asker and prepares to run
@@ -49,6 +59,14 @@ func secondUser(t *testing.T) *osUserAs {
 	}
 	uid, _ := strconv.ParseUint(u.Uid, 10, 32)
 	gid, _ := strconv.ParseUint(u.Gid, 10, 32)
+	return prepareAs(t, asker, uint32(uid), uint32(gid))
+}
+
+// prepareAs prepares to run spool as uid and gid (named name in the
+// tests' messages): a copy of the binary it may run, and a directory of
+// its own.
+func prepareAs(t *testing.T, name string, uid, gid uint32) *osUserAs {
+	t.Helper()
 	base, err := os.MkdirTemp("", "spool-e2e-asker-")
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +75,7 @@ func secondUser(t *testing.T) *osUserAs {
 	if err := os.Chmod(base, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	as := &osUserAs{name: asker, uid: uint32(uid), gid: uint32(gid), bin: filepath.Join(base, "spool"), dir: filepath.Join(base, "work")}
+	as := &osUserAs{name: name, uid: uid, gid: gid, bin: filepath.Join(base, "spool"), dir: filepath.Join(base, "work")}
 	if err := copyFile(spoolBin, as.bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -87,8 +105,12 @@ func (as *osUserAs) run(t *testing.T, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, as.bin, args...)
+	argv := append(append(slices.Clone(as.via), as.bin), args...)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: as.uid, Gid: as.gid}}
+	if as.env != nil {
+		cmd.Env = append(os.Environ(), as.env...)
+	}
 	cmd.Dir = as.dir
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -124,6 +146,7 @@ type taskJSON struct {
 	ID                         int64
 	Kind, State, Digest        string
 	By                         string
+	ByOS                       string `json:"by_os"`
 	ApprovedBy                 string `json:"approved_by"`
 	Files, Next, Done, Missing int
 	Changed                    int
@@ -191,25 +214,25 @@ func TestTaskApprovalTwoUsers(t *testing.T) {
 		t.Fatalf("error/ holds %d after the request, want 4: it moves nothing", n)
 	}
 	r = as.run(t, "approve", q, "1")
-	if want := "spool: approve: task 1 was asked by " + asker + ": a request needs someone else's approval\n"; r.code != 1 || r.stderr != want || r.stdout != "" {
+	if want := "spool: approve: task 1 was asked by os:" + asker + ": a request needs someone else's approval\n"; r.code != 1 || r.stderr != want || r.stdout != "" {
 		t.Fatalf("own approval: want exit 1 and %q\n%s", want, r)
 	}
 	r = as.run(t, "replay", q, "--all", "--by", root)
 	if r.code != 2 || !strings.Contains(r.stderr, "--by "+root+": under the approval policy") {
 		t.Fatalf("--by another under a policy: want exit 2\n%s", r)
 	}
-	if ts := tasksOf(t, q); len(ts) != 1 || ts[0].State != "waiting" || ts[0].Files != 4 || ts[0].By != asker {
+	if ts := tasksOf(t, q); len(ts) != 1 || ts[0].State != "waiting" || ts[0].Files != 4 || ts[0].By != "os:"+asker || ts[0].ByOS != asker {
 		t.Fatalf("tasks after the refusals: %+v", ts)
 	}
 	r = mustRun(t, 0, "approve", q, "1")
-	if !strings.HasPrefix(r.stdout, "task 1 approved: replay of 4 files asked by "+asker+"\n") ||
+	if !strings.HasPrefix(r.stdout, "task 1 approved: replay of 4 files asked by os:"+asker+"\n") ||
 		!strings.HasSuffix(r.stdout, "task 1 done: 4 of 4 files replayed, 0 gone before, 0 changed since the request\n") {
 		t.Fatalf("approval:\n%s", r)
 	}
 	if in, er := countNames(t, q, inbox), countNames(t, q, errorStage); in != 4 || er != 0 {
 		t.Fatalf("after the approval inbox/ %d, error/ %d; want 4, 0", in, er)
 	}
-	if ts := tasksOf(t, q); ts[0].State != "done" || ts[0].ApprovedBy != root || ts[0].Done != 4 {
+	if ts := tasksOf(t, q); ts[0].State != "done" || ts[0].ApprovedBy != "os:"+root || ts[0].Done != 4 {
 		t.Fatalf("task after its run: %+v", ts[0])
 	}
 
@@ -222,18 +245,20 @@ func TestTaskApprovalTwoUsers(t *testing.T) {
 		}
 		got = append(got, fmt.Sprintf("%s|%s|%s|%s|%s|%s|%v|%s", row.Actor, row.Role, row.Via, row.Action, task, row.Outcome, row.Counts, row.Detail))
 	}
+	a, b := "os:"+asker, "os:"+root
 	want := []string{
-		asker + "||cli|replay|1|ok|map[selected:4 skipped:0]|task 1 waits for approval: 4 files, over replay_over 2",
-		asker + "||cli|approve|1|refused|map[]|task 1 was asked by " + asker + ": a request needs someone else's approval",
-		asker + "||cli|replay|-|refused|map[]|--by " + root + ": under the approval policy of spool.conf the operator is the OS user (" + asker + "), not another name",
-		root + "||cli|approve|1|ok|map[selected:4]|task 1 approved, asked by " + asker,
-		root + "||cli|run|1|ok|map[changed:0 done:4 missing:0 selected:4]|task 1 done: 4 of 4 files begun",
+		a + "||cli|policy|-|ok|map[]|adopted the approval section of " + filepath.Join(q, "spool.conf") + ": replay_over=2 discard_over=0",
+		a + "||cli|replay|1|ok|map[selected:4 skipped:0]|task 1 waits for approval: 4 files, over replay_over 2",
+		a + "||cli|approve|1|refused|map[]|task 1 was asked by " + a + ": a request needs someone else's approval",
+		a + "||cli|replay|-|refused|map[]|--by " + root + ": under the approval policy of spool.conf the operator is the OS user (" + asker + "), not another name",
+		b + "||cli|approve|1|ok|map[selected:4]|task 1 approved, asked by " + a,
+		b + "||cli|run|1|ok|map[changed:0 done:4 missing:0 selected:4]|task 1 done: 4 of 4 files begun",
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("audit rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	var sel map[string]any
-	if err := json.Unmarshal(rows[0].Selection, &sel); err != nil || sel["all"] != true || sel["note"] != "parser fixed" || sel["files"] != 4.0 {
+	if err := json.Unmarshal(rows[1].Selection, &sel); err != nil || sel["all"] != true || sel["note"] != "parser fixed" || sel["files"] != 4.0 {
 		t.Errorf("the request's selection: %s", rows[0].Selection)
 	}
 }

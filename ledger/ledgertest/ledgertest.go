@@ -100,6 +100,7 @@ func Run(t *testing.T, b Backend) {
 		{"PruneFiles", testPruneFiles},
 		{"Tasks", testTasks},
 		{"OneMoveTasks", testOneMoveTasks},
+		{"ApprovalPolicy", testApprovalPolicy},
 		{"DeadLetterPage", testDeadLetterPage},
 	}
 	opener := func(t *testing.T, dsn string) *ledger.DB {

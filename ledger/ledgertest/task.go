@@ -23,7 +23,7 @@ func testTasks(t *testing.T, db *ledger.DB) {
 		{Idx: 2, File: "c.json", Ino: 13, ContentHash: "cc", Size: 5, MsgID: "c", Reason: "handler"},
 	}
 	rec := ledger.TaskRecord{Kind: "replay", State: ledger.TaskWaiting, Request: `{"kind":"replay"}`, Files: 3, Digest: "d1",
-		Skipped: 1, By: "alice", Role: "operator", Via: ledger.AuditHTTP, Note: "fixed", Created: at}
+		Skipped: 1, By: "token:alice", ByOS: "alice", Role: "operator", Via: ledger.AuditHTTP, Note: "fixed", Created: at}
 	if _, err := db.CreateTask(ctx, ledger.TaskRecord{Kind: "replay", State: ledger.TaskRunning, By: "a", Via: "cli"}, nil); err == nil {
 		t.Error("CreateTask running: nil error")
 	}
@@ -32,7 +32,7 @@ func testTasks(t *testing.T, db *ledger.DB) {
 		t.Fatal(err)
 	}
 	got, err := db.Task(ctx, id)
-	if err != nil || got.State != ledger.TaskWaiting || got.Files != 3 || got.Skipped != 1 || got.By != "alice" || got.Role != "operator" ||
+	if err != nil || got.State != ledger.TaskWaiting || got.Files != 3 || got.Skipped != 1 || got.By != "token:alice" || got.ByOS != "alice" || got.Role != "operator" ||
 		!got.Created.Equal(at) || got.Request != rec.Request || got.Digest != "d1" {
 		t.Fatalf("Task = %+v, %v", got, err)
 	}

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/spoolq/spool/task"
+)
+
+var tokenCommand = &command{
+	name:    "token",
+	args:    "add TOKENFILE NAME ROLE [--os USER]",
+	summary: "add an identity to serve --auth's token file, and print its new token once",
+	help: `
+Makes a new random token for NAME with ROLE (viewer, operator or
+approver), appends its line "NAME ROLE SHA256-OF-TOKEN [os=USER]" to
+TOKENFILE, and prints the token on stdout, alone on its line: the only
+time it is shown, since the file keeps its hash alone. Give it to NAME;
+serve --auth reads the file when it starts (restart it).
+
+--os USER names the OS user NAME is, written os=USER on the line: four
+eyes then knows the token and that OS user for one person, so that
+neither approves the other's request. Without it a token and an OS user
+are one person when their names are the same, in any case.
+
+TOKENFILE is created with mode 0600 when missing. An existing one must be
+a regular file that only its owner may change and not every user may
+read (else exit 2: chmod 600 it), and must parse; a NAME already in it,
+in any case, is refused (exit 2): remove its line to replace its token.
+The line is appended in one write and fsynced before the token is
+printed; adds at once take turns on a lock of the file.`,
+}
+
+func init() { tokenCommand.run = runToken }
+
+func runToken(_ context.Context, e *env, args []string) error {
+	flags := e.flagSet()
+	osUserName := flags.String("os", "", "the OS user `USER` the token's holder is (os=USER on the line), for four eyes")
+	pos, err := e.parse(flags, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 || pos[0] != "add" {
+		return e.usage("want spool token add TOKENFILE NAME ROLE")
+	}
+	if err := e.positionals(pos[1:], 3, 3, "TOKENFILE", "NAME", "ROLE"); err != nil {
+		return err
+	}
+	path, name := pos[1], pos[2]
+	role, err := task.ParseRole(pos[3])
+	if err != nil {
+		return e.usage("%v", err)
+	}
+	if given(flags, "os") && *osUserName == "" {
+		return e.usage("--os is empty: want the OS user's name")
+	}
+	token, err := task.AddToken(path, name, role, *osUserName)
+	if errors.Is(err, task.ErrTokenRefused) {
+		// Nothing written: the command line or the file must change.
+		return &usageError{msg: err.Error()}
+	}
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(e.stdout, token)
+	return err
+}
