@@ -48,7 +48,7 @@ func (s *Server) Start(ctx context.Context) error {
 }
 
 // Close stops the runs (each after the chunk under way) and waits for
-// them.
+// them, and writes the refusals folded so far (refusals.go).
 func (s *Server) Close() {
 	s.runs.mu.Lock()
 	if s.runs.cancel != nil {
@@ -56,6 +56,7 @@ func (s *Server) Close() {
 	}
 	s.runs.mu.Unlock()
 	s.runs.wg.Wait()
+	s.folds.close()
 }
 
 // run runs task id as who in the background, unless it runs already.
