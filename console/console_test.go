@@ -51,6 +51,21 @@ func TestLoadTokens(t *testing.T) {
 // newTestServer serves a queue with one dead letter whose body is
 // <script>, to the tokens v (viewer), o (operator) and a (approver).
 func newTestServer(t *testing.T, tls bool) (*httptest.Server, *ledger.DB) {
+	s, l := newTestConsole(t)
+	mux := http.NewServeMux()
+	s.Register(mux)
+	var srv *httptest.Server
+	if tls {
+		srv = httptest.NewTLSServer(mux)
+	} else {
+		srv = httptest.NewServer(mux)
+	}
+	t.Cleanup(srv.Close)
+	return srv, l
+}
+
+// newTestConsole is the Server of newTestServer, not served.
+func newTestConsole(t *testing.T) (*Server, *ledger.DB) {
 	path := filepath.Join(t.TempDir(), "q")
 	if err := queue.Init(path); err != nil {
 		t.Fatal(err)
@@ -74,16 +89,7 @@ func newTestServer(t *testing.T, tls bool) (*httptest.Server, *ledger.DB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mux := http.NewServeMux()
-	s.Register(mux)
-	var srv *httptest.Server
-	if tls {
-		srv = httptest.NewTLSServer(mux)
-	} else {
-		srv = httptest.NewServer(mux)
-	}
-	t.Cleanup(srv.Close)
-	return srv, l
+	return s, l
 }
 
 // TestLoginCookieCSRF: POST /login sets an HttpOnly SameSite=Strict

@@ -56,6 +56,10 @@ type Server struct {
 	sessions map[string]*session
 	rates    rateSampler
 	runs     runs
+	// folds folds the audit's rows of repeated refusals (refusals.go),
+	// logins limits sign-ins per client address (logins.go).
+	folds  *folder
+	logins *loginLimiter
 }
 
 type session struct {
@@ -81,7 +85,9 @@ func New(o Options) (*Server, error) {
 	if o.SessionTTL <= 0 {
 		o.SessionTTL = 8 * time.Hour
 	}
-	return &Server{o: o, sessions: map[string]*session{}}, nil
+	s := &Server{o: o, sessions: map[string]*session{}, logins: newLoginLimiter()}
+	s.folds = newFolder(foldWindow, foldKeys, s.writeFolded)
+	return s, nil
 }
 
 // Register adds the API's and the console's routes to mux: /api/v1/...,
@@ -110,13 +116,20 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /logout", s.logout)
 	mux.Handle("GET /assets/", secure(assetHandler()))
 	mux.Handle("GET /{$}", secure(http.HandlerFunc(s.index)))
+	// The other methods of those paths: 405, audited (the API's are its
+	// catch-all's 404).
+	mux.Handle("/login", s.notAllowed("login", "POST"))
+	mux.Handle("/logout", s.notAllowed("logout", "POST"))
+	mux.Handle("/assets/", s.notAllowed("read", "GET, HEAD"))
+	mux.Handle("/{$}", s.notAllowed("read", "GET, HEAD"))
 }
 
 // request is one authenticated API request.
 type request struct {
 	*http.Request
-	w  http.ResponseWriter
-	id task.Identity
+	w   http.ResponseWriter
+	srv *Server
+	id  task.Identity
 	// action is the audited action of a POST.
 	action string
 }
@@ -127,33 +140,44 @@ func apiError(format string, args ...any) map[string]string {
 }
 
 // endpoint authenticates, authorizes and runs h, writing what it returns
-// as JSON. A POST is an action: its refusals (no identity, role too low,
-// no CSRF token) are audited here, its outcome by h.
+// as JSON. Its refusals (no identity, role too low, no CSRF token) are
+// audited here, for every method, and so is a read's answer 4xx (a bad
+// parameter, a 404: a request without action is "read" for GET and HEAD,
+// else "request"); an action's outcome, refusals included, is audited by
+// h.
 func (s *Server) endpoint(min task.Role, action string, h func(*request) (int, any)) http.Handler {
 	return secure(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		req := &request{Request: r, w: w, action: action}
+		r = withClient(r)
+		req := &request{Request: r, w: w, srv: s, action: action}
+		asked := action
+		if asked == "" {
+			asked = "request"
+			if r.Method == http.MethodGet || r.Method == http.MethodHead {
+				asked = "read"
+			}
+		}
 		id, viaCookie, ok := s.identify(r)
 		if !ok {
-			if action != "" {
-				s.record(r.Context(), task.Identity{Name: "-", Via: ledger.AuditHTTP}, action, nil, ledger.AuditRefused, nil, "no valid token (401)", 0)
-			}
+			s.refuse(r.Context(), task.Identity{}, asked, pathOf(r), unknownWhy(r), "")
 			w.Header().Set("WWW-Authenticate", `Bearer realm="spool"`)
 			writeJSON(w, http.StatusUnauthorized, apiError("a token is required: Authorization: Bearer TOKEN, or sign in at /"))
 			return
 		}
 		req.id = id
 		if id.Role < min {
-			s.record(r.Context(), id, cmpOr(action, "read"), map[string]string{"path": r.URL.Path}, ledger.AuditRefused, nil,
-				fmt.Sprintf("role %s may not %s: it needs %s (403)", id.Role, cmpOr(action, "read "+r.URL.Path), min), 0)
+			s.refuse(r.Context(), id, asked, pathOf(r), "role too low (403)", fmt.Sprintf("role %s may not %s: it needs %s", id.Role, asked, min))
 			writeJSON(w, http.StatusForbidden, apiError("role %s may not do this: it needs %s", id.Role, min))
 			return
 		}
 		if r.Method != http.MethodGet && viaCookie && !s.csrfOK(r) {
-			s.record(r.Context(), id, cmpOr(action, r.URL.Path), nil, ledger.AuditRefused, nil, "no valid CSRF token from a cookie session (403)", 0)
+			s.refuse(r.Context(), id, asked, pathOf(r), "no CSRF token (403)", "a state change from a cookie session needs its CSRF token")
 			writeJSON(w, http.StatusForbidden, apiError("a state change from the console needs its CSRF token (header %s)", csrfHeader))
 			return
 		}
 		code, body := h(req)
+		if action == "" && code >= 400 && code < 500 {
+			s.refuse(r.Context(), id, asked, pathOf(r), statusReason(code), errorOf(body))
+		}
 		writeJSON(w, code, body)
 	}))
 }
@@ -242,8 +266,15 @@ func randomString() (string, error) {
 }
 
 // record writes a closed audit row of id's action over HTTP; a failure is
-// logged, the answer is sent anyway (the refusal changed nothing).
+// logged, the answer is sent anyway (the refusal changed nothing). A
+// refusal of no task goes through refuse, folded by the reason its detail
+// begins with ("bad body (400): ...").
 func (s *Server) record(ctx context.Context, id task.Identity, action string, selection any, outcome string, counts ledger.AuditCounts, detail string, taskID int64) {
+	if outcome == ledger.AuditRefused && taskID == 0 {
+		reason, rest := reasonOf(detail)
+		s.refuse(ctx, id, action, selectionOf(selection), reason, rest)
+		return
+	}
 	e, err := s.entry(id, action, selection, taskID)
 	if err == nil {
 		_, err = s.o.Ledger.AuditRecord(context.WithoutCancel(ctx), e, outcome, counts, detail)

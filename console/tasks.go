@@ -48,7 +48,7 @@ func (s *Server) Start(ctx context.Context) error {
 }
 
 // Close stops the runs (each after the chunk under way) and waits for
-// them.
+// them, and writes the refusals folded so far (refusals.go).
 func (s *Server) Close() {
 	s.runs.mu.Lock()
 	if s.runs.cancel != nil {
@@ -56,6 +56,7 @@ func (s *Server) Close() {
 	}
 	s.runs.mu.Unlock()
 	s.runs.wg.Wait()
+	s.folds.close()
 }
 
 // run runs task id as who in the background, unless it runs already.
@@ -143,11 +144,11 @@ func (s *Server) ask(r *request, kind task.Kind) (int, any) {
 	req := task.Request{Kind: kind, Selection: sel, Note: b.Note, Force: b.Force, To: b.To, Rate: b.Rate}
 	if b.DryRun {
 		if err := req.Check(); err != nil {
-			return http.StatusBadRequest, apiError("%v", err)
+			return r.refusal(http.StatusBadRequest, apiError("%v", err))
 		}
 		p, err := s.o.Tasks.Preview(r.Context(), req)
 		if err != nil {
-			return s.taskError(r, err)
+			return r.refusal(s.taskError(r, err)) // a preview audits nothing itself
 		}
 		return http.StatusOK, map[string]any{"dry_run": true, "kind": p.Kind, "count": p.Count, "skipped": p.Skipped,
 			"digest": p.Digest, "needs_approval": p.NeedsApproval}
@@ -210,7 +211,7 @@ func (s *Server) getTask(r *request) (int, any) {
 func (s *Server) postApprove(r *request) (int, any) {
 	id, ok := taskID(r)
 	if !ok {
-		return http.StatusNotFound, apiError("task %q: not a task id", r.PathValue("id"))
+		return r.refusal(http.StatusNotFound, apiError("task %q: not a task id", r.PathValue("id")))
 	}
 	t, err := s.o.Tasks.Approve(r.Context(), r.id, id)
 	if err != nil {
@@ -223,7 +224,7 @@ func (s *Server) postApprove(r *request) (int, any) {
 func (s *Server) postCancel(r *request) (int, any) {
 	id, ok := taskID(r)
 	if !ok {
-		return http.StatusNotFound, apiError("task %q: not a task id", r.PathValue("id"))
+		return r.refusal(http.StatusNotFound, apiError("task %q: not a task id", r.PathValue("id")))
 	}
 	t, err := s.o.Tasks.Cancel(r.Context(), r.id, id)
 	if err != nil {

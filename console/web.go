@@ -2,9 +2,12 @@ package console
 
 import (
 	"embed"
+	"fmt"
 	"html/template"
 	"io/fs"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/spoolq/spool/ledger"
@@ -37,17 +40,24 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 
 // login signs in with the form's token: a session cookie (HttpOnly,
 // SameSite=Strict, Secure when served over TLS) and a redirect to /. A
-// wrong token is 401 and an audit row refused.
+// wrong token is 401, a try over the client's rate (logins.go) 429 with
+// Retry-After, each a refusal audited (refusals.go).
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
+	r = withClient(r)
+	if wait, ok := s.logins.allow(clientOf(r.Context())); !ok {
+		secs := int(math.Ceil(wait.Seconds()))
+		s.refuse(r.Context(), task.Identity{}, "login", nil, "too many sign-ins (429)",
+			fmt.Sprintf("over %d a second from one address (%d at once): retry after %d s", loginRate, loginBurst, secs))
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		loginPage(w, http.StatusTooManyRequests, fmt.Sprintf("Too many sign-ins from this address: try again in %d s.", secs))
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, 4096)
 	tok := strings.TrimSpace(r.PostFormValue("token"))
 	id, err := s.o.Tokens.Identify(tok)
 	if err != nil {
-		s.record(r.Context(), task.Identity{Name: "-", Via: ledger.AuditHTTP}, "login", nil, ledger.AuditRefused, nil, "unknown token (401)", 0)
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		secureHeaders(w)
-		w.WriteHeader(http.StatusUnauthorized)
-		_ = pages.ExecuteTemplate(w, "login.html", map[string]string{"Error": "That token is not in the token file."})
+		s.refuse(r.Context(), task.Identity{}, "login", nil, "unknown token (401)", "")
+		loginPage(w, http.StatusUnauthorized, "That token is not in the token file.")
 		return
 	}
 	key, err := s.newSession(id)
@@ -61,10 +71,25 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
+// loginPage answers the sign-in page with code and the error message.
+func loginPage(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	secureHeaders(w)
+	w.WriteHeader(code)
+	_ = pages.ExecuteTemplate(w, "login.html", map[string]string{"Error": msg})
+}
+
 // logout ends the session (with its CSRF token) and clears the cookie.
 func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
+	r = withClient(r)
 	sess := s.session(r)
 	if sess == nil || !s.csrfOK(r) {
+		var id task.Identity
+		reason := "no live session (403)"
+		if sess != nil {
+			id, reason = sess.id, "no CSRF token (403)"
+		}
+		s.refuse(r.Context(), id, "logout", nil, reason, "")
 		secureHeaders(w)
 		http.Error(w, "no session, or no CSRF token", http.StatusForbidden)
 		return

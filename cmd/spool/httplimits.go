@@ -2,31 +2,35 @@ package main
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
-// httpLimits bound what a client of the metrics and health endpoints can
-// hold: a connection that sends nothing, a slow one, an idle keep-alive
-// one, and how many are open at once.
+// httpLimits bound what a client of the metrics and health endpoints,
+// and of serve --auth's console, can hold: a connection that sends
+// nothing, a slow one, an idle keep-alive one, how many one address has
+// open, and how many are open at once.
 type httpLimits struct {
-	// readHeader bounds the wait for a request's headers, read the whole
-	// request (the endpoints take no body).
+	// readHeader bounds the wait for a request's headers, from the
+	// connection's accept or its first byte after an idle time; read the
+	// whole request.
 	readHeader, read time.Duration
 	// write bounds a response, from the end of the request's headers: a
 	// scrape reads cached values, a readiness check answers within 2 s.
 	write time.Duration
 	// idle closes a keep-alive connection with no request for this long.
-	// It is above the usual scrape intervals (15 s, 1 min), so a
-	// Prometheus keeps its connection between scrapes.
+	// It is short: an idle connection holds a slot that a new client
+	// may need, and a Prometheus scraping every 15 s or more simply opens
+	// a new one (a handshake on a LAN costs less than the scrape).
 	idle time.Duration
-	// conns caps the connections open at once; one more waits in the
-	// kernel's backlog until one closes (at the latest after idle).
-	conns int
+	// conns caps the connections open at once; perAddr those of one
+	// client address (see limitListener).
+	conns, perAddr int
 }
 
 // endpointLimits are the limits of consume --listen and serve.
@@ -34,25 +38,30 @@ var endpointLimits = httpLimits{
 	readHeader: 5 * time.Second,
 	read:       10 * time.Second,
 	write:      30 * time.Second,
-	idle:       2 * time.Minute,
+	idle:       5 * time.Second,
 	conns:      64,
+	perAddr:    16,
 }
 
 // consoleLimits are serve --auth's: its API takes small JSON bodies and
-// answers pages of the ledger, and a browser keeps a few connections.
+// answers pages of the ledger, and a browser keeps up to 6 connections
+// to a host, a few operators behind one NAT more.
 var consoleLimits = httpLimits{
 	readHeader: 5 * time.Second,
 	read:       30 * time.Second,
 	write:      2 * time.Minute,
-	idle:       2 * time.Minute,
+	idle:       5 * time.Second,
 	conns:      128,
+	perAddr:    32,
 }
 
 // newEndpointServer is the HTTP server of the endpoints, serving h within
-// lim, its requests' contexts derived from ctx.
+// lim, its requests' contexts derived from ctx. Served on a
+// limitListener, it tells the listener which connections are running a
+// request.
 func newEndpointServer(ctx context.Context, h http.Handler, log *slog.Logger, lim httpLimits) *http.Server {
 	return &http.Server{
-		Handler:           h,
+		Handler:           trackRequests(h),
 		ReadHeaderTimeout: lim.readHeader,
 		ReadTimeout:       lim.read,
 		WriteTimeout:      lim.write,
@@ -60,62 +69,278 @@ func newEndpointServer(ctx context.Context, h http.Handler, log *slog.Logger, li
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return ctx },
+		ConnContext:       withLimitConn,
 	}
 }
 
-// limitListener accepts at most n connections open at once: Accept waits
-// for one to close. It logs at warn when it reaches n, once until the
-// count drops below again.
+// limitListener holds at most max connections open at once, and at most
+// perAddr from one client address (the TCP peer's; an IPv6 address
+// counts by its /64, which one host commonly holds whole).
+//
+// A connection over perAddr is closed at once: one address cannot take
+// the slots of everyone else. A connection that would pass max closes,
+// to make room, the one that has waited longest on its client: an idle
+// keep-alive connection, one still trickling its headers or stalling its
+// TLS handshake, one whose handler waits for the next bytes of a body
+// trickled in. Only when every connection is running a request that does
+// not wait on its client does Accept wait for one to end (or to wait), the
+// new connection held in the meanwhile. So idle and slow clients cannot
+// keep another out, as they could when the next connection waited in the
+// kernel's backlog for a slot, for up to the idle or read timeout.
+//
+// Both are logged at warn, at once and then at most once a minute with
+// how many connections were closed since.
 type limitListener struct {
 	net.Listener
-	log   *slog.Logger
-	slots chan struct{}
-	done  chan struct{}
-	close sync.Once
-	full  atomic.Bool
+	log          *slog.Logger
+	max, perAddr int
+
+	mu sync.Mutex
+	// changed is signalled when a connection closes or ends a request,
+	// and when the listener closes.
+	changed *sync.Cond
+	conns   map[*limitConn]struct{}
+	byAddr  map[netip.Addr]int
+	closed  bool
+	full    warning // connections closed to make room at max
+	crowded warning // connections closed over perAddr
 }
 
-func newLimitListener(ln net.Listener, n int, log *slog.Logger) *limitListener {
-	return &limitListener{Listener: ln, log: log, slots: make(chan struct{}, n), done: make(chan struct{})}
+// warning is a warn record given at most once a minute.
+type warning struct {
+	last   time.Time
+	closed int // since last
 }
 
-// Accept waits for a free slot, then for a connection.
+// warnEvery is how often a warning of limitListener is given at most.
+const warnEvery = time.Minute
+
+func newLimitListener(ln net.Listener, lim httpLimits, log *slog.Logger) *limitListener {
+	l := &limitListener{Listener: ln, log: log, max: lim.conns, perAddr: lim.perAddr,
+		conns: map[*limitConn]struct{}{}, byAddr: map[netip.Addr]int{}}
+	l.changed = sync.NewCond(&l.mu)
+	return l
+}
+
+// Accept returns the next connection within the limits.
 func (l *limitListener) Accept() (net.Conn, error) {
-	select {
-	case l.slots <- struct{}{}:
-	case <-l.done:
-		return nil, net.ErrClosed
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if lc := l.admit(c); lc != nil {
+			return lc, nil
+		}
 	}
-	if len(l.slots) == cap(l.slots) && !l.full.Swap(true) {
-		l.log.Warn("metrics endpoint: connection limit reached; new connections wait until one closes", "limit", cap(l.slots))
-	}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		l.release()
-		return nil, err
-	}
-	return &limitConn{Conn: c, release: sync.OnceFunc(l.release)}, nil
 }
 
-func (l *limitListener) release() {
-	<-l.slots
-	l.full.Store(false)
+// admit makes room for c and returns it tracked, or closes it and
+// returns nil (over its address's cap, or the listener closed).
+func (l *limitListener) admit(c net.Conn) *limitConn {
+	addr := clientAddr(c.RemoteAddr())
+	l.mu.Lock()
+	if l.byAddr[addr] >= l.perAddr {
+		if l.crowded.due() {
+			l.log.Warn("metrics endpoint: too many connections from one address; closing its new ones",
+				"addr", addrText(addr), "limit", l.perAddr, "closed", l.crowded.closed)
+		}
+		l.mu.Unlock()
+		_ = c.Close() // refused: nothing was read or written
+		return nil
+	}
+	for len(l.conns) >= l.max && !l.closed {
+		v := l.longestWaiting()
+		if v == nil {
+			l.changed.Wait()
+			continue
+		}
+		l.drop(v)
+		if l.full.due() {
+			l.log.Warn("metrics endpoint: connection limit reached; closing those waiting longest on their client to make room",
+				"limit", l.max, "closed", l.full.closed)
+		}
+		l.mu.Unlock()
+		_ = v.Conn.Close() // its server goroutine sees the error and ends
+		l.mu.Lock()
+	}
+	if l.closed {
+		l.mu.Unlock()
+		_ = c.Close()
+		return nil
+	}
+	lc := &limitConn{Conn: c, l: l, addr: addr, since: time.Now()}
+	l.conns[lc] = struct{}{}
+	l.byAddr[addr]++
+	l.mu.Unlock()
+	return lc
+}
+
+// due counts one connection closed and reports whether to warn now,
+// starting a new count if so.
+func (w *warning) due() bool {
+	w.closed++
+	if now := time.Now(); now.Sub(w.last) >= warnEvery {
+		w.last = now
+		return true
+	}
+	return false
+}
+
+// longestWaiting is the connection that has waited on its client for
+// the longest, nil when none waits. l.mu is held.
+func (l *limitListener) longestWaiting() *limitConn {
+	var v *limitConn
+	for c := range l.conns {
+		if c.reading == c.busy && (v == nil || c.since.Before(v.since)) {
+			v = c
+		}
+	}
+	return v
+}
+
+// drop takes c out of the counts, once. l.mu is held.
+func (l *limitListener) drop(c *limitConn) {
+	if c.gone {
+		return
+	}
+	c.gone = true
+	delete(l.conns, c)
+	if l.byAddr[c.addr]--; l.byAddr[c.addr] <= 0 {
+		delete(l.byAddr, c.addr)
+	}
+	l.changed.Broadcast()
 }
 
 // Close stops Accept, waiting or not, and closes the listener.
 func (l *limitListener) Close() error {
-	l.close.Do(func() { close(l.done) })
+	l.mu.Lock()
+	l.closed = true
+	l.changed.Broadcast()
+	l.mu.Unlock()
 	return l.Listener.Close()
 }
 
-// limitConn gives its slot back when closed, once.
+// limitConn is a connection of a limitListener: it leaves the counts when
+// closed, and counts its requests in a handler and those of them blocked
+// reading their body (trackRequests).
 type limitConn struct {
 	net.Conn
-	release func()
+	l    *limitListener
+	addr netip.Addr
+	// Guarded by l.mu: the requests in a handler, those of them reading
+	// their body, since when it has waited on its client (its accept, the
+	// end of its last request, the start of a body's read) when all of
+	// them are, and whether it left the counts.
+	busy, reading int
+	since         time.Time
+	gone          bool
 }
 
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()
-	c.release()
+	c.l.mu.Lock()
+	c.l.drop(c)
+	c.l.mu.Unlock()
 	return err
+}
+
+func (c *limitConn) begin() {
+	c.l.mu.Lock()
+	c.busy++
+	c.l.mu.Unlock()
+}
+
+func (c *limitConn) end() {
+	c.l.mu.Lock()
+	c.busy--
+	if c.reading == c.busy {
+		c.since = time.Now()
+		c.l.changed.Broadcast()
+	}
+	c.l.mu.Unlock()
+}
+
+// Read of a request's body waits on the client: its connection may be
+// closed to make room meanwhile.
+func (b *trackedBody) Read(p []byte) (int, error) {
+	c := b.c
+	c.l.mu.Lock()
+	if c.reading++; c.reading == c.busy {
+		c.since = time.Now()
+		c.l.changed.Broadcast()
+	}
+	c.l.mu.Unlock()
+	n, err := b.ReadCloser.Read(p)
+	c.l.mu.Lock()
+	c.reading--
+	c.l.mu.Unlock()
+	return n, err
+}
+
+// trackedBody is a request's body whose reads its connection counts.
+type trackedBody struct {
+	io.ReadCloser
+	c *limitConn
+}
+
+// limitConnKey is the context key of a request's *limitConn.
+type limitConnKey struct{}
+
+// withLimitConn is http.Server.ConnContext: ctx with c's *limitConn, found
+// under a *tls.Conn too.
+func withLimitConn(ctx context.Context, c net.Conn) context.Context {
+	for {
+		if lc, ok := c.(*limitConn); ok {
+			return context.WithValue(ctx, limitConnKey{}, lc)
+		}
+		u, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return ctx
+		}
+		c = u.NetConn()
+	}
+}
+
+// trackRequests marks the connection of each request h serves as busy
+// while it does, except while it waits for the request's body, so that
+// limitListener does not close it to make room.
+func trackRequests(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c, ok := r.Context().Value(limitConnKey{}).(*limitConn); ok {
+			c.begin()
+			defer c.end()
+			if r.Body != nil && r.Body != http.NoBody {
+				r.Body = &trackedBody{ReadCloser: r.Body, c: c}
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// clientAddr is the address a connection from a counts under: the
+// peer's IPv4 address, or its IPv6 address's /64; the unspecified
+// address for a peer that is no IP address.
+func clientAddr(a net.Addr) netip.Addr {
+	ap, err := netip.ParseAddrPort(a.String())
+	if err != nil {
+		return netip.IPv6Unspecified()
+	}
+	ip := ap.Addr().Unmap()
+	if ip.Is4() {
+		return ip
+	}
+	p, err := ip.WithZone("").Prefix(64)
+	if err != nil {
+		return netip.IPv6Unspecified()
+	}
+	return p.Addr()
+}
+
+// addrText is a clientAddr as the log names it.
+func addrText(a netip.Addr) string {
+	if a.Is4() {
+		return a.String()
+	}
+	return a.String() + "/64"
 }

@@ -119,10 +119,11 @@ func startEndpoints(ctx context.Context, f *listenFlags, log *slog.Logger, m *me
 		lim = consoleLimits
 	}
 	ep := &endpoints{cancel: cancel, srv: newEndpointServer(ctx, mux, log, lim)}
-	ln = newLimitListener(ln, lim.conns, log)
+	ln = newLimitListener(ln, lim, log)
 	if f.tls != nil {
 		// The handshake runs in the server's connection goroutine, under
-		// its header timeout: a client that stalls it holds one slot.
+		// its header timeout: a client that stalls it holds a slot until
+		// then, or until a new connection needs the slot.
 		ln = tls.NewListener(ln, f.tls.config(log))
 		log.Info("listening", "addr", ln.Addr().String(), "tls", true)
 	} else {

@@ -63,9 +63,16 @@ cancels tasks; approver also approves others' requests. A request carries
 "Authorization: Bearer TOKEN" (none is 401, a role too low 403), or the
 console's session cookie from POST /login and its CSRF token. Every action
 and refusal is a row of spool audit, via http, with the token's name
-(token:NAME). Requests are judged by the ledger's approval policy as it
-is at each one (spool policy). The ledger is then opened for writing.
+(token:NAME); a refusal names the client's address (the TCP peer's), and
+its repeats are counted into one row a minute. Sign-ins are limited to 5
+at once and 2 a second per address (429 and Retry-After over it).
+Requests are judged by the ledger's approval policy as it is at each one
+(spool policy). The ledger is then opened for writing.
 docs/OPERATIONS.md, "The console".
+
+A connection idle for 5 s is closed; an address holds at most 16
+connections (32 with --auth), the server 64 (128), and at that cap a new
+connection takes the slot of the one that waited longest on its client.
 
 --tls-cert FILE --tls-key FILE serve everything over HTTPS instead (PEM
 files, read again at the next handshake after they change, so a renewal

@@ -86,7 +86,9 @@ func taskOf(t *testing.T, body string) (int64, string) {
 // TestConsoleAuthorization is the API's authorization matrix through the
 // binary: every identity (none, an unknown token, viewer, operator,
 // approver) against every endpoint, with the status each gets and the
-// audit rows each action and refusal writes (none for a read).
+// audit rows each action and refusal writes: a refused read is one too,
+// written at once the first time, and its repeats (the same client,
+// action and reason) folded into a row written later.
 func TestConsoleAuthorization(t *testing.T) {
 	t.Parallel()
 	q, base := consoleQueue(t, 5, 3)
@@ -125,8 +127,12 @@ func TestConsoleAuthorization(t *testing.T) {
 		audit                     string // the rows it writes, |-separated
 	}
 	var acts []act
-	for _, p := range reads {
-		acts = append(acts, act{none, "GET", p, "", 401, ""}, act{wrong, "GET", p, "", 401, ""},
+	for i, p := range reads {
+		refused := ""
+		if i == 0 {
+			refused = "- - read refused"
+		}
+		acts = append(acts, act{none, "GET", p, "", 401, refused}, act{wrong, "GET", p, "", 401, refused},
 			act{viewer, "GET", p, "", 200, ""}, act{operator, "GET", p, "", 200, ""}, act{ada, "GET", p, "", 200, ""})
 	}
 	dry := `{"reason": "parse", "dry_run": true}`

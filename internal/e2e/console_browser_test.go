@@ -134,6 +134,13 @@ func shot(t *testing.T, ctx context.Context, dir, name string) {
 // and starts serve --auth on it. It returns the queue and the base URL.
 func consoleQueue(t *testing.T, missing, parse int) (string, string) {
 	t.Helper()
+	q, base, _ := consoleServe(t, missing, parse)
+	return q, base
+}
+
+// consoleServe is consoleQueue, with the serve process.
+func consoleServe(t *testing.T, missing, parse int) (string, string, *proc) {
+	t.Helper()
 	dir := t.TempDir()
 	q := filepath.Join(dir, "q")
 	mustRun(t, 0, "init", q)
@@ -150,8 +157,8 @@ func consoleQueue(t *testing.T, missing, parse int) (string, string) {
 	tokens := tokenFile(t, dir, "tokens", "# the console's identities\n"+
 		tokenLine("vic", "viewer", "vic-token")+tokenLine("olga", "operator", "olga-token")+
 		tokenLine("ada", "approver", "ada-token")+tokenLine("abe", "approver", "abe-token"))
-	_, base := startListening(t, "serve", q, "--listen", "127.0.0.1:0", "--auth", tokens, "--metrics-refresh", "200ms")
-	return q, base
+	p, base := startListening(t, "serve", q, "--listen", "127.0.0.1:0", "--auth", tokens, "--metrics-refresh", "200ms")
+	return q, base, p
 }
 
 // TestConsoleBrowser drives the console in headless Chromium: an operator

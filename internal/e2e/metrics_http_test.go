@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -93,14 +94,15 @@ func TestMetricsOpenMetrics(t *testing.T) {
 	}
 }
 
-// endpointConnections is the cap on the endpoints' open connections that
-// docs/OPERATIONS.md states.
-const endpointConnections = 64
+// endpointConnections and endpointConnectionsPerAddress are the caps on
+// the endpoints' open connections that docs/OPERATIONS.md states.
+const endpointConnections, endpointConnectionsPerAddress = 64, 16
 
-// TestEndpointConnectionCap: spool serve with as many idle keep-alive
-// connections open as its cap serves no more (a new scrape waits), logs
-// that it reached the cap, and serves that scrape as soon as one of them
-// closes; it goes on serving and exits 0 at SIGTERM.
+// TestEndpointConnectionCap: spool serve holds at most 16 connections
+// from one address (the next one is closed at once) and 64 in all: at
+// that cap a new scrape is served at once, and the connection idle
+// longest is closed for it. It logs both, goes on serving, and exits 0
+// at SIGTERM.
 func TestEndpointConnectionCap(t *testing.T) {
 	t.Parallel()
 	q := filepath.Join(t.TempDir(), "q")
@@ -124,45 +126,51 @@ func TestEndpointConnectionCap(t *testing.T) {
 		}
 		return nil
 	}
-	dial := func() (net.Conn, *bufio.Reader) {
-		c, err := net.Dial("tcp", addr)
+	dial := func(from string) (net.Conn, *bufio.Reader) {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+		c, err := d.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
 		return c, bufio.NewReader(c)
 	}
-	var held []net.Conn
-	for i := range endpointConnections {
-		c, r := dial()
+	type conn struct {
+		c net.Conn
+		r *bufio.Reader
+	}
+	var held []conn
+	for i := range endpointConnectionsPerAddress {
+		c, r := dial("127.0.0.1")
 		if err := scrape(c, r); err != nil {
-			t.Fatalf("scrape %d of %d: %v", i+1, endpointConnections, err)
+			t.Fatalf("scrape %d of %d from one address: %v", i+1, endpointConnectionsPerAddress, err)
 		}
-		held = append(held, c) // idle, kept alive
+		held = append(held, conn{c, r}) // idle, kept alive
 	}
-	c, r := dial()
-	served := make(chan error, 1)
-	go func() { served <- scrape(c, r) }()
-	select {
-	case err := <-served:
-		t.Fatalf("a scrape over the cap of %d connections was answered at once (%v): no cap", endpointConnections, err)
-	case <-time.After(500 * time.Millisecond):
+	if err := scrape(dial("127.0.0.1")); err == nil {
+		t.Fatalf("a scrape over the cap of %d connections from one address was answered: no cap", endpointConnectionsPerAddress)
 	}
-	held[0].Close()
-	select {
-	case err := <-served:
-		if err != nil {
-			t.Fatalf("the scrape that waited for a free connection: %v", err)
+	for i := range endpointConnections - endpointConnectionsPerAddress {
+		c, r := dial(fmt.Sprintf("127.0.5.%d", i+1))
+		if err := scrape(c, r); err != nil {
+			t.Fatalf("scrape from another address under the cap: %v", err)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("the scrape that waited was not served within 10 s of a connection closing")
 	}
-	c.Close()
-	for _, h := range held[1:] {
-		h.Close()
+	start := time.Now()
+	if err := scrape(dial("127.0.6.1")); err != nil {
+		t.Fatalf("a scrape at the cap of %d connections: %v", endpointConnections, err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("a scrape at the cap of %d connections took %v", endpointConnections, took)
+	}
+	// Well within the idle timeout (5 s), which would close it anyway.
+	_ = held[0].c.SetReadDeadline(time.Now().Add(time.Second))
+	var ne net.Error
+	if _, err := held[0].r.ReadByte(); err == nil || errors.As(err, &ne) && ne.Timeout() {
+		t.Errorf("the connection idle longest was not closed for the scrape at the cap: %v", err)
 	}
 	if code, body := get(t, base, "/healthz"); code != 200 {
-		t.Errorf("/healthz after the connections closed: %d %q", code, body)
+		t.Errorf("/healthz at the cap: %d %q", code, body)
 	}
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -171,7 +179,10 @@ func TestEndpointConnectionCap(t *testing.T) {
 	if res.code != 0 {
 		t.Fatalf("serve after SIGTERM: want exit 0\n%s", res)
 	}
-	if !strings.Contains(res.stderr, "connection limit reached") || !strings.Contains(res.stderr, fmt.Sprintf("limit=%d", endpointConnections)) {
-		t.Errorf("serve did not log that it reached its connection limit:\n%s", res.stderr)
+	for _, w := range []string{fmt.Sprintf("connection limit reached; closing those waiting longest on their client to make room\" limit=%d", endpointConnections),
+		fmt.Sprintf("too many connections from one address; closing its new ones\" addr=127.0.0.1 limit=%d", endpointConnectionsPerAddress)} {
+		if !strings.Contains(res.stderr, w) {
+			t.Errorf("serve did not log %q:\n%s", w, res.stderr)
+		}
 	}
 }

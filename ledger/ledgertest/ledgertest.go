@@ -96,6 +96,7 @@ func Run(t *testing.T, b Backend) {
 		{"AuditLifecycle", testAuditLifecycle},
 		{"AuditText", testAuditText},
 		{"AuditConcurrent", testAuditConcurrent},
+		{"AuditSpan", testAuditSpan},
 		{"Snapshot", testSnapshot},
 		{"PruneFiles", testPruneFiles},
 		{"Tasks", testTasks},
