@@ -69,9 +69,15 @@ type refusalRow struct {
 	Actor     string
 	Action    string
 	Outcome   string
-	Selection map[string]string
+	Selection map[string]any // a policy row's holds objects
 	Counts    map[string]int64
 	Detail    string
+}
+
+// sel is the selection's text value of key, "" when it has none.
+func (r refusalRow) sel(key string) string {
+	s, _ := r.Selection[key].(string)
+	return s
 }
 
 // reason is the part of the row's detail its refusals fold by.
@@ -199,7 +205,7 @@ func TestConsoleRefusalFlood(t *testing.T) {
 	got := map[key]int64{}
 	bad := 0
 	for _, r := range rows {
-		client := r.Selection["client"]
+		client := r.sel("client")
 		n := r.Counts["refused"]
 		got[key{client, r.reason()}] += n
 		if bad++; bad > 5 {
@@ -212,8 +218,8 @@ func TestConsoleRefusalFlood(t *testing.T) {
 			t.Errorf("row %d spans %v to %v, want within the test's %v to %v", r.ID, r.At, r.EndedAt, start, end)
 		case n > 1 && !strings.Contains(r.Detail, fmt.Sprintf("refused %d times more", n)):
 			t.Errorf("row %d folds %d refusals: detail %q does not say so", r.ID, n, r.Detail)
-		case client == "127.0.0.4" && (r.Action != "read" || r.Selection["path"] != "/api/v1/tasks"):
-			t.Errorf("row %d of a refused read: action %q path %q, want read /api/v1/tasks", r.ID, r.Action, r.Selection["path"])
+		case client == "127.0.0.4" && (r.Action != "read" || r.sel("path") != "/api/v1/tasks"):
+			t.Errorf("row %d of a refused read: action %q path %q, want read /api/v1/tasks", r.ID, r.Action, r.sel("path"))
 		case client != "127.0.0.4" && r.Action != "login":
 			t.Errorf("row %d of a refused sign-in: action %q", r.ID, r.Action)
 		default:
@@ -283,7 +289,7 @@ func TestConsoleLoginRateLimit(t *testing.T) {
 	}
 	var rows []string
 	for _, r := range refusalRows(t, q, 0) {
-		rows = append(rows, r.Selection["client"]+" "+r.Action+" "+r.reason())
+		rows = append(rows, r.sel("client")+" "+r.Action+" "+r.reason())
 	}
 	if want := "127.0.0.5 login unknown token (401)|127.0.0.5 login too many sign-ins (429)"; strings.Join(rows, "|") != want {
 		t.Errorf("refusal rows %q, want %q", rows, want)
