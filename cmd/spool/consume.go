@@ -24,13 +24,16 @@ validated against the contract and recorded in the ledger in one durable
 transaction, then moved to done/ (processed, or a duplicate) or error/ (a
 dead letter, with its reason). Claims left by a crashed consumer are
 recovered first, a replay that was killed half-way is finished, and stale
-temp files of killed producers are removed. Any number of consumers may run at once on one queue.
+temp files of killed producers are removed. Any number of consumers may
+run at once on one queue: every second, even in the middle of a long
+backlog, each recovers the claims of consumers that died meanwhile (of
+another host, once its --lease ran out), and releases the msg_ids their
+calls held once those calls cannot be running any more.
 
 --watch keeps consuming new arrivals until SIGINT or SIGTERM (see
 Stopping). It waits for filesystem notifications (inotify) and scans inbox/
-as soon as one comes, and also every second without one, recovering the
-claims of consumers that died meanwhile; a burst that overflows the
-kernel's queue of notifications makes it scan at once (logged,
+as soon as one comes, and also every second without one; a burst that
+overflows the kernel's queue of notifications makes it scan at once (logged,
 "notifications overflowed; rescanning"). On NFS, SMB/CIFS, FUSE and other
 network filesystems, where notifications miss other hosts' writes, it
 polls inbox/ every 250ms instead (logged once); --poll INTERVAL polls at
