@@ -173,6 +173,29 @@ type WritableWith interface {
 	KeyTaken(err error) bool
 }
 
+// SessionReset is implemented by a Dialect whose engine lets any statement
+// of a transaction change a setting of its session that the ledger relies
+// on, by means no check of a handler's SQL can see (PostgreSQL: a function
+// the handler calls runs set_config('synchronous_commit', 'off', false)),
+// with the change holding for the rest of the transaction, its commit,
+// and, once it commits, every later transaction of that connection. The
+// ledger runs ResetSession right after each handler that succeeded, in
+// the one Exec that releases the message's savepoint: the ledger's own
+// statements then find its own tables, and the commit is as durable as
+// the session was when it was checked at connection (I3). Engines whose
+// such settings are the server's alone (MariaDB's
+// innodb_flush_log_at_trx_commit), or that no statement of a script may
+// change (SQLite's PRAGMAs, refused by handler.ParseSQL and out of reach
+// of its functions), do not implement it.
+type SessionReset interface {
+	// ResetSession returns the SQL, without placeholders, that puts
+	// those settings back to the session's own values (its DSN's, its
+	// role's, the server's). It is sent after "RELEASE SAVEPOINT ...; "
+	// in one Exec without arguments, which the engine's driver must run
+	// as several statements.
+	ResetSession() string
+}
+
 // Kind is a column's kind of value, for ColumnArrays.
 type Kind int
 
