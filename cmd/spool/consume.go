@@ -242,6 +242,8 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	if lf.json() {
 		e.log = logger
 	}
+	// The clients' own lines too, in the same format.
+	clientLogs.use(logger)
 	dir := pos[0]
 	d, err := openQueue(dir)
 	if err != nil {
