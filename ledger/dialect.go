@@ -196,6 +196,20 @@ type SessionReset interface {
 	ResetSession() string
 }
 
+// MissingTable is implemented by a Dialect that can tell the engine's
+// error for a table that does not exist from its other errors. NewWith
+// with Options.MustExist then reports ErrNoLedger only for a database
+// that lacks the ledger's schema_migrations table, and any other failure
+// to read it (a full disk, an I/O error, a permission) as itself: an
+// operator told "no ledger" of a ledger the disk was too full to open
+// would be steered to create a new one. Without it, every failure to read
+// the table is ErrNoLedger.
+type MissingTable interface {
+	// IsMissingTable reports whether err is a statement's failure on a
+	// table that does not exist.
+	IsMissingTable(err error) bool
+}
+
 // Kind is a column's kind of value, for ColumnArrays.
 type Kind int
 

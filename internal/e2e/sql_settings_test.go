@@ -16,7 +16,7 @@ var settingAttempts = map[string][]struct{ stmt, want string }{
 	"sqlite": {
 		{"PRAGMA synchronous = OFF", "PRAGMA synchronous: below FULL a power cut may take back a commit"},
 		{"PRAGMA journal_mode = DELETE", "PRAGMA journal_mode: the ledger runs in WAL mode"},
-		{"ATTACH DATABASE 'other.db' AS other", "ATTACH: a transaction over two database files is not atomic"},
+		{"ATTACH DATABASE ':memory:' AS other", "ATTACH: a transaction over two database files is not atomic"},
 	},
 	"postgres": {
 		{"SET synchronous_commit = off", "SET synchronous_commit: off lets a commit return before its row is on disk"},

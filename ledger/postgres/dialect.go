@@ -157,6 +157,9 @@ func (dialect) ResetSession() string {
 // Snapshot: a PostgreSQL ledger is backed up with the server's own tools.
 func (dialect) Snapshot() ledger.Snapshot { return ledger.Snapshot{Tool: "pg_dump"} }
 
+// IsMissingTable: undefined_table.
+func (dialect) IsMissingTable(err error) bool { return sqlState(err) == "42P01" }
+
 // KeyTaken: unique_violation.
 func (dialect) KeyTaken(err error) bool { return sqlState(err) == "23505" }
 
