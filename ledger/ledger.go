@@ -70,7 +70,8 @@ func New(ctx context.Context, db *sql.DB, d Dialect) (*DB, error) {
 }
 
 // ErrNoLedger is wrapped by NewWith, with Options.MustExist, for a database
-// that holds no ledger yet.
+// that holds no ledger yet (on a Dialect that is a MissingTable, only
+// when its schema_migrations table is missing, not when it cannot be read).
 var ErrNoLedger = errors.New("no ledger in this database")
 
 // Options tune NewWith. The zero value is New's behaviour.
@@ -109,6 +110,9 @@ type Turn interface {
 func NewWith(ctx context.Context, db *sql.DB, d Dialect, o Options) (*DB, error) {
 	if o.MustExist {
 		if _, err := upToDate(ctx, db, nil); err != nil {
+			if m, ok := d.(MissingTable); ok && !m.IsMissingTable(err) {
+				return nil, fmt.Errorf("new %s ledger: read schema_migrations: %w", d.Name(), err)
+			}
 			return nil, fmt.Errorf("new %s ledger: %w (%v)", d.Name(), ErrNoLedger, err)
 		}
 	}

@@ -38,7 +38,7 @@ func OpenNATS(ctx context.Context, u *url.URL) (*NATS, error) {
 	}
 	server := *u
 	server.Path, server.RawQuery = "", ""
-	nc, err := nats.Connect(server.String(), nats.Name("spool relay"), nats.MaxReconnects(-1))
+	nc, err := nats.Connect(server.String(), append(natsLogging(), nats.Name("spool relay"), nats.MaxReconnects(-1))...)
 	if err != nil {
 		return nil, fmt.Errorf("target %s: %w", u.Redacted(), err)
 	}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/spoolq/spool"
-	"github.com/spoolq/spool/handler"
 	"github.com/spoolq/spool/metrics"
 	"github.com/spoolq/spool/queue"
 )
@@ -249,6 +248,8 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	if lf.json() {
 		e.log = logger
 	}
+	// The clients' own lines too, in the same format.
+	clientLogs.use(logger)
 	dir := pos[0]
 	d, err := openQueue(dir)
 	if err != nil {
@@ -274,11 +275,7 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	var halting *haltingExec
-	if ex, ok := caller.(*handler.Exec); ok {
-		halting = &haltingExec{Exec: ex}
-		caller = halting
-	}
+	caller, stopper := halting(caller, hf)
 	hold, err := holdContract(d, c)
 	if err != nil {
 		return err
@@ -356,8 +353,8 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	defer stop()
 	runCtx, halt := context.WithCancel(sigCtx)
 	defer halt()
-	if halting != nil {
-		halting.halt = halt
+	if stopper != nil {
+		stopper.halt = halt
 	}
 	var st spool.Stats
 	if *watch {
@@ -386,8 +383,8 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	if st.Deferred > 0 {
 		fmt.Fprintf(e.stdout, "waiting-retries=%d next-retry=%s\n", st.Deferred, st.NextRetry.UTC().Format(time.RFC3339))
 	}
-	if halting != nil && err == nil {
-		err = halting.halted()
+	if stopper != nil && err == nil {
+		err = stopper.halted()
 	}
 	return err
 }

@@ -96,6 +96,9 @@ func exitCode(err error) int {
 	switch {
 	case err == nil, errors.Is(err, errHelp):
 		return exitOK
+	case errors.Is(err, sqlite.ErrDiskFull):
+		// A *sqlite.FileError, but the machine's state, not the usage's.
+		return exitFailure
 	case errors.As(err, &usage), errors.As(err, &config), errors.As(err, &fileErr),
 		errors.Is(err, queue.ErrNotQueue), errors.Is(err, queue.ErrCrossDevice),
 		errors.Is(err, spool.ErrBadContract), errors.Is(err, queue.ErrPathLike),

@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 
 	"github.com/spoolq/spool"
@@ -141,40 +140,6 @@ func checkExec(command string) error {
 		return &usageError{msg: fmt.Sprintf("--exec %q: %v", command, strings.TrimPrefix(err.Error(), "check command: "))}
 	}
 	return nil
-}
-
-// haltingExec is the --exec Caller of spool consume: when the shell says
-// at run time that it could not run the program (exit 126 or 127,
-// handler.ErrNotRunnable), it stops the consumer (halt) instead of letting
-// the failure count against the message: the call fails transiently, the
-// run stops as at a signal, the message goes back to inbox/, and consume
-// exits 2 with the shell's message (err).
-type haltingExec struct {
-	*handler.Exec
-	halt context.CancelFunc
-	mu   sync.Mutex
-	err  error
-}
-
-// Call runs the command; see haltingExec.
-func (h *haltingExec) Call(ctx context.Context, d *spool.Delivery) error {
-	err := h.Exec.Call(ctx, d)
-	if errors.Is(err, handler.ErrNotRunnable) {
-		h.mu.Lock()
-		if h.err == nil {
-			h.err = &usageError{msg: fmt.Sprintf("--exec %q: %v; consume stopped, the messages it was calling are back in inbox/ (fix the command and run again)", h.Command, err)}
-		}
-		h.mu.Unlock()
-		h.halt()
-	}
-	return err
-}
-
-// halted is the error that stopped the consumer, or nil.
-func (h *haltingExec) halted() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.err
 }
 
 var _ flag.Value = dbValue{}
