@@ -30,8 +30,9 @@ type DeadLetterRecord struct {
 	ID int64
 	// Ino is the claimed file's inode number; 0 when unknown.
 	Ino uint64
-	// MsgID is the message's key; empty when the message was rejected
-	// before it had a valid one (parse, missing-field, ...).
+	// MsgID is the message's key; empty when the message had no valid
+	// one (not JSON, no key, a key of the wrong type), or was recorded
+	// before a rejected message's key was.
 	MsgID string
 	// ContentHash is the hex SHA-256 of the content; empty when the file
 	// was not read (not-regular, too-large, unreadable).
