@@ -43,6 +43,11 @@ const (
 	// message under the contract: it cannot have been processed. Not
 	// repaired: an operator decides.
 	DoneInvalid = "done-invalid"
+	// KeptAfterPrune: a file in done/ with no record that got there
+	// before the prune horizon (ledger.DB.PruneHorizon): spool prune
+	// removed its row and, without --files, kept the file. Informational:
+	// never read, never recorded again; spool prune --files removes it.
+	KeptAfterPrune = "kept-after-prune"
 	// ErrorUnrecorded: a file in error/ with no dead-letter record.
 	// Repaired with a record of reason unknown.
 	ErrorUnrecorded = "error-unrecorded"
@@ -277,7 +282,7 @@ func (c *checker) run(ctx context.Context) (*Report, error) {
 		}
 		findings = append(findings, f)
 	}
-	done, invalid, err := c.done(ctx)
+	done, invalid, kept, err := c.done(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -293,7 +298,7 @@ func (c *checker) run(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	findings = append(findings, done, invalid, errs, orphans, discarded)
+	findings = append(findings, done, invalid, kept, errs, orphans, discarded)
 	if c.byInode == 0 && c.moved > 0 {
 		f := c.newFinding(Copied, true)
 		f.Count = c.moved

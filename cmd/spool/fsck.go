@@ -38,6 +38,9 @@ disagreement with a count and examples:
                           rebuild was killed: every command refuses it
   processed-without-file  a processed row whose file is in no stage
                           (informational: prune and operators remove files)
+  kept-after-prune        a file in done/ whose row spool prune removed
+                          without --files (informational: never recorded
+                          again; prune --files removes it)
   unbound                 a queue made before queue identities
                           (informational)
   copied                  no file has the inode the ledger recorded; they

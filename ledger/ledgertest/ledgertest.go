@@ -99,6 +99,7 @@ func Run(t *testing.T, b Backend) {
 		{"Tasks", testTasks},
 		{"OneMoveTasks", testOneMoveTasks},
 		{"DeadLetterPage", testDeadLetterPage},
+		{"PruneHorizon", testPruneHorizon},
 		{"RejectKey", testRejectKey},
 	}
 	opener := func(t *testing.T, dsn string) *ledger.DB {
