@@ -51,6 +51,17 @@ const (
 	// ErrorUnrecorded: a file in error/ with no dead-letter record.
 	// Repaired with a record of reason unknown.
 	ErrorUnrecorded = "error-unrecorded"
+	// DeadLetterMissing: a dead-letter record whose file is gone from
+	// error/, neither replayed nor discarded: removed by hand. The
+	// console no longer lists it (report.InError). Repaired by retiring it
+	// from the dead-letter index (ledger.ExitRemoved); the record stays,
+	// as history.
+	DeadLetterMissing = "dead-letter-missing"
+	// DeadLetterReplaced: a dead-letter record whose file was edited in
+	// error/ (a new inode) and then replayed or discarded, which the
+	// ledger could not tie to the record as it happened (two dead letters
+	// of one name were in error/). Informational; repaired by retiring it.
+	DeadLetterReplaced = "dead-letter-replaced"
 	// ProcessedWithoutFile: a processed row whose file is in no stage.
 	// Informational: prune and operators remove files from done/.
 	ProcessedWithoutFile = "processed-without-file"
@@ -290,6 +301,10 @@ func (c *checker) run(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	deadMissing, deadReplaced, err := c.deadLetters(ctx)
+	if err != nil {
+		return nil, err
+	}
 	orphans, err := c.processed(ctx)
 	if err != nil {
 		return nil, err
@@ -298,7 +313,7 @@ func (c *checker) run(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	findings = append(findings, done, invalid, kept, errs, orphans, discarded)
+	findings = append(findings, done, invalid, kept, errs, deadMissing, deadReplaced, orphans, discarded)
 	if c.byInode == 0 && c.moved > 0 {
 		f := c.newFinding(Copied, true)
 		f.Count = c.moved

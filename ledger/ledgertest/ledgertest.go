@@ -99,6 +99,7 @@ func Run(t *testing.T, b Backend) {
 		{"Tasks", testTasks},
 		{"OneMoveTasks", testOneMoveTasks},
 		{"DeadLetterPage", testDeadLetterPage},
+		{"DeadLetterExits", testDeadLetterExits},
 		{"PruneHorizon", testPruneHorizon},
 		{"RejectKey", testRejectKey},
 	}
