@@ -59,8 +59,9 @@ const (
 	DeadLetterMissing = "dead-letter-missing"
 	// DeadLetterReplaced: a dead-letter record whose file was edited in
 	// error/ (a new inode) and then replayed or discarded, which the
-	// ledger could not tie to the record as it happened (two dead letters
-	// of one name were in error/). Informational; repaired by retiring it.
+	// ledger could not tie to the record as it happened (it had a
+	// collision suffix, or two dead letters of one name were in error/).
+	// Informational; repaired by retiring it.
 	DeadLetterReplaced = "dead-letter-replaced"
 	// ProcessedWithoutFile: a processed row whose file is in no stage.
 	// Informational: prune and operators remove files from done/.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 )
 
@@ -178,12 +177,14 @@ type movedFile struct {
 // retireReplaced retires, in tx, the dead letters whose file was edited to
 // a new inode and then moved out of error/ by a replay or discard (how) at
 // at: for each moved file whose inode no dead-letter record has, the
-// current records of its name (the name itself, or the name without its
-// collision suffix) recorded before at. When a name has more such records
-// than moved files without a record (two dead letters of one name sat in
-// error/, one as a~2.json, and only one was edited), which of them moved
-// cannot be told here, and none is retired: the readers' check leaves the
-// one gone out, and fsck --repair retires it.
+// current records made under its very name before at. A record whose file
+// got a collision suffix in error/ ("a~2.json" for a.json) is not tied to
+// it here, nor are records when a name has more of them than moved files
+// without a record (two dead letters of one name sat in error/, and only
+// one was edited): which of them moved cannot be told without error/, and
+// a record retired wrongly would hide a file still there. The readers'
+// check leaves such a record out meanwhile, and fsck --repair retires it
+// (dead-letter-replaced).
 func (db *DB) retireReplaced(ctx context.Context, tx *sql.Tx, how DeadLetterExit, by string, at time.Time, moved []movedFile) error {
 	// The moved inodes that have a dead-letter record: theirs is retired
 	// by the inode.
@@ -212,26 +213,22 @@ WHERE outcome = 'dead-letter' AND ino IN (`+placeholders(len(chunk))+`)`), chunk
 			return fmt.Errorf("retire replaced dead letters: %w", err)
 		}
 	}
-	edited := map[string]int{} // moved files without a record, by name without suffix
+	edited := map[string]int{} // moved files without a record, by name
 	var names []any
 	for _, m := range moved {
 		if m.ino == 0 || recorded[m.ino] {
 			continue // moved before inodes were recorded, or retired by its inode
 		}
 		name := clean(m.name)
-		stem := unsuffixed(name)
-		if edited[stem] == 0 {
-			names = append(names, stem)
-		}
-		if name != stem && !slices.Contains(names, any(name)) {
+		if edited[name] == 0 {
 			names = append(names, name)
 		}
-		edited[stem]++
+		edited[name]++
 	}
 	if len(names) == 0 {
 		return nil
 	}
-	byStem := map[string][]int64{}
+	byName := map[string][]int64{}
 	for chunk := range slices.Chunk(names, rowsPerInsert) {
 		q := `SELECT d.id, d.file FROM deliveries d WHERE d.outcome = 'dead-letter' AND d.file IN (` + placeholders(len(chunk)) +
 			`) AND d.at <= ? AND ` + currentDeadLetter
@@ -248,37 +245,20 @@ WHERE outcome = 'dead-letter' AND ino IN (`+placeholders(len(chunk))+`)`), chunk
 				rows.Close()
 				return fmt.Errorf("retire replaced dead letters: %w", err)
 			}
-			stem := unsuffixed(file)
-			if !slices.Contains(byStem[stem], id) {
-				byStem[stem] = append(byStem[stem], id)
-			}
+			byName[file] = append(byName[file], id)
 		}
 		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 			return fmt.Errorf("retire replaced dead letters: %w", err)
 		}
 	}
 	var ids []int64
-	for stem, recs := range byStem {
-		if n := edited[stem]; n > 0 && len(recs) <= n {
+	for name, recs := range byName {
+		if len(recs) <= edited[name] {
 			ids = append(ids, recs...)
 		}
 	}
 	slices.Sort(ids)
 	return db.insertExits(ctx, tx, ids, how, by, at)
-}
-
-// unsuffixed is name without the collision suffix a move may have added
-// ("a~2.json" is "a.json"); name itself when it has none.
-func unsuffixed(name string) string {
-	stem, ok := strings.CutSuffix(name, ".json")
-	if !ok {
-		return name
-	}
-	i := strings.LastIndexByte(stem, '~')
-	if i <= 0 || i == len(stem)-1 || strings.Trim(stem[i+1:], "0123456789") != "" {
-		return name
-	}
-	return stem[:i] + ".json"
 }
 
 // ErrorExit is a file moved out of error/ on purpose: by a replay or a

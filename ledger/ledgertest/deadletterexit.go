@@ -57,10 +57,12 @@ func testDeadLetterExits(t *testing.T, db *ledger.DB) {
 	}
 	at := base.Add(time.Hour)
 	// a.json edited (inode 900) and replayed; dup.json edited and replayed:
-	// two records of that name, which one moved is unknown.
+	// two records of that name, which one moved is unknown; a file that
+	// got a collision suffix is not tied to its record either.
 	for _, r := range []ledger.Replay{
 		{File: "a.json", NewName: "a.json", Ino: 900, By: "op", At: at},
-		{File: "dup~2.json", NewName: "dup.json", Ino: 901, By: "op", At: at},
+		{File: "dup.json", NewName: "dup.json", Ino: 901, By: "op", At: at},
+		{File: "e~2.json", NewName: "e.json", Ino: 903, By: "op", At: at},
 	} {
 		if err := db.RecordReplay(ctx, r); err != nil {
 			t.Fatal(err)
@@ -147,7 +149,7 @@ func testDeadLetterExits(t *testing.T, db *ledger.DB) {
 		t.Errorf("DeadLetterNames = %v, %v", names, err)
 	}
 	exits, err := db.ErrorExits(ctx)
-	if err != nil || len(exits) != 3 {
-		t.Errorf("ErrorExits = %+v, %v; want the 2 replays and the discard", exits, err)
+	if err != nil || len(exits) != 4 {
+		t.Errorf("ErrorExits = %+v, %v; want the 3 replays and the discard", exits, err)
 	}
 }
