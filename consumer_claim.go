@@ -201,12 +201,14 @@ func (c *Consumer) read(s *queue.Session, cl *queue.Claim) ([]byte, *RejectError
 	return nil, reject(ReasonUnreadable, "", "cannot read: %s", queue.ReadFailure(err)), nil
 }
 
-// parse validates data against the contract: a message, or why not.
+// parse validates data against the contract: a message, or why not, with
+// the message's key when it has a valid one (RejectError.MsgID).
 func (c *Consumer) parse(data []byte) (*Message, *RejectError) {
 	msg, err := c.cfg.Contract.Parse(data)
 	var rej *RejectError
 	switch {
 	case errors.As(err, &rej):
+		rej.MsgID, _ = c.cfg.Contract.KeyOf(data)
 		return nil, rej
 	case err != nil:
 		return nil, reject(ReasonParse, "", "%v", err)

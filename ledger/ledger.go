@@ -268,20 +268,21 @@ func (db *DB) ClaimOutcome(ctx context.Context, claim, msgID string) (spool.Outc
 }
 
 // ClaimReject returns the reason recorded for the dead letter of claim,
-// and false when the claim is not recorded as one; see spool.RejectLedger.
+// with its msg_id when the record has one, and false when the claim is
+// not recorded as one; see spool.RejectLedger.
 func (db *DB) ClaimReject(ctx context.Context, claim string) (*spool.RejectError, bool, error) {
 	if err := db.open(); err != nil {
 		return nil, false, err
 	}
-	var reason, field, detail sql.NullString
-	err := db.sql.QueryRowContext(ctx, db.q.claimReject, claim).Scan(&reason, &field, &detail)
+	var reason, field, detail, msgID sql.NullString
+	err := db.sql.QueryRowContext(ctx, db.q.claimReject, claim).Scan(&reason, &field, &detail, &msgID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, false, nil
 	}
 	if err != nil {
 		return nil, false, db.fail("claim reject "+claim, err)
 	}
-	return &spool.RejectError{Reason: spool.Reason(reason.String), Field: field.String, Detail: detail.String}, true, nil
+	return &spool.RejectError{Reason: spool.Reason(reason.String), Field: field.String, Detail: detail.String, MsgID: msgID.String}, true, nil
 }
 
 func formatTime(t time.Time) string { return t.UTC().Format(TimeLayout) }

@@ -403,8 +403,11 @@ func (db *DB) insertDeliveryRows(ctx context.Context, tx *sql.Tx, batch []*spool
 // last).
 func deliveryArgs(d *spool.Delivery, r result, now time.Time) []any {
 	var msgID, attempts, firstFailure, lastFailure any
-	if d.Message != nil {
+	switch {
+	case d.Message != nil:
 		msgID = d.Message.MsgID
+	case d.Reject != nil && d.Reject.MsgID != "":
+		msgID = d.Reject.MsgID // a dead letter's key, when it had a valid one
 	}
 	if r.attempts > 0 {
 		attempts, firstFailure, lastFailure = r.attempts, formatTime(r.firstFailure), formatTime(r.lastFailure)

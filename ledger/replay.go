@@ -102,7 +102,9 @@ func (db *DB) StageReplay(ctx context.Context, id int64) error {
 
 // FinishReplay records one replay row per moved file and marks the intent
 // done, in one transaction. Replays holds the moved files; items not among
-// them (gone from the queue by hand) get no record.
+// them (gone from the queue by hand) get no record. The dead letters whose
+// file was edited to a new inode before it was replayed are retired from
+// the dead-letter index in the same transaction (retireReplaced).
 func (db *DB) FinishReplay(ctx context.Context, id int64, replays []Replay, at time.Time) error {
 	if err := db.open(); err != nil {
 		return err
@@ -129,6 +131,17 @@ VALUES (?, ?, ?, ?, ?, ?, ?)`))
 			if _, err := ins.ExecContext(ctx, clean(r.File), clean(r.NewName), nullIno(r.Ino), clean(r.By),
 				nullString(clean(r.Note)), formatTime(r.At), id); err != nil {
 				return fmt.Errorf("insert replay of %s: %w", clean(r.File), err)
+			}
+		}
+		// A file edited in error/ (a new inode) leaves its dead-letter
+		// record behind, which the replay of its inode does not retire.
+		if len(replays) > 0 {
+			moved := make([]movedFile, len(replays))
+			for i, r := range replays {
+				moved[i] = movedFile{name: r.File, ino: r.Ino}
+			}
+			if err := db.retireReplaced(ctx, tx, ExitReplayed, replays[0].By, at, moved); err != nil {
+				return err
 			}
 		}
 		var items int

@@ -123,7 +123,7 @@ func TestAuditActions(t *testing.T) {
 		!reflect.DeepEqual(fl.Counts, map[string]int64{"selected": 1, "done": 0, "missing": 1}) {
 		t.Errorf("flush row: %+v", fl)
 	}
-	if pr := rows[3]; pr.Selection["older_than"] != "30d" || !reflect.DeepEqual(pr.Counts, map[string]int64{"processed": 0, "deliveries": 0, "files": 0, "bytes": 0}) {
+	if pr := rows[3]; pr.Selection["older_than"] != "30d" || !reflect.DeepEqual(pr.Counts, map[string]int64{"processed": 0, "deliveries": 0, "files": 0, "bytes": 0, "kept": 0}) {
 		t.Errorf("prune row: %+v", pr)
 	}
 	if rep := rows[4]; rep.Counts["problems"] != 0 || rep.Counts["repairs"] != 0 || len(rep.Counts) != 2 {

@@ -82,7 +82,7 @@ func testDeadLetterPage(t *testing.T, db *ledger.DB) {
 			t.Errorf("DeadLetterPage(%+v) = %q, want %q", c.q, claims, c.want)
 		}
 	}
-	groups, err := db.DeadLetterGroups(ctx)
+	groups, err := db.DeadLetterGroups(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

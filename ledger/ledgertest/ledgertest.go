@@ -103,6 +103,9 @@ func Run(t *testing.T, b Backend) {
 		{"OneMoveTasks", testOneMoveTasks},
 		{"ApprovalPolicy", testApprovalPolicy},
 		{"DeadLetterPage", testDeadLetterPage},
+		{"DeadLetterExits", testDeadLetterExits},
+		{"PruneHorizon", testPruneHorizon},
+		{"RejectKey", testRejectKey},
 	}
 	opener := func(t *testing.T, dsn string) *ledger.DB {
 		t.Helper()
