@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"sync"
@@ -102,7 +103,7 @@ func (s *Server) taskError(r *request, err error) (int, any) {
 		return http.StatusForbidden, apiError("%v", err)
 	case errors.Is(err, task.ErrNotFound):
 		return http.StatusNotFound, apiError("%v", err)
-	case errors.Is(err, task.ErrState):
+	case errors.Is(err, task.ErrState), errors.Is(err, task.ErrDigest):
 		return http.StatusConflict, apiError("%v", err)
 	case errors.Is(err, task.ErrNothing):
 		return http.StatusUnprocessableEntity, apiError("%v", err)
@@ -133,7 +134,7 @@ func (s *Server) ask(r *request, kind task.Kind) (int, any) {
 	dec := json.NewDecoder(http.MaxBytesReader(r.w, r.Body, 1<<20))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&b); err != nil {
-		s.record(r.Context(), r.id, string(kind), nil, ledger.AuditRefused, nil, "bad body (400): "+err.Error(), 0)
+		err = s.o.Tasks.Refuse(r.Context(), r.id, string(kind), fmt.Errorf("bad body (400): %w", err))
 		return http.StatusBadRequest, apiError("body: %v (want a JSON selection object)", err)
 	}
 	sel := b.Selection
@@ -142,9 +143,6 @@ func (s *Server) ask(r *request, kind task.Kind) (int, any) {
 	}
 	req := task.Request{Kind: kind, Selection: sel, Note: b.Note, Force: b.Force, To: b.To, Rate: b.Rate}
 	if b.DryRun {
-		if err := req.Check(); err != nil {
-			return http.StatusBadRequest, apiError("%v", err)
-		}
 		p, err := s.o.Tasks.Preview(r.Context(), req)
 		if err != nil {
 			return s.taskError(r, err)
@@ -195,16 +193,75 @@ func (s *Server) getTasks(r *request) (int, any) {
 	return http.StatusOK, map[string]any{"items": ts, "next": next}
 }
 
+// filesPage is the size of a page of a task's files, unless the request
+// asks for fewer; maxFilesPage the most a request may ask for.
+const (
+	filesPage    = 100
+	maxFilesPage = 1000
+)
+
+// getTask answers the task with the first page of its files: what an
+// approver is shown (task.View).
 func (s *Server) getTask(r *request) (int, any) {
 	id, ok := taskID(r)
 	if !ok {
 		return http.StatusNotFound, apiError("task %q: not a task id", r.PathValue("id"))
 	}
+	v, err := s.o.Tasks.View(r.Context(), id, filesPage)
+	if err != nil {
+		return s.taskError(r, err)
+	}
+	return http.StatusOK, v
+}
+
+// getTaskFiles answers a page of a task's files: ?offset= (0 first) and
+// ?limit= (filesPage by default, at most maxFilesPage).
+func (s *Server) getTaskFiles(r *request) (int, any) {
+	id, ok := taskID(r)
+	if !ok {
+		return http.StatusNotFound, apiError("task %q: not a task id", r.PathValue("id"))
+	}
+	q := r.URL.Query()
+	offset, limit := 0, filesPage
+	for _, p := range []struct {
+		name     string
+		to       *int
+		min, max int
+	}{{"offset", &offset, 0, -1}, {"limit", &limit, 1, maxFilesPage}} {
+		v := q.Get(p.name)
+		if v == "" {
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < p.min || p.max > 0 && n > p.max {
+			return http.StatusBadRequest, apiError("%s %q: want a whole number from %d%s", p.name, v, p.min, upTo(p.max))
+		}
+		*p.to = n
+	}
 	t, err := s.o.Tasks.Get(r.Context(), id)
 	if err != nil {
 		return s.taskError(r, err)
 	}
-	return http.StatusOK, t
+	page, err := s.o.Tasks.Page(r.Context(), t, offset, limit)
+	if err != nil {
+		return s.failed(r, err)
+	}
+	return http.StatusOK, page
+}
+
+// upTo is " to max", or "" for no bound (max <= 0).
+func upTo(max int) string {
+	if max <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" to %d", max)
+}
+
+// approveBody is the body of POST tasks/{id}/approve: the digest of the
+// set the approver was shown (the task's "digest"), which the approval
+// names. An empty body names none, and is refused.
+type approveBody struct {
+	Digest string `json:"digest"`
 }
 
 func (s *Server) postApprove(r *request) (int, any) {
@@ -212,7 +269,14 @@ func (s *Server) postApprove(r *request) (int, any) {
 	if !ok {
 		return http.StatusNotFound, apiError("task %q: not a task id", r.PathValue("id"))
 	}
-	t, err := s.o.Tasks.Approve(r.Context(), r.id, id)
+	var b approveBody
+	dec := json.NewDecoder(http.MaxBytesReader(r.w, r.Body, 1<<16))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&b); err != nil && !errors.Is(err, io.EOF) {
+		err = s.o.Tasks.Refuse(r.Context(), r.id, "approve", fmt.Errorf("bad body (400): %w", err))
+		return http.StatusBadRequest, apiError("body: %v (want {\"digest\": \"the task's digest\"})", err)
+	}
+	t, err := s.o.Tasks.Approve(r.Context(), r.id, id, b.Digest)
 	if err != nil {
 		return s.taskError(r, err)
 	}

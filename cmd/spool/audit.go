@@ -8,6 +8,7 @@ import (
 
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/report"
+	"github.com/spoolq/spool/task"
 )
 
 var auditCommand = &command{
@@ -77,7 +78,7 @@ func runAudit(ctx context.Context, e *env, args []string) (err error) {
 	}
 	entries := make([]report.AuditEntry, len(rows))
 	for i, r := range rows {
-		entries[i] = report.AuditEntry{AuditRow: r, Gone: r.Outcome == ledger.AuditStarted && processGone(r.Host, r.PID)}
+		entries[i] = report.AuditEntry{AuditRow: r, Gone: r.Outcome == ledger.AuditStarted && task.ProcessGone(r.Host, r.PID)}
 	}
 	return e.output(*out, func(w io.Writer) error {
 		if *asJSON {

@@ -97,7 +97,7 @@ func Run(t *testing.T, b Backend) {
 		{"Snapshot", testSnapshot},
 		{"PruneFiles", testPruneFiles},
 		{"Tasks", testTasks},
-		{"OneMoveTasks", testOneMoveTasks},
+		{"StartTasks", testStartTasks},
 		{"DeadLetterPage", testDeadLetterPage},
 	}
 	opener := func(t *testing.T, dsn string) *ledger.DB {
