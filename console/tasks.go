@@ -221,22 +221,11 @@ func (s *Server) getTaskFiles(r *request) (int, any) {
 	if !ok {
 		return http.StatusNotFound, apiError("task %q: not a task id", r.PathValue("id"))
 	}
-	q := r.URL.Query()
-	offset, limit := 0, filesPage
-	for _, p := range []struct {
-		name     string
-		to       *int
-		min, max int
-	}{{"offset", &offset, 0, -1}, {"limit", &limit, 1, maxFilesPage}} {
-		v := q.Get(p.name)
-		if v == "" {
-			continue
-		}
-		n, err := strconv.Atoi(v)
-		if err != nil || n < p.min || p.max > 0 && n > p.max {
-			return http.StatusBadRequest, apiError("%s %q: want a whole number from %d%s", p.name, v, p.min, upTo(p.max))
-		}
-		*p.to = n
+	offset, oerr := intParam(r, "offset", 0)
+	limit, lerr := intParam(r, "limit", filesPage)
+	if oerr != nil || lerr != nil || offset < 0 || limit < 1 || limit > maxFilesPage {
+		return http.StatusBadRequest, apiError("offset %q, limit %q: want whole numbers, offset from 0, limit from 1 to %d",
+			r.URL.Query().Get("offset"), r.URL.Query().Get("limit"), maxFilesPage)
 	}
 	t, err := s.o.Tasks.Get(r.Context(), id)
 	if err != nil {
@@ -249,12 +238,12 @@ func (s *Server) getTaskFiles(r *request) (int, any) {
 	return http.StatusOK, page
 }
 
-// upTo is " to max", or "" for no bound (max <= 0).
-func upTo(max int) string {
-	if max <= 0 {
-		return ""
+// intParam is r's query parameter name as a whole number, def when absent.
+func intParam(r *request, name string, def int) (int, error) {
+	if v := r.URL.Query().Get(name); v != "" {
+		return strconv.Atoi(v)
 	}
-	return fmt.Sprintf(" to %d", max)
+	return def, nil
 }
 
 // approveBody is the body of POST tasks/{id}/approve: the digest of the
