@@ -427,19 +427,3 @@ WHERE id = (SELECT task_id FROM `+table+` WHERE id = ?)`), done, missing, format
 	}
 	return db.endTask(ctx, tx, table, id, at)
 }
-
-// TaskHasUnfinished reports whether a chunk of task id (a replay intent or
-// discard batch) is not yet done.
-func (db *DB) TaskHasUnfinished(ctx context.Context, id int64) (bool, error) {
-	if err := db.open(); err != nil {
-		return false, err
-	}
-	var n int64
-	err := db.sql.QueryRowContext(ctx, db.dialect.Rebind(`SELECT
-    (SELECT COUNT(*) FROM replay_intents WHERE task_id = ? AND state <> 'done') +
-    (SELECT COUNT(*) FROM discard_batches WHERE task_id = ? AND state <> 'done')`), id, id).Scan(&n)
-	if err != nil {
-		return false, db.fail(fmt.Sprintf("task %d: unfinished chunks", id), err)
-	}
-	return n > 0, nil
-}

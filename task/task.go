@@ -101,10 +101,6 @@ type Task struct {
 	Updated time.Time `json:"updated"`
 }
 
-// NeedsApproval reports whether the task was asked under a policy that
-// made it wait for an approval.
-func (t Task) NeedsApproval() bool { return t.State == StateWaiting || t.ApprovedBy != "" }
-
 // fromRecord is the Task of a ledger record.
 func fromRecord(r ledger.TaskRecord) (Task, error) {
 	t := Task{ID: r.ID, Kind: Kind(r.Kind), State: r.State, Files: r.Files, Digest: r.Digest, Skipped: r.Skipped,
@@ -159,13 +155,6 @@ func (s *Service) List(ctx context.Context, q ledger.TaskQuery) ([]Task, error) 
 		out = append(out, t)
 	}
 	return out, nil
-}
-
-// Files returns the files of task id's set with from <= Idx < to (to <= 0
-// for all from from), in order, each with why it was found changed if it
-// was.
-func (s *Service) Files(ctx context.Context, id int64, from, to int) ([]ledger.TaskFile, error) {
-	return s.Ledger.TaskFiles(ctx, id, from, to)
 }
 
 // File is a file of a task's set as the API and spool tasks --json show

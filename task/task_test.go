@@ -282,8 +282,8 @@ func TestDiscardTo(t *testing.T) {
 	if err != nil || len(bs) != 1 || bs[0].ToDir != kept || bs[0].Items[0].Outcome != ledger.DiscardMoved || bs[0].Items[0].ContentHash == "" {
 		t.Fatalf("discards of m000: %+v, %v", bs, err)
 	}
-	fs, err := s.Files(ctx, tk.ID, 0, 0)
-	if err != nil || len(fs) != 3 || fs[2].ChangedWhy != "its body changed" || fs[0].ChangedWhy != "" {
+	fs, err := s.Page(ctx, tk, 0, 0)
+	if err != nil || len(fs.Items) != 3 || fs.Items[2].Changed != "its body changed" || fs.Items[0].Changed != "" || fs.Next != nil {
 		t.Fatalf("files %+v, %v", fs, err)
 	}
 }

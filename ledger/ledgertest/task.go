@@ -63,14 +63,14 @@ func testTasks(t *testing.T, db *ledger.DB) {
 	if _, err := db.BeginTaskChunk(ctx, chunk, move); !errors.Is(err, ledger.ErrTaskState) {
 		t.Errorf("the same chunk twice: %v", err)
 	}
-	if un, err := db.TaskHasUnfinished(ctx, id); err != nil || !un {
-		t.Errorf("TaskHasUnfinished = %v, %v; want true", un, err)
+	if un, err := db.UnfinishedReplays(ctx); err != nil || len(un) != 1 || un[0].ID != iid {
+		t.Errorf("UnfinishedReplays = %+v, %v; want the chunk's intent", un, err)
 	}
 	if err := db.FinishReplay(ctx, iid, []ledger.Replay{{File: "a.json", NewName: "a.json", Ino: 11, By: "alice", At: at}}, at); err != nil {
 		t.Fatal(err)
 	}
-	if un, err := db.TaskHasUnfinished(ctx, id); err != nil || un {
-		t.Errorf("TaskHasUnfinished = %v, %v; want false", un, err)
+	if un, err := db.UnfinishedReplays(ctx); err != nil || len(un) != 0 {
+		t.Errorf("UnfinishedReplays = %+v, %v; want none", un, err)
 	}
 	got, err = db.Task(ctx, id)
 	if err != nil || got.Next != 2 || got.Done != 1 || got.Missing != 0 || got.Changed != 1 || got.ApprovedBy != "bob" {
