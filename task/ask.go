@@ -137,7 +137,7 @@ func (s *Service) ask(ctx context.Context, who Identity, req Request, opt RunOpt
 	if err := pc.wait(ctx); err != nil {
 		return Task{}, err
 	}
-	move, err := s.taskMove(Task{Kind: req.Kind, By: by, Request: req}, p.Files[:pc.size], to)
+	move, err := s.taskMove(Task{Kind: req.Kind, By: by, Request: req}, p.Files[:min(pc.size, p.Count)], to)
 	if err != nil {
 		return Task{}, err
 	}

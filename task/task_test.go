@@ -342,3 +342,30 @@ func TestOneMoveTask(t *testing.T) {
 		t.Fatalf("inbox %q", got)
 	}
 }
+
+// TestDoAtRate: a replay asked at a rate whose chunk is larger than the
+// set runs it whole; one whose chunk is smaller moves it chunk by chunk,
+// each reported, and both end done with every file in inbox/ and one
+// audit row (the request's, spanning its run).
+func TestDoAtRate(t *testing.T) {
+	for _, c := range []struct {
+		rate   float64
+		chunks int
+	}{{1000, 1}, {10, 4}} {
+		d, l := deadQueue(t, 4)
+		s := &task.Service{Dir: d, Ledger: l, Contract: spool.DefaultContract(), Policy: task.NoPolicy}
+		chunks := 0
+		tk, err := s.Do(t.Context(), task.CLI("alice"), task.Request{Kind: task.Replay, Selection: task.Selection{All: true}, Rate: c.rate},
+			task.RunOptions{OnChunk: func(task.Chunk) { chunks++ }})
+		if err != nil || tk.State != task.StateDone || tk.Done != 4 || chunks != c.chunks {
+			t.Fatalf("rate %v: %+v, %v, %d chunks; want done, 4 files in %d chunks", c.rate, tk, err, chunks, c.chunks)
+		}
+		if got := names(t, d, queue.Inbox); len(got) != 4 {
+			t.Fatalf("rate %v: inbox %q", c.rate, got)
+		}
+		rows, err := l.AuditList(t.Context(), ledger.AuditQuery{})
+		if err != nil || len(rows) != 1 || rows[0].Action != "replay" || rows[0].Task != tk.ID || rows[0].Outcome != ledger.AuditOK || rows[0].Counts["done"] != 4 {
+			t.Fatalf("rate %v: audit %+v, %v", c.rate, rows, err)
+		}
+	}
+}
