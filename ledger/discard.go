@@ -69,15 +69,12 @@ type DiscardItem struct {
 	NewName string
 }
 
-// BeginDiscard commits a discard batch, in state pending, with its items,
-// and returns its id. by and note are required; toDir is empty for a
-// discard that deletes. Nothing is done to any file: the caller stages
-// them next (StageDiscard), then finishes the batch (FinishDiscard).
-func (db *DB) BeginDiscard(ctx context.Context, by, note, toDir string, at time.Time, items []DiscardItem) (int64, error) {
-	return db.beginDiscard(ctx, &taskLink{}, by, note, toDir, at, items)
-}
-
-// beginDiscard is BeginDiscard, tied to a task as link says.
+// beginDiscard commits a discard batch, in state pending, with its items,
+// as the move of a task's chunk that link says (BeginTaskChunk,
+// StartTask), and returns its id. by and note are required; toDir is
+// empty for a discard that deletes. Nothing is done to any file: the
+// caller stages them next (StageDiscard), then finishes the batch
+// (FinishDiscard).
 func (db *DB) beginDiscard(ctx context.Context, link *taskLink, by, note, toDir string, at time.Time, items []DiscardItem) (int64, error) {
 	if err := db.open(); err != nil {
 		return 0, err

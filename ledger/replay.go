@@ -45,13 +45,9 @@ type ReplayItem struct {
 	Ino uint64
 }
 
-// BeginReplay commits a replay intent, in state pending, with its items,
-// and returns its id.
-func (db *DB) BeginReplay(ctx context.Context, by, note string, at time.Time, items []ReplayItem) (int64, error) {
-	return db.beginReplay(ctx, &taskLink{}, by, note, at, items)
-}
-
-// beginReplay is BeginReplay, tied to a task as link says.
+// beginReplay commits a replay intent, in state pending, with its items,
+// as the move of a task's chunk that link says (BeginTaskChunk,
+// StartTask), and returns its id.
 func (db *DB) beginReplay(ctx context.Context, link *taskLink, by, note string, at time.Time, items []ReplayItem) (int64, error) {
 	if err := db.open(); err != nil {
 		return 0, err

@@ -285,7 +285,7 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 			err = cerr
 		}
 	}()
-	if err := startAudited(ctx, e, d, l); err != nil {
+	if err := startQueue(ctx, e, d, l); err != nil {
 		return err
 	}
 	cfg := spool.Config{

@@ -74,10 +74,11 @@ func (e *inputError) Error() string { return fmt.Sprintf("%s: %v", e.path, e.err
 func (e *inputError) Unwrap() error { return e.err }
 
 // isRefusal reports whether err is a refusal of package task: an
-// approval of one's own request, a role too low, a stale set, a task in
-// another state or unknown. Nothing was changed: exit 1.
+// approval of one's own request or of another set than the task's, a
+// role too low, a stale set, a task in another state or unknown. Nothing
+// was changed: exit 1.
 func isRefusal(err error) bool {
-	for _, r := range []error{task.ErrOwnRequest, task.ErrForbidden, task.ErrStale, task.ErrState, task.ErrNotFound} {
+	for _, r := range []error{task.ErrOwnRequest, task.ErrForbidden, task.ErrStale, task.ErrState, task.ErrNotFound, task.ErrDigest} {
 		if errors.Is(err, r) {
 			return true
 		}

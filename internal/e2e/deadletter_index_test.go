@@ -148,7 +148,7 @@ func TestDeadLetterIndexForgets(t *testing.T) {
 	}
 	putMessage(t, q, "junk.json", "not json")
 	requireStats(t, "dead letters", mustRun(t, 0, "consume", q), consumeStats{DeadLetters: 5})
-	tokens := writeFile(t, dir, "tokens", tokenLine("vic", "viewer", "vic-token"))
+	tokens := tokenFile(t, dir, "tokens", tokenLine("vic", "viewer", "vic-token"))
 	_, base := startListening(t, "serve", q, "--listen", "127.0.0.1:0", "--auth", tokens)
 	const vic = "vic-token"
 	listed := requireSameListing(t, "after consume", q, base, vic)

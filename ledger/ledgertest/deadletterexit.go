@@ -69,12 +69,18 @@ func testDeadLetterExits(t *testing.T, db *ledger.DB) {
 		}
 	}
 	// b.json edited (inode 902) and discarded.
-	id, err := db.BeginDiscard(ctx, "op", "poison", "", at, []ledger.DiscardItem{{Idx: 0, File: "b.json", Ino: 902,
-		Reason: string(spool.ReasonParse), ContentHash: "bb", Size: 1}})
+	st, err := db.StartTask(ctx, ledger.TaskStart{
+		Task: ledger.TaskRecord{Kind: "discard", Request: `{"kind":"discard","selection":{"names":["b.json"]}}`, Files: 1, Digest: "db",
+			By: "op", Via: ledger.AuditCLI, Note: "poison"},
+		Files: []ledger.TaskFile{{Idx: 0, File: "b.json", Ino: 902, ContentHash: "bb", Size: 1, Reason: string(spool.ReasonParse)}},
+		Move: ledger.TaskMove{Kind: "discard", By: "op", Note: "poison", At: at, Discard: []ledger.DiscardItem{{Idx: 0, File: "b.json", Ino: 902,
+			Reason: string(spool.ReasonParse), ContentHash: "bb", Size: 1}}},
+		Audit: ledger.AuditEntry{Actor: "op", Via: ledger.AuditCLI, Action: "discard", Selection: `{}`},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.FinishDiscard(ctx, id, []ledger.DiscardItem{{Idx: 0, File: "b.json", Ino: 902, Outcome: ledger.DiscardDeleted}}, at); err != nil {
+	if err := db.FinishDiscard(ctx, st.Move, []ledger.DiscardItem{{Idx: 0, File: "b.json", Ino: 902, Outcome: ledger.DiscardDeleted}}, at); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := current(), "c7 c6 c5 c4 c3 c2"; got != want {

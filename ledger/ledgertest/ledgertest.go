@@ -100,7 +100,7 @@ func Run(t *testing.T, b Backend) {
 		{"Snapshot", testSnapshot},
 		{"PruneFiles", testPruneFiles},
 		{"Tasks", testTasks},
-		{"OneMoveTasks", testOneMoveTasks},
+		{"StartTasks", testStartTasks},
 		{"ApprovalPolicy", testApprovalPolicy},
 		{"DeadLetterPage", testDeadLetterPage},
 		{"DeadLetterExits", testDeadLetterExits},
