@@ -48,7 +48,7 @@ const kafkaWindow = 256
 func OpenKafka(ctx context.Context, u *url.URL) (*Kafka, error) {
 	topic := strings.TrimPrefix(u.Path, "/")
 	if u.Host == "" || topic == "" || strings.Contains(topic, "/") || u.RawQuery != "" {
-		return nil, fmt.Errorf("target %s: want kafka://HOST:PORT/TOPIC", u.Redacted())
+		return nil, fmt.Errorf("target %s: %w: want kafka://HOST:PORT/TOPIC", u.Redacted(), ErrBadTarget)
 	}
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(u.Host),
@@ -85,7 +85,7 @@ func kafkaTopic(ctx context.Context, cl *kgo.Client, topic string) error {
 	}
 	if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil {
 		if errors.Is(err, kerr.UnknownTopicOrPartition) {
-			return fmt.Errorf("topic %s does not exist: create it with the replication the events need", topic)
+			return fmt.Errorf("%w: topic %s does not exist: create it with the replication the events need", ErrBadTarget, topic)
 		}
 		return fmt.Errorf("topic %s: %w", topic, err)
 	}

@@ -2,9 +2,17 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 )
+
+// ErrBadTarget is wrapped by the errors of Open, and of Dir.UseContract,
+// for a target that cannot take the relay's events as it is set up: a URL
+// of the wrong form, a Kafka topic that does not exist, a receiving
+// queue whose contract would dead-letter them. Nothing was sent; the
+// operator must change the target (spool relay exits 2).
+var ErrBadTarget = errors.New("target cannot take the events")
 
 // Target is where a relay delivers events.
 type Target interface {
@@ -68,7 +76,7 @@ func Open(ctx context.Context, rawURL string) (Target, error) {
 	case "kafka":
 		return OpenKafka(ctx, u)
 	}
-	return nil, fmt.Errorf("target %q: want dir://, http(s)://, nats://, amqp:// or kafka://", Redact(rawURL))
+	return nil, fmt.Errorf("target %q: %w: want dir://, http(s)://, nats://, amqp:// or kafka://", Redact(rawURL), ErrBadTarget)
 }
 
 // Redact is rawURL with its password, if any, replaced by "xxxxx": for
