@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os/signal"
@@ -24,7 +25,7 @@ INSERT INTO outbox, or spool.Emit) to TARGET, in id order within each
 aggregate, and marks each row published once the target acknowledged it.
 TARGET is one of:
 
-  dir://PATH                                   another spool queue's inbox/
+  dir://PATH                                   another spool queue's inbox/, in its contract
   http://... or https://...                    a POST per event
   nats://HOST:PORT/SUBJECT?stream=NAME         JetStream (stream made if missing)
   amqp://USER:PASS@HOST:PORT/VHOST?exchange=X&routing_key=K   (or ?queue=Q)
@@ -32,7 +33,12 @@ TARGET is one of:
 
 Every event carries its id (the queue's identity and the row id) as the
 receiver's dedup key: msg_id, Idempotency-Key, Nats-Msg-Id, message-id,
-the Spool-Event-Id header. A relay killed between the acknowledgement and
+the Spool-Event-Id header. To dir:// each event is a message in the
+receiving queue's contract (its spool.conf, or the default one): its key
+field the event id, its order field the aggregate, its seq field the
+outbox row id, its amount the payload's field of that name (0 when the
+payload has none); a contract that would dead-letter the events (one
+requiring a field they do not carry) is refused, exit 2. A relay killed between the acknowledgement and
 the mark sends the event again; the receiver's dedup absorbs it. Several
 relays may run at once: each aggregate is published by one of them at a
 time (--lease).
@@ -134,6 +140,18 @@ func runRelay(ctx context.Context, e *env, args []string) (err error) {
 			err = fmt.Errorf("close target: %w", cerr)
 		}
 	}()
+	if dt, ok := t.(*relay.Dir); ok {
+		// The receiving queue's contract, as its consumer will read it: a
+		// contract that would dead-letter the events is refused before
+		// one is written.
+		c, err := (&contractFlags{fs: flag.NewFlagSet("", flag.ContinueOnError)}).contract(dt.Path())
+		if err != nil {
+			return err
+		}
+		if err := dt.UseContract(c); err != nil {
+			return err
+		}
+	}
 	target := relay.Redact(*to)
 	m := metrics.New()
 	m.RelayTarget(target)
