@@ -15,6 +15,8 @@ type Event struct {
 	ID string
 	// Row is the outbox row the event is.
 	Row ledger.OutboxRow
+
+	body []byte // Body's, once made
 }
 
 // EventID is the id of row rowID of the outbox of the queue whose
@@ -41,7 +43,13 @@ type envelope struct {
 // payload (the row's payload as JSON when it is valid JSON, else as a
 // JSON string), headers, outbox_id, created_at and caused_by (the
 // msg_id that caused it, when known).
+//
+// The document is made once and kept: the relay makes it ahead of the
+// send, off the sending goroutine.
 func (e *Event) Body() ([]byte, error) {
+	if e.body != nil {
+		return e.body, nil
+	}
 	payload := json.RawMessage(e.Row.Payload)
 	if !json.Valid(e.Row.Payload) {
 		b, err := json.Marshal(string(e.Row.Payload))
@@ -58,6 +66,7 @@ func (e *Event) Body() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("event %s: %w", e.ID, err)
 	}
+	e.body = b
 	return b, nil
 }
 

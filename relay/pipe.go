@@ -10,10 +10,15 @@ import (
 
 // The relay's loop, pipe.run. One goroutine owns every field of pipe:
 //
-//   - it looks for aggregates with work (OutboxHeads), takes their leases
-//     (AcquireLeases, one commit for all), and reads each one's rows in id
-//     order, Batch at a time (OutboxRowsAfter: it holds the lease, so it
-//     reads on from the last row it read without waiting for marks);
+//   - it looks for aggregates with work (OutboxHeads) and takes their
+//     leases (AcquireLeases, one commit for all);
+//   - a reader goroutine reads each held aggregate's rows in id order,
+//     Batch at a time, and makes their events' documents (Event.Body),
+//     ahead of the sending: one read per aggregate under way at a time,
+//     asked for on reads (capacity Aggregates) and answered on readDone
+//     (the same), so that neither side ever blocks on the other. It holds
+//     the lease, so it reads on from the last row read
+//     (OutboxRowsAfter) without waiting for marks;
 //   - it sends: one event of each aggregate in turn while fewer than
 //     Window are in flight; to a Pipeline many of one aggregate at once, in
 //     order, to a plain Target one of an aggregate at a time (a goroutine
@@ -37,6 +42,9 @@ type pipe struct {
 	acks  chan ack
 	block bool // Policy is PolicyBlock
 
+	reads    chan readReq
+	readDone chan readRes
+
 	active   []*work
 	byName   map[string]*work
 	settling map[string]bool // finished, its release not committed yet
@@ -58,10 +66,11 @@ type pipe struct {
 // work is an aggregate a relay holds the lease of.
 type work struct {
 	name     string
-	rows     []ledger.OutboxRow // read, not sent yet
-	after    int64              // the last row id read
-	more     bool               // the last read was full: more rows may follow
-	sent     []*sent            // sent, in order, not settled yet
+	events   []*Event // read, not sent yet
+	after    int64    // the last row id read
+	more     bool     // the last read was full: more rows may follow
+	reading  bool     // a read is under way
+	sent     []*sent  // sent, in order, not settled yet
 	inflight int
 	// stopped: nothing more is sent (a failure, a parked row under
 	// PolicyBlock, a lost lease, the relay's stop); the aggregate is
@@ -79,6 +88,18 @@ type sent struct {
 	ev   *Event
 	done bool
 	err  error
+}
+
+type readReq struct {
+	w     *work
+	after int64
+}
+
+type readRes struct {
+	w      *work
+	events []*Event
+	full   bool
+	err    error
 }
 
 type ack struct {
@@ -107,6 +128,7 @@ func newPipe(r *Relay) *pipe {
 	p := &pipe{
 		r: r, acks: make(chan ack, r.o.Window+1), block: r.o.Policy == PolicyBlock,
 		byName: map[string]*work{}, settling: map[string]bool{}, committed: make(chan commitResult, 1),
+		reads: make(chan readReq, r.o.Aggregates), readDone: make(chan readRes, r.o.Aggregates),
 	}
 	p.pl, _ = r.target.(Pipeline)
 	return p
@@ -118,13 +140,15 @@ func (p *pipe) run(ctx context.Context) error {
 	// stop: what is in flight is waited for and marked.
 	wctx := context.WithoutCancel(ctx)
 	cctx := wctx
+	go p.reader(wctx)
+	defer close(p.reads)
 	stopping := false
 	var lookAt time.Time
 	for {
 		if !stopping && ctx.Err() != nil {
 			stopping = true
 			for _, w := range p.active {
-				w.stopped, w.rows = true, nil
+				w.stopped, w.events = true, nil
 			}
 			var cancel context.CancelFunc
 			cctx, cancel = context.WithTimeout(wctx, finalCommit)
@@ -215,6 +239,8 @@ func (p *pipe) wait(ctx context.Context, stopping bool, lookAt time.Time) error 
 		}
 	case res := <-p.committed:
 		return p.commitDone(res)
+	case res := <-p.readDone:
+		return p.readIn(res)
 	case <-done:
 	case <-timeout:
 	}
@@ -260,6 +286,7 @@ func (p *pipe) look(ctx context.Context) error {
 		w := &work{name: name, more: true}
 		p.active = append(p.active, w)
 		p.byName[name] = w
+		p.read(w)
 	}
 	if len(held) > 0 && p.lastRenew.IsZero() {
 		p.lastRenew = now
@@ -281,12 +308,8 @@ func (p *pipe) dispatch(ctx context.Context) error {
 			if w.stopped || (p.pl == nil && w.inflight > 0) || w.failing.Load() {
 				continue
 			}
-			row, ok, err := p.next(ctx, w)
-			if err != nil {
-				return err
-			}
-			if ok {
-				p.send(ctx, w, row)
+			if e := p.next(w); e != nil {
+				p.send(ctx, w, e)
 				progressed = true
 			}
 		}
@@ -298,40 +321,77 @@ func (p *pipe) dispatch(ctx context.Context) error {
 	return nil
 }
 
-// next is w's next row to send, read from the ledger when the rows in
-// hand are spent; false when there is none for now.
-func (p *pipe) next(ctx context.Context, w *work) (ledger.OutboxRow, bool, error) {
+// next is w's next event to send, nil when there is none in hand; it asks
+// for the next rows once a batch or less is left in hand, so that the
+// reader keeps ahead of the sending.
+func (p *pipe) next(w *work) *Event {
 	for {
-		if len(w.rows) == 0 {
-			if !w.more {
-				return ledger.OutboxRow{}, false, nil
-			}
-			rows, err := p.r.db.OutboxRowsAfter(ctx, w.name, w.after, p.r.o.Batch)
-			if err != nil {
-				return ledger.OutboxRow{}, false, err
-			}
-			w.more = len(rows) == p.r.o.Batch
-			if len(rows) == 0 {
-				return ledger.OutboxRow{}, false, nil
-			}
-			w.rows, w.after = rows, rows[len(rows)-1].ID
+		if len(w.events) <= p.r.o.Batch {
+			p.read(w)
 		}
-		row := w.rows[0]
-		w.rows = w.rows[1:]
-		if !row.Parked {
-			return row, true, nil
+		if len(w.events) == 0 {
+			return nil
+		}
+		e := w.events[0]
+		w.events = w.events[1:]
+		if !e.Row.Parked {
+			return e
 		}
 		if p.block {
 			// Its later rows wait behind it.
-			w.stopped, w.rows = true, nil
-			return ledger.OutboxRow{}, false, nil
+			w.stopped, w.events = true, nil
+			return nil
 		}
 	}
 }
 
-// send hands row's event to the target.
-func (p *pipe) send(ctx context.Context, w *work, row ledger.OutboxRow) {
-	s := &sent{row: row, ev: &Event{ID: EventID(p.r.queueID, row.ID), Row: row}}
+// read asks the reader for w's rows after the last read, unless a read
+// is under way or there are none.
+func (p *pipe) read(w *work) {
+	if w.reading || !w.more || w.stopped {
+		return
+	}
+	w.reading = true
+	p.reads <- readReq{w, w.after}
+}
+
+// reader answers the reads, in the order asked: the rows, and each
+// event's document made ahead (a failure to make one is the send's).
+func (p *pipe) reader(ctx context.Context) {
+	for req := range p.reads {
+		rows, err := p.r.db.OutboxRowsAfter(ctx, req.w.name, req.after, p.r.o.Batch)
+		res := readRes{w: req.w, full: len(rows) == p.r.o.Batch, err: err}
+		for _, row := range rows {
+			e := &Event{ID: EventID(p.r.queueID, row.ID), Row: row}
+			if !row.Parked {
+				_, _ = e.Body()
+			}
+			res.events = append(res.events, e)
+		}
+		p.readDone <- res
+	}
+}
+
+// readIn takes a read's rows.
+func (p *pipe) readIn(res readRes) error {
+	w := res.w
+	w.reading = false
+	if res.err != nil {
+		return res.err
+	}
+	w.more = res.full
+	if n := len(res.events); n > 0 {
+		w.after = res.events[n-1].Row.ID
+	}
+	if !w.stopped {
+		w.events = append(w.events, res.events...)
+	}
+	return nil
+}
+
+// send hands e to the target.
+func (p *pipe) send(ctx context.Context, w *work, e *Event) {
+	s := &sent{row: e.Row, ev: e}
 	w.sent = append(w.sent, s)
 	w.inflight++
 	p.inflight++
@@ -342,10 +402,10 @@ func (p *pipe) send(ctx context.Context, w *work, row ledger.OutboxRow) {
 		p.acks <- ack{w, s, err}
 	}
 	if p.pl != nil {
-		p.pl.Send(ctx, s.ev, done)
+		p.pl.Send(ctx, e, done)
 		return
 	}
-	go func() { done(p.r.target.Publish(ctx, s.ev)) }()
+	go func() { done(p.r.target.Publish(ctx, e)) }()
 }
 
 // acked takes one acknowledgement or failure, and settles its aggregate
@@ -361,7 +421,7 @@ func (p *pipe) acked(ctx context.Context, a ack) error {
 		p.r.stats.Published++
 	} else {
 		p.r.stats.Failed++
-		a.w.stopped, a.w.rows = true, nil
+		a.w.stopped, a.w.events = true, nil
 	}
 	return p.advance(context.WithoutCancel(ctx), a.w)
 }
@@ -406,7 +466,7 @@ func (p *pipe) advance(ctx context.Context, w *work) error {
 func (p *pipe) settleFinished() error {
 	kept := p.active[:0]
 	for _, w := range p.active {
-		done := w.inflight == 0 && len(w.sent) == 0 && (w.stopped || len(w.rows) == 0 && !w.more)
+		done := w.inflight == 0 && len(w.sent) == 0 && !w.reading && (w.stopped || len(w.events) == 0 && !w.more)
 		if !done {
 			kept = append(kept, w)
 			continue
@@ -466,7 +526,7 @@ func (p *pipe) commitDone(res commitResult) error {
 		// Another relay goes on from its first unpublished row; what this
 		// one has in flight is still marked once acknowledged.
 		if w := p.byName[name]; w != nil {
-			w.lost, w.stopped, w.rows = true, true, nil
+			w.lost, w.stopped, w.events = true, true, nil
 		}
 	}
 	return nil

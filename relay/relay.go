@@ -37,7 +37,7 @@ type Options struct {
 	// exceed the longest publish. Zero: DefaultLease.
 	Lease time.Duration
 	// Batch is how many rows of an aggregate a relay reads from the
-	// ledger at a time. Zero: 64.
+	// ledger at a time. Zero: 256.
 	Batch int
 	// Window is the most events in flight at once, sent and not yet
 	// acknowledged, over all aggregates. Zero: the target's own
@@ -102,7 +102,7 @@ func New(db *ledger.DB, queueID string, t Target, o Options) (*Relay, error) {
 		o.Lease = DefaultLease
 	}
 	if o.Batch <= 0 {
-		o.Batch = 64
+		o.Batch = 256
 	}
 	if o.Poll <= 0 {
 		o.Poll = 200 * time.Millisecond

@@ -72,7 +72,7 @@ func runRelay(ctx context.Context, e *env, args []string) (err error) {
 	watch := flags.Bool("watch", false, "keep running and publish new rows as they commit, until SIGINT or SIGTERM")
 	onPark := flags.String("on-park", "block", "what a parked row does to its aggregate: `block` its later rows, or skip it")
 	lease := flags.Duration("lease", relay.DefaultLease, "how long a relay holds an aggregate without renewing it; another relay takes it over after")
-	batch := flags.Int("batch", 64, "rows of an aggregate read from the ledger at a time")
+	batch := flags.Int("batch", 256, "rows of an aggregate read from the ledger at a time")
 	window := flags.Int("window", 0, "events in flight at most, sent and not yet acknowledged (default: 256 for nats, amqp and kafka, 8 aggregates at once for dir and http)")
 	maxAttempts := flags.Int("max-attempts", spool.DefaultRetryMaxAttempts, "failed publishes of a row before it is parked")
 	retryBase := flags.Duration("retry-base", spool.DefaultRetryBase, "the first retry's delay bound; each next one doubles, up to 5m")
