@@ -118,7 +118,7 @@ type commitResult struct {
 // Commit pacing: a commit is started once this many marks wait, or this
 // long after the last one began; with nothing in flight, at once.
 const (
-	commitMarks = 1024
+	commitMarks = 4096
 	commitEvery = 100 * time.Millisecond
 	// finalCommit bounds the commits of a relay that is stopping.
 	finalCommit = 10 * time.Second
