@@ -155,13 +155,19 @@ func (p *pipe) run(ctx context.Context) error {
 			defer cancel()
 		}
 		if !stopping && len(p.active) < p.r.o.Aggregates && !time.Now().Before(lookAt) {
-			if err := p.look(ctx); err != nil {
+			took, err := p.look(ctx)
+			if err != nil {
 				if ctx.Err() != nil {
 					continue
 				}
 				return err
 			}
 			lookAt = p.lastLook.Add(p.r.o.Poll)
+			if took == 0 && len(p.active) > 0 {
+				// Busy, and nothing new last time: a look reads every
+				// aggregate's head, which costs with a large backlog.
+				lookAt = p.lastLook.Add(busyLooks * p.r.o.Poll)
+			}
 		}
 		if !stopping {
 			if err := p.dispatch(wctx); err != nil {
@@ -247,13 +253,18 @@ func (p *pipe) wait(ctx context.Context, stopping bool, lookAt time.Time) error 
 	return nil
 }
 
+// busyLooks is how many Poll intervals a relay busy with aggregates waits
+// before it looks again, when its last look found none to take.
+const busyLooks = 5
+
 // look takes the aggregates with work that no relay holds, up to
 // Options.Aggregates at once, and records whether rows are left waiting.
-func (p *pipe) look(ctx context.Context) error {
+// It returns how many it took.
+func (p *pipe) look(ctx context.Context) (int, error) {
 	o := &p.r.o
 	heads, err := p.r.db.OutboxHeads(ctx, o.Policy == PolicySkip, maxHeads)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	now := time.Now()
 	p.lastLook = now
@@ -277,7 +288,7 @@ func (p *pipe) look(ctx context.Context) error {
 	}
 	held, err := p.r.db.AcquireLeases(ctx, p.r.owner, want, now, now.Add(o.Lease))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if len(held) < len(want) {
 		p.waiting = true // in another relay's lease
@@ -291,7 +302,7 @@ func (p *pipe) look(ctx context.Context) error {
 	if len(held) > 0 && p.lastRenew.IsZero() {
 		p.lastRenew = now
 	}
-	return nil
+	return len(held), nil
 }
 
 // maxHeads bounds the aggregates one look reads.

@@ -58,7 +58,9 @@ type Options struct {
 	// publish (every row published or parked).
 	Watch bool
 	// Poll is how often a watching relay, or one waiting for another's
-	// lease or a retry, looks at the outbox again. Zero: 200ms.
+	// lease or a retry, looks at the outbox again for aggregates to take;
+	// five times that while it is busy with others and its last look
+	// found none new. Zero: 200ms.
 	Poll time.Duration
 	// OnEvent, when set, is called after each publish attempt with the
 	// event and its error (nil: acknowledged), from Run's goroutine.

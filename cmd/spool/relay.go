@@ -76,7 +76,7 @@ func runRelay(ctx context.Context, e *env, args []string) (err error) {
 	window := flags.Int("window", 0, "events in flight at most, sent and not yet acknowledged (default: 256 for nats, amqp and kafka, 8 aggregates at once for dir and http)")
 	maxAttempts := flags.Int("max-attempts", spool.DefaultRetryMaxAttempts, "failed publishes of a row before it is parked")
 	retryBase := flags.Duration("retry-base", spool.DefaultRetryBase, "the first retry's delay bound; each next one doubles, up to 5m")
-	poll := flags.Duration("poll", 200*time.Millisecond, "how often to look for new rows (with --watch) or retries due")
+	poll := flags.Duration("poll", 200*time.Millisecond, "how often to look for new aggregates (with --watch) or retries due; 5 times that while busy and nothing new was found")
 	unpark := flags.Bool("unpark", false, "put the parked rows back into the relay's work (all, or --aggregate's) and exit")
 	aggregate := flags.String("aggregate", "", "with --unpark: only this aggregate's rows")
 	listen := addListenFlags(flags, "")
