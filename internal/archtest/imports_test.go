@@ -39,7 +39,7 @@ const (
 	layerStorage // ledger
 	layerBackend // ledger/<engine>, ledger/ledgertest
 	layerService // replay, report, handler, metrics, queueopen, fsck
-	layerProgram // cmd/*, examples/*, internal/bench
+	layerProgram // cmd/*, examples/*, internal/bench, internal/kafkafake
 )
 
 // layerNames names the layers in messages.
@@ -78,7 +78,7 @@ func layer(rel string) int {
 		return layerBackend
 	case services[rel]:
 		return layerService
-	case strings.HasPrefix(rel, "cmd/"), strings.HasPrefix(rel, "examples/"), rel == "internal/bench":
+	case strings.HasPrefix(rel, "cmd/"), strings.HasPrefix(rel, "examples/"), rel == "internal/bench", rel == "internal/kafkafake":
 		return layerProgram
 	}
 	return layerUnknown

@@ -86,6 +86,7 @@ func Run(t *testing.T, b Backend) {
 		{"OutboxEmit", testOutboxEmit},
 		{"Headers", testHeaders},
 		{"OutboxRelay", testOutboxRelay},
+		{"OutboxBatch", testOutboxBatch},
 		{"OutboxCommitOrder", testOutboxCommitOrder},
 		{"Rebuild", testRebuild},
 		{"RepairDoneOrder", testRepairDoneOrder},
