@@ -111,6 +111,15 @@ func FuzzJSONL(f *testing.F) {
 			if object != (rec.Err == nil) {
 				t.Fatalf("line %d %q: encoding/json says object %v, the reader %v", rec.Line, line, object, rec.Err)
 			}
+			// The canonical form of a key is JSON, and its own canonical
+			// form.
+			if c, err := canonicalJSON(rec.JSON); err == nil {
+				if again, err := canonicalJSON(c); !json.Valid(c) || err != nil || !bytes.Equal(again, c) {
+					t.Fatalf("line %d: canonical form %s, then %s, %v", rec.Line, c, again, err)
+				}
+			} else if rec.Err == nil && !strings.Contains(err.Error(), "repeats") {
+				t.Fatalf("line %d: no canonical form: %v", rec.Line, err)
+			}
 		}
 	})
 }

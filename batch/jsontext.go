@@ -186,22 +186,24 @@ func (j *jsonText) value(depth int) bool {
 	return j.fail("invalid character %q", r)
 }
 
-// member is one name and value of an object being canonicalised: both
-// in their canonical form, the name with its quotes.
-type member struct{ name, value []byte }
+// member locates one name and value of an object being canonicalised
+// in jsonText.out, where they are written back to back: the name's
+// canonical form from name to value, the value's from value to end.
+type member struct{ name, value, end int }
 
 func (j *jsonText) object(depth int) bool {
 	if depth > spool.MaxDepth {
 		return j.fail("nesting deeper than %d", spool.MaxDepth)
 	}
 	j.pos++ // {
-	var members []member
-	outer := j.out
+	start := len(j.out)
+	var small [8]member
+	members := small[:0]
 	j.ws()
 	if j.pos < len(j.data) && j.data[j.pos] == '}' {
 		j.pos++
 		if j.canon {
-			j.out = append(outer, '{', '}')
+			j.out = append(j.out, '{', '}')
 		}
 		return true
 	}
@@ -213,23 +215,23 @@ func (j *jsonText) object(depth int) bool {
 			}
 			return j.fail("want a member name in quotes")
 		}
-		j.out = nil
+		m := member{name: len(j.out)}
 		if !j.str() {
 			return false
 		}
-		name := j.out
+		m.value = len(j.out)
 		j.ws()
 		if j.pos == len(j.data) || j.data[j.pos] != ':' {
 			return j.fail("want a colon after the member name")
 		}
 		j.pos++
 		j.ws()
-		j.out = nil
 		if !j.value(depth) {
 			return false
 		}
+		m.end = len(j.out)
 		if j.canon {
-			members = append(members, member{name, j.out})
+			members = append(members, m)
 		}
 		j.ws()
 		if j.pos == len(j.data) {
@@ -246,19 +248,20 @@ func (j *jsonText) object(depth int) bool {
 		}
 	}
 	if j.canon {
-		slices.SortFunc(members, func(a, b member) int { return bytes.Compare(a.name, b.name) })
-		j.out = append(outer, '{')
+		name := func(m member) []byte { return j.out[m.name:m.value] }
+		slices.SortFunc(members, func(a, b member) int { return bytes.Compare(name(a), name(b)) })
+		sorted := make([]byte, 0, len(j.out)-start+len(members)+2)
+		sorted = append(sorted, '{')
 		for i, m := range members {
 			if i > 0 {
-				if bytes.Equal(m.name, members[i-1].name) {
-					j.out = outer
-					return j.fail("the name %s repeats in an object", m.name)
+				if bytes.Equal(name(m), name(members[i-1])) {
+					return j.fail("the name %s repeats in an object", name(m))
 				}
-				j.out = append(j.out, ',')
+				sorted = append(sorted, ',')
 			}
-			j.out = append(append(append(j.out, m.name...), ':'), m.value...)
+			sorted = append(append(append(sorted, name(m)...), ':'), j.out[m.value:m.end]...)
 		}
-		j.out = append(j.out, '}')
+		j.out = append(append(j.out[:start], sorted...), '}')
 	}
 	return true
 }

@@ -3,6 +3,8 @@ package batch
 import (
 	"strings"
 	"testing"
+
+	"golang.org/x/text/encoding/htmlindex"
 )
 
 // el expects XML record element e on line.
@@ -115,5 +117,21 @@ func TestXMLLongMarkup(t *testing.T) {
 		elBad(2, 1, "a record of 131099 bytes"),
 		el(3, 1, `{"id":"3"}`),
 		{line: 1, element: 4, err: "markup longer than", tail: true},
+	})
+}
+
+// TestXMLRecordNameEncoded: a record name that is not ASCII is matched in
+// the file's encoding.
+func TestXMLRecordNameEncoded(t *testing.T) {
+	text := "<一覧><注文 番号=\"1\"/><他/><注文><品>ソ</品><品>表</品></注文></一覧>"
+	enc, _ := htmlindex.Get("shift_jis")
+	data, err := enc.NewEncoder().Bytes([]byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := Format{Kind: XML, Record: "注文", Encoding: "shift_jis"}
+	checkRecords(t, data, readAll(t, "f.xml", data, f), []want{
+		el(1, 1, `{"番号":"1"}`),
+		el(2, 1, `{"品":["ソ","表"]}`),
 	})
 }
