@@ -12,7 +12,7 @@
 // *spool.RejectError: one bad record fails alone and the others are read
 // on. Memory is bounded by the record limit, not by the file.
 //
-// A Record's Next position lets a new Reader go on where an old one
+// A Record's After position lets a new Reader go on where an old one
 // stopped (Reader.Resume); a failed record's DeadLetter is the one-record
 // file that stands for it in error/; Key is a record's idempotency key for
 // files without a key field.

@@ -40,8 +40,8 @@ var ErrBadFormat = errors.New("bad format")
 // how it splits into records (Kind, Delimiter, Comment, Record). The zero
 // value is today's queue: one UTF-8 JSON message per *.json file.
 //
-// The JSON names of the fields are spool.conf's keys (ConfigKeys); Set
-// reads one of them as strictly as the rest of the file.
+// spool.conf sets it with the keys ConfigKeys lists, beside the
+// contract's; Set reads one of them as strictly as the rest of the file.
 type Format struct {
 	// Kind is JSON, JSONL, CSV or XML; "" means JSON.
 	Kind string
@@ -78,8 +78,8 @@ type Format struct {
 	// files whose records carry no key. Two records with equal fields
 	// are then one message, the second a duplicate.
 	HashKey bool
-	// MaxSize is the largest record, in bytes as they are in the file
-	// (after gzip, before decoding): the contract's limit
+	// MaxSize is the largest record, in bytes of the file's stream
+	// (gunzipped, not yet decoded): the contract's limit
 	// (spool.Contract.Limit), which phase 2 sets. A longer record fails
 	// (reason too-large) without being held in memory. Zero means
 	// spool.DefaultMaxSize. Not a key of spool.conf.

@@ -86,9 +86,10 @@ type Position struct {
 	Line   int64
 }
 
-// Reader reads the records of one file in order; Open makes one. It holds
-// at most about twice the record limit in memory, whatever the file's
-// size. A Reader is not safe for concurrent use.
+// Reader reads the records of one file in order; Open makes one. Its
+// memory is a small multiple of the record limit (the window over the
+// file, one record decoded and converted), whatever the file's size. A
+// Reader is not safe for concurrent use.
 type Reader struct {
 	name  string
 	f     Format
