@@ -42,6 +42,10 @@ type RejectError struct {
 	// Detail is a one-line human explanation, e.g. the parser's message
 	// with its byte offset.
 	Detail string
+	// hint is the end of Detail that guesses at the cause (a file still
+	// being written), which the log repeats only once per burst
+	// (Consumer.logDetail).
+	hint string
 }
 
 func (e *RejectError) Error() string {
