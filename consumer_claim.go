@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -151,7 +152,7 @@ func (c *Consumer) examine(s *queue.Session, it item) item {
 		d.Hash = ContentHash(data)
 		d.Message, rej = c.parse(data)
 		if rej != nil {
-			c.stillWriting(s, cl, it.claimed, rej)
+			c.stillWriting(s, cl, it.claimed, data, rej)
 		}
 	}
 	d.Reject = rej
@@ -209,24 +210,36 @@ const stillWritingLogEvery = time.Minute
 
 // stillWriting adds to the detail of a parse or missing-field dead letter
 // why its file may have been taken while a producer was still writing
-// it: it was modified less than stillWritingAge before its claim, or its
-// size or modification time changed after it was read. The other reasons
-// say something a complete file says too.
-func (c *Consumer) stillWriting(s *queue.Session, cl *queue.Claim, claimed time.Time, rej *RejectError) {
+// it: its size or modification time changed after it was read, or it was
+// modified less than stillWritingAge before its claim and data, what was
+// read, stops short of a JSON object's closing brace. The second is a
+// guess, said as one: a file renamed into inbox/ the instant it was
+// written, which --watch takes at once, is as recent; its being cut short
+// is what a half-written file looks like, and a complete one with a wrong
+// field does not. Other reasons say something a complete file says too.
+func (c *Consumer) stillWriting(s *queue.Session, cl *queue.Claim, claimed time.Time, data []byte, rej *RejectError) {
 	if rej.Reason != ReasonParse && rej.Reason != ReasonMissingField {
 		return
 	}
 	var why string
 	if changed, err := s.Changed(cl); err == nil && changed {
 		why = "it changed after it was read"
-	} else if age := claimed.Sub(cl.Mtime); age >= 0 && age < stillWritingAge {
+	} else if age := claimed.Sub(cl.Mtime); age >= 0 && age < stillWritingAge && cutShort(data) {
 		// An mtime in the future (another host's clock) says nothing.
-		why = fmt.Sprintf("modified %s before it was read", age.Round(time.Millisecond))
+		why = fmt.Sprintf("cut short, and modified less than %v before it was read", stillWritingAge)
 	} else {
 		return
 	}
 	rej.hint = fmt.Sprintf(" (%s: the file was still being written? see --min-age)", why)
 	rej.Detail += rej.hint
+}
+
+// cutShort reports whether data is empty or ends before a JSON object
+// could: anything but a closing brace after the last byte that is not
+// white space.
+func cutShort(data []byte) bool {
+	data = bytes.TrimRight(data, " \t\r\n")
+	return len(data) == 0 || data[len(data)-1] != '}'
 }
 
 // logDetail is a dead letter's detail for its log line: the whole of it,
