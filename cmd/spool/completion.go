@@ -7,11 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
-
-	"github.com/spoolq/spool/handler"
 )
 
 var completionCommand = &command{
@@ -177,13 +174,28 @@ func manPage(w io.Writer, c *command, date string) {
 	fmt.Fprintf(w, ".TH SPOOL\\-%s 1 %s spool\n.SH NAME\nspool\\-%s \\- %s\n", strings.ToUpper(roff(c.name)), date, roff(c.name), roff(c.summary))
 	fmt.Fprintf(w, ".SH SYNOPSIS\n.B spool %s\n%s\n", roff(c.name), roff(c.args))
 	fmt.Fprintf(w, ".SH DESCRIPTION\n.nf\n%s\n.fi\n", roff(strings.TrimSpace(c.help)))
-	if flags := commandFlags(c); len(flags) > 0 {
-		fmt.Fprintf(w, ".SH OPTIONS\n")
+	flags := commandFlags(c)
+	if len(flags) == 0 {
+		fmt.Fprintf(w, ".SH SEE ALSO\n.BR spool (1)\n")
+		return
+	}
+	fmt.Fprintf(w, ".SH OPTIONS\n")
+	groups, titles := [][]*flag.Flag{flags}, []string{""}
+	if c.groups != nil {
+		groups, titles = groupFlags(flags, c.groups), nil
+		for _, g := range c.groups {
+			titles = append(titles, g.title)
+		}
+	}
+	for i, flags := range groups {
+		if titles[i] != "" && len(flags) > 0 {
+			fmt.Fprintf(w, ".SS %s\n", roff(titles[i]))
+		}
 		for _, f := range flags {
 			name, usage := flag.UnquoteUsage(f)
 			fmt.Fprintf(w, ".TP\n.B %s %s\n%s\n", roff(dashed(f.Name)), roff(name), roff(usage))
-			if c.env && !slices.Contains(handler.Vars, envName(f.Name)) {
-				fmt.Fprintf(w, "Environment: %s.\n", roff(envName(f.Name)))
+			if v, ok := flagVar(f.Name); c.env && ok {
+				fmt.Fprintf(w, "Environment: %s.\n", roff(v))
 			}
 		}
 	}
