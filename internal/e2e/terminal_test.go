@@ -231,14 +231,25 @@ func TestProgressBarOnATerminal(t *testing.T) {
 // and returns stdout and what reached the terminal.
 func runOnTerminal(t *testing.T, args ...string) (stdout, tty string) {
 	t.Helper()
+	return runTerminal(t, false, args...)
+}
+
+// runTerminal runs spool with stderr a pseudo-terminal, or stdout when
+// onStdout, the other a pipe, and returns what reached the pipe and what
+// reached the terminal.
+func runTerminal(t *testing.T, onStdout bool, args ...string) (pipe, tty string) {
+	t.Helper()
 	ptm, pts, err := pty.Open()
 	if err != nil {
-		t.Skipf("no pseudo-terminal here (%v): the progress bar is not tested", err)
+		t.Skipf("no pseudo-terminal here (%v): what spool shows a terminal is not tested", err)
 	}
 	defer ptm.Close()
 	cmd := exec.Command(spoolBin, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, pts
+	if onStdout {
+		cmd.Stdout, cmd.Stderr = pts, &out
+	}
 	if err := cmd.Start(); err != nil {
 		pts.Close()
 		t.Fatal(err)
@@ -256,7 +267,7 @@ func runOnTerminal(t *testing.T, args ...string) (stdout, tty string) {
 		t.Fatalf("spool %q did not finish within %v", args, cmdTimeout)
 	}
 	if err != nil {
-		t.Fatalf("spool %q: %v\nstdout:\n%s", args, err, out.String())
+		t.Fatalf("spool %q: %v\n%s", args, err, out.String())
 	}
 	select {
 	case <-read: // EIO once the last holder of the terminal is gone
