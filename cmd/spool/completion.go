@@ -17,7 +17,11 @@ var completionCommand = &command{
 	summary: "print a shell completion script for spool's commands and flags",
 	help: `
 Prints a completion script for the shell named, generated from the
-commands and flags of this spool. Load it from the shell's startup file:
+commands and flags of this spool. make install puts each where its shell
+finds it (PREFIX/share/bash-completion/completions/spool,
+PREFIX/share/zsh/site-functions/_spool,
+PREFIX/share/fish/vendor_completions.d/spool.fish); or load it from the
+shell's startup file:
   bash  source <(spool completion bash)        (~/.bashrc)
   zsh   source <(spool completion zsh)         (~/.zshrc, after compinit)
   fish  spool completion fish > ~/.config/fish/completions/spool.fish
@@ -32,8 +36,9 @@ var manCommand = &command{
 	help: `
 Writes the manual pages into DIR, which must exist: spool.1 with the list
 of commands and exit statuses, and spool-COMMAND.1 for each command, from
-the same text as spool help. make install-man writes them into
-$(PREFIX)/share/man/man1; nothing generated is kept in the repository.`,
+the same text as spool help. make install (or make install-man) writes
+them into $(PREFIX)/share/man/man1; nothing generated is kept in the
+repository.`,
 }
 
 func init() {
@@ -78,7 +83,11 @@ func runCompletion(_ context.Context, e *env, args []string) error {
 			fmt.Fprintf(w, "    %s) flags=(%s) ;;\n", n, strings.Join(cmdFlags[n], " "))
 		}
 		fmt.Fprintf(w, "    help) compadd -- %s; return ;;\n  esac\n", strings.Join(names, " "))
-		fmt.Fprintf(w, "  if [[ $PREFIX == -* ]]; then compadd -- $flags; else _files; fi\n}\ncompdef _spool spool\n")
+		fmt.Fprintf(w, "  if [[ $PREFIX == -* ]]; then compadd -- $flags; else _files; fi\n}\n")
+		// Sourced, the script registers the function; autoloaded from
+		// site-functions/_spool by its #compdef line, the file's body runs
+		// at the first completion, which it must then complete.
+		fmt.Fprintf(w, "if [[ $funcstack[1] == _spool ]]; then _spool \"$@\"; else compdef _spool spool; fi\n")
 	case "fish":
 		fmt.Fprintf(w, "# fish completion for spool (spool completion fish)\n")
 		for _, c := range commands {
