@@ -168,10 +168,10 @@ func writeGroupedFlags(w io.Writer, fs *flag.FlagSet, groups []flagGroup) {
 			if arg != "" {
 				left += " " + arg
 			}
-			if d := f.DefValue; !strings.Contains(usage, "(default") && d != "" && d != "0" && d != "false" && d != "0s" {
-				usage += " (default " + d + ")"
-			}
 			words := strings.Fields(usage)
+			if d := f.DefValue; !strings.Contains(usage, "(default") && d != "" && d != "0" && d != "false" && d != "0s" {
+				words = append(words, "(default "+d+")") // one word: never cut
+			}
 			line := left
 			if len(left) > indent-2 {
 				fmt.Fprintln(w, left)

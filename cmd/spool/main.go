@@ -164,7 +164,8 @@ func positionalSynopsis(args string) string {
 	skipping := false
 	for _, tok := range strings.Fields(args) {
 		if depth == 0 {
-			skipping = strings.HasPrefix(tok, "[-") || strings.HasPrefix(tok, "[contract")
+			skipping = strings.HasPrefix(tok, "[-") || strings.HasPrefix(tok, "[contract") ||
+				tok == "[FLAGS]" || strings.HasPrefix(tok, "[consume's")
 		}
 		depth += strings.Count(tok, "[") - strings.Count(tok, "]")
 		if !skipping {
