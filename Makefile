@@ -50,10 +50,14 @@ test-race: ## every test under the race detector, as CI runs them
 bench: ## Go benchmarks of the hot parts
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
-fuzz: ## fuzz the message and spool.conf parsers for a minute each
+fuzz: ## fuzz the message, spool.conf, --sql and batch record parsers for a minute each
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 60s .
 	$(GO) test -run '^$$' -fuzz FuzzScan -fuzztime 60s .
 	$(GO) test -run '^$$' -fuzz FuzzParseConfig -fuzztime 60s ./cmd/spool
+	$(GO) test -run '^$$' -fuzz FuzzParseSQL -fuzztime 60s ./handler
+	$(GO) test -run '^$$' -fuzz FuzzCSV -fuzztime 60s ./batch
+	$(GO) test -run '^$$' -fuzz FuzzJSONL -fuzztime 60s ./batch
+	$(GO) test -run '^$$' -fuzz FuzzXML -fuzztime 60s ./batch
 
 lint: ## gofmt, go vet and staticcheck (the version go.mod pins as a tool)
 	@test -z "$$(gofmt -l .)" || (gofmt -l .; exit 1)

@@ -65,9 +65,14 @@ type Config struct {
 	// over a network filesystem that detection does not recognise.
 	Poll bool
 	// RescanInterval is how often a Watch that has notifications lists
-	// inbox/ and recovers dead consumers' claims without being notified.
-	// Zero: DefaultRescanInterval.
+	// inbox/ without being notified. Zero: DefaultRescanInterval.
 	RescanInterval time.Duration
+	// RecoverInterval is how often a Drain or Watch recovers dead
+	// consumers' claims (and releases the msg_ids their calls held) while
+	// it runs, during a pass as between passes; it also recovers before
+	// its first pass and at the end of a drain. Zero:
+	// DefaultRecoverInterval.
+	RecoverInterval time.Duration
 	// MinAge, when positive, leaves in inbox/ every file that changed
 	// (its content, size, mtime or ctime) less than MinAge ago: for
 	// producers that write a file in place under its final name instead
@@ -239,6 +244,10 @@ type Consumer struct {
 	// session's ID, under mu.
 	running atomic.Bool
 	session string
+	// recoverMu is held through each recovery (recover): the clock's and
+	// the run goroutine's recoveries of a session, and Recover's, are one
+	// at a time.
+	recoverMu sync.Mutex
 	// dead are the dead sessions holding reservations, as recovery
 	// found them (see releaseDeadReservations), under deadMu.
 	deadMu sync.Mutex
@@ -298,6 +307,9 @@ func NewConsumer(dir *queue.Dir, l Ledger, cfg Config) (*Consumer, error) {
 	if cfg.RescanInterval <= 0 {
 		cfg.RescanInterval = DefaultRescanInterval
 	}
+	if cfg.RecoverInterval <= 0 {
+		cfg.RecoverInterval = DefaultRecoverInterval
+	}
 	if cfg.Observer == nil {
 		cfg.Observer = NopObserver{}
 	}
@@ -337,8 +349,10 @@ func NewConsumer(dir *queue.Dir, l Ledger, cfg Config) (*Consumer, error) {
 // Drain consumes inbox/ until a pass finds nothing to claim, then returns.
 // A Consumer runs one Drain or Watch at a time: another one started while
 // it runs returns ErrAlreadyRunning at once.
-// Claims left by dead consumers are recovered first and again before
-// returning, so that processing/ holds nothing of theirs (I5).
+// Claims left by dead consumers are recovered first, every
+// Config.RecoverInterval while it runs (in the middle of a pass too), and
+// again before returning, so that processing/ holds nothing of theirs
+// (I5).
 //
 // Cancelling ctx stops it gracefully, as it stops Watch: nothing more is
 // claimed; the batches being recorded are committed and moved out, and,
@@ -436,18 +450,37 @@ func (c *Consumer) runSession(ctx context.Context, watch bool, st *Stats, starte
 		*waiting = false
 	}
 	defer lease.stop()
-	// A failure while this host cannot reach the ledger ends the session,
-	// not the run (see errCutOff).
-	abandon := func(s *queue.Session, err error) error { return c.abandon(s, lease.classify(err)) }
 	// In-flight work finishes even when ctx is cancelled (a graceful stop),
 	// so the ledger and the moves use a context that is not cancelled.
 	work := context.WithoutCancel(ctx)
+	// Recovery runs on a clock of its own, during passes as between them
+	// (recoverer); it is stopped, and what it recovered counted, before
+	// the session is closed or abandoned.
+	rc := c.newRecoverer(work)
+	defer rc.stop()
+	// A failure while this host cannot reach the ledger ends the session,
+	// not the run (see errCutOff).
+	abandon := func(s *queue.Session, err error) error {
+		rc.halt(st)
+		return c.abandon(s, lease.classify(err))
+	}
+	// end ends the session by close, unless a recovery of the clock failed
+	// meanwhile: its error ends the session as any recovery's does.
+	end := func(close func() error) error {
+		if rc.halt(st); rc.err() != nil {
+			return abandon(s, rc.err())
+		}
+		return close()
+	}
 	sd := c.newStopping(ctx, work)
 	defer sd.stop()
 	var w *watcher
 	if watch {
 		w = c.watch()
 		defer w.close()
+	}
+	if err := rc.begin(ctx, st); err != nil {
+		return abandon(s, err)
 	}
 	for {
 		if watch {
@@ -457,7 +490,7 @@ func (c *Consumer) runSession(ctx context.Context, watch bool, st *Stats, starte
 				return abandon(s, err)
 			}
 		}
-		if err := c.recover(work, st); err != nil {
+		if err := rc.err(); err != nil {
 			return abandon(s, err)
 		}
 		if err := c.requeueDue(s, false); err != nil {
@@ -470,47 +503,61 @@ func (c *Consumer) runSession(ctx context.Context, watch bool, st *Stats, starte
 			c.cfg.OnStart()
 		}
 		*started = true
-		claimed, err := c.pass(sd, lease, work, s, st)
+		claimed, err := c.pass(sd, lease, rc, work, s, st)
 		st.Passes++
+		back := rc.take()
+		st.Recovered += back
 		if err == nil {
 			err = lease.err()
+		}
+		if err == nil {
+			err = rc.err()
 		}
 		if err != nil {
 			return abandon(s, err)
 		}
 		if sd.stopped() {
-			return c.stopped(s, lease, sd)
+			return end(func() error { return c.stopped(s, lease, sd) })
 		}
-		if claimed > 0 {
-			continue
-		}
-		// An empty pass: recover once more, in case a consumer died while
-		// we ran and left claims that belong back in inbox/.
-		before := st.Recovered
-		if err := c.recover(work, st); err != nil {
-			return abandon(s, err)
-		}
-		if st.Recovered > before {
+		if claimed > 0 || back > 0 {
+			// More to claim, or the clock put claims of a dead consumer
+			// back in inbox/ while this pass ran: pass again.
 			continue
 		}
 		next, held := c.nextDue(watch)
-		if !watch && !held {
-			st.Deferred, st.NextRetry = c.deferred()
-			break
-		}
 		if watch {
-			if !w.wait(ctx, st, next, held) {
-				return c.close(s, lease)
+			// The clock recovers what dies from now on, and its moves
+			// into inbox/ ring the watch.
+			if !w.wait(ctx, st, next, held, rc.failed) {
+				return end(func() error { return c.close(s, lease) })
 			}
 			continue
 		}
+		// An empty pass of a drain: recover once more, in case a consumer
+		// died since the clock last looked and left claims that belong
+		// back in inbox/. If there were none and nothing is held, this is
+		// the drain's last recovery (I5: processing/ holds nothing of
+		// dead consumers' as it ends).
+		n, err := rc.now(!held)
+		st.Recovered += n
+		if err != nil {
+			return abandon(s, err)
+		}
+		if n > 0 {
+			continue
+		}
+		if !held {
+			st.Deferred, st.NextRetry = c.deferred()
+			break
+		}
 		select {
 		case <-ctx.Done():
-			return c.close(s, lease)
+			return end(func() error { return c.close(s, lease) })
+		case <-rc.failed:
 		case <-time.After(max(time.Until(next), 0)):
 		}
 	}
-	if err := c.close(s, lease); err != nil {
+	if err := end(func() error { return c.close(s, lease) }); err != nil {
 		return fmt.Errorf("consume: %w", err)
 	}
 	return nil

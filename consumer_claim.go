@@ -2,6 +2,7 @@ package spool
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -59,19 +60,31 @@ const (
 func (c *Consumer) inspectBatch(s *queue.Session, names []string) ([]item, int, error) {
 	items := make([]item, len(names))
 	toRead := make(chan int, len(names))
-	var wg sync.WaitGroup
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		readErr error // the first claim the process could not read (examine)
+	)
 	for range min(c.cfg.Workers, len(names)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for j := range toRead {
-				items[j] = c.examine(s, items[j])
+				var err error
+				if items[j], err = c.examine(s, items[j]); err != nil {
+					mu.Lock()
+					readErr = cmp.Or(readErr, err)
+					mu.Unlock()
+				}
 			}
 		}()
 	}
 	taken, err := c.claimBatch(s, names, items, toRead)
 	close(toRead)
 	wg.Wait()
+	// A batch with a claim left unread is not recorded: the run fails, and
+	// its claims wait in processing/ for recovery.
+	err = cmp.Or(err, readErr)
 	items = items[:taken]
 	n := 0
 	for _, it := range items {
@@ -143,11 +156,17 @@ func (c *Consumer) needsSync(items []item) bool {
 // examine reads and parses a claimed message and turns it into a
 // delivery: valid, or rejected with its reason. Anything wrong with the
 // message is a RejectError inside the delivery, never a failure of the run.
-// A valid message whose retry is not due yet is held instead.
-func (c *Consumer) examine(s *queue.Session, it item) item {
+// A valid message whose retry is not due yet is held instead. The process
+// running out of file descriptors or memory to read it with is no fault
+// of the message: that is an error, which fails the run, and the item is
+// returned as it was.
+func (c *Consumer) examine(s *queue.Session, it item) (item, error) {
 	cl := it.claim
 	d := &Delivery{Claim: cl.ID, File: cl.Name, Ino: cl.Ino, Consumer: s.ID(), Size: cl.Size, Claimed: it.claimed}
-	data, rej := c.read(s, cl)
+	data, rej, err := c.read(s, cl)
+	if err != nil {
+		return it, err
+	}
 	if rej == nil {
 		d.Hash = ContentHash(data)
 		d.Message, rej = c.parse(data)
@@ -160,36 +179,42 @@ func (c *Consumer) examine(s *queue.Session, it item) item {
 		if due, ok := c.dueAt(d.Message.MsgID); ok && due.After(time.Now()) {
 			// Its retry is not due yet: hold the claim, unrecorded.
 			c.hold(cl, due)
-			return item{state: held}
+			return item{state: held}, nil
 		}
 	}
 	d.At = time.Now().UTC()
-	return item{state: examined, claim: cl, d: d, claimed: it.claimed}
+	return item{state: examined, claim: cl, d: d, claimed: it.claimed}, nil
 }
 
 // read returns a claimed file's content, or why it cannot be a message: a
 // file that is not regular, too large or unreadable must not block the
-// queue, so it is isolated as a dead letter.
-func (c *Consumer) read(s *queue.Session, cl *queue.Claim) ([]byte, *RejectError) {
+// queue, so it is isolated as a dead letter. The process out of file
+// descriptors or memory (queue.OutOfResources) is an error instead: at
+// ulimit -n 24 every claim of a batch was dead-lettered as unreadable.
+func (c *Consumer) read(s *queue.Session, cl *queue.Claim) ([]byte, *RejectError, error) {
 	data, err := s.Read(cl, c.cfg.Contract.Limit())
 	var tooLarge *queue.TooLargeError
 	switch {
 	case err == nil:
-		return data, nil
+		return data, nil, nil
+	case queue.OutOfResources(err):
+		return nil, nil, err // "read NAME: too many open files"
 	case errors.Is(err, queue.ErrNotRegular):
-		return nil, reject(ReasonNotRegular, "", "%s, not a regular file; not opened", queue.FileType(cl.Mode))
+		return nil, reject(ReasonNotRegular, "", "%s, not a regular file; not opened", queue.FileType(cl.Mode)), nil
 	case errors.As(err, &tooLarge):
-		return nil, reject(ReasonTooLarge, "", "%s", tooLarge.Error())
+		return nil, reject(ReasonTooLarge, "", "%s", tooLarge.Error()), nil
 	}
-	return nil, reject(ReasonUnreadable, "", "cannot read: %s", queue.ReadFailure(err))
+	return nil, reject(ReasonUnreadable, "", "cannot read: %s", queue.ReadFailure(err)), nil
 }
 
-// parse validates data against the contract: a message, or why not.
+// parse validates data against the contract: a message, or why not, with
+// the message's key when it has a valid one (RejectError.MsgID).
 func (c *Consumer) parse(data []byte) (*Message, *RejectError) {
 	msg, err := c.cfg.Contract.Parse(data)
 	var rej *RejectError
 	switch {
 	case errors.As(err, &rej):
+		rej.MsgID, _ = c.cfg.Contract.KeyOf(data)
 		return nil, rej
 	case err != nil:
 		return nil, reject(ReasonParse, "", "%v", err)

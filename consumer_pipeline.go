@@ -14,12 +14,23 @@ import (
 //
 // Goroutines of a run (Drain, Watch; one per Consumer at a time):
 //
-//   - the run goroutine: the loop of run (consumer.go): recovery, the
-//     claims due back to inbox/ (requeueDue), the retry schedule, a pass,
-//     the wait for the next. In a pass it is the recording stage
-//     (recordAll, or callAll with a Caller).
+//   - the run goroutine: the loop of runSession (consumer.go): the
+//     recovery before the first pass and at the end of a drain
+//     (recoverer.now), the claims due back to inbox/ (requeueDue), the
+//     retry schedule, a pass, the wait for the next. In a pass it is the
+//     recording stage (recordAll, or callAll with a Caller).
 //   - the lease keeper (leaseKeeper.loop, consumer_lease.go): renews the
 //     session's lease; while it cannot, claimChunk and callStage.start wait.
+//   - the recovery clock (recoverer.loop, consumer_clock.go): recovers dead
+//     consumers' claims every RecoverInterval, during passes as between
+//     them; started after the first recovery, stopped and waited for
+//     (recoverer.stop) before the session is closed or abandoned, so it
+//     never sees the session's own directory unlocked. What it recovered
+//     is counted in recoverer.pending (atomic), which the run goroutine
+//     adds to Stats.Recovered between passes: it never writes the run's
+//     Stats. It calls the Observer and, for recovered dead letters,
+//     OnDelivery, concurrently with the pass (both must be safe for
+//     concurrent use).
 //   - the shutdown timer (newStopping, consumer_shutdown.go): a
 //     context.AfterFunc that arms Config.ShutdownTimeout, then cancels
 //     callCtx, the calls' context.
@@ -27,6 +38,8 @@ import (
 //
 // Goroutines of a pass (pass, below):
 //
+//   - the failure watch: fails the pass (fail) when a recovery of the
+//     clock fails (recoverer.failed); ends with the pass.
 //   - the claiming stage (claimAll): scans inbox/, claims a batch at a time
 //     holding moves, sends each batch on ready.
 //   - the examining pool (inspectBatch, consumer_claim.go): Workers
@@ -69,6 +82,14 @@ import (
 //     can send on it.
 //   - stop (struct{}, 0): closed once, by fail, at the pass's first
 //     failure; every stage selects on it where it may block.
+//   - recoverer.back (struct{}, 1): the recovery clock → claimAll, a
+//     doorbell rung when the clock recovered claims, so that the scan of
+//     inbox/ starts again (errRescan); emptied at the start of a pass.
+//     Never closed; never blocks the clock.
+//   - recoverer.failed (struct{}, 0): closed by the recovery clock at its
+//     first failure, after setting fault; the failure watch, the watcher's
+//     wait and a drain's wait for a retry select on it.
+//   - recoverer.end (struct{}, 0): closed once, by recoverer.stop.
 //   - flights (*recording, k-1): record feeder → recordAhead, in claim
 //     order; closed by the feeder. Each recording's done is closed by its
 //     transaction's goroutine when the transaction has ended.
@@ -89,10 +110,20 @@ import (
 // Locks, and their order (a lock is taken only after those before it):
 //
 //   moves → Consumer.mu → (leaves)
+//   recoverer.mu → Consumer.recoverMu → Consumer.mu → (leaves)
 //
+//   - recoverer.mu: held through each recovery of a session, the clock's
+//     and the run goroutine's; guards recoverer.closed, so that no
+//     recovery follows a drain's last.
+//   - Consumer.recoverMu: held through each recovery (recover), the
+//     session's and Recover's: one at a time in a Consumer. A recovery
+//     renames files without moves (rarely: only dead sessions' claims),
+//     and calls the ledger, the Observer and OnDelivery under both.
 //   - moves (Consumer): held by whichever stage renames files for a whole
 //     batch (claimBatch, moveOut, giveBack); under it claimBatch and
-//     moveOut take Consumer.mu (isWaiting, hold). OnDelivery runs under it.
+//     moveOut take Consumer.mu (isWaiting, hold). OnDelivery runs under it,
+//     but for the dead letters a recovery reports (under the recovery
+//     locks, concurrently).
 //   - Consumer.mu: waiting, schedule, session. requeueDue renames under it
 //     without moves (a rename per claim due; none of a batch's).
 //   - leaves, under which nothing else is taken and nothing blocks:
@@ -102,10 +133,15 @@ import (
 //     and the shutdown timer's lock in newStopping.
 //
 // No lock is held while sending on a channel that can block, nor during a
-// call or a ledger transaction, but moves during the renames of a batch.
+// call or a ledger transaction, but moves during the renames of a batch
+// and the two recovery locks during a recovery, which no stage of a pass
+// waits for.
 
 // errStopScan ends a scan early without being an error of the run.
 var errStopScan = errors.New("scan stopped")
+
+// errRescan ends a scan early, for another to start (claimAll).
+var errRescan = errors.New("scan again")
 
 // inspected is a batch claimed and inspected, waiting for its commit.
 type inspected struct {
@@ -135,6 +171,9 @@ type pipeline struct {
 	// lease holds new claims and calls while the session's lease cannot
 	// be renewed.
 	lease *leaseKeeper
+	// rc is the session's recovery clock: its failure fails the pass,
+	// and the claims it puts back into inbox/ make the scan start again.
+	rc *recoverer
 
 	ready    chan inspected
 	recorded chan []item
@@ -157,14 +196,31 @@ type pipeline struct {
 // way of a claim of the same name, so the caller knows whether another
 // pass is needed. On a failure the claims of batches not yet recorded stay
 // in the session's directory for recovery, as after a crash.
-func (c *Consumer) pass(sd *stopping, lease *leaseKeeper, work context.Context, s *queue.Session, st *Stats) (int, error) {
+func (c *Consumer) pass(sd *stopping, lease *leaseKeeper, rc *recoverer, work context.Context, s *queue.Session, st *Stats) (int, error) {
 	p := &pipeline{
-		c: c, s: s, st: st, ctx: sd.ctx, work: work, sd: sd, lease: lease,
+		c: c, s: s, st: st, ctx: sd.ctx, work: work, sd: sd, lease: lease, rc: rc,
 		ready:    make(chan inspected, 1),
 		recorded: make(chan []item, 1),
 		stop:     make(chan struct{}),
 		pf:       c.startPrefetch(s),
 	}
+	// What the clock put back before this pass, its scan sees.
+	rc.returned()
+	// A recovery of the clock that fails fails the pass, as a failure of
+	// its own would: the session ends (runSession).
+	ended := make(chan struct{})
+	var watching sync.WaitGroup
+	watching.Go(func() {
+		select {
+		case <-rc.failed:
+			p.fail(rc.err())
+		case <-ended:
+		}
+	})
+	defer func() {
+		close(ended)
+		watching.Wait()
+	}()
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
@@ -205,35 +261,53 @@ func (p *pipeline) failed() bool {
 // ahead meanwhile. The chunk is kept as a copy: the scan's chunks share its
 // window's array, which would otherwise be held through the next window's
 // read, doubling what the scan holds (see queue.Dir.ScanOrdered).
+//
+// When the recovery clock has put claims of a dead consumer back into
+// inbox/, the scan starts again from the smallest name: the scan holds
+// names read before they came back, and those claims, older than most of
+// the backlog, would otherwise wait for the next pass, after all of it.
+// That costs a read of inbox/ per recovery that moved something, a rare
+// event; the names of the chunk being claimed and of the one read ahead
+// that were not claimed yet, the new scan gives again.
 func (p *pipeline) claimAll() {
-	var pending []string
-	err := p.c.dir.ScanOrdered(queue.Inbox, func(names []string) error {
-		// Retries that fell due during the pass go back to inbox/ now,
-		// not at the end of a long pass.
-		if err := p.c.requeueDue(p.s, false); err != nil {
-			return err
+	for {
+		var pending []string
+		err := p.c.dir.ScanOrdered(queue.Inbox, func(names []string) error {
+			// Retries that fell due during the pass go back to inbox/ now,
+			// not at the end of a long pass.
+			if err := p.c.requeueDue(p.s, false); err != nil {
+				return err
+			}
+			names = slices.Clone(names)
+			p.pf.offer(names)
+			pending, names = names, pending
+			return p.claimChunk(names)
+		})
+		if err == nil {
+			err = p.claimChunk(pending)
 		}
-		names = slices.Clone(names)
-		p.pf.offer(names)
-		pending, names = names, pending
-		return p.claimChunk(names)
-	})
-	if err == nil {
-		err = p.claimChunk(pending)
-	}
-	if err != nil && !errors.Is(err, errStopScan) {
-		p.fail(err)
+		if errors.Is(err, errRescan) {
+			continue
+		}
+		if err != nil && !errors.Is(err, errStopScan) {
+			p.fail(err)
+		}
+		return
 	}
 }
 
 // claimChunk claims names a batch at a time and hands each batch to the
 // recording stage, with the sync of its claims started. It returns
 // errStopScan when the pass is cancelled or has failed, or after handing
-// over a batch whose claiming failed.
+// over a batch whose claiming failed, and errRescan when the recovery
+// clock put claims back into inbox/.
 func (p *pipeline) claimChunk(names []string) error {
 	for len(names) > 0 {
 		if p.ctx.Err() != nil {
 			return errStopScan
+		}
+		if p.rc.returned() {
+			return errRescan
 		}
 		if err := p.lease.wait(p.ctx, p.stop); err != nil {
 			if errors.Is(err, ErrLeaseLost) {

@@ -20,7 +20,13 @@ func (c *Consumer) Recover(ctx context.Context) (int, error) {
 	return st.Recovered, err
 }
 
+// recover runs one recovery, adding what it moved to st.Recovered. A
+// running session calls it from its recovery clock and from the run
+// goroutine (recoverer), while its passes run; recoverMu keeps them, and
+// Recover, one at a time.
 func (c *Consumer) recover(ctx context.Context, st *Stats) error {
+	c.recoverMu.Lock()
+	defer c.recoverMu.Unlock()
 	var live queue.Liveness
 	if ll := leaseLedger(c.ledger); ll != nil {
 		live = ledgerLiveness{ll: ll, log: c.log}

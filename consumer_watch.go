@@ -8,14 +8,15 @@ import (
 	"github.com/spoolq/spool/queue"
 )
 
-// DefaultRescanInterval is how often a watching consumer scans inbox/ and
-// recovers dead consumers' claims when no notification has made it scan.
-// Notifications are lost only when the kernel's queue overflows, which the
-// consumer learns of and answers with a scan at once; the rescan bounds
-// what any other loss (a bug, an unforeseen filesystem) can delay, and how
-// long the claims of a consumer that died on this host wait before they
-// come back to inbox/. A rescan of an idle queue is cheap
-// (docs/PERFORMANCE.md, "Watching", has the figure).
+// DefaultRescanInterval is how often a watching consumer scans inbox/
+// when no notification has made it scan. Notifications are lost only when
+// the kernel's queue overflows, which the consumer learns of and answers
+// with a scan at once; the rescan bounds what any other loss (a bug, an
+// unforeseen filesystem) can delay. A rescan of an idle queue is cheap
+// (docs/PERFORMANCE.md, "Watching", has the figure). The claims of dead
+// consumers are recovered on a clock of their own
+// (DefaultRecoverInterval), and their moves back into inbox/ ring the
+// watch.
 const DefaultRescanInterval = time.Second
 
 // watcher decides when a watching consumer scans inbox/ again: at once
@@ -68,10 +69,12 @@ func (w *watcher) close() {
 
 // wait returns when inbox/ should be scanned again, or false when ctx is
 // done. due is the time the next held retry falls due (held says whether
-// there is one). Rescans and overflows are counted in st and told to the
-// Observer. Nothing on this path waits for a batch to fill: an arrival at
-// an idle consumer is scanned, claimed, committed and moved at once.
-func (w *watcher) wait(ctx context.Context, st *Stats, due time.Time, held bool) bool {
+// there is one). It returns at once too when failed, the recovery clock's,
+// is closed: the run then ends the session. Rescans and overflows are
+// counted in st and told to the Observer. Nothing on this path waits for a
+// batch to fill: an arrival at an idle consumer is scanned, claimed,
+// committed and moved at once.
+func (w *watcher) wait(ctx context.Context, st *Stats, due time.Time, held bool, failed <-chan struct{}) bool {
 	c := w.c
 	var soon <-chan time.Time // a retry due, or a young file old enough
 	if at, ok := c.young.take(); ok && (!held || at.Before(due)) {
@@ -89,6 +92,8 @@ func (w *watcher) wait(ctx context.Context, st *Stats, due time.Time, held bool)
 	select {
 	case <-ctx.Done():
 		return false
+	case <-failed:
+		return true
 	case <-soon:
 		return true
 	case <-w.rescan.C:

@@ -77,6 +77,25 @@ func DefaultContract() Contract {
 	}
 }
 
+// KeyOf returns the key field's value of data, and true, when data is one
+// JSON object whose key field is present and valid by the rules Parse
+// applies to it, whatever else is wrong with the message (a required
+// field missing, another field invalid); "" and false otherwise, and for
+// a contract without a key field. The consumer records it with a message
+// it dead-letters, so that the message can be found by its key: it is
+// Parse under a contract of the key field alone, so the key's rules are
+// Parse's own.
+func (c Contract) KeyOf(data []byte) (string, bool) {
+	if c.KeyField == "" {
+		return "", false
+	}
+	m, err := Contract{KeyField: c.KeyField, MaxSize: c.MaxSize}.Parse(data)
+	if err != nil {
+		return "", false
+	}
+	return m.MsgID, true
+}
+
 // ErrBadContract is wrapped by Contract.Check for a contract that cannot work.
 var ErrBadContract = errors.New("bad contract")
 

@@ -122,7 +122,8 @@ type Ledger interface {
 // reason (a nil Result.Reject).
 type RejectLedger interface {
 	// ClaimReject returns the reason recorded for the dead letter of
-	// claim, and false when the claim is not recorded as one.
+	// claim, with its msg_id when the record has one (RejectError.MsgID),
+	// and false when the claim is not recorded as one.
 	ClaimReject(ctx context.Context, claim string) (*RejectError, bool, error)
 }
 

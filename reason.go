@@ -46,6 +46,13 @@ type RejectError struct {
 	// being written), which the log repeats only once per burst
 	// (Consumer.logDetail).
 	hint string
+	// MsgID is the message's key when the file parsed far enough to hold
+	// a valid one (Contract.KeyOf), whatever else was wrong with it: a
+	// missing field, another field invalid. Empty otherwise: a key that is
+	// itself invalid is never recorded as one. The consumer sets it, and
+	// the ledger records it with the dead letter, so that spool show finds
+	// the message by it.
+	MsgID string
 }
 
 func (e *RejectError) Error() string {

@@ -162,6 +162,10 @@ func (s *Server) getDeadLetters(r *request) (int, any) {
 	if err != nil {
 		return http.StatusBadRequest, apiError("%v", err)
 	}
+	// The page lists the files of error/ as it is: a record whose file
+	// left it in a way the ledger does not know (removed by hand) is left
+	// out (report.InError).
+	q.Check = report.NewInError(s.o.Dir, s.o.Ledger).Check
 	recs, next, err := s.o.Ledger.DeadLetterPage(r.Context(), q)
 	if err != nil {
 		return s.failed(r, err)
@@ -187,7 +191,7 @@ func (s *Server) getDeadLetters(r *request) (int, any) {
 }
 
 func (s *Server) getGroups(r *request) (int, any) {
-	gs, err := s.o.Ledger.DeadLetterGroups(r.Context())
+	gs, err := s.o.Ledger.DeadLetterGroups(r.Context(), report.NewInError(s.o.Dir, s.o.Ledger).Check)
 	if err != nil {
 		return s.failed(r, err)
 	}

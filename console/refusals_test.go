@@ -195,7 +195,7 @@ func TestRefusalsEveryRoute(t *testing.T) {
 		{"192.0.2.5", "PUT", "/", "", "", 405, "read", "method not allowed (405)"},
 		{"192.0.2.6", "POST", "/logout", "", "", 403, "logout", "no live session (403)"},
 		{"2001:db8::7", "POST", "/api/v1/replays", "v", "", 403, "replay", "role too low (403)"},
-		{"192.0.2.8", "POST", "/api/v1/replays", "o", "{", 400, "replay", "bad body (400)"},
+		{"192.0.2.8", "POST", "/api/v1/replays", "o", "{", 400, "replay", "bad request (400)"},
 		{"192.0.2.8", "POST", "/api/v1/discards", "o", `{"dry_run": true}`, 400, "discard", "bad request (400)"},
 		{"192.0.2.9", "POST", "/api/v1/tasks/x/approve", "a", "", 404, "approve", "not found (404)"},
 		{"192.0.2.9", "POST", "/api/v1/tasks/x/cancel", "o", "", 404, "cancel", "not found (404)"},

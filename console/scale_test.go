@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,9 +23,10 @@ import (
 
 // scaleQueue is a queue whose ledger records n dead letters (60% parse,
 // 30% missing-field, 10% handler failures whose detail names an order),
-// every 50th of them replayed since, with no file in error/: the API's
-// pages and groups read the ledger alone. It returns the server's
-// handler and the number of dead letters still current.
+// each with its file in error/, every 50th of them replayed since (its
+// file gone from error/): the API's pages and groups read the ledger's
+// index, and check each record they list against error/. It returns the
+// server's handler and the number of dead letters still current.
 func scaleQueue(tb testing.TB, n int) (http.Handler, int) {
 	tb.Helper()
 	ctx := context.Background()
@@ -43,6 +45,18 @@ func scaleQueue(tb testing.TB, n int) (http.Handler, int) {
 	}
 	tb.Cleanup(func() { l.Close() })
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	inos := make([]uint64, n)
+	for j := range n {
+		name := filepath.Join(path, "error", fmt.Sprintf("m-%07d.json", j))
+		if err := os.WriteFile(name, []byte("{}"), 0o644); err != nil {
+			tb.Fatal(err)
+		}
+		fi, err := os.Stat(name)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		inos[j] = fi.Sys().(*syscall.Stat_t).Ino
+	}
 	current := 0
 	const batch = 1000
 	for i := 0; i < n; i += batch {
@@ -55,7 +69,7 @@ func scaleQueue(tb testing.TB, n int) (http.Handler, int) {
 			case 9:
 				rej = &spool.RejectError{Reason: spool.ReasonHandler, Detail: fmt.Sprintf("POST https://billing/orders/o-%d: 503 Service Unavailable", j)}
 			}
-			b = append(b, &spool.Delivery{Claim: fmt.Sprintf("c-%d", j), File: fmt.Sprintf("m-%07d.json", j), Ino: uint64(j + 1),
+			b = append(b, &spool.Delivery{Claim: fmt.Sprintf("c-%d", j), File: fmt.Sprintf("m-%07d.json", j), Ino: inos[j],
 				Consumer: "c-1@h", Size: 10, Reject: rej, Claimed: at, At: at.Add(time.Duration(j) * time.Millisecond)})
 		}
 		if _, err := l.Record(ctx, b); err != nil {
@@ -65,7 +79,10 @@ func scaleQueue(tb testing.TB, n int) (http.Handler, int) {
 	for j := range n {
 		if j%50 == 0 {
 			if err := l.RecordReplay(ctx, ledger.Replay{File: fmt.Sprintf("m-%07d.json", j), NewName: fmt.Sprintf("m-%07d.json", j),
-				Ino: uint64(j + 1), By: "op", At: at.Add(time.Hour * 24 * 365)}); err != nil {
+				Ino: inos[j], By: "op", At: at.Add(time.Hour * 24 * 365)}); err != nil {
+				tb.Fatal(err)
+			}
+			if err := os.Remove(filepath.Join(path, "error", fmt.Sprintf("m-%07d.json", j))); err != nil {
 				tb.Fatal(err)
 			}
 		} else {

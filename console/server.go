@@ -105,6 +105,7 @@ func (s *Server) Register(mux *http.ServeMux) {
 	api("GET /api/v1/audit", task.RoleViewer, "", s.getAudit)
 	api("GET /api/v1/tasks", task.RoleViewer, "", s.getTasks)
 	api("GET /api/v1/tasks/{id}", task.RoleViewer, "", s.getTask)
+	api("GET /api/v1/tasks/{id}/files", task.RoleViewer, "", s.getTaskFiles)
 	api("POST /api/v1/replays", task.RoleOperator, "replay", s.postReplay)
 	api("POST /api/v1/discards", task.RoleOperator, "discard", s.postDiscard)
 	api("POST /api/v1/tasks/{id}/approve", task.RoleApprover, "approve", s.postApprove)

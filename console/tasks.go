@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"sync"
@@ -103,7 +104,7 @@ func (s *Server) taskError(r *request, err error) (int, any) {
 		return http.StatusForbidden, apiError("%v", err)
 	case errors.Is(err, task.ErrNotFound):
 		return http.StatusNotFound, apiError("%v", err)
-	case errors.Is(err, task.ErrState):
+	case errors.Is(err, task.ErrState), errors.Is(err, task.ErrDigest):
 		return http.StatusConflict, apiError("%v", err)
 	case errors.Is(err, task.ErrNothing):
 		return http.StatusUnprocessableEntity, apiError("%v", err)
@@ -134,8 +135,9 @@ func (s *Server) ask(r *request, kind task.Kind) (int, any) {
 	dec := json.NewDecoder(http.MaxBytesReader(r.w, r.Body, 1<<20))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&b); err != nil {
-		s.record(r.Context(), r.id, string(kind), nil, ledger.AuditRefused, nil, "bad body (400): "+err.Error(), 0)
-		return http.StatusBadRequest, apiError("body: %v (want a JSON selection object)", err)
+		// Not a request the service could judge: refused, with the
+		// client's address, by the HTTP layer (refusals.go).
+		return r.refusal(http.StatusBadRequest, apiError("body: %v (want a JSON selection object)", err))
 	}
 	sel := b.Selection
 	if b.Nested != nil {
@@ -196,16 +198,64 @@ func (s *Server) getTasks(r *request) (int, any) {
 	return http.StatusOK, map[string]any{"items": ts, "next": next}
 }
 
+// filesPage is the size of a page of a task's files, unless the request
+// asks for fewer; maxFilesPage the most a request may ask for.
+const (
+	filesPage    = 100
+	maxFilesPage = 1000
+)
+
+// getTask answers the task with the first page of its files: what an
+// approver is shown (task.View).
 func (s *Server) getTask(r *request) (int, any) {
 	id, ok := taskID(r)
 	if !ok {
 		return http.StatusNotFound, apiError("task %q: not a task id", r.PathValue("id"))
 	}
+	v, err := s.o.Tasks.View(r.Context(), id, filesPage)
+	if err != nil {
+		return s.taskError(r, err)
+	}
+	return http.StatusOK, v
+}
+
+// getTaskFiles answers a page of a task's files: ?offset= (0 first) and
+// ?limit= (filesPage by default, at most maxFilesPage).
+func (s *Server) getTaskFiles(r *request) (int, any) {
+	id, ok := taskID(r)
+	if !ok {
+		return http.StatusNotFound, apiError("task %q: not a task id", r.PathValue("id"))
+	}
+	offset, oerr := intParam(r, "offset", 0)
+	limit, lerr := intParam(r, "limit", filesPage)
+	if oerr != nil || lerr != nil || offset < 0 || limit < 1 || limit > maxFilesPage {
+		return http.StatusBadRequest, apiError("offset %q, limit %q: want whole numbers, offset from 0, limit from 1 to %d",
+			r.URL.Query().Get("offset"), r.URL.Query().Get("limit"), maxFilesPage)
+	}
 	t, err := s.o.Tasks.Get(r.Context(), id)
 	if err != nil {
 		return s.taskError(r, err)
 	}
-	return http.StatusOK, t
+	page, err := s.o.Tasks.Page(r.Context(), t, offset, limit)
+	if err != nil {
+		return s.failed(r, err)
+	}
+	return http.StatusOK, page
+}
+
+// intParam is r's query parameter name as a whole number, def when absent.
+func intParam(r *request, name string, def int) (int, error) {
+	if v := r.URL.Query().Get(name); v != "" {
+		return strconv.Atoi(v)
+	}
+	return def, nil
+}
+
+// approveBody is the body of POST tasks/{id}/approve: the digest of the
+// set the approver was shown (the task's "digest"), which the approval
+// names. An empty body names none, and is refused.
+type approveBody struct {
+	Digest string `json:"digest"`
 }
 
 func (s *Server) postApprove(r *request) (int, any) {
@@ -213,7 +263,13 @@ func (s *Server) postApprove(r *request) (int, any) {
 	if !ok {
 		return r.refusal(http.StatusNotFound, apiError("task %q: not a task id", r.PathValue("id")))
 	}
-	t, err := s.o.Tasks.Approve(r.Context(), r.id, id)
+	var b approveBody
+	dec := json.NewDecoder(http.MaxBytesReader(r.w, r.Body, 1<<16))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&b); err != nil && !errors.Is(err, io.EOF) {
+		return r.refusal(http.StatusBadRequest, apiError("body: %v (want {\"digest\": \"the task's digest\"})", err))
+	}
+	t, err := s.o.Tasks.Approve(r.Context(), r.id, id, b.Digest)
 	if err != nil {
 		return s.taskError(r, err)
 	}

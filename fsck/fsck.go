@@ -43,9 +43,26 @@ const (
 	// message under the contract: it cannot have been processed. Not
 	// repaired: an operator decides.
 	DoneInvalid = "done-invalid"
+	// KeptAfterPrune: a file in done/ with no record that got there
+	// before the prune horizon (ledger.DB.PruneHorizon): spool prune
+	// removed its row and, without --files, kept the file. Informational:
+	// never read, never recorded again; spool prune --files removes it.
+	KeptAfterPrune = "kept-after-prune"
 	// ErrorUnrecorded: a file in error/ with no dead-letter record.
 	// Repaired with a record of reason unknown.
 	ErrorUnrecorded = "error-unrecorded"
+	// DeadLetterMissing: a dead-letter record whose file is gone from
+	// error/, neither replayed nor discarded: removed by hand. The
+	// console no longer lists it (report.InError). Repaired by retiring it
+	// from the dead-letter index (ledger.ExitRemoved); the record stays,
+	// as history.
+	DeadLetterMissing = "dead-letter-missing"
+	// DeadLetterReplaced: a dead-letter record whose file was edited in
+	// error/ (a new inode) and then replayed or discarded, which the
+	// ledger could not tie to the record as it happened (it had a
+	// collision suffix, or two dead letters of one name were in error/).
+	// Informational; repaired by retiring it.
+	DeadLetterReplaced = "dead-letter-replaced"
 	// ProcessedWithoutFile: a processed row whose file is in no stage.
 	// Informational: prune and operators remove files from done/.
 	ProcessedWithoutFile = "processed-without-file"
@@ -277,11 +294,15 @@ func (c *checker) run(ctx context.Context) (*Report, error) {
 		}
 		findings = append(findings, f)
 	}
-	done, invalid, err := c.done(ctx)
+	done, invalid, kept, err := c.done(ctx)
 	if err != nil {
 		return nil, err
 	}
 	errs, err := c.errorStage(ctx)
+	if err != nil {
+		return nil, err
+	}
+	deadMissing, deadReplaced, err := c.deadLetters(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -293,7 +314,7 @@ func (c *checker) run(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	findings = append(findings, done, invalid, errs, orphans, discarded)
+	findings = append(findings, done, invalid, kept, errs, deadMissing, deadReplaced, orphans, discarded)
 	if c.byInode == 0 && c.moved > 0 {
 		f := c.newFinding(Copied, true)
 		f.Count = c.moved

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/queue"
@@ -18,17 +19,29 @@ import (
 type Pruned struct {
 	// Rows counts the ledger rows.
 	Rows ledger.Pruned
-	// Files counts the files of done/ (with files), Bytes their sizes.
+	// Files counts the files of done/ removed (with files), Bytes their
+	// sizes.
 	Files, Bytes int64
+	// Kept counts the files of done/ left without a row (without files):
+	// those of the rows removed, and those an earlier prune left; KeptBytes
+	// their sizes. A prune with files removes them.
+	Kept, KeptBytes int64
 }
 
 // Prune removes the ledger rows past the dedup window, as ledger.DB.Prune
 // does, and with files, first, the files of done/ that those rows record:
 // a file goes when a row that the prune removes records it (by inode and
-// name, as fsck matches them) and no row that it keeps does. No other file
-// is touched: not error/, not a file of done/ the ledger has no record of
-// (fsck's done-unrecorded, the only evidence of a lost row), not one a
-// kept row records.
+// name, as fsck matches them) and no row that it keeps does. It also
+// removes, with files, the files an earlier prune without files left: a
+// file of done/ that no row records and that got there before the
+// ledger's prune horizon (ledger.DB.PruneHorizon). No other file is
+// touched: not error/, not a file of done/ the ledger has no record of
+// and that is newer than the horizon (fsck's done-unrecorded, the only
+// evidence of a lost row), not one a kept row records.
+//
+// Without files it counts the files it leaves in done/ without their rows
+// (Kept), and records with the rows' removal a horizon late enough that
+// fsck never calls them lost.
 //
 // The order is what makes it crash-safe: the files are removed and done/
 // is fsynced before the rows are deleted, so a prune killed at any instant
@@ -37,14 +50,14 @@ type Pruned struct {
 // duplicate), never a file of done/ without its row; the next prune with
 // the same window removes those rows. Deleting the rows first would leave,
 // after a kill, files of done/ that fsck calls unrecorded and --repair
-// records again.
+// records again. The horizon is committed with the rows' removal.
 func Prune(ctx context.Context, d *queue.Dir, l *ledger.DB, p ledger.Prune, files bool) (Pruned, error) {
 	var res Pruned
-	if files {
-		if err := pruneFiles(ctx, d, l, p, &res); err != nil {
-			return res, err
-		}
+	filesBefore, err := pruneDone(ctx, d, l, p, files, &res)
+	if err != nil {
+		return res, err
 	}
+	p.FilesBefore = filesBefore
 	n, err := l.Prune(ctx, p)
 	if err != nil {
 		return res, err
@@ -53,9 +66,12 @@ func Prune(ctx context.Context, d *queue.Dir, l *ledger.DB, p ledger.Prune, file
 	return res, nil
 }
 
-// pruneFiles removes (in a dry run, counts) the files of done/ that the
-// rows Prune removes record, and fsyncs done/.
-func pruneFiles(ctx context.Context, d *queue.Dir, l *ledger.DB, p ledger.Prune, res *Pruned) error {
+// pruneDone goes through done/ once for Prune: with files it removes (in a
+// dry run, counts) the files of the rows Prune removes and those an
+// earlier prune left, and fsyncs done/; without, it counts them as kept.
+// It returns the latest status-change time of a file of a removed row
+// that stays, for the prune's horizon.
+func pruneDone(ctx context.Context, d *queue.Dir, l *ledger.DB, p ledger.Prune, files bool, res *Pruned) (time.Time, error) {
 	var gone, kept []fileKey
 	err := l.EachPruneFile(ctx, p, func(ino uint64, file string, pruned bool) error {
 		if pruned {
@@ -66,17 +82,33 @@ func pruneFiles(ctx context.Context, d *queue.Dir, l *ledger.DB, p ledger.Prune,
 		return nil
 	})
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
-	if len(gone) == 0 {
-		return nil
+	horizon, err := l.PruneHorizon(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if !horizon.IsZero() {
+		// A row recorded before inodes were cannot be matched to its file:
+		// its file would look left by an earlier prune.
+		unkeyed, err := l.UnkeyedRows(ctx)
+		if err != nil {
+			return time.Time{}, err
+		}
+		if unkeyed {
+			horizon = time.Time{}
+		}
+	}
+	if len(gone) == 0 && horizon.IsZero() {
+		return time.Time{}, nil
 	}
 	slices.SortFunc(gone, compareKeys)
 	slices.SortFunc(kept, compareKeys)
 	gone, kept = slices.Compact(gone), slices.Compact(kept)
 	var (
-		keys    []fileKey
-		removed bool
+		keys        []fileKey
+		removed     bool
+		filesBefore time.Time
 	)
 	err = d.List(queue.Done, func(e queue.Entry) error {
 		if err := ctx.Err(); err != nil {
@@ -95,21 +127,30 @@ func pruneFiles(ctx context.Context, d *queue.Dir, l *ledger.DB, p ledger.Prune,
 				match = true
 			}
 		}
-		if !match {
+		changed := time.Unix(0, e.ChangeTime)
+		if !match && (horizon.IsZero() || !changed.Before(horizon)) {
+			return nil // recorded by no row: lost, unless an earlier prune left it
+		}
+		if files {
+			if !p.DryRun {
+				ok, err := d.RemoveDone(e.Name, e.Ino)
+				if err != nil {
+					return err
+				}
+				if !ok {
+					return nil // gone meanwhile, or another file now
+				}
+				removed = true
+			}
+			res.Files++
+			res.Bytes += e.Size
 			return nil
 		}
-		if !p.DryRun {
-			ok, err := d.RemoveDone(e.Name, e.Ino)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				return nil
-			}
-			removed = true
+		res.Kept++
+		res.KeptBytes += e.Size
+		if match && changed.After(filesBefore) {
+			filesBefore = changed
 		}
-		res.Files++
-		res.Bytes += e.Size
 		return nil
 	})
 	if removed {
@@ -120,5 +161,5 @@ func pruneFiles(ctx context.Context, d *queue.Dir, l *ledger.DB, p ledger.Prune,
 			err = fmt.Errorf("prune files: %w", serr)
 		}
 	}
-	return err
+	return filesBefore, err
 }

@@ -21,12 +21,19 @@ import (
 const RepairBatch = 256
 
 // done compares done/ with the ledger: every file must be known by its key,
-// or its message's msg_id must have a processed row.
-func (c *checker) done(ctx context.Context) (unrecorded, invalid *finding, err error) {
+// or its message's msg_id must have a processed row, or it got there
+// before the prune horizon (kept: spool prune removed its row on purpose,
+// and such a file is never read nor recorded again).
+func (c *checker) done(ctx context.Context) (unrecorded, invalid, kept *finding, err error) {
 	unrecorded, invalid = c.newFinding(DoneUnrecorded, false), c.newFinding(DoneInvalid, false)
+	kept = c.newFinding(KeptAfterPrune, true)
 	known, err := c.knownFiles(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
+	}
+	horizon, err := c.l.PruneHorizon(ctx)
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	var pending []queue.Entry
 	flush := func() error {
@@ -43,6 +50,10 @@ func (c *checker) done(ctx context.Context) (unrecorded, invalid *finding, err e
 				return nil
 			}
 		}
+		if !horizon.IsZero() && e.ChangeTime < horizon.UnixNano() {
+			kept.add("done/" + e.Name)
+			return nil
+		}
 		if pending = append(pending, e); len(pending) == RepairBatch {
 			return flush()
 		}
@@ -52,11 +63,12 @@ func (c *checker) done(ctx context.Context) (unrecorded, invalid *finding, err e
 		err = flush()
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	unrecorded.Text = fmt.Sprintf("%d files in done/ have no processed or duplicate record (rows lost)", unrecorded.Count)
 	invalid.Text = fmt.Sprintf("%d files in done/ have no record and are not valid messages", invalid.Count)
-	return unrecorded, invalid, nil
+	kept.Text = fmt.Sprintf("%d files in done/ were kept when spool prune removed their rows (not lost: spool prune DIR --older-than DURATION --files removes them)", kept.Count)
+	return unrecorded, invalid, kept, nil
 }
 
 // resolveDone reads the files of done/ unknown by key: one whose msg_id

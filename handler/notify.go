@@ -53,7 +53,7 @@ type NotifierOptions struct {
 	// inherited environment, SPOOL_FILE (its name in error/), SPOOL_PATH
 	// (its path), SPOOL_ORIGINAL_FILE (its name in inbox/), SPOOL_REASON,
 	// SPOOL_DETAIL (at most 4 KiB of it), SPOOL_MSG_ID (empty for a
-	// message that did not parse) and SPOOL_QUEUE.
+	// message without a valid key) and SPOOL_QUEUE.
 	Command string
 	// Queue is the queue's directory, given as SPOOL_QUEUE; it should be
 	// absolute.
@@ -131,8 +131,13 @@ func (n *Notifier) Deliver(d *spool.Delivery, r spool.Result, stored string) {
 	if r.Reject != nil {
 		job.reason, job.detail = string(r.Reject.Reason), r.Reject.Detail
 	}
-	if d.Message != nil {
+	switch {
+	case d.Message != nil:
 		job.msgID = d.Message.MsgID
+	case r.Reject != nil:
+		// A poison message's key, when it had a valid one; for a dead
+		// letter finished by recovery, the key its record holds.
+		job.msgID = r.Reject.MsgID
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()

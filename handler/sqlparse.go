@@ -65,10 +65,15 @@ func (s statement) bind(d ledger.Dialect) (string, []int) {
 // ParseSQL parses the content of a SQL file: statements separated by ';',
 // with named parameters (:name, @name or $name; see SQL.Handle for their
 // values). It refuses a file without a statement, positional parameters
-// (?, $1), and transaction control (BEGIN, COMMIT, SAVEPOINT...), which
-// would end or cut into the ledger's transaction. A CREATE TRIGGER or a
-// function body holds ';' outside quotes and cannot be split this way:
-// create those beforehand.
+// (?, $1), transaction control (BEGIN, COMMIT, SAVEPOINT, LOCK TABLES...),
+// which would end or cut into the ledger's transaction, and any change of
+// the session's settings (SET, RESET, set_config(...), PRAGMA, ATTACH...),
+// which would hold for the ledger's own statements and commit after the
+// script's: synchronous_commit = off would have a commit acknowledged
+// before its row is on disk (I3). Each refusal names the statement, its
+// line, what it does and why. A CREATE TRIGGER or a function body holds
+// ';' outside quotes and cannot be split this way: create those
+// beforehand.
 func ParseSQL(src string) (*Script, error) {
 	stmts, err := splitSQL(src)
 	if err != nil {
@@ -78,15 +83,8 @@ func ParseSQL(src string) (*Script, error) {
 		return nil, errors.New("no SQL statement in the file")
 	}
 	for i, s := range stmts {
-		word := strings.ToUpper(s.text)
-		if end := strings.IndexFunc(word, func(r rune) bool { return !unicode.IsLetter(r) }); end >= 0 {
-			word = word[:end]
-		}
-		switch word {
-		case "BEGIN", "START", "COMMIT", "END", "ROLLBACK", "ABORT", "SAVEPOINT", "RELEASE":
-			// They would end or cut into the ledger's own transaction, and
-			// the business writes would no longer commit with the row.
-			return nil, fmt.Errorf("statement %d (line %d): %s: the statements already run inside the ledger's transaction; leave transaction control to spool", i+1, s.line, word)
+		if why := refusal(i+1, s); why != "" {
+			return nil, errors.New(why)
 		}
 	}
 	return &Script{statements: stmts}, nil
@@ -158,6 +156,10 @@ func splitSQL(src string) ([]statement, error) {
 				continue
 			}
 			i += j - 1 // the newline is counted next
+		case strings.HasPrefix(src[i:], "/*!") || strings.HasPrefix(src[i:], "/*M!"):
+			// MariaDB runs the text of such a comment as SQL, which
+			// ParseSQL's refusals would not have seen.
+			return nil, fmt.Errorf("line %d: %s comment: MariaDB runs its text as SQL, unchecked by spool; write it as plain SQL", line, src[i:i+strings.IndexByte(src[i:], '!')+1])
 		case strings.HasPrefix(src[i:], "/*"):
 			j := strings.Index(src[i+2:], "*/")
 			if j < 0 {

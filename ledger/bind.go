@@ -73,15 +73,19 @@ func (db *DB) bindQueueID(ctx context.Context, id string, e AuditEntry) (string,
 }
 
 // Empty reports whether the ledger holds no record of any delivery: no
-// processed row, no duplicate or dead-letter record, no replay.
+// processed row, no duplicate or dead-letter record, no replay, and no
+// prune horizon (PruneHorizon): a ledger that spool prune emptied of every
+// row on purpose still holds the queue's history, and is neither new nor
+// one to rebuild.
 func (db *DB) Empty(ctx context.Context) (bool, error) {
 	if err := db.open(); err != nil {
 		return false, err
 	}
 	var n int
-	err := db.sql.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM processed LIMIT 1) p)
+	err := db.sql.QueryRowContext(ctx, db.dialect.Rebind(`SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM processed LIMIT 1) p)
     + (SELECT COUNT(*) FROM (SELECT 1 FROM deliveries LIMIT 1) d)
-    + (SELECT COUNT(*) FROM (SELECT 1 FROM replays LIMIT 1) r)`).Scan(&n)
+    + (SELECT COUNT(*) FROM (SELECT 1 FROM replays LIMIT 1) r)
+    + (SELECT COUNT(*) FROM meta WHERE name = ?)`), metaPruneHorizon).Scan(&n)
 	if err != nil {
 		return false, db.fail("check for records", err)
 	}

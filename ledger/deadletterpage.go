@@ -14,11 +14,14 @@ import (
 // console (spool serve --auth): a page at a time in keyset order over the
 // ledger's indexes, and the groups by reason and error signature, without
 // listing error/ (docs/OPERATIONS.md, "The console"). A dead letter is current
-// while no later replay, discard or dead letter of its inode is recorded:
-// one replayed, discarded, or dead-lettered again (its newer record is the
-// current one) is not listed. A file removed from error/ by hand, which
-// the ledger cannot know of, stays listed until it is; `spool errors`
-// lists the directory itself.
+// while no later replay, discard or dead letter of its inode is recorded
+// and no exit of its own (dead_letter_exits, deadletterexit.go): one
+// replayed, discarded, dead-lettered again (its newer record is the current
+// one), edited to a new inode and then replayed or discarded, or found
+// removed by fsck --repair is not listed. A file removed from error/ by
+// hand, which the ledger cannot know of, is left out by the caller's
+// FileCheck, which looks for each listed record's file in error/ by name
+// and inode (report.InError does).
 
 // DeadLetterQuery selects a page of current dead letters for
 // DeadLetterPage. The zero value is the first page of all of them.
@@ -40,6 +43,9 @@ type DeadLetterQuery struct {
 	// Limit is the page's size, 1 to MaxDeadLetterPage; 0 or less is
 	// DefaultDeadLetterPage.
 	Limit int
+	// Check, when set, keeps only the dead letters whose file it finds in
+	// error/; nil lists every current record.
+	Check FileCheck
 }
 
 // Page sizes of DeadLetterPage.
@@ -48,10 +54,18 @@ const (
 	MaxDeadLetterPage     = 500
 )
 
+// pageExamined bounds, as a multiple of the page's size, the records one
+// DeadLetterPage reads when its Check leaves records out, so that a page
+// stays a bounded read however many records have lost their file: it
+// then returns a short page (possibly empty) with the cursor after the
+// last record read. fsck reports such records and --repair retires them.
+const pageExamined = 10
+
 // currentDeadLetter is the condition that keeps a dead-letter row d whose
-// file has not left error/ as far as the ledger knows: no later dead
-// letter, replay or discard of its inode (each found by an index on ino).
-const currentDeadLetter = `(d.ino IS NULL OR (
+// file has not left error/ as far as the ledger knows: no exit of its own,
+// and no later dead letter, replay or discard of its inode (each found by
+// an index on ino; the exit by its key).
+const currentDeadLetter = `NOT EXISTS (SELECT 1 FROM dead_letter_exits e WHERE e.delivery_id = d.id) AND (d.ino IS NULL OR (
     NOT EXISTS (SELECT 1 FROM deliveries n WHERE n.outcome = 'dead-letter' AND n.ino = d.ino AND n.id > d.id)
     AND NOT EXISTS (SELECT 1 FROM replays r WHERE r.ino = d.ino AND r.at >= d.at)
     AND NOT EXISTS (SELECT 1 FROM discards x JOIN discard_batches b ON b.id = x.batch_id
@@ -96,8 +110,11 @@ func deadLetterFilter(q DeadLetterQuery) (string, []any) {
 // DeadLetterPage returns the current dead letters q selects, newest first
 // (by record id, the ledger's commit order), at most q.Limit of them, and
 // the cursor of the next page: the Before of the query that continues it,
-// 0 when this page is the last. Each page is one indexed query, whatever
-// the number of dead letters. It only reads.
+// 0 when this page is the last. Each read is one indexed query, whatever
+// the number of dead letters. With q.Check, the records whose file it does
+// not find in error/ are left out, and more are read to fill the page, up
+// to pageExamined times its size: past that the page is returned short,
+// with the cursor after the last record read. It only reads.
 func (db *DB) DeadLetterPage(ctx context.Context, q DeadLetterQuery) ([]DeadLetterRecord, int64, error) {
 	if err := db.open(); err != nil {
 		return nil, 0, err
@@ -107,35 +124,77 @@ func (db *DB) DeadLetterPage(ctx context.Context, q DeadLetterQuery) ([]DeadLett
 		limit = DefaultDeadLetterPage
 	}
 	limit = min(limit, MaxDeadLetterPage)
-	where, args := deadLetterFilter(q)
-	if q.Before > 0 {
-		where += ` AND d.id < ?`
-		args = append(args, q.Before)
+	fetch := limit + 1 // one more tells whether a next page exists
+	if q.Check != nil {
+		fetch = max(fetch, 128) // fewer round trips past records left out
 	}
+	where, args := deadLetterFilter(q)
 	cols := "d." + strings.ReplaceAll(strings.Join(strings.Fields(deadLetterColumns), " "), ", ", ", d.")
-	query := fmt.Sprintf(`SELECT %s FROM deliveries d WHERE %s ORDER BY d.id DESC LIMIT %d`, cols, where, limit+1)
+	var (
+		out      []DeadLetterRecord
+		examined int
+	)
+	for before := q.Before; ; {
+		w, a := where, args
+		if before > 0 {
+			w += ` AND d.id < ?`
+			a = append(slices.Clip(a), before)
+		}
+		recs, err := db.deadLetterRecords(ctx, fmt.Sprintf(`SELECT %s FROM deliveries d WHERE %s ORDER BY d.id DESC LIMIT %d`, cols, w, fetch), a)
+		if err != nil {
+			return nil, 0, err
+		}
+		keep := make([]bool, len(recs))
+		for i := range keep {
+			keep[i] = true
+		}
+		if q.Check != nil && len(recs) > 0 {
+			files := make([]DeadLetterFile, len(recs))
+			for i, r := range recs {
+				files[i] = DeadLetterFile{ID: r.ID, File: r.File, Ino: r.Ino, At: r.At}
+			}
+			if keep, err = q.Check(ctx, files); err != nil {
+				return nil, 0, fmt.Errorf("dead-letter page: %w", err)
+			}
+		}
+		for i, r := range recs {
+			if keep[i] && len(out) <= limit {
+				out = append(out, r)
+			}
+		}
+		examined += len(recs)
+		switch {
+		case len(out) > limit:
+			return out[:limit], out[limit-1].ID, nil
+		case len(recs) < fetch:
+			return out, 0, nil // no record left
+		case examined >= pageExamined*limit:
+			return out, recs[len(recs)-1].ID, nil
+		}
+		before = recs[len(recs)-1].ID
+	}
+}
+
+// deadLetterRecords runs query, which selects deadLetterColumns, and
+// returns its rows, the query closed.
+func (db *DB) deadLetterRecords(ctx context.Context, query string, args []any) ([]DeadLetterRecord, error) {
 	rows, err := db.sql.QueryContext(ctx, db.dialect.Rebind(query), args...)
 	if err != nil {
-		return nil, 0, db.fail("dead-letter page", err)
+		return nil, db.fail("dead-letter page", err)
 	}
 	defer rows.Close()
 	var out []DeadLetterRecord
 	for rows.Next() {
 		r, err := scanDeadLetter(rows)
 		if err != nil {
-			return nil, 0, db.fail("dead-letter page", err)
+			return nil, db.fail("dead-letter page", err)
 		}
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, 0, db.fail("dead-letter page", err)
+		return nil, db.fail("dead-letter page", err)
 	}
-	var next int64
-	if len(out) > limit {
-		out = out[:limit]
-		next = out[limit-1].ID
-	}
-	return out, next, nil
+	return out, nil
 }
 
 // DeadLetterGroup counts the current dead letters that share a reason and
@@ -157,71 +216,120 @@ type DeadLetterGroup struct {
 // error signature, the largest groups first (then by reason and
 // signature). It reads each current dead letter's reason, field, detail
 // and time once, in one indexed scan, and groups them here: an SQL GROUP
-// BY on the detail text sorts it, which costs more than the scan. It
-// only reads.
-func (db *DB) DeadLetterGroups(ctx context.Context) ([]DeadLetterGroup, error) {
+// BY on the detail text sorts it, which costs more than the scan. With
+// check, only the dead letters whose file it finds in error/ are counted;
+// the scan is then read in chunks, each closed before check is called.
+// It only reads.
+func (db *DB) DeadLetterGroups(ctx context.Context, check FileCheck) ([]DeadLetterGroup, error) {
 	if err := db.open(); err != nil {
 		return nil, err
 	}
+	g := newGrouper()
+	var err error
+	if check == nil {
+		err = db.groupAll(ctx, g)
+	} else {
+		err = db.CurrentDeadLetters(ctx, func(files []DeadLetterFile) error {
+			keep, err := check(ctx, files)
+			if err != nil {
+				return err
+			}
+			for i, f := range files {
+				if keep[i] {
+					g.add(f.Reason, f.Field, f.Detail, formatTime(f.At))
+				}
+			}
+			return nil
+		})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dead-letter groups: %w", err)
+	}
+	return g.groups()
+}
+
+// groupAll adds every current dead letter to g, in one streamed scan.
+func (db *DB) groupAll(ctx context.Context, g *grouper) error {
 	where, args := deadLetterFilter(DeadLetterQuery{})
 	rows, err := db.sql.QueryContext(ctx, db.dialect.Rebind(`SELECT d.reason, d.field, d.detail, d.at
 FROM deliveries d WHERE `+where), args...)
 	if err != nil {
-		return nil, db.fail("dead-letter groups", err)
+		return db.fail("read dead letters", err)
 	}
 	defer rows.Close()
-	type key struct{ reason, sig string }
-	type text struct{ reason, field, detail string }
-	idx := map[key]int{}
-	sigs := map[text]string{} // the signature of each distinct detail, computed once
 	var (
-		out                   []DeadLetterGroup
-		first, last           []string // per group, in the ledger's text layout
 		reason, at            string
 		fieldNull, detailNull sql.NullString
 	)
 	for rows.Next() {
 		if err := rows.Scan(&reason, &fieldNull, &detailNull, &at); err != nil {
-			return nil, db.fail("dead-letter groups", err)
+			return db.fail("read dead letters", err)
 		}
-		tx := text{reason, fieldNull.String, detailNull.String}
-		sig, ok := sigs[tx]
-		if !ok {
-			sig = Signature(tx.field, tx.detail)
-			sigs[tx] = sig
-		}
-		k := key{reason, sig}
-		i, ok := idx[k]
-		if !ok {
-			i = len(out)
-			idx[k] = i
-			out = append(out, DeadLetterGroup{Reason: reason, Signature: sig, Example: tx.detail})
-			first, last = append(first, at), append(last, at)
-		}
-		out[i].Count++
-		// The layout sorts as text (TimeLayout): no parse per row.
-		if at < first[i] {
-			first[i] = at
-		}
-		if at > last[i] {
-			last[i] = at
-		}
+		g.add(reason, fieldNull.String, detailNull.String, at)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, db.fail("dead-letter groups", err)
+		return db.fail("read dead letters", err)
 	}
-	for i := range out {
-		if out[i].First, err = parseTime("deliveries.at", first[i]); err != nil {
+	return nil
+}
+
+// grouper counts dead letters by reason and signature.
+type grouper struct {
+	idx  map[groupKey]int
+	sigs map[groupText]string // the signature of each distinct detail, computed once
+	out  []DeadLetterGroup
+	// first and last per group, in the ledger's text layout
+	first, last []string
+}
+
+type groupKey struct{ reason, sig string }
+type groupText struct{ reason, field, detail string }
+
+func newGrouper() *grouper {
+	return &grouper{idx: map[groupKey]int{}, sigs: map[groupText]string{}}
+}
+
+// add counts one dead letter, at in the ledger's text layout.
+func (g *grouper) add(reason, field, detail, at string) {
+	tx := groupText{reason, field, detail}
+	sig, ok := g.sigs[tx]
+	if !ok {
+		sig = Signature(tx.field, tx.detail)
+		g.sigs[tx] = sig
+	}
+	k := groupKey{reason, sig}
+	i, ok := g.idx[k]
+	if !ok {
+		i = len(g.out)
+		g.idx[k] = i
+		g.out = append(g.out, DeadLetterGroup{Reason: reason, Signature: sig, Example: tx.detail})
+		g.first, g.last = append(g.first, at), append(g.last, at)
+	}
+	g.out[i].Count++
+	// The layout sorts as text (TimeLayout): no parse per row.
+	if at < g.first[i] {
+		g.first[i] = at
+	}
+	if at > g.last[i] {
+		g.last[i] = at
+	}
+}
+
+// groups returns the groups, the largest first.
+func (g *grouper) groups() ([]DeadLetterGroup, error) {
+	var err error
+	for i := range g.out {
+		if g.out[i].First, err = parseTime("deliveries.at", g.first[i]); err != nil {
 			return nil, fmt.Errorf("dead-letter groups: %w", err)
 		}
-		if out[i].Last, err = parseTime("deliveries.at", last[i]); err != nil {
+		if g.out[i].Last, err = parseTime("deliveries.at", g.last[i]); err != nil {
 			return nil, fmt.Errorf("dead-letter groups: %w", err)
 		}
 	}
-	slices.SortFunc(out, func(a, b DeadLetterGroup) int {
+	slices.SortFunc(g.out, func(a, b DeadLetterGroup) int {
 		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Reason, b.Reason), cmp.Compare(a.Signature, b.Signature))
 	})
-	return out, nil
+	return g.out, nil
 }
 
 // Signature is the error signature of a dead letter's field and detail:

@@ -176,6 +176,43 @@ type WritableWith interface {
 	KeyTaken(err error) bool
 }
 
+// SessionReset is implemented by a Dialect whose engine lets any statement
+// of a transaction change a setting of its session that the ledger relies
+// on, by means no check of a handler's SQL can see (PostgreSQL: a function
+// the handler calls runs set_config('synchronous_commit', 'off', false)),
+// with the change holding for the rest of the transaction, its commit,
+// and, once it commits, every later transaction of that connection. The
+// ledger runs ResetSession right after each handler that succeeded, in
+// the one Exec that releases the message's savepoint: the ledger's own
+// statements then find its own tables, and the commit is as durable as
+// the session was when it was checked at connection (I3). Engines whose
+// such settings are the server's alone (MariaDB's
+// innodb_flush_log_at_trx_commit), or that no statement of a script may
+// change (SQLite's PRAGMAs, refused by handler.ParseSQL and out of reach
+// of its functions), do not implement it.
+type SessionReset interface {
+	// ResetSession returns the SQL, without placeholders, that puts
+	// those settings back to the session's own values (its DSN's, its
+	// role's, the server's). It is sent after "RELEASE SAVEPOINT ...; "
+	// in one Exec without arguments, which the engine's driver must run
+	// as several statements.
+	ResetSession() string
+}
+
+// MissingTable is implemented by a Dialect that can tell the engine's
+// error for a table that does not exist from its other errors. NewWith
+// with Options.MustExist then reports ErrNoLedger only for a database
+// that lacks the ledger's schema_migrations table, and any other failure
+// to read it (a full disk, an I/O error, a permission) as itself: an
+// operator told "no ledger" of a ledger the disk was too full to open
+// would be steered to create a new one. Without it, every failure to read
+// the table is ErrNoLedger.
+type MissingTable interface {
+	// IsMissingTable reports whether err is a statement's failure on a
+	// table that does not exist.
+	IsMissingTable(err error) bool
+}
+
 // Kind is a column's kind of value, for ColumnArrays.
 type Kind int
 

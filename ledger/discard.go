@@ -69,15 +69,12 @@ type DiscardItem struct {
 	NewName string
 }
 
-// BeginDiscard commits a discard batch, in state pending, with its items,
-// and returns its id. by and note are required; toDir is empty for a
-// discard that deletes. Nothing is done to any file: the caller stages
-// them next (StageDiscard), then finishes the batch (FinishDiscard).
-func (db *DB) BeginDiscard(ctx context.Context, by, note, toDir string, at time.Time, items []DiscardItem) (int64, error) {
-	return db.beginDiscard(ctx, &taskLink{}, by, note, toDir, at, items)
-}
-
-// beginDiscard is BeginDiscard, tied to a task as link says.
+// beginDiscard commits a discard batch, in state pending, with its items,
+// as the move of a task's chunk that link says (BeginTaskChunk,
+// StartTask), and returns its id. by and note are required; toDir is
+// empty for a discard that deletes. Nothing is done to any file: the
+// caller stages them next (StageDiscard), then finishes the batch
+// (FinishDiscard).
 func (db *DB) beginDiscard(ctx context.Context, link *taskLink, by, note, toDir string, at time.Time, items []DiscardItem) (int64, error) {
 	if err := db.open(); err != nil {
 		return 0, err
@@ -147,7 +144,9 @@ func (db *DB) StageDiscard(ctx context.Context, id int64, missing []int) error {
 }
 
 // FinishDiscard marks batch id done and records each item's Outcome and
-// NewName (items matched by Idx), in one transaction. A batch already
+// NewName (items matched by Idx), in one transaction, in which the dead
+// letters whose file was edited to a new inode before it was discarded
+// are retired from the dead-letter index (retireReplaced). A batch already
 // done is left as it is: of two runs finishing it, the second records
 // nothing.
 func (db *DB) FinishDiscard(ctx context.Context, id int64, items []DiscardItem, at time.Time) error {
@@ -178,6 +177,9 @@ WHERE id = ? AND state <> 'done'`), formatTime(at), id)
 				return fmt.Errorf("record outcome of %s: %w", clean(it.File), err)
 			}
 		}
+		if err := db.retireDiscarded(ctx, tx, id, at); err != nil {
+			return err
+		}
 		done, missing := 0, 0
 		for _, it := range items {
 			if it.Outcome == DiscardMissing {
@@ -192,6 +194,36 @@ WHERE id = ? AND state <> 'done'`), formatTime(at), id)
 		return db.fail(fmt.Sprintf("finish discard %d", id), err)
 	}
 	return nil
+}
+
+// retireDiscarded retires, in tx, the dead letters whose file was edited to
+// a new inode before batch id discarded it (retireReplaced).
+func (db *DB) retireDiscarded(ctx context.Context, tx *sql.Tx, id int64, at time.Time) error {
+	var by string
+	if err := tx.QueryRowContext(ctx, db.dialect.Rebind(`SELECT by_user FROM discard_batches WHERE id = ?`), id).Scan(&by); err != nil {
+		return fmt.Errorf("read batch: %w", err)
+	}
+	rows, err := tx.QueryContext(ctx, db.dialect.Rebind(`SELECT file, ino FROM discards WHERE batch_id = ?`), id)
+	if err != nil {
+		return fmt.Errorf("read items: %w", err)
+	}
+	var moved []movedFile
+	for rows.Next() {
+		var (
+			m   movedFile
+			ino sql.NullInt64
+		)
+		if err := rows.Scan(&m.name, &ino); err != nil {
+			rows.Close()
+			return fmt.Errorf("read items: %w", err)
+		}
+		m.ino = uint64(ino.Int64) // stored with the same bits; see nullIno
+		moved = append(moved, m)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return fmt.Errorf("read items: %w", err)
+	}
+	return db.retireReplaced(ctx, tx, ExitDiscarded, by, at, moved)
 }
 
 // UnfinishedDiscards returns the batches not yet done, oldest first, with

@@ -210,3 +210,21 @@ func (db *DB) RepairedAt(ctx context.Context, ids []string) (map[string]time.Tim
 	}
 	return out, nil
 }
+
+// UnkeyedRows reports whether any processed row, or processed or
+// duplicate delivery, was recorded without an inode (before inodes were
+// recorded): fsck and prune cannot match such a row's file by key, so
+// spool prune --files leaves the files that no keyed row records alone
+// rather than take one of them for a file an earlier prune left.
+func (db *DB) UnkeyedRows(ctx context.Context) (bool, error) {
+	if err := db.open(); err != nil {
+		return false, err
+	}
+	var n int
+	err := db.sql.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM processed WHERE ino IS NULL LIMIT 1) p)
+    + (SELECT COUNT(*) FROM (SELECT 1 FROM deliveries WHERE outcome IN ('processed', 'duplicate') AND ino IS NULL LIMIT 1) d)`).Scan(&n)
+	if err != nil {
+		return false, db.fail("look for rows without inodes", err)
+	}
+	return n > 0, nil
+}

@@ -30,8 +30,9 @@ type DeadLetterRecord struct {
 	ID int64
 	// Ino is the claimed file's inode number; 0 when unknown.
 	Ino uint64
-	// MsgID is the message's key; empty when the message was rejected
-	// before it had a valid one (parse, missing-field, ...).
+	// MsgID is the message's key; empty when the message had no valid
+	// one (not JSON, no key, a key of the wrong type), or was recorded
+	// before a rejected message's key was.
 	MsgID string
 	// ContentHash is the hex SHA-256 of the content; empty when the file
 	// was not read (not-regular, too-large, unreadable).
@@ -84,6 +85,35 @@ type Prune struct {
 	KeepClaims []string
 	// DryRun counts what would be removed and removes nothing.
 	DryRun bool
+	// FilesBefore, when later than Before, is the latest status-change
+	// time of a file of done/ whose row the prune removes and that stays
+	// (a prune without --files): a file moved into done/ just after its
+	// row was committed, before the edge, got there after it. Prune records
+	// the later of the two as its horizon (PruneHorizon).
+	FilesBefore time.Time
+}
+
+// metaPruneHorizon is the meta row that holds the latest prune horizon.
+const metaPruneHorizon = "prune_horizon"
+
+// PruneHorizon returns the horizon of the prunes that removed rows: a file
+// of done/ whose status changed (it was moved there) before it may have
+// lost its processed or duplicate row to a prune; zero when no prune
+// removed any. spool fsck never calls such a file's row lost, and fsck
+// --repair never records it again: had its row been lost some other way,
+// the prune would have removed it all the same (its processed_at is
+// before the file's move), so the ledger is what the prune meant it to
+// be. spool prune --files removes such files.
+func (db *DB) PruneHorizon(ctx context.Context) (time.Time, error) {
+	v, err := db.metaValue(ctx, metaPruneHorizon, "read the prune horizon")
+	if err != nil || v == "" {
+		return time.Time{}, err
+	}
+	t, err := parseTime("meta."+metaPruneHorizon, v)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read the prune horizon: %w", err)
+	}
+	return t, nil
 }
 
 // Pruned counts the rows Prune removed (or, in a dry run, would remove).
@@ -305,7 +335,11 @@ func (db *DB) Prune(ctx context.Context, p Prune) (Pruned, error) {
 	if p.DryRun {
 		res, err = db.countPrune(ctx, before, procWhere, procArgs, delWhere, delArgs)
 	} else {
-		res, err = db.prune(ctx, before, procWhere, procArgs, delWhere, delArgs)
+		horizon := p.Before
+		if p.FilesBefore.After(horizon) {
+			horizon = p.FilesBefore
+		}
+		res, err = db.prune(ctx, horizon, before, procWhere, procArgs, delWhere, delArgs)
 	}
 	if err != nil {
 		return Pruned{}, db.fail("prune before "+before, err)
@@ -337,7 +371,7 @@ func (db *DB) countPrune(ctx context.Context, before, procWhere string, procArgs
 	return res, nil
 }
 
-func (db *DB) prune(ctx context.Context, before, procWhere string, procArgs []any, delWhere string, delArgs []any) (Pruned, error) {
+func (db *DB) prune(ctx context.Context, horizon time.Time, before, procWhere string, procArgs []any, delWhere string, delArgs []any) (Pruned, error) {
 	tx, err := db.sql.BeginTx(ctx, nil)
 	if err != nil {
 		return Pruned{}, fmt.Errorf("begin: %w", err)
@@ -367,6 +401,13 @@ func (db *DB) prune(ctx context.Context, before, procWhere string, procArgs []an
 	if res.Outbox, err = r.RowsAffected(); err != nil {
 		return Pruned{}, fmt.Errorf("delete outbox: %w", err)
 	}
+	if res.Processed+res.Deliveries > 0 {
+		// In the transaction that forgets the rows: fsck must never see
+		// them gone without the horizon that says so.
+		if err := db.raiseHorizon(ctx, tx, horizon); err != nil {
+			return Pruned{}, err
+		}
+	}
 	if err := tx.Commit(); err != nil {
 		return Pruned{}, fmt.Errorf("commit: %w", err)
 	}
@@ -379,6 +420,28 @@ func (db *DB) prune(ctx context.Context, before, procWhere string, procArgs []an
 		return res, fmt.Errorf("delete outbox order locks: %w", err)
 	}
 	return res, nil
+}
+
+// raiseHorizon records horizon as the prune horizon, in tx, unless a prune
+// recorded a later one: an insert that skips an existing row, then an
+// update that only raises it, each atomic, so that of two prunes at once
+// the later horizon stays. The horizon is rounded up to the ledger's
+// microseconds, so that no file changed before it reads as after it.
+func (db *DB) raiseHorizon(ctx context.Context, tx *sql.Tx, horizon time.Time) error {
+	if t := horizon.Truncate(time.Microsecond); !t.Equal(horizon) {
+		horizon = t.Add(time.Microsecond)
+	}
+	v := formatTime(horizon)
+	if _, err := tx.ExecContext(ctx, db.dialect.Rebind(db.dialect.InsertNew(`INSERT INTO meta (name, value) VALUES (?, ?)`, "name", "")),
+		metaPruneHorizon, v); err != nil {
+		return fmt.Errorf("record the prune horizon: %w", err)
+	}
+	// The layout sorts as text.
+	if _, err := tx.ExecContext(ctx, db.dialect.Rebind(`UPDATE meta SET value = ? WHERE name = ? AND value < ?`),
+		v, metaPruneHorizon, v); err != nil {
+		return fmt.Errorf("record the prune horizon: %w", err)
+	}
+	return nil
 }
 
 // outboxPruneWhere is the outbox rows Prune removes: published before the

@@ -70,7 +70,8 @@ func New(ctx context.Context, db *sql.DB, d Dialect) (*DB, error) {
 }
 
 // ErrNoLedger is wrapped by NewWith, with Options.MustExist, for a database
-// that holds no ledger yet.
+// that holds no ledger yet (on a Dialect that is a MissingTable, only
+// when its schema_migrations table is missing, not when it cannot be read).
 var ErrNoLedger = errors.New("no ledger in this database")
 
 // Options tune NewWith. The zero value is New's behaviour.
@@ -109,6 +110,9 @@ type Turn interface {
 func NewWith(ctx context.Context, db *sql.DB, d Dialect, o Options) (*DB, error) {
 	if o.MustExist {
 		if _, err := upToDate(ctx, db, nil); err != nil {
+			if m, ok := d.(MissingTable); ok && !m.IsMissingTable(err) {
+				return nil, fmt.Errorf("new %s ledger: read schema_migrations: %w", d.Name(), err)
+			}
 			return nil, fmt.Errorf("new %s ledger: %w (%v)", d.Name(), ErrNoLedger, err)
 		}
 	}
@@ -264,20 +268,21 @@ func (db *DB) ClaimOutcome(ctx context.Context, claim, msgID string) (spool.Outc
 }
 
 // ClaimReject returns the reason recorded for the dead letter of claim,
-// and false when the claim is not recorded as one; see spool.RejectLedger.
+// with its msg_id when the record has one, and false when the claim is
+// not recorded as one; see spool.RejectLedger.
 func (db *DB) ClaimReject(ctx context.Context, claim string) (*spool.RejectError, bool, error) {
 	if err := db.open(); err != nil {
 		return nil, false, err
 	}
-	var reason, field, detail sql.NullString
-	err := db.sql.QueryRowContext(ctx, db.q.claimReject, claim).Scan(&reason, &field, &detail)
+	var reason, field, detail, msgID sql.NullString
+	err := db.sql.QueryRowContext(ctx, db.q.claimReject, claim).Scan(&reason, &field, &detail, &msgID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, false, nil
 	}
 	if err != nil {
 		return nil, false, db.fail("claim reject "+claim, err)
 	}
-	return &spool.RejectError{Reason: spool.Reason(reason.String), Field: field.String, Detail: detail.String}, true, nil
+	return &spool.RejectError{Reason: spool.Reason(reason.String), Field: field.String, Detail: detail.String, MsgID: msgID.String}, true, nil
 }
 
 func formatTime(t time.Time) string { return t.UTC().Format(TimeLayout) }

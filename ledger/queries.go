@@ -34,7 +34,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?)`, "msg_id", []string{"attempts", "last_failure", "n
 		deleteAttempts: d.Rebind(`DELETE FROM attempts WHERE msg_id = ?`),
 		retrySchedule:  d.Rebind(`SELECT msg_id, next_at FROM attempts`),
 		claimOutcome:   d.Rebind(`SELECT outcome FROM deliveries WHERE claim = ?`),
-		claimReject: d.Rebind(`SELECT reason, field, detail FROM deliveries
+		claimReject: d.Rebind(`SELECT reason, field, detail, msg_id FROM deliveries
 WHERE claim = ? AND outcome = 'dead-letter'`),
 		processedClaim: d.Rebind(`SELECT claim FROM processed WHERE msg_id = ?`),
 		// Sorted in Go, not here: collations differ between engines.

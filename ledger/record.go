@@ -202,11 +202,17 @@ func (db *DB) work1(ctx context.Context, tx *sql.Tx, d *spool.Delivery, r *resul
 	}
 	herr := spool.Call(ctx, w.Handler, tx, d)
 	if herr == nil {
+		// Released first, with the session's settings put back, so that
+		// the ledger's own statements from here on, and the commit, run
+		// as the session was checked (SessionReset).
+		if err := db.releaseHandled(ctx, tx); err != nil {
+			return err
+		}
 		if _, err := tx.ExecContext(ctx, db.q.deleteAttempts, d.Message.MsgID); err != nil {
 			return fmt.Errorf("clear attempts %q: %w", d.Message.MsgID, err)
 		}
 		r.outcome = spool.OutcomeProcessed
-		return release(ctx, tx)
+		return nil
 	}
 	// The handler failed: undo its writes and the processed row, then
 	// record the failure in the batch's transaction.
@@ -234,6 +240,25 @@ func (db *DB) insertProcessed1(ctx context.Context, tx *sql.Tx, d *spool.Deliver
 		return false, fmt.Errorf("insert processed %q: %w", d.Message.MsgID, err)
 	}
 	return n > 0, nil
+}
+
+// releaseHandled releases the savepoint of a message whose handler
+// succeeded and, on an engine with a SessionReset, puts back in the same
+// round trip the session settings the handler could have changed: after
+// every handler rather than once a batch, since the ledger's statements
+// for the next messages (their processed rows, this one's attempts) must
+// find its own tables too; and at no cost of its own, the statements
+// going with the release. (A failed handler's changes went with its
+// savepoint.)
+func (db *DB) releaseHandled(ctx context.Context, tx *sql.Tx) error {
+	r, ok := db.dialect.(SessionReset)
+	if !ok {
+		return release(ctx, tx)
+	}
+	if _, err := tx.ExecContext(ctx, "RELEASE SAVEPOINT spool_message; "+r.ResetSession()); err != nil {
+		return fmt.Errorf("release savepoint and reset the session's settings: %w", err)
+	}
+	return nil
 }
 
 func release(ctx context.Context, tx *sql.Tx) error {
@@ -378,8 +403,11 @@ func (db *DB) insertDeliveryRows(ctx context.Context, tx *sql.Tx, batch []*spool
 // last).
 func deliveryArgs(d *spool.Delivery, r result, now time.Time) []any {
 	var msgID, attempts, firstFailure, lastFailure any
-	if d.Message != nil {
+	switch {
+	case d.Message != nil:
 		msgID = d.Message.MsgID
+	case d.Reject != nil && d.Reject.MsgID != "":
+		msgID = d.Reject.MsgID // a dead letter's key, when it had a valid one
 	}
 	if r.attempts > 0 {
 		attempts, firstFailure, lastFailure = r.attempts, formatTime(r.firstFailure), formatTime(r.lastFailure)

@@ -45,13 +45,9 @@ type ReplayItem struct {
 	Ino uint64
 }
 
-// BeginReplay commits a replay intent, in state pending, with its items,
-// and returns its id.
-func (db *DB) BeginReplay(ctx context.Context, by, note string, at time.Time, items []ReplayItem) (int64, error) {
-	return db.beginReplay(ctx, &taskLink{}, by, note, at, items)
-}
-
-// beginReplay is BeginReplay, tied to a task as link says.
+// beginReplay commits a replay intent, in state pending, with its items,
+// as the move of a task's chunk that link says (BeginTaskChunk,
+// StartTask), and returns its id.
 func (db *DB) beginReplay(ctx context.Context, link *taskLink, by, note string, at time.Time, items []ReplayItem) (int64, error) {
 	if err := db.open(); err != nil {
 		return 0, err
@@ -102,7 +98,9 @@ func (db *DB) StageReplay(ctx context.Context, id int64) error {
 
 // FinishReplay records one replay row per moved file and marks the intent
 // done, in one transaction. Replays holds the moved files; items not among
-// them (gone from the queue by hand) get no record.
+// them (gone from the queue by hand) get no record. The dead letters whose
+// file was edited to a new inode before it was replayed are retired from
+// the dead-letter index in the same transaction (retireReplaced).
 func (db *DB) FinishReplay(ctx context.Context, id int64, replays []Replay, at time.Time) error {
 	if err := db.open(); err != nil {
 		return err
@@ -129,6 +127,17 @@ VALUES (?, ?, ?, ?, ?, ?, ?)`))
 			if _, err := ins.ExecContext(ctx, clean(r.File), clean(r.NewName), nullIno(r.Ino), clean(r.By),
 				nullString(clean(r.Note)), formatTime(r.At), id); err != nil {
 				return fmt.Errorf("insert replay of %s: %w", clean(r.File), err)
+			}
+		}
+		// A file edited in error/ (a new inode) leaves its dead-letter
+		// record behind, which the replay of its inode does not retire.
+		if len(replays) > 0 {
+			moved := make([]movedFile, len(replays))
+			for i, r := range replays {
+				moved[i] = movedFile{name: r.File, ino: r.Ino}
+			}
+			if err := db.retireReplaced(ctx, tx, ExitReplayed, replays[0].By, at, moved); err != nil {
+				return err
 			}
 		}
 		var items int

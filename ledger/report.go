@@ -195,7 +195,9 @@ func (db *DB) stats(ctx context.Context) (Stats, error) {
 }
 
 // RecordReplay records that a dead letter was moved back to inbox/, durably
-// before it returns, so a replay is never lost from the audit trail.
+// before it returns, so a replay is never lost from the audit trail; a
+// dead letter whose file was edited to a new inode before is retired from
+// the dead-letter index with it, as FinishReplay does.
 func (db *DB) RecordReplay(ctx context.Context, r Replay) error {
 	if err := db.open(); err != nil {
 		return err
@@ -207,9 +209,15 @@ func (db *DB) RecordReplay(ctx context.Context, r Replay) error {
 	if at.IsZero() {
 		at = time.Now()
 	}
-	if _, err := db.sql.ExecContext(ctx, db.q.insertReplay,
-		clean(r.File), clean(r.NewName), nullIno(r.Ino), clean(r.By), nullString(clean(r.Note)),
-		formatTime(at)); err != nil {
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, db.q.insertReplay,
+			clean(r.File), clean(r.NewName), nullIno(r.Ino), clean(r.By), nullString(clean(r.Note)),
+			formatTime(at)); err != nil {
+			return err
+		}
+		return db.retireReplaced(ctx, tx, ExitReplayed, r.By, at, []movedFile{{name: r.File, ino: r.Ino}})
+	})
+	if err != nil {
 		return db.fail("record replay of "+clean(r.File), err)
 	}
 	return nil

@@ -27,6 +27,16 @@ func (db *DB) screenKeys(batch []*spool.Delivery) []*spool.Delivery {
 	var out []*spool.Delivery
 	for i, d := range batch {
 		if d.Message == nil {
+			if d.Reject != nil && tooLongKey(db.dialect.MaxKey(), d.Reject.MsgID) {
+				// A dead letter keeps the msg_id it carried only when
+				// the engine can key it.
+				if out == nil {
+					out = slices.Clone(batch)
+				}
+				c, rej := *d, *d.Reject
+				rej.MsgID, c.Reject = "", &rej
+				out[i] = &c
+			}
 			continue
 		}
 		rej := db.keyReject(d.Message)
@@ -46,13 +56,17 @@ func (db *DB) screenKeys(batch []*spool.Delivery) []*spool.Delivery {
 	return out
 }
 
+// tooLongKey reports whether key is longer than limit, an engine's
+// MaxKey (0 for none).
+func tooLongKey(limit int, key string) bool { return limit > 0 && len(key) > limit }
+
 // keyReject says why m cannot be recorded as it is, nil when it can: a
 // msg_id longer than the engine keeps as a key (Dialect.MaxKey), or an
 // order key or an amount longer than the contract allows
 // (spool.MaxKeyLen, spool.MaxAmountLen), which no engine is promised to
 // keep whole (MariaDB's columns for them are BLOBs of 65 535 bytes).
 func (db *DB) keyReject(m *spool.Message) *spool.RejectError {
-	if limit := db.dialect.MaxKey(); limit > 0 && len(m.MsgID) > limit {
+	if limit := db.dialect.MaxKey(); tooLongKey(limit, m.MsgID) {
 		return &spool.RejectError{Reason: spool.ReasonInvalidField, Field: "msg_id",
 			Detail: fmt.Sprintf("msg_id of %d bytes: a %s ledger keeps keys of at most %d bytes", len(m.MsgID), db.dialect.Name(), limit)}
 	}

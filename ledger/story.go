@@ -120,8 +120,8 @@ func (db *DB) FlushRetries(ctx context.Context, ids []string, at time.Time) ([]s
 // conflicts and dead letters, in commit order), its pending retry and the
 // replays of its files.
 type Story struct {
-	// MsgID is the message's key; empty for a file rejected before it had
-	// a valid one, known by its name alone.
+	// MsgID is the message's key; empty for a file rejected without a
+	// valid one, known by its name alone.
 	MsgID string
 	// Processed is the processed row and ProcessedIno its file's inode (0
 	// when unknown); nil when the msg_id was never processed.

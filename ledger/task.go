@@ -15,9 +15,10 @@ import (
 // rate, be cancelled and resume after a kill (package task,
 // docs/DESIGN.md, "Tasks"). It moves its files in chunks; each chunk is
 // a replay intent or a discard batch of its own, begun together with the
-// task's cursor in one transaction (BeginTaskReplay, BeginTaskDiscard),
-// and finishing the chunk (FinishReplay, FinishDiscard, by whichever run
-// finishes it) counts its files in the task in the same transaction.
+// task's cursor in one transaction (BeginTaskChunk, StartTask:
+// taskmove.go), and finishing the chunk (FinishReplay, FinishDiscard, by
+// whichever run finishes it) counts its files in the task in the same
+// transaction.
 
 // Task states, as stored in spool_tasks.state.
 const (
@@ -46,7 +47,7 @@ var ErrTaskNotFound = errors.New("no such task")
 
 // ErrTaskState is wrapped by the transitions when the task is not in a
 // state they start from (it was approved, cancelled or finished meanwhile),
-// and by BeginTaskReplay and BeginTaskDiscard when the task is no longer
+// and by BeginTaskChunk when the task is no longer
 // running or its cursor moved (another run took that chunk).
 var ErrTaskState = errors.New("task is not in that state")
 
@@ -376,7 +377,7 @@ func (db *DB) MoveTask(ctx context.Context, id int64, tr TaskTransition) error {
 	return nil
 }
 
-// beginChunk is the part of BeginTaskReplay and BeginTaskDiscard on the
+// beginChunk is the part of BeginTaskChunk on the
 // task: in tx, it moves the cursor of running task c.Task from c.From to
 // c.To and records c.Changed, or fails with ErrTaskState.
 func (db *DB) beginChunk(ctx context.Context, tx *sql.Tx, c TaskChunk, at time.Time) error {
@@ -407,7 +408,7 @@ WHERE id = ? AND state = 'running' AND next_idx = ?`), c.To, len(c.Changed), for
 }
 
 // AdvanceTask moves the cursor of a chunk that moves no file (each of its
-// files was found changed), as BeginTaskReplay would.
+// files was found changed), as BeginTaskChunk would.
 func (db *DB) AdvanceTask(ctx context.Context, c TaskChunk) error {
 	if err := db.open(); err != nil {
 		return err
@@ -416,21 +417,6 @@ func (db *DB) AdvanceTask(ctx context.Context, c TaskChunk) error {
 		return db.fail(fmt.Sprintf("advance task %d", c.Task), err)
 	}
 	return nil
-}
-
-// BeginTaskReplay is BeginReplay for chunk c of a task: in the same
-// transaction it moves the task's cursor (and records the files found
-// changed), so that the chunk is begun exactly once. It fails with an
-// error wrapping ErrTaskState, committing nothing, when the task is no
-// longer running or its cursor is not at c.From.
-func (db *DB) BeginTaskReplay(ctx context.Context, c TaskChunk, by, note string, at time.Time, items []ReplayItem) (int64, error) {
-	return db.beginReplay(ctx, &taskLink{chunk: &c}, by, note, at, items)
-}
-
-// BeginTaskDiscard is BeginDiscard for chunk c of a task, as
-// BeginTaskReplay is BeginReplay's.
-func (db *DB) BeginTaskDiscard(ctx context.Context, c TaskChunk, by, note, toDir string, at time.Time, items []DiscardItem) (int64, error) {
-	return db.beginDiscard(ctx, &taskLink{chunk: &c}, by, note, toDir, at, items)
 }
 
 // countChunk adds, in tx, what the finished intent or batch id of table
@@ -444,20 +430,4 @@ WHERE id = (SELECT task_id FROM `+table+` WHERE id = ?)`), done, missing, format
 		return fmt.Errorf("count in task: %w", err)
 	}
 	return db.endTask(ctx, tx, table, id, at)
-}
-
-// TaskHasUnfinished reports whether a chunk of task id (a replay intent or
-// discard batch) is not yet done.
-func (db *DB) TaskHasUnfinished(ctx context.Context, id int64) (bool, error) {
-	if err := db.open(); err != nil {
-		return false, err
-	}
-	var n int64
-	err := db.sql.QueryRowContext(ctx, db.dialect.Rebind(`SELECT
-    (SELECT COUNT(*) FROM replay_intents WHERE task_id = ? AND state <> 'done') +
-    (SELECT COUNT(*) FROM discard_batches WHERE task_id = ? AND state <> 'done')`), id, id).Scan(&n)
-	if err != nil {
-		return false, db.fail(fmt.Sprintf("task %d: unfinished chunks", id), err)
-	}
-	return n > 0, nil
 }

@@ -43,6 +43,15 @@ func Cause(err error) error {
 	return err
 }
 
+// OutOfResources reports whether err is the process or the system running
+// out of what it takes to open or read a file, not a fault of the file:
+// file descriptors (EMFILE, ENFILE: ulimit -n) or kernel memory (ENOMEM).
+// A later try reads the file, so a consumer must not dead-letter it as
+// unreadable, but stop.
+func OutOfResources(err error) bool {
+	return errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) || errors.Is(err, unix.ENOMEM)
+}
+
 // ReadFailure describes why a file could not be read, for a dead letter's
 // detail: the system's message and the errno's name, which is what an
 // operator searches for ("permission denied (EACCES)").

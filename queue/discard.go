@@ -38,6 +38,13 @@ var ErrTargetInQueue = errors.New("is inside the queue")
 // filesystem than the queue: a rename there would not be atomic.
 var ErrTargetCrossDevice = errors.New("is on another filesystem than the queue")
 
+// ErrTargetOpen is wrapped by OpenTarget for a directory whose mode gives
+// other users (the "others" of its permission bits) any access: a dead
+// letter moved there keeps its inode and so its mode, often readable by
+// all, and the queue's own directories are closed to others
+// (docs/OPERATIONS.md, "The user and the permissions").
+var ErrTargetOpen = errors.New("is open to other users")
+
 // StageDiscard renames error/name, if it is still the file with inode ino,
 // to the staging name of item idx of discard batch id. It reports false,
 // and moves nothing, when error/name is gone or is another file; a file
@@ -115,14 +122,17 @@ type Target struct {
 }
 
 // OpenTarget opens path as a Target. It refuses, before anything moves,
-// a path that is not a directory, a directory on another filesystem than
-// the queue (a rename there would not be atomic: ErrTargetCrossDevice), and the
-// queue itself or a directory inside it, however named (ErrTargetInQueue):
-// it walks up from the directory by "..", comparing each with the queue.
+// a path that is missing or not a directory, a directory on another
+// filesystem than the queue (a rename there would not be atomic:
+// ErrTargetCrossDevice), the queue itself or a directory inside it,
+// however named (ErrTargetInQueue: it walks up from the directory by "..",
+// comparing each with the queue), a directory open to other users
+// (ErrTargetOpen: a moved file keeps its mode) and one this process may
+// not write. Each error begins with path.
 func (d *Dir) OpenTarget(path string) (*Target, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	t := &Target{path: path, fd: fd}
 	if err := d.checkTarget(fd, path); err != nil {
@@ -143,6 +153,21 @@ func (d *Dir) checkTarget(fd int, path string) error {
 	if st.Dev != root.Dev {
 		return fmt.Errorf("%s %w %s, so a move there would not be atomic (give a directory on its filesystem, and move the files on from there)", path, ErrTargetCrossDevice, d.path)
 	}
+	if err := d.outsideQueue(fd, path, st, root); err != nil {
+		return err
+	}
+	if mode := st.Mode & 0o7777; mode&0o007 != 0 {
+		return fmt.Errorf("%s %w (mode %04o): a dead letter moved there keeps its own mode and could be read by anyone; give a directory closed to them (chmod o-rwx)", path, ErrTargetOpen, mode)
+	}
+	if err := unix.Faccessat(fd, ".", unix.W_OK|unix.X_OK, 0); err != nil {
+		return fmt.Errorf("%s: may not write it: %w", path, err)
+	}
+	return nil
+}
+
+// outsideQueue refuses directory fd (path, whose stat is st) when it is
+// the queue (whose stat is root) or inside it: it walks up by "..".
+func (d *Dir) outsideQueue(fd int, path string, st, root unix.Stat_t) error {
 	cur, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", path, err)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -126,4 +127,23 @@ func (d *Dir) List(s Stage, fn func(Entry) error) error {
 // consuming: consumers claim first.
 func (d *Dir) ReadEntry(s Stage, e Entry, limit int64) ([]byte, error) {
 	return readAt(d.fd(s), &Claim{Name: e.Name, Ino: e.Ino, Mode: e.Mode, Size: e.Size}, limit, nil)
+}
+
+// Inode returns the inode number of the message file name of a stage, as
+// lstat sees it (a link is not followed); ok is false when the stage has
+// no such name, or when name is not a message name (a path, a temp or
+// staging name). It is one fstatat: for checking a record against its
+// stage without listing the stage.
+func (d *Dir) Inode(s Stage, name string) (ino uint64, ok bool, err error) {
+	if !IsMessageName(name) || strings.ContainsRune(name, '/') {
+		return 0, false, nil
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(d.fd(s), name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ENAMETOOLONG) {
+			return 0, false, nil
+		}
+		return 0, false, fmt.Errorf("stat %s/%s: %w", s, name, err)
+	}
+	return st.Ino, true, nil
 }

@@ -2,8 +2,6 @@ package replay
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 
@@ -65,26 +63,22 @@ type Step struct {
 	Skip bool
 }
 
+// MessageKey is the step's message key: the one read from the file with the
+// contract, else the one the ledger recorded.
+func (s Step) MessageKey() string {
+	if s.Key != "" {
+		return s.Key
+	}
+	return s.MsgID
+}
+
 // Plan is a selection resolved against error/ and the ledger: the dead
 // letters it selected, in the order given (name order for a reason or
 // all), and which of them a replay moves. It is plain data: it can be
-// shown as a dry run and then executed by Execute, under the same replay
-// lock.
+// shown as a dry run, or made the file set of a task (package task).
 type Plan struct {
 	Selection Selection
 	Steps     []Step
-}
-
-// Files returns the dead letters the plan moves (the steps not skipped),
-// as Run takes them.
-func (p Plan) Files() []File {
-	var out []File
-	for _, s := range p.Steps {
-		if !s.Skip {
-			out = append(out, File{Name: s.File, Ino: s.Ino})
-		}
-	}
-	return out
 }
 
 // Resolve resolves s against the dead letters in error/ and the ledger
@@ -96,10 +90,10 @@ func (p Plan) Files() []File {
 // from the ledger's record; a step whose key processed already holds is
 // skipped unless force.
 //
-// The caller holds the queue's replay lock (queue.Dir.LockReplays), taken
-// before it finished interrupted replays (ResumeLocked), and keeps it
-// until Execute returns, so that no other replay moves the files between
-// the plan and its execution.
+// A caller that moves the plan's files holds the queue's replay lock
+// (queue.Dir.LockReplays), taken before it finished interrupted replays
+// (ResumeLocked), from before Resolve until its move is begun, so that no
+// other replay moves the files between the plan and the move.
 func Resolve(ctx context.Context, d *queue.Dir, l *ledger.DB, c spool.Contract, s Selection, force bool) (Plan, error) {
 	return ResolveWhere(ctx, d, l, c, s, force, nil)
 }
@@ -138,18 +132,6 @@ func ResolveWhere(ctx context.Context, d *queue.Dir, l *ledger.DB, c spool.Contr
 	return p, nil
 }
 
-// Execute replays the files of p (Run on p.Files()): it commits the
-// intent, then moves them, and returns one record per file moved. The
-// caller still holds the replay lock it took before Resolve. A plan that
-// moves nothing records nothing.
-func Execute(ctx context.Context, d *queue.Dir, l *ledger.DB, p Plan, by, note string) ([]ledger.Replay, error) {
-	files := p.Files()
-	if len(files) == 0 {
-		return nil, nil
-	}
-	return Run(ctx, d, l, files, by, note)
-}
-
 // pick selects the rows of s: the named files, every one with the
 // reason, or all.
 func pick(rows []report.ErrorRow, s Selection) ([]report.ErrorRow, error) {
@@ -181,39 +163,4 @@ func pick(rows []report.ErrorRow, s Selection) ([]report.ErrorRow, error) {
 		}
 	}
 	return out, nil
-}
-
-// Lock takes the queue's replay lock and finishes the replays a killed
-// run left unfinished (ResumeLocked), so that a selection resolved next
-// sees the queue as they leave it. It returns the function that releases
-// the lock, and the replays it finished, also when finishing one failed;
-// on error the lock is already released.
-func Lock(ctx context.Context, d *queue.Dir, l *ledger.DB) (unlock func() error, finished []Finished, err error) {
-	unlock, err = d.LockReplays(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	finished, err = ResumeLocked(ctx, d, l)
-	if err != nil {
-		if uerr := unlock(); uerr != nil {
-			err = errors.Join(err, fmt.Errorf("resume replays: unlock: %w", uerr))
-		}
-		return nil, finished, err
-	}
-	return unlock, finished, nil
-}
-
-// Digest identifies the file set a plan resolved to: the hex SHA-256 of
-// each step's name, inode and whether it is skipped, in plan order. Two
-// resolutions of one selection have the same digest exactly when they
-// would move and skip the same files, so a plan shown to one person (a
-// dry run, a request awaiting approval) can be checked against the plan
-// resolved again when it is run: a file replayed, discarded, fixed or
-// added since changes the digest.
-func (p Plan) Digest() string {
-	h := sha256.New()
-	for _, s := range p.Steps {
-		fmt.Fprintf(h, "%s\x00%d\x00%t\n", s.File, s.Ino, s.Skip)
-	}
-	return hex.EncodeToString(h.Sum(nil))
 }

@@ -130,19 +130,6 @@ func TestResolve(t *testing.T) {
 		if got := steps(p); !slices.Equal(got, tc.want) {
 			t.Errorf("Resolve(%+v, force=%v) = %v, want %v", tc.sel, tc.force, got, tc.want)
 		}
-		var moved []string
-		for _, f := range p.Files() {
-			moved = append(moved, f.Name)
-		}
-		var want []string
-		for _, n := range tc.want {
-			if !strings.HasPrefix(n, "-") {
-				want = append(want, n)
-			}
-		}
-		if !slices.Equal(moved, want) {
-			t.Errorf("Files() = %v, want %v", moved, want)
-		}
 	}
 	for _, s := range mustResolve(t, d, l, replay.Selection{Names: []string{"late.json"}}).Steps {
 		if s.Key != "p1" || !s.Processed {
@@ -169,108 +156,37 @@ func mustResolve(t *testing.T, d *queue.Dir, l *ledger.DB, s replay.Selection) r
 	return p
 }
 
-// TestExecute: a plan, resolved under the replay lock, moves its files to
-// inbox/ and records one replay each; the skipped file stays.
-func TestExecute(t *testing.T) {
-	d, l := deadLetters(t)
-	ctx := t.Context()
-	unlock, finished, err := replay.Lock(ctx, d, l)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(finished) != 0 {
-		t.Errorf("Lock finished %d replays on a queue that had none", len(finished))
-	}
-	p := mustResolve(t, d, l, replay.Selection{Reason: "handler"})
-	recs, err := replay.Execute(ctx, d, l, p, "alice", "fixed the refunds")
-	if uerr := unlock(); uerr != nil {
-		t.Fatal(uerr)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(recs) != 1 || recs[0].File != "refund.json" || recs[0].By != "alice" {
-		t.Fatalf("records = %+v, want alice's replay of refund.json", recs)
-	}
-	if _, err := os.Stat(filepath.Join(d.Path(), "inbox", recs[0].NewName)); err != nil {
-		t.Errorf("refund.json is not in inbox/: %v", err)
-	}
-	for _, name := range []string{"bad.json", "late.json"} {
-		if _, err := os.Stat(filepath.Join(d.Path(), "error", name)); err != nil {
-			t.Errorf("%s left error/: %v", name, err)
-		}
-	}
-	log, err := l.Replays(ctx)
-	if err != nil || len(log) != 1 {
-		t.Fatalf("replay log: %d rows, %v; want 1", len(log), err)
-	}
-	// An empty plan records nothing.
-	if recs, err := replay.Execute(ctx, d, l, replay.Plan{}, "bob", ""); err != nil || recs != nil {
-		t.Errorf("an empty plan: %v, %v", recs, err)
-	}
-	if log, _ := l.Replays(ctx); len(log) != 1 {
-		t.Errorf("an empty plan was recorded: %d replay rows", len(log))
-	}
-}
-
-// TestLockFinishesInterruptedReplays: Lock finishes an intent a killed run
-// committed before the plan is resolved, so the plan does not see the
-// file in error/ again.
-func TestLockFinishesInterruptedReplays(t *testing.T) {
+// TestResumeFinishesInterruptedReplays: Resume finishes an intent a
+// killed run committed (as a task's chunk), so the plan resolved after it
+// does not see the file in error/ again, and its replay is recorded.
+func TestResumeFinishesInterruptedReplays(t *testing.T) {
 	d, l := deadLetters(t)
 	ctx := t.Context()
 	p := mustResolve(t, d, l, replay.Selection{Names: []string{"bad.json"}})
 	items := []ledger.ReplayItem{{Idx: 0, File: "bad.json", Ino: p.Steps[0].Ino}}
-	if _, err := l.BeginReplay(ctx, "carol", "", p.Steps[0].At, items); err != nil {
+	if _, err := l.StartTask(ctx, ledger.TaskStart{
+		Task:  ledger.TaskRecord{Kind: "replay", Files: 1, By: "carol", Via: ledger.AuditCLI},
+		Files: []ledger.TaskFile{{Idx: 0, File: "bad.json", Ino: p.Steps[0].Ino}},
+		Move:  ledger.TaskMove{Kind: "replay", By: "carol", At: p.Steps[0].At, Replay: items},
+		Audit: ledger.AuditEntry{Actor: "carol", Via: ledger.AuditCLI, Action: "replay"},
+	}); err != nil {
 		t.Fatal(err)
 	}
-	unlock, finished, err := replay.Lock(ctx, d, l)
+	finished, err := replay.Resume(ctx, d, l)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unlock()
-	if len(finished) != 1 || finished[0].Intent.By != "carol" {
-		t.Fatalf("finished = %+v, want carol's replay", finished)
+	if len(finished) != 1 || finished[0].Intent.By != "carol" || len(finished[0].Replays) != 1 {
+		t.Fatalf("finished = %+v, want carol's replay of bad.json", finished)
+	}
+	if _, err := os.Stat(filepath.Join(d.Path(), "inbox", finished[0].Replays[0].NewName)); err != nil {
+		t.Errorf("bad.json is not in inbox/: %v", err)
 	}
 	all := mustResolve(t, d, l, replay.Selection{All: true})
 	if got := steps(all); !slices.Equal(got, []string{"-late.json", "refund.json"}) {
-		t.Errorf("after Lock, error/ holds %v", got)
+		t.Errorf("after Resume, error/ holds %v", got)
 	}
-}
-
-// TestDigest: resolving one selection twice gives one digest; a file the
-// plan would move that was replayed meanwhile, or a forced plan, changes
-// it.
-func TestDigest(t *testing.T) {
-	d, l := deadLetters(t)
-	ctx := t.Context()
-	all := replay.Selection{All: true}
-	first := mustResolve(t, d, l, all).Digest()
-	if again := mustResolve(t, d, l, all).Digest(); again != first {
-		t.Errorf("one selection resolved twice: %s, then %s", first, again)
-	}
-	forced, err := replay.Resolve(ctx, d, l, spool.DefaultContract(), all, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if forced.Digest() == first {
-		t.Error("a forced plan, which moves late.json too, has the same digest")
-	}
-	unlock, _, err := replay.Lock(ctx, d, l)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = replay.Execute(ctx, d, l, mustResolve(t, d, l, replay.Selection{Names: []string{"bad.json"}}), "alice", "")
-	if uerr := unlock(); uerr != nil {
-		t.Fatal(uerr)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if after := mustResolve(t, d, l, all).Digest(); after == first {
-		t.Error("bad.json was replayed, but --all has the same digest as before")
-	}
-	if empty := (replay.Plan{}).Digest(); len(empty) != 64 {
-		t.Errorf("the empty plan's digest %q is not a hex SHA-256", empty)
+	if log, err := l.Replays(ctx); err != nil || len(log) != 1 || log[0].By != "carol" {
+		t.Errorf("replay log: %+v, %v; want carol's one replay", log, err)
 	}
 }

@@ -20,6 +20,11 @@
 // Resume finishes every unfinished intent from there, forward: the
 // operator asked for these files to be replayed, and the intent is the
 // record of that.
+//
+// Step 1 is package task's, the one runner of replays and discards: it
+// commits the intent as a chunk of a task (ledger.DB.StartTask,
+// BeginTaskChunk) and then calls Finish, which does steps 2 to 4. Resume
+// runs Finish on every intent a killed run left unfinished.
 package replay
 
 import (
@@ -30,37 +35,6 @@ import (
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/queue"
 )
-
-// File is a dead letter to replay: its name in error/ and its inode.
-type File struct {
-	Name string
-	Ino  uint64
-}
-
-// Run replays files: it commits the intent, then moves them, and returns
-// one record per file moved, in the order given. Names must be distinct
-// and plain (queue.CheckName); the caller has checked that each is in
-// error/. If it fails after the intent was committed, the intent stays
-// unfinished for Resume.
-//
-// The caller holds the queue's replay lock (queue.Dir.LockReplays) from
-// before it selected the files until Run returns.
-func Run(ctx context.Context, d *queue.Dir, l *ledger.DB, files []File, by, note string) ([]ledger.Replay, error) {
-	items := make([]ledger.ReplayItem, len(files))
-	for i, f := range files {
-		if err := queue.CheckName(f.Name); err != nil {
-			return nil, fmt.Errorf("replay: %w", err)
-		}
-		items[i] = ledger.ReplayItem{Idx: i, File: f.Name, Ino: f.Ino}
-	}
-	now := time.Now()
-	id, err := l.BeginReplay(ctx, by, note, now, items)
-	if err != nil {
-		return nil, fmt.Errorf("replay: %w", err)
-	}
-	in := ledger.ReplayIntent{ID: id, By: by, Note: note, Created: now, State: ledger.IntentPending, Items: items}
-	return finish(ctx, d, l, in)
-}
 
 // Resume finishes every replay left unfinished by a run that was killed or
 // failed, and returns the intents it finished with their records. It takes
@@ -86,7 +60,7 @@ func ResumeLocked(ctx context.Context, d *queue.Dir, l *ledger.DB) ([]Finished, 
 	}
 	var out []Finished
 	for _, in := range intents {
-		recs, err := finish(ctx, d, l, in)
+		recs, err := Finish(ctx, d, l, in)
 		if err != nil {
 			return out, fmt.Errorf("resume replay %d: %w", in.ID, err)
 		}
@@ -101,8 +75,13 @@ type Finished struct {
 	Replays []ledger.Replay
 }
 
-// finish takes an intent from the state it is in to done.
-func finish(ctx context.Context, d *queue.Dir, l *ledger.DB, in ledger.ReplayIntent) ([]ledger.Replay, error) {
+// Finish takes intent in from the state it is in to done (steps 2 to 4),
+// and returns one record per file moved, in the intent's order; a file
+// gone from error/ before its move gets none. Its items' names must be
+// plain (queue.CheckName). The caller holds the queue's replay lock
+// (queue.Dir.LockReplays). If it fails, the intent stays unfinished for
+// Resume.
+func Finish(ctx context.Context, d *queue.Dir, l *ledger.DB, in ledger.ReplayIntent) ([]ledger.Replay, error) {
 	if in.State == ledger.IntentPending {
 		for _, it := range in.Items {
 			if _, err := d.Stage(in.ID, it.Idx, it.File, it.Ino); err != nil {
@@ -159,26 +138,4 @@ func finish(ctx context.Context, d *queue.Dir, l *ledger.DB, in ledger.ReplayInt
 		return nil, err
 	}
 	return recs, nil
-}
-
-// RunChunk is Run for chunk c of a task (package task): the intent is
-// begun with the task's cursor in one transaction
-// (ledger.DB.BeginTaskReplay), so a chunk is begun once however many runs
-// try it, then moved as Run moves its files. files carry the task's own
-// numbering (Idx), which names their staging names. It fails wrapping
-// ledger.ErrTaskState, having changed nothing, when the task is no longer
-// running or another run took the chunk.
-func RunChunk(ctx context.Context, d *queue.Dir, l *ledger.DB, c ledger.TaskChunk, files []ledger.ReplayItem, by, note string) ([]ledger.Replay, error) {
-	for _, f := range files {
-		if err := queue.CheckName(f.File); err != nil {
-			return nil, fmt.Errorf("replay: %w", err)
-		}
-	}
-	now := time.Now()
-	id, err := l.BeginTaskReplay(ctx, c, by, note, now, files)
-	if err != nil {
-		return nil, fmt.Errorf("replay: %w", err)
-	}
-	in := ledger.ReplayIntent{ID: id, By: by, Note: note, Created: now, State: ledger.IntentPending, Items: files}
-	return finish(ctx, d, l, in)
 }

@@ -427,8 +427,9 @@ func TestErrorsHistory(t *testing.T) {
 	if !a.Previous[0].At.Before(a.At) {
 		t.Errorf("previous failure at %v is not before the current one at %v", a.Previous[0].At, a.At)
 	}
-	// A poison message: one attempt, at its inspection; no key recorded.
-	if b.Reason != "missing-field" || b.Field != "amount" || b.Attempts != 1 || b.MsgID != "" ||
+	// A poison message: one attempt, at its inspection; its key, valid
+	// though another field is missing, recorded.
+	if b.Reason != "missing-field" || b.Field != "amount" || b.Attempts != 1 || b.MsgID != "m2" ||
 		!b.FirstFailure.Equal(b.At) || !b.LastFailure.Equal(b.At) || len(b.Previous)+len(b.Replays) != 0 {
 		t.Errorf("b.json row = %+v", b)
 	}

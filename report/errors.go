@@ -43,7 +43,8 @@ type ErrorRow struct {
 	// Ino is the file's inode number, the identity that survives renames.
 	Ino uint64
 	// MsgID is the message's key when the ledger knows it (a valid message
-	// its handler failed); empty for a message rejected before it had one.
+	// its handler failed, or one rejected for another field than a valid
+	// key); empty for a message without a valid one.
 	MsgID string
 	// Attempts is how many times it failed on this delivery: the handler's
 	// attempts, or 1 for a poison message, which is dead-lettered at its

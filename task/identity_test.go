@@ -69,11 +69,11 @@ func TestOwnRequestAcrossRealms(t *testing.T) {
 		if err != nil || tk.State != task.StateWaiting || tk.By != c.asker.Name || tk.ByOS != c.asker.OS {
 			t.Fatalf("create as %+v: %+v, %v", c.asker, tk, err)
 		}
-		if _, err := s.Approve(t.Context(), c.approver, tk.ID); !errors.Is(err, task.ErrOwnRequest) {
+		if _, err := s.Approve(t.Context(), c.approver, tk.ID, tk.Digest); !errors.Is(err, task.ErrOwnRequest) {
 			t.Errorf("%s approving %s's request: %v, want ErrOwnRequest", c.approver.Name, c.asker.Name, err)
 		}
 		other := task.OSUser("someone-else")
-		if _, err := s.Approve(t.Context(), other, tk.ID); err != nil {
+		if _, err := s.Approve(t.Context(), other, tk.ID, tk.Digest); err != nil {
 			t.Errorf("another person's approval: %v", err)
 		}
 	}

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spoolq/spool/queue"
 	"github.com/spoolq/spool/replay"
 	"github.com/spoolq/spool/report"
 )
@@ -65,26 +64,47 @@ func (s Selection) base() replay.Selection {
 	return b
 }
 
-// ErrBadRequest is wrapped by Request.Check, and so by Preview and
-// Create, for a request that is not well formed: a caller shows it as a
+// ErrBadRequest is matched by every *RequestError: a caller shows it as a
 // bad input (exit 2, HTTP 400).
 var ErrBadRequest = errors.New("bad request")
 
+// RequestError refuses a request that is not well formed, before anything
+// is recorded or moved. Field names the part at fault as the JSON API
+// names it ("to", "reason", "detail_match", "note", "by", "digest"...;
+// "names" or "" for the selection or the request as a whole), and the
+// message begins with that name when it is a field, so that a command
+// line may put its flag in its place. It matches ErrBadRequest and the
+// error it wraps (queue.ErrPathLike, replay.ErrNoSelection...).
+type RequestError struct {
+	Field string
+	Err   error
+}
+
+func (e *RequestError) Error() string { return e.Err.Error() }
+
+// Unwrap makes a *RequestError match ErrBadRequest and its cause.
+func (e *RequestError) Unwrap() []error { return []error{ErrBadRequest, e.Err} }
+
+// badRequest is the *RequestError of field with the message of format.
+func badRequest(field, format string, args ...any) error {
+	return &RequestError{Field: field, Err: fmt.Errorf(format, args...)}
+}
+
 // Check reports the first problem of s: no selection or several
 // (replay.ErrNoSelection, replay.ErrManySelections), a path-like name, a
-// DetailMatch that does not compile, Until not after Since. Every error
-// wraps ErrBadRequest.
+// DetailMatch that does not compile, Until not after Since, each as a
+// *RequestError.
 func (s Selection) Check() error {
 	if err := s.base().Check(); err != nil {
-		return fmt.Errorf("%w: %w", ErrBadRequest, err)
+		return &RequestError{Field: "names", Err: err}
 	}
 	if s.DetailMatch != "" {
 		if _, err := regexp.Compile(s.DetailMatch); err != nil {
-			return fmt.Errorf("%w: detail match: %w", ErrBadRequest, err)
+			return badRequest("detail_match", "detail_match %q: %w", s.DetailMatch, err)
 		}
 	}
 	if !s.Since.IsZero() && !s.Until.IsZero() && !s.Until.After(s.Since) {
-		return fmt.Errorf("%w: until %s is not after since %s", ErrBadRequest, s.Until.Format(time.RFC3339), s.Since.Format(time.RFC3339))
+		return badRequest("until", "until %s is not after since %s", s.Until.Format(time.RFC3339), s.Since.Format(time.RFC3339))
 	}
 	return nil
 }
@@ -117,7 +137,9 @@ func (s Selection) keep() func(report.ReplayCandidate) bool {
 	}
 }
 
-// Request is what is asked of a task.
+// Request is what is asked of a task. Force, To and Rate are always in
+// its JSON, false, "" and 0 when not given, so that whoever reads a task
+// (an approver above all) sees each of them.
 type Request struct {
 	Kind      Kind      `json:"kind"`
 	Selection Selection `json:"selection"`
@@ -125,43 +147,51 @@ type Request struct {
 	Note string `json:"note,omitempty"`
 	// Force (a replay) requeues the dead letters whose msg_id is already
 	// processed, which are otherwise left out of the set (Task.Skipped).
-	Force bool `json:"force,omitempty"`
-	// To (a discard) is an absolute directory outside the queue, on its
-	// filesystem, the files are moved into instead of being deleted.
-	To string `json:"to,omitempty"`
-	// Rate is the most files moved a second; 0 for no limit.
-	Rate float64 `json:"rate,omitempty"`
+	Force bool `json:"force"`
+	// To (a discard) is an absolute directory the files are moved into
+	// instead of being deleted: outside the queue, on its filesystem,
+	// closed to other users and writable (queue.Dir.OpenTarget, checked
+	// when the task is asked and again when it runs). The files keep their
+	// inode and so their mode: what keeps them from others is the
+	// directory.
+	To string `json:"to"`
+	// Rate is the most files moved a second; 0 for no limit. Without a
+	// rate a task moves its whole set as one chunk, all or nothing; with
+	// one, in chunks of about a tenth of a second's files, between which a
+	// cancel is taken.
+	Rate float64 `json:"rate"`
+	// By names the requester in the ledger's records in place of the
+	// identity's name (the command line's --by). Only the command line
+	// may give it, and only without an approval policy: under one the
+	// requester is the identity. The identity stays in the audit
+	// (os_user). Not stored: the task's By is the requester.
+	By string `json:"-"`
 }
 
-// Check reports the first problem of r, wrapping ErrBadRequest: an
-// unknown kind, a bad selection, a discard without a note, a To that is
-// not absolute or given to a replay, a Force given to a discard, a
-// negative or not finite rate.
+// Check reports the first problem of r as a *RequestError: an unknown
+// kind, a bad selection, a discard without a note, a To that is not
+// absolute or given to a replay, a Force given to a discard, a negative
+// or not finite rate.
 func (r Request) Check() error {
 	switch r.Kind {
 	case Replay, Discard:
 	default:
-		return fmt.Errorf("%w: kind %q: want replay or discard", ErrBadRequest, r.Kind)
+		return badRequest("kind", "kind %q: want replay or discard", r.Kind)
 	}
 	if err := r.Selection.Check(); err != nil {
 		return err
 	}
 	switch {
 	case r.Kind == Discard && strings.TrimSpace(r.Note) == "":
-		return fmt.Errorf("%w: a discard needs a note: say why these dead letters go", ErrBadRequest)
+		return badRequest("note", "note: a discard needs one: say why these dead letters go")
 	case r.Kind == Replay && r.To != "":
-		return fmt.Errorf("%w: to is for a discard", ErrBadRequest)
+		return badRequest("to", "to is for a discard")
 	case r.Kind == Discard && r.Force:
-		return fmt.Errorf("%w: force is for a replay", ErrBadRequest)
+		return badRequest("force", "force is for a replay")
 	case r.To != "" && !filepath.IsAbs(r.To):
-		return fmt.Errorf("%w: to %q is not an absolute path", ErrBadRequest, r.To)
+		return badRequest("to", "to %q is not an absolute path", r.To)
 	case r.Rate < 0 || math.IsNaN(r.Rate) || math.IsInf(r.Rate, 0):
-		return fmt.Errorf("%w: rate %v: want files a second > 0, or 0 for no limit", ErrBadRequest, r.Rate)
-	}
-	for _, n := range r.Selection.Names {
-		if err := queue.CheckName(n); err != nil {
-			return fmt.Errorf("%w: %w", ErrBadRequest, err)
-		}
+		return badRequest("rate", "rate %v: want files a second > 0, or 0 for no limit", r.Rate)
 	}
 	return nil
 }

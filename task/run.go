@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"golang.org/x/time/rate"
 
@@ -13,10 +14,18 @@ import (
 	"github.com/spoolq/spool/replay"
 )
 
-// MaxChunk is the most files of one chunk: one replay intent or discard
-// batch, one transaction to begin it and one to finish it. At a rate, a
-// chunk is about a tenth of a second's files (at least one), so that a
-// cancel is taken within about that.
+// This file is the one runner of replays and discards: chunk begins each
+// chunk's move (ledger.DB.BeginTaskChunk, or StartTask for Do's first)
+// and finish hands it to package replay or discard, which move the files
+// (replay.Finish, discard.Finish). Everything runs on the caller's
+// goroutine, one chunk at a time, each under the queue's replay lock
+// (lock), which also finishes, audited, what killed runs left.
+
+// MaxChunk is the most files of one chunk of a task with a rate: one
+// replay intent or discard batch, one transaction to begin it and one to
+// finish it. At a rate, a chunk is about a tenth of a second's files (at
+// least one), so that a cancel is taken within about that. A task
+// without a rate moves its whole set as one chunk.
 const MaxChunk = 500
 
 // Chunk is what one chunk of a run did, for RunOptions.OnChunk.
@@ -32,9 +41,15 @@ type Chunk struct {
 	Changed []ledger.TaskFile
 }
 
-// RunOptions are Run's callbacks; each may be nil. They are called from
-// Run's goroutine.
+// RunOptions are the callbacks of Do and Run; each may be nil. They are
+// called from the caller's goroutine.
 type RunOptions struct {
+	// OnPreview is given Do's request resolved, before anything is
+	// recorded (also when it selected nothing).
+	OnPreview func(Preview)
+	// OnStart is given the task Do recorded to run at once, before its
+	// first file moves.
+	OnStart func(Task)
 	// OnChunk is called after each chunk.
 	OnChunk func(Chunk)
 	// OnResumed is called for each replay intent a killed run (of this
@@ -78,38 +93,18 @@ func (s *Service) Run(ctx context.Context, who Identity, id int64, opt RunOption
 	default:
 		return t, s.refuse(ctx, who, action, id, sel, fmt.Errorf("task %d is %s: %w", id, t.State, ErrState))
 	}
-	aid, err := s.Ledger.AuditBegin(ctx, s.entry(who, action, id, sel))
+	aid, err := s.begin(ctx, who, action, id, sel)
 	if err != nil {
-		return t, fmt.Errorf("run task %d: %w (nothing was moved: a task is not run unaudited)", id, err)
+		return t, err
 	}
 	start := t
 	defer func() {
-		end := context.WithoutCancel(ctx)
-		if now, gerr := s.Get(end, id); gerr == nil {
-			t = now
-		}
-		counts := ledger.AuditCounts{"selected": int64(t.Files), "done": int64(t.Done - start.Done),
-			"missing": int64(t.Missing - start.Missing), "changed": int64(t.Changed - start.Changed)}
-		outcome, detail := ledger.AuditOK, fmt.Sprintf("task %d %s: %d of %d files begun", id, t.State, t.Next, t.Files)
-		switch {
-		case err != nil && ctx.Err() != nil:
-			outcome, detail = ledger.AuditInterrupted, err.Error()
-		case err != nil:
-			outcome, detail = ledger.AuditFailed, err.Error()
-			if merr := s.Ledger.MoveTask(end, id, ledger.TaskTransition{From: []string{StateRunning}, To: StateFailed, Detail: err.Error()}); merr == nil {
-				t.State = StateFailed
-			}
-		case t.State == StateCancelled:
-			outcome = ledger.AuditInterrupted
-		}
-		if aerr := s.Ledger.AuditEnd(end, aid, outcome, counts, detail); aerr != nil {
-			err = errors.Join(err, aerr)
-		}
+		t, err = s.ended(ctx, aid, id, ledger.AuditCounts{"selected": int64(start.Files)}, start, err)
 	}()
 	var to *queue.Target
 	if t.Request.To != "" {
 		if to, err = s.Dir.OpenTarget(t.Request.To); err != nil {
-			return t, fmt.Errorf("task %d: --to: %w", id, err)
+			return t, fmt.Errorf("task %d: to %w", id, err)
 		}
 		defer func() {
 			if cerr := to.Close(); err == nil {
@@ -117,21 +112,73 @@ func (s *Service) Run(ctx context.Context, who Identity, id int64, opt RunOption
 			}
 		}()
 	}
-	size := MaxChunk
-	var lim *rate.Limiter
-	if r := t.Request.Rate; r > 0 {
-		size = max(1, min(MaxChunk, int(r/10)))
-		lim = rate.NewLimiter(rate.Limit(r), size)
+	return s.chunks(ctx, who, t, to, newPace(t.Request.Rate, t.Files), opt)
+}
+
+// ended closes audit row aid of a run of task id (Run's, or Do's) that
+// err ended, with counts and what the task did since start (done,
+// missing, changed): ok; interrupted when ctx is done or the task was
+// cancelled meanwhile; failed otherwise, the task then marked failed if
+// still running, for a later Run to resume from its cursor. It returns
+// the task as it is now, and err joined with the audit's failure.
+func (s *Service) ended(ctx context.Context, aid, id int64, counts ledger.AuditCounts, start Task, err error) (Task, error) {
+	end := context.WithoutCancel(ctx)
+	t, gerr := s.Get(end, id)
+	if gerr != nil {
+		return t, errors.Join(err, gerr)
 	}
+	counts["done"], counts["missing"], counts["changed"] = int64(t.Done-start.Done), int64(t.Missing-start.Missing), int64(t.Changed-start.Changed)
+	outcome, detail := ledger.AuditOK, fmt.Sprintf("task %d %s: %d of %d files begun", id, t.State, t.Next, t.Files)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		outcome, detail = ledger.AuditInterrupted, err.Error()
+	case err != nil:
+		outcome, detail = ledger.AuditFailed, err.Error()
+		if merr := s.Ledger.MoveTask(end, id, ledger.TaskTransition{From: []string{StateRunning}, To: StateFailed, Detail: err.Error()}); merr == nil {
+			t.State = StateFailed
+		}
+	case t.State == StateCancelled:
+		outcome = ledger.AuditInterrupted
+	}
+	return t, s.closeAs(ctx, aid, outcome, counts, detail, err)
+}
+
+// pace is the chunk size of a task and, at a rate, what paces its chunks.
+type pace struct {
+	size int
+	lim  *rate.Limiter
+}
+
+// newPace is the pace of a task of files files at r files a second (0:
+// the whole set in one chunk, unpaced).
+func newPace(r float64, files int) pace {
+	if r <= 0 {
+		return pace{size: max(1, files)}
+	}
+	size := max(1, min(MaxChunk, int(r/10)))
+	return pace{size: size, lim: rate.NewLimiter(rate.Limit(r), size)}
+}
+
+// wait waits for the next chunk's turn, or for ctx.
+func (p pace) wait(ctx context.Context) error {
+	if p.lim == nil {
+		return ctx.Err()
+	}
+	return p.lim.WaitN(ctx, p.size)
+}
+
+// chunks runs the chunks of running task t at pace pc until it is done,
+// cancelled or fails, and returns it.
+func (s *Service) chunks(ctx context.Context, who Identity, t Task, to *queue.Target, pc pace, opt RunOptions) (Task, error) {
 	for {
-		if lim != nil && t.Next < t.Files {
-			if err := lim.WaitN(ctx, size); err != nil {
+		if t.Next < t.Files {
+			if err := pc.wait(ctx); err != nil {
 				return t, err
 			}
 		} else if err := ctx.Err(); err != nil {
 			return t, err
 		}
-		c, more, err := s.chunk(ctx, t, size, to, opt)
+		c, more, err := s.chunk(ctx, who, t, pc.size, to, opt)
 		if err != nil {
 			return t, err
 		}
@@ -149,13 +196,8 @@ func (s *Service) Run(ctx context.Context, who Identity, id int64, opt RunOption
 // replay lock, and reports whether more may follow. When the task is no
 // longer running, or every file is in a chunk (then it marks it done), it
 // returns with more false.
-func (s *Service) chunk(ctx context.Context, t Task, size int, to *queue.Target, opt RunOptions) (c Chunk, more bool, err error) {
-	unlock, finished, err := replay.Lock(ctx, s.Dir, s.Ledger)
-	for _, f := range finished {
-		if opt.OnResumed != nil {
-			opt.OnResumed(f)
-		}
-	}
+func (s *Service) chunk(ctx context.Context, who Identity, t Task, size int, to *queue.Target, opt RunOptions) (c Chunk, more bool, err error) {
+	unlock, err := s.lock(ctx, who, opt)
 	if err != nil {
 		return c, false, err
 	}
@@ -164,15 +206,6 @@ func (s *Service) chunk(ctx context.Context, t Task, size int, to *queue.Target,
 			err = uerr
 		}
 	}()
-	discarded, err := discard.ResumeLocked(ctx, s.Dir, s.Ledger)
-	for _, b := range discarded {
-		if opt.OnResumedDiscard != nil {
-			opt.OnResumedDiscard(b)
-		}
-	}
-	if err != nil {
-		return c, false, err
-	}
 	if c.Task, err = s.Get(ctx, t.ID); err != nil {
 		return c, false, err
 	}
@@ -207,28 +240,16 @@ func (s *Service) chunk(ctx context.Context, t Task, size int, to *queue.Target,
 		}
 		keep = append(keep, f)
 	}
-	by, note := t.By, t.Request.Note
-	if t.ApprovedBy != "" {
-		note = fmt.Sprintf("task %d, approved by %s", t.ID, t.ApprovedBy)
-		if t.Request.Note != "" {
-			note = t.Request.Note + " (" + note + ")"
-		}
-	}
-	switch {
-	case len(keep) == 0:
+	if len(keep) == 0 {
 		err = s.Ledger.AdvanceTask(ctx, lc)
-	case t.Kind == Replay:
-		items := make([]ledger.ReplayItem, len(keep))
-		for i, f := range keep {
-			items[i] = ledger.ReplayItem{Idx: f.Idx, File: f.File, Ino: f.Ino}
+	} else {
+		var m ledger.TaskMove
+		if m, err = s.taskMove(t, keep, to); err == nil {
+			var id int64
+			if id, err = s.Ledger.BeginTaskChunk(ctx, lc, m); err == nil {
+				err = s.finish(ctx, id, m, to, &c)
+			}
 		}
-		c.Replays, err = replay.RunChunk(ctx, s.Dir, s.Ledger, lc, items, by, note)
-	default:
-		items := make([]ledger.DiscardItem, len(keep))
-		for i, f := range keep {
-			items[i] = ledger.DiscardItem{Idx: f.Idx, File: f.File, Ino: f.Ino, MsgID: f.MsgID, Reason: f.Reason, ContentHash: f.ContentHash, Size: f.Size}
-		}
-		c.Discarded, err = discard.RunChunk(ctx, s.Dir, s.Ledger, lc, items, by, note, to)
 	}
 	if errors.Is(err, ErrState) {
 		// Cancelled meanwhile (no other run can have moved the cursor: it
@@ -242,4 +263,147 @@ func (s *Service) chunk(ctx context.Context, t Task, size int, to *queue.Target,
 	}
 	c.Task, err = s.Get(ctx, t.ID)
 	return c, true, err
+}
+
+// taskMove is the move of files, a chunk of task t: by its requester,
+// with its note (and who approved it), to to for a discard.
+func (s *Service) taskMove(t Task, files []ledger.TaskFile, to *queue.Target) (ledger.TaskMove, error) {
+	m := ledger.TaskMove{Kind: string(t.Kind), By: t.By, Note: t.Request.Note, At: time.Now()}
+	if t.ApprovedBy != "" {
+		m.Note = fmt.Sprintf("task %d, approved by %s", t.ID, t.ApprovedBy)
+		if t.Request.Note != "" {
+			m.Note = t.Request.Note + " (" + m.Note + ")"
+		}
+	}
+	if to != nil {
+		m.ToDir = to.Path()
+	}
+	for _, f := range files {
+		if err := queue.CheckName(f.File); err != nil {
+			return m, fmt.Errorf("%s: %w", t.Kind, err)
+		}
+		if t.Kind == Replay {
+			m.Replay = append(m.Replay, ledger.ReplayItem{Idx: f.Idx, File: f.File, Ino: f.Ino})
+		} else {
+			m.Discard = append(m.Discard, ledger.DiscardItem{Idx: f.Idx, File: f.File, Ino: f.Ino, MsgID: f.MsgID, Reason: f.Reason,
+				ContentHash: f.ContentHash, Size: f.Size})
+		}
+	}
+	return m, nil
+}
+
+// finish moves the files of move m, begun as id: replay.Finish or
+// discard.Finish, whose records it puts in c.
+func (s *Service) finish(ctx context.Context, id int64, m ledger.TaskMove, to *queue.Target, c *Chunk) (err error) {
+	if m.Kind == string(Replay) {
+		c.Replays, err = replay.Finish(ctx, s.Dir, s.Ledger, ledger.ReplayIntent{ID: id, By: m.By, Note: m.Note, Created: m.At,
+			State: ledger.IntentPending, Items: m.Replay})
+		return err
+	}
+	c.Discarded, err = discard.Finish(ctx, s.Dir, s.Ledger, ledger.DiscardBatch{ID: id, By: m.By, Note: m.Note, Created: m.At,
+		State: ledger.IntentPending, ToDir: m.ToDir, Items: m.Discard}, to)
+	return err
+}
+
+// lock takes the queue's replay lock and finishes the replays and
+// discards killed runs left unfinished, each finishing audited as an
+// action of who (finishInterrupted) and reported through opt, so that
+// what follows sees error/ as they leave it. It returns the function that
+// releases the lock; on error the lock is released already.
+func (s *Service) lock(ctx context.Context, who Identity, opt RunOptions) (func() error, error) {
+	unlock, err := s.Dir.LockReplays(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.finishInterrupted(ctx, who, opt, true); err != nil {
+		if uerr := unlock(); uerr != nil {
+			err = errors.Join(err, fmt.Errorf("unlock replays: %w", uerr))
+		}
+		return nil, err
+	}
+	return unlock, nil
+}
+
+// FinishReplays finishes the replays that killed runs left unfinished
+// (replay.ResumeLocked) under the queue's replay lock, as one audited
+// action of who (action replay, selection {"resume": [intent ids]}),
+// reporting each through opt.OnResumed. A consumer calls it before it
+// claims anything: a replay's files are on their way to inbox/ (a
+// discard's wait, hidden in error/, for the next task or fsck --repair).
+func (s *Service) FinishReplays(ctx context.Context, who Identity, opt RunOptions) error {
+	unlock, err := s.Dir.LockReplays(ctx)
+	if err != nil {
+		return err
+	}
+	err = s.finishInterrupted(ctx, who, opt, false)
+	if uerr := unlock(); err == nil && uerr != nil {
+		err = fmt.Errorf("unlock replays: %w", uerr)
+	}
+	return err
+}
+
+// finishInterrupted finishes the replays (and with discards, the
+// discards) that killed runs left unfinished (replay.ResumeLocked,
+// discard.ResumeLocked), each kind's finishing one audited action of who
+// (action replay or discard, selection {"resume": [the ids]}), reporting
+// each through opt's OnResumed and OnResumedDiscard. The caller holds the
+// replay lock.
+func (s *Service) finishInterrupted(ctx context.Context, who Identity, opt RunOptions, discards bool) error {
+	intents, err := s.Ledger.UnfinishedReplays(ctx)
+	if err != nil {
+		return err
+	}
+	if len(intents) > 0 {
+		ids := make([]int64, len(intents))
+		for i, in := range intents {
+			ids[i] = in.ID
+		}
+		aid, err := s.begin(ctx, who, string(Replay), 0, map[string]any{"resume": ids})
+		if err != nil {
+			return err
+		}
+		finished, err := replay.ResumeLocked(ctx, s.Dir, s.Ledger)
+		counts := ledger.AuditCounts{"intents": int64(len(finished)), "selected": 0, "done": 0}
+		for _, f := range finished {
+			counts["selected"] += int64(len(f.Intent.Items))
+			counts["done"] += int64(len(f.Replays))
+			if opt.OnResumed != nil {
+				opt.OnResumed(f)
+			}
+		}
+		if err := s.close(ctx, aid, counts, fmt.Sprintf("finished %d replays interrupted before", len(finished)), err); err != nil {
+			return err
+		}
+	}
+	if !discards {
+		return nil
+	}
+	batches, err := s.Ledger.UnfinishedDiscards(ctx)
+	if err != nil || len(batches) == 0 {
+		return err
+	}
+	ids := make([]int64, len(batches))
+	for i, b := range batches {
+		ids[i] = b.ID
+	}
+	aid, err := s.begin(ctx, who, string(Discard), 0, map[string]any{"resume": ids})
+	if err != nil {
+		return err
+	}
+	finished, err := discard.ResumeLocked(ctx, s.Dir, s.Ledger)
+	counts := ledger.AuditCounts{"batches": int64(len(finished)), "selected": 0, "done": 0, "missing": 0}
+	for _, b := range finished {
+		for _, it := range b.Items {
+			counts["selected"]++
+			if it.Outcome == ledger.DiscardMissing {
+				counts["missing"]++
+			} else {
+				counts["done"]++
+			}
+		}
+		if opt.OnResumedDiscard != nil {
+			opt.OnResumedDiscard(b)
+		}
+	}
+	return s.close(ctx, aid, counts, fmt.Sprintf("finished %d discards interrupted before", len(finished)), err)
 }

@@ -99,13 +99,13 @@ func TestApprovalFlow(t *testing.T) {
 	if _, err := s.Run(ctx, bob, tk.ID, task.RunOptions{}); !errors.Is(err, task.ErrState) {
 		t.Fatalf("run of a waiting task: %v", err)
 	}
-	if _, err := s.Approve(ctx, task.Identity{Name: "alice", Role: task.RoleApprover, Via: ledger.AuditHTTP}, tk.ID); !errors.Is(err, task.ErrOwnRequest) {
+	if _, err := s.Approve(ctx, task.Identity{Name: "alice", Role: task.RoleApprover, Via: ledger.AuditHTTP}, tk.ID, tk.Digest); !errors.Is(err, task.ErrOwnRequest) {
 		t.Fatalf("own approval: %v", err)
 	}
-	if _, err := s.Approve(ctx, task.Identity{Name: "carol", Role: task.RoleOperator, Via: ledger.AuditHTTP}, tk.ID); !errors.Is(err, task.ErrForbidden) {
+	if _, err := s.Approve(ctx, task.Identity{Name: "carol", Role: task.RoleOperator, Via: ledger.AuditHTTP}, tk.ID, tk.Digest); !errors.Is(err, task.ErrForbidden) {
 		t.Fatalf("operator's approval: %v", err)
 	}
-	if tk, err = s.Approve(ctx, bob, tk.ID); err != nil || tk.State != task.StateApproved || tk.ApprovedBy != "bob" {
+	if tk, err = s.Approve(ctx, bob, tk.ID, tk.Digest); err != nil || tk.State != task.StateApproved || tk.ApprovedBy != "bob" {
 		t.Fatalf("approve %+v, %v", tk, err)
 	}
 	tk, err = s.Run(ctx, bob, tk.ID, task.RunOptions{})
@@ -148,7 +148,7 @@ func TestApproveStale(t *testing.T) {
 	if err := os.Rename(filepath.Join(d.StagePath(queue.Error), "d002.json"), filepath.Join(d.StagePath(queue.Inbox), "d002.json")); err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.Approve(ctx, task.CLI("bob"), tk.ID)
+	_, err = s.Approve(ctx, task.CLI("bob"), tk.ID, tk.Digest)
 	var stale *task.StaleError
 	if !errors.As(err, &stale) || len(stale.Changed) != 2 || stale.Changed[0].File != "d001.json" || stale.Changed[1].File != "d002.json" {
 		t.Fatalf("approve: %v", err)
@@ -247,7 +247,7 @@ func TestParseTokens(t *testing.T) {
 func TestDiscardTo(t *testing.T) {
 	d, l := deadQueue(t, 3)
 	kept := filepath.Join(filepath.Dir(d.Path()), "kept")
-	if err := os.Mkdir(kept, 0o755); err != nil {
+	if err := os.Mkdir(kept, 0o750); err != nil {
 		t.Fatal(err)
 	}
 	s := &task.Service{Dir: d, Ledger: l, Contract: spool.DefaultContract(), Policy: task.NoPolicy}
@@ -282,14 +282,15 @@ func TestDiscardTo(t *testing.T) {
 	if err != nil || len(bs) != 1 || bs[0].ToDir != kept || bs[0].Items[0].Outcome != ledger.DiscardMoved || bs[0].Items[0].ContentHash == "" {
 		t.Fatalf("discards of m000: %+v, %v", bs, err)
 	}
-	fs, err := s.Files(ctx, tk.ID, 0, 0)
-	if err != nil || len(fs) != 3 || fs[2].ChangedWhy != "its body changed" || fs[0].ChangedWhy != "" {
+	fs, err := s.Page(ctx, tk, 0, 0)
+	if err != nil || len(fs.Items) != 3 || fs.Items[2].Changed != "its body changed" || fs.Items[0].Changed != "" || fs.Next != nil {
 		t.Fatalf("files %+v, %v", fs, err)
 	}
 }
 
-// TestOneMoveTask: a replay run at once (replay.ExecuteTask) is a task
-// like the others; killed after its intent committed, it is listed
+// TestOneMoveTask: a replay run at once (Service.Do, without a rate) is a
+// task like the others; killed after its first and only chunk was begun
+// (here: begun as Do begins it, with ledger.DB.StartTask), it is listed
 // running with every file begun, a cancel is refused (the move finishes
 // all or nothing) and audited, and finishing the move (as the next
 // replay, consume or fsck --repair would) ends it done.
@@ -308,12 +309,17 @@ func TestOneMoveTask(t *testing.T) {
 		items = append(items, ledger.ReplayItem{Idx: i, File: n, Ino: ino})
 		files = append(files, ledger.TaskFile{Idx: i, File: n, Ino: ino})
 	}
-	// What ExecuteTask commits before its first move: the run killed here.
-	id, _, err := l.BeginReplayTask(ctx, ledger.TaskRecord{Kind: "replay", Files: 3, By: "alice", Via: ledger.AuditCLI,
-		Request: `{"kind":"replay","selection":{"all":true}}`}, files, "alice", "", time.Now(), items)
+	// What Do commits before its first move: the run killed here.
+	st, err := l.StartTask(ctx, ledger.TaskStart{
+		Task:  ledger.TaskRecord{Kind: "replay", Files: 3, By: "alice", Via: ledger.AuditCLI, Request: `{"kind":"replay","selection":{"all":true}}`},
+		Files: files,
+		Move:  ledger.TaskMove{Kind: "replay", By: "alice", At: time.Now(), Replay: items},
+		Audit: ledger.AuditEntry{Actor: "alice", Via: ledger.AuditCLI, Action: "replay"},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	id := st.Task
 	ts, err := s.List(ctx, ledger.TaskQuery{})
 	if err != nil || len(ts) != 1 || ts[0].ID != id || ts[0].State != task.StateRunning || ts[0].Next != 3 || !ts[0].Request.Selection.All {
 		t.Fatalf("List = %+v, %v", ts, err)
@@ -334,5 +340,32 @@ func TestOneMoveTask(t *testing.T) {
 	}
 	if got := names(t, d, queue.Inbox); len(got) != 3 {
 		t.Fatalf("inbox %q", got)
+	}
+}
+
+// TestDoAtRate: a replay asked at a rate whose chunk is larger than the
+// set runs it whole; one whose chunk is smaller moves it chunk by chunk,
+// each reported, and both end done with every file in inbox/ and one
+// audit row (the request's, spanning its run).
+func TestDoAtRate(t *testing.T) {
+	for _, c := range []struct {
+		rate   float64
+		chunks int
+	}{{1000, 1}, {10, 4}} {
+		d, l := deadQueue(t, 4)
+		s := &task.Service{Dir: d, Ledger: l, Contract: spool.DefaultContract(), Policy: task.NoPolicy}
+		chunks := 0
+		tk, err := s.Do(t.Context(), task.CLI("alice"), task.Request{Kind: task.Replay, Selection: task.Selection{All: true}, Rate: c.rate},
+			task.RunOptions{OnChunk: func(task.Chunk) { chunks++ }})
+		if err != nil || tk.State != task.StateDone || tk.Done != 4 || chunks != c.chunks {
+			t.Fatalf("rate %v: %+v, %v, %d chunks; want done, 4 files in %d chunks", c.rate, tk, err, chunks, c.chunks)
+		}
+		if got := names(t, d, queue.Inbox); len(got) != 4 {
+			t.Fatalf("rate %v: inbox %q", c.rate, got)
+		}
+		rows, err := l.AuditList(t.Context(), ledger.AuditQuery{})
+		if err != nil || len(rows) != 1 || rows[0].Action != "replay" || rows[0].Task != tk.ID || rows[0].Outcome != ledger.AuditOK || rows[0].Counts["done"] != 4 {
+			t.Fatalf("rate %v: audit %+v, %v", c.rate, rows, err)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/report"
+	"github.com/spoolq/spool/task"
 )
 
 var auditCommand = &command{
@@ -19,7 +20,9 @@ Lists every operator action that changed the queue or its ledger, oldest
 first (in the order they were recorded): replay (and the finishing of an
 interrupted one), flush, fsck --repair (action repair), prune, a ledger
 bound to its queue for the first time (bind) or started empty on purpose
-(new-ledger), discard and backup. Each row says who (the OS user, or
+(new-ledger), discard (and the finishing of an interrupted one), a
+task's approve, cancel and run, backup, and each refusal of a replay,
+a discard or a task's action. Each row says who (the OS user, or
 --by where the command takes it), how (via cli), what (the action, and
 its selection as JSON: names, --reason, --all, the files it resolved to),
 its counts (selected, done, skipped...), and how it ended: ok, failed
@@ -77,7 +80,7 @@ func runAudit(ctx context.Context, e *env, args []string) (err error) {
 	}
 	entries := make([]report.AuditEntry, len(rows))
 	for i, r := range rows {
-		entries[i] = report.AuditEntry{AuditRow: r, Gone: r.Outcome == ledger.AuditStarted && processGone(r.Host, r.PID)}
+		entries[i] = report.AuditEntry{AuditRow: r, Gone: r.Outcome == ledger.AuditStarted && task.ProcessGone(r.Host, r.PID)}
 	}
 	return e.output(*out, func(w io.Writer) error {
 		if *asJSON {

@@ -6,18 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"syscall"
 
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/queue"
-	"github.com/spoolq/spool/queueopen"
-	"github.com/spoolq/spool/replay"
+	"github.com/spoolq/spool/task"
 )
 
 // An operator action that changes the queue or the ledger is audited
 // (docs/DESIGN.md, "Audit"): beginAudit writes its row as started before
 // the action changes anything, and auditRun.end sets how it ended. A
-// command that cannot write the row does not act.
+// command that cannot write the row does not act. Replays and discards
+// (their requests, approvals, cancels, runs and finishings) are audited
+// by package task's Service alone, not here.
 
 // auditRun is one audited action under way.
 type auditRun struct {
@@ -54,14 +54,14 @@ func cliAudit() ledger.AuditEntry {
 }
 
 // beginAudit closes the rows that killed runs on this host left started
-// (closeInterrupted), then writes the row of action as started and
+// (task.CloseInterrupted), then writes the row of action as started and
 // returns the run to end. actor "" is the OS user.
 func beginAudit(ctx context.Context, e *env, l *ledger.DB, actor, action string, selection any) (*auditRun, error) {
 	entry, err := auditEntry(actor, action, selection)
 	if err != nil {
 		return nil, err
 	}
-	closeInterrupted(ctx, e, l)
+	task.CloseInterrupted(ctx, l, e.cmd.name)
 	id, err := l.AuditBegin(ctx, entry)
 	if err != nil {
 		return nil, fmt.Errorf("%w (nothing was changed: an action is not done unaudited)", err)
@@ -93,90 +93,11 @@ func (r *auditRun) end(ctx context.Context, e *env, err *error) {
 	}
 }
 
-// closeInterrupted marks interrupted the started rows whose process is
-// gone from this host: a run killed before it recorded its outcome. A
-// failure is only warned of: the audit of this run does not depend on it.
-func closeInterrupted(ctx context.Context, e *env, l *ledger.DB) {
-	rows, err := l.AuditList(ctx, ledger.AuditQuery{Outcome: ledger.AuditStarted})
-	if err != nil {
-		e.warn("audit: %v", err)
-		return
-	}
-	for _, r := range rows {
-		if !processGone(r.Host, r.PID) {
-			continue
-		}
-		detail := fmt.Sprintf("process %d on %s ended without an outcome; found by %s (pid %d)", r.PID, r.Host, e.cmd.name, os.Getpid())
-		if err := l.AuditEnd(ctx, r.ID, ledger.AuditInterrupted, r.Counts, detail); err != nil && !errors.Is(err, ledger.ErrAuditClosed) {
-			e.warn("audit: %v", err)
-		}
-	}
-}
-
-// processGone reports whether the process pid of host is known to be
-// gone: host is this one (queue.Host, as the rows name it) and no
-// process has that pid. A process of
-// another user (EPERM) is alive; on another host nothing is known.
-func processGone(host string, pid int) bool {
-	if pid <= 0 || host == "" {
-		return false
-	}
-	if host != queue.Host() {
-		return false
-	}
-	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
-}
-
 // Audit actions of the commands (ledger.AuditBind and
 // ledger.AuditNewLedger are Bind's).
 const (
-	auditReplay = "replay"
 	auditFlush  = "flush"
 	auditRepair = "repair"
 	auditPrune  = "prune"
 	auditBackup = "backup"
 )
-
-// beginResume begins the audit of finishing the replays a killed run
-// left unfinished (action replay, selection {"resume": [intent ids]}),
-// before they are finished; nil when none is unfinished. Its run counts
-// what add is given.
-func beginResume(ctx context.Context, e *env, l *ledger.DB) (*auditRun, error) {
-	intents, err := l.UnfinishedReplays(ctx)
-	if err != nil || len(intents) == 0 {
-		return nil, err
-	}
-	ids := make([]int64, len(intents))
-	for i, in := range intents {
-		ids[i] = in.ID
-	}
-	run, err := beginAudit(ctx, e, l, "", auditReplay, map[string]any{"resume": ids})
-	if err != nil {
-		return nil, err
-	}
-	run.Counts["intents"], run.Counts["selected"], run.Counts["done"] = 0, 0, 0
-	return run, nil
-}
-
-// addFinished counts a finished replay in a resume's run.
-func (r *auditRun) addFinished(f replay.Finished) {
-	r.Counts["intents"]++
-	r.Counts["selected"] += int64(len(f.Intent.Items))
-	r.Counts["done"] += int64(len(f.Replays))
-}
-
-// startAudited is queueopen.Start for a consumer, with the finishing of
-// interrupted replays audited (beginResume).
-func startAudited(ctx context.Context, e *env, d *queue.Dir, l *ledger.DB) (err error) {
-	o := startReports(e)
-	run, err := beginResume(ctx, e, l)
-	if err != nil {
-		return err
-	}
-	if run != nil {
-		defer run.end(ctx, e, &err)
-		told := o.OnReplayFinished
-		o.OnReplayFinished = func(f replay.Finished) { run.addFinished(f); told(f) }
-	}
-	return queueopen.Start(ctx, d, l, o)
-}

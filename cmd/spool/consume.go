@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/spoolq/spool"
-	"github.com/spoolq/spool/handler"
 	"github.com/spoolq/spool/metrics"
 	"github.com/spoolq/spool/queue"
 )
@@ -31,14 +30,17 @@ run with; consume logs it at start (msg "configuration").
 
 Claims left by a crashed consumer are recovered first, a replay that was
 killed half-way is finished, and stale temp files of killed producers are
-removed. Any number of consumers may run at once on one queue. A SPOOL_
-variable that is not a setting (a typo: SPOOL_MINAGE) is warned of.
+removed. Any number of consumers may run at once on one queue: every
+second, even in the middle of a long backlog, each recovers the claims of
+consumers that died meanwhile (of another host, once its --lease ran
+out), and releases the msg_ids their calls held once those calls cannot
+be running any more. A SPOOL_ variable that is not a setting (a typo:
+SPOOL_MINAGE) is warned of.
 
 --watch keeps consuming new arrivals until SIGINT or SIGTERM (see
 Stopping). It waits for filesystem notifications (inotify) and scans inbox/
-as soon as one comes, and also every second without one, recovering the
-claims of consumers that died meanwhile; a burst that overflows the
-kernel's queue of notifications makes it scan at once (logged,
+as soon as one comes, and also every second without one; a burst that
+overflows the kernel's queue of notifications makes it scan at once (logged,
 "notifications overflowed; rescanning"). On NFS, SMB/CIFS, FUSE and other
 network filesystems, where notifications miss other hosts' writes, it
 polls inbox/ every 250ms instead (logged once); --poll INTERVAL polls at
@@ -210,6 +212,8 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	for _, line := range unknownVars(os.Environ()) {
 		e.warn("%s", line)
 	}
+	// The clients' own lines too, in the same format.
+	clientLogs.use(logger)
 	dir := pos[0]
 	d, err := openQueue(dir)
 	if err != nil {
@@ -235,11 +239,7 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	var halting *haltingExec
-	if ex, ok := caller.(*handler.Exec); ok {
-		halting = &haltingExec{Exec: ex}
-		caller = halting
-	}
+	caller, stopper := halting(caller, hf)
 	hold, err := holdContract(d, c)
 	if err != nil {
 		return err
@@ -249,7 +249,7 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 			err = cerr
 		}
 	}()
-	if err := startAudited(ctx, e, d, l); err != nil {
+	if err := startQueue(ctx, e, d, l); err != nil {
 		return err
 	}
 	cfg := spool.Config{
@@ -320,8 +320,8 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	defer stop()
 	runCtx, halt := context.WithCancel(sigCtx)
 	defer halt()
-	if halting != nil {
-		halting.halt = halt
+	if stopper != nil {
+		stopper.halt = halt
 	}
 	var st spool.Stats
 	if *cfl.watch {
@@ -350,8 +350,8 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	if st.Deferred > 0 {
 		fmt.Fprintf(e.stdout, "waiting-retries=%d next-retry=%s\n", st.Deferred, st.NextRetry.UTC().Format(time.RFC3339))
 	}
-	if halting != nil && err == nil {
-		err = halting.halted()
+	if stopper != nil && err == nil {
+		err = stopper.halted()
 	}
 	return err
 }

@@ -54,7 +54,7 @@ func TestErrorsViews(t *testing.T) {
 		}
 	}
 	if c2["reason"] != "invalid-field" || c2["field"] != "seq" || c2["original_file"] != "c.json" ||
-		c2["msg_id"] != nil || c2["attempts"] != 1.0 || c2["first_failure"] != c2["at"] {
+		c2["msg_id"] != "m4" || c2["attempts"] != 1.0 || c2["first_failure"] != c2["at"] {
 		t.Errorf("c~2.json = %v", c2)
 	}
 	if z["reason"] != "unknown" || z["original_file"] != nil || z["attempts"] != 0.0 || z["consumer"] != nil ||

@@ -10,6 +10,7 @@ import (
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/ledger/sqlite"
 	"github.com/spoolq/spool/queue"
+	"github.com/spoolq/spool/relay"
 	"github.com/spoolq/spool/task"
 )
 
@@ -74,10 +75,11 @@ func (e *inputError) Error() string { return fmt.Sprintf("%s: %v", e.path, e.err
 func (e *inputError) Unwrap() error { return e.err }
 
 // isRefusal reports whether err is a refusal of package task: an
-// approval of one's own request, a role too low, a stale set, a task in
-// another state or unknown. Nothing was changed: exit 1.
+// approval of one's own request or of another set than the task's, a
+// role too low, a stale set, a task in another state or unknown. Nothing
+// was changed: exit 1.
 func isRefusal(err error) bool {
-	for _, r := range []error{task.ErrOwnRequest, task.ErrForbidden, task.ErrStale, task.ErrState, task.ErrNotFound} {
+	for _, r := range []error{task.ErrOwnRequest, task.ErrForbidden, task.ErrStale, task.ErrState, task.ErrNotFound, task.ErrDigest} {
 		if errors.Is(err, r) {
 			return true
 		}
@@ -96,11 +98,14 @@ func exitCode(err error) int {
 	switch {
 	case err == nil, errors.Is(err, errHelp):
 		return exitOK
+	case errors.Is(err, sqlite.ErrDiskFull):
+		// A *sqlite.FileError, but the machine's state, not the usage's.
+		return exitFailure
 	case errors.As(err, &usage), errors.As(err, &config), errors.As(err, &fileErr),
 		errors.Is(err, queue.ErrNotQueue), errors.Is(err, queue.ErrCrossDevice),
 		errors.Is(err, spool.ErrBadContract), errors.Is(err, queue.ErrPathLike),
 		errors.Is(err, queue.ErrNotMessageName), errors.As(err, new(*ledgerError)),
-		errors.Is(err, ledger.ErrBadDSN):
+		errors.Is(err, ledger.ErrBadDSN), errors.Is(err, relay.ErrBadTarget):
 		return exitUsage
 	case errors.Is(err, task.ErrBadRequest):
 		return exitUsage

@@ -9,6 +9,7 @@ import (
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/ledger/sqlite"
 	"github.com/spoolq/spool/queue"
+	"github.com/spoolq/spool/task"
 )
 
 func TestExitCode(t *testing.T) {
@@ -37,6 +38,9 @@ func TestExitCode(t *testing.T) {
 		{wrap(fs.ErrNotExist), 3},
 		{errors.New("disk on fire"), 3},
 		{wrap(spool.ErrShutdownTimeout), 4},
+		{wrap(task.ErrDigest), 1},
+		{wrap(task.ErrOwnRequest), 1},
+		{&task.RequestError{Field: "to", Err: errors.New("to /x: no such file or directory")}, 2},
 	} {
 		if got := exitCode(tt.err); got != tt.want {
 			t.Errorf("exitCode(%v) = %d, want %d", tt.err, got, tt.want)

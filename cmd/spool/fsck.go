@@ -31,6 +31,9 @@ disagreement with a count and examples:
   done-invalid            a file in done/ with no record that is not a valid
                           message under the contract
   error-unrecorded        a file in error/ with no dead-letter record
+  dead-letter-missing     a dead-letter record whose file is gone from
+                          error/, neither replayed nor discarded (removed
+                          by hand)
   dead-claims             claims of dead consumers still in processing/
   temp-files              stale temp files of killed producers or consumers
   interrupted-replay      a replay killed before it finished
@@ -38,6 +41,11 @@ disagreement with a count and examples:
                           rebuild was killed: every command refuses it
   processed-without-file  a processed row whose file is in no stage
                           (informational: prune and operators remove files)
+  kept-after-prune        a file in done/ whose row spool prune removed
+                          without --files (informational: never recorded
+                          again; prune --files removes it)
+  dead-letter-replaced    a dead-letter record of a file edited in error/
+                          and then replayed or discarded (informational)
   unbound                 a queue made before queue identities
                           (informational)
   copied                  no file has the inode the ledger recorded; they
@@ -50,10 +58,12 @@ Exit 0 when it finds nothing but informational findings, 1 otherwise.
 and then checks again: it records a processed row again from each valid
 file of done/ that lost it (marked repaired_at, with the time; a duplicate
 record when another file holds the msg_id), gives each unrecorded dead
-letter a record with reason unknown, recovers dead claims, removes stale
-temp files, finishes interrupted replays, binds an unbound queue, and puts
-back a lost queue.id when the ledger knew every file; when it did not, the
-ledger may be another queue's, and nothing at all is repaired. It leaves
+letter a record with reason unknown, stops listing a dead letter whose
+file is gone (its record is kept, as history), recovers dead claims,
+removes stale temp files, finishes interrupted replays, binds an unbound
+queue, and puts back a lost queue.id when the ledger knew every file; when
+it did not, the ledger may be another queue's, and nothing at all is
+repaired. It leaves
 alone a ledger of another queue and invalid files in done/. Running it again finds
 nothing more to do. With --repair a missing or empty ledger is created and
 rebuilt from the directories; it is marked before its first row, and every

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/spoolq/spool/internal/sample"
+	"github.com/spoolq/spool/ledger"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
@@ -170,4 +171,52 @@ func golden(t *testing.T, name, got string) {
 	if got != string(want) {
 		t.Errorf("output differs from %s:\ngot:\n%s\nwant:\n%s", path, got, want)
 	}
+}
+
+// refusalState is what a refused replay or discard may change in a queue:
+// nothing but its ledger's audit, which records each refusal as a row of
+// its own (package task audits every refusal).
+type refusalState struct {
+	files string // listing of the queue, the ledger's files left out
+	audit int    // rows of the audit
+}
+
+// refusals snapshots q for requireRefusedOnly.
+func refusals(t *testing.T, q string) refusalState {
+	t.Helper()
+	var s refusalState
+	for _, l := range strings.Split(listing(t, q), "\n") {
+		if !strings.HasPrefix(l, "ledger.db") {
+			s.files += l + "\n"
+		}
+	}
+	withLedger(t, q, func(l *ledger.DB) {
+		rows, err := l.AuditList(context.Background(), ledger.AuditQuery{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.audit = len(rows)
+	})
+	return s
+}
+
+// requireRefusedOnly fails unless q is as before but for audit rows of
+// refusals.
+func requireRefusedOnly(t *testing.T, q string, before refusalState) {
+	t.Helper()
+	after := refusals(t, q)
+	if after.files != before.files {
+		t.Fatalf("a refused replay or discard changed the queue:\nbefore:\n%s\nafter:\n%s", before.files, after.files)
+	}
+	withLedger(t, q, func(l *ledger.DB) {
+		rows, err := l.AuditList(context.Background(), ledger.AuditQuery{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows[before.audit:] {
+			if r.Outcome != ledger.AuditRefused {
+				t.Errorf("a refusal wrote an audit row %s %s %s", r.Action, r.Outcome, r.Detail)
+			}
+		}
+	})
 }

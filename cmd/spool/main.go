@@ -22,7 +22,12 @@ import (
 )
 
 func main() {
-	os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	// The clients' own lines (go-redis, the MySQL driver, ...) go through
+	// spool's logger, not straight to stderr (clientlog.go).
+	routeClientLogs(os.Stderr)
+	code := run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	clientLogs.flush()
+	os.Exit(code)
 }
 
 // command is one subcommand of spool.

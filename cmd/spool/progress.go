@@ -14,11 +14,12 @@ import (
 // smaller one is over before a bar would tell anybody anything.
 const progressMin = 1000
 
-// isTerminal reports whether w is a terminal: a progress bar is for people
-// watching, never for a file, a pipe or a journal.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
+// isTerminal reports whether f, a writer or a reader, is a terminal: a
+// progress bar is for people watching, never for a file, a pipe or a
+// journal, and a question is for someone at a keyboard.
+func isTerminal(f any) bool {
+	file, ok := f.(*os.File)
+	return ok && term.IsTerminal(int(file.Fd()))
 }
 
 // stderrWriter is consume's stderr: it serialises whole writes (the logger,

@@ -40,15 +40,20 @@ one of done/ that the ledger has no record of (the only evidence of a lost
 row: spool fsck reports it). The files go first (done/ fsynced), then the
 rows: a prune killed at any instant leaves at most rows whose file is gone,
 which spool fsck reports as informational, and the next prune removes
-them. Without --files the files stay in done/ with no row, and spool fsck
-then reports them as unrecorded (--repair would record them again).
+them. Without --files the files stay in done/ with no row: the prune
+says how many, and records its horizon in the ledger, so that spool fsck
+reports them as informational (kept-after-prune), never as rows lost, and
+--repair never records them again; a later prune with --files removes
+them.
 
 It also removes the outbox rows spool relay published more than DURATION
 ago; never one not yet published, nor a parked one.
 
 Prints: pruned N rows older than TIME: processed=P deliveries=D, with
 --files: files=F bytes=B, and when it removed outbox rows: outbox=O (with --dry-run: would prune ..., and nothing is
-removed).`,
+removed). Without --files, when files of done/ stay without their rows, a
+second line: kept K files in done/ (B bytes) without their rows, and the
+command that removes them.`,
 }
 
 func init() { pruneCommand.run = runPrune }
@@ -100,20 +105,24 @@ func runPrune(ctx context.Context, e *env, args []string) (err error) {
 		n, err = fsck.Prune(ctx, d, l, ledger.Prune{Before: before, KeepClaims: inFlight}, *files)
 		run.Counts["processed"], run.Counts["deliveries"] = n.Rows.Processed, n.Rows.Deliveries
 		run.Counts["files"], run.Counts["bytes"] = n.Files, n.Bytes
+		if !*files {
+			run.Counts["kept"] = n.Kept
+		}
 		if err != nil {
 			return err
 		}
-		return e.printPruned("pruned", before, n, *files)
+		return e.printPruned("pruned", before, n, *files, pruneCommandLine(pos[0], *db, *olderThan))
 	}
 	n, err := fsck.Prune(ctx, d, l, ledger.Prune{Before: before, KeepClaims: inFlight, DryRun: true}, *files)
 	if err != nil {
 		return err
 	}
-	return e.printPruned("would prune", before, n, *files)
+	return e.printPruned("would prune", before, n, *files, pruneCommandLine(pos[0], *db, *olderThan))
 }
 
-// printPruned prints prune's line.
-func (e *env) printPruned(verb string, before time.Time, n fsck.Pruned, files bool) error {
+// printPruned prints prune's line, and without files, what it leaves in
+// done/ and how to remove it.
+func (e *env) printPruned(verb string, before time.Time, n fsck.Pruned, files bool, again string) error {
 	fmt.Fprintf(e.stdout, "%s %d rows older than %s: processed=%d deliveries=%d",
 		verb, n.Rows.Total(), before.UTC().Format(time.RFC3339), n.Rows.Processed, n.Rows.Deliveries)
 	if files {
@@ -123,7 +132,25 @@ func (e *env) printPruned(verb string, before time.Time, n fsck.Pruned, files bo
 		fmt.Fprintf(e.stdout, " outbox=%d", n.Rows.Outbox)
 	}
 	fmt.Fprintln(e.stdout)
+	if !files && n.Kept > 0 {
+		kept := "kept"
+		if verb != "pruned" {
+			kept = "would keep"
+		}
+		fmt.Fprintf(e.stdout, "%s %d files in done/ (%d bytes) without their rows: %s --files removes them\n",
+			kept, n.Kept, n.KeptBytes, cell(again))
+	}
 	return nil
+}
+
+// pruneCommandLine is the spool prune command line for the queue at dir with
+// --db db and the window olderThan, its arguments quoted for a shell.
+func pruneCommandLine(dir, db, olderThan string) string {
+	c := "spool prune " + shellWord(dir) + " --older-than " + shellWord(olderThan)
+	if db != "" {
+		c += " --db " + shellWord(db)
+	}
+	return c
 }
 
 // parseWindow parses a positive Go duration, also accepting a leading

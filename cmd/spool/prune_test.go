@@ -101,10 +101,11 @@ UNION ALL SELECT 'delivery ' || file || ' ' || outcome FROM deliveries`)
 	return out
 }
 
-var pruneLine = regexp.MustCompile(`^(pruned|would prune) (\d+) rows older than (\S+): processed=(\d+) deliveries=(\d+)\n$`)
+var pruneLine = regexp.MustCompile(`^(pruned|would prune) (\d+) rows older than (\S+): processed=(\d+) deliveries=(\d+)\n` +
+	`((?:kept|would keep) \d+ files in done/ \(\d+ bytes\) without their rows: spool prune \S+ --older-than \S+ --files removes them\n)?$`)
 
-// wantPrune checks a prune's one line of output and that its time is the
-// window's edge.
+// wantPrune checks a prune's line of output (and the line of the files it
+// keeps in done/, if any) and that its time is the window's edge.
 func wantPrune(t *testing.T, r result, verb, total, processed, deliveries string, window time.Duration) {
 	t.Helper()
 	m := pruneLine.FindStringSubmatch(r.stdout)
@@ -159,7 +160,16 @@ func TestPrune(t *testing.T) {
 	// A window wider than the rows' age finds nothing.
 	wantPrune(t, cli(t, "prune", q, "--older-than", "41d"), "pruned", "0", "0", "0", 41*24*time.Hour)
 
-	wantPrune(t, cli(t, "prune", "--older-than", "30d", q), "pruned", "3", "2", "1", 30*24*time.Hour)
+	r := cli(t, "prune", "--older-than", "30d", q)
+	wantPrune(t, r, "pruned", "3", "2", "1", 30*24*time.Hour)
+	// Without --files it says what it leaves in done/, and fsck knows
+	// those files' rows were pruned, not lost.
+	if !strings.Contains(r.stdout, "\nkept 3 files in done/ ") {
+		t.Errorf("prune without --files: %q, want the 3 files it keeps named", r.stdout)
+	}
+	if r := cli(t, "fsck", q); r.code != 0 || !strings.Contains(r.stdout, "info kept-after-prune: 3 ") {
+		t.Errorf("fsck after prune: exit %d\n%s", r.code, r.stdout)
+	}
 	// Left: m3's row (too recent) and the dead letter (never pruned).
 	if got, want := ledgerRows(t, q), []string{"delivery bad.json dead-letter", "processed m3"}; !slices.Equal(got, want) {
 		t.Errorf("after prune: %v, want %v", got, want)

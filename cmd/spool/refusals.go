@@ -9,17 +9,12 @@ import (
 	"net"
 	"os"
 	"regexp"
-	"slices"
 	"strings"
-	"sync"
 	"syscall"
 
-	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/handler"
 	"github.com/spoolq/spool/ledger"
-	"github.com/spoolq/spool/queue"
 	"github.com/spoolq/spool/queueopen"
-	"github.com/spoolq/spool/report"
 )
 
 // This file holds the refusals of mistakes that would otherwise cost
@@ -78,62 +73,6 @@ func checkListenHost(ctx context.Context, addr, host string) error {
 	return nil
 }
 
-// knownReasons are the reasons a dead letter can have: the consumer's
-// (spool.Reason) and report's "unknown" for a file without a record.
-var knownReasons = []string{
-	string(spool.ReasonParse), string(spool.ReasonMissingField), string(spool.ReasonInvalidField),
-	string(spool.ReasonNotRegular), string(spool.ReasonTooLarge), string(spool.ReasonUnreadable),
-	string(spool.ReasonHandler), string(spool.ReasonRetriesExhausted), report.ReasonUnknown,
-}
-
-// checkReason refuses a replay --reason that selected nothing and that no
-// dead letter could ever have: a typo, which must not pass for "nothing
-// to replay". The refusal lists the reasons of the dead letters in error/
-// now and every reason there is.
-func checkReason(ctx context.Context, d *queue.Dir, l *ledger.DB, reason string) error {
-	if slices.Contains(knownReasons, reason) {
-		return nil
-	}
-	now, err := reasonsNow(ctx, d, l)
-	if err != nil {
-		return err
-	}
-	return &usageError{msg: fmt.Sprintf("--reason %q: no dead letter has it and it is no reason spool gives; in error/ now: %s; the reasons: %s",
-		reason, now, strings.Join(knownReasons, ", "))}
-}
-
-// noSuchReason refuses a discard --reason that selected nothing: no dead
-// letter in error/ has it. Discarding is for what is there; the refusal
-// lists the reasons error/ holds now and every reason there is.
-func noSuchReason(ctx context.Context, d *queue.Dir, l *ledger.DB, reason string) error {
-	now, err := reasonsNow(ctx, d, l)
-	if err != nil {
-		return err
-	}
-	return &usageError{msg: fmt.Sprintf("--reason %q: no dead letter in error/ has it; in error/ now: %s; the reasons: %s",
-		reason, now, strings.Join(knownReasons, ", "))}
-}
-
-// reasonsNow lists the reasons of the dead letters in error/, sorted,
-// or says none.
-func reasonsNow(ctx context.Context, d *queue.Dir, l *ledger.DB) (string, error) {
-	rows, err := report.Errors(ctx, d, l)
-	if err != nil {
-		return "", err
-	}
-	var have []string
-	for _, r := range rows {
-		if !slices.Contains(have, r.Reason) {
-			have = append(have, r.Reason)
-		}
-	}
-	slices.Sort(have)
-	if len(have) == 0 {
-		return "none", nil
-	}
-	return strings.Join(have, ", "), nil
-}
-
 // checkExec refuses, before anything is claimed, an --exec command whose
 // program cannot be found or executed (handler.CheckCommand).
 func checkExec(command string) error {
@@ -141,40 +80,6 @@ func checkExec(command string) error {
 		return &usageError{msg: fmt.Sprintf("--exec %q: %v", command, strings.TrimPrefix(err.Error(), "check command: "))}
 	}
 	return nil
-}
-
-// haltingExec is the --exec Caller of spool consume: when the shell says
-// at run time that it could not run the program (exit 126 or 127,
-// handler.ErrNotRunnable), it stops the consumer (halt) instead of letting
-// the failure count against the message: the call fails transiently, the
-// run stops as at a signal, the message goes back to inbox/, and consume
-// exits 2 with the shell's message (err).
-type haltingExec struct {
-	*handler.Exec
-	halt context.CancelFunc
-	mu   sync.Mutex
-	err  error
-}
-
-// Call runs the command; see haltingExec.
-func (h *haltingExec) Call(ctx context.Context, d *spool.Delivery) error {
-	err := h.Exec.Call(ctx, d)
-	if errors.Is(err, handler.ErrNotRunnable) {
-		h.mu.Lock()
-		if h.err == nil {
-			h.err = &usageError{msg: fmt.Sprintf("--exec %q: %v; consume stopped, the messages it was calling are back in inbox/ (fix the command and run again)", h.Command, err)}
-		}
-		h.mu.Unlock()
-		h.halt()
-	}
-	return err
-}
-
-// halted is the error that stopped the consumer, or nil.
-func (h *haltingExec) halted() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.err
 }
 
 var _ flag.Value = dbValue{}

@@ -24,7 +24,10 @@ delivery of it (duplicates, conflicts: another body under the same msg_id,
 dead letters with reason, field, detail and attempts), the retry it waits
 for (attempts failed, when it is due, the last error), the replays of its
 files and their discards (who, when, why, the body's SHA-256, and where
---to moved them). It changes nothing.
+--to moved them). A dead letter is found by its msg_id whatever the reason
+it was refused for, as long as its msg_id was valid (a missing field,
+another field invalid); one without a valid msg_id by its file name. It
+changes nothing.
 
 Exit 1 when the queue knows nothing of it: no ledger record and no file of
 that name in inbox/, processing/, error/ or done/.

@@ -6,17 +6,28 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/queue"
+	"github.com/spoolq/spool/queueopen"
 	"github.com/spoolq/spool/replay"
 	"github.com/spoolq/spool/task"
 )
 
-// taskFlags are the flags of spool replay and spool discard that make
-// the run a durable task (package task): the filters and the rate.
+// spool replay and spool discard are one path: the flags become a
+// task.Request, which askTask hands to the task service (task.Service.Do,
+// or Preview for --dry-run); what comes back is printed here. The rules
+// (what a request may be, the policy, the audit, the moves) are the
+// service's.
+
+// taskFlags are the flags of spool replay and spool discard that narrow
+// the selection (the filters) and pace the moves (--rate).
 type taskFlags struct {
 	fs                    *flag.FlagSet
 	since, until          string
@@ -32,11 +43,12 @@ func addTaskFlags(fs *flag.FlagSet) *taskFlags {
 	fs.StringVar(&tf.detail, "detail-match", "", "only dead letters whose recorded detail matches `REGEX` (Go syntax)")
 	fs.StringVar(&tf.msgID, "msg-id", "", "only the dead letters of msg_id `ID`")
 	fs.StringVar(&tf.orderN, "order-no", "", "only the dead letters whose ordering key (order_no, or the contract's) is `K`")
-	fs.Float64Var(&tf.rate, "rate", 0, "move at most `N` files a second (a task: resumed by spool resume)")
+	fs.Float64Var(&tf.rate, "rate", 0, "move at most `N` files a second, in chunks a cancel can stop between (spool resume goes on after a kill)")
 	return tf
 }
 
-// any reports whether a flag that makes a task was given.
+// any reports whether a filter or --rate was given: the run is then
+// reported as a task (its id, its end), not file by file alone.
 func (tf *taskFlags) any() bool {
 	for _, n := range []string{"since", "until", "detail-match", "msg-id", "order-no", "rate"} {
 		if given(tf.fs, n) {
@@ -46,9 +58,16 @@ func (tf *taskFlags) any() bool {
 	return false
 }
 
-// selection is the task selection of names, reason, all and the filters.
-func (tf *taskFlags) selection(e *env, names []string, reason string, all bool) (task.Selection, error) {
+// selection is the task selection of names, reason, all and the filters,
+// refused (exit 2) before anything is opened when it cannot be right.
+func (tf *taskFlags) selection(e *env, names []string, reason string, reasonGiven, all bool) (task.Selection, error) {
 	s := task.Selection{Names: names, Reason: reason, All: all, DetailMatch: tf.detail, MsgID: tf.msgID, OrderNo: tf.orderN}
+	if reasonGiven && reason == "" {
+		if len(names) > 0 || all {
+			return s, e.usage("give FILE names, --reason or --all, not several")
+		}
+		return s, e.usage("--reason is empty")
+	}
 	now := time.Now()
 	var err error
 	for _, f := range []struct {
@@ -70,84 +89,168 @@ func (tf *taskFlags) selection(e *env, names []string, reason string, all bool) 
 	if given(tf.fs, "rate") && tf.rate <= 0 {
 		return s, e.usage("--rate %v: want files a second > 0", tf.rate)
 	}
+	switch err := s.Check(); {
+	case errors.Is(err, replay.ErrNoSelection):
+		return s, e.usage("missing FILE (or --reason R, or --all)")
+	case errors.Is(err, replay.ErrManySelections):
+		return s, e.usage("give FILE names, --reason or --all, not several")
+	case err != nil:
+		return s, taskUsage(err)
+	}
 	return s, nil
 }
 
-// taskRun is what spool replay and spool discard hand to runAsTask.
+// taskRun is what spool replay and spool discard hand to askTask.
 type taskRun struct {
-	dir, db  string
-	req      task.Request
-	by       string // --by, "" when not given
-	dryRun   bool
-	contract spool.Contract
-	policy   task.Policy
+	dir, db string
+	req     task.Request
+	dryRun  bool
+	// plain: no filter or --rate was given; without a policy the run is
+	// then printed file by file alone, as spool replay always printed.
+	plain bool
 }
 
-// newService opens what a task needs: the queue and its ledger for
-// writing, as a task.Service of this process.
-func newService(ctx context.Context, dir, db string, c spool.Contract, p task.Policy) (*task.Service, func(*error), error) {
-	d, l, done, err := openBound(ctx, dir, db, ledgerOpts{use: writeLedger})
+// taskService opens the queue at dir and its ledger (for reading only
+// when readOnly), with its contract (cf's, or spool.conf's when cf is
+// nil) and policy, as a task.Service of this process.
+func taskService(ctx context.Context, dir, db string, cf *contractFlags, readOnly bool) (*task.Service, func(*error), error) {
+	if cf == nil {
+		cf = &contractFlags{fs: flag.NewFlagSet("", flag.ContinueOnError)}
+	}
+	c, err := cf.contract(dir)
 	if err != nil {
+		return nil, nil, err
+	}
+	conf, file, err := confPolicy(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	o := ledgerOpts{use: writeLedger}
+	if readOnly {
+		o = ledgerOpts{use: readLedger, readOnly: true}
+	}
+	d, l, done, err := openBound(ctx, dir, db, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	// The ledger's policy, which adopts spool.conf's section the first
+	// time it sees one (a dry run only reads it).
+	p, err := queuePolicy(ctx, l, conf, file, !readOnly)
+	if err != nil {
+		done(&err)
 		return nil, nil, err
 	}
 	return &task.Service{Dir: d, Ledger: l, Contract: c, Policy: p, Host: queue.Host(), PID: os.Getpid()}, done, nil
 }
 
-// runAsTask runs a replay or discard as a durable task: recorded with its
-// file set, then run here at once, or left waiting for spool approve when
-// the policy asks for a second operator.
-func runAsTask(ctx context.Context, e *env, r taskRun) (err error) {
+// askTask asks the task service for r's replay or discard as the OS user,
+// and prints what it did: with --dry-run the preview, else the run (or
+// the task waiting for approval).
+func askTask(ctx context.Context, e *env, cf *contractFlags, r taskRun) (err error) {
 	if err := r.req.Check(); err != nil {
-		return taskUsage(e, err)
+		return taskUsage(err)
 	}
-	s, done, err := newService(ctx, r.dir, r.db, r.contract, r.policy)
+	if !r.dryRun && r.req.Kind == task.Discard {
+		// Refused before the ledger is opened or anything recorded:
+		// removing files from error/ needs write access to it.
+		errDir := filepath.Join(r.dir, string(queue.Error))
+		if err := unix.Access(errDir, unix.W_OK|unix.X_OK); err != nil && !errors.Is(err, unix.ENOENT) {
+			return &usageError{msg: fmt.Sprintf("%s: %s may not write it (%v): discarding removes files from error/ and records them in the ledger, which needs write access to both; run it as the queue's owner",
+				errDir, osUser(), err)}
+		}
+	}
+	s, done, err := taskService(ctx, r.dir, r.db, cf, r.dryRun)
 	if err != nil {
 		return err
 	}
 	defer done(&err)
-	if r.req.To != "" {
-		// Refused before anything is recorded, as spool discard --to is.
-		target, err := s.Dir.OpenTarget(r.req.To)
-		if errors.Is(err, queue.ErrTargetCrossDevice) || errors.Is(err, queue.ErrTargetInQueue) {
-			return &usageError{msg: "--to " + err.Error()}
-		}
-		if err != nil {
-			return &inputError{path: r.req.To, err: err}
-		}
-		if err := target.Close(); err != nil {
-			return err
-		}
-	}
-	who, err := cliIdentity(ctx, s, string(r.req.Kind), r.by, r.policy.Set)
-	if err != nil {
-		return err
-	}
+	plain := r.plain && !s.Policy.Set
 	if r.dryRun {
 		p, err := s.Preview(ctx, r.req)
 		if err != nil {
-			return taskUsage(e, err)
+			return taskUsage(err)
 		}
-		for _, f := range p.Files {
-			fmt.Fprintf(e.stdout, "would %s %s\n", r.req.Kind, cell(f.File))
+		printPreview(e, r.req, p, true)
+		if !plain {
+			fmt.Fprintf(e.stdout, "%d files (sha256 %s), %d skipped%s\n", p.Count, p.Digest, p.Skipped, approvalNote(p.NeedsApproval))
 		}
-		fmt.Fprintf(e.stdout, "%d files (sha256 %s), %d skipped%s\n", p.Count, p.Digest, p.Skipped, approvalNote(p.NeedsApproval))
 		return nil
 	}
-	t, _, err := s.Create(ctx, who, r.req)
-	if errors.Is(err, task.ErrNothing) {
-		e.warn("no dead letter in error/ matches: nothing to %s", r.req.Kind)
-		return nil
+	opt := runOptions(e)
+	opt.OnPreview = func(p task.Preview) { printPreview(e, r.req, p, false) }
+	if !plain {
+		opt.OnStart = func(t task.Task) { fmt.Fprintf(e.stdout, "task %d: %s of %d files\n", t.ID, t.Kind, t.Files) }
 	}
+	// A uid without a passwd name is no one four eyes can tell apart:
+	// refused under a policy (cliIdentity).
+	who, err := cliIdentity(ctx, s, string(r.req.Kind), "", s.Policy.Set)
 	if err != nil {
-		return taskUsage(e, err)
+		return err
 	}
-	if t.State == task.StateWaiting {
+	t, err := s.Do(ctx, who, r.req, opt)
+	switch {
+	case errors.Is(err, task.ErrNothing):
+		return nil
+	case err != nil && t.ID == 0:
+		return taskUsage(err)
+	case err != nil && (ctx.Err() != nil || errors.Is(err, context.Canceled)):
+		return fmt.Errorf("%w (task %d stopped at %d of %d files: spool resume %s %d goes on)", err, t.ID, t.Next, t.Files, r.dir, t.ID)
+	case err != nil:
+		return fmt.Errorf("%w (task %d is recorded: spool resume %s %d goes on once the cause is fixed)", err, t.ID, r.dir, t.ID)
+	case t.State == task.StateWaiting:
 		fmt.Fprintf(e.stdout, "task %d: %s of %d files waits for approval (sha256 %s): spool approve %s %d\n",
 			t.ID, t.Kind, t.Files, t.Digest, r.dir, t.ID)
-		return nil
+	case !plain:
+		printEnd(e, t)
 	}
-	fmt.Fprintf(e.stdout, "task %d: %s of %d files\n", t.ID, t.Kind, t.Files)
-	return runTask(ctx, e, s, who, t.ID, r.dir)
+	return nil
+}
+
+// printPreview prints the files p selected, each with what is (would be)
+// done, in the selection's order: the skipped ones always (a replay's
+// "skip NAME: msg_id X already processed"), the others on a dry run. A
+// selection of nothing is one warning.
+func printPreview(e *env, req task.Request, p task.Preview, dry bool) {
+	if p.Count == 0 && p.Skipped == 0 {
+		sel := req.Selection
+		switch {
+		case sel.All && !sel.Filtered():
+			e.warn("error/ holds no dead letter: nothing to %s", req.Kind)
+		case sel.Reason != "" && !sel.Filtered():
+			e.warn("no dead letter in error/ has reason %q: nothing to %s", sel.Reason, req.Kind)
+		default:
+			e.warn("no dead letter in error/ matches: nothing to %s", req.Kind)
+		}
+		return
+	}
+	skips := p.Skips
+	for i := 0; i <= len(p.Files); i++ {
+		for len(skips) > 0 && skips[0].At == i {
+			fmt.Fprintf(e.stdout, "skip %s: msg_id %s already processed\n", cell(skips[0].File), cell(skips[0].MsgID))
+			skips = skips[1:]
+		}
+		if !dry || i == len(p.Files) {
+			continue
+		}
+		f := p.Files[i]
+		if req.Kind == task.Replay {
+			fmt.Fprintf(e.stdout, "would replay %s\n", cell(f.File))
+			continue
+		}
+		where := ""
+		if req.To != "" {
+			where = ", to " + cell(req.To)
+		}
+		fmt.Fprintf(e.stdout, "would discard %s (reason %s, sha256 %s%s)\n", cell(f.File), cell(f.Reason), hashText(f.ContentHash), where)
+	}
+}
+
+// hashText is a body's hash as printed: the hex SHA-256, or why none.
+func hashText(h string) string {
+	if h == "" {
+		return "none: not a regular file, or not readable"
+	}
+	return h
 }
 
 // approvalNote is the dry run's word on the policy.
@@ -158,18 +261,31 @@ func approvalNote(needs bool) string {
 	return ""
 }
 
-// taskUsage maps a bad request to a usage error (exit 2).
-func taskUsage(e *env, err error) error {
-	if errors.Is(err, task.ErrBadRequest) {
-		return e.usage("%v", err)
+// taskFields are the fields of a task.RequestError that a flag gives, by
+// the name the service gives them.
+var taskFields = map[string]string{"to": "to", "reason": "reason", "detail_match": "detail-match", "msg_id": "msg-id",
+	"order_no": "order-no", "since": "since", "until": "until", "note": "note", "rate": "rate", "force": "force", "by": "by", "digest": "digest"}
+
+// taskUsage words a *task.RequestError as a usage error (exit 2) naming
+// its field as the flag that gives it; other errors are returned as they
+// are.
+func taskUsage(err error) error {
+	var re *task.RequestError
+	if !errors.As(err, &re) {
+		return err
 	}
-	return err
+	msg := oneLine(err.Error())
+	if f, ok := taskFields[re.Field]; ok && strings.HasPrefix(msg, re.Field) {
+		msg = "--" + f + msg[len(re.Field):]
+	}
+	return &usageError{msg: msg}
 }
 
-// runTask runs task id as who, printing each file as it moves, and the
-// task's end.
-func runTask(ctx context.Context, e *env, s *task.Service, who task.Identity, id int64, dir string) error {
-	opt := task.RunOptions{
+// runOptions print a run's moves as they are made: a line per file moved,
+// a warning per file found changed since the request, and per replay or
+// discard a killed run left and this one finished.
+func runOptions(e *env) task.RunOptions {
+	return task.RunOptions{
 		OnChunk: func(c task.Chunk) {
 			for _, r := range c.Replays {
 				fmt.Fprintf(e.stdout, "replayed %s -> inbox/%s\n", cell(r.File), cell(r.NewName))
@@ -182,7 +298,12 @@ func runTask(ctx context.Context, e *env, s *task.Service, who task.Identity, id
 		OnResumed:        func(f replay.Finished) { warnFinished(e, f) },
 		OnResumedDiscard: func(b ledger.DiscardBatch) { warnDiscardFinished(e, b) },
 	}
-	t, err := s.Run(ctx, who, id, opt)
+}
+
+// runTask runs task id as who, printing each file as it moves, and the
+// task's end.
+func runTask(ctx context.Context, e *env, s *task.Service, who task.Identity, id int64, dir string) error {
+	t, err := s.Run(ctx, who, id, runOptions(e))
 	if err != nil {
 		if ctx.Err() != nil || errors.Is(err, context.Canceled) {
 			return fmt.Errorf("%w (task %d stopped at %d of %d files: spool resume %s %d goes on)", err, id, t.Next, t.Files, dir, id)
@@ -192,15 +313,27 @@ func runTask(ctx context.Context, e *env, s *task.Service, who task.Identity, id
 		}
 		return err
 	}
-	fmt.Fprintf(e.stdout, "task %d %s: %d of %d files %s, %d gone before, %d changed since the request\n",
-		t.ID, t.State, t.Done, t.Files, doneWord(t.Kind), t.Missing, t.Changed)
+	printEnd(e, t)
 	return nil
 }
 
-// doneWord is the past of kind.
-func doneWord(k task.Kind) string {
-	if k == task.Discard {
-		return "discarded"
+// printEnd prints how task t ended.
+func printEnd(e *env, t task.Task) {
+	past := "replayed"
+	if t.Kind == task.Discard {
+		past = "discarded"
 	}
-	return "replayed"
+	fmt.Fprintf(e.stdout, "task %d %s: %d of %d files %s, %d gone before, %d changed since the request\n",
+		t.ID, t.State, t.Done, t.Files, past, t.Missing, t.Changed)
+}
+
+// startQueue is queueopen.Start for a consumer: the replays killed runs
+// left are finished first by the task service, which audits it, then
+// stale temp files are removed.
+func startQueue(ctx context.Context, e *env, d *queue.Dir, l *ledger.DB) error {
+	s := &task.Service{Dir: d, Ledger: l, Contract: spool.DefaultContract(), Host: queue.Host(), PID: os.Getpid()}
+	if err := s.FinishReplays(ctx, currentOperator().identity(), runOptions(e)); err != nil {
+		return err
+	}
+	return queueopen.Start(ctx, d, l, startReports(e))
 }

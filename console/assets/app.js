@@ -174,7 +174,7 @@
     const rows = d.items.map(t => {
       const acts = [];
       if (t.state === "waiting" && rank[me.role] >= rank.approver && t.by !== me.name)
-        acts.push(el("button", { class: "approve", "data-task": t.id, on: { click: () => act(t.id, "approve") } }, "Approve"));
+        acts.push(el("button", { class: "approve", "data-task": t.id, on: { click: () => act(t.id, "approve", { digest: t.digest }) } }, "Approve"));
       // A running task with every file begun (its last chunk, or a replay
       // or discard run as one move) finishes all or nothing: no cancel.
       const cancellable = ["waiting", "approved"].includes(t.state) || (t.state === "running" && t.next < t.files);
@@ -189,10 +189,12 @@
       table(["id", "kind", "state", "done", "selection", "asked by", "why", "approved by", "detail", ""], rows));
     updated();
   }
-  async function act(id, what) {
+  // An approval names the digest of the set the row shows: it approves
+  // that set and no other.
+  async function act(id, what, body) {
     const out = document.getElementById("task-result");
     try {
-      const t = await api("POST", "tasks/" + id + "/" + what, {});
+      const t = await api("POST", "tasks/" + id + "/" + what, body || {});
       out.replaceChildren(el("p", { class: "ok" }, "task " + t.id + ": " + t.state));
     } catch (e) { out.replaceChildren(el("p", { class: "error" }, e.message)); }
     tasks().catch(fail);

@@ -1,12 +1,10 @@
 package archtest
 
 import (
-	"bytes"
 	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -107,31 +105,6 @@ func TestNoEngineSwitchOutsideBackends(t *testing.T) {
 	}
 	if files < 20 || tests < 20 {
 		t.Fatalf("checked %d files, %d of them tests: go list found too few", files, tests)
-	}
-}
-
-// maxLines is the most lines a Go file of the module may have.
-const maxLines = 600
-
-// TestNoFileOver600Lines: no Go file of the module, tests included, is
-// longer than maxLines; a longer one is split by what its parts are about.
-func TestNoFileOver600Lines(t *testing.T) {
-	_, pkgs := goList(t)
-	files := 0
-	for _, p := range pkgs {
-		for _, path := range p.allGoFiles() {
-			data, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			files++
-			if n := bytes.Count(data, []byte("\n")); n > maxLines {
-				t.Errorf("%s: %d lines, over %d: split it", path, n, maxLines)
-			}
-		}
-	}
-	if files < 20 {
-		t.Fatalf("checked %d files: go list found too few", files)
 	}
 }
 

@@ -69,7 +69,8 @@ func osActor(t *testing.T) string { return "os:" + osUserName(t) }
 // TestAuditActions: each operator action leaves one row with who, what,
 // its counts and how it ended, oldest first, in --json and in the table
 // (a producer's escape sequence escaped there, exact in --json); a dry
-// run and a refused replay leave none; --since selects by time and a bad
+// run leaves none, a refused replay one closed refused row; a replay's
+// row names its task; --since selects by time and a bad
 // value is exit 2.
 func TestAuditActions(t *testing.T) {
 	t.Parallel()
@@ -95,15 +96,22 @@ func TestAuditActions(t *testing.T) {
 	for _, r := range rows {
 		got = append(got, r.Action)
 	}
-	if want := []string{"bind", "replay", "flush", "prune", "repair"}; !reflect.DeepEqual(got, want) {
+	if want := []string{"bind", "replay", "replay", "flush", "prune", "repair"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("audit actions %q, want %q\n%+v", got, want, rows)
 	}
+	// The refused replay is one closed row, refused, with why.
+	if rf := rows[1]; rf.Outcome != "refused" || rf.Actor != me || rf.Detail != "nosuch.json: not in error/" || rf.Task != nil ||
+		!reflect.DeepEqual(rf.Selection["names"], []any{"nosuch.json"}) {
+		t.Errorf("refused replay row: %+v", rf)
+	}
+	rows = append(rows[:1:1], rows[2:]...)
 	for i, r := range rows {
 		if i > 0 && r.ID <= rows[i-1].ID {
 			t.Errorf("rows not oldest first: id %d after %d", r.ID, rows[i-1].ID)
 		}
+		// A replay is a task: its row names it.
 		if r.Outcome != "ok" || r.Shown != "ok" || !r.Recorded || r.Via != "cli" || r.Role != "" || r.EndedAt == nil ||
-			r.DurationS == nil || *r.DurationS < 0 || r.PID <= 0 || r.Host == "" || r.Task != nil {
+			r.DurationS == nil || *r.DurationS < 0 || r.PID <= 0 || r.Host == "" || (r.Task != nil) != (r.Action == "replay") {
 			t.Errorf("row %d (%s): want a recorded ok from the command line, got %+v", i, r.Action, r)
 		}
 		if want := me; r.Action != "replay" && r.Actor != want {
@@ -116,14 +124,14 @@ func TestAuditActions(t *testing.T) {
 		len(rp.Selection["digest"].(string)) != 64 {
 		t.Errorf("replay row: actor %q, selection %v", rp.Actor, rp.Selection)
 	}
-	if want := map[string]int64{"selected": 2, "done": 2, "skipped": 0}; !reflect.DeepEqual(rp.Counts, want) {
+	if want := map[string]int64{"selected": 2, "done": 2, "skipped": 0, "missing": 0, "changed": 0}; !reflect.DeepEqual(rp.Counts, want) {
 		t.Errorf("replay counts %v, want %v", rp.Counts, want)
 	}
 	if fl := rows[2]; !reflect.DeepEqual(fl.Selection["msg_ids"], []any{"zz"}) ||
 		!reflect.DeepEqual(fl.Counts, map[string]int64{"selected": 1, "done": 0, "missing": 1}) {
 		t.Errorf("flush row: %+v", fl)
 	}
-	if pr := rows[3]; pr.Selection["older_than"] != "30d" || !reflect.DeepEqual(pr.Counts, map[string]int64{"processed": 0, "deliveries": 0, "files": 0, "bytes": 0}) {
+	if pr := rows[3]; pr.Selection["older_than"] != "30d" || !reflect.DeepEqual(pr.Counts, map[string]int64{"processed": 0, "deliveries": 0, "files": 0, "bytes": 0, "kept": 0}) {
 		t.Errorf("prune row: %+v", pr)
 	}
 	if rep := rows[4]; rep.Counts["problems"] != 0 || rep.Counts["repairs"] != 0 || len(rep.Counts) != 2 {
@@ -138,12 +146,12 @@ func TestAuditActions(t *testing.T) {
 		t.Errorf("the table prints a producer's escape sequence raw:\n%q", table.stdout)
 	}
 	tl := lines(table.stdout)
-	if len(tl) != 1+len(rows) || !strings.HasPrefix(tl[0], "ID") || !strings.Contains(tl[2], "alice") ||
-		!strings.Contains(tl[2], `\u001b]0;pwned\u0007.json`) || !strings.Contains(tl[2], "done=2 selected=2 skipped=0") {
+	if len(tl) != 2+len(rows) || !strings.HasPrefix(tl[0], "ID") || !strings.Contains(tl[3], "alice") ||
+		!strings.Contains(tl[3], `\u001b]0;pwned\u0007.json`) || !strings.Contains(tl[3], "done=2 missing=0 selected=2 skipped=0") {
 		t.Errorf("audit table:\n%s", table.stdout)
 	}
 
-	if n := len(auditRows(t, sp, q, "--since", "1h")); n != len(rows) {
+	if n := len(auditRows(t, sp, q, "--since", "1h")); n != len(rows)+1 {
 		t.Errorf("--since 1h: %d rows, want %d", n, len(rows))
 	}
 	if n := len(auditRows(t, sp, q, "--since", rows[3].At)); n != 2 {

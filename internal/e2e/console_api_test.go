@@ -106,6 +106,10 @@ func TestConsoleAuthorization(t *testing.T) {
 		t.Fatalf("operator's replay: %d %s", code, body)
 	}
 	olgas, state := taskOf(t, body)
+	var olgasTask struct{ Digest string }
+	if err := json.Unmarshal([]byte(body), &olgasTask); err != nil || len(olgasTask.Digest) != 64 {
+		t.Fatalf("olga's task without its digest: %v\n%s", err, body)
+	}
 	if state != "waiting" {
 		t.Fatalf("a replay of 5 under replay_over 2: %s, want waiting", state)
 	}
@@ -158,7 +162,7 @@ func TestConsoleAuthorization(t *testing.T) {
 		act{operator, "POST", cancelAdas, "", 200, "token:olga operator cancel ok"},
 		act{abe, "POST", cancelAdas, "", 409, "token:abe approver cancel refused"}, // cancelled already
 		act{abe, "POST", approveAdas, "", 409, "token:abe approver approve refused"},
-		act{abe, "POST", approveOlgas, "", 200, "token:abe approver approve ok"},
+		act{abe, "POST", approveOlgas, `{"digest": "` + olgasTask.Digest + `"}`, 200, "token:abe approver approve ok"},
 		act{ada, "POST", "/api/v1/tasks/999/approve", "", 404, "token:ada approver approve refused"},
 	)
 	for _, a := range acts {

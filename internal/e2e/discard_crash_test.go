@@ -46,7 +46,7 @@ func TestDiscardCrash(t *testing.T) {
 	base := t.TempDir()
 	q := filepath.Join(base, "q")
 	kept := filepath.Join(base, "kept")
-	if err := os.Mkdir(kept, 0o755); err != nil {
+	if err := os.Mkdir(kept, 0o750); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(q, "ledger.db")

@@ -18,18 +18,7 @@ import (
 // freed, the next run recovers what it left and finishes every message.
 // It mounts a small tmpfs, so it needs root; elsewhere it skips.
 func TestDiskFull(t *testing.T) {
-	mnt := filepath.Join(t.TempDir(), "fs")
-	if err := os.Mkdir(mnt, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", mnt).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a small tmpfs to fill (needs root): %v: %s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", mnt, err, out)
-		}
-	})
+	mnt := smallFS(t)
 	q := filepath.Join(mnt, "q")
 	mustRun(t, 0, "init", q)
 	const n = 120
@@ -94,6 +83,80 @@ func TestDiskFull(t *testing.T) {
 	}
 	if got := count(t, db, "SELECT COUNT(*) FROM deliveries WHERE outcome = 'duplicate'"); got != 0 {
 		t.Fatalf("%d duplicates: a message became a duplicate of its own interrupted run", got)
+	}
+}
+
+// smallFS mounts a tmpfs of 3 MiB for the test to fill, and unmounts it
+// at the end; without root the test skips.
+func smallFS(t *testing.T) string {
+	t.Helper()
+	mnt := filepath.Join(t.TempDir(), "fs")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a small tmpfs to fill (needs root): %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", mnt, err, out)
+		}
+	})
+	return mnt
+}
+
+// fill writes a file at path until its filesystem is full.
+func fill(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	chunk := make([]byte, 4<<10)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+}
+
+// TestDiskFullLedgerOpen: a ledger the disk is too full to open (a
+// consumer killed earlier left a 3-byte -shm and an empty -wal, which
+// SQLite must grow to 32 KiB before it reads the database) is said to be
+// that, with its path, by the reports and by consume (exit 3), never
+// "holds no spool ledger", which would steer the operator to init or
+// --new-ledger; once space is freed it opens as it was.
+func TestDiskFullLedgerOpen(t *testing.T) {
+	mnt := smallFS(t)
+	q := filepath.Join(mnt, "q")
+	mustRun(t, 0, "init", q)
+	putMessage(t, q, "a.json", orderMessage("a", "A", 1, "1.00"))
+	mustRun(t, 0, "consume", q)
+	ledgerPath := filepath.Join(q, "ledger.db")
+	if err := os.WriteFile(ledgerPath+"-wal", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(ledgerPath+"-shm", []byte("abc"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	filler := filepath.Join(mnt, "filler")
+	fill(t, filler)
+	for _, args := range [][]string{{"status", q}, {"tasks", q}, {"dups", q}, {"consume", q}} {
+		r := run(t, args...)
+		want := "spool: " + args[0] + ": ledger " + ledgerPath + ": disk full"
+		if r.code != 3 || !strings.HasPrefix(r.stderr, want) || strings.Count(r.stderr, "\n") != 1 || strings.Contains(r.stderr, "no spool ledger") {
+			t.Errorf("spool %s on a full disk: want exit 3 and one line beginning %q\n%s", args[0], want, r)
+		}
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if r := mustRun(t, 0, "status", q, "--json"); !strings.Contains(r.stdout, `"processed": 1`) && !strings.Contains(r.stdout, `"processed":1`) {
+		t.Errorf("status after freeing space: want the ledger as it was, 1 processed\n%s", r)
 	}
 }
 

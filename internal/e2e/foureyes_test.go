@@ -155,7 +155,7 @@ func TestFourEyesNotFromEnvironment(t *testing.T) {
 	if r := ghost.with("USER=alice").run(t, "replay", q3, "--all"); r.code != 0 || r.stdout != "replayed p0.json -> inbox/p0.json\n" {
 		t.Fatalf("a nameless uid replays without a policy:\n%s", r)
 	}
-	if rows := auditLines(t, q3, 0); len(rows) != 2 || !strings.HasPrefix(rows[1], id+" replay - ok") {
+	if rows := auditLines(t, q3, 0); len(rows) != 2 || !strings.HasPrefix(rows[1], id+" replay 1 ok") {
 		t.Fatalf("audit without a policy:\n%s\nwant the replay by %s", strings.Join(rows, "\n"), id)
 	}
 }
@@ -215,7 +215,7 @@ func TestFourEyesSudo(t *testing.T) {
 	}
 	// SUDO_UID 0 is root's, not SUDO_USER's: the variables are not believed.
 	forged := spoolAt{bin: spoolBin, env: []string{"SUDO_USER=" + as.name, "SUDO_UID=0"}}
-	if r := forged.run(t, "approve", q, "2"); r.code != 0 || !strings.HasPrefix(r.stdout, "task 2 approved: replay of 2 files asked by os:"+as.name+"\n") {
+	if r := forged.run(t, "approve", q, "2", "--yes"); r.code != 0 || !strings.Contains(r.stdout, "\ntask 2 approved: replay of 2 files asked by os:"+as.name+"\n") {
 		t.Fatalf("root with a SUDO_UID that is not SUDO_USER's approves: want root's approval\n%s", r)
 	}
 	if ts := tasksOf(t, q); ts[0].State != "done" || ts[0].ApprovedBy != "os:root" {
@@ -263,7 +263,7 @@ func TestFourEyesAcrossRealms(t *testing.T) {
 	if r := as.run(t, "approve", q, "3"); r.code != 1 || !strings.Contains(r.stderr, "task 3 was asked by token:deploy: a request needs someone else's approval") {
 		t.Fatalf("%s approves what token deploy (os=%s) asked: want exit 1\n%s", as.name, as.name, r)
 	}
-	if code, body := apiCall(t, base, "ada-token", "POST", "/api/v1/tasks/1/approve", ""); code != 200 {
+	if code, body := apiCall(t, base, "ada-token", "POST", "/api/v1/tasks/1/approve", `{"digest": "`+tasksOf(t, q)[len(tasksOf(t, q))-1].Digest+`"}`); code != 200 {
 		t.Fatalf("ada approves root's request: %d %s", code, body)
 	}
 	// A policy set while serve runs applies to its next request.

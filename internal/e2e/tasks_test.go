@@ -224,8 +224,8 @@ func TestTaskApprovalTwoUsers(t *testing.T) {
 	if ts := tasksOf(t, q); len(ts) != 1 || ts[0].State != "waiting" || ts[0].Files != 4 || ts[0].By != "os:"+asker || ts[0].ByOS != asker {
 		t.Fatalf("tasks after the refusals: %+v", ts)
 	}
-	r = mustRun(t, 0, "approve", q, "1")
-	if !strings.HasPrefix(r.stdout, "task 1 approved: replay of 4 files asked by os:"+asker+"\n") ||
+	r = mustRun(t, 0, "approve", q, "1", "--yes")
+	if !strings.Contains(r.stdout, "\ntask 1 approved: replay of 4 files asked by os:"+asker+"\n") ||
 		!strings.HasSuffix(r.stdout, "task 1 done: 4 of 4 files replayed, 0 gone before, 0 changed since the request\n") {
 		t.Fatalf("approval:\n%s", r)
 	}
@@ -250,7 +250,7 @@ func TestTaskApprovalTwoUsers(t *testing.T) {
 		a + "||cli|policy|-|ok|map[]|adopted the approval section of " + filepath.Join(q, "spool.conf") + ": replay_over=2 discard_over=0",
 		a + "||cli|replay|1|ok|map[selected:4 skipped:0]|task 1 waits for approval: 4 files, over replay_over 2",
 		a + "||cli|approve|1|refused|map[]|task 1 was asked by " + a + ": a request needs someone else's approval",
-		a + "||cli|replay|-|refused|map[]|--by " + root + ": under the approval policy of spool.conf the operator is the OS user (" + asker + "), not another name",
+		a + "||cli|replay|-|refused|map[]|by " + root + ": under the approval policy the requester is the OS user who asks (" + a + "), not another name",
 		b + "||cli|approve|1|ok|map[selected:4]|task 1 approved, asked by " + a,
 		b + "||cli|run|1|ok|map[changed:0 done:4 missing:0 selected:4]|task 1 done: 4 of 4 files begun",
 	}
@@ -483,7 +483,7 @@ func TestTaskDiscardStale(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	r := run(t, "approve", q, "1")
+	r := run(t, "approve", q, "1", "--yes")
 	if want := "spool: approve: task 1: 1 of its 3 files changed since the request; p1.json: its body changed: ask again to see the queue as it is now\n"; r.code != 1 || r.stderr != want {
 		t.Fatalf("stale approval: want exit 1 and %q\n%s", want, r)
 	}
@@ -493,7 +493,7 @@ func TestTaskDiscardStale(t *testing.T) {
 	if r := as.run(t, "discard", q, "--reason", "parse", "--note", "junk, again"); r.code != 0 || !strings.HasPrefix(r.stdout, "task 2: discard of 3 files waits") {
 		t.Fatalf("second request:\n%s", r)
 	}
-	r = mustRun(t, 0, "approve", q, "2")
+	r = mustRun(t, 0, "approve", q, "2", "--yes")
 	if !strings.HasSuffix(r.stdout, "task 2 done: 3 of 3 files discarded, 0 gone before, 0 changed since the request\n") {
 		t.Fatalf("approval:\n%s", r)
 	}
@@ -505,7 +505,7 @@ func TestTaskDiscardStale(t *testing.T) {
 		t.Fatalf("tasks: %+v", ts)
 	}
 	// The first task's set is gone now: approving it is refused too.
-	if r := run(t, "approve", q, "1"); r.code != 1 || !strings.Contains(r.stderr, "3 of its 3 files changed") {
+	if r := run(t, "approve", q, "1", "--yes"); r.code != 1 || !strings.Contains(r.stderr, "3 of its 3 files changed") {
 		t.Fatalf("approval of the stale task:\n%s", r)
 	}
 }

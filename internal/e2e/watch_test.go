@@ -279,7 +279,8 @@ func TestWatchOverflow(t *testing.T) {
 
 // TestWatchRecoversDeadConsumer: a consumer killed with SIGKILL while it
 // holds claims does not wait for the watcher's restart: the running
-// watcher recovers its claims (at its next rescan) and consumes them.
+// watcher recovers its claims (on its recovery clock, every second) and
+// consumes them.
 func TestWatchRecoversDeadConsumer(t *testing.T) {
 	t.Parallel()
 	q := filepath.Join(t.TempDir(), "q")

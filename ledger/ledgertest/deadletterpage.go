@@ -37,7 +37,7 @@ func testDeadLetterPage(t *testing.T, db *ledger.DB) {
 	again.At = base.Add(30 * time.Minute)
 	record(t, db, again)
 	// f4 discarded (a batch begun is enough: its file left error/).
-	if _, err := db.BeginDiscard(ctx, "op", "poison", "", base.Add(2*time.Hour),
+	if _, err := startDiscard(t, db, "op", "poison", "", base.Add(2*time.Hour),
 		[]ledger.DiscardItem{{Idx: 0, File: "f4.json", Ino: 104, Reason: string(spool.ReasonParse), ContentHash: "44", Size: 1}}); err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func testDeadLetterPage(t *testing.T, db *ledger.DB) {
 			t.Errorf("DeadLetterPage(%+v) = %q, want %q", c.q, claims, c.want)
 		}
 	}
-	groups, err := db.DeadLetterGroups(ctx)
+	groups, err := db.DeadLetterGroups(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package ledgertest
 
 import (
+	"cmp"
 	"reflect"
 	"testing"
 	"time"
@@ -16,18 +17,19 @@ import (
 func testDiscard(t *testing.T, db *ledger.DB) {
 	ctx := t.Context()
 	at := time.Date(2025, 3, 1, 12, 30, 45, 123456000, time.UTC)
-	if _, err := db.BeginDiscard(ctx, "", "why", "", at, nil); err == nil {
-		t.Error("BeginDiscard without by: nil error, want one")
+	one := []ledger.DiscardItem{{Idx: 0, File: "x.json", Ino: 10, Reason: "parse"}}
+	if _, err := startDiscard(t, db, "", "why", "", at, one); err == nil {
+		t.Error("a discard without by: nil error, want one")
 	}
-	if _, err := db.BeginDiscard(ctx, "alice", "  ", "", at, nil); err == nil {
-		t.Error("BeginDiscard without a note: nil error, want one")
+	if _, err := startDiscard(t, db, "alice", "  ", "", at, one); err == nil {
+		t.Error("a discard without a note: nil error, want one")
 	}
 	items := []ledger.DiscardItem{
 		{Idx: 0, File: "a.json", Ino: 11, MsgID: "a", Reason: "handler", ContentHash: "aa", Size: 3},
 		{Idx: 1, File: "bad.json", Ino: 12, Reason: "parse", ContentHash: "bb", Size: 8},
 		{Idx: 2, File: "fifo.json", Ino: 13, Reason: "not-regular"},
 	}
-	id, err := db.BeginDiscard(ctx, "alice", "poison from upstream", "/srv/kept", at, items)
+	id, err := startDiscard(t, db, "alice", "poison from upstream", "/srv/kept", at, items)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,4 +94,20 @@ func testDiscard(t *testing.T, db *ledger.DB) {
 	if of, err := db.DiscardsOf(ctx, "", nil); err != nil || len(of) != 0 {
 		t.Errorf("DiscardsOf() = %+v, %v; want none", of, err)
 	}
+}
+
+// startDiscard begins a discard batch of items, the whole of a task asked
+// and run at once (ledger.DB.StartTask), and returns the batch's id.
+func startDiscard(t *testing.T, db *ledger.DB, by, note, toDir string, at time.Time, items []ledger.DiscardItem) (int64, error) {
+	files := make([]ledger.TaskFile, len(items))
+	for i, it := range items {
+		files[i] = ledger.TaskFile{Idx: it.Idx, File: it.File, Ino: it.Ino, ContentHash: it.ContentHash, Size: it.Size, MsgID: it.MsgID, Reason: it.Reason}
+	}
+	st, err := db.StartTask(t.Context(), ledger.TaskStart{
+		Task:  ledger.TaskRecord{Kind: "discard", Files: len(files), By: cmp.Or(by, "-"), Via: ledger.AuditCLI, Note: note},
+		Files: files,
+		Move:  ledger.TaskMove{Kind: "discard", By: by, Note: note, ToDir: toDir, At: at, Discard: items},
+		Audit: ledger.AuditEntry{Actor: cmp.Or(by, "-"), Via: ledger.AuditCLI, Action: "discard"},
+	})
+	return st.Move, err
 }

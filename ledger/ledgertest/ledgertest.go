@@ -86,6 +86,7 @@ func Run(t *testing.T, b Backend) {
 		{"OutboxEmit", testOutboxEmit},
 		{"Headers", testHeaders},
 		{"OutboxRelay", testOutboxRelay},
+		{"OutboxBatch", testOutboxBatch},
 		{"OutboxCommitOrder", testOutboxCommitOrder},
 		{"Rebuild", testRebuild},
 		{"RepairDoneOrder", testRepairDoneOrder},
@@ -100,9 +101,12 @@ func Run(t *testing.T, b Backend) {
 		{"Snapshot", testSnapshot},
 		{"PruneFiles", testPruneFiles},
 		{"Tasks", testTasks},
-		{"OneMoveTasks", testOneMoveTasks},
+		{"StartTasks", testStartTasks},
 		{"ApprovalPolicy", testApprovalPolicy},
 		{"DeadLetterPage", testDeadLetterPage},
+		{"DeadLetterExits", testDeadLetterExits},
+		{"PruneHorizon", testPruneHorizon},
+		{"RejectKey", testRejectKey},
 	}
 	opener := func(t *testing.T, dsn string) *ledger.DB {
 		t.Helper()

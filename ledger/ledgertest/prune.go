@@ -51,3 +51,52 @@ func testPruneFiles(t *testing.T, db *ledger.DB) {
 		t.Errorf("EachPruneFile after Prune = %v, want only the recent file, kept", got)
 	}
 }
+
+// testPruneHorizon: a prune that removes rows records its horizon, the
+// later of its edge and FilesBefore, never lowered by a later prune; a
+// dry run, or a prune that removes nothing, records none; a ledger pruned
+// of every row is not Empty.
+func testPruneHorizon(t *testing.T, db *ledger.DB) {
+	ctx := t.Context()
+	horizon := func() time.Time {
+		t.Helper()
+		h, err := db.PruneHorizon(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	record(t, db, valid("c1", msg{ID: "m1"}), valid("c2", msg{ID: "m2"}))
+	old := time.Now().Add(-48 * time.Hour).UTC().Format(ledger.TimeLayout)
+	if _, err := db.SQL().ExecContext(ctx, db.Dialect().Rebind(`UPDATE processed SET processed_at = ? WHERE msg_id = 'm1'`), old); err != nil {
+		t.Fatal(err)
+	}
+	edge := time.Now().Add(-24 * time.Hour).UTC().Truncate(time.Microsecond)
+	if _, err := db.Prune(ctx, ledger.Prune{Before: edge, DryRun: true}); err != nil || !horizon().IsZero() {
+		t.Fatalf("a dry run: %v, horizon %v; want none", err, horizon())
+	}
+	if _, err := db.Prune(ctx, ledger.Prune{Before: edge.Add(-72 * time.Hour)}); err != nil || !horizon().IsZero() {
+		t.Fatalf("a prune removing nothing: %v, horizon %v; want none", err, horizon())
+	}
+	files := edge.Add(90*time.Second + 500*time.Nanosecond)
+	if n, err := db.Prune(ctx, ledger.Prune{Before: edge, FilesBefore: files}); err != nil || n.Processed != 1 {
+		t.Fatalf("Prune = %+v, %v", n, err)
+	}
+	// Rounded up to the ledger's microseconds: no file changed before it
+	// reads as after.
+	if got, want := horizon(), files.Truncate(time.Microsecond).Add(time.Microsecond); !got.Equal(want) {
+		t.Errorf("horizon %v, want FilesBefore rounded up, %v", got, want)
+	}
+	if _, err := db.SQL().ExecContext(ctx, db.Dialect().Rebind(`UPDATE processed SET processed_at = ?`), old); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := db.Prune(ctx, ledger.Prune{Before: edge.Add(-time.Hour)}); err != nil || n.Processed != 1 {
+		t.Fatalf("second Prune = %+v, %v", n, err)
+	}
+	if got, want := horizon(), files.Truncate(time.Microsecond).Add(time.Microsecond); !got.Equal(want) {
+		t.Errorf("horizon %v after a prune with an earlier edge, want it kept at %v", got, want)
+	}
+	if empty, err := db.Empty(ctx); err != nil || empty {
+		t.Errorf("Empty after a prune of every row = %v, %v; want false", empty, err)
+	}
+}

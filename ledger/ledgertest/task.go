@@ -49,27 +49,28 @@ func testTasks(t *testing.T, db *ledger.DB) {
 		t.Fatal(err)
 	}
 	chunk := ledger.TaskChunk{Task: id, From: 0, To: 2, Changed: map[int]string{1: "its body changed"}}
-	if _, err := db.BeginTaskReplay(ctx, chunk, "alice", "", at, []ledger.ReplayItem{{Idx: 0, File: "a.json", Ino: 11}}); !errors.Is(err, ledger.ErrTaskState) {
+	move := ledger.TaskMove{Kind: "replay", By: "alice", At: at, Replay: []ledger.ReplayItem{{Idx: 0, File: "a.json", Ino: 11}}}
+	if _, err := db.BeginTaskChunk(ctx, chunk, move); !errors.Is(err, ledger.ErrTaskState) {
 		t.Errorf("chunk of a task not running: %v", err)
 	}
 	if err := db.MoveTask(ctx, id, ledger.TaskTransition{From: []string{ledger.TaskApproved}, To: ledger.TaskRunning}); err != nil {
 		t.Fatal(err)
 	}
-	iid, err := db.BeginTaskReplay(ctx, chunk, "alice", "", at, []ledger.ReplayItem{{Idx: 0, File: "a.json", Ino: 11}})
+	iid, err := db.BeginTaskChunk(ctx, chunk, move)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.BeginTaskReplay(ctx, chunk, "alice", "", at, []ledger.ReplayItem{{Idx: 0, File: "a.json", Ino: 11}}); !errors.Is(err, ledger.ErrTaskState) {
+	if _, err := db.BeginTaskChunk(ctx, chunk, move); !errors.Is(err, ledger.ErrTaskState) {
 		t.Errorf("the same chunk twice: %v", err)
 	}
-	if un, err := db.TaskHasUnfinished(ctx, id); err != nil || !un {
-		t.Errorf("TaskHasUnfinished = %v, %v; want true", un, err)
+	if un, err := db.UnfinishedReplays(ctx); err != nil || len(un) != 1 || un[0].ID != iid {
+		t.Errorf("UnfinishedReplays = %+v, %v; want the chunk's intent", un, err)
 	}
 	if err := db.FinishReplay(ctx, iid, []ledger.Replay{{File: "a.json", NewName: "a.json", Ino: 11, By: "alice", At: at}}, at); err != nil {
 		t.Fatal(err)
 	}
-	if un, err := db.TaskHasUnfinished(ctx, id); err != nil || un {
-		t.Errorf("TaskHasUnfinished = %v, %v; want false", un, err)
+	if un, err := db.UnfinishedReplays(ctx); err != nil || len(un) != 0 {
+		t.Errorf("UnfinishedReplays = %+v, %v; want none", un, err)
 	}
 	got, err = db.Task(ctx, id)
 	if err != nil || got.Next != 2 || got.Done != 1 || got.Missing != 0 || got.Changed != 1 || got.ApprovedBy != "bob" {
@@ -79,8 +80,8 @@ func testTasks(t *testing.T, db *ledger.DB) {
 		t.Errorf("TaskFiles = %+v, %v", fs, err)
 	}
 	// A discard chunk whose file was gone counts it missing.
-	bid, err := db.BeginTaskDiscard(ctx, ledger.TaskChunk{Task: id, From: 2, To: 3}, "alice", "n", "", at,
-		[]ledger.DiscardItem{{Idx: 2, File: "c.json", Ino: 13, Reason: "handler", Size: 5}})
+	bid, err := db.BeginTaskChunk(ctx, ledger.TaskChunk{Task: id, From: 2, To: 3}, ledger.TaskMove{Kind: "discard", By: "alice", Note: "n", At: at,
+		Discard: []ledger.DiscardItem{{Idx: 2, File: "c.json", Ino: 13, Reason: "handler", Size: 5}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,80 +114,121 @@ func testTasks(t *testing.T, db *ledger.DB) {
 	}
 }
 
-// testOneMoveTasks: a replay or discard run as one move begins its task
-// with its intent or batch in one transaction, running with its whole
-// set begun, and finishing the move ends the task done with its counts;
-// a cancelled task whose last chunk finishes stays cancelled.
-func testOneMoveTasks(t *testing.T, db *ledger.DB) {
+// testStartTasks: a task asked and run at once is recorded with its first
+// move and its audit row (started, with the task's id) in one
+// transaction, running with the move's files begun; a move of the whole
+// set leaves no chunk for another run, and finishing it ends the task
+// done with its counts; a first move of more files than the set, or of
+// none, records nothing; a cancelled task whose last chunk finishes
+// stays cancelled.
+func testStartTasks(t *testing.T, db *ledger.DB) {
 	ctx := t.Context()
 	at := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
 	rec := ledger.TaskRecord{Kind: "replay", Request: `{"kind":"replay","selection":{"all":true}}`, Files: 2, Digest: "d1", Skipped: 1,
 		By: "alice", Via: ledger.AuditCLI, Note: "fixed"}
 	files := []ledger.TaskFile{{Idx: 0, File: "a.json", Ino: 11, MsgID: "a"}, {Idx: 1, File: "b.json", Ino: 12}}
 	items := []ledger.ReplayItem{{Idx: 0, File: "a.json", Ino: 11}, {Idx: 1, File: "b.json", Ino: 12}}
-	if _, _, err := db.BeginReplayTask(ctx, rec, files[:1], "alice", "fixed", at, items); err == nil {
-		t.Error("BeginReplayTask with fewer task files than items: nil error")
+	audit := ledger.AuditEntry{Actor: "alice", Via: ledger.AuditCLI, Action: "replay", Selection: `{"all":true}`, Host: "h", PID: 7}
+	move := ledger.TaskMove{Kind: "replay", By: "alice", Note: "fixed", At: at, Replay: items}
+	for _, bad := range []ledger.TaskStart{
+		{Task: rec, Files: files[:1], Move: move, Audit: audit},
+		{Task: rec, Files: files, Move: ledger.TaskMove{Kind: "replay", By: "alice", At: at}, Audit: audit},
+		{Task: rec, Files: files, Move: ledger.TaskMove{Kind: "discard", By: "alice", At: at, Replay: items}, Audit: audit},
+		{Task: rec, Files: files, Move: move},
+	} {
+		if _, err := db.StartTask(ctx, bad); err == nil {
+			t.Errorf("StartTask(%+v): nil error", bad)
+		}
 	}
-	tid, iid, err := db.BeginReplayTask(ctx, rec, files, "alice", "fixed", at, items)
+	if ts, err := db.Tasks(ctx, ledger.TaskQuery{}); err != nil || len(ts) != 0 {
+		t.Fatalf("refused starts recorded tasks: %+v, %v", ts, err)
+	}
+	st, err := db.StartTask(ctx, ledger.TaskStart{Task: rec, Files: files, Move: move, Audit: audit})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := db.Task(ctx, tid)
+	got, err := db.Task(ctx, st.Task)
 	if err != nil || got.State != ledger.TaskRunning || got.Next != 2 || got.Files != 2 || got.Skipped != 1 || got.By != "alice" ||
 		got.Via != ledger.AuditCLI || !got.Created.Equal(at) || got.Request != rec.Request || got.Done != 0 {
-		t.Fatalf("Task after BeginReplayTask = %+v, %v", got, err)
+		t.Fatalf("Task after StartTask = %+v, %v", got, err)
 	}
-	if un, err := db.UnfinishedReplays(ctx); err != nil || len(un) != 1 || un[0].ID != iid || len(un[0].Items) != 2 {
+	if un, err := db.UnfinishedReplays(ctx); err != nil || len(un) != 1 || un[0].ID != st.Move || len(un[0].Items) != 2 {
 		t.Fatalf("UnfinishedReplays = %+v, %v", un, err)
 	}
-	// No run can take a chunk of it: its cursor is past its set.
-	if _, err := db.BeginTaskReplay(ctx, ledger.TaskChunk{Task: tid, From: 0, To: 1}, "bob", "", at, items[:1]); !errors.Is(err, ledger.ErrTaskState) {
-		t.Errorf("a chunk of a one-move task: %v, want ErrTaskState", err)
+	rows, err := db.AuditList(ctx, ledger.AuditQuery{Action: "replay"})
+	if err != nil || len(rows) != 1 || rows[0].ID != st.Audit || rows[0].Task != st.Task || rows[0].Outcome != ledger.AuditStarted || rows[0].PID != 7 {
+		t.Fatalf("audit after StartTask = %+v, %v", rows, err)
 	}
-	if err := db.FinishReplay(ctx, iid, []ledger.Replay{{File: "a.json", NewName: "a.json", Ino: 11, By: "alice", At: at}}, at.Add(time.Second)); err != nil {
+	// No run can take a chunk of it: its cursor is past its set.
+	if _, err := db.BeginTaskChunk(ctx, ledger.TaskChunk{Task: st.Task, From: 0, To: 1}, ledger.TaskMove{Kind: "replay", By: "bob", At: at, Replay: items[:1]}); !errors.Is(err, ledger.ErrTaskState) {
+		t.Errorf("a chunk of a task begun whole: %v, want ErrTaskState", err)
+	}
+	if err := db.FinishReplay(ctx, st.Move, []ledger.Replay{{File: "a.json", NewName: "a.json", Ino: 11, By: "alice", At: at}}, at.Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	got, err = db.Task(ctx, tid)
+	got, err = db.Task(ctx, st.Task)
 	if err != nil || got.State != ledger.TaskDone || got.Done != 1 || got.Missing != 1 || !got.Ended.Equal(at.Add(time.Second)) {
 		t.Fatalf("Task after its move finished = %+v, %v", got, err)
 	}
 
-	drec := ledger.TaskRecord{Kind: "discard", Files: 1, Digest: "d2", By: "bob", Via: ledger.AuditCLI, Note: "spam"}
-	did, bid, err := db.BeginDiscardTask(ctx, drec, []ledger.TaskFile{{Idx: 0, File: "c.json", Ino: 13, ContentHash: "cc", Size: 2}},
-		"bob", "spam", "", at, []ledger.DiscardItem{{Idx: 0, File: "c.json", Ino: 13, ContentHash: "cc", Size: 2}})
+	// A discard of two files at a rate: its first move is one file, and the
+	// second chunk is a run's.
+	drec := ledger.TaskRecord{Kind: "discard", Files: 2, Digest: "d2", By: "bob", Via: ledger.AuditCLI, Note: "spam"}
+	dfiles := []ledger.TaskFile{{Idx: 0, File: "c.json", Ino: 13, ContentHash: "cc", Size: 2}, {Idx: 1, File: "e.json", Ino: 15, ContentHash: "ee", Size: 2}}
+	daudit := audit
+	daudit.Action = "discard"
+	dst, err := db.StartTask(ctx, ledger.TaskStart{Task: drec, Files: dfiles, Audit: daudit, Move: ledger.TaskMove{Kind: "discard", By: "bob", Note: "spam", At: at,
+		Discard: []ledger.DiscardItem{{Idx: 0, File: "c.json", Ino: 13, ContentHash: "cc", Size: 2}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := db.Task(ctx, did); err != nil || got.State != ledger.TaskRunning || got.Kind != "discard" || got.Next != 1 {
-		t.Fatalf("Task after BeginDiscardTask = %+v, %v", got, err)
+	if got, err := db.Task(ctx, dst.Task); err != nil || got.State != ledger.TaskRunning || got.Kind != "discard" || got.Next != 1 {
+		t.Fatalf("Task after StartTask = %+v, %v", got, err)
 	}
-	if err := db.FinishDiscard(ctx, bid, []ledger.DiscardItem{{Idx: 0, File: "c.json", Outcome: ledger.DiscardDeleted}}, at); err != nil {
+	if err := db.FinishDiscard(ctx, dst.Move, []ledger.DiscardItem{{Idx: 0, File: "c.json", Outcome: ledger.DiscardDeleted}}, at); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := db.Task(ctx, did); err != nil || got.State != ledger.TaskDone || got.Done != 1 || got.Missing != 0 {
+	if got, err := db.Task(ctx, dst.Task); err != nil || got.State != ledger.TaskRunning || got.Done != 1 {
+		t.Fatalf("Task after its first move = %+v, %v, want running, a chunk left", got, err)
+	}
+	bid, err := db.BeginTaskChunk(ctx, ledger.TaskChunk{Task: dst.Task, From: 1, To: 2}, ledger.TaskMove{Kind: "discard", By: "bob", Note: "spam", At: at,
+		Discard: []ledger.DiscardItem{{Idx: 1, File: "e.json", Ino: 15, ContentHash: "ee", Size: 2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.FinishDiscard(ctx, bid, []ledger.DiscardItem{{Idx: 1, File: "e.json", Outcome: ledger.DiscardDeleted}}, at); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := db.Task(ctx, dst.Task); err != nil || got.State != ledger.TaskDone || got.Done != 2 || got.Missing != 0 {
 		t.Fatalf("Task after its discard finished = %+v, %v", got, err)
 	}
 
-	// A task cancelled while its last chunk was under way stays cancelled.
-	cid, err := db.CreateTask(ctx, ledger.TaskRecord{Kind: "replay", State: ledger.TaskApproved, Files: 1, By: "carol", Via: ledger.AuditCLI, Created: at},
-		[]ledger.TaskFile{{Idx: 0, File: "d.json", Ino: 14}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.MoveTask(ctx, cid, ledger.TaskTransition{From: []string{ledger.TaskApproved}, To: ledger.TaskRunning}); err != nil {
-		t.Fatal(err)
-	}
-	ciid, err := db.BeginTaskReplay(ctx, ledger.TaskChunk{Task: cid, From: 0, To: 1}, "carol", "", at, []ledger.ReplayItem{{Idx: 0, File: "d.json", Ino: 14}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.MoveTask(ctx, cid, ledger.TaskTransition{From: []string{ledger.TaskRunning}, To: ledger.TaskCancelled, By: "dave"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.FinishReplay(ctx, ciid, []ledger.Replay{{File: "d.json", NewName: "d.json", Ino: 14, By: "carol", At: at}}, at); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := db.Task(ctx, cid); err != nil || got.State != ledger.TaskCancelled || got.Done != 1 {
-		t.Fatalf("cancelled task after its last chunk = %+v, %v", got, err)
+	// A task cancelled while its last chunk was under way stays cancelled;
+	// one that failed while its last move was under way ends done when
+	// another run finishes the move.
+	for _, end := range []string{ledger.TaskCancelled, ledger.TaskFailed} {
+		cid, err := db.CreateTask(ctx, ledger.TaskRecord{Kind: "replay", State: ledger.TaskApproved, Files: 1, By: "carol", Via: ledger.AuditCLI, Created: at},
+			[]ledger.TaskFile{{Idx: 0, File: "d.json", Ino: 14}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.MoveTask(ctx, cid, ledger.TaskTransition{From: []string{ledger.TaskApproved}, To: ledger.TaskRunning}); err != nil {
+			t.Fatal(err)
+		}
+		ciid, err := db.BeginTaskChunk(ctx, ledger.TaskChunk{Task: cid, From: 0, To: 1}, ledger.TaskMove{Kind: "replay", By: "carol", At: at,
+			Replay: []ledger.ReplayItem{{Idx: 0, File: "d.json", Ino: 14}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.MoveTask(ctx, cid, ledger.TaskTransition{From: []string{ledger.TaskRunning}, To: end, By: "dave"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.FinishReplay(ctx, ciid, []ledger.Replay{{File: "d.json", NewName: "d.json", Ino: 14, By: "carol", At: at}}, at); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{ledger.TaskCancelled: ledger.TaskCancelled, ledger.TaskFailed: ledger.TaskDone}[end]
+		if got, err := db.Task(ctx, cid); err != nil || got.State != want || got.Done != 1 {
+			t.Fatalf("%s task after its last chunk = %+v, %v; want %s", end, got, err, want)
+		}
 	}
 }

@@ -108,6 +108,9 @@ func number(err error) uint16 {
 	return 0
 }
 
+// IsMissingTable: ER_NO_SUCH_TABLE.
+func (dialect) IsMissingTable(err error) bool { return number(err) == 1146 }
+
 // IsConflict: a deadlock (InnoDB rolled the transaction back) or a lock
 // wait that timed out (the statement was rolled back).
 func (dialect) IsConflict(err error) bool {

@@ -138,6 +138,8 @@ func Config(dsn string) (*driver.Config, error) {
 	cfg.Params["sql_mode"] = "'" + sqlMode + "'"
 	cfg.Params["tx_isolation"] = "'READ-COMMITTED'"
 	cfg.Collation = "utf8mb4_bin"
+	// Not the driver's default, which writes to stderr: SetLogger's.
+	cfg.Logger = driverLogger{}
 	// The migrations are files of several statements.
 	cfg.MultiStatements = true
 	cfg.InterpolateParams = false

@@ -152,8 +152,22 @@ func (dialect) Leases() (ledger.LeaseSQL, bool) {
 	}, true
 }
 
+// ResetSession: synchronous_commit, which a function a handler calls could
+// turn off for the commit (I3), and search_path, which decides where the
+// ledger's own tables are found, back to the session's own values, those
+// its DSN and role gave it and check found durable. RESET, unlike SET
+// LOCAL, also takes back a session-wide set_config that would otherwise
+// outlive the commit. pgx sends a statement without arguments by the
+// simple protocol, which takes several in one round trip.
+func (dialect) ResetSession() string {
+	return "RESET synchronous_commit; RESET search_path"
+}
+
 // Snapshot: a PostgreSQL ledger is backed up with the server's own tools.
 func (dialect) Snapshot() ledger.Snapshot { return ledger.Snapshot{Tool: "pg_dump"} }
+
+// IsMissingTable: undefined_table.
+func (dialect) IsMissingTable(err error) bool { return sqlState(err) == "42P01" }
 
 // KeyTaken: unique_violation.
 func (dialect) KeyTaken(err error) bool { return sqlState(err) == "23505" }

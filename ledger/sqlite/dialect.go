@@ -82,6 +82,13 @@ func (dialect) StatementTimeout(time.Duration) (string, string, error) {
 	return "", "", errNoTimeout
 }
 
+// IsMissingTable: SQLite's "no such table", a plain SQLITE_ERROR (1)
+// that only its text tells from the others.
+func (dialect) IsMissingTable(err error) bool {
+	var coded interface{ Code() int }
+	return errors.As(err, &coded) && coded.Code()&0xff == 1 && strings.Contains(err.Error(), "no such table")
+}
+
 func (dialect) IsConflict(err error) bool {
 	var coded interface{ Code() int }
 	if !errors.As(err, &coded) {

@@ -1,10 +1,14 @@
 package sqlite
 
 import (
+	"database/sql"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/spoolq/spool/ledger"
 )
 
 func TestPlaceholder(t *testing.T) {
@@ -61,3 +65,31 @@ func TestNoStatementTimeout(t *testing.T) {
 		t.Error("StatementTimeout: nil error, want a refusal")
 	}
 }
+
+// TestIsMissingTable: SQLite's "no such table" is a missing table; its
+// other errors, an I/O error of a full disk among them, are not, so that
+// a ledger that cannot be read is not reported as no ledger.
+func TestIsMissingTable(t *testing.T) {
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "x.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	_, missing := db.Exec("SELECT * FROM schema_migrations")
+	_, syntax := db.Exec("SELEC 1")
+	d := Dialect().(ledger.MissingTable)
+	if missing == nil || !d.IsMissingTable(missing) {
+		t.Errorf("IsMissingTable(%v) = false, want true", missing)
+	}
+	for _, err := range []error{syntax, codedErr{4874}, codedErr{13}, errors.New("no such table: x")} {
+		if d.IsMissingTable(err) {
+			t.Errorf("IsMissingTable(%v) = true, want false", err)
+		}
+	}
+}
+
+// codedErr is an error with an SQLite result code, as modernc's are.
+type codedErr struct{ code int }
+
+func (e codedErr) Error() string { return fmt.Sprintf("sqlite error (%d)", e.code) }
+func (e codedErr) Code() int     { return e.code }

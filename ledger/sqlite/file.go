@@ -41,11 +41,16 @@ var (
 	// it would be created in cannot be written by this process; a
 	// ledger only read would still fail at its first write.
 	ErrReadOnly = errors.New("is read-only")
+	// ErrDiskFull: the filesystem of the ledger has no room for what
+	// SQLite must write to open it (its -shm, which it grows to 32 KiB
+	// before it reads a WAL database) or to use it. Not a ledger that
+	// is missing or damaged: free space, and it opens as it was.
+	ErrDiskFull = errors.New("disk full")
 )
 
 // FileError is a ledger file, a sidecar of it or its directory that SQLite
 // cannot use as it is. Err is one of ErrIsDirectory, ErrNoDirectory,
-// ErrNotDatabase and ErrReadOnly.
+// ErrNotDatabase, ErrReadOnly and ErrDiskFull.
 type FileError struct {
 	// Path is the file at fault: the ledger path as given, the -wal or
 	// -shm file next to it, or the directory it would be created in.
@@ -187,14 +192,50 @@ func readOnly(path string, fi fs.FileInfo, err error, hint string) *FileError {
 }
 
 // openError is the error of opening the ledger at path: a *FileError for
-// SQLite's SQLITE_NOTADB (26), which names no file, else err with the
-// operation and the path.
+// SQLite's SQLITE_NOTADB (26), which names no file, and for a disk too
+// full to open it (diskFull), else err with the operation and the path.
 func openError(path string, err error) error {
 	var coded interface{ Code() int }
 	if errors.As(err, &coded) && coded.Code()&0xff == 26 {
 		return &FileError{Path: path, Err: ErrNotDatabase, msg: fmt.Sprintf(" is not an SQLite database (%v)", err)}
 	}
+	if free, full := diskFull(path, err); full {
+		return &FileError{Path: path, Err: ErrDiskFull, msg: fmt.Sprintf(": disk full, %d KiB free on its filesystem (%v). Try: free space there, then run again",
+			free>>10, err)}
+	}
 	return fmt.Errorf("open ledger %s: %w", path, err)
+}
+
+// minRoom is the free space under which an I/O error of SQLite's on the
+// ledger's filesystem is taken for the disk being full: its -shm grows by
+// 32 KiB at a time, and a commit writes a few pages to the -wal.
+const minRoom = 256 << 10
+
+// diskFull reports whether err, of SQLite on the ledger at path, is its
+// filesystem being full, and how many bytes are free there: SQLITE_FULL
+// (13) or ENOSPC says so itself, while SQLite's I/O errors (10: a write,
+// an fsync, and SQLITE_IOERR_SHMSIZE, 4874, the -shm it could not grow)
+// name no cause, so a filesystem with less than minRoom free (to this
+// user) is taken for it.
+func diskFull(path string, err error) (uint64, bool) {
+	var st unix.Statfs_t
+	if serr := unix.Statfs(filepath.Dir(path), &st); serr != nil {
+		return 0, false
+	}
+	free := st.Bavail * uint64(st.Bsize)
+	if os.Geteuid() == 0 {
+		free = st.Bfree * uint64(st.Bsize) // root may write into the reserved blocks
+	}
+	var coded interface{ Code() int }
+	isCode := func(c int) bool { return errors.As(err, &coded) && coded.Code()&0xff == c }
+	const sqliteIOErr, sqliteFull = 10, 13
+	switch {
+	case errors.Is(err, unix.ENOSPC), isCode(sqliteFull):
+		return free, true
+	case isCode(sqliteIOErr):
+		return free, free < minRoom
+	}
+	return free, false
 }
 
 func typeName(m fs.FileMode) string {

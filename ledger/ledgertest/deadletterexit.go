@@ -1,0 +1,161 @@
+package ledgertest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/ledger"
+)
+
+// testDeadLetterExits: a dead letter whose file was edited to a new inode
+// leaves the dead-letter index when a file of its name is replayed or
+// discarded, unless two current records share the name; one retired by
+// RetireDeadLetters leaves it, once however often it is retired; a page
+// read with a Check is filled past the records it leaves out, and the
+// groups count only those it keeps.
+func testDeadLetterExits(t *testing.T, db *ledger.DB) {
+	ctx := t.Context()
+	base := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
+	var batch []*spool.Delivery
+	for i, name := range []string{"a.json", "b.json", "c.json", "dup.json", "dup.json", "e.json", "f.json", "g.json"} {
+		d := rejected(fmt.Sprintf("c%d", i), name, uint64(200+i), spool.ReasonParse, "", fmt.Sprintf("bad byte at offset %d", i))
+		d.At = base.Add(time.Duration(i) * time.Minute)
+		batch = append(batch, d)
+	}
+	record(t, db, batch...)
+	ids := map[string]int64{}
+	rows := column(t, db, `SELECT claim FROM deliveries ORDER BY id`)
+	for i, id := range column(t, db, `SELECT id FROM deliveries ORDER BY id`) {
+		n, err := strconv.ParseInt(id, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[rows[i]] = n
+	}
+	current := func() string {
+		t.Helper()
+		var claims []string
+		for before := int64(0); ; {
+			page, next, err := db.DeadLetterPage(ctx, ledger.DeadLetterQuery{Limit: 3, Before: before})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range page {
+				claims = append(claims, r.Claim)
+			}
+			if next == 0 {
+				return strings.Join(claims, " ")
+			}
+			before = next
+		}
+	}
+	at := base.Add(time.Hour)
+	// a.json edited (inode 900) and replayed; dup.json edited and replayed:
+	// two records of that name, which one moved is unknown; a file that
+	// got a collision suffix is not tied to its record either.
+	for _, r := range []ledger.Replay{
+		{File: "a.json", NewName: "a.json", Ino: 900, By: "op", At: at},
+		{File: "dup.json", NewName: "dup.json", Ino: 901, By: "op", At: at},
+		{File: "e~2.json", NewName: "e.json", Ino: 903, By: "op", At: at},
+	} {
+		if err := db.RecordReplay(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// b.json edited (inode 902) and discarded.
+	st, err := db.StartTask(ctx, ledger.TaskStart{
+		Task: ledger.TaskRecord{Kind: "discard", Request: `{"kind":"discard","selection":{"names":["b.json"]}}`, Files: 1, Digest: "db",
+			By: "op", Via: ledger.AuditCLI, Note: "poison"},
+		Files: []ledger.TaskFile{{Idx: 0, File: "b.json", Ino: 902, ContentHash: "bb", Size: 1, Reason: string(spool.ReasonParse)}},
+		Move: ledger.TaskMove{Kind: "discard", By: "op", Note: "poison", At: at, Discard: []ledger.DiscardItem{{Idx: 0, File: "b.json", Ino: 902,
+			Reason: string(spool.ReasonParse), ContentHash: "bb", Size: 1}}},
+		Audit: ledger.AuditEntry{Actor: "op", Via: ledger.AuditCLI, Action: "discard", Selection: `{}`},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.FinishDiscard(ctx, st.Move, []ledger.DiscardItem{{Idx: 0, File: "b.json", Ino: 902, Outcome: ledger.DiscardDeleted}}, at); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := current(), "c7 c6 c5 c4 c3 c2"; got != want {
+		t.Errorf("after the edited replay and discard: %q, want %q", got, want)
+	}
+	// c.json removed by hand, found by fsck --repair; retired twice.
+	for range 2 {
+		if err := db.RetireDeadLetters(ctx, []int64{ids["c2"]}, ledger.ExitRemoved, "fsck", at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := current(), "c7 c6 c5 c4 c3"; got != want {
+		t.Errorf("after RetireDeadLetters: %q, want %q", got, want)
+	}
+	if got := column(t, db, `SELECT how FROM dead_letter_exits ORDER BY delivery_id`); !slices.Equal(got, []string{"replayed", "discarded", "removed"}) {
+		t.Errorf("exits = %q", got)
+	}
+	if err := db.RetireDeadLetters(ctx, []int64{ids["c0"]}, "gone", "fsck", at); err == nil {
+		t.Error("RetireDeadLetters took an exit of no kind")
+	}
+
+	// A check that finds only e.json and g.json: the page of 1 skips f.json.
+	check := func(_ context.Context, files []ledger.DeadLetterFile) ([]bool, error) {
+		out := make([]bool, len(files))
+		for i, f := range files {
+			out[i] = f.File == "e.json" || f.File == "g.json"
+		}
+		return out, nil
+	}
+	var got []string
+	for before := int64(0); ; {
+		page, next, err := db.DeadLetterPage(ctx, ledger.DeadLetterQuery{Limit: 1, Before: before, Check: check})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range page {
+			got = append(got, r.File)
+		}
+		if next == 0 {
+			break
+		}
+		before = next
+	}
+	if want := []string{"g.json", "e.json"}; !slices.Equal(got, want) {
+		t.Errorf("checked pages = %q, want %q", got, want)
+	}
+	groups, err := db.DeadLetterGroups(ctx, check)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(groups) != 1 || groups[0].Count != 2 {
+		t.Errorf("checked groups = %+v, want one of 2", groups)
+	}
+	var all []string
+	if err := db.CurrentDeadLetters(ctx, func(files []ledger.DeadLetterFile) error {
+		for _, f := range files {
+			all = append(all, f.File)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"g.json", "f.json", "e.json", "dup.json", "dup.json"}; !slices.Equal(all, want) {
+		t.Errorf("CurrentDeadLetters = %q, want %q", all, want)
+	}
+	still, err := db.StillCurrent(ctx, []int64{ids["c0"], ids["c2"], ids["c5"], ids["c7"]})
+	if err != nil || len(still) != 2 || !still[ids["c5"]] || !still[ids["c7"]] {
+		t.Errorf("StillCurrent = %v, %v; want those of c5 and c7", still, err)
+	}
+	names, err := db.DeadLetterNames(ctx, []uint64{200, 900, 204})
+	if err != nil || len(names) != 2 || names[200][0] != "a.json" || names[204][0] != "dup.json" {
+		t.Errorf("DeadLetterNames = %v, %v", names, err)
+	}
+	exits, err := db.ErrorExits(ctx)
+	if err != nil || len(exits) != 4 {
+		t.Errorf("ErrorExits = %+v, %v; want the 3 replays and the discard", exits, err)
+	}
+}
