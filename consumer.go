@@ -235,6 +235,10 @@ type Consumer struct {
 
 	young ageClock // when the files MinAge holds back are old enough
 
+	// hinted is when the log last said a dead letter's file was perhaps
+	// still being written (logDetail), in Unix nanoseconds.
+	hinted atomic.Int64
+
 	// running is set while a Drain or Watch runs (one at a time:
 	// waiting, schedule and session belong to it); session is its
 	// session's ID, under mu.

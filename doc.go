@@ -39,4 +39,14 @@
 // its backends the storage, and cmd/spool the command line.
 //
 // Package [github.com/spoolq/spool/handler] has the exec, SQL and HTTP handlers; docs/ARCHITECTURE.md maps the code.
+//
+// # Examples
+//
+// The runnable examples, in example_test.go, are shown with what they
+// show by pkg.go.dev and `go doc -http`: [Contract.Parse] validates raw
+// bytes into a Message or says why it is poison; [Consumer.Drain] runs a
+// consumer whose Handler writes through the ledger's transaction; [Caller]
+// runs work outside it, called concurrently, one call per msg_id at a
+// time; [Permanent] marks what a retry cannot fix; [Retry.Delay] is the
+// backoff. Package handler has those of its handlers.
 package spool
