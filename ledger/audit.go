@@ -77,7 +77,7 @@ type AuditEntry struct {
 	// strings are stored as valid UTF-8 (invalid bytes become U+FFFD), so
 	// a caller that must keep a name's exact bytes encodes them itself.
 	Selection string
-	// Host and PID are the process that writes the row (os.Hostname,
+	// Host and PID are the process that writes the row (queue.Host,
 	// os.Getpid), by which a later reader tells a killed run (a started
 	// row whose process is gone from its host) from a running one. Empty
 	// and 0 when unknown.

@@ -3,10 +3,9 @@
 // commands; every command takes the queue directory first, and its flags
 // may come before or after the positional arguments.
 //
-// Exit status: 0 success; 1 a check that found a problem (lag over the
-// threshold, order problems, a file to replay or enqueue that does not
-// exist); 2 bad usage or configuration; 3 a runtime failure. Every error is
-// one line on stderr: "spool: COMMAND: ERROR".
+// The exit statuses are listed once, in docs/DESIGN.md, "Exit status", and
+// mapped from errors in one place, exitCode (exit.go). Every error is one
+// line on stderr: "spool: COMMAND: ERROR".
 package main
 
 import (
