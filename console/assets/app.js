@@ -141,13 +141,11 @@
   function taskLink(id) { return el("a", { href: "#/task/" + id, class: "task-link" }, "task " + id); }
   // drawer returns the function that draws the page of this route, which
   // draws nothing once another route is taken.
-  // The view's data-page is the address it was drawn for.
   function drawer() {
-    const g = gen, at = location.hash;
+    const g = gen;
     return (...kids) => {
       if (g !== gen) return false;
       put(view, ...kids);
-      view.dataset.page = at;
       return true;
     };
   }

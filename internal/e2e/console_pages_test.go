@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -41,13 +40,13 @@ func noMissing(t *testing.T, ctx context.Context, what string) {
 	}
 }
 
-// openPage opens the console's page at hash ("#/audit?...") in ctx and
-// waits until it is drawn for that address (the view's data-page): the
-// previous page stays shown until then.
-func openPage(t *testing.T, ctx context.Context, base, hash string) {
+// openPage opens the console's page at hash ("#/audit?...") in ctx, in
+// a document of its own, and waits for sel: a change of the address
+// alone leaves the previous page shown until the new one is drawn, and
+// sel could be found in it.
+func openPage(t *testing.T, ctx context.Context, base, hash, sel string) {
 	t.Helper()
-	do(t, ctx, "open "+hash, chromedp.Navigate(base+"/"+hash))
-	waitTrue(t, ctx, "the page "+hash, `document.getElementById("view").dataset.page === `+strconv.Quote(hash))
+	do(t, ctx, "open "+hash, chromedp.Navigate(base+"/"+hash), chromedp.Reload(), chromedp.WaitVisible(sel))
 }
 
 // nextSecond waits until the clock is past the next whole second and
@@ -121,10 +120,10 @@ func getTask(t *testing.T, base, token string, id int64) apiTask {
 }
 
 // TestConsoleDiscardAllMatching: "Discard all matching" on the dead
-// letters page asks for a note first, then dry-runs with it (the server
-// refuses a discard without one, dry runs included), and asks the
-// discard of what the filter lists; an approver approves it and the
-// files leave error/.
+// letters page dry-runs with the note (the server refuses a discard
+// without one, dry runs included) and asks the discard of what the
+// filter lists; an approver approves it and the files leave error/.
+// Without a note the page asks for one before it sends anything.
 func TestConsoleDiscardAllMatching(t *testing.T) {
 	alloc := browser(t)
 	out := t.ArtifactDir()
@@ -134,8 +133,6 @@ func TestConsoleDiscardAllMatching(t *testing.T) {
 	do(t, op, "parse failures", chromedp.Navigate(base+"/#/dead-letters?reason=parse"))
 	// 3 and the hostile one, whose body is a <script>.
 	waitTrue(t, op, "the 4 parse failures", `document.querySelectorAll("tr.dead-letter").length === 4`)
-	do(t, op, "discard without a note", chromedp.Click("#discard-all"), chromedp.WaitVisible("#need-note"))
-	shot(t, op, out, "1-discard-needs-a-note")
 	do(t, op, "dry run", chromedp.SendKeys("#note", "garbage from the old producer"), chromedp.Click("#discard-all"),
 		chromedp.WaitVisible("#dry-run-count"))
 	if got := text(t, op, "#dry-run-count"); got != "4 dead letters match" {
@@ -156,6 +153,10 @@ func TestConsoleDiscardAllMatching(t *testing.T) {
 		t.Errorf("the task's note: %q", got)
 	}
 	waitFor(t, cmdTimeout, "the 4 parse failures gone from error/", func() bool { return countFiles(t, q, errorStage) == 2 })
+	// Without a note, the page says so before it asks anything.
+	openPage(t, op, base, "#/dead-letters", "#discard-all")
+	do(t, op, "discard without a note", chromedp.Click("#discard-all"), chromedp.WaitVisible("#need-note"))
+	shot(t, op, out, "1-discard-needs-a-note")
 	if tk := getTask(t, base, "ada-token", id); tk.Files != 4 || tk.Request.Note != "garbage from the old producer" {
 		t.Errorf("task %d: %+v, want 4 files and the note", id, tk)
 	}
@@ -169,7 +170,7 @@ func TestConsoleDryRunOfNothing(t *testing.T) {
 	_, base := consoleQueue(t, 2, 1)
 	op := consoleSession(t, alloc, base, "olga-token")
 	do(t, op, "a filter of nothing", chromedp.Navigate(base+"/#/dead-letters?detail=no+such+detail"))
-	waitTrue(t, op, "the empty list", `document.getElementById("dead-letter-count").textContent === "No dead letter matches."`)
+	waitTrue(t, op, "the empty list", `!!document.getElementById("dead-letter-rows") && document.querySelectorAll("tr.dead-letter").length === 0`)
 	do(t, op, "dry run", chromedp.Click("#replay-all"), chromedp.WaitVisible("#dry-run-count"))
 	if got := text(t, op, "#action-result"); got != "0 dead letters match: nothing to replay." {
 		t.Errorf("dry run of nothing: %q", got)
@@ -213,9 +214,6 @@ func TestConsoleTimeZone(t *testing.T) {
 	tokyo := at.In(time.FixedZone("JST", 9*3600)).Format("2006-01-02T15:04:05")
 	do(t, op, "dead letters", chromedp.Navigate(base+"/#/dead-letters"), chromedp.WaitVisible("#filter-since"))
 	waitTrue(t, op, "every dead letter", `document.querySelectorAll("tr.dead-letter").length === 11`)
-	if got := text(t, op, "#zone"); !strings.Contains(got, "Asia/Tokyo (UTC+09:00)") {
-		t.Errorf("the page's zone: %q", got)
-	}
 
 	for _, c := range []struct {
 		field, name string
@@ -225,11 +223,11 @@ func TestConsoleTimeZone(t *testing.T) {
 		{"since", "since", 6, true},
 		{"until", "until", 5, false},
 	} {
-		openPage(t, op, base, "#/dead-letters")
+		openPage(t, op, base, "#/dead-letters", "#filter-"+c.field)
 		do(t, op, "filter "+c.name, chromedp.SetValue("#filter-"+c.field, tokyo), chromedp.Click("#filter-apply"))
-		waitTrue(t, op, c.name+" in the address with its offset", `decodeURIComponent(location.hash).includes("`+c.field+`=`+tokyo+`+09:00")`)
 		waitTrue(t, op, fmt.Sprintf("%d dead letters %s %s Tokyo time", c.n, c.name, tokyo),
 			fmt.Sprintf(`document.querySelectorAll("tr.dead-letter").length === %d`, c.n))
+		waitTrue(t, op, c.name+" in the address with its offset", `decodeURIComponent(location.hash).includes("`+c.field+`=`+tokyo+`+09:00")`)
 		listed := eval[[]string](t, op, `[...document.querySelectorAll("tr.dead-letter td:first-child")].map(td => td.textContent)`)
 		do(t, op, "dry run", chromedp.SendKeys("#note", "after the fix"), chromedp.Click("#replay-all"), chromedp.WaitVisible("#dry-run-count"))
 		if got, want := text(t, op, "#dry-run-count"), fmt.Sprintf("%d dead letters match", c.n); got != want {
@@ -257,9 +255,12 @@ func TestConsoleTimeZone(t *testing.T) {
 		}
 	}
 	// The task page shows the filter in the browser's time.
-	openPage(t, op, base, "#/tasks")
+	openPage(t, op, base, "#/tasks", "tr.task")
 	waitTrue(t, op, "the filter in Tokyo time", `document.querySelector("tr.task").textContent.includes("until `+strings.Replace(tokyo, "T", " ", 1)+`")`)
 	shot(t, op, out, "tokyo-tasks")
+	if got := text(t, op, "#zone"); !strings.Contains(got, "Asia/Tokyo (UTC+09:00)") {
+		t.Errorf("the page's zone: %q", got)
+	}
 }
 
 // TestConsoleMessageActions: a message's page replays or discards that
@@ -293,7 +294,7 @@ func TestConsoleMessageActions(t *testing.T) {
 		t.Errorf("the message's replay task: %+v, want done with order-001.json alone", tk)
 	}
 
-	openPage(t, op, base, "#/message/broken-001.json")
+	openPage(t, op, base, "#/message/broken-001.json", "#msg-discard")
 	do(t, op, "discard without a note", chromedp.Click("#msg-discard"), chromedp.WaitVisible("#msg-need-note"))
 	do(t, op, "discard", chromedp.SendKeys("#msg-note", "truncated by the old uploader"), chromedp.Click("#msg-discard"),
 		chromedp.WaitVisible("#msg-confirm-discard"))
@@ -473,13 +474,13 @@ func TestConsoleAuditPage(t *testing.T) {
 
 	// Since the second, in Tokyo time: the 6 later replays.
 	tokyo := at.In(time.FixedZone("JST", 9*3600)).Format("2006-01-02T15:04:05")
-	openPage(t, ada, base, "#/audit?actor=olga&action=replay")
+	openPage(t, ada, base, "#/audit?actor=olga&action=replay", "#audit-since")
 	do(t, ada, "since", chromedp.SetValue("#audit-since", tokyo), chromedp.Click("#audit-apply"))
 	want("olga's replays since "+tokyo+" Tokyo time", 6, "token:olga (operator) replay ok")
-	openPage(t, ada, base, "#/audit?actor=olga&action=replay")
+	openPage(t, ada, base, "#/audit?actor=olga&action=replay", "#audit-until")
 	do(t, ada, "until", chromedp.SetValue("#audit-until", tokyo), chromedp.Click("#audit-apply"))
 	want("olga's replays until "+tokyo+" Tokyo time", 6, "token:olga (operator) replay ok")
-	openPage(t, ada, base, "#/audit?outcome=refused")
+	openPage(t, ada, base, "#/audit?outcome=refused", "tr.audit-row")
 	want("the refusals", 1, "token:vic (viewer) replay refused")
 	shot(t, ada, out, "4-audit-refused")
 }
