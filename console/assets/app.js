@@ -417,17 +417,19 @@
     const before = [...box.childNodes];
     const yes = el("button", { type: "button", class: "primary", id: idp + "-yes", on: { click: async () => {
       yes.disabled = true;
-      await act();
+      try { await act(); } catch (e) { fail(e); }
     } } }, yesText);
     const back = el("button", { type: "button", id: idp + "-back", on: { click: () => put(box, ...before) } }, "Back");
     put(box, el("div", { class: "confirm", id: idp }, el("p", {}, question), yes, " ", back));
   }
 
-  async function tasks(params) {
+  // tasks draws the tasks page; a poll (polled) leaves it as it is while
+  // a confirm step is open in it.
+  async function tasks(params, polled) {
     const draw = drawer();
     const cursor = params.get("cursor");
     const d = await api("GET", "tasks" + (cursor ? "?cursor=" + encodeURIComponent(cursor) : ""));
-    const result = el("div", { id: "task-result" });
+    const result = el("div", { id: "tasks-result" });
     const rows = d.items.map(t => {
       const acts = el("td", { class: "acts" });
       if (t.state === "waiting" && rank[me.role] >= rank.approver && !ownTask(t))
@@ -449,12 +451,11 @@
     });
     const older = d.next ? el("a", { href: "#/tasks?cursor=" + encodeURIComponent(d.next), id: "tasks-older" }, "Older tasks") : null;
     const newest = cursor ? el("a", { href: "#/tasks", id: "tasks-newest" }, "Newest tasks") : null;
-    // A poll redraws only when no confirm step is open.
-    if (document.querySelector("#view .confirm") && document.getElementById("task-result")) return;
-    const keep = document.getElementById("task-result");
+    if (polled && document.querySelector("#tasks-table .confirm")) return;
+    const keep = document.getElementById("tasks-result");
     if (keep && keep.childNodes.length) put(result, ...keep.childNodes);
     draw(el("h2", {}, "Tasks"), result,
-      rows.length ? table(["id", "kind", "state", "done", "selection", "asked by", "why", "approved by", "asked", "detail", ""], rows) : el("p", {}, "No task yet."),
+      rows.length ? table(["id", "kind", "state", "done", "selection", "asked by", "why", "approved by", "asked", "detail", ""], rows, { id: "tasks-table" }) : el("p", {}, "No task yet."),
       el("p", { class: "pager" }, newest, " ", older));
     updated();
   }
@@ -517,7 +518,7 @@
                 const t = await api("POST", "tasks/" + id + "/approve", { digest });
                 put(notice, el("p", { class: "ok", id: "task-approved" }, "You approved task " + t.id + " (digest " + digest.slice(0, 12) + "\u2026): it runs."));
               } catch (e) { put(notice, el("p", {}, errorText(e))); }
-              await refresh();
+              await refresh(true);
             });
         } } }, "Approve\u2026"));
       } else if (t.state === "waiting" && rank[me.role] >= rank.approver) {
@@ -530,7 +531,7 @@
               const t = await api("POST", "tasks/" + id + "/cancel", {});
               put(notice, el("p", { class: "ok" }, "Task " + t.id + ": " + t.state + "."));
             } catch (e) { put(notice, el("p", {}, errorText(e))); }
-            await refresh();
+            await refresh(true);
           }) } }, "Cancel\u2026"));
       }
       put(actsBox, ...acts);
@@ -559,13 +560,15 @@
     }
     prev.addEventListener("click", () => files(Math.max(0, offset - size)).catch(fail));
     nextB.addEventListener("click", () => files(Number(nextB.dataset.next)).catch(fail));
-    async function refresh() {
+    // refresh redraws the task as it is now; its actions too unless a
+    // confirm step is open (acted: the step was answered).
+    async function refresh(acted) {
       const t = await api("GET", "tasks/" + id);
       if (!live(g)) return;
       const changed = t.state !== shown.state;
       shown = t;
       drawParams(t);
-      if (changed || !actsBox.querySelector(".confirm")) drawActions(t);
+      if (acted || changed || !actsBox.querySelector(".confirm")) drawActions(t);
       await files(offset);
       updated();
     }
@@ -647,7 +650,7 @@
     else if (path === "/dead-letters") run = () => deadLetters(params);
     else if (path === "/groups") { run = groups; poll(groups, 10000); }
     else if (path.startsWith("/message/")) run = () => message(decodeURIComponent(path.slice(9)));
-    else if (path === "/tasks") { run = () => tasks(params); poll(run); }
+    else if (path === "/tasks") { run = () => tasks(params); poll(() => tasks(params, true)); }
     else if (path.startsWith("/task/")) run = () => task(encodeURIComponent(decodeURIComponent(path.slice(6))));
     else if (path === "/audit") run = () => audit(params);
     else run = overview;

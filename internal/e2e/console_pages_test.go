@@ -266,7 +266,7 @@ func TestConsoleTimeZone(t *testing.T) {
 // TestConsoleMessageActions: a message's page replays or discards that
 // one dead letter (a task of one name): the replay runs at once under
 // the policy and the page shows the file in inbox/; the discard asks for
-// a note and waits for an approver.
+// a note and waits for an approver, and is cancelled on the tasks page.
 func TestConsoleMessageActions(t *testing.T) {
 	alloc := browser(t)
 	out := t.ArtifactDir()
@@ -311,6 +311,16 @@ func TestConsoleMessageActions(t *testing.T) {
 	}
 	if !exists(filepath.Join(q, errorStage, "broken-001.json")) {
 		t.Error("broken-001.json left error/ before an approval")
+	}
+
+	// She thinks again: Cancel on the tasks page, confirmed.
+	openPage(t, op, base, "#/tasks", fmt.Sprintf("#task-%d button.cancel", id))
+	do(t, op, "cancel", chromedp.Click(fmt.Sprintf("#task-%d button.cancel", id)), chromedp.WaitVisible(fmt.Sprintf("#cancel-%d-yes", id)))
+	shot(t, op, out, "4-tasks-cancel-confirm")
+	do(t, op, "confirm", chromedp.Click(fmt.Sprintf("#cancel-%d-yes", id)))
+	waitTrue(t, op, "the task cancelled in the list", fmt.Sprintf(`document.querySelector("#task-%d td.state").textContent === "cancelled"`, id))
+	if tk := getTask(t, base, "olga-token", id); tk.State != "cancelled" {
+		t.Errorf("task %d after the cancel: %s", id, tk.State)
 	}
 }
 
