@@ -95,6 +95,7 @@ func Run(t *testing.T, b Backend) {
 		{"EmitLimits", testEmitLimits},
 		{"ExactKeys", testExactKeys},
 		{"AuditLifecycle", testAuditLifecycle},
+		{"AuditFilters", testAuditFilters},
 		{"AuditText", testAuditText},
 		{"AuditConcurrent", testAuditConcurrent},
 		{"AuditSpan", testAuditSpan},
