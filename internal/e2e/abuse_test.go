@@ -426,7 +426,7 @@ func (s *siege) slow(c net.Conn, body bool) {
 // TestControlPlaneUnderSiege: with 200 idle and 200 slow connections open,
 // from a few addresses or from many, /metrics and /healthz of serve and
 // of consume --listen, and serve's console for a signed-in operator,
-// answer within a client's timeout of 2 s, again and again while the
+// answer within a second (two under the race detector), again and again while the
 // connections are opened anew.
 func TestControlPlaneUnderSiege(t *testing.T) {
 	t.Parallel()
