@@ -149,7 +149,7 @@ func readConfig(path string) (*spool.Contract, error) {
 var configKeys = []string{"key_field", "order_field", "seq_field", "amount_field", "required", "max_size", "headers"}
 
 // approvalKey is spool.conf's one key beside the contract's: the approval
-// policy of replays and discards (task.ParsePolicy, readPolicy).
+// policy of replays and discards (task.ParsePolicy, queuePolicy).
 const approvalKey = "approval"
 
 // parseConfig decodes spool.conf strictly: one JSON object of valid UTF-8,
@@ -220,7 +220,7 @@ func setConfigKey(c *spool.Contract, key string, raw json.RawMessage) error {
 	switch key {
 	case approvalKey:
 		// The approval policy, not the contract: checked here with the
-		// rest of the file, read by readPolicy.
+		// rest of the file, read by confPolicy.
 		if _, err := task.ParsePolicy(raw); err != nil {
 			return err
 		}
