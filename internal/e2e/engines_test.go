@@ -172,13 +172,16 @@ func hostName() string {
 
 // normaliseSession replaces in out what must differ between two runs of
 // the session on two engines: the queue's path, the DSN (and the --db
-// that names it in a command line a hint gives, which SQLite in the
-// queue does without), times, ages, identifiers, inode numbers and the
+// that names it in a command line a hint gives, or consume's record of
+// its configuration, which SQLite in the queue does without), times, ages, identifiers, inode numbers and the
 // host's name. Nothing else.
 func normaliseSession(out, q, dsn string) string {
 	if dsn != "" {
 		out = strings.ReplaceAll(out, dsn, "DSN")
 		out = strings.NewReplacer(" --db 'DSN'", "", " --db DSN", "").Replace(out)
+		// consume's configuration record names the --db it was given,
+		// and where it came from.
+		out = strings.NewReplacer(` settings.db="DSN"`, ` settings.db=""`, ` settings.db=DSN`, ` settings.db=""`, " from.db=flag", "").Replace(out)
 	}
 	out = strings.ReplaceAll(out, q, "QUEUE")
 	out = sessionTime.ReplaceAllString(out, "TIME")
