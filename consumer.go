@@ -387,6 +387,12 @@ func (c *Consumer) run(ctx context.Context, watch bool) (Stats, error) {
 	for {
 		err := c.runSession(ctx, watch, &st, &started, &waiting)
 		switch {
+		case ctx.Err() != nil && errors.Is(err, errJoinLease):
+			// Stopped (a signal, a drain's pause) while the session was
+			// taking its lease: the acquisition was cancelled, and the
+			// session, which claimed nothing, is closed. A stop, not a
+			// failure.
+			return st, nil
 		case ctx.Err() != nil:
 			return st, err
 		case errors.Is(err, ErrLeaseLost):
