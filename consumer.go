@@ -31,7 +31,7 @@ const (
 	// core, every such read stalls a core's share of the pipeline. On a
 	// backlog partly out of the cache, 4 per core drained faster than 1
 	// with no more CPU per message, and a warm queue is the same either
-	// way (docs/PERFORMANCE.md, "4 workers per core", has the figures).
+	// way (docs/PERFORMANCE.md, "Kept, and what it bought", has the figures).
 	DefaultWorkersPerCPU = 4
 )
 
@@ -234,8 +234,8 @@ type Consumer struct {
 	// runs the cross-directory renames of one filesystem one at a time
 	// (Linux's s_vfs_rename_mutex), so a second thread renaming at once
 	// gains nothing: it spins on that lock, on a core the reads, parsing
-	// and ledger could have used (docs/PERFORMANCE.md, "Claims one after
-	// another").
+	// and ledger could have used (docs/PERFORMANCE.md, "Kept, and what it
+	// bought").
 	moves sync.Mutex
 
 	// waiting are claims held in processing/ until their retry is due;
@@ -245,6 +245,10 @@ type Consumer struct {
 	schedule map[string]time.Time
 
 	young ageClock // when the files MinAge holds back are old enough
+
+	// hinted is when the log last said a dead letter's file was perhaps
+	// still being written (logDetail), in Unix nanoseconds.
+	hinted atomic.Int64
 
 	// running is set while a Drain or Watch runs (one at a time:
 	// waiting, schedule and session belong to it); session is its

@@ -1,8 +1,11 @@
 package spool
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -169,6 +172,9 @@ func (c *Consumer) examine(s *queue.Session, it item) (item, error) {
 	if rej == nil {
 		d.Hash = ContentHash(data)
 		d.Message, rej = c.parse(data)
+		if rej != nil {
+			c.stillWriting(s, cl, it.claimed, data, rej)
+		}
 	}
 	d.Reject = rej
 	if aside, err := c.heldAside(s, cl, d); aside || err != nil {
@@ -222,4 +228,64 @@ func (c *Consumer) parse(data []byte) (*Message, *RejectError) {
 		return nil, reject(ReasonParse, "", "%v", err)
 	}
 	return msg, nil
+}
+
+// stillWritingAge is how recently before its claim a file that did not
+// parse may have been modified for its dead letter to say it was perhaps
+// still being written: a producer writing in place under the final name,
+// without --min-age, has its file taken half-written, and by the time
+// anyone looks at error/ the file there is complete.
+const stillWritingAge = 2 * time.Second
+
+// stillWritingLogEvery bounds how often the log repeats the hint: once
+// for a burst of such dead letters, not once a file.
+const stillWritingLogEvery = time.Minute
+
+// stillWriting adds to the detail of a parse or missing-field dead letter
+// why its file may have been taken while a producer was still writing
+// it: its size or modification time changed after it was read, or it was
+// modified less than stillWritingAge before its claim and data, what was
+// read, stops short of a JSON object's closing brace. The second is a
+// guess, said as one: a file renamed into inbox/ the instant it was
+// written, which --watch takes at once, is as recent; its being cut short
+// is what a half-written file looks like, and a complete one with a wrong
+// field does not. Other reasons say something a complete file says too.
+func (c *Consumer) stillWriting(s *queue.Session, cl *queue.Claim, claimed time.Time, data []byte, rej *RejectError) {
+	if rej.Reason != ReasonParse && rej.Reason != ReasonMissingField {
+		return
+	}
+	var why string
+	if changed, err := s.Changed(cl); err == nil && changed {
+		why = "it changed after it was read"
+	} else if age := claimed.Sub(cl.Mtime); age >= 0 && age < stillWritingAge && cutShort(data) {
+		// An mtime in the future (another host's clock) says nothing.
+		why = fmt.Sprintf("cut short, and modified less than %v before it was read", stillWritingAge)
+	} else {
+		return
+	}
+	rej.hint = fmt.Sprintf(" (%s: the file was still being written? see --min-age)", why)
+	rej.Detail += rej.hint
+}
+
+// cutShort reports whether data is empty or ends before a JSON object
+// could: anything but a closing brace after the last byte that is not
+// white space.
+func cutShort(data []byte) bool {
+	data = bytes.TrimRight(data, " \t\r\n")
+	return len(data) == 0 || data[len(data)-1] != '}'
+}
+
+// logDetail is a dead letter's detail for its log line: the whole of it,
+// but for the hint of stillWriting past the first of a burst, which every
+// file of a burst written in place would otherwise repeat.
+func (c *Consumer) logDetail(rej *RejectError) string {
+	if rej.hint == "" {
+		return rej.Error()
+	}
+	now := time.Now().UnixNano()
+	last := c.hinted.Load()
+	if (last == 0 || now-last >= int64(stillWritingLogEvery)) && c.hinted.CompareAndSwap(last, now) {
+		return rej.Error()
+	}
+	return strings.TrimSuffix(rej.Error(), rej.hint)
 }

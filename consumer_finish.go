@@ -103,7 +103,7 @@ func (c *Consumer) moveOut(s *queue.Session, items []item, ms *moveSync) error {
 			return err
 		}
 		if r.Outcome == OutcomeDeadLetter {
-			c.log.Info("dead letter", "file", d.File, "stored", stored, "reason", r.Reject.Reason, "detail", r.Reject.Error())
+			c.log.Info("dead letter", "file", d.File, "stored", stored, "reason", r.Reject.Reason, "detail", c.logDetail(r.Reject))
 		}
 		c.cfg.Observer.Delivered(d, r)
 		if c.cfg.OnDelivery != nil {

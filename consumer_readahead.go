@@ -15,7 +15,7 @@ import (
 // Why: a cold file costs a worker a wait for the disk, and the pool's
 // workers wait one file each; queued together by Prefetch, the same reads
 // are served many at once. Measured on 100k and 1M backlogs
-// (docs/PERFORMANCE.md, "A cold backlog read ahead").
+// (docs/PERFORMANCE.md, "Kept, and what it bought").
 type prefetcher struct {
 	s      *queue.Session
 	chunks chan []string

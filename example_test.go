@@ -55,11 +55,40 @@ func ExampleRetry_Delay() {
 	// after attempt 6: exhausted true
 }
 
+// A contract names the fields of a queue's messages: here a producer's own
+// names, with the account required. Parse validates raw bytes into a
+// Message, the amount kept exactly as written, or says with a RejectError
+// why the message can never be processed (the consumer dead-letters it
+// with that reason).
+func ExampleContract_Parse() {
+	c := spool.Contract{KeyField: "event_id", OrderField: "account", SeqField: "n", AmountField: "value",
+		Required: []string{"event_id", "account"}}
+	m, err := c.Parse([]byte(`{"event_id": "e-1", "account": "A-7", "n": 3, "value": 0.10, "note": "kept"}`))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(m.MsgID, m.OrderNo, m.Seq, m.Amount)
+
+	for _, bad := range []string{`{"event_id": "e-2"}`, `{"event_id": "e-3", "account": "A-7", "n": 0}`, `{"event_id": `} {
+		_, err := c.Parse([]byte(bad))
+		var rej *spool.RejectError
+		if errors.As(err, &rej) {
+			fmt.Printf("%s (%s)\n", rej.Reason, rej.Field)
+		}
+	}
+	// Output:
+	// e-1 A-7 3 0.10
+	// missing-field (account)
+	// invalid-field (n)
+	// parse ()
+}
+
 // A consumer with a handler that writes through the ledger's transaction:
 // a payment row commits with its message's processed row, or not at all.
 // The duplicate never reaches the handler; the refund is refused for good
-// (a dead letter, reason handler), like the file that is not JSON.
-func ExampleNewConsumer() {
+// (a dead letter, reason handler), like the file that is not JSON. Drain
+// returns once inbox/ is empty.
+func ExampleConsumer_Drain() {
 	root, err := os.MkdirTemp("", "spool-example")
 	if err != nil {
 		panic(err)

@@ -42,6 +42,10 @@ type RejectError struct {
 	// Detail is a one-line human explanation, e.g. the parser's message
 	// with its byte offset.
 	Detail string
+	// hint is the end of Detail that guesses at the cause (a file still
+	// being written), which the log repeats only once per burst
+	// (Consumer.logDetail).
+	hint string
 	// MsgID is the message's key when the file parsed far enough to hold
 	// a valid one (Contract.KeyOf), whatever else was wrong with it: a
 	// missing field, another field invalid. Empty otherwise: a key that is

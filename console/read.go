@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -119,12 +120,16 @@ func timeText(t time.Time) *string {
 	return &s
 }
 
-// parseTimeParam reads a time parameter: RFC 3339, or a date.
+// parseTimeParam reads a time parameter: RFC 3339 with its offset
+// (2026-01-02T15:04:05+09:00, Z for UTC; seconds may be left out), as the
+// console sends it from the browser's time zone. A time or a date without
+// an offset is UTC: the server's zone is no one's, and the browser's is
+// not known here.
 func parseTimeParam(name, v string) (time.Time, error) {
 	if v == "" {
 		return time.Time{}, nil
 	}
-	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04", "2006-01-02"} {
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04Z07:00", "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02"} {
 		if t, err := time.Parse(layout, v); err == nil {
 			return t, nil
 		}
@@ -278,35 +283,99 @@ func readBody(path string) (string, bool, error) {
 	return strings.ToValidUTF8(string(b), "\uFFFD"), truncated, nil
 }
 
-func (s *Server) getAudit(r *request) (int, any) {
+// maxAuditPage is the most rows a page of GET audit holds.
+const maxAuditPage = 1000
+
+// auditQuery reads the filters and the cursor of GET audit: actor (a
+// realm-qualified name, or a bare one for every realm), action, outcome,
+// since, until (RFC 3339 with its offset), limit (1 to maxAuditPage, 100
+// by default), and cursor (the rows older than a page, its "next") or
+// after (the rows newer, its "newer"), not both.
+func auditQuery(r *http.Request) (ledger.AuditQuery, error) {
 	v := r.URL.Query()
-	q := ledger.AuditQuery{Newest: true, Limit: 100, Action: v.Get("action"), Outcome: v.Get("outcome")}
+	q := ledger.AuditQuery{Newest: true, Limit: 100, Actor: strings.TrimSpace(v.Get("actor")),
+		Action: strings.TrimSpace(v.Get("action")), Outcome: v.Get("outcome")}
+	if q.Outcome != "" && !slices.Contains(auditOutcomes, q.Outcome) {
+		return q, fmt.Errorf("outcome %q: want one of %s", q.Outcome, strings.Join(auditOutcomes, ", "))
+	}
+	var err error
+	if q.Since, err = parseTimeParam("since", v.Get("since")); err != nil {
+		return q, err
+	}
+	if q.Until, err = parseTimeParam("until", v.Get("until")); err != nil {
+		return q, err
+	}
 	if l := v.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > 1000 {
-			return http.StatusBadRequest, apiError("limit %q: want 1 to 1000", l)
+		if err != nil || n < 1 || n > maxAuditPage {
+			return q, fmt.Errorf("limit %q: want 1 to %d", l, maxAuditPage)
 		}
 		q.Limit = n
 	}
-	if c := v.Get("cursor"); c != "" {
-		n, err := strconv.ParseInt(c, 10, 64)
-		if err != nil || n <= 0 {
-			return http.StatusBadRequest, apiError("cursor %q: not one this API gave", c)
+	for name, to := range map[string]*int64{"cursor": &q.Before, "after": &q.After} {
+		if c := v.Get(name); c != "" {
+			n, err := strconv.ParseInt(c, 10, 64)
+			if err != nil || n <= 0 {
+				return q, fmt.Errorf("%s %q: not one this API gave", name, c)
+			}
+			*to = n
 		}
-		q.Before = n
+	}
+	if q.Before > 0 && q.After > 0 {
+		return q, errors.New("cursor and after: give one, the page's next or its newer")
+	}
+	return q, nil
+}
+
+// auditOutcomes are the outcomes GET audit filters on.
+var auditOutcomes = []string{ledger.AuditStarted, ledger.AuditOK, ledger.AuditFailed, ledger.AuditInterrupted, ledger.AuditRefused}
+
+// getAudit answers a page of the audit, newest first: {"items", "next",
+// "newer"}, next the cursor of the older rows (null on the oldest page),
+// newer the after of the newer ones (null on the newest page). A page is
+// read with one row more than it shows, so that a cursor is given only
+// when there is a page to go to.
+func (s *Server) getAudit(r *request) (int, any) {
+	q, err := auditQuery(r.Request)
+	if err != nil {
+		return http.StatusBadRequest, apiError("%v", err)
+	}
+	limit := q.Limit
+	q.Limit++
+	// after: the rows just newer than it, read oldest first and shown
+	// newest first.
+	if q.After > 0 {
+		q.Newest = false
 	}
 	rows, err := s.o.Ledger.AuditList(r.Context(), q)
 	if err != nil {
 		return s.failed(r, err)
 	}
+	more := len(rows) > limit
+	rows = rows[:min(len(rows), limit)]
+	if q.After > 0 {
+		slices.Reverse(rows)
+	}
 	items := make([]report.AuditJSON, 0, len(rows))
 	for _, row := range rows {
 		items = append(items, report.AuditRowJSON(report.AuditEntry{AuditRow: row}))
 	}
-	var next *string
-	if len(rows) == q.Limit {
-		c := strconv.FormatInt(rows[len(rows)-1].ID, 10)
-		next = &c
+	var next, newer *string
+	cursor := func(id int64) *string { c := strconv.FormatInt(id, 10); return &c }
+	switch {
+	case len(rows) == 0:
+	case q.After > 0:
+		next = cursor(rows[len(rows)-1].ID) // the page came after that one
+		if more {
+			newer = cursor(rows[0].ID)
+		}
+	default:
+		if more {
+			next = cursor(rows[len(rows)-1].ID)
+		}
+		if q.Before > 0 {
+			newer = cursor(rows[0].ID)
+		}
 	}
-	return http.StatusOK, map[string]any{"items": items, "next": next}
+	return http.StatusOK, map[string]any{"items": items, "next": next, "newer": newer}
 }

@@ -77,7 +77,7 @@ type AuditEntry struct {
 	// strings are stored as valid UTF-8 (invalid bytes become U+FFFD), so
 	// a caller that must keep a name's exact bytes encodes them itself.
 	Selection string
-	// Host and PID are the process that writes the row (os.Hostname,
+	// Host and PID are the process that writes the row (queue.Host,
 	// os.Getpid), by which a later reader tells a killed run (a started
 	// row whose process is gone from its host) from a running one. Empty
 	// and 0 when unknown.
@@ -274,8 +274,16 @@ WHERE id = ? AND outcome IN ('started', 'interrupted')`), outcome, ct, clean(det
 
 // AuditQuery selects rows for AuditList. The zero value is every row.
 type AuditQuery struct {
-	// Since keeps the rows whose At is at or after it; zero for all.
+	// Since keeps the rows whose At is at or after it, Until those whose
+	// At is before it; zero for no bound.
 	Since time.Time
+	Until time.Time
+	// Actor keeps the rows of this actor, compared without case as the
+	// identities are (task.SamePerson): "token:olga" is that token's rows;
+	// a name without a realm, "olga", is hers in every realm
+	// (token:olga, os:olga) and a row written with the bare name. Empty
+	// for all.
+	Actor string
 	// After keeps the rows whose ID is larger (a cursor: the last ID of
 	// the previous page); 0 for all.
 	After int64
@@ -311,6 +319,21 @@ FROM spool_audit WHERE id > ?`
 	if !q.Since.IsZero() {
 		query += ` AND at >= ?`
 		args = append(args, formatTime(q.Since))
+	}
+	if !q.Until.IsZero() {
+		query += ` AND at < ?`
+		args = append(args, formatTime(q.Until))
+	}
+	if q.Actor != "" {
+		// LOWER on both sides: SQLite's LIKE ignores ASCII case and
+		// PostgreSQL's does not; this way every engine compares alike.
+		query += ` AND (LOWER(actor) = LOWER(?)`
+		args = append(args, q.Actor)
+		if !strings.Contains(q.Actor, ":") {
+			query += ` OR LOWER(actor) LIKE LOWER(?) ESCAPE '!'`
+			args = append(args, "%:"+likeEscaper.Replace(q.Actor))
+		}
+		query += `)`
 	}
 	if q.Outcome != "" {
 		query += ` AND outcome = ?`
@@ -369,6 +392,11 @@ FROM spool_audit WHERE id > ?`
 	}
 	return out, nil
 }
+
+// likeEscaper quotes LIKE's wildcards with '!', an escape character
+// every engine reads alike (MariaDB takes a backslash in a literal as an
+// escape of its own).
+var likeEscaper = strings.NewReplacer("!", "!!", "%", "!%", "_", "!_")
 
 // auditSelection is the JSON object {key: value}.
 func auditSelection(key, value string) string {

@@ -29,10 +29,11 @@ type DeadLetterQuery struct {
 	// Reason keeps the dead letters of this reason; empty for all.
 	Reason string
 	// Text keeps those whose file name, msg_id, field or detail contains
-	// it (a plain substring, no pattern); empty for all.
+	// it (a plain substring, no pattern, without case); empty for all.
 	Text string
-	// Detail keeps those whose detail contains it (a plain substring);
-	// empty for all.
+	// Detail keeps those whose detail contains it (a plain substring,
+	// without case, as a task's detail_match "(?i)" of it selects); empty
+	// for all.
 	Detail string
 	// Since and Until bound the time of dead-lettering, Since included and
 	// Until excluded; zero for no bound.
@@ -97,11 +98,14 @@ func deadLetterFilter(q DeadLetterQuery) (string, []any) {
 	}
 	if q.Text != "" {
 		p := likeEscape(q.Text)
-		where += ` AND (d.file LIKE ? ESCAPE '!' OR d.msg_id LIKE ? ESCAPE '!' OR d.field LIKE ? ESCAPE '!' OR d.detail LIKE ? ESCAPE '!')`
+		where += ` AND (LOWER(d.file) LIKE LOWER(?) ESCAPE '!' OR LOWER(d.msg_id) LIKE LOWER(?) ESCAPE '!'
+    OR LOWER(d.field) LIKE LOWER(?) ESCAPE '!' OR LOWER(d.detail) LIKE LOWER(?) ESCAPE '!')`
 		args = append(args, p, p, p, p)
 	}
 	if q.Detail != "" {
-		where += ` AND d.detail LIKE ? ESCAPE '!'`
+		// LOWER on both sides: LIKE ignores ASCII case on SQLite and
+		// MariaDB's default collation, not on PostgreSQL.
+		where += ` AND LOWER(d.detail) LIKE LOWER(?) ESCAPE '!'`
 		args = append(args, likeEscape(q.Detail))
 	}
 	return where + ` AND ` + currentDeadLetter, args

@@ -37,5 +37,5 @@
 //	dead_letters  view: the dead-letter deliveries
 //
 // Timestamps are stored as TEXT in TimeLayout, so they sort as text and read
-// the same on both engines; money is TEXT, exactly as sent.
+// the same on every engine; money is TEXT, exactly as sent.
 package ledger

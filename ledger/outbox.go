@@ -128,6 +128,14 @@ ORDER BY o.id LIMIT ?`)
 // OutboxRows returns up to limit unpublished rows of aggregate in id
 // order, parked ones included (Parked set).
 func (db *DB) OutboxRows(ctx context.Context, aggregate string, limit int) ([]OutboxRow, error) {
+	return db.OutboxRowsAfter(ctx, aggregate, 0, limit)
+}
+
+// OutboxRowsAfter is OutboxRows from the row after id after on: a relay
+// that holds the aggregate's lease and has sent its rows up to after
+// reads on without waiting for their marks. An aggregate's rows commit
+// in id order (migration 013), so no row below after can appear later.
+func (db *DB) OutboxRowsAfter(ctx context.Context, aggregate string, after int64, limit int) ([]OutboxRow, error) {
 	if err := db.open(); err != nil {
 		return nil, err
 	}
@@ -137,8 +145,8 @@ func (db *DB) OutboxRows(ctx context.Context, aggregate string, limit int) ([]Ou
     CASE WHEN o.parked_at IS NULL THEN 0 ELSE 1 END,
     COALESCE(p.schema_version, ''), COALESCE(p.traceparent, ''), COALESCE(p.tenant, '')
 FROM outbox o LEFT JOIN processed p ON p.msg_id = o.msg_id
-WHERE o.aggregate = ? AND o.published_at IS NULL ORDER BY o.id LIMIT ?`)
-	rows, err := db.sql.QueryContext(ctx, q, aggregate, limit)
+WHERE o.aggregate = ? AND o.published_at IS NULL AND o.id > ? ORDER BY o.id LIMIT ?`)
+	rows, err := db.sql.QueryContext(ctx, q, aggregate, after, limit)
 	if err != nil {
 		return nil, db.fail("read outbox rows", err)
 	}

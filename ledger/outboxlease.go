@@ -3,6 +3,8 @@ package ledger
 import (
 	"context"
 	"database/sql"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -60,4 +62,163 @@ func holdsLease(ctx context.Context, tx *sql.Tx, d Dialect, owner, aggregate str
 	var n int
 	err := tx.QueryRowContext(ctx, d.Rebind(`SELECT COUNT(*) FROM outbox_leases WHERE aggregate = ? AND owner = ?`), aggregate, owner).Scan(&n)
 	return n > 0, err
+}
+
+// AcquireLeases is AcquireLease for several aggregates in one
+// transaction: it returns those of aggregates whose lease owner holds
+// now, in their order. A relay starting work on many aggregates at once
+// pays one commit for all of them.
+func (db *DB) AcquireLeases(ctx context.Context, owner string, aggregates []string, now, expires time.Time) ([]string, error) {
+	if err := db.open(); err != nil {
+		return nil, err
+	}
+	if len(aggregates) == 0 {
+		return nil, nil
+	}
+	take := db.dialect.Rebind(`UPDATE outbox_leases SET owner = ?, expires = ? WHERE aggregate = ? AND (owner = ? OR expires < ?)`)
+	insert := db.dialect.Rebind(db.dialect.InsertNew(`INSERT INTO outbox_leases (aggregate, owner, expires) VALUES (?, ?, ?)`, "aggregate", ""))
+	var held []string
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		held = held[:0]
+		for _, agg := range aggregates {
+			if _, err := tx.ExecContext(ctx, take, owner, formatTime(expires), agg, owner, formatTime(now)); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, insert, agg, owner, formatTime(expires)); err != nil {
+				return err
+			}
+		}
+		h, err := heldLeases(ctx, tx, db.dialect, owner, aggregates)
+		held = h
+		return err
+	})
+	if err != nil {
+		return nil, db.fail("take outbox leases", err)
+	}
+	return held, nil
+}
+
+// heldLeases returns those of aggregates whose lease owner holds, in tx,
+// in their order.
+func heldLeases(ctx context.Context, tx *sql.Tx, d Dialect, owner string, aggregates []string) ([]string, error) {
+	holds := map[string]bool{}
+	for chunk := range slices.Chunk(aggregates, maxInList) {
+		args := []any{owner}
+		for _, a := range chunk {
+			args = append(args, a)
+		}
+		rows, err := tx.QueryContext(ctx, d.Rebind(`SELECT aggregate FROM outbox_leases WHERE owner = ? AND aggregate IN (?`+strings.Repeat(", ?", len(chunk)-1)+`)`), args...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var a string
+			if err := rows.Scan(&a); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			holds[a] = true
+		}
+		if err := rows.Err(); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if err := rows.Close(); err != nil {
+			return nil, err
+		}
+	}
+	var held []string
+	for _, a := range aggregates {
+		if holds[a] {
+			held = append(held, a)
+		}
+	}
+	return held, nil
+}
+
+// maxInList bounds the values of one IN (...) list: well within every
+// engine's limit on a statement's parameters.
+const maxInList = 500
+
+// OutboxCommit is what a relay writes in one transaction after a stretch
+// of acknowledgements (CommitPublished).
+type OutboxCommit struct {
+	// Published are the ids of the rows the target acknowledged, at At,
+	// each after every earlier row of its aggregate was acknowledged too.
+	Published []int64
+	// Target names the target in the rows' target column.
+	Target string
+	At     time.Time
+	// Renew are the aggregates the relay goes on publishing: their leases
+	// are extended to Expires.
+	Renew   []string
+	Expires time.Time
+	// Release are the aggregates the relay has finished with for now:
+	// their leases are given up.
+	Release []string
+}
+
+// CommitPublished marks c.Published published, renews owner's leases on
+// c.Renew and releases those on c.Release, in one transaction: a relay
+// that keeps many events in flight pays one commit for many
+// acknowledgements. It returns the aggregates of c.Renew whose lease
+// owner no longer held (it ran out and another relay took it): their rows
+// are marked all the same, since they were acknowledged, but the caller
+// must stop publishing those aggregates.
+func (db *DB) CommitPublished(ctx context.Context, owner string, c OutboxCommit) ([]string, error) {
+	if err := db.open(); err != nil {
+		return nil, err
+	}
+	var lost []string
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		lost = lost[:0]
+		for chunk := range slices.Chunk(c.Published, maxInList) {
+			args := []any{formatTime(c.At), c.Target}
+			for _, id := range chunk {
+				args = append(args, id)
+			}
+			if _, err := tx.ExecContext(ctx, db.dialect.Rebind(`UPDATE outbox SET published_at = ?, target = ?, next_at = NULL
+WHERE published_at IS NULL AND id IN (?`+strings.Repeat(", ?", len(chunk)-1)+`)`), args...); err != nil {
+				return err
+			}
+		}
+		for chunk := range slices.Chunk(c.Renew, maxInList) {
+			args := []any{formatTime(c.Expires), owner}
+			for _, a := range chunk {
+				args = append(args, a)
+			}
+			if _, err := tx.ExecContext(ctx, db.dialect.Rebind(`UPDATE outbox_leases SET expires = ? WHERE owner = ? AND aggregate IN (?`+strings.Repeat(", ?", len(chunk)-1)+`)`), args...); err != nil {
+				return err
+			}
+		}
+		if len(c.Renew) > 0 {
+			held, err := heldLeases(ctx, tx, db.dialect, owner, c.Renew)
+			if err != nil {
+				return err
+			}
+			holds := map[string]bool{}
+			for _, a := range held {
+				holds[a] = true
+			}
+			for _, a := range c.Renew {
+				if !holds[a] {
+					lost = append(lost, a)
+				}
+			}
+		}
+		for chunk := range slices.Chunk(c.Release, maxInList) {
+			args := []any{owner}
+			for _, a := range chunk {
+				args = append(args, a)
+			}
+			if _, err := tx.ExecContext(ctx, db.dialect.Rebind(`DELETE FROM outbox_leases WHERE owner = ? AND aggregate IN (?`+strings.Repeat(", ?", len(chunk)-1)+`)`), args...); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, db.fail("mark outbox rows published", err)
+	}
+	return lost, nil
 }

@@ -24,7 +24,7 @@ type queries struct {
 func newQueries(d Dialect) queries {
 	return queries{
 		// One row, for the path with business work; RowsAffected tells an
-		// insert (1) from a duplicate (0) on both engines.
+		// insert (1) from a duplicate (0) on every engine.
 		insertProcessed: d.Rebind(d.InsertNew(`INSERT INTO processed
     (msg_id, order_no, seq, amount, processed_at, file, content_hash, payload, claim, ino, schema_version, traceparent, tenant)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, "msg_id", "")),

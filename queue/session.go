@@ -119,6 +119,10 @@ type Claim struct {
 	Mode uint32
 	// Size is the file's size in bytes as the claim found it.
 	Size int64
+	// Mtime is the file's modification time as the claim found it: with
+	// Size, what Session.Changed compares against, and how recently a
+	// producer last wrote into the file before it was claimed.
+	Mtime time.Time
 }
 
 // Regular reports whether the claimed entry is a regular file.
@@ -150,7 +154,21 @@ func (s *Session) Claim(name string) (*Claim, error) {
 	if err := unix.Fstatat(s.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return nil, fmt.Errorf("claim %s: stat: %w", name, err)
 	}
-	return &Claim{Name: name, ID: claimID(s.id, &st), Ino: st.Ino, Mode: st.Mode, Size: st.Size}, nil
+	return &Claim{Name: name, ID: claimID(s.id, &st), Ino: st.Ino, Mode: st.Mode, Size: st.Size,
+		Mtime: time.Unix(st.Mtim.Unix())}, nil
+}
+
+// Changed reports whether the claimed file's size or modification time
+// differs now from what the claim found: a producer that writes into
+// inbox/ in place, under the message's final name, goes on writing into
+// the file after it was claimed. It stats the file in the session's own
+// directory, where nothing but this session moves it.
+func (s *Session) Changed(c *Claim) (bool, error) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(s.fd, c.Name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return false, fmt.Errorf("stat claim %s: %w", c.Name, err)
+	}
+	return st.Size != c.Size || !time.Unix(st.Mtim.Unix()).Equal(c.Mtime), nil
 }
 
 // Read returns the content of a claimed regular file, up to limit bytes.

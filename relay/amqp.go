@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/spoolq/spool"
@@ -20,13 +21,18 @@ import (
 // RabbitMQ does not dedup: a repeat is delivered again, and the consumer
 // dedups on message-id. The event's headers travel as AMQP headers, with
 // spool-aggregate.
+//
+// It is a Pipeline: up to Window messages are published on the one
+// channel ahead of their confirms, which RabbitMQ sends in publish order
+// and a waiter goroutine takes in that order.
 type AMQP struct {
 	url, redacted string
 	exchange, key string
 	queue         string
 	conn          *amqp.Connection
 	ch            *amqp.Channel
-	returns       chan amqp.Return
+	// waits feeds the waiter (await) of the channel ch, in publish order.
+	waits chan confirmWait
 }
 
 // OpenAMQP connects to the broker of u.
@@ -66,21 +72,47 @@ func (t *AMQP) connect() error {
 		return fmt.Errorf("amqp %s: %w", t.redacted, err)
 	}
 	t.conn, t.ch = conn, ch
-	t.returns = ch.NotifyReturn(make(chan amqp.Return, 1))
+	// Room for a return of every message in flight: the connection's
+	// reader never waits on it before handing over the next confirm.
+	returns := ch.NotifyReturn(make(chan amqp.Return, amqpWindow+1))
+	t.waits = make(chan confirmWait, amqpWindow+1)
+	go t.await(conn, t.waits, returns)
 	return nil
 }
 
-// Publish sends e and waits for the broker's confirm.
-func (t *AMQP) Publish(ctx context.Context, e *Event) error {
+// amqpWindow is the AMQP target's Window: messages published on the
+// channel whose confirms have not come yet.
+const amqpWindow = 256
+
+// Window is the most messages awaiting their confirms.
+func (t *AMQP) Window() int { return amqpWindow }
+
+// confirmWait is a published message whose confirm the waiter of its
+// channel waits for, in publish order.
+type confirmWait struct {
+	dc   *amqp.DeferredConfirmation
+	id   string
+	sent time.Time
+	done func(error)
+}
+
+// Send publishes e on the channel in confirm mode; done gets the broker's
+// confirm (a nack or a return is a failure). A failure to publish, or a
+// confirm that does not come within publishTimeout, closes the
+// connection, which nacks every message still waiting on it; the next
+// Send opens a new one.
+func (t *AMQP) Send(ctx context.Context, e *Event, done func(error)) {
 	if t.ch == nil || t.ch.IsClosed() {
 		t.drop()
 		if err := t.connect(); err != nil {
-			return err
+			done(err)
+			return
 		}
 	}
 	body, err := e.Body()
 	if err != nil {
-		return spool.Permanent(err)
+		done(spool.Permanent(err))
+		return
 	}
 	headers := amqp.Table{"spool-aggregate": e.Row.Aggregate}
 	for k, v := range e.Headers() {
@@ -90,31 +122,68 @@ func (t *AMQP) Publish(ctx context.Context, e *Event) error {
 	if t.queue != "" {
 		exchange, key = "", t.queue
 	}
-	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
-	defer cancel()
 	dc, err := t.ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, true, false, amqp.Publishing{
 		DeliveryMode: amqp.Persistent, MessageId: e.ID, Type: e.Row.Type,
 		ContentType: "application/json", Timestamp: e.Row.CreatedAt, Headers: headers, Body: body,
 	})
 	if err != nil {
 		t.drop()
-		return fmt.Errorf("amqp: %w", err)
+		done(fmt.Errorf("amqp: %w", err))
+		return
 	}
-	acked, err := dc.WaitContext(ctx)
-	if err != nil {
-		t.drop()
-		return fmt.Errorf("amqp: waiting for the confirm: %w", err)
+	t.waits <- confirmWait{dc: dc, id: e.ID, sent: time.Now(), done: done}
+}
+
+// await is the waiter of one channel: it takes the confirms in publish
+// order, which is the order the broker sends them in, and tells each
+// message's done.
+func (t *AMQP) await(conn *amqp.Connection, waits <-chan confirmWait, returns <-chan amqp.Return) {
+	returned := map[string]amqp.Return{}
+	for w := range waits {
+		timer := time.NewTimer(max(time.Until(w.sent.Add(publishTimeout)), 0))
+		select {
+		case <-w.dc.Done():
+			timer.Stop()
+		case <-timer.C:
+			// Closing the connection nacks the rest of the window at once.
+			_ = conn.Close() // the error that matters is the timeout
+			<-w.dc.Done()
+			w.done(fmt.Errorf("amqp: no confirm within %v", publishTimeout))
+			continue
+		}
+		// A return comes before the confirm of its message.
+		for more := true; more; {
+			select {
+			case r, ok := <-returns:
+				if ok {
+					returned[r.MessageId] = r
+				} else {
+					more = false
+				}
+			default:
+				more = false
+			}
+		}
+		if r, ok := returned[w.id]; ok {
+			delete(returned, w.id)
+			w.done(fmt.Errorf("amqp: returned by the broker: %d %s (no queue took it)", r.ReplyCode, r.ReplyText))
+			continue
+		}
+		if !w.dc.Acked() {
+			if conn.IsClosed() {
+				w.done(errors.New("amqp: the connection closed before the confirm"))
+			} else {
+				w.done(errors.New("amqp: the broker nacked it"))
+			}
+			continue
+		}
+		w.done(nil)
 	}
-	// A return comes before the confirm of its message.
-	select {
-	case r := <-t.returns:
-		return fmt.Errorf("amqp: returned by the broker: %d %s (no queue took it)", r.ReplyCode, r.ReplyText)
-	default:
-	}
-	if !acked {
-		return errors.New("amqp: the broker nacked it")
-	}
-	return nil
+}
+
+// Publish sends e and waits for the broker's confirm.
+func (t *AMQP) Publish(ctx context.Context, e *Event) error {
+	return publishOne(ctx, t, e)
 }
 
 // drop closes a connection after a failure, so that the next publish
@@ -123,7 +192,10 @@ func (t *AMQP) drop() {
 	if t.conn != nil {
 		_ = t.conn.Close() // it failed already
 	}
-	t.conn, t.ch = nil, nil
+	if t.waits != nil {
+		close(t.waits) // its waiter ends once the confirms waited for are in
+	}
+	t.conn, t.ch, t.waits = nil, nil, nil
 }
 
 // Close closes the connection.
@@ -132,7 +204,8 @@ func (t *AMQP) Close() error {
 		return nil
 	}
 	err := t.conn.Close()
-	t.conn, t.ch = nil, nil
+	close(t.waits)
+	t.conn, t.ch, t.waits = nil, nil, nil
 	if errors.Is(err, amqp.ErrClosed) {
 		return nil
 	}

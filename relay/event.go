@@ -15,6 +15,8 @@ type Event struct {
 	ID string
 	// Row is the outbox row the event is.
 	Row ledger.OutboxRow
+
+	body []byte // Body's, once made
 }
 
 // EventID is the id of row rowID of the outbox of the queue whose
@@ -41,23 +43,36 @@ type envelope struct {
 // payload (the row's payload as JSON when it is valid JSON, else as a
 // JSON string), headers, outbox_id, created_at and caused_by (the
 // msg_id that caused it, when known).
+//
+// The document is made once and kept: the relay makes it ahead of the
+// send, off the sending goroutine.
 func (e *Event) Body() ([]byte, error) {
-	payload := json.RawMessage(e.Row.Payload)
-	if !json.Valid(e.Row.Payload) {
-		b, err := json.Marshal(string(e.Row.Payload))
-		if err != nil {
-			return nil, fmt.Errorf("event %s: payload: %w", e.ID, err)
-		}
-		payload = b
+	if e.body != nil {
+		return e.body, nil
 	}
-	b, err := json.Marshal(envelope{
-		MsgID: e.ID, Aggregate: e.Row.Aggregate, Type: e.Row.Type, Payload: payload,
+	env := envelope{
+		MsgID: e.ID, Aggregate: e.Row.Aggregate, Type: e.Row.Type, Payload: json.RawMessage(e.Row.Payload),
 		Headers: e.Headers(), OutboxID: e.Row.ID,
 		CreatedAt: e.Row.CreatedAt.UTC().Format(ledger.TimeLayout), CausedBy: e.Row.MsgID,
-	})
+	}
+	// Marshal checks a RawMessage itself: a payload that is not JSON fails
+	// it, and goes as a string instead (one scan of a valid payload, not
+	// two).
+	var b []byte
+	var err error
+	if len(e.Row.Payload) > 0 {
+		b, err = json.Marshal(env)
+	}
+	if len(e.Row.Payload) == 0 || err != nil && !json.Valid(e.Row.Payload) {
+		if env.Payload, err = json.Marshal(string(e.Row.Payload)); err != nil {
+			return nil, fmt.Errorf("event %s: payload: %w", e.ID, err)
+		}
+		b, err = json.Marshal(env)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("event %s: %w", e.ID, err)
 	}
+	e.body = b
 	return b, nil
 }
 

@@ -23,7 +23,7 @@ type HTTP struct {
 
 // OpenHTTP returns the target posting to rawURL.
 func OpenHTTP(rawURL string) (*HTTP, error) {
-	p, err := handler.NewPost(rawURL, handler.PostOptions{UserAgent: "spool-relay", Connections: 2})
+	p, err := handler.NewPost(rawURL, handler.PostOptions{UserAgent: "spool-relay", Connections: DefaultPlainWindow})
 	if err != nil {
 		return nil, fmt.Errorf("target: %w", err)
 	}

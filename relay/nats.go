@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -23,11 +24,25 @@ import (
 //
 // When the stream does not exist, it is created over SUBJECT (file
 // storage, the server's defaults otherwise).
+//
+// It is a Pipeline: events are published asynchronously on the one
+// connection, up to Window awaiting their acks, which the server sends in
+// publish order; a publish the stream does not answer within
+// publishTimeout fails. The client's own resend on "no responders" is
+// off, since a resend would pass the events sent after it.
 type NATS struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	subject string
+	pubOpts []jetstream.PublishOpt
+
+	mu      sync.Mutex
+	pending map[*nats.Msg]func(error)
 }
+
+// natsWindow is the NATS target's Window: the publishes awaiting their
+// acks, as nats.go's own examples of asynchronous publishing keep.
+const natsWindow = 256
 
 // OpenNATS connects to the server of u and makes sure its stream exists.
 func OpenNATS(ctx context.Context, u *url.URL) (*NATS, error) {
@@ -42,7 +57,13 @@ func OpenNATS(ctx context.Context, u *url.URL) (*NATS, error) {
 	if err != nil {
 		return nil, fmt.Errorf("target %s: %w", u.Redacted(), err)
 	}
-	js, err := jetstream.New(nc)
+	t := &NATS{nc: nc, subject: subject, pending: map[*nats.Msg]func(error){},
+		pubOpts: []jetstream.PublishOpt{jetstream.WithRetryAttempts(0)}}
+	js, err := jetstream.New(nc,
+		jetstream.WithPublishAsyncMaxPending(natsWindow),
+		jetstream.WithPublishAsyncTimeout(publishTimeout),
+		jetstream.WithPublishAsyncAckHandler(func(_ jetstream.JetStream, m *nats.Msg, _ *jetstream.PubAck) { t.resolve(m, nil) }),
+		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) { t.resolve(m, natsError(err)) }))
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("target %s: %w", u.Redacted(), err)
@@ -60,17 +81,22 @@ func OpenNATS(ctx context.Context, u *url.URL) (*NATS, error) {
 		nc.Close()
 		return nil, fmt.Errorf("target %s: stream %s: %w", u.Redacted(), stream, err)
 	}
-	return &NATS{nc: nc, js: js, subject: subject}, nil
+	t.js = js
+	return t, nil
 }
 
 // publishTimeout bounds the wait for one ack.
 const publishTimeout = 10 * time.Second
 
-// Publish sends e and waits for the stream's ack.
-func (t *NATS) Publish(ctx context.Context, e *Event) error {
+// Window is the most publishes awaiting their acks.
+func (t *NATS) Window() int { return natsWindow }
+
+// Send publishes e asynchronously; done gets the stream's ack or error.
+func (t *NATS) Send(_ context.Context, e *Event, done func(error)) {
 	body, err := e.Body()
 	if err != nil {
-		return spool.Permanent(err)
+		done(spool.Permanent(err))
+		return
 	}
 	m := nats.NewMsg(t.subject)
 	m.Data = body
@@ -79,20 +105,55 @@ func (t *NATS) Publish(ctx context.Context, e *Event) error {
 	}
 	m.Header.Set("Spool-Aggregate", e.Row.Aggregate)
 	m.Header.Set("Spool-Type", e.Row.Type)
-	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
-	defer cancel()
-	if _, err := t.js.PublishMsg(ctx, m, jetstream.WithMsgID(e.ID)); err != nil {
-		if errors.Is(err, nats.ErrMaxPayload) {
-			return spool.Permanent(fmt.Errorf("nats: %w", err))
-		}
-		return fmt.Errorf("nats: %w", err)
+	m.Header.Set(jetstream.MsgIDHeader, e.ID)
+	// Registered before the publish: its ack may come before
+	// PublishMsgAsync returns.
+	t.mu.Lock()
+	t.pending[m] = done
+	t.mu.Unlock()
+	if _, err := t.js.PublishMsgAsync(m, t.pubOpts...); err != nil {
+		t.resolve(m, natsError(err))
 	}
-	return nil
 }
 
-// Close drains nothing (every publish waited for its ack) and closes the
-// connection.
+// resolve calls the done of m's Send, once.
+func (t *NATS) resolve(m *nats.Msg, err error) {
+	t.mu.Lock()
+	done := t.pending[m]
+	delete(t.pending, m)
+	t.mu.Unlock()
+	if done != nil {
+		done(err)
+	}
+}
+
+// natsError marks a message over the server's limit permanent.
+func natsError(err error) error {
+	if errors.Is(err, nats.ErrMaxPayload) {
+		return spool.Permanent(fmt.Errorf("nats: %w", err))
+	}
+	return fmt.Errorf("nats: %w", err)
+}
+
+// Publish sends e and waits for the stream's ack.
+func (t *NATS) Publish(ctx context.Context, e *Event) error {
+	return publishOne(ctx, t, e)
+}
+
+// Close closes the connection; the relay has waited for every ack.
 func (t *NATS) Close() error {
 	t.nc.Close()
 	return nil
+}
+
+// publishOne is Publish through a Pipeline's Send.
+func publishOne(ctx context.Context, p Pipeline, e *Event) error {
+	res := make(chan error, 1)
+	p.Send(ctx, e, func(err error) { res <- err })
+	select {
+	case err := <-res:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

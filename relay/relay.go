@@ -36,9 +36,17 @@ type Options struct {
 	// another relay takes the aggregate over once it ran out. It must
 	// exceed the longest publish. Zero: DefaultLease.
 	Lease time.Duration
-	// Batch is how many rows of an aggregate a relay publishes before it
-	// marks them published and looks at the other aggregates. Zero: 64.
+	// Batch is how many rows of an aggregate a relay reads from the
+	// ledger at a time. Zero: 256.
 	Batch int
+	// Window is the most events in flight at once, sent and not yet
+	// acknowledged, over all aggregates. Zero: the target's own
+	// (Pipeline.Window) for a Pipeline, DefaultPlainWindow for a plain
+	// Target, which has at most one event of an aggregate in flight.
+	Window int
+	// Aggregates is the most aggregates a relay works on at once (holds
+	// the lease of and keeps rows of in memory). Zero: 128.
+	Aggregates int
 	// Policy is what a parked row does to its aggregate.
 	Policy Policy
 	// Retry spaces the attempts at a row whose publish failed and parks
@@ -50,7 +58,9 @@ type Options struct {
 	// publish (every row published or parked).
 	Watch bool
 	// Poll is how often a watching relay, or one waiting for another's
-	// lease or a retry, looks at the outbox again. Zero: 200ms.
+	// lease or a retry, looks at the outbox again for aggregates to take;
+	// five times that while it is busy with others and its last look
+	// found none new. Zero: 200ms.
 	Poll time.Duration
 	// OnEvent, when set, is called after each publish attempt with the
 	// event and its error (nil: acknowledged), from Run's goroutine.
@@ -62,6 +72,10 @@ type Options struct {
 
 // DefaultLease is Options.Lease's default.
 const DefaultLease = 30 * time.Second
+
+// DefaultPlainWindow is Options.Window's default for a plain Target
+// (dir://, http(s)://): events of that many aggregates published at once.
+const DefaultPlainWindow = 8
 
 // Stats counts what a Run did.
 type Stats struct {
@@ -90,10 +104,22 @@ func New(db *ledger.DB, queueID string, t Target, o Options) (*Relay, error) {
 		o.Lease = DefaultLease
 	}
 	if o.Batch <= 0 {
-		o.Batch = 64
+		o.Batch = 256
 	}
 	if o.Poll <= 0 {
 		o.Poll = 200 * time.Millisecond
+	}
+	if o.Aggregates <= 0 {
+		o.Aggregates = 128
+	}
+	if o.Window <= 0 {
+		o.Window = DefaultPlainWindow
+		if p, ok := t.(Pipeline); ok {
+			o.Window = max(1, p.Window())
+		}
+	}
+	if p, ok := t.(Pipeline); ok {
+		o.Window = min(o.Window, max(1, p.Window()))
 	}
 	var rnd [6]byte
 	if _, err := rand.Read(rnd[:]); err != nil {
@@ -109,152 +135,17 @@ func (r *Relay) Owner() string { return r.owner }
 // Run publishes until no row is left to publish (every row published or
 // parked; it waits for rows due for a retry and for rows in another
 // relay's lease), or, with Options.Watch, until ctx ends, which is then a
-// clean stop (a nil error). It returns what it did. An error of the ledger ends it; a
-// target's failures are recorded on their rows and do not.
+// clean stop (a nil error): the events in flight are waited for and the
+// acknowledged ones marked. It returns what it did. An error of the
+// ledger ends it; a target's failures are recorded on their rows and do
+// not.
 func (r *Relay) Run(ctx context.Context) (Stats, error) {
-	for {
-		busy, waiting, err := r.round(ctx)
-		if err != nil {
-			if ctx.Err() != nil && r.o.Watch {
-				return r.stats, nil
-			}
-			return r.stats, err
-		}
-		if busy {
-			continue
-		}
-		if !waiting && !r.o.Watch {
-			return r.stats, nil
-		}
-		select {
-		case <-ctx.Done():
-			if r.o.Watch {
-				return r.stats, nil
-			}
-			return r.stats, ctx.Err()
-		case <-time.After(r.o.Poll):
-		}
+	p := newPipe(r)
+	err := p.run(ctx)
+	if errors.Is(err, context.Canceled) && r.o.Watch && ctx.Err() != nil {
+		err = nil
 	}
-}
-
-// maxHeads bounds the aggregates one round looks at.
-const maxHeads = 1000
-
-// round publishes what it can of every aggregate with work. It reports
-// whether it published or parked anything (busy), and whether rows are
-// left that wait: for a retry's time, or in another relay's lease.
-func (r *Relay) round(ctx context.Context) (busy, waiting bool, err error) {
-	heads, err := r.db.OutboxHeads(ctx, r.o.Policy == PolicySkip, maxHeads)
-	if err != nil {
-		return false, false, err
-	}
-	for _, h := range heads {
-		if h.Parked {
-			continue // PolicyBlock: the aggregate waits for an operator
-		}
-		now := time.Now()
-		if h.NextAt.After(now) {
-			waiting = true
-			continue
-		}
-		held, err := r.db.AcquireLease(ctx, r.owner, h.Aggregate, now, now.Add(r.o.Lease))
-		if err != nil {
-			return busy, waiting, err
-		}
-		if !held {
-			waiting = true
-			continue
-		}
-		did, more, err := r.aggregate(ctx, h.Aggregate)
-		busy = busy || did
-		waiting = waiting || more
-		if err != nil {
-			return busy, waiting, err
-		}
-	}
-	return busy, waiting, nil
-}
-
-// aggregate publishes up to a batch of aggregate's rows in order, under
-// the lease the caller took, and releases the lease when the aggregate
-// has nothing left for now. It reports whether it did anything, and
-// whether the aggregate waits for a retry.
-func (r *Relay) aggregate(ctx context.Context, agg string) (did, waiting bool, err error) {
-	rows, err := r.db.OutboxRows(ctx, agg, r.o.Batch)
-	if err != nil {
-		return false, false, err
-	}
-	var acked []int64
-	held := true
-	flush := func() error {
-		if len(acked) == 0 {
-			return nil
-		}
-		now := time.Now()
-		h, err := r.db.MarkPublished(ctx, r.owner, agg, acked, r.o.Target, now, now.Add(r.o.Lease))
-		acked = acked[:0]
-		held = h
-		return err
-	}
-	stop := false
-	for i := range rows {
-		row := rows[i]
-		if row.Parked {
-			if r.o.Policy == PolicyBlock {
-				stop = true
-				break
-			}
-			continue
-		}
-		e := &Event{ID: EventID(r.queueID, row.ID), Row: row}
-		perr := r.target.Publish(ctx, e)
-		if r.o.OnEvent != nil {
-			r.o.OnEvent(e, perr)
-		}
-		did = true
-		if perr == nil {
-			r.stats.Published++
-			acked = append(acked, row.ID)
-			continue
-		}
-		if ctx.Err() != nil {
-			// Cut short by the relay's own stop: not the row's failure.
-			if err := flush(); err != nil {
-				return did, false, err
-			}
-			return did, false, ctx.Err()
-		}
-		r.stats.Failed++
-		if err := flush(); err != nil {
-			return did, false, err
-		}
-		parked, err := r.fail(ctx, &row, perr)
-		if err != nil {
-			return did, false, err
-		}
-		if !parked {
-			waiting = true
-			stop = true
-			break
-		}
-		if r.o.Policy == PolicyBlock {
-			stop = true
-			break
-		}
-	}
-	if err := flush(); err != nil {
-		return did, waiting, err
-	}
-	if !held {
-		// Another relay took the aggregate over: it goes on from here.
-		return did, waiting, nil
-	}
-	if stop || len(rows) < r.o.Batch {
-		if err := r.db.ReleaseLease(ctx, r.owner, agg); err != nil {
-			return did, waiting, err
-		}
-	}
-	return did, waiting, nil
+	return r.stats, err
 }
 
 // fail records a failed publish of row: parked when it is permanent or

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/batch"
 	"github.com/spoolq/spool/queue"
 )
 
@@ -45,17 +46,97 @@ var KindOrder = []spool.Kind{
 }
 
 // firstSeen is where a field first appeared: the smallest file name that has
-// it, and its position among that file's top-level keys. Keeping only the
-// minimum makes the field order independent of readdir order without
-// sorting, or even holding, the list of files.
+// it, the first record of that file that has it (0 for a file of one
+// message), and its position among that record's top-level keys. Keeping
+// only the minimum makes the field order independent of readdir order
+// without sorting, or even holding, the list of files.
 type firstSeen struct {
-	file  string
-	pos   int
-	kinds map[spool.Kind]bool
+	file   string
+	record int64
+	pos    int
+	kinds  map[spool.Kind]bool
 }
 
-func (f *firstSeen) before(file string, pos int) bool {
-	return cmp.Or(strings.Compare(file, f.file), cmp.Compare(pos, f.pos)) < 0
+// compare orders the place (file, record, pos) against f's: negative when
+// it comes first.
+func (f *firstSeen) compare(file string, record int64, pos int) int {
+	return cmp.Or(strings.Compare(file, f.file), cmp.Compare(record, f.record), cmp.Compare(pos, f.pos))
+}
+
+// Inference infers a schema from valid messages given to it one by one:
+// the union of their top-level fields, each with its type and contract
+// role, ordered by first appearance (files in name order, a batch file's
+// records in file order, each message's keys in document order) whatever
+// order they are added in. Schema feeds it the JSON messages of inbox/;
+// AddRecords feeds it a batch file's records (package batch), so that CSV,
+// JSON Lines and XML are typed by this one inference. Memory is bounded
+// by the number of distinct fields.
+type Inference struct {
+	c      spool.Contract
+	fields map[string]*firstSeen
+}
+
+// NewInference returns an empty Inference for messages of contract c.
+func NewInference(c spool.Contract) *Inference {
+	return &Inference{c: c, fields: map[string]*firstSeen{}}
+}
+
+// Add takes the fields of m, a message that passed c.Parse: record is
+// its place among the records of file, 0 for a file of one message.
+func (in *Inference) Add(file string, record int64, m *spool.Message) {
+	for pos, f := range m.Fields {
+		s, ok := in.fields[f.Name]
+		if !ok {
+			s = &firstSeen{file: file, record: record, pos: pos, kinds: map[spool.Kind]bool{}}
+			in.fields[f.Name] = s
+		} else if s.compare(file, record, pos) < 0 {
+			s.file, s.record, s.pos = file, record, pos
+		}
+		s.kinds[kindOf(in.c, m, f)] = true
+	}
+}
+
+// AddRecords reads the batch file of r to its end and adds each record
+// that the contract accepts; records that fail to read or to validate are
+// skipped, as invalid JSON messages are. It stops at ctx's end and at a
+// failure to read the file.
+func (in *Inference) AddRecords(ctx context.Context, file string, r *batch.Reader) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rec, err := r.Next()
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil
+		case err != nil:
+			return fmt.Errorf("schema: %w", err)
+		case rec.Err != nil:
+			continue
+		}
+		m, err := in.c.Parse(rec.JSON)
+		var rej *spool.RejectError
+		switch {
+		case errors.As(err, &rej):
+			continue
+		case err != nil:
+			return fmt.Errorf("schema: %w", err)
+		}
+		in.Add(file, rec.Index, m)
+	}
+}
+
+// Rows returns the schema inferred so far.
+func (in *Inference) Rows() []SchemaRow {
+	rows := make([]SchemaRow, 0, len(in.fields))
+	for name, s := range in.fields {
+		rows = append(rows, SchemaRow{Field: name, Type: typeOf(s.kinds), Role: role(in.c, name)})
+	}
+	slices.SortFunc(rows, func(a, b SchemaRow) int {
+		fa := in.fields[a.Field]
+		return in.fields[b.Field].compare(fa.file, fa.record, fa.pos)
+	})
+	return rows
 }
 
 // Schema infers the schema of the valid messages waiting in inbox/: the
@@ -67,7 +148,7 @@ func (f *firstSeen) before(file string, pos int) bool {
 // is consumed while Schema runs is skipped. Memory is bounded by the number
 // of distinct fields, not of files.
 func Schema(ctx context.Context, d *queue.Dir, c spool.Contract) ([]SchemaRow, error) {
-	fields := map[string]*firstSeen{}
+	in := NewInference(c)
 	err := d.List(queue.Inbox, func(e queue.Entry) error {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -91,30 +172,13 @@ func Schema(ctx context.Context, d *queue.Dir, c spool.Contract) ([]SchemaRow, e
 		case err != nil:
 			return err
 		}
-		for pos, f := range m.Fields {
-			s, ok := fields[f.Name]
-			if !ok {
-				s = &firstSeen{file: e.Name, pos: pos, kinds: map[spool.Kind]bool{}}
-				fields[f.Name] = s
-			} else if s.before(e.Name, pos) {
-				s.file, s.pos = e.Name, pos
-			}
-			s.kinds[kindOf(c, m, f)] = true
-		}
+		in.Add(e.Name, 0, m)
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("schema: %w", err)
 	}
-	rows := make([]SchemaRow, 0, len(fields))
-	for name, s := range fields {
-		rows = append(rows, SchemaRow{Field: name, Type: typeOf(s.kinds), Role: role(c, name)})
-	}
-	slices.SortFunc(rows, func(a, b SchemaRow) int {
-		fa, fb := fields[a.Field], fields[b.Field]
-		return cmp.Or(strings.Compare(fa.file, fb.file), cmp.Compare(fa.pos, fb.pos))
-	})
-	return rows, nil
+	return in.Rows(), nil
 }
 
 // kindOf is a field's kind for the schema. The contract's amount field is

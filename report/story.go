@@ -154,6 +154,9 @@ func Story(ctx context.Context, d *queue.Dir, l *ledger.DB, arg string) (Message
 			m.Places = append(m.Places, Place{Stage: s, Name: n})
 		}
 	}
+	if err := claimPlaces(d, &m, names, seen); err != nil {
+		return MessageStory{}, err
+	}
 	if err := addHeld(ctx, d, l, &m, arg); err != nil {
 		return MessageStory{}, fmt.Errorf("show %s: %w", arg, err)
 	}
@@ -185,7 +188,7 @@ func WriteStory(w io.Writer, m MessageStory, now time.Time) error {
 		p("now", "in no stage (pruned, discarded or moved away)")
 	}
 	for _, pl := range m.Places {
-		p("now", "%s/%s", pl.Stage, Shown(pl.Name))
+		p("now", "%s", placeLine(m, pl))
 	}
 	if r := m.Processed; r != nil {
 		p("processed", "%s from %s, sha256 %s", r.ProcessedAt.UTC().Format(time.RFC3339Nano), Shown(r.File), r.ContentHash)

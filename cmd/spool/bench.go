@@ -13,11 +13,12 @@ import (
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/internal/bench"
 	"github.com/spoolq/spool/ledger"
+	"github.com/spoolq/spool/relay"
 )
 
 var benchCommand = &command{
 	name:    "bench",
-	args:    "[--n N] [--dup F] [--poison F] [--floor] [--rounds R] [--cold] [--durability full|relaxed] [--handler post|exec --latency D --concurrency C [--procs P] [--db URL]] [--watch [--idle D] [--arrivals N --gap D] [--steady-rate N --steady D] [--poll D]]",
+	args:    "[--relay URL [--relay URL...] [--aggregates A]] [--n N] [--dup F] [--poison F] [--floor] [--rounds R] [--cold] [--durability full|relaxed] [--handler post|exec --latency D --concurrency C [--procs P] [--db URL]] [--watch [--idle D] [--arrivals N --gap D] [--steady-rate N --steady D] [--poll D]]",
 	summary: "drain a generated queue and report throughput, latency, memory",
 	help: `
 Generates a queue of N realistic ~200-byte messages (with fractions of
@@ -49,6 +50,17 @@ how many times a second this machine runs the command with no latency
 --db postgres://... or mysql://... puts the ledger (of the plain drain,
 or of --handler) in a schema (a database on MariaDB) of the run's own on
 that server, removed afterwards: each round gets a new one.
+
+--relay URL measures the outbox relay instead, once per --relay given
+(nats://..., amqp://..., kafka://...: the targets of spool relay): for
+each, an outbox of --n events (default 5000 here) over --aggregates
+aggregates (16) in a temporary SQLite ledger, relayed by spool relay's
+code in this process, then the broker's official Go client (nats.go,
+amqp091-go, franz-go) publishing the same documents with 256 in flight,
+the ceiling; relay and client alternate which goes first by round. It
+prints both rates, the ratio relay/client and the processor time per
+event of each (this process's, over each part), and with --rounds R the
+medians.
 
 --watch measures a watching consumer instead (durable, SQLite), in this
 process: its CPU over --idle with nothing arriving, then the latency from
@@ -82,6 +94,9 @@ func runBench(ctx context.Context, e *env, args []string) (err error) {
 	flags.IntVar(&co.Procs, "procs", 1, "with --handler: consumers, `P`; more than 1 runs spool consume processes")
 	flags.StringVar(&co.DB, "db", "", "a PostgreSQL or MariaDB `URL` for the ledger (of the plain drain or of --handler), in a schema or database of the run's own (default: SQLite in the queue)")
 	dbDelay := flags.Duration("db-delay", 0, "with --db: reach the server through a proxy that holds each chunk `DURATION` each way, as for a server on another host")
+	var relays stringList
+	flags.Var(&relays, "relay", "measure the outbox relay to `URL` against the broker's own client (repeatable)")
+	aggregates := flags.Int("aggregates", 16, "with --relay: the events' aggregates, `A`")
 	watch := flags.Bool("watch", false, "measure a watching consumer instead: idle CPU, and enqueue-to-done/ latency of arrivals one at a time and at a steady rate")
 	var wo bench.WatchOptions
 	flags.DurationVar(&wo.Idle, "idle", 10*time.Second, "with --watch: how long the idle consumer's CPU is measured, `DURATION`")
@@ -112,6 +127,22 @@ func runBench(ctx context.Context, e *env, args []string) (err error) {
 	defer stop()
 	set := map[string]bool{}
 	flags.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if len(relays) > 0 || set["aggregates"] {
+		ro := bench.RelayOptions{Targets: relays, N: o.N, Aggregates: *aggregates, Rounds: o.Rounds, Parent: o.Parent}
+		if *cpuprofile != "" {
+			f, err := os.Create(*cpuprofile)
+			if err != nil {
+				return fmt.Errorf("bench: %w", err)
+			}
+			defer func() {
+				if cerr := f.Close(); cerr != nil && err == nil {
+					err = fmt.Errorf("bench: %w", cerr)
+				}
+			}()
+			ro.CPUProfile = f
+		}
+		return benchRelay(ctx, e, set, ro)
+	}
 	if *watch {
 		for _, name := range []string{"handler", "latency", "concurrency", "procs", "db", "db-delay", "cpuprofile"} {
 			if set[name] {
@@ -325,4 +356,75 @@ func loadAverage() string {
 		return "unknown"
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+func (l *stringList) Set(s string) error {
+	*l = append(*l, s)
+	return nil
+}
+
+// benchRelay is bench --relay.
+func benchRelay(ctx context.Context, e *env, set map[string]bool, o bench.RelayOptions) error {
+	for _, name := range []string{"dup", "poison", "seed", "floor", "workers", "batch", "keep", "cold", "handler", "latency",
+		"concurrency", "procs", "db", "db-delay", "watch", "durability"} {
+		if set[name] {
+			return e.usage("--%s is not for --relay, which measures the outbox relay against a broker's client", name)
+		}
+	}
+	switch {
+	case len(o.Targets) == 0:
+		return e.usage("--aggregates goes with --relay URL")
+	case o.Aggregates < 1:
+		return e.usage("--aggregates %d: want 1 or more", o.Aggregates)
+	}
+	if !set["n"] {
+		o.N = 5000
+	}
+	for _, t := range o.Targets {
+		scheme, _, _ := strings.Cut(t, "://")
+		if scheme != "nats" && scheme != "amqp" && scheme != "amqps" && scheme != "kafka" {
+			return e.usage("--relay %s: want nats://, amqp:// or kafka://, whose official clients are the ceiling", relay.Redact(t))
+		}
+	}
+	rep, err := bench.Relay(ctx, o)
+	if err != nil {
+		return err
+	}
+	w := e.stdout
+	fmt.Fprintf(w, "relay      %d events over %d aggregates, SQLite ledger; client: the official one, %d in flight\n", o.N, o.Aggregates, bench.ClientWindow)
+	line := func(r bench.RelayRound) {
+		fmt.Fprintf(w, "%-10s relay %7.0f ev/s cpu %5.1fµs/ev   client %7.0f ev/s cpu %5.1fµs/ev   relay/client %.2f\n",
+			scheme(r.Target), r.Relay.Rate(), micros(r.Relay.CPUPerMessage()), r.Client.Rate(), micros(r.Client.CPUPerMessage()), r.Ratio())
+	}
+	for i, round := range rep.Rounds {
+		if len(rep.Rounds) > 1 {
+			fmt.Fprintf(w, "round      %d of %d\n", i+1, len(rep.Rounds))
+		}
+		for _, r := range round {
+			line(r)
+		}
+	}
+	if len(rep.Rounds) > 1 {
+		fmt.Fprintf(w, "median of %d rounds\n", len(rep.Rounds))
+		for j, r := range rep.Rounds[0] {
+			fmt.Fprintf(w, "%-10s relay %7.0f ev/s cpu %5.1fµs/ev   client %7.0f ev/s cpu %5.1fµs/ev   relay/client %.2f\n", scheme(r.Target),
+				rep.Median(j, func(r bench.RelayRound) float64 { return r.Relay.Rate() }),
+				rep.Median(j, func(r bench.RelayRound) float64 { return micros(r.Relay.CPUPerMessage()) }),
+				rep.Median(j, func(r bench.RelayRound) float64 { return r.Client.Rate() }),
+				rep.Median(j, func(r bench.RelayRound) float64 { return micros(r.Client.CPUPerMessage()) }),
+				rep.Median(j, bench.RelayRound.Ratio))
+		}
+	}
+	return nil
+}
+
+// scheme is a target's scheme, for bench's table.
+func scheme(target string) string {
+	s, _, _ := strings.Cut(target, "://")
+	return s
 }

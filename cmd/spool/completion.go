@@ -7,11 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
-
-	"github.com/spoolq/spool/handler"
 )
 
 var completionCommand = &command{
@@ -20,7 +17,11 @@ var completionCommand = &command{
 	summary: "print a shell completion script for spool's commands and flags",
 	help: `
 Prints a completion script for the shell named, generated from the
-commands and flags of this spool. Load it from the shell's startup file:
+commands and flags of this spool. make install puts each where its shell
+finds it (PREFIX/share/bash-completion/completions/spool,
+PREFIX/share/zsh/site-functions/_spool,
+PREFIX/share/fish/vendor_completions.d/spool.fish); or load it from the
+shell's startup file:
   bash  source <(spool completion bash)        (~/.bashrc)
   zsh   source <(spool completion zsh)         (~/.zshrc, after compinit)
   fish  spool completion fish > ~/.config/fish/completions/spool.fish
@@ -35,8 +36,9 @@ var manCommand = &command{
 	help: `
 Writes the manual pages into DIR, which must exist: spool.1 with the list
 of commands and exit statuses, and spool-COMMAND.1 for each command, from
-the same text as spool help. make install-man writes them into
-$(PREFIX)/share/man/man1; nothing generated is kept in the repository.`,
+the same text as spool help. make install (or make install-man) writes
+them into $(PREFIX)/share/man/man1; nothing generated is kept in the
+repository.`,
 }
 
 func init() {
@@ -81,7 +83,11 @@ func runCompletion(_ context.Context, e *env, args []string) error {
 			fmt.Fprintf(w, "    %s) flags=(%s) ;;\n", n, strings.Join(cmdFlags[n], " "))
 		}
 		fmt.Fprintf(w, "    help) compadd -- %s; return ;;\n  esac\n", strings.Join(names, " "))
-		fmt.Fprintf(w, "  if [[ $PREFIX == -* ]]; then compadd -- $flags; else _files; fi\n}\ncompdef _spool spool\n")
+		fmt.Fprintf(w, "  if [[ $PREFIX == -* ]]; then compadd -- $flags; else _files; fi\n}\n")
+		// Sourced, the script registers the function; autoloaded from
+		// site-functions/_spool by its #compdef line, the file's body runs
+		// at the first completion, which it must then complete.
+		fmt.Fprintf(w, "if [[ $funcstack[1] == _spool ]]; then _spool \"$@\"; else compdef _spool spool; fi\n")
 	case "fish":
 		fmt.Fprintf(w, "# fish completion for spool (spool completion fish)\n")
 		for _, c := range commands {
@@ -177,13 +183,28 @@ func manPage(w io.Writer, c *command, date string) {
 	fmt.Fprintf(w, ".TH SPOOL\\-%s 1 %s spool\n.SH NAME\nspool\\-%s \\- %s\n", strings.ToUpper(roff(c.name)), date, roff(c.name), roff(c.summary))
 	fmt.Fprintf(w, ".SH SYNOPSIS\n.B spool %s\n%s\n", roff(c.name), roff(c.args))
 	fmt.Fprintf(w, ".SH DESCRIPTION\n.nf\n%s\n.fi\n", roff(strings.TrimSpace(c.help)))
-	if flags := commandFlags(c); len(flags) > 0 {
-		fmt.Fprintf(w, ".SH OPTIONS\n")
+	flags := commandFlags(c)
+	if len(flags) == 0 {
+		fmt.Fprintf(w, ".SH SEE ALSO\n.BR spool (1)\n")
+		return
+	}
+	fmt.Fprintf(w, ".SH OPTIONS\n")
+	groups, titles := [][]*flag.Flag{flags}, []string{""}
+	if c.groups != nil {
+		groups, titles = groupFlags(flags, c.groups), nil
+		for _, g := range c.groups {
+			titles = append(titles, g.title)
+		}
+	}
+	for i, flags := range groups {
+		if titles[i] != "" && len(flags) > 0 {
+			fmt.Fprintf(w, ".SS %s\n", roff(titles[i]))
+		}
 		for _, f := range flags {
 			name, usage := flag.UnquoteUsage(f)
 			fmt.Fprintf(w, ".TP\n.B %s %s\n%s\n", roff(dashed(f.Name)), roff(name), roff(usage))
-			if c.env && !slices.Contains(handler.Vars, envName(f.Name)) {
-				fmt.Fprintf(w, "Environment: %s.\n", roff(envName(f.Name)))
+			if v, ok := flagVar(f.Name); c.env && ok {
+				fmt.Fprintf(w, "Environment: %s.\n", roff(v))
 			}
 		}
 	}

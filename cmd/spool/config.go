@@ -57,15 +57,28 @@ func addContractFlags(fs *flag.FlagSet) *contractFlags {
 // four role fields under their final names, so renaming a field does not
 // leave the old name required.
 func (cf *contractFlags) contract(dir string) (spool.Contract, error) {
-	c := spool.DefaultContract()
-	var required []string
-	requiredSet := false
+	c, _, err := cf.contractFrom(dir)
+	return c, err
+}
 
+// contractFrom is contract, which also returns what DIR/spool.conf set
+// (nil without the file), for telling where each value came from.
+func (cf *contractFlags) contractFrom(dir string) (spool.Contract, *spool.Contract, error) {
 	path := filepath.Join(dir, configName)
 	file, err := readConfig(path)
 	if err != nil {
-		return c, err
+		return spool.DefaultContract(), nil, err
 	}
+	c, err := cf.merge(file, path)
+	return c, file, err
+}
+
+// merge returns the contract of the defaults, then file (what the
+// spool.conf at path set; nil for none), then the flags given, checked.
+func (cf *contractFlags) merge(file *spool.Contract, path string) (spool.Contract, error) {
+	c := spool.DefaultContract()
+	var required []string
+	requiredSet := false
 	if file != nil {
 		c.KeyField = cmp.Or(file.KeyField, c.KeyField)
 		c.OrderField = cmp.Or(file.OrderField, c.OrderField)
@@ -136,7 +149,7 @@ func readConfig(path string) (*spool.Contract, error) {
 var configKeys = []string{"key_field", "order_field", "seq_field", "amount_field", "required", "max_size", "headers"}
 
 // approvalKey is spool.conf's one key beside the contract's: the approval
-// policy of replays and discards (task.ParsePolicy, readPolicy).
+// policy of replays and discards (task.ParsePolicy, queuePolicy).
 const approvalKey = "approval"
 
 // parseConfig decodes spool.conf strictly: one JSON object of valid UTF-8,
@@ -207,7 +220,7 @@ func setConfigKey(c *spool.Contract, key string, raw json.RawMessage) error {
 	switch key {
 	case approvalKey:
 		// The approval policy, not the contract: checked here with the
-		// rest of the file, read by readPolicy.
+		// rest of the file, read by confPolicy.
 		if _, err := task.ParsePolicy(raw); err != nil {
 			return err
 		}
@@ -285,12 +298,18 @@ func setConfigKey(c *spool.Contract, key string, raw json.RawMessage) error {
 }
 
 // unknownKey explains a key spool.conf does not have, pointing at the one
-// it differs from only in case.
+// it differs from only in case, or by a typo.
 func unknownKey(key string) error {
 	keys := append(slices.Clone(configKeys), approvalKey)
 	for _, k := range keys {
 		if strings.EqualFold(k, key) {
 			return fmt.Errorf("unknown key %q: keys are case-sensitive, did you mean %q?", key, k)
+		}
+	}
+	for _, k := range keys {
+		// A letter missing, doubled, swapped or wrong, or the underscore.
+		if editDistance(k, key) <= 2 {
+			return fmt.Errorf("unknown key %q: did you mean %q? The keys are %s", key, k, strings.Join(keys, ", "))
 		}
 	}
 	return fmt.Errorf("unknown key %q: the keys are %s", key, strings.Join(keys, ", "))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -15,19 +16,26 @@ import (
 var consumeCommand = &command{
 	name:    "consume",
 	env:     true,
-	args:    "DIR [--watch [--poll INTERVAL]] [--min-age DURATION] [--exec CMD | --sql FILE | --post URL] [--concurrency N] [--ordered] [--rate N/s] [--retry-* ...] [--on-dead-letter CMD] [--shutdown-timeout DURATION] [--lease DURATION] [--dedup redis://HOST:PORT/DB] [--workers N] [--batch N] [--log-format text|json] [--log-level LEVEL] [--progress=false] [--listen ADDR] [--db PATH] [contract flags]",
+	args:    "DIR [--watch] [--exec CMD | --sql FILE | --post URL] [FLAGS]",
+	groups:  consumeGroups,
 	summary: "drain inbox/ into the ledger (or keep consuming with --watch)",
 	help: `
-Consumes inbox/ until it is empty, then exits: each message is claimed,
-validated against the contract and recorded in the ledger in one durable
-transaction, then moved to done/ (processed, or a duplicate) or error/ (a
-dead letter, with its reason). Claims left by a crashed consumer are
-recovered first, a replay that was killed half-way is finished, and stale
-temp files of killed producers are removed. Any number of consumers may
-run at once on one queue: every second, even in the middle of a long
-backlog, each recovers the claims of consumers that died meanwhile (of
-another host, once its --lease ran out), and releases the msg_ids their
-calls held once those calls cannot be running any more.
+Consumes inbox/ until it is empty, then exits (--watch: until SIGINT or
+SIGTERM): each message is claimed, checked against the contract, recorded
+in the ledger and moved to done/ (processed, or a duplicate) or error/ (a
+dead letter, with its reason). Prints processed=N duplicates=N
+dead-letters=N recovered=N. 'spool check DIR', given the same flags and
+environment, checks the setup and prints the configuration consume would
+run with; consume logs it at start (msg "configuration").
+
+Claims left by a crashed consumer are recovered first, a replay that was
+killed half-way is finished, and stale temp files of killed producers are
+removed. Any number of consumers may run at once on one queue: every
+second, even in the middle of a long backlog, each recovers the claims of
+consumers that died meanwhile (of another host, once its --lease ran
+out), and releases the msg_ids their calls held once those calls cannot
+be running any more. A SPOOL_ variable that is not a setting (a typo:
+SPOOL_MINAGE) is warned of.
 
 --watch keeps consuming new arrivals until SIGINT or SIGTERM (see
 Stopping). It waits for filesystem notifications (inotify) and scans inbox/
@@ -174,23 +182,7 @@ func init() { consumeCommand.run = runConsume }
 
 func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	flags := e.flagSet()
-	watch := flags.Bool("watch", false, "keep consuming new arrivals until SIGINT/SIGTERM")
-	poll := flags.Duration("poll", 0, "with --watch: list inbox/ every `INTERVAL` instead of waiting for filesystem notifications (NFS, SMB)")
-	minAge := flags.Duration("min-age", 0, "leave files in inbox/ until they have not changed for `DURATION` (producers that write in place)")
-	workers := flags.Int("workers", 0, fmt.Sprintf("goroutines reading and parsing claimed messages in parallel (default %d per GOMAXPROCS)", spool.DefaultWorkersPerCPU))
-	batch := flags.Int("batch", 0, fmt.Sprintf("most messages per ledger transaction (default %d; with --exec or --post 4 × --concurrency, 16 to %d, which bounds the claims held ahead of the calls to about 5 batches)", spool.DefaultBatchSize, spool.DefaultBatchSize))
-	lf := addLogFlags(flags)
-	showProgress := flags.Bool("progress", true, "a progress bar on stderr for a drain of 1000 messages or more, when stderr is a terminal")
-	durability := addDurabilityFlag(flags)
-	db := addDBFlag(flags)
-	newLedger := addNewLedgerFlag(flags)
-	cf := addContractFlags(flags)
-	hf := addHandlerFlags(flags)
-	nf := addNotifyFlags(flags)
-	shutdownTimeout := flags.Duration("shutdown-timeout", defaultShutdownTimeout, "at SIGINT/SIGTERM, cancel the calls still running after `DURATION` and exit 4 (0: wait for them)")
-	listen := addListenFlags(flags, "")
-	dedup := addDedupFlag(flags)
-	lease := flags.Duration("lease", queue.DefaultLease, "how long this consumer's session stays alive without a renewal before another host takes its claims over (renewed every third; handler timeouts must stay under it)")
+	cfl := addConsumeFlags(flags)
 	pos, err := e.parse(flags, args)
 	if err != nil {
 		return err
@@ -198,45 +190,12 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	if err := e.positionals(pos, 1, 1, "DIR"); err != nil {
 		return err
 	}
-	if *workers < 0 {
-		return e.usage("--workers %d: want 0 (default) or more", *workers)
-	}
-	if *batch < 0 {
-		return e.usage("--batch %d: want 0 (default) or more", *batch)
-	}
-	if *shutdownTimeout < 0 {
-		return e.usage("--shutdown-timeout %v: want 0 (no bound) or a positive duration", *shutdownTimeout)
-	}
-	if *poll < 0 || (given(flags, "poll") && *poll == 0) || (*poll > 0 && !*watch) {
-		return e.usage("--poll %v: want a positive interval, with --watch", *poll)
-	}
-	if *minAge < 0 {
-		return e.usage("--min-age %v: want 0 (off) or more", *minAge)
-	}
-	if *lease < 3*time.Second {
-		return e.usage("--lease %v: want 3s or more (it is renewed every third of it)", *lease)
-	}
-	hf.lease = *lease
-	relaxed, err := e.relaxed(*durability)
+	relaxed, err := cfl.check(e, flags)
 	if err != nil {
 		return err
 	}
-	if err := hf.check(e); err != nil {
-		return err
-	}
-	if err := nf.check(e); err != nil {
-		return err
-	}
-	if err := lf.check(e); err != nil {
-		return err
-	}
-	if err := listen.check(e, false); err != nil {
-		return err
-	}
-	if err := dedup.check(e); err != nil {
-		return err
-	}
-	defer dedup.close()
+	hf, nf, lf, listen := cfl.handler, cfl.notify, cfl.log, cfl.listen
+	defer cfl.dedup.close()
 	// The logger, the notifier and the progress bar write to stderr from
 	// several goroutines. With --log-format json the command's warnings
 	// and its final error are records of the logger too (see warn and
@@ -248,6 +207,11 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	if lf.json() {
 		e.log = logger
 	}
+	// A SPOOL_ variable that is no setting is most likely a typo of one,
+	// which would otherwise be ignored without a word.
+	for _, line := range unknownVars(os.Environ()) {
+		e.warn("%s", line)
+	}
 	// The clients' own lines too, in the same format.
 	clientLogs.use(logger)
 	dir := pos[0]
@@ -256,21 +220,21 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 		return err
 	}
 	defer closeQueue(d, &err)
-	c, err := cf.contract(dir)
+	c, file, err := cfl.contract.contractFrom(dir)
 	if err != nil {
 		return err
 	}
-	l, err := openLedgerFor(ctx, d, *db, ledgerOpts{use: writeLedger, relaxed: relaxed, newLedger: *newLedger})
-	if err != nil {
-		return err
-	}
-	defer closeLedger(l, &err)
 	// The handlers and the notifier see the queue by its absolute path: a
 	// command may change directory.
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return fmt.Errorf("queue path: %w", err)
 	}
+	l, err := openLedgerFor(ctx, d, *cfl.db, ledgerOpts{use: writeLedger, relaxed: relaxed, newLedger: *cfl.newLedger})
+	if err != nil {
+		return err
+	}
+	defer closeLedger(l, &err)
 	h, caller, err := hf.handler(ctx, l, abs)
 	if err != nil {
 		return err
@@ -289,12 +253,12 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 		return err
 	}
 	cfg := spool.Config{
-		Contract: c, Workers: *workers, BatchSize: *batch, Logger: logger, Relaxed: relaxed,
+		Contract: c, Workers: *cfl.workers, BatchSize: *cfl.batch, Logger: logger, Relaxed: relaxed,
 		Handler: h, Caller: caller, Concurrency: hf.concurrency, Ordered: hf.ordered, Rate: hf.perSecond, PauseAfter: hf.pauseAfterConfig(),
-		Retry: hf.retry(), RetryWait: hf.retryWait, ShutdownTimeout: *shutdownTimeout,
-		Poll: *poll > 0, PollInterval: *poll, MinAge: *minAge, Lease: *lease,
+		Retry: hf.retry(), RetryWait: hf.retryWait, ShutdownTimeout: *cfl.shutdownTimeout,
+		Poll: *cfl.poll > 0, PollInterval: *cfl.poll, MinAge: *cfl.minAge, Lease: *cfl.lease,
 	}
-	if win, werr := dedup.open(d); werr != nil {
+	if win, werr := cfl.dedup.open(d); werr != nil {
 		return werr
 	} else if win != nil {
 		cfg.Window = win
@@ -313,7 +277,7 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	}
 	// A progress bar is for a person watching a drain: never with --watch,
 	// which does not end, nor among JSON records.
-	bar := !*watch && *showProgress && terminal && !lf.json()
+	bar := !*cfl.watch && *cfl.progress && terminal && !lf.json()
 	if notify != nil || bar || debug {
 		cfg.OnDelivery = func(d *spool.Delivery, r spool.Result, stored string) {
 			if notify != nil {
@@ -343,11 +307,14 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	cfg.OnStart = func() {
 		sd.notify("READY=1", "STATUS=consuming "+abs)
 	}
+	// Once everything that may refuse the run has passed, so that a
+	// refusal stays the one line of stderr.
+	logConfig(logger, abs, effectiveConfig(flags, e.fromEnv, &c, file))
 	consumer, err := spool.NewConsumer(d, l, cfg)
 	if err != nil {
 		return err
 	}
-	sigCtx, stop := stopOnSignal(ctx, logger, *shutdownTimeout, func() {
+	sigCtx, stop := stopOnSignal(ctx, logger, *cfl.shutdownTimeout, func() {
 		sd.notify("STOPPING=1", "STATUS=stopping: finishing the work in flight")
 	})
 	defer stop()
@@ -357,7 +324,7 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 		stopper.halt = halt
 	}
 	var st spool.Stats
-	if *watch {
+	if *cfl.watch {
 		st, err = consumer.Watch(runCtx)
 	} else {
 		if bar {
@@ -377,7 +344,7 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 	}
 	fmt.Fprintf(e.stdout, "processed=%d duplicates=%d dead-letters=%d recovered=%d\n",
 		st.Processed, st.Duplicates, st.DeadLetters, st.Recovered)
-	if *watch {
+	if *cfl.watch {
 		fmt.Fprintf(e.stdout, "rescans=%d overflows=%d\n", st.Rescans, st.Overflows)
 	}
 	if st.Deferred > 0 {

@@ -7,7 +7,9 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"text/tabwriter"
+	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/internal/sample"
@@ -69,7 +71,14 @@ func runDemo(ctx context.Context, e *env, args []string) (err error) {
 
 	files := sample.Lab()
 	for _, f := range files {
-		if _, err := d.WriteFile(queue.Inbox, f.Name, f.Data); err != nil {
+		name, err := d.WriteFile(queue.Inbox, f.Name, f.Data)
+		if err != nil {
+			return err
+		}
+		// The sample was written long ago, as a backlog is: a file that
+		// does not parse is then no file still being written.
+		path := filepath.Join(d.StagePath(queue.Inbox), name)
+		if err := os.Chtimes(path, sampleTime, sampleTime); err != nil {
 			return err
 		}
 	}
@@ -81,19 +90,7 @@ func runDemo(ctx context.Context, e *env, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	status, err := report.Status(ctx, d, l)
-	if err != nil {
-		return err
-	}
-	dups, err := l.Duplicates(ctx)
-	if err != nil {
-		return err
-	}
 	dead, err := report.Errors(ctx, d, l)
-	if err != nil {
-		return err
-	}
-	problems, err := l.OrderCheck(ctx)
 	if err != nil {
 		return err
 	}
@@ -102,50 +99,42 @@ func runDemo(ctx context.Context, e *env, args []string) (err error) {
 	fmt.Fprintf(w, "queue: %s\n", dir)
 	fmt.Fprintf(w, "wrote %d sample messages into inbox/: %d order events, %d redeliveries of them, %d poison\n",
 		len(files), sample.LabUnique, sample.LabDuplicates, sample.LabDeadLetters)
-	fmt.Fprintf(w, "consumed: processed=%d duplicates=%d dead-letters=%d recovered=%d\n",
+	// What consume prints on stdout; the demo drains in-process, without
+	// consume's log on stderr.
+	fmt.Fprintf(w, "\n$ spool consume %s\n", dir)
+	fmt.Fprintf(w, "processed=%d duplicates=%d dead-letters=%d recovered=%d\n",
 		st.Processed, st.Duplicates, st.DeadLetters, st.Recovered)
-
-	fmt.Fprintf(w, "\n== stages\n")
-	fmt.Fprintf(w, "inbox=%d processing=%d done=%d error=%d\n", status.Inbox, status.Processing, status.Done, status.Error)
-	fmt.Fprintf(w, "\n== ledger\n")
-	fmt.Fprintf(w, "%d rows in processed, %d duplicate deliveries, %d dead letters\n",
-		status.Ledger.Processed, status.Ledger.Duplicates, status.Ledger.DeadLetters)
-
-	fmt.Fprintf(w, "\n== duplicate msg_ids (spool dups DIR)\n")
-	if err := report.WriteDups(w, dups); err != nil {
-		return err
+	// The reports are the commands themselves, run on the same stdout: a
+	// table where a terminal gets one, as each command decides.
+	var dbArgs []string
+	if *db != "" {
+		dbArgs = []string{"--db", *db}
 	}
-
-	fmt.Fprintf(w, "\n== dead letters (spool errors DIR --detail)\n")
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "file\treason\tdetail\n")
-	for _, r := range dead {
-		detail := r.Detail
-		if r.Field != "" {
-			detail = r.Field + ": " + detail
+	for _, args := range [][]string{
+		{"status", dir}, {"dups", dir}, {"errors", dir, "--detail"}, {"order-check", dir}, {"lag", dir, "0"},
+	} {
+		if args[0] != "lag" { // lag reads no ledger
+			args = append(args, dbArgs...)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", r.File, r.Reason, oneLine(detail))
+		fmt.Fprintf(w, "\n$ spool %s\n", strings.Join(args, " "))
+		if code := run(ctx, args, nil, w, e.stderr); code != exitOK {
+			return fmt.Errorf("demo: spool %s: exit %d", args[0], code)
+		}
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-
-	fmt.Fprintf(w, "\n== order check (spool order-check DIR)\n")
-	if _, err := report.WriteOrderCheck(w, problems); err != nil {
-		return err
-	}
-
-	fmt.Fprintf(w, "\n== lag (spool lag DIR 0)\n")
-	fmt.Fprintf(w, "inbox=%d processing=%d error=%d\n", status.Inbox, status.Processing, status.Error)
 
 	fmt.Fprintf(w, "\nnext, for example:\n")
-	fmt.Fprintf(w, "  spool status %s\n", dir)
 	if len(dead) > 0 {
+		fmt.Fprintf(w, "  spool show %s %s\n", dir, dead[len(dead)-1].File)
 		fmt.Fprintf(w, "  spool replay %s %s\n", dir, dead[len(dead)-1].File)
 	}
+	fmt.Fprintf(w, "  spool check %s\n", dir)
 	fmt.Fprintf(w, "  spool order-check --sql\n")
 	return nil
 }
+
+// sampleTime is when the demo's sample files were written, as far as
+// their modification time says: the day of the lab's EAI hand-off.
+var sampleTime = time.Date(2024, 6, 11, 9, 0, 0, 0, time.UTC)
 
 // checkEmpty refuses a demo directory that holds anything: the demo must
 // not mix its sample with someone's queue.

@@ -9,7 +9,7 @@ import (
 
 var errorsCommand = &command{
 	name:    "errors",
-	args:    "DIR [-o FILE] [--detail | --long | --json | --group-by reason] [--db PATH]",
+	args:    "DIR [-o FILE] [--detail | --long | --json | --group-by reason] [--format csv|table] [--db PATH]",
 	summary: "CSV file,reason of the dead letters in error/; --long, --json, --group-by reason for more",
 	help: `
 Lists every message in error/, sorted by name, as CSV with the header
@@ -19,6 +19,12 @@ retries-exhausted), or unknown for a file the ledger has no record of (one
 dropped into error/ by hand). unreadable is a file spool could not open or
 read, its errno in the detail (permission denied (EACCES)): fix its
 permissions, then spool replay it. --detail adds the columns field and detail.
+
+--detail at a terminal prints an aligned table for people instead,
+file reason detail, the field before its detail ("amount: required field
+is missing"), as spool demo shows it; to a pipe, a file or -o it prints
+the CSV, whose columns scripts may rely on. --format csv or table chooses
+either wherever it goes.
 
 --long prints a table for people instead: file, reason, attempts, first and
 last failure (UTC), the consumer that dead-lettered it (host:pid), the name
@@ -46,6 +52,7 @@ func runErrors(ctx context.Context, e *env, args []string) (err error) {
 	long := flags.Bool("long", false, "a readable table with attempts, times, consumer and history")
 	asJSON := flags.Bool("json", false, "one JSON array of objects with every recorded field")
 	groupBy := flags.String("group-by", "", "`reason`: CSV reason,count,first,last, most frequent first")
+	format := flags.String("format", "", "`csv` or table, for the list and --detail (default: with --detail, table at a terminal, csv elsewhere)")
 	db := addDBFlag(flags)
 	pos, err := e.parse(flags, args)
 	if err != nil {
@@ -66,6 +73,17 @@ func runErrors(ctx context.Context, e *env, args []string) (err error) {
 	if *groupBy != "" && *groupBy != "reason" {
 		return e.usage("--group-by %q: only reason is supported", *groupBy)
 	}
+	table := *detail && *out == "" && isTerminal(e.stdout)
+	switch {
+	case given(flags, "format") && (*long || *asJSON || *groupBy != ""):
+		return e.usage("--format is for the list and --detail, not --long, --json or --group-by")
+	case *format == "table":
+		table = true
+	case *format == "csv":
+		table = false
+	case given(flags, "format"):
+		return e.usage("--format %q: want csv or table", *format)
+	}
 	d, l, done, err := openBound(ctx, pos[0], *db, ledgerOpts{use: readLedger, readOnly: true})
 	if err != nil {
 		return err
@@ -83,6 +101,9 @@ func runErrors(ctx context.Context, e *env, args []string) (err error) {
 			return report.WriteErrorsJSON(w, rows)
 		case *groupBy != "":
 			return report.WriteReasonGroupsCSV(w, report.GroupByReason(rows))
+		}
+		if table {
+			return report.WriteErrorsTable(w, rows, *detail)
 		}
 		return report.WriteErrorsCSV(w, rows, *detail)
 	})

@@ -11,6 +11,7 @@ import (
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/ledger/sqlite"
 	"github.com/spoolq/spool/queue"
+	"github.com/spoolq/spool/relay"
 	"github.com/spoolq/spool/task"
 )
 
@@ -106,7 +107,7 @@ func exitCode(err error) int {
 		errors.Is(err, queue.ErrNotQueue), errors.Is(err, queue.ErrCrossDevice),
 		errors.Is(err, spool.ErrBadContract), errors.Is(err, queue.ErrPathLike),
 		errors.Is(err, queue.ErrNotMessageName), errors.As(err, new(*ledgerError)),
-		errors.Is(err, ledger.ErrBadDSN):
+		errors.Is(err, ledger.ErrBadDSN), errors.Is(err, relay.ErrBadTarget):
 		return exitUsage
 	case errors.Is(err, task.ErrBadRequest), errors.Is(err, hold.ErrBadRequest):
 		return exitUsage

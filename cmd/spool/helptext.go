@@ -6,17 +6,25 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
-
-	"github.com/spoolq/spool/handler"
 )
 
 // writeHelp prints the whole help of the command (spool help COMMAND):
-// its synopsis, description and flags.
+// its synopsis, description and flags; for a command with flag groups,
+// the description's first paragraph, the flags, then the rest of it.
 func (e *env) writeHelp(fs *flag.FlagSet) {
-	fmt.Fprintf(e.stdout, "Usage: spool %s %s\n\n%s\n", e.cmd.name, e.cmd.args, strings.TrimSpace(e.cmd.help))
+	help := strings.TrimSpace(e.cmd.help)
+	if e.cmd.groups == nil {
+		fmt.Fprintf(e.stdout, "Usage: spool %s %s\n\n%s\n", e.cmd.name, e.cmd.args, help)
+		e.writeFlags(fs)
+		return
+	}
+	intro, rest, _ := strings.Cut(help, "\n\n")
+	fmt.Fprintf(e.stdout, "Usage: spool %s %s\n\n%s\n", e.cmd.name, e.cmd.args, intro)
 	e.writeFlags(fs)
+	if rest != "" {
+		fmt.Fprintf(e.stdout, "\n%s\n", rest)
+	}
 }
 
 // writeShortHelp prints what -h asks for: the synopsis, the summary and
@@ -33,15 +41,19 @@ func (e *env) writeFlags(fs *flag.FlagSet) {
 	if !has {
 		return
 	}
-	fmt.Fprint(e.stdout, "\nFlags:\n")
-	fs.SetOutput(e.stdout)
-	fs.PrintDefaults()
-	fs.SetOutput(io.Discard)
+	if e.cmd.groups != nil {
+		writeGroupedFlags(e.stdout, fs, e.cmd.groups)
+	} else {
+		fmt.Fprint(e.stdout, "\nFlags:\n")
+		fs.SetOutput(e.stdout)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
 	if e.cmd.env {
 		fmt.Fprint(e.stdout, "\nEvery flag may also be set in the environment as SPOOL_ and its name in\ncapitals, - as _ (SPOOL_MAX_SIZE=64KiB for --max-size); a flag given wins.\n")
 		var skipped []string
 		fs.VisitAll(func(f *flag.Flag) {
-			if slices.Contains(handler.Vars, envName(f.Name)) {
+			if _, ok := flagVar(f.Name); !ok {
 				skipped = append(skipped, dashed(f.Name))
 			}
 		})
@@ -72,10 +84,11 @@ func applyEnv(fs *flag.FlagSet) (set []string, err error) {
 		if err != nil || explicit[f.Name] {
 			return
 		}
-		if slices.Contains(handler.Vars, envName(f.Name)) {
+		name, ok := flagVar(f.Name)
+		if !ok {
 			return // a message's value, set for a handler's program
 		}
-		v, ok := os.LookupEnv(envName(f.Name))
+		v, ok := os.LookupEnv(name)
 		if !ok {
 			return
 		}
@@ -97,4 +110,86 @@ func commandFlags(c *command) []*flag.Flag {
 	}}
 	_ = c.run(context.Background(), e, nil) // returns errHelp at parse
 	return flags
+}
+
+// flagGroup is a titled group of a command's flags in its help, in the
+// order given; the group with no names takes the flags no other lists.
+type flagGroup struct {
+	title string
+	names []string
+}
+
+// groupFlags returns flags by group, each group's in its order; the
+// rest, in the order given, in the group without names.
+func groupFlags(flags []*flag.Flag, groups []flagGroup) [][]*flag.Flag {
+	out := make([][]*flag.Flag, len(groups))
+	byName := map[string]*flag.Flag{}
+	for _, f := range flags {
+		byName[f.Name] = f
+	}
+	listed := map[string]bool{}
+	for i, g := range groups {
+		for _, name := range g.names {
+			if f := byName[name]; f != nil {
+				out[i] = append(out[i], f)
+				listed[name] = true
+			}
+		}
+	}
+	for _, f := range flags {
+		if listed[f.Name] {
+			continue
+		}
+		for i, g := range groups {
+			if g.names == nil {
+				out[i] = append(out[i], f)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// writeGroupedFlags prints the flags of fs by group, one flag a line with
+// its description beside it, wrapped: 41 flags in package flag's two
+// lines each are four screens, in name order.
+func writeGroupedFlags(w io.Writer, fs *flag.FlagSet, groups []flagGroup) {
+	const indent, width = 26, 79
+	var all []*flag.Flag
+	fs.VisitAll(func(f *flag.Flag) { all = append(all, f) })
+	for i, flags := range groupFlags(all, groups) {
+		if len(flags) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s:\n", groups[i].title)
+		for _, f := range flags {
+			arg, usage := flag.UnquoteUsage(f)
+			left := "  " + dashed(f.Name)
+			if arg != "" {
+				left += " " + arg
+			}
+			words := strings.Fields(usage)
+			if d := f.DefValue; !strings.Contains(usage, "(default") && d != "" && d != "0" && d != "false" && d != "0s" {
+				words = append(words, "(default "+d+")") // one word: never cut
+			}
+			line := left
+			if len(left) > indent-2 {
+				fmt.Fprintln(w, left)
+				line = ""
+			}
+			for len(words) > 0 {
+				line += strings.Repeat(" ", indent-len(line))
+				n := 0
+				for n < len(words) && (n == 0 || len(line)+1+len(words[n]) <= width) {
+					if n > 0 {
+						line += " "
+					}
+					line += words[n]
+					n++
+				}
+				fmt.Fprintln(w, line)
+				words, line = words[n:], ""
+			}
+		}
+	}
 }

@@ -8,7 +8,10 @@ import (
 	"net/http"
 	"net/netip"
 	"sync"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // httpLimits bound what a client of the metrics and health endpoints,
@@ -149,11 +152,33 @@ func (l *limitListener) admit(c net.Conn) *limitConn {
 		_ = c.Close() // refused: nothing was read or written
 		return nil
 	}
+	// spoken: connections passed over in this admit, whose client has
+	// sent bytes the server has not read yet.
+	var spoken map[*limitConn]bool
 	for len(l.conns) >= l.max && !l.closed {
-		v := l.longestWaiting()
-		if v == nil {
-			l.changed.Wait()
+		v := l.longestWaiting(spoken)
+		if v != nil && v.unread() {
+			// Waiting on the server, not on its client: its request is
+			// in the socket, and its goroutine has not read it yet (a
+			// busy machine). Under a flood of new connections it would
+			// otherwise be the one closed, before it was served.
+			if spoken == nil {
+				spoken = map[*limitConn]bool{}
+			}
+			spoken[v] = true
 			continue
+		}
+		if v == nil {
+			if len(spoken) > 0 {
+				// Every waiting connection has a request unread: close
+				// the one that waited longest all the same rather than
+				// hold the new one.
+				v = l.longestWaiting(nil)
+			}
+			if v == nil {
+				l.changed.Wait()
+				continue
+			}
 		}
 		l.drop(v)
 		if l.full.due() {
@@ -188,11 +213,11 @@ func (w *warning) due() bool {
 }
 
 // longestWaiting is the connection that has waited on its client for
-// the longest, nil when none waits. l.mu is held.
-func (l *limitListener) longestWaiting() *limitConn {
+// the longest, but those of skip, nil when none waits. l.mu is held.
+func (l *limitListener) longestWaiting(skip map[*limitConn]bool) *limitConn {
 	var v *limitConn
 	for c := range l.conns {
-		if c.reading == c.busy && (v == nil || c.since.Before(v.since)) {
+		if c.reading == c.busy && !skip[c] && (v == nil || c.since.Before(v.since)) {
 			v = c
 		}
 	}
@@ -235,6 +260,28 @@ type limitConn struct {
 	busy, reading int
 	since         time.Time
 	gone          bool
+}
+
+// unread reports whether c's socket holds bytes its client sent that the
+// server has not read yet: a request that waits on the server, not on its
+// client. A slow client's trickle is read as it comes, and an idle one has
+// sent nothing; a connection that cannot be asked counts as having nothing.
+func (c *limitConn) unread() bool {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	n := 0
+	if err := rc.Control(func(fd uintptr) {
+		n, _ = unix.IoctlGetInt(int(fd), unix.SIOCINQ) // an error leaves 0: nothing known
+	}); err != nil {
+		return false
+	}
+	return n > 0
 }
 
 func (c *limitConn) Close() error {

@@ -13,20 +13,25 @@ import (
 
 var initCommand = &command{
 	name:    "init",
-	args:    "DIR [--from SRC] [--db PATH]",
-	summary: "create a queue and its ledger; optionally copy SRC/*.json into inbox/",
+	args:    "DIR [contract flags [--force]] [--from SRC] [--db PATH]",
+	summary: "create a queue, its ledger and its spool.conf; optionally copy SRC/*.json into inbox/",
 	help: `
 Creates DIR with its four stages (inbox, processing, done, error), its
 identity (DIR/queue.id) and the ledger, and records the queue's identity
 in the ledger; running it again on a queue is harmless. A ledger that
-belongs to another queue is refused (exit 2). With --from, every message
+belongs to another queue is refused (exit 2). The contract flags (--key,
+--order-key, --seq, --amount, --require, --max-size) write DIR/spool.conf,
+the contract every consumer of the queue reads, with the keys they give
+(a key left out keeps its default), atomically; one that says the same
+already is left as it is, and one that says otherwise is refused (exit 2,
+nothing changed) unless --force. 'spool check DIR' then checks the setup. With --from, every message
 file of SRC (NAME.json, not starting with '.') is copied into inbox/
 atomically, as a new delivery: a name already in inbox/ gets a ~N suffix.
 Symbolic links are followed, as cp does; anything not a regular file is
 skipped with a warning, and the exit status is then 1.
 
-Prints: initialized DIR[; copied N messages from SRC into inbox/[, skipped M]]
-("1 message" for one).`,
+Prints: initialized DIR[; wrote DIR/spool.conf][; copied N messages from
+SRC into inbox/[, skipped M]] ("1 message" for one).`,
 }
 
 func init() { initCommand.run = runInit }
@@ -36,6 +41,8 @@ func runInit(ctx context.Context, e *env, args []string) (err error) {
 	from := flags.String("from", "", "copy the message files of directory `SRC` into inbox/")
 	db := addDBFlag(flags)
 	newLedger := addNewLedgerFlag(flags)
+	cf := addContractFlags(flags)
+	force := flags.Bool("force", false, "with contract flags: replace a DIR/spool.conf that holds another contract")
 	pos, err := e.parse(flags, args)
 	if err != nil {
 		return err
@@ -44,6 +51,23 @@ func runInit(ctx context.Context, e *env, args []string) (err error) {
 		return err
 	}
 	dir := pos[0]
+	conf, err := cf.configFile()
+	if err != nil {
+		return e.usage("%v", err)
+	}
+	if *force && conf == nil {
+		return e.usage("--force needs contract flags: it replaces the spool.conf they write")
+	}
+	if conf != nil {
+		// Refuse before creating anything, so that a refusal changes
+		// nothing.
+		if exists, same, err := sameConfig(filepath.Join(dir, configName), conf); err != nil {
+			return err
+		} else if exists && !same && !*force {
+			_, err := writeConfigFile(dir, conf, false)
+			return err
+		}
+	}
 	// Check the source before creating anything, so a typo changes nothing.
 	if *from != "" {
 		fi, err := os.Stat(*from)
@@ -81,8 +105,18 @@ func runInit(ctx context.Context, e *env, args []string) (err error) {
 	if err := l.Close(); err != nil {
 		return fmt.Errorf("close ledger: %w", err)
 	}
+	head := "initialized " + dir
+	if conf != nil {
+		wrote, err := writeConfigFile(dir, conf, *force)
+		if err != nil {
+			return err
+		}
+		if wrote {
+			head += "; wrote " + filepath.Join(dir, configName)
+		}
+	}
 	if *from == "" {
-		fmt.Fprintf(e.stdout, "initialized %s\n", dir)
+		fmt.Fprintln(e.stdout, head)
 		return nil
 	}
 	copied, skipped, err := copyMessages(e, d, *from)
@@ -93,7 +127,7 @@ func runInit(ctx context.Context, e *env, args []string) (err error) {
 	if copied == 1 {
 		noun = "message"
 	}
-	line := fmt.Sprintf("initialized %s; copied %d %s from %s into inbox/", dir, copied, noun, *from)
+	line := fmt.Sprintf("%s; copied %d %s from %s into inbox/", head, copied, noun, *from)
 	if skipped > 0 {
 		line += fmt.Sprintf(", skipped %d", skipped)
 	}

@@ -3,10 +3,9 @@
 // commands; every command takes the queue directory first, and its flags
 // may come before or after the positional arguments.
 //
-// Exit status: 0 success; 1 a check that found a problem (lag over the
-// threshold, order problems, a file to replay or enqueue that does not
-// exist); 2 bad usage or configuration; 3 a runtime failure. Every error is
-// one line on stderr: "spool: COMMAND: ERROR".
+// The exit statuses are listed once, in docs/DESIGN.md, "Exit status", and
+// mapped from errors in one place, exitCode (exit.go). Every error is one
+// line on stderr: "spool: COMMAND: ERROR".
 package main
 
 import (
@@ -43,7 +42,12 @@ type command struct {
 	// (envName): the daemons', consume and serve, for a systemd
 	// EnvironmentFile.
 	env bool
-	run func(ctx context.Context, e *env, args []string) error
+	// groups, when set, lists the flags by what they are for, in that
+	// order, and the help shows the first paragraph of help before them
+	// and the rest after: a command of many flags (consume) shows what a
+	// first run needs on the first screen.
+	groups []flagGroup
+	run    func(ctx context.Context, e *env, args []string) error
 }
 
 // commands lists the subcommands in the order `spool help` shows them.
@@ -51,7 +55,7 @@ var commands []*command
 
 func init() {
 	commands = []*command{
-		initCommand, enqueueCommand, consumeCommand, serveCommand, lagCommand, statusCommand,
+		initCommand, checkCommand, enqueueCommand, consumeCommand, serveCommand, lagCommand, statusCommand,
 		schemaCommand, dupsCommand, errorsCommand, showCommand, orderCheckCommand, replayCommand, discardCommand,
 		tasksCommand, approveCommand, cancelCommand, resumeCommand, pauseCommand, holdCommand, releaseCommand, holdsCommand, policyCommand, tokenCommand, flushCommand,
 		replaysCommand, auditCommand, fsckCommand, pruneCommand, backupCommand, relayCommand, demoCommand, benchCommand, completionCommand, manCommand, versionCommand,
@@ -164,7 +168,8 @@ func positionalSynopsis(args string) string {
 	skipping := false
 	for _, tok := range strings.Fields(args) {
 		if depth == 0 {
-			skipping = strings.HasPrefix(tok, "[-") || strings.HasPrefix(tok, "[contract")
+			skipping = strings.HasPrefix(tok, "[-") || strings.HasPrefix(tok, "[contract") ||
+				tok == "[FLAGS]" || strings.HasPrefix(tok, "[consume's")
 		}
 		depth += strings.Count(tok, "[") - strings.Count(tok, "]")
 		if !skipping {

@@ -102,28 +102,6 @@ func confPolicy(dir string) (task.Policy, string, error) {
 	return p, path, nil
 }
 
-// readPolicy is the approval policy of the queue at dir: its ledger's
-// (--db db), which adopts spool.conf's approval section the first time
-// it sees one (task.Service.QueuePolicy). With adopt (a command that
-// changes the queue) a section is adopted, and one that differs from the
-// ledger's policy is refused with an audit row, the ledger then opened
-// for writing; without (a dry run), or without a section, the ledger is
-// only read, as a user who may not write it may. A section that differs
-// from the ledger's policy is exit 2.
-func readPolicy(ctx context.Context, dir, db string, adopt bool) (_ task.Policy, err error) {
-	conf, file, err := confPolicy(dir)
-	if err != nil {
-		return task.NoPolicy, err
-	}
-	adopt = adopt && conf.Set
-	l, done, err := openPolicyLedger(ctx, dir, db, adopt)
-	if err != nil {
-		return task.NoPolicy, err
-	}
-	defer done(&err)
-	return queuePolicy(ctx, l, conf, file, adopt)
-}
-
 // openPolicyLedger opens the queue at dir and its ledger for writing
 // (write), or else for reading: read-only when the ledger's schema is
 // current, as a reader who may not write it needs, else as the reports
@@ -140,8 +118,9 @@ func openPolicyLedger(ctx context.Context, dir, db string, write bool) (*ledger.
 	return l, done, err
 }
 
-// ledgerPolicy is readPolicy with the ledger l of the queue at dir open
-// for writing already (a task service's, serve's).
+// ledgerPolicy is the policy of the queue at dir, its ledger l open for
+// writing already (a task service's, serve's): the ledger's, which adopts
+// spool.conf's section the first time it sees one (queuePolicy).
 func ledgerPolicy(ctx context.Context, dir string, l *ledger.DB) (task.Policy, error) {
 	conf, file, err := confPolicy(dir)
 	if err != nil {

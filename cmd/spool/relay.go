@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os/signal"
@@ -16,24 +17,38 @@ import (
 
 var relayCommand = &command{
 	name:    "relay",
-	args:    "DIR --to TARGET [--watch] [--on-park block|skip] [--listen ADDR] [--db PATH]",
-	summary: "deliver the ledger's outbox to another queue, HTTP, NATS JetStream or RabbitMQ, at least once",
+	args:    "DIR --to TARGET [--watch] [--window N] [--on-park block|skip] [--listen ADDR] [--db PATH]",
+	summary: "deliver the ledger's outbox to another queue, HTTP, NATS JetStream, RabbitMQ or Kafka, at least once",
 	help: `
 Publishes the rows of the ledger's outbox (written by a --sql handler's
 INSERT INTO outbox, or spool.Emit) to TARGET, in id order within each
 aggregate, and marks each row published once the target acknowledged it.
 TARGET is one of:
 
-  dir://PATH                                   another spool queue's inbox/
+  dir://PATH                                   another spool queue's inbox/, in its contract
   http://... or https://...                    a POST per event
   nats://HOST:PORT/SUBJECT?stream=NAME         JetStream (stream made if missing)
   amqp://USER:PASS@HOST:PORT/VHOST?exchange=X&routing_key=K   (or ?queue=Q)
+  kafka://HOST:PORT/TOPIC                      Kafka (topic must exist; key = aggregate)
 
 Every event carries its id (the queue's identity and the row id) as the
-receiver's dedup key: msg_id, Idempotency-Key, Nats-Msg-Id, message-id. A
-relay killed between the acknowledgement and the mark sends the event
-again; the receiver's dedup absorbs it. Several relays may run at once:
-each aggregate is published by one of them at a time (--lease).
+receiver's dedup key: msg_id, Idempotency-Key, Nats-Msg-Id, message-id,
+the Spool-Event-Id header. To dir:// each event is a message in the
+receiving queue's contract (its spool.conf, or the default one): its key
+field the event id, its order field the aggregate, its seq field the
+outbox row id, its amount the payload's field of that name (0 when the
+payload has none); a contract that would dead-letter the events (one
+requiring a field they do not carry) is refused, exit 2. A relay killed between the acknowledgement and
+the mark sends the event again; the receiver's dedup absorbs it. Several
+relays may run at once: each aggregate is published by one of them at a
+time (--lease).
+
+To nats, amqp and kafka up to --window events are in flight at once on
+one connection, many of one aggregate, in order; the acknowledged ones
+are marked published in batches. When event k fails, none after k is
+marked before k is: k is retried and the events after it sent again after
+it (duplicates the receiver's dedup absorbs). dir and http have one event
+of an aggregate in flight at a time, --window aggregates at once.
 
 A failed publish is retried with backoff (--max-attempts); a permanent
 failure, or the last attempt, parks the row with its reason (spool status
@@ -57,10 +72,11 @@ func runRelay(ctx context.Context, e *env, args []string) (err error) {
 	watch := flags.Bool("watch", false, "keep running and publish new rows as they commit, until SIGINT or SIGTERM")
 	onPark := flags.String("on-park", "block", "what a parked row does to its aggregate: `block` its later rows, or skip it")
 	lease := flags.Duration("lease", relay.DefaultLease, "how long a relay holds an aggregate without renewing it; another relay takes it over after")
-	batch := flags.Int("batch", 64, "rows of an aggregate published before they are marked and the next aggregate's turn")
+	batch := flags.Int("batch", 256, "rows of an aggregate read from the ledger at a time")
+	window := flags.Int("window", 0, "events in flight at most, sent and not yet acknowledged (default: 256 for nats, amqp and kafka, 8 aggregates at once for dir and http)")
 	maxAttempts := flags.Int("max-attempts", spool.DefaultRetryMaxAttempts, "failed publishes of a row before it is parked")
 	retryBase := flags.Duration("retry-base", spool.DefaultRetryBase, "the first retry's delay bound; each next one doubles, up to 5m")
-	poll := flags.Duration("poll", 200*time.Millisecond, "how often to look for new rows (with --watch) or retries due")
+	poll := flags.Duration("poll", 200*time.Millisecond, "how often to look for new aggregates (with --watch) or retries due; 5 times that while busy and nothing new was found")
 	unpark := flags.Bool("unpark", false, "put the parked rows back into the relay's work (all, or --aggregate's) and exit")
 	aggregate := flags.String("aggregate", "", "with --unpark: only this aggregate's rows")
 	listen := addListenFlags(flags, "")
@@ -87,8 +103,8 @@ func runRelay(ctx context.Context, e *env, args []string) (err error) {
 		return e.usage("missing --to TARGET")
 	case *aggregate != "" && !*unpark:
 		return e.usage("--aggregate goes with --unpark")
-	case *batch < 1 || *maxAttempts < 1 || *lease <= 0 || *poll <= 0 || *retryBase <= 0:
-		return e.usage("--batch and --max-attempts want 1 or more, --lease, --poll and --retry-base a positive duration")
+	case *batch < 1 || *maxAttempts < 1 || *window < 0 || *lease <= 0 || *poll <= 0 || *retryBase <= 0:
+		return e.usage("--batch and --max-attempts want 1 or more, --window 0 or more, --lease, --poll and --retry-base a positive duration")
 	}
 	if err := listen.check(e, false); err != nil {
 		return err
@@ -124,6 +140,18 @@ func runRelay(ctx context.Context, e *env, args []string) (err error) {
 			err = fmt.Errorf("close target: %w", cerr)
 		}
 	}()
+	if dt, ok := t.(*relay.Dir); ok {
+		// The receiving queue's contract, as its consumer will read it: a
+		// contract that would dead-letter the events is refused before
+		// one is written.
+		c, err := (&contractFlags{fs: flag.NewFlagSet("", flag.ContinueOnError)}).contract(dt.Path())
+		if err != nil {
+			return err
+		}
+		if err := dt.UseContract(c); err != nil {
+			return err
+		}
+	}
 	target := relay.Redact(*to)
 	m := metrics.New()
 	m.RelayTarget(target)
@@ -139,7 +167,7 @@ func runRelay(ctx context.Context, e *env, args []string) (err error) {
 		}()
 	}
 	r, err := relay.New(l, id, t, relay.Options{
-		Target: target, Lease: *lease, Batch: *batch, Policy: policy,
+		Target: target, Lease: *lease, Batch: *batch, Window: *window, Policy: policy,
 		Retry: spool.Retry{Base: *retryBase, MaxAttempts: *maxAttempts}, Watch: *watch, Poll: *poll,
 		OnEvent: func(ev *relay.Event, perr error) {
 			if perr != nil {

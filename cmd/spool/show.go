@@ -16,7 +16,8 @@ var showCommand = &command{
 	help: `
 Shows what the queue knows of one message, named by its msg_id or by a file
 name (the name it had in inbox/, or its name in a stage): where its files
-are now (found by the inodes the ledger recorded and by their names), its
+are now (found by the inodes the ledger recorded and by their names; a
+claim in processing/ says whether it waits for its retry, and until when), its
 processed row (when, from which file, the content's SHA-256, the version,
 traceparent and tenant the contract's headers found in it), every other
 delivery of it (duplicates, conflicts: another body under the same msg_id,
@@ -29,7 +30,7 @@ another field invalid); one without a valid msg_id by its file name. It
 changes nothing.
 
 Exit 1 when the queue knows nothing of it: no ledger record and no file of
-that name in inbox/, error/ or done/.
+that name in inbox/, processing/, error/ or done/.
 
 --json prints one object: query, msg_id (null for a file without a valid
 one), places [{stage, name}], processed {processed_at, file, content_hash,

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"path/filepath"
 
 	"github.com/spoolq/spool/report"
 )
@@ -62,7 +63,10 @@ none renamed or removed):
 
 The text form tells the dead letters now in error/ (the error line) from
 those the ledger recorded ever (the ledger line, and by reason), which
-include the ones replayed or discarded since.`,
+include the ones replayed or discarded since.
+
+A DIR/spool.conf that consume would refuse (a misspelt key) is a warning
+on stderr, pointing at spool check DIR; the status is still printed.`,
 }
 
 func init() { statusCommand.run = runStatus }
@@ -86,6 +90,11 @@ func runStatus(ctx context.Context, e *env, args []string) (err error) {
 	r, err := report.Status(ctx, d, l)
 	if err != nil {
 		return err
+	}
+	// A status that looks fine over a spool.conf every consumer refuses
+	// says too little.
+	if _, cerr := readConfig(filepath.Join(pos[0], configName)); cerr != nil {
+		e.warn("consume refuses %v. Try: spool check %s", cerr, pos[0])
 	}
 	if *asJSON {
 		return e.output("", func(w io.Writer) error { return report.WriteJSON(w, r.JSON()) })

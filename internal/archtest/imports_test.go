@@ -36,15 +36,16 @@ const (
 	layerUnknown = iota
 	layerBase    // queue (protocol); internal helpers and test support
 	layerDomain  // the root package
+	layerRecords // batch: the record readers of batch files
 	layerStorage // ledger
 	layerBackend // ledger/<engine>, ledger/ledgertest
 	layerService // replay, report, handler, metrics, queueopen, fsck
-	layerProgram // cmd/*, examples/*, internal/bench
+	layerProgram // cmd/*, examples/*, internal/bench, internal/kafkafake
 )
 
 // layerNames names the layers in messages.
 var layerNames = map[int]string{
-	layerBase: "protocol and helpers", layerDomain: "domain", layerStorage: "storage",
+	layerBase: "protocol and helpers", layerDomain: "domain", layerRecords: "records", layerStorage: "storage",
 	layerBackend: "backends", layerService: "services", layerProgram: "programs",
 }
 
@@ -65,6 +66,12 @@ var helpers = map[string]bool{
 // may import: queue, and the golang.org/x packages it needs.
 var rootMayImport = map[string]bool{"queue": true, "golang.org/x/time/rate": true}
 
+// batchMayImport says whether batch may import path, outside the
+// standard library: the root, and golang.org/x/text for the encodings.
+func batchMayImport(mod, path string) bool {
+	return path == mod || path == "golang.org/x/text" || strings.HasPrefix(path, "golang.org/x/text/")
+}
+
 // layer places rel, a package path inside the module ("" for the root).
 func layer(rel string) int {
 	switch {
@@ -72,13 +79,15 @@ func layer(rel string) int {
 		return layerBase
 	case rel == "":
 		return layerDomain
+	case rel == "batch":
+		return layerRecords
 	case rel == "ledger":
 		return layerStorage
 	case strings.HasPrefix(rel, "ledger/"):
 		return layerBackend
 	case services[rel]:
 		return layerService
-	case strings.HasPrefix(rel, "cmd/"), strings.HasPrefix(rel, "examples/"), rel == "internal/bench":
+	case strings.HasPrefix(rel, "cmd/"), strings.HasPrefix(rel, "examples/"), rel == "internal/bench", rel == "internal/kafkafake":
 		return layerProgram
 	}
 	return layerUnknown
@@ -127,6 +136,8 @@ func checkImports(mod string, pkgs []pkg) []string {
 			switch {
 			case rel == "" && !isStd(imp) && !rootMayImport[imp] && !(own && rootMayImport[irel]):
 				bad = append(bad, fmt.Sprintf("the root imports %s: it imports only queue, the standard library and %s", imp, "golang.org/x/time/rate"))
+			case rel == "batch" && !isStd(imp) && !batchMayImport(mod, imp):
+				bad = append(bad, fmt.Sprintf("batch imports %s: it imports only the root, the standard library and golang.org/x/text", imp))
 			case rel != "metrics" && strings.HasPrefix(imp, "github.com/prometheus/"):
 				bad = append(bad, fmt.Sprintf("%s imports %s: only metrics imports a monitoring client", name(rel), imp))
 			}
@@ -243,6 +254,8 @@ func TestImportRulesCatchBreaks(t *testing.T) {
 		p("queue", "github.com/fsnotify/fsnotify", "golang.org/x/sys/unix"),
 		p("", "queue", "golang.org/x/time/rate"),
 		p("ledger", "", "queue"),
+		p("batch", "", "golang.org/x/text/encoding/htmlindex"),
+		p("report", "", "batch", "queue"),
 		p("ledger/sqlite", "ledger", "modernc.org/sqlite"),
 		p("ledger/ledgertest", "", "ledger", "queue"),
 		p("replay", "", "ledger", "queue", "report"),
@@ -272,6 +285,9 @@ func TestImportRulesCatchBreaks(t *testing.T) {
 		{p("report", "internal/sample"), "internal/ is imported only by"},
 		{p("examples/orderbalance", "internal/sample"), "internal/ is imported only by"},
 		{p("ledger", "report"), "imports only from the layers below"},
+		{p("batch", "queue"), "batch imports example.com/spool/queue: it imports only the root"},
+		{p("batch", "github.com/fsnotify/fsnotify"), "batch imports github.com/fsnotify/fsnotify"},
+		{p("", "batch"), "the root imports"},
 		{p("report", "cmd/spool"), "nothing imports cmd/"},
 		{p("internal/pagecache", "queue"), "internal/pagecache (protocol and helpers) imports queue"},
 		{p("handler", "github.com/prometheus/client_golang/prometheus"), "only metrics imports a monitoring client"},

@@ -426,7 +426,7 @@ func (s *siege) slow(c net.Conn, body bool) {
 // TestControlPlaneUnderSiege: with 200 idle and 200 slow connections open,
 // from a few addresses or from many, /metrics and /healthz of serve and
 // of consume --listen, and serve's console for a signed-in operator,
-// answer within a client's timeout of 2 s, again and again while the
+// answer within a second (two under the race detector), again and again while the
 // connections are opened anew.
 func TestControlPlaneUnderSiege(t *testing.T) {
 	t.Parallel()
@@ -461,6 +461,13 @@ func TestControlPlaneUnderSiege(t *testing.T) {
 					p, base = startListening(t, "consume", q, "--watch", "--exec", "cat >/dev/null", "--listen", "127.0.0.1:0")
 				}
 				s := besiege(t, strings.TrimPrefix(base, "http://"), from.addrs, 200, 200)
+				// Each answer within a second; the race detector's build
+				// of the server is given two.
+				limit := time.Second
+				if raceEnabled {
+					limit = 2 * time.Second
+				}
+				var slowest time.Duration
 				start := time.Now()
 				for round := 1; round == 1 || time.Since(start) < checks; round++ {
 					paths := []string{"/metrics", "/healthz"}
@@ -470,7 +477,7 @@ func TestControlPlaneUnderSiege(t *testing.T) {
 					for _, path := range paths {
 						// A new client each time: a new connection, which the
 						// siege must not keep out.
-						c := clientFrom("127.0.0.1", 2*time.Second)
+						c := clientFrom("127.0.0.1", limit)
 						req, _ := http.NewRequest("GET", base+path, nil)
 						if cookie != nil {
 							req.AddCookie(cookie)
@@ -482,6 +489,7 @@ func TestControlPlaneUnderSiege(t *testing.T) {
 						}
 						body, err := io.ReadAll(res.Body)
 						res.Body.Close()
+						slowest = max(slowest, time.Since(asked))
 						if err != nil || res.StatusCode != 200 {
 							t.Fatalf("round %d, GET %s under siege: %d %v", round, path, res.StatusCode, err)
 						}
@@ -493,6 +501,7 @@ func TestControlPlaneUnderSiege(t *testing.T) {
 					time.Sleep(200 * time.Millisecond) // the pace of a monitor, not a wait for a result
 				}
 				s.end()
+				t.Logf("the slowest answer under siege took %v (limit %v)", slowest.Round(time.Millisecond), limit)
 				stderr := stopServe(t, p)
 				want := "connection limit reached"
 				if from.name == "few" {

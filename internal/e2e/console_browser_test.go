@@ -107,7 +107,7 @@ func waitTrue(t *testing.T, ctx context.Context, what, expr string) {
 	}
 }
 
-// shot saves a screenshot of ctx's page as name.png in dir.
+// shot saves a screenshot of ctx's whole page as name.png in dir.
 func shot(t *testing.T, ctx context.Context, dir, name string) {
 	t.Helper()
 	tctx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -117,7 +117,7 @@ func shot(t *testing.T, ctx context.Context, dir, name string) {
 	if _, err := chromedp.Call(tctx, page.BringToFront, cdp.Empty{}); err != nil {
 		t.Fatalf("bring %s to front: %v", name, err)
 	}
-	b, err := chromedp.Run(tctx, chromedp.CaptureScreenshot())
+	b, err := chromedp.Run(tctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)
 	}
@@ -229,7 +229,7 @@ func sha256Hex(s string) string {
 // consoleReplayApprove is the four-eyes replay in the browser: op, an
 // operator on the dead letters page, asks for a replay of every
 // missing-field dead letter; ada, an approver in another browser context,
-// approves it on the tasks page; the five files are back in inbox/ and
+// approves it on its task page; the five files are back in inbox/ and
 // the audit page shows the request and the approval.
 func consoleReplayApprove(t *testing.T, alloc, op context.Context, q, base, out string) {
 	do(t, op, "filter", chromedp.Navigate(base+"/#/dead-letters?reason=missing-field"))
@@ -248,18 +248,19 @@ func consoleReplayApprove(t *testing.T, alloc, op context.Context, q, base, out 
 		t.Fatalf("%d files in inbox/ before the approval, want 0", n)
 	}
 	do(t, op, "tasks", chromedp.Click("#nav-tasks"), chromedp.WaitVisible("tr.task"))
-	if n := eval[int](t, op, `document.querySelectorAll("button.approve").length`); n != 0 {
+	if n := eval[int](t, op, `document.querySelectorAll("a.approve-link, #approve").length`); n != 0 {
 		t.Errorf("the operator is offered %d approve buttons, want none", n)
 	}
 	shot(t, op, out, "6-tasks-waiting")
 
 	ada := consoleSession(t, alloc, base, "ada-token")
-	do(t, ada, "tasks", chromedp.Click("#nav-tasks"), chromedp.WaitVisible("button.approve"))
+	do(t, ada, "tasks", chromedp.Click("#nav-tasks"), chromedp.WaitVisible("a.approve-link"))
 	shot(t, ada, out, "7-tasks-approver")
-	do(t, ada, "approve", chromedp.Click("button.approve"))
+	do(t, ada, "review", chromedp.Click("a.approve-link"), chromedp.WaitVisible("#approve"))
+	do(t, ada, "approve", chromedp.Click("#approve"), chromedp.WaitVisible("#approve-confirm-yes"), chromedp.Click("#approve-confirm-yes"))
 	waitFor(t, cmdTimeout, "the 5 files back in inbox/", func() bool { return countFiles(t, q, inbox) == 5 })
-	waitTrue(t, ada, "the task done", `[...document.querySelectorAll("tr.task td.state")].some(td => td.textContent === "done")`)
-	shot(t, ada, out, "8-tasks-done")
+	waitTrue(t, ada, "the task done", `document.getElementById("task-state").textContent === "done"`)
+	shot(t, ada, out, "8-task-done")
 
 	do(t, ada, "audit", chromedp.Click("#nav-audit"), chromedp.WaitVisible("tr.audit-row"))
 	waitTrue(t, ada, "the audit rows", `(() => { const rows = [...document.querySelectorAll("tr.audit-row")].map(r => r.textContent);

@@ -188,8 +188,16 @@ func TestSystemdUnit(t *testing.T) {
 func defaultShutdownTimeout(t *testing.T) time.Duration {
 	t.Helper()
 	r := mustRun(t, 0, "consume", "--help")
-	m := regexp.MustCompile(`-shutdown-timeout DURATION\n\s+.*\(default ([^)]+)\)`).FindStringSubmatch(r.stdout + r.stderr)
-	if m == nil {
+	// The flag's entry: its line, and its description's, to the next flag.
+	entry := r.stdout + r.stderr
+	if i := strings.Index(entry, "-shutdown-timeout DURATION"); i >= 0 {
+		entry = entry[i:]
+		if j := strings.Index(entry, "\n  -"); j >= 0 {
+			entry = entry[:j]
+		}
+	}
+	m := regexp.MustCompile(`\(default ([^)]+)\)`).FindStringSubmatch(entry)
+	if m == nil || !strings.HasPrefix(entry, "-shutdown-timeout DURATION") {
 		t.Fatalf("consume --help does not show --shutdown-timeout's default\n%s", r)
 	}
 	d, err := time.ParseDuration(m[1])

@@ -47,7 +47,8 @@ func outboxQueue(t *testing.T, n, aggs int) (q, id string) {
 // once to the end, which must exit 0 with every row published. A third of
 // the kills come after a blind random delay (start-up, the first
 // batch); the others a random moment after the first rows were marked
-// published, in the middle of later batches. Each run draws its --batch.
+// published, in the middle of later batches. Each run draws its --batch
+// and its --window (1 to 256 events in flight).
 // extra are more flags for every relay.
 func relayKills(t *testing.T, rng *rand.Rand, q, target string, relays, kills int, extra ...string) {
 	t.Helper()
@@ -68,7 +69,9 @@ func relayKillsOn(t *testing.T, rng *rand.Rand, pending func() int, q, target st
 		if before == 0 {
 			break // all published: the clean run has nothing left, which is fine
 		}
-		runArgs := append(args[:len(args):len(args)], "--batch", strconv.Itoa(1+rng.IntN(64)))
+		// A small window makes a slow relay, so that kills land in the
+		// middle of its runs too, not only after a fast one is done.
+		runArgs := append(args[:len(args):len(args)], "--batch", strconv.Itoa(1+rng.IntN(64)), "--window", strconv.Itoa(1<<rng.IntN(9)))
 		ps := make([]*proc, relays)
 		for i := range ps {
 			ps[i] = start(t, runArgs...)

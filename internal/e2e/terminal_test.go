@@ -30,22 +30,23 @@ func logQueue(t *testing.T) string {
 	return q
 }
 
-// TestLogLevels: at the default level consume logs one record per dead
-// letter (file, reason, detail) and none per message that went well; -v is
-// the default; debug adds one per message; warn keeps only problems; json
-// gives one object a line with the same fields.
+// TestLogLevels: at the default level consume logs its configuration
+// once, then one record per dead letter (file, reason, detail) and none
+// per message that went well; -v is the default; debug adds one per
+// message; warn keeps only problems; json gives one object a line with
+// the same fields.
 func TestLogLevels(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{nil, {"-v"}, {"--log-level", "info"}} {
 		q := logQueue(t)
 		r := mustRun(t, 0, append([]string{"consume", q}, args...)...)
 		ls := lines(r.stderr)
-		if len(ls) != 2 {
-			t.Fatalf("consume %q: %d lines on stderr, want one per dead letter (2)\n%s", args, len(ls), r)
+		if len(ls) != 3 || !strings.Contains(ls[0], "level=INFO msg=configuration ") {
+			t.Fatalf("consume %q: %d lines on stderr, want the configuration and one per dead letter (2)\n%s", args, len(ls), r)
 		}
 		for i, want := range []string{`file=bad.json stored=bad.json reason=parse detail="parse: `, `file=nokey.json stored=nokey.json reason=missing-field detail="missing-field: msg_id`} {
-			if !strings.Contains(ls[i], `level=INFO msg="dead letter" `+want) {
-				t.Errorf("consume %q: line %q, want a dead-letter record with %s", args, ls[i], want)
+			if !strings.Contains(ls[i+1], `level=INFO msg="dead letter" `+want) {
+				t.Errorf("consume %q: line %q, want a dead-letter record with %s", args, ls[i+1], want)
 			}
 		}
 	}
@@ -118,7 +119,7 @@ func TestLogRecoveryAndJSONWarnings(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := mustRun(t, 0, "consume", q, "--log-format", "json")
-	var recovered, warned int
+	var recovered, warned, config int
 	for _, l := range lines(r.stderr) {
 		var rec struct {
 			Level, Msg, Command string
@@ -132,12 +133,14 @@ func TestLogRecoveryAndJSONWarnings(t *testing.T) {
 			recovered++
 		case rec.Level == "WARN" && rec.Command == "consume" && strings.Contains(rec.Msg, ".spool-tmp-0123456789abcdef"):
 			warned++
+		case rec.Msg == "configuration" && rec.Level == "INFO":
+			config++
 		default:
 			t.Errorf("unexpected record %q", l)
 		}
 	}
-	if recovered != 1 || warned != 1 {
-		t.Errorf("%d recovery and %d temp-file records, want 1 and 1\n%s", recovered, warned, r)
+	if recovered != 1 || warned != 1 || config != 1 {
+		t.Errorf("%d recovery, %d temp-file and %d configuration records, want 1 of each\n%s", recovered, warned, config, r)
 	}
 	if st := parseStats(t, r); st.Recovered != 1 || st.Processed != 1 {
 		t.Errorf("stats %+v, want 1 recovered, 1 processed", st)
@@ -172,14 +175,15 @@ func backlog(t *testing.T, q string, n int) {
 var progressMarks = []string{"draining", "msg/s", "\r"}
 
 // TestProgressBarNotOnAPipe: with stderr a pipe a large drain writes
-// nothing of a progress bar (and, with no dead letter, nothing at all).
+// nothing of a progress bar (and, with no dead letter, nothing but its
+// configuration).
 func TestProgressBarNotOnAPipe(t *testing.T) {
 	t.Parallel()
 	q, _ := workQueue(t)
 	backlog(t, q, 1200)
 	r := mustRun(t, 0, "consume", q)
-	if r.stderr != "" {
-		t.Errorf("a drain with stderr a pipe wrote %q to it, want nothing", r.stderr)
+	if ls := lines(r.stderr); len(ls) != 1 || !strings.HasPrefix(ls[0], "time=") || !strings.Contains(ls[0], " msg=configuration ") {
+		t.Errorf("a drain with stderr a pipe wrote %q to it, want only the configuration record", r.stderr)
 	}
 }
 
@@ -207,8 +211,11 @@ func TestProgressBarOnATerminal(t *testing.T) {
 			if want := fmt.Sprintf("processed=%d duplicates=0 dead-letters=0 recovered=0\n", c.n); stdout != want {
 				t.Errorf("%d messages %q: stdout %q, want %q", c.n, c.args, stdout, want)
 			}
+			// The terminal ends the log's lines "\r\n" (onlcr): a bar's
+			// "\r" is one alone.
+			drawn := strings.ReplaceAll(tty, "\r\n", "\n")
 			for _, m := range progressMarks {
-				if strings.Contains(tty, m) != c.bar {
+				if strings.Contains(drawn, m) != c.bar {
 					t.Errorf("%d messages %q: the terminal shows %q: %v, want %v\n%q", c.n, c.args, m, !c.bar, c.bar, tty)
 				}
 			}
@@ -224,14 +231,25 @@ func TestProgressBarOnATerminal(t *testing.T) {
 // and returns stdout and what reached the terminal.
 func runOnTerminal(t *testing.T, args ...string) (stdout, tty string) {
 	t.Helper()
+	return runTerminal(t, false, args...)
+}
+
+// runTerminal runs spool with stderr a pseudo-terminal, or stdout when
+// onStdout, the other a pipe, and returns what reached the pipe and what
+// reached the terminal.
+func runTerminal(t *testing.T, onStdout bool, args ...string) (pipe, tty string) {
+	t.Helper()
 	ptm, pts, err := pty.Open()
 	if err != nil {
-		t.Skipf("no pseudo-terminal here (%v): the progress bar is not tested", err)
+		t.Skipf("no pseudo-terminal here (%v): what spool shows a terminal is not tested", err)
 	}
 	defer ptm.Close()
 	cmd := exec.Command(spoolBin, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, pts
+	if onStdout {
+		cmd.Stdout, cmd.Stderr = pts, &out
+	}
 	if err := cmd.Start(); err != nil {
 		pts.Close()
 		t.Fatal(err)
@@ -249,7 +267,7 @@ func runOnTerminal(t *testing.T, args ...string) (stdout, tty string) {
 		t.Fatalf("spool %q did not finish within %v", args, cmdTimeout)
 	}
 	if err != nil {
-		t.Fatalf("spool %q: %v\nstdout:\n%s", args, err, out.String())
+		t.Fatalf("spool %q: %v\n%s", args, err, out.String())
 	}
 	select {
 	case <-read: // EIO once the last holder of the terminal is gone

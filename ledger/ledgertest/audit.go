@@ -144,6 +144,53 @@ func testAuditLifecycle(t *testing.T, db *ledger.DB) {
 	}
 }
 
+// testAuditFilters: AuditList's Actor keeps one identity's rows, without
+// case, and a name without a realm keeps that name's rows in every realm
+// (LIKE's wildcards in it taken as text); Until bounds At, before it.
+func testAuditFilters(t *testing.T, db *ledger.DB) {
+	ctx := t.Context()
+	t0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	var ids []int64
+	for i, actor := range []string{"token:olga", "os:Olga", "olga", "token:ada", "token:o_ga", "token:xolga", "token:100%"} {
+		id, err := db.AuditRecord(ctx, ledger.AuditEntry{At: t0.Add(time.Duration(i) * time.Minute), Actor: actor,
+			Via: ledger.AuditHTTP, Action: "read"}, ledger.AuditRefused, nil, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	for name, c := range map[string]struct {
+		q    ledger.AuditQuery
+		want []int64
+	}{
+		"realm":            {ledger.AuditQuery{Actor: "token:olga"}, []int64{ids[0]}},
+		"realm any case":   {ledger.AuditQuery{Actor: "OS:olga"}, []int64{ids[1]}},
+		"every realm":      {ledger.AuditQuery{Actor: "OLGA"}, []int64{ids[0], ids[1], ids[2]}},
+		"underscore":       {ledger.AuditQuery{Actor: "o_ga"}, []int64{ids[4]}},
+		"percent":          {ledger.AuditQuery{Actor: "100%"}, []int64{ids[6]}},
+		"no such actor":    {ledger.AuditQuery{Actor: "olg"}, nil},
+		"until":            {ledger.AuditQuery{Until: t0.Add(2 * time.Minute)}, []int64{ids[0], ids[1]}},
+		"since until":      {ledger.AuditQuery{Since: t0.Add(time.Minute), Until: t0.Add(3 * time.Minute)}, []int64{ids[1], ids[2]}},
+		"actor until":      {ledger.AuditQuery{Actor: "olga", Until: t0.Add(time.Minute)}, []int64{ids[0]}},
+		"actor newest":     {ledger.AuditQuery{Actor: "olga", Newest: true, Limit: 2}, []int64{ids[2], ids[1]}},
+		"actor before":     {ledger.AuditQuery{Actor: "olga", Newest: true, Before: ids[2]}, []int64{ids[1], ids[0]}},
+		"actor after":      {ledger.AuditQuery{Actor: "olga", After: ids[0]}, []int64{ids[1], ids[2]}},
+		"until to nothing": {ledger.AuditQuery{Until: t0}, nil},
+	} {
+		rs, err := db.AuditList(ctx, c.q)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var got []int64
+		for _, r := range rs {
+			got = append(got, r.ID)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: AuditList ids = %v, want %v", name, got, c.want)
+		}
+	}
+}
+
 // testAuditText: producer-chosen text in an entry (a file name in the
 // selection, a detail quoting one) is stored as valid UTF-8 on every
 // engine, and escape sequences come back exactly, for the reports to

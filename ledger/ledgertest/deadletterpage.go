@@ -14,7 +14,7 @@ import (
 // newest first a page at a time, leaving out one replayed, one
 // discarded and the older record of one dead-lettered again (its newer record is listed);
 // its filters keep what they say (a LIKE wildcard in the text is a plain
-// character); DeadLetterGroups counts them by reason and signature.
+// character, case is ignored); DeadLetterGroups counts them by reason and signature.
 func testDeadLetterPage(t *testing.T, db *ledger.DB) {
 	ctx := t.Context()
 	base := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
@@ -68,6 +68,10 @@ func testDeadLetterPage(t *testing.T, db *ledger.DB) {
 		{ledger.DeadLetterQuery{Text: "100%"}, "c6 c3 c0"},
 		{ledger.DeadLetterQuery{Text: "0_"}, ""},
 		{ledger.DeadLetterQuery{Detail: "offset 5"}, "c5"},
+		// Without case on every engine, as the console's detail_match
+		// "(?i)..." of a task selects.
+		{ledger.DeadLetterQuery{Detail: "OFFSET 5"}, "c5"},
+		{ledger.DeadLetterQuery{Text: "O-3"}, "c3"},
 		{ledger.DeadLetterQuery{Since: base.Add(4 * time.Minute), Until: base.Add(7 * time.Minute)}, "c6 c5"},
 	} {
 		page, _, err := db.DeadLetterPage(ctx, c.q)

@@ -190,8 +190,8 @@ func sqlState(err error) string {
 // all of one length, then advance in step and each row goes straight to
 // the INSERT, where unnest(a, b, ...) in FROM first copies every row into
 // a tuplestore: the INSERT of processed rows cost the server 7.2-8.5 µs a
-// row from the select list, 8.7-13.5 from FROM (PERFORMANCE.md, "The
-// server's share on PostgreSQL").
+// row from the select list, 8.7-13.5 from FROM (measured at 90a0fa7:
+// git log -p docs/PERFORMANCE.md, "The server's share on PostgreSQL").
 func (dialect) Rows(kinds []ledger.Kind) string {
 	cols := make([]string, len(kinds))
 	for i, k := range kinds {

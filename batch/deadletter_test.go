@@ -1,0 +1,246 @@
+package batch
+
+import (
+	"bytes"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spoolq/spool"
+)
+
+func TestDeadLetterName(t *testing.T) {
+	for _, c := range []struct {
+		file string
+		rec  Record
+		want string
+	}{
+		{"orders.csv", Record{Line: 17}, "orders~L17.csv"},
+		{"orders.csv.gz", Record{Line: 17}, "orders~L17.csv"},
+		{"orders.xml", Record{Line: 40, Element: 5}, "orders~E5.xml"},
+		{"orders.xml.gz", Record{Line: 40, Element: 5}, "orders~E5.xml"},
+		{"orders.2024-06.jsonl", Record{Line: 3}, "orders.2024-06~L3.jsonl"},
+		{"orders", Record{Line: 3}, "orders~L3"},
+		{"orders.gz", Record{Line: 3}, "orders~L3"},
+		{".gz", Record{Line: 3}, ".gz~L3"},
+		{strings.Repeat("é", 126) + ".csv", Record{Line: 123456}, strings.Repeat("é", 121) + "~L123456.csv"},
+	} {
+		got := deadLetterName(c.file, c.rec)
+		if got != c.want || len(got) > 255 {
+			t.Errorf("%s: %s, want %s", c.file, got, c.want)
+		}
+		if c.file != ".gz" && !isDeadLetterName(got) {
+			t.Errorf("%s is not recognised as a dead letter's name", got)
+		}
+	}
+	for _, n := range []string{"orders.csv", "orders~2.csv", "orders~L0.csv", "orders~L.csv", "orders~Lx1.csv", "~L1.csv", "orders~X1.csv"} {
+		if isDeadLetterName(n) {
+			t.Errorf("%s taken for a dead letter's name", n)
+		}
+	}
+}
+
+// TestDeadLetterReplays: the dead letter of each failed record of each
+// test file, once fixed by hand as an operator would, is read again by
+// the same format and encoding as one record; unfixed, as the same
+// failure. Its bytes are the file's, in the file's encoding.
+func TestDeadLetterReplays(t *testing.T) {
+	files := resumeFiles(t)
+	files = append(files, struct {
+		file string
+		data []byte
+		f    Format
+	}{"bad.sjis.csv", []byte("id,note\n1,\x82\n2,ok\n"), Format{Kind: CSV, Encoding: "shift_jis"}})
+	for _, tf := range files {
+		r, err := Open(bytes.NewReader(gz(t, tf.data)), tf.file+".gz", tf.f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, err := readFrom(bytes.NewReader(tf.data), tf.file, tf.f, Position{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range all {
+			rec, err := r.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec.Err == nil || rec.Tail {
+				continue
+			}
+			d := r.DeadLetter(rec)
+			if d.Whole || d.Content == nil || filepath.Ext(d.Name) != filepath.Ext(tf.file) || !isDeadLetterName(d.Name) {
+				t.Errorf("%s %s: dead letter %+v", tf.file, rec.Origin(), d)
+				continue
+			}
+			again := readAll(t, d.Name, d.Content, tf.f)
+			if len(again) != 1 || again[0].Err == nil || again[0].Err.Reason != rec.Err.Reason {
+				t.Errorf("%s %s: the dead letter %q reads as\n%s", tf.file, rec.Origin(), d.Content, describeAll(again))
+			}
+		}
+	}
+	// Fixed: the CSV row with a column too many, without it.
+	data := testdata(t, "orders.csv")
+	recs := readAll(t, "orders.csv", data, Format{Kind: CSV})
+	r, _ := Open(bytes.NewReader(data), "orders.csv", Format{Kind: CSV})
+	for range recs {
+		rec, _ := r.Next()
+		if rec.Err != nil {
+			d := r.DeadLetter(rec)
+			fixed := bytes.Replace(d.Content, []byte(",extra,column"), []byte(",extra"), 1)
+			got := readAll(t, d.Name, fixed, Format{Kind: CSV})
+			if len(got) != 1 || string(got[0].JSON) != `{"msg_id":"12","order_no":"A-6","amount":"7","note":"extra"}` {
+				t.Errorf("fixed %s reads as\n%s", d.Name, describeAll(got))
+			}
+		}
+	}
+}
+
+// TestDeadLetterOverLimit: a record over the limit is not held; its dead
+// letter is the prefix and a range CopyRange copies from the file.
+func TestDeadLetterOverLimit(t *testing.T) {
+	long := strings.Repeat("x", 300)
+	data := []byte("id,v\n1," + long + "\n2,y\n")
+	for _, name := range []string{"big.csv", "big.csv.gz"} {
+		src := data
+		if strings.HasSuffix(name, ".gz") {
+			src = gz(t, data)
+		}
+		f := Format{Kind: CSV, MaxSize: 100}
+		r, err := Open(bytes.NewReader(src), name, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := r.Next()
+		if err != nil || rec.Err == nil || rec.Err.Reason != "too-large" || rec.Raw != nil {
+			t.Fatalf("%s: %+v %v", name, rec, err)
+		}
+		d := r.DeadLetter(rec)
+		if d.Content != nil || string(d.Prefix) != "id,v\n" || d.Name != "big~L2.csv" {
+			t.Fatalf("%s: dead letter %+v", name, d)
+		}
+		var b bytes.Buffer
+		b.Write(d.Prefix)
+		if err := CopyRange(&b, bytes.NewReader(src), name, d.Start, d.End); err != nil {
+			t.Fatal(err)
+		}
+		if want := "id,v\n1," + long + "\n"; b.String() != want {
+			t.Errorf("%s: copied %q", name, b.String())
+		}
+		if err := CopyRange(&b, bytes.NewReader(src), name, d.Start, int64(len(data))+1); err == nil {
+			t.Errorf("%s: a range past the end copied", name)
+		}
+	}
+}
+
+func TestKey(t *testing.T) {
+	csv := readAll(t, "k.csv", []byte("id,amount,note\n1,2.50,\"a\tb\"\n"), Format{Kind: CSV})
+	jsonl := readAll(t, "k.jsonl", []byte(`{ "note" : "a\u0009b", "amount":"2.50","id":"1"}`+"\n"), Format{Kind: JSONL})
+	xml := readAll(t, "k.xml", []byte("<r><o id=\"1\"><amount>2.50</amount><note>a&#9;b</note></o></r>"), Format{Kind: XML, Record: "o"})
+	var keys []string
+	for _, recs := range [][]Record{csv, jsonl, xml} {
+		k, err := recs[0].Key()
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k)
+	}
+	// echo -n '{"amount":"2.50","id":"1","note":"a\tb"}' | sha256sum
+	const want = "74689614bf1dfb860e03e9fe6445955b55851af2f125f474c7ceca416756a6b4"
+	for i, k := range keys {
+		if k != want {
+			t.Errorf("key %d is %s, want %s", i, k, want)
+		}
+	}
+	for _, c := range []struct{ a, b string }{
+		{`{"a":1}`, `{"a":1.0}`},
+		{`{"a":1}`, `{"a":"1"}`},
+		{`{"a":"x"}`, `{"a":"x "}`},
+		{`{"a":{"b":1,"c":2}}`, `{"a":{"b":2,"c":1}}`},
+		{`{"a":[1,2]}`, `{"a":[2,1]}`},
+	} {
+		ka, _ := Key([]byte(c.a))
+		kb, _ := Key([]byte(c.b))
+		if ka == kb {
+			t.Errorf("%s and %s have one key", c.a, c.b)
+		}
+	}
+	for _, c := range []struct{ in, canon string }{
+		{` { "b" : [ 1 , { "d":true, "c":null } ], "a" : "\u00e9\/\"" } `, `{"a":"é/\"","b":[1,{"c":null,"d":true}]}`},
+		{`{"\u0061":1}`, `{"a":1}`},
+		{`{"s":"\ud83d\ude00 \ud800 \u001F \b"}`, `{"s":"😀 \ud800 \u001f \b"}`},
+		{`[]`, `[]`},
+	} {
+		got, err := canonicalJSON([]byte(c.in))
+		if err != nil || string(got) != c.canon {
+			t.Errorf("canonical %s = %s, %v; want %s", c.in, got, err, c.canon)
+		}
+	}
+	for _, in := range []string{`{"a":1,"a":2}`, `{"a":1}x`, `{`, ``} {
+		if _, err := Key([]byte(in)); err == nil {
+			t.Errorf("key of %q passed", in)
+		}
+	}
+	if _, err := jsonl[0].Key(); err != nil {
+		t.Error(err)
+	}
+	failed := Record{Line: 3, Err: &spool.RejectError{Reason: spool.ReasonParse, Detail: "line 3: bad"}}
+	if _, err := failed.Key(); err == nil {
+		t.Error("a failed record has a key")
+	}
+}
+
+func TestMatch(t *testing.T) {
+	f := Format{Kind: CSV, Include: []string{"*.csv", "*.csv.gz"}, DoneFile: "{name}.done"}
+	got := f.Match([]string{
+		"b.csv", "b.csv.done", // ready
+		"a.csv.gz", "a.csv.gz.done", // ready, gzipped
+		"c.csv",               // waiting
+		"d.csv.done",          // orphan
+		"e~L17.csv",           // a replayed dead letter: ready without a done-file
+		".f.csv",              // a temp file
+		".f.csv.done",         // hidden: nothing
+		"g.txt", "g.txt.done", // not data; its done-file an orphan
+		"b.csv", // listed twice
+	})
+	want := Matched{
+		Ready:   []Ready{{"a.csv.gz", "a.csv.gz.done"}, {"b.csv", "b.csv.done"}, {"e~L17.csv", ""}},
+		Waiting: []string{"c.csv"},
+		Orphans: []string{"d.csv.done", "g.txt.done"},
+	}
+	if !matchedEqual(got, want) {
+		t.Errorf("got %+v\nwant %+v", got, want)
+	}
+
+	// Without a done-file every data file is ready; the default include
+	// is the format's extension.
+	got = Format{Kind: JSONL}.Match([]string{"x.jsonl", "y.json", "z.jsonl.done", ".t.jsonl"})
+	if !matchedEqual(got, Matched{Ready: []Ready{{"x.jsonl", ""}}}) {
+		t.Errorf("no done-file: %+v", got)
+	}
+	// A done-file is never data, even for a pattern that matches all.
+	all := Format{Include: []string{"*"}, DoneFile: "done-{name}"}
+	got = all.Match([]string{"a", "done-a", "done-", "done-b"})
+	if !matchedEqual(got, Matched{Ready: []Ready{{"a", "done-a"}}, Waiting: []string{"done-"}, Orphans: []string{"done-b"}}) {
+		t.Errorf("include *: %+v", got)
+	}
+	if all.Includes("done-a") || !all.Includes("a") || all.DoneName("a") != "done-a" {
+		t.Error("Includes or DoneName")
+	}
+	if (Format{}).DoneName("a.json") != "" || !(Format{}).Includes("a.json") || (Format{}).Includes(".json") {
+		t.Error("the JSON format's files")
+	}
+}
+
+func matchedEqual(a, b Matched) bool {
+	eq := func(x, y []string) bool { return strings.Join(x, "\x00") == strings.Join(y, "\x00") }
+	if len(a.Ready) != len(b.Ready) {
+		return false
+	}
+	for i := range a.Ready {
+		if a.Ready[i] != b.Ready[i] {
+			return false
+		}
+	}
+	return eq(a.Waiting, b.Waiting) && eq(a.Orphans, b.Orphans)
+}

@@ -1,0 +1,137 @@
+package batch
+
+import (
+	"strings"
+	"testing"
+
+	"golang.org/x/text/encoding/htmlindex"
+)
+
+// el expects XML record element e on line.
+func el(e, line int64, json string) want { return want{line: line, element: e, json: json} }
+
+// elBad expects XML record element e on line to fail with err.
+func elBad(e, line int64, err string) want { return want{line: line, element: e, err: err} }
+
+func TestXMLFile(t *testing.T) {
+	data := testdata(t, "orders.xml")
+	recs := readAll(t, "orders.xml", data, Format{Kind: XML, Record: "Order"})
+	checkRecords(t, data, recs, []want{
+		el(1, 8, `{"id":"1","channel":"web","order_no":"A-1","amount":{"currency":"EUR","#text":"10.00"},`+
+			`"line":[{"sku":"p1","#text":"2"},{"sku":"p2","#text":"1"}],"note":"<b>bold</b> & more","empty":""}`),
+		elBad(2, 16, "element 2 (line 16): XML syntax error on line 16: element <bad> closed by </Order>"),
+		el(3, 17, `{"id":"3","order_no":"A-2","amount":"7 & 8"}`),
+		elBad(4, 19, "element 4 (line 19): XML syntax error on line 19: invalid character entity &unknown;"),
+		el(5, 20, `{"id":"5","order_no":"A-3"}`),
+		elBad(6, 21, `element <Order> has an attribute and a child element both named "order_no"`),
+		elBad(7, 22, "element 7 (line 22): the record has no end tag: </Orders> closes the element around it first"),
+	})
+	r, err := Open(strings.NewReader(string(data)), "orders.xml", Format{Kind: XML, Record: "Order"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		rec, err := r.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Element == 2 {
+			d := r.DeadLetter(rec)
+			if want := "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n" + `<Order id="2"><order_no>A-1</order_no><amount>12.50</amount><bad></Order>`; string(d.Content) != want || d.Name != "orders~E2.xml" {
+				t.Errorf("dead letter %s:\n%s\nwant:\n%s", d.Name, d.Content, want)
+			}
+			break
+		}
+	}
+}
+
+func TestXML(t *testing.T) {
+	order := Format{Kind: XML, Record: "Order"}
+	for _, c := range []struct {
+		name, data string
+		f          Format
+		want       []want
+	}{
+		{"empty file", "", order, nil},
+		{"only a declaration and comments", "<?xml version=\"1.0\"?>\n<!-- none -->\n", order, nil},
+		{"no records", "<Orders><Other/></Orders>", order, nil},
+		{"the record is the root", "<Order id=\"1\"><a>x</a></Order>\n", order, []want{el(1, 1, `{"id":"1","a":"x"}`)}},
+		{"empty record", "<r><Order/><Order></Order></r>", order, []want{el(1, 1, `{}`), el(2, 1, `{}`)}},
+		{"text of the record", "<r><Order>hello</Order><Order>  </Order></r>", order, []want{el(1, 1, `{"#text":"hello"}`), el(2, 1, `{}`)}},
+		{"nested record of the same name is a child", "<r><Order id=\"1\"><Order id=\"2\"/></Order></r>", order,
+			[]want{el(1, 1, `{"id":"1","Order":{"id":"2"}}`)}},
+		{"deep children", "<r><Order><a><b><c>1</c></b></a></Order></r>", order, []want{el(1, 1, `{"a":{"b":{"c":"1"}}}`)}},
+		{"mixed content", "<r><Order><p>Hi <b>you</b> there</p></Order></r>", order, []want{el(1, 1, `{"p":{"b":"you","#text":"Hi  there"}}`)}},
+		{"repeated children in between", "<r><Order><l>1</l><m>x</m><l>2</l></Order></r>", order, []want{el(1, 1, `{"l":["1","2"],"m":"x"}`)}},
+		{"namespaced attributes of one local name", `<r xmlns:a="urn:a" xmlns:b="urn:b"><Order a:id="1" b:id="2"/></r>`, order,
+			[]want{elBad(1, 1, `element <Order> has two attributes "id"`)}},
+		{"quotes and > in attributes", `<r><Order note="a > b" q='"'/></r>`, order, []want{el(1, 1, `{"note":"a > b","q":"\""}`)}},
+		{"comment, pi and cdata with tags inside a record", "<r><Order><!-- </Order> --><?p </Order>?><a><![CDATA[</Order>]]></a></Order></r>", order,
+			[]want{el(1, 1, `{"a":"</Order>"}`)}},
+		{"lines", "<r>\n<Order>\n<a>1</a>\n</Order>\n\n<Order\n id=\"2\"/>\n</r>\n", order, []want{el(1, 2, `{"a":"1"}`), el(2, 6, `{"id":"2"}`)}},
+		{"a stray < in a record", "<r><Order><a>1 < 2</a></Order><Order/></r>", order,
+			[]want{elBad(1, 1, "XML syntax error on line 1"), el(2, 1, `{}`)}},
+		{"bad attribute", "<r><Order a=1/><Order/></r>", order, []want{elBad(1, 1, "XML syntax error"), el(2, 1, `{}`)}},
+		{"encoding declared as the queue's", `<?xml version="1.0" encoding="latin1"?><Order/>`, Format{Kind: XML, Record: "Order", Encoding: "windows-1252"}, []want{el(1, 1, `{}`)}},
+		{"not xml", `{"msg_id": "1"}`, order, []want{{line: 1, element: 1, err: "text outside the root element", tail: true}}},
+		{"not xml either", "a,b\n1,2\n", order, []want{{line: 1, element: 1, err: "text outside the root element", tail: true}}},
+		{"declared encoding differs", `<?xml version="1.0" encoding="ISO-8859-2"?><Order/>`, Format{Kind: XML, Record: "Order", Encoding: "windows-1252"},
+			[]want{{line: 1, element: 1, err: `the XML declaration names the encoding "ISO-8859-2" (iso-8859-2), and the queue reads windows-1252`, tail: true}}},
+		{"declared encoding unknown", `<?xml version="1.0" encoding="x-klingon"?><Order/>`, order,
+			[]want{{line: 1, element: 1, err: `names the encoding "x-klingon"`, tail: true}}},
+		{"truncated inside a record", "<r><Order id=\"1\"/>\n<Order id=\"2\"><a>", order,
+			[]want{el(1, 1, `{"id":"1"}`), {line: 2, element: 2, err: "element 2 (line 2): the file ends inside the record <Order>", tail: true}}},
+		{"truncated after the records", "<r><Order id=\"1\"/>\n", order,
+			[]want{el(1, 1, `{"id":"1"}`), {line: 2, element: 2, err: "the file ends before the end tag of <r>", tail: true}}},
+		{"mismatched outer end tag", "<r><s><Order/></t><Order/></r>", order,
+			[]want{el(1, 1, `{}`), {line: 1, element: 2, err: "end tag </t> where </s> belongs", tail: true}}},
+		{"a second root", "<Order/><Order/>", order, []want{el(1, 1, `{}`), {line: 1, element: 2, err: "a second root element <Order>", tail: true}}},
+		{"text after the root", "<r><Order/></r>junk", order, []want{el(1, 1, `{}`), {line: 1, element: 2, err: "text outside the root element", tail: true}}},
+		{"invalid markup outside records", "<r><Order/>< Order/></r>", order, []want{el(1, 1, `{}`), {line: 1, element: 2, err: "invalid markup", tail: true}}},
+		{"unterminated comment", "<r><Order/><!-- ...", order, []want{el(1, 1, `{}`), {line: 1, element: 2, err: "the file ends inside markup", tail: true}}},
+		{"too large record", "<r><Order a=\"1\"/><Order>" + strings.Repeat("<x>y</x>", 20) + "</Order><Order a=\"3\"/></r>", Format{Kind: XML, Record: "Order", MaxSize: 100},
+			[]want{el(1, 1, `{"a":"1"}`), elBad(2, 1, "element 2 (line 1): a record of 175 bytes, over the limit of 100 bytes"), el(3, 1, `{"a":"3"}`)}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			recs := readAll(t, "f.xml", []byte(c.data), c.f)
+			checkRecords(t, []byte(c.data), recs, c.want)
+			recs, err := readFrom(oneByte{strings.NewReader(c.data)}, "f.xml", c.f, Position{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkRecords(t, []byte(c.data), recs, c.want)
+		})
+	}
+}
+
+// TestXMLLongMarkup: what the lexer cannot hold, a tag longer than the
+// window, is the rest of the file's failure; a long comment or CDATA
+// section is scanned through.
+func TestXMLLongMarkup(t *testing.T) {
+	f := Format{Kind: XML, Record: "Order", MaxSize: 100}
+	long := strings.Repeat("z", 2*chunk)
+	data := "<r><!--" + long + "--><Order id=\"1\"/><Order><![CDATA[" + long + "]]></Order><Order id=\"3\"/><s a=\"" + long + "\"/><Order/></r>"
+	recs := readAll(t, "f.xml", []byte(data), f)
+	checkRecords(t, []byte(data), recs, []want{
+		el(1, 1, `{"id":"1"}`),
+		elBad(2, 1, "a record of 131099 bytes"),
+		el(3, 1, `{"id":"3"}`),
+		{line: 1, element: 4, err: "markup longer than", tail: true},
+	})
+}
+
+// TestXMLRecordNameEncoded: a record name that is not ASCII is matched in
+// the file's encoding.
+func TestXMLRecordNameEncoded(t *testing.T) {
+	text := "<一覧><注文 番号=\"1\"/><他/><注文><品>ソ</品><品>表</品></注文></一覧>"
+	enc, _ := htmlindex.Get("shift_jis")
+	data, err := enc.NewEncoder().Bytes([]byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := Format{Kind: XML, Record: "注文", Encoding: "shift_jis"}
+	checkRecords(t, data, readAll(t, "f.xml", data, f), []want{
+		el(1, 1, `{"番号":"1"}`),
+		el(2, 1, `{"品":["ソ","表"]}`),
+	})
+}

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+
+	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/metrics"
+	"github.com/spoolq/spool/queueopen"
+)
+
+var checkCommand = &command{
+	name:    "check",
+	args:    "DIR [consume's FLAGS]",
+	groups:  consumeGroups,
+	summary: "check a queue's setup, and print the configuration consume would run with",
+	help: `
+Checks, without changing anything, what 'spool consume DIR' given the same
+flags and environment would run with, and prints it: the queue, its
+ledger, its filesystem, and every setting with where it came from (flag,
+its SPOOL_ variable, spool.conf, or default). Each problem is one line on
+stderr, and the exit status is then 1.
+
+It checks DIR/spool.conf, read strictly as consume reads it (a misspelt
+key is a problem, not a default), and the flags; the environment: a SPOOL_
+variable that is no setting (SPOOL_MINAGE for SPOOL_MIN_AGE), which
+consume would ignore with a warning, is a problem here, naming the
+closest real one; the ledger: it answers, belongs to this queue (its
+queue.id) and has the schema of this spool; the stages: one filesystem,
+each takes a new file (run the check as the user consume runs as: sudo -u
+spool spool check DIR), and at least 64 MiB and 1024 inodes free there;
+and with --watch, that this user's processes leave an inotify instance
+and a watch free (fs.inotify.max_user_instances and max_user_watches,
+without which consume polls). A queue without a ledger yet is not a
+problem: the first consume creates it.
+
+Prints: the lines queue, ledger, stages and inotify, then the settings by
+group, each as FLAG VALUE FROM ("(none)" for an empty value; a password in
+a URL masked).`,
+}
+
+func init() { checkCommand.run = runCheck }
+
+func runCheck(ctx context.Context, e *env, args []string) (err error) {
+	flags := e.flagSet()
+	cfl := addConsumeFlags(flags)
+	pos, err := e.parse(flags, args)
+	if err != nil {
+		return err
+	}
+	if err := e.positionals(pos, 1, 1, "DIR"); err != nil {
+		return err
+	}
+	dir := pos[0]
+	var problems []string
+	problem := func(err error) { problems = append(problems, err.Error()) }
+	// The environment as consume reads it (check is not a command with
+	// env, so that a bad value is a problem found, not a usage error).
+	set, envErr := applyEnv(flags)
+	e.fromEnv = set
+	if envErr != nil {
+		problem(envErr)
+	}
+	problems = append(problems, unknownVars(os.Environ())...)
+	if _, err := cfl.check(e, flags); err != nil {
+		problem(err)
+	}
+	defer cfl.dedup.close()
+
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	var contract, file *spool.Contract
+	if c, f, err := cfl.contract.contractFrom(dir); err != nil {
+		problem(err)
+	} else {
+		contract, file = &c, f
+	}
+	checkQueue(ctx, tw, dir, *cfl.db, *cfl.watch && *cfl.poll == 0, problem)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(e.stdout)
+	if err := writeConfig(e.stdout, effectiveConfig(flags, e.fromEnv, contract, file)); err != nil {
+		return err
+	}
+	for _, p := range problems {
+		e.warn("%s", p)
+	}
+	if len(problems) > 0 {
+		return errCheckFailed
+	}
+	return nil
+}
+
+// checkQueue checks the queue at dir, opened, and its ledger (--db db),
+// printing a line for each and passing each problem to problem; watch
+// says consume would wait for inotify's notifications.
+func checkQueue(ctx context.Context, w io.Writer, dir, db string, watch bool, problem func(error)) {
+	d, err := openQueue(dir)
+	if err != nil {
+		problem(err)
+		return
+	}
+	defer d.Close() // opened read-only for the checks
+	id, err := d.ID()
+	switch {
+	case err != nil:
+		problem(err)
+	case id == "":
+		fmt.Fprintf(w, "queue\t%s, no identity yet (the first consume gives it one)\n", dir)
+	default:
+		fmt.Fprintf(w, "queue\t%s, identity %s\n", dir, id)
+	}
+
+	name := redact(queueopen.LedgerName(dir, db))
+	l, err := openLedgerFor(ctx, d, db, ledgerOpts{use: readLedger, readOnly: true})
+	var le *queueopen.LedgerError
+	history, _ := d.HasHistory()
+	switch {
+	case errors.As(err, &le) && le.Found == queueopen.NoFile && !history:
+		fmt.Fprintf(w, "ledger\t%s: none yet (the first consume creates it)\n", name)
+	case err != nil:
+		problem(err)
+	default:
+		owner, qerr := l.QueueID(ctx)
+		switch {
+		case qerr != nil:
+			problem(qerr)
+		case owner == "":
+			fmt.Fprintf(w, "ledger\t%s: answers, schema current, bound to no queue yet (the first consume binds it)\n", name)
+		default:
+			fmt.Fprintf(w, "ledger\t%s: answers, schema current, this queue's\n", name)
+		}
+		if cerr := l.Close(); cerr != nil {
+			problem(fmt.Errorf("close ledger: %w", cerr))
+		}
+	}
+
+	// openQueue refused stages on two filesystems already.
+	if err := (metrics.Ready{Dir: d}).Check(ctx); err != nil {
+		problem(err)
+	} else if space, err := freeSpace(dir); err != nil {
+		problem(err)
+	} else {
+		fmt.Fprintf(w, "stages\tone filesystem, each takes a new file; %s\n", space)
+		if p := space.problem(dir); p != "" {
+			problem(errors.New(p))
+		}
+	}
+
+	if u, err := inotifyUsage(os.Getuid()); err != nil {
+		fmt.Fprintf(w, "inotify\tunknown: %v\n", err)
+	} else {
+		fmt.Fprintf(w, "inotify\t%s\n", u)
+		if p := u.problem(); watch && p != "" {
+			problem(errors.New(p))
+		}
+	}
+}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/queue"
+)
+
+// consumeFlags are the flags of spool consume, which spool check takes
+// too: what check reports is the configuration consume would run with.
+type consumeFlags struct {
+	watch           *bool
+	poll, minAge    *time.Duration
+	workers, batch  *int
+	log             *logFlags
+	progress        *bool
+	durability      *string
+	db              *string
+	newLedger       *bool
+	contract        *contractFlags
+	handler         *handlerFlags
+	notify          *notifyFlags
+	shutdownTimeout *time.Duration
+	listen          *listenFlags
+	dedup           *dedupFlag
+	lease           *time.Duration
+}
+
+// addConsumeFlags registers consume's flags on fs.
+func addConsumeFlags(fs *flag.FlagSet) *consumeFlags {
+	f := &consumeFlags{}
+	f.watch = fs.Bool("watch", false, "keep consuming new arrivals until SIGINT/SIGTERM")
+	f.poll = fs.Duration("poll", 0, "with --watch: list inbox/ every `INTERVAL` instead of waiting for filesystem notifications (NFS, SMB)")
+	f.minAge = fs.Duration("min-age", 0, "leave files in inbox/ until they have not changed for `DURATION` (producers that write in place)")
+	f.workers = fs.Int("workers", 0, fmt.Sprintf("goroutines reading and parsing claimed messages in parallel (default %d per GOMAXPROCS)", spool.DefaultWorkersPerCPU))
+	f.batch = fs.Int("batch", 0, fmt.Sprintf("most messages per ledger transaction (default %d; with --exec or --post 4 × --concurrency, 16 to %d, which bounds the claims held ahead of the calls to about 5 batches)", spool.DefaultBatchSize, spool.DefaultBatchSize))
+	f.log = addLogFlags(fs)
+	f.progress = fs.Bool("progress", true, "a progress bar on stderr for a drain of 1000 messages or more, when stderr is a terminal")
+	f.durability = addDurabilityFlag(fs)
+	f.db = addDBFlag(fs)
+	f.newLedger = addNewLedgerFlag(fs)
+	f.contract = addContractFlags(fs)
+	f.handler = addHandlerFlags(fs)
+	f.notify = addNotifyFlags(fs)
+	f.shutdownTimeout = fs.Duration("shutdown-timeout", defaultShutdownTimeout, "at SIGINT/SIGTERM, cancel the calls still running after `DURATION` and exit 4 (0: wait for them)")
+	f.listen = addListenFlags(fs, "")
+	f.dedup = addDedupFlag(fs)
+	f.lease = fs.Duration("lease", queue.DefaultLease, "how long (`DURATION`) this consumer's session stays alive without a renewal before another host takes its claims over (renewed every third; handler timeouts must stay under it)")
+	return f
+}
+
+// consumeGroups are consume's flags by what they are for, in the order
+// its help lists them: what a first queue needs comes first.
+var consumeGroups = []flagGroup{
+	{"Contract (DIR/spool.conf, which spool init writes; a flag wins)", []string{"key", "order-key", "seq", "amount", "require", "max-size"}},
+	{"Handlers (at most one of --exec, --sql, --post)", []string{"exec", "exec-timeout", "sql", "sql-timeout", "post", "post-timeout"}},
+	{"Service", []string{"watch", "min-age", "poll", "db", "log-format", "log-level", "shutdown-timeout", "on-dead-letter", "on-dead-letter-timeout", "listen", "tls-cert", "tls-key"}},
+	{"Retries", []string{"retry-base", "retry-cap", "retry-max", "retry-jitter", "retry-wait", "pause-after"}},
+	{"Concurrency", []string{"concurrency", "ordered", "rate", "workers", "batch"}},
+	{"Advanced", nil}, // the rest
+}
+
+// check validates the flags without touching the queue or the ledger, so
+// that a bad command line changes nothing, and returns --durability's
+// choice.
+func (f *consumeFlags) check(e *env, fs *flag.FlagSet) (relaxed bool, err error) {
+	switch {
+	case *f.workers < 0:
+		return false, e.usage("--workers %d: want 0 (default) or more", *f.workers)
+	case *f.batch < 0:
+		return false, e.usage("--batch %d: want 0 (default) or more", *f.batch)
+	case *f.shutdownTimeout < 0:
+		return false, e.usage("--shutdown-timeout %v: want 0 (no bound) or a positive duration", *f.shutdownTimeout)
+	case *f.poll < 0 || (given(fs, "poll") && *f.poll == 0) || (*f.poll > 0 && !*f.watch):
+		return false, e.usage("--poll %v: want a positive interval, with --watch", *f.poll)
+	case *f.minAge < 0:
+		return false, e.usage("--min-age %v: want 0 (off) or more", *f.minAge)
+	case *f.lease < 3*time.Second:
+		return false, e.usage("--lease %v: want 3s or more (it is renewed every third of it)", *f.lease)
+	}
+	f.handler.lease = *f.lease
+	if relaxed, err = e.relaxed(*f.durability); err != nil {
+		return false, err
+	}
+	for _, check := range []func(*env) error{f.handler.check, f.notify.check, f.log.check,
+		func(e *env) error { return f.listen.check(e, false) }, f.dedup.check} {
+		if err := check(e); err != nil {
+			return false, err
+		}
+	}
+	return relaxed, nil
+}

@@ -1,0 +1,70 @@
+package report
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/batch"
+)
+
+// TestSchemaRecords: the records of a batch file are typed by the same
+// inference as JSON messages, in the order of first appearance across
+// records; records that fail to read or to validate are skipped. One set
+// of orders as CSV, JSON Lines (strings, as CSV's values are) and XML
+// gives one schema.
+func TestSchemaRecords(t *testing.T) {
+	c := spool.Contract{KeyField: "msg_id", OrderField: "order_no", SeqField: "seq", AmountField: "amount", Required: []string{"msg_id"}}
+	files := []struct {
+		name, data string
+		f          batch.Format
+	}{
+		{"o.csv", "msg_id,order_no,amount\n1,A,12.50\n2,B,3\n3,C\n,D,1\n", batch.Format{Kind: batch.CSV}},
+		{"o.jsonl", `{"msg_id":"1","order_no":"A","amount":"12.50"}` + "\n" + `{"msg_id":"2","order_no":"B","amount":"3","note":"x"}` + "\n[]\n" + `{"msg_id":""}` + "\n",
+			batch.Format{Kind: batch.JSONL}},
+		{"o.xml", `<os><o msg_id="1"><order_no>A</order_no><amount>12.50</amount></o><o msg_id="2" order_no="B"><amount>3</amount><note>x</note></o><o><bad></o></os>`,
+			batch.Format{Kind: batch.XML, Record: "o"}},
+	}
+	want := map[string]string{
+		"o.csv":   "field,type,role\nmsg_id,string,idempotency-key\norder_no,string,order-key\namount,number,\n",
+		"o.jsonl": "field,type,role\nmsg_id,string,idempotency-key\norder_no,string,order-key\namount,number,\nnote,string,\n",
+		"o.xml":   "field,type,role\nmsg_id,string,idempotency-key\norder_no,string,order-key\namount,number,\nnote,string,\n",
+	}
+	for _, f := range files {
+		in := NewInference(c)
+		r, err := batch.Open(strings.NewReader(f.data), f.name, f.f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := in.AddRecords(context.Background(), f.name, r); err != nil {
+			t.Fatal(err)
+		}
+		if got := schemaCSV(t, in.Rows()); got != want[f.name] {
+			t.Errorf("%s:\n%s\nwant:\n%s", f.name, got, want[f.name])
+		}
+	}
+
+	// Across files, the first file by name wins the order, whatever the
+	// order they are added in; within a file, the first record.
+	in := NewInference(c)
+	for _, f := range []struct{ name, data string }{
+		{"b.jsonl", `{"msg_id":"1","zz":1}` + "\n"},
+		{"a.jsonl", `{"msg_id":"1","late":true}` + "\n" + `{"early":1,"msg_id":"2","late":false}` + "\n"},
+	} {
+		r, _ := batch.Open(strings.NewReader(f.data), f.name, batch.Format{Kind: batch.JSONL})
+		if err := in.AddRecords(context.Background(), f.name, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := schemaCSV(t, in.Rows()), "field,type,role\nmsg_id,string,idempotency-key\nlate,boolean,\nearly,integer,\nzz,integer,\n"; got != want {
+		t.Errorf("order:\n%s\nwant:\n%s", got, want)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r, _ := batch.Open(strings.NewReader("{}\n"), "x.jsonl", batch.Format{Kind: batch.JSONL})
+	if err := NewInference(c).AddRecords(ctx, "x.jsonl", r); err == nil {
+		t.Error("AddRecords went on after its context ended")
+	}
+}
