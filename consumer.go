@@ -155,6 +155,11 @@ type Config struct {
 	// Observer is told of deliveries, commits, calls, recoveries and
 	// rescans as they happen, for metrics. Nil: NopObserver.
 	Observer Observer
+	// HoldInterval is how often a Drain or Watch reads the operator's
+	// pause of the queue and the msg_ids held from a HoldLedger (see
+	// HoldLedger): a pause or a hold reaches the consumer within about
+	// that long. Zero: DefaultHoldInterval. Unused with another ledger.
+	HoldInterval time.Duration
 }
 
 // Stats counts what a run did. Processed, Duplicates, DeadLetters and
@@ -189,6 +194,11 @@ type Stats struct {
 	// (periodic, polling, or after an overflow); Overflows counts the times
 	// the kernel dropped notifications (each answered by a rescan at once).
 	Rescans, Overflows int
+	// Paused is set when a Drain ended because an operator paused the
+	// queue (spool pause): it claimed nothing from then on, finished what
+	// it had started, gave back what it had not called, and returned nil,
+	// with processing/ as a graceful stop leaves it (see HoldLedger).
+	Paused bool
 }
 
 // Total is the number of deliveries finished.
@@ -214,6 +224,7 @@ type Consumer struct {
 	work       WorkLedger // the ledger, when a Handler or a Caller is configured
 	callLedger CallLedger // the ledger, when a Caller is configured
 	gate       *gate      // paces the Caller's calls, across passes
+	holds      *holdWatch // the operator's pause and holds; nil without a HoldLedger
 	win        *windowGuard
 	cfg        Config
 	log        *slog.Logger
@@ -316,12 +327,16 @@ func NewConsumer(dir *queue.Dir, l Ledger, cfg Config) (*Consumer, error) {
 	if cfg.PauseAfter == 0 {
 		cfg.PauseAfter = DefaultPauseAfter
 	}
+	if cfg.HoldInterval <= 0 {
+		cfg.HoldInterval = DefaultHoldInterval
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	c := &Consumer{dir: dir, ledger: l, cfg: cfg, log: log}
 	c.win = newWindowGuard(cfg.Window, log, cfg.Observer)
+	c.holds = newHoldWatch(c)
 	if cfg.Handler != nil && cfg.Caller != nil {
 		return nil, errors.New("consumer: set a Handler or a Caller, not both")
 	}
@@ -384,6 +399,26 @@ func (c *Consumer) run(ctx context.Context, watch bool) (Stats, error) {
 		return st, fmt.Errorf("consume: %w", ErrAlreadyRunning)
 	}
 	defer c.running.Store(false)
+	// The operator's pause: a drain's ctx is cancelled by it (a graceful
+	// stop), a watch waits it out (consumer_hold.go).
+	ctx, endHolds, err := c.watchHolds(ctx, watch)
+	if err != nil {
+		return st, err
+	}
+	if errors.Is(context.Cause(ctx), errPaused) {
+		// A drain of a paused queue claims nothing, but still recovers
+		// what dead consumers left (I5), as its end would.
+		err = c.recover(context.WithoutCancel(ctx), &st)
+	} else {
+		st, err = c.consume(ctx, watch)
+	}
+	endHolds(&st)
+	return st, err
+}
+
+// consume is run's loop of sessions.
+func (c *Consumer) consume(ctx context.Context, watch bool) (Stats, error) {
+	var st Stats
 	started := false
 	// waiting: the last session could not start or was given up because
 	// the ledger did not answer; a session that joins says so once more.
@@ -391,6 +426,12 @@ func (c *Consumer) run(ctx context.Context, watch bool) (Stats, error) {
 	for {
 		err := c.runSession(ctx, watch, &st, &started, &waiting)
 		switch {
+		case ctx.Err() != nil && errors.Is(err, errJoinLease):
+			// Stopped (a signal, a drain's pause) while the session was
+			// taking its lease: the acquisition was cancelled, and the
+			// session, which claimed nothing, is closed. A stop, not a
+			// failure.
+			return st, nil
 		case ctx.Err() != nil:
 			return st, err
 		case errors.Is(err, ErrLeaseLost):

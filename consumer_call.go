@@ -336,11 +336,15 @@ func (cs *callStage) start(it item) {
 			cs.retire(it)
 			return
 		}
-		// Waiting for the gate (a pause, the rate) or for the lease is
-		// not an attempt: if the wait ends otherwise than by letting the
-		// call start, the delivery is given back uncalled, unrecorded (or,
-		// if the pass failed, left for recovery).
-		err := c.gate.wait(p.sd.ctx)
+		// Waiting for the queue's pause (an operator's), the gate (the
+		// downstream's pause, the rate) or the lease is not an attempt:
+		// if the wait ends otherwise than by letting the call start, the
+		// delivery is given back uncalled, unrecorded (or, if the pass
+		// failed, left for recovery).
+		err := c.holdWait(p.sd.ctx, p.stop)
+		if err == nil {
+			err = c.gate.wait(p.sd.ctx)
+		}
 		if err == nil {
 			err = p.lease.wait(p.sd.ctx, p.stop)
 		}

@@ -46,8 +46,10 @@ const (
 	inFlight
 	// toExamine: the claim is made and waits for a worker to examine it.
 	toExamine
-	// held: claimed, but the message's retry is not due yet; the claim
-	// waits unrecorded in processing/ (see hold), and the item is done.
+	// held: claimed, but the message's retry is not due yet, and the
+	// claim waits unrecorded in processing/ (see hold); or its msg_id is
+	// held by an operator, and the claim was moved to held/ (heldAside).
+	// Either way the item is done.
 	held
 	// examined: claimed, read and parsed into d, to be recorded.
 	examined
@@ -175,6 +177,12 @@ func (c *Consumer) examine(s *queue.Session, it item) (item, error) {
 		}
 	}
 	d.Reject = rej
+	if aside, err := c.heldAside(s, cl, d); aside || err != nil {
+		if err != nil {
+			return it, err
+		}
+		return item{state: held}, nil
+	}
 	if d.Message != nil {
 		if due, ok := c.dueAt(d.Message.MsgID); ok && due.After(time.Now()) {
 			// Its retry is not due yet: hold the claim, unrecorded.

@@ -297,7 +297,8 @@ func (p *pipeline) claimAll() {
 }
 
 // claimChunk claims names a batch at a time and hands each batch to the
-// recording stage, with the sync of its claims started. It returns
+// recording stage, with the sync of its claims started; it waits while
+// the lease cannot be renewed, and while the queue is paused. It returns
 // errStopScan when the pass is cancelled or has failed, or after handing
 // over a batch whose claiming failed, and errRescan when the recovery
 // clock put claims back into inbox/.
@@ -313,6 +314,10 @@ func (p *pipeline) claimChunk(names []string) error {
 			if errors.Is(err, ErrLeaseLost) {
 				return err // the pass fails: nothing more of this session's
 			}
+			return errStopScan
+		}
+		// An operator's pause (spool pause): no claim until it ends.
+		if err := p.c.holdWait(p.ctx, p.stop); err != nil {
 			return errStopScan
 		}
 		items, claimed, err := p.c.inspectBatch(p.s, names[:min(len(names), p.c.cfg.BatchSize)])

@@ -68,7 +68,10 @@ func (s *Server) getOverview(r *request) (int, any) {
 	for k, v := range rs.last.DeadLettersByReason {
 		by[string(k)] = v
 	}
+	paused, held := s.holdOverview(r)
 	return http.StatusOK, map[string]any{
+		"paused": paused,
+		"held":   held,
 		"queue":  s.o.Dir.Path(),
 		"stages": stages,
 		"ledger": map[string]any{"processed": rs.last.Processed, "duplicates": rs.last.Duplicates,

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spoolq/spool/hold"
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/queue"
 	"github.com/spoolq/spool/task"
@@ -32,6 +33,9 @@ type Options struct {
 	// Tasks asks, approves, cancels and runs the replay and discard
 	// tasks. Required.
 	Tasks *task.Service
+	// Holds pauses and resumes the queue and holds and releases its
+	// messages (pause.go); nil serves none of that.
+	Holds *hold.Service
 	// Log receives the server's records; nil discards them.
 	Log *slog.Logger
 	// Host and PID name this process in the audit's rows.
@@ -110,6 +114,7 @@ func (s *Server) Register(mux *http.ServeMux) {
 	api("POST /api/v1/discards", task.RoleOperator, "discard", s.postDiscard)
 	api("POST /api/v1/tasks/{id}/approve", task.RoleApprover, "approve", s.postApprove)
 	api("POST /api/v1/tasks/{id}/cancel", task.RoleOperator, "cancel", s.postCancel)
+	s.registerHolds(api)
 	mux.Handle("/api/", s.endpoint(task.RoleViewer, "", func(*request) (int, any) {
 		return http.StatusNotFound, apiError("no such endpoint")
 	}))

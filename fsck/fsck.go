@@ -88,6 +88,17 @@ const (
 	// -a, rsync, a backup), which gives every file a new inode.
 	// Informational: the files are there.
 	Copied = "copied"
+	// Held: messages held aside in held/ (spool hold). Informational:
+	// held, not lost.
+	Held = "held"
+	// HeldUnrecorded: files in held/ without a hold record (a hold killed
+	// between its move and its record, or a file put there by hand).
+	// Informational: held all the same; spool release releases them.
+	HeldUnrecorded = "held-unrecorded"
+	// HeldMissing: a hold record whose file is gone from held/, neither
+	// released nor consumed: removed by hand. Repaired by forgetting the
+	// record; the audit keeps who held it.
+	HeldMissing = "held-missing"
 	// Rebuilding: the ledger is marked as being rebuilt from the
 	// directories (ledger.BeginRebuild), by a repair running now or killed
 	// before it was complete; every command refuses it meanwhile.
@@ -314,7 +325,12 @@ func (c *checker) run(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	held, err := c.held(ctx)
+	if err != nil {
+		return nil, err
+	}
 	findings = append(findings, done, invalid, kept, errs, deadMissing, deadReplaced, orphans, discarded)
+	findings = append(findings, held...)
 	if c.byInode == 0 && c.moved > 0 {
 		f := c.newFinding(Copied, true)
 		f.Count = c.moved

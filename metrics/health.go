@@ -41,6 +41,12 @@ type Ready struct {
 	Dir Stages
 	// Timeout bounds the whole check. Zero: DefaultReadyTimeout.
 	Timeout time.Duration
+	// Paused, when set, says whether an operator paused the queue (spool
+	// pause), and by whom and why. A paused queue is still ready: its
+	// consumers are healthy and wait on purpose, and a readiness that
+	// failed would stall the rolling deploy a pause is often for; /readyz
+	// answers 200 and says so in its body.
+	Paused func(ctx context.Context) (why string, paused bool)
 }
 
 // Check returns nil when the queue can be consumed now, or what stands in
@@ -126,7 +132,8 @@ func closeErr(fd int) error {
 
 // Mux serves the metrics at /metrics, liveness at /healthz (200 while the
 // process serves HTTP at all) and readiness at /readyz (200 when ready's
-// Check passes, else 503 with the reason on one line).
+// Check passes, with "ready, paused: ..." while the queue is paused, else
+// 503 with the reason on one line).
 func Mux(m *Metrics, ready Ready) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", m.Handler())
@@ -140,6 +147,12 @@ func Mux(m *Metrics, ready Ready) *http.ServeMux {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			fmt.Fprintln(w, "not ready:", strings.ReplaceAll(err.Error(), "\n", " "))
 			return
+		}
+		if ready.Paused != nil {
+			if why, ok := ready.Paused(req.Context()); ok {
+				fmt.Fprintln(w, "ready, paused:", strings.ReplaceAll(why, "\n", " "))
+				return
+			}
 		}
 		fmt.Fprintln(w, "ready")
 	})

@@ -34,6 +34,7 @@ type Metrics struct {
 	stages      *stageCache
 
 	outbox                             *outboxCache
+	holds                              *holdCache
 	published, publishFailures, parked *prometheus.CounterVec
 }
 
@@ -109,6 +110,7 @@ func New() *Metrics {
 		}),
 		stages: newStageCache(),
 		outbox: newOutboxCache(),
+		holds:  newHoldCache(),
 		published: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spool_relay_published_total",
 			Help: "Outbox events the relay's target acknowledged, by target (its URL without a password).",
@@ -129,7 +131,7 @@ func New() *Metrics {
 		m.deadLetters.WithLabelValues(string(r))
 	}
 	m.reg.MustRegister(m.deliveries, m.deadLetters, m.conflicts, m.recovered, m.handler, m.commit,
-		m.lastCommit, m.rescans, m.overflows, m.absorbed, m.windowErrs, m.stages, m.outbox, m.published, m.publishFailures, m.parked,
+		m.lastCommit, m.rescans, m.overflows, m.absorbed, m.windowErrs, m.stages, m.outbox, m.holds, m.published, m.publishFailures, m.parked,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -27,7 +28,8 @@ const DefaultRefresh = 10 * time.Second
 const refreshFactor = 100
 
 // aged are the stages whose oldest message's age is a metric. done/ is
-// not: its listing never stats a file, which keeps it cheap.
+// not: its listing never stats a file, which keeps it cheap; nor is held/,
+// whose messages wait for an operator on purpose.
 var aged = map[queue.Stage]bool{queue.Inbox: true, queue.Processing: true, queue.Error: true}
 
 // stageState is the last listing of one stage, adjusted by the deliveries
@@ -37,6 +39,10 @@ type stageState struct {
 	messages int
 	oldest   time.Time
 }
+
+// listed are the stages the gauges count: every stage, and held/ (a
+// queue without one counts 0 there).
+var listed = append(slices.Clone(queue.Stages), queue.Held)
 
 // stageCache holds the queue's gauges between listings and is their
 // collector: a scrape reads it and lists nothing.
@@ -51,13 +57,13 @@ func newStageCache() *stageCache {
 	c := &stageCache{
 		stages: map[queue.Stage]*stageState{},
 		messages: prometheus.NewDesc("spool_queue_messages",
-			"Messages in each stage (inbox, processing, done, error), as of the last listing of the stage plus the deliveries since.",
+			"Messages in each stage (inbox, processing, done, error, held), as of the last listing of the stage plus the deliveries since.",
 			[]string{"stage"}, nil),
 		age: prometheus.NewDesc("spool_queue_oldest_age_seconds",
 			"Age of the oldest message in inbox (since its modification), processing (since its claim) and error (since its move there); 0 when the stage is empty.",
 			[]string{"stage"}, nil),
 	}
-	for _, s := range queue.Stages {
+	for _, s := range listed {
 		c.stages[s] = &stageState{}
 	}
 	return c
@@ -76,7 +82,7 @@ func (c *stageCache) Collect(ch chan<- prometheus.Metric) {
 	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, s := range queue.Stages {
+	for _, s := range listed {
 		st := c.stages[s]
 		if !st.listed {
 			continue
@@ -155,7 +161,7 @@ func (m *Metrics) Refresh(ctx context.Context, d Lister, interval time.Duration,
 	}
 	now := time.Now()
 	var jobs []*listing
-	for _, s := range []queue.Stage{queue.Inbox, queue.Processing, queue.Error, queue.Done} {
+	for _, s := range []queue.Stage{queue.Inbox, queue.Processing, queue.Error, queue.Held, queue.Done} {
 		jobs = append(jobs, &listing{stage: s, ages: aged[s], due: now})
 	}
 	for _, s := range []queue.Stage{queue.Inbox, queue.Processing, queue.Error} {
@@ -212,15 +218,15 @@ type StageGauge struct {
 }
 
 // Stages returns the queue gauges of every stage listed at least once, in
-// queue.Stages order, as a scrape would read them: for a program that
-// shows them otherwise (spool serve's console).
+// queue.Stages order and held/ last, as a scrape would read them: for a
+// program that shows them otherwise (spool serve's console).
 func (m *Metrics) Stages() []StageGauge {
 	c := m.stages
 	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []StageGauge
-	for _, s := range queue.Stages {
+	for _, s := range listed {
 		st := c.stages[s]
 		if !st.listed {
 			continue

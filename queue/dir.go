@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -33,7 +34,10 @@ const (
 	Error      Stage = "error"
 )
 
-// Stages lists every stage.
+// Stages lists every stage a message passes through. Held, the stage of
+// the messages an operator holds aside (held.go), is not among them: a
+// queue made before it existed lacks it, and a queue is opened without
+// it.
 var Stages = []Stage{Inbox, Processing, Done, Error}
 
 // ErrNotQueue is wrapped by Open when the directory lacks a stage.
@@ -55,6 +59,10 @@ type Dir struct {
 	path string
 	root int // the queue directory itself
 	fds  map[Stage]int
+	// held is the descriptor of held/ plus one, 0 while it is not open
+	// (held.go): the stage is optional and made at its first use, by any
+	// process, so it is opened when first needed.
+	held atomic.Int32
 }
 
 // IsMessageName reports whether an entry name is a message: it ends in
@@ -69,9 +77,10 @@ func isMessageName[T string | []byte](name T) bool {
 	return len(name) > len(ext) && string(name[len(name)-len(ext):]) == ext && name[0] != '.'
 }
 
-// Init creates the queue directory and its four stages; it is idempotent.
+// Init creates the queue directory, its four stages and held/; it is
+// idempotent.
 func Init(path string) error {
-	for _, s := range Stages {
+	for _, s := range append(Stages, Held) {
 		if err := os.MkdirAll(filepath.Join(path, string(s)), 0o755); err != nil {
 			return fmt.Errorf("init queue: %w", err)
 		}
@@ -118,6 +127,10 @@ func Open(path string) (*Dir, error) {
 			return nil, fmt.Errorf("open queue %s: %w: %s/ is on another filesystem than %s", path, ErrCrossDevice, s, path)
 		}
 	}
+	if err := d.openHeld(false); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("open queue %s: %w", path, err)
+	}
 	return d, nil
 }
 
@@ -135,6 +148,11 @@ func (d *Dir) Close() error {
 			errs = append(errs, fmt.Errorf("close %s: %w", s, err))
 		}
 		delete(d.fds, s)
+	}
+	if fd := d.held.Swap(0) - 1; fd >= 0 {
+		if err := unix.Close(int(fd)); err != nil {
+			errs = append(errs, fmt.Errorf("close %s: %w", Held, err))
+		}
 	}
 	if d.root >= 0 {
 		if err := unix.Close(d.root); err != nil {
@@ -172,8 +190,14 @@ func (d *Dir) CheckStages() error {
 	return nil
 }
 
-// fd returns the descriptor of a stage.
-func (d *Dir) fd(s Stage) int { return d.fds[s] }
+// fd returns the descriptor of a stage; for held/, -1 while the queue
+// has none (heldFD).
+func (d *Dir) fd(s Stage) int {
+	if s == Held {
+		return d.heldFD()
+	}
+	return d.fds[s]
+}
 
 // Sync makes the entries of the given stages durable (fsync of each stage
 // directory), so that renames into or out of them survive a power cut.

@@ -24,6 +24,9 @@ const ScanChunk = 512
 // everything scan again until a pass finds nothing. If fn returns an error,
 // Scan stops and returns it.
 func (d *Dir) Scan(s Stage, fn func(names []string) error) error {
+	if d.fd(s) < 0 {
+		return nil // a queue without held/ holds nothing there
+	}
 	fd, err := unix.Openat(d.fd(s), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("scan %s: %w", s, err)
@@ -135,7 +138,7 @@ func (d *Dir) ReadEntry(s Stage, e Entry, limit int64) ([]byte, error) {
 // staging name). It is one fstatat: for checking a record against its
 // stage without listing the stage.
 func (d *Dir) Inode(s Stage, name string) (ino uint64, ok bool, err error) {
-	if !IsMessageName(name) || strings.ContainsRune(name, '/') {
+	if !IsMessageName(name) || strings.ContainsRune(name, '/') || d.fd(s) < 0 {
 		return 0, false, nil
 	}
 	var st unix.Stat_t

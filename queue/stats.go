@@ -38,6 +38,9 @@ const statsBuffer = 256 << 10
 // allocating per name.
 func (d *Dir) Stats(s Stage, ages bool) (StageStats, error) {
 	var st StageStats
+	if d.fd(s) < 0 {
+		return st, nil // a queue without held/ holds nothing there
+	}
 	by := func(x *unix.Stat_t) unix.Timespec { return x.Ctim }
 	if s == Inbox {
 		by = func(x *unix.Stat_t) unix.Timespec { return x.Mtim }

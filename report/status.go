@@ -48,6 +48,11 @@ type StatusReport struct {
 	Outbox   ledger.OutboxStats
 	NoOutbox bool
 	Parked   []ledger.ParkedRow
+	// Pause is the queue's pause (spool pause); Held counts the messages
+	// in held/ and HeldIDs the msg_ids held (spool hold).
+	Pause   ledger.PauseState
+	Held    int
+	HeldIDs int
 }
 
 // maxParkedShown bounds the parked rows a status lists.
@@ -71,7 +76,7 @@ func Status(ctx context.Context, d *queue.Dir, l *ledger.DB) (StatusReport, erro
 	for _, c := range []struct {
 		s queue.Stage
 		n *int
-	}{{queue.Inbox, &r.Inbox}, {queue.Processing, &r.Processing}, {queue.Done, &r.Done}, {queue.Error, &r.Error}} {
+	}{{queue.Inbox, &r.Inbox}, {queue.Processing, &r.Processing}, {queue.Done, &r.Done}, {queue.Error, &r.Error}, {queue.Held, &r.Held}} {
 		// Counted from the directory's entries in chunks (queue.Dir.Stats):
 		// a million files in done/ cost no memory per file.
 		st, err := d.Stats(c.s, false)
@@ -90,6 +95,14 @@ func Status(ctx context.Context, d *queue.Dir, l *ledger.DB) (StatusReport, erro
 		return r, fmt.Errorf("status: %w", err)
 	}
 	r.Ledger = st
+	if r.Pause, err = l.PauseState(ctx); err != nil {
+		return r, fmt.Errorf("status: %w", err)
+	}
+	ids, err := l.HeldIDs(ctx)
+	if err != nil {
+		return r, fmt.Errorf("status: %w", err)
+	}
+	r.HeldIDs = len(ids)
 	temps, err := d.Temps()
 	if err != nil {
 		return r, fmt.Errorf("status: %w", err)
@@ -188,6 +201,28 @@ type StatusJSON struct {
 	// Outbox is the state of the ledger's outbox; null when the ledger's
 	// schema has none yet.
 	Outbox *OutboxJSON `json:"outbox"`
+	// Paused is the queue's pause (spool pause), null while it is not
+	// paused.
+	Paused *PauseJSON `json:"paused"`
+	// Held counts what is held aside (spool hold).
+	Held HeldJSON `json:"held"`
+}
+
+// PauseJSON is the queue's pause, in a StatusJSON: who paused it
+// (by, with its role over HTTP and via), why and when.
+type PauseJSON struct {
+	By   string    `json:"by"`
+	Role string    `json:"role"`
+	Via  string    `json:"via"`
+	Note string    `json:"note"`
+	At   time.Time `json:"at"`
+}
+
+// HeldJSON counts what is held aside, in a StatusJSON: the messages in
+// held/ and the msg_ids held.
+type HeldJSON struct {
+	Files  int `json:"files"`
+	MsgIDs int `json:"msg_ids"`
 }
 
 // OutboxJSON is the outbox's state, in a StatusJSON.
@@ -239,6 +274,10 @@ func (r StatusReport) JSON() StatusJSON {
 		},
 		TempFiles: r.Temps, StaleTempFiles: r.StaleTemps, InterruptedReplays: r.UnfinishedReplays,
 		RetriesWaiting: r.Retries, Discarded: r.Discards.Files, InterruptedDiscards: r.Discards.Pending,
+		Held: HeldJSON{Files: r.Held, MsgIDs: r.HeldIDs},
+	}
+	if p := r.Pause; p.Paused {
+		j.Paused = &PauseJSON{By: p.By, Role: p.Role, Via: p.Via, Note: p.Note, At: p.At.UTC()}
 	}
 	if r.Retries > 0 {
 		next, secs := r.NextRetry.UTC(), Seconds(r.NextRetry.Sub(r.Now))
@@ -278,6 +317,13 @@ func Seconds(d time.Duration) float64 {
 func WriteStatus(w io.Writer, r StatusReport) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "queue\t%s\n", r.Path)
+	if p := r.Pause; p.Paused {
+		line := fmt.Sprintf("by %s since %s (%s ago)", Terminal(p.By), p.At.UTC().Format(time.RFC3339), Age(max(r.Now.Sub(p.At), 0)))
+		if p.Note != "" {
+			line += ": " + Terminal(p.Note)
+		}
+		fmt.Fprintf(tw, "PAUSED\t%s; no consumer claims until spool resume DIR\n", line)
+	}
 	inbox := fmt.Sprint(r.Inbox)
 	if age, ok := r.OldestAge(); ok {
 		inbox += fmt.Sprintf("  (oldest waiting %s)", Age(age))
@@ -286,6 +332,9 @@ func WriteStatus(w io.Writer, r StatusReport) error {
 	fmt.Fprintf(tw, "processing\t%d\n", r.Processing)
 	fmt.Fprintf(tw, "done\t%d\n", r.Done)
 	fmt.Fprintf(tw, "error\t%d dead letters now\n", r.Error)
+	if r.Held > 0 || r.HeldIDs > 0 {
+		fmt.Fprintf(tw, "held\t%d in held/, %s held (spool holds lists them, spool release releases them)\n", r.Held, plural(int64(r.HeldIDs), "msg_id"))
+	}
 	if r.Retries > 0 {
 		due := "due now"
 		if wait := r.NextRetry.Sub(r.Now); wait > 0 {

@@ -37,12 +37,16 @@ type MessageStory struct {
 	// Discards are the discards (spool discard) of the message's files,
 	// oldest first, each with only those files.
 	Discards []ledger.DiscardBatch
+	// Held are the records of its files held aside in held/ (spool hold),
+	// and HeldID the hold of its msg_id, nil when it is not held.
+	Held   []ledger.HeldFile
+	HeldID *ledger.HeldID
 }
 
 // Found reports whether the queue knows anything of the message: a
 // ledger record or a file in a stage.
 func (m MessageStory) Found() bool {
-	return !m.Story.Empty() || len(m.Places) > 0 || len(m.Discards) > 0
+	return !m.Story.Empty() || len(m.Places) > 0 || len(m.Discards) > 0 || len(m.Held) > 0 || m.HeldID != nil
 }
 
 // Story finds what the queue knows of arg, a msg_id or the name of a
@@ -134,7 +138,7 @@ func Story(ctx context.Context, d *queue.Dir, l *ledger.DB, arg string) (Message
 		}
 	}
 	names := append(st.Files(), arg)
-	for _, s := range []queue.Stage{queue.Inbox, queue.Error, queue.Done} {
+	for _, s := range []queue.Stage{queue.Inbox, queue.Error, queue.Done, queue.Held} {
 		for _, n := range names {
 			if seen[string(s)+"/"+n] || strings.ContainsRune(n, '/') || n == "." || n == ".." {
 				continue
@@ -152,6 +156,9 @@ func Story(ctx context.Context, d *queue.Dir, l *ledger.DB, arg string) (Message
 	}
 	if err := claimPlaces(d, &m, names, seen); err != nil {
 		return MessageStory{}, err
+	}
+	if err := addHeld(ctx, d, l, &m, arg); err != nil {
+		return MessageStory{}, fmt.Errorf("show %s: %w", arg, err)
 	}
 	return m, nil
 }
@@ -234,6 +241,9 @@ func WriteStory(w io.Writer, m MessageStory, now time.Time) error {
 			p("discarded", "%s", discardLine(b, it))
 		}
 	}
+	for _, l := range heldLines(m) {
+		p(l[0], "%s", l[1])
+	}
 	return tw.Flush()
 }
 
@@ -267,6 +277,10 @@ type StoryJSON struct {
 	Retry      *RetryJSON       `json:"retry"`
 	Replays    []StoryReplayObj `json:"replays"`
 	Discards   []DiscardJSON    `json:"discards"`
+	// Held are its files held aside in held/, and MsgIDHeld the hold of
+	// its msg_id (null when it is not held).
+	Held      []StoryHeldJSON  `json:"held"`
+	MsgIDHeld *StoryHeldIDJSON `json:"msg_id_held"`
 }
 
 // DiscardJSON is one discarded file of the message: state is the
@@ -384,5 +398,6 @@ func (m MessageStory) JSON(now time.Time) StoryJSON {
 	for _, r := range m.Replays {
 		out.Replays = append(out.Replays, StoryReplayObj{At: r.At.UTC(), File: r.File, NewName: r.NewName, By: r.By, Note: optional(r.Note)})
 	}
+	heldJSON(m, &out)
 	return out
 }

@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/hold"
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/ledger/sqlite"
 	"github.com/spoolq/spool/queue"
@@ -74,12 +75,13 @@ type inputError struct {
 func (e *inputError) Error() string { return fmt.Sprintf("%s: %v", e.path, e.err) }
 func (e *inputError) Unwrap() error { return e.err }
 
-// isRefusal reports whether err is a refusal of package task: an
+// isRefusal reports whether err is a refusal of package task (an
 // approval of one's own request or of another set than the task's, a
-// role too low, a stale set, a task in another state or unknown. Nothing
+// role too low, a stale set, a task in another state or unknown) or of
+// package hold (a role too low). Nothing
 // was changed: exit 1.
 func isRefusal(err error) bool {
-	for _, r := range []error{task.ErrOwnRequest, task.ErrForbidden, task.ErrStale, task.ErrState, task.ErrNotFound, task.ErrDigest} {
+	for _, r := range []error{task.ErrOwnRequest, task.ErrForbidden, task.ErrStale, task.ErrState, task.ErrNotFound, task.ErrDigest, hold.ErrForbidden} {
 		if errors.Is(err, r) {
 			return true
 		}
@@ -107,7 +109,7 @@ func exitCode(err error) int {
 		errors.Is(err, queue.ErrNotMessageName), errors.As(err, new(*ledgerError)),
 		errors.Is(err, ledger.ErrBadDSN), errors.Is(err, relay.ErrBadTarget):
 		return exitUsage
-	case errors.Is(err, task.ErrBadRequest):
+	case errors.Is(err, task.ErrBadRequest), errors.Is(err, hold.ErrBadRequest):
 		return exitUsage
 	case errors.Is(err, errCheckFailed), errors.Is(err, queue.ErrNotInError), errors.As(err, &input), isRefusal(err):
 		return exitProblem

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/hold"
 	"github.com/spoolq/spool/ledger/sqlite"
 	"github.com/spoolq/spool/queue"
 	"github.com/spoolq/spool/task"
@@ -41,6 +42,8 @@ func TestExitCode(t *testing.T) {
 		{wrap(task.ErrDigest), 1},
 		{wrap(task.ErrOwnRequest), 1},
 		{&task.RequestError{Field: "to", Err: errors.New("to /x: no such file or directory")}, 2},
+		{wrap(hold.ErrBadRequest), 2},
+		{wrap(hold.ErrForbidden), 1},
 	} {
 		if got := exitCode(tt.err); got != tt.want {
 			t.Errorf("exitCode(%v) = %d, want %d", tt.err, got, tt.want)

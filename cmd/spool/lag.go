@@ -13,7 +13,7 @@ import (
 
 var lagCommand = &command{
 	name:    "lag",
-	args:    "DIR THRESHOLD [--max-age DURATION] [--json]",
+	args:    "DIR THRESHOLD [--max-age DURATION] [--json] [--db PATH]",
 	summary: "print inbox=N processing=N error=N; exit 1 when inbox > THRESHOLD",
 	help: `
 Prints exactly one line, inbox=N processing=N error=N, counting messages
@@ -38,7 +38,16 @@ cost one lstat per waiting message; the line stays exactly the same.
   threshold                  THRESHOLD
   max_age_seconds            --max-age in seconds, null without it
   over                       true when the exit status is 1: inbox over
-                             THRESHOLD, or the oldest message over --max-age`,
+                             THRESHOLD, or the oldest message over --max-age
+  held                       the messages held aside in held/ (spool hold),
+                             never counted in inbox
+  paused                     true while the queue is paused (spool pause):
+                             its consumers claim nothing, so inbox grows;
+                             null when the ledger could not be read (said
+                             on stderr; the exit status is the same)
+
+--json reads the ledger for paused alone (one row; --db names it as for
+the other commands); the line never reads it.`,
 }
 
 func init() { lagCommand.run = runLag }
@@ -52,12 +61,15 @@ type lagJSON struct {
 	Threshold        uint64   `json:"threshold"`
 	MaxAgeSeconds    *float64 `json:"max_age_seconds"`
 	Over             bool     `json:"over"`
+	Held             int      `json:"held"`
+	Paused           *bool    `json:"paused"`
 }
 
 func runLag(ctx context.Context, e *env, args []string) (err error) {
 	flags := e.flagSet()
 	maxAge := flags.Duration("max-age", 0, "also exit 1 when the oldest message in inbox/ is older than `DURATION` (by modification time)")
 	asJSON := flags.Bool("json", false, "print one JSON object instead of the line (see above)")
+	db := addDBFlag(flags)
 	pos, err := e.parse(flags, args)
 	if err != nil {
 		return err
@@ -105,6 +117,10 @@ func runLag(ctx context.Context, e *env, args []string) (err error) {
 	}
 	out.Over = over
 	if *asJSON {
+		if out.Held, err = d.Count(queue.Held); err != nil {
+			return err
+		}
+		out.Paused = lagPaused(ctx, e, d, *db)
 		if err := e.output("", func(w io.Writer) error { return report.WriteJSON(w, out) }); err != nil {
 			return err
 		}
@@ -115,4 +131,24 @@ func runLag(ctx context.Context, e *env, args []string) (err error) {
 		return errCheckFailed
 	}
 	return nil
+}
+
+// lagPaused reads whether the queue is paused, for lag --json: nil, said
+// on stderr, when the ledger cannot be read, for lag's exit status is the
+// inbox's alone.
+func lagPaused(ctx context.Context, e *env, d *queue.Dir, db string) *bool {
+	l, err := openLedgerFor(ctx, d, db, ledgerOpts{use: readLedger, readOnly: true})
+	if err != nil {
+		e.warn("paused: null: %v", err)
+		return nil
+	}
+	p, err := l.PauseState(ctx)
+	if cerr := l.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("close ledger: %w", cerr)
+	}
+	if err != nil {
+		e.warn("paused: null: %v", err)
+		return nil
+	}
+	return &p.Paused
 }

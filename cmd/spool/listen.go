@@ -112,7 +112,7 @@ func startEndpoints(ctx context.Context, f *listenFlags, log *slog.Logger, m *me
 		return nil, fmt.Errorf("metrics endpoint: %w", err) // net names the address
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	mux := metrics.Mux(m, metrics.Ready{Ledger: l.SQL(), Dir: d})
+	mux := metrics.Mux(m, metrics.Ready{Ledger: l.SQL(), Dir: d, Paused: pausedOf(l)})
 	lim := endpointLimits
 	if more != nil {
 		more(mux)
@@ -129,7 +129,7 @@ func startEndpoints(ctx context.Context, f *listenFlags, log *slog.Logger, m *me
 	} else {
 		log.Info("listening", "addr", ln.Addr().String())
 	}
-	ep.wg.Add(3)
+	ep.wg.Add(4)
 	go func() {
 		defer ep.wg.Done()
 		m.Refresh(ctx, d, f.refresh, log)
@@ -137,6 +137,10 @@ func startEndpoints(ctx context.Context, f *listenFlags, log *slog.Logger, m *me
 	go func() {
 		defer ep.wg.Done()
 		m.RefreshOutbox(ctx, outboxSource(l), f.refresh, log)
+	}()
+	go func() {
+		defer ep.wg.Done()
+		m.RefreshHolds(ctx, holdSource(l), log)
 	}()
 	go func() {
 		defer ep.wg.Done()
@@ -155,6 +159,36 @@ func outboxSource(l *ledger.DB) metrics.OutboxSource {
 			return metrics.OutboxState{}, metrics.ErrNoOutbox
 		}
 		return metrics.OutboxState{Pending: st.Pending, Oldest: st.Oldest, Parked: st.Parked}, err
+	}
+}
+
+// holdSource reads l's pause and held msg_ids for their gauges: the set
+// only when it changed (one goroutine calls it, RefreshHolds).
+func holdSource(l *ledger.DB) metrics.HoldSource {
+	version, ids := int64(-1), 0
+	return func(ctx context.Context) (metrics.HoldState, error) {
+		h, err := l.Holds(ctx, version)
+		if err != nil {
+			return metrics.HoldState{}, err
+		}
+		if h.MsgIDs != nil {
+			ids = len(h.MsgIDs)
+		}
+		version = h.Version
+		return metrics.HoldState{Paused: h.Paused != nil, HeldIDs: ids}, nil
+	}
+}
+
+// pausedOf says, for /readyz, whether l's queue is paused, by whom and
+// why; a pause that cannot be read is not said (the ledger's own check
+// fails then).
+func pausedOf(l *ledger.DB) func(context.Context) (string, bool) {
+	return func(ctx context.Context) (string, bool) {
+		p, err := l.PauseState(ctx)
+		if err != nil || !p.Paused {
+			return "", false
+		}
+		return pausedBy(p), true
 	}
 }
 

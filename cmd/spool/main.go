@@ -57,7 +57,7 @@ func init() {
 	commands = []*command{
 		initCommand, checkCommand, enqueueCommand, consumeCommand, serveCommand, lagCommand, statusCommand,
 		schemaCommand, dupsCommand, errorsCommand, showCommand, orderCheckCommand, replayCommand, discardCommand,
-		tasksCommand, approveCommand, cancelCommand, resumeCommand, policyCommand, tokenCommand, flushCommand,
+		tasksCommand, approveCommand, cancelCommand, resumeCommand, pauseCommand, holdCommand, releaseCommand, holdsCommand, policyCommand, tokenCommand, flushCommand,
 		replaysCommand, auditCommand, fsckCommand, pruneCommand, backupCommand, relayCommand, demoCommand, benchCommand, completionCommand, manCommand, versionCommand,
 	}
 }

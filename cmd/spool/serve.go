@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/spoolq/spool/console"
+	"github.com/spoolq/spool/hold"
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/metrics"
 	"github.com/spoolq/spool/queue"
@@ -186,7 +187,8 @@ func newConsole(ctx context.Context, dir string, d *queue.Dir, l *ledger.DB, tok
 		}
 		return out
 	}
-	srv, err := console.New(console.Options{Dir: d, Ledger: l, Tokens: tokens, Tasks: svc, Gauges: gauges, Log: logger,
+	holds := &hold.Service{Dir: d, Ledger: l, Contract: c, Host: queue.Host(), PID: os.Getpid()}
+	srv, err := console.New(console.Options{Dir: d, Ledger: l, Tokens: tokens, Tasks: svc, Holds: holds, Gauges: gauges, Log: logger,
 		Host: queue.Host(), PID: os.Getpid()})
 	if err != nil {
 		return nil, err

@@ -13,8 +13,9 @@ var statusCommand = &command{
 	args:    "DIR [--json] [--db PATH]",
 	summary: "human summary: messages per stage, oldest waiting, ledger counts, dead letters by reason",
 	help: `
-Prints, for people, the messages in each stage, how long the oldest message
-has waited in inbox/, and what the ledger holds: processed rows, duplicate
+Prints, for people, whether the queue is paused (by whom, since when, why),
+the messages in each stage (held/ too, when it holds any, with the msg_ids
+held), how long the oldest message has waited in inbox/, and what the ledger holds: processed rows, duplicate
 deliveries and dead letters by reason; and, once it has rows, the outbox:
 pending rows, the oldest one's age, the parked rows with their reasons. The human layout may change; scripts
 should use --json, or lag, dups, errors and order-check.
@@ -53,6 +54,12 @@ none renamed or removed):
                          "parked_at"}, ... the first 10]}: the outbox that
                          spool relay delivers; null on a ledger not yet
                          migrated to have one
+  paused                 {"by", "role", "via", "note", "at"}: who paused the
+                         queue (spool pause), why and since when; null
+                         while it is not paused
+  held                   {"files": N, "msg_ids": N}: the messages in held/
+                         and the msg_ids held (spool hold; spool holds
+                         lists them)
 
 The text form tells the dead letters now in error/ (the error line) from
 those the ledger recorded ever (the ledger line, and by reason), which

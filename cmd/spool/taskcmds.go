@@ -92,13 +92,23 @@ or failed, and for a running task whose every file is in a chunk begun
 
 var resumeCommand = &command{
 	name:    "resume",
-	args:    "DIR ID [--db PATH]",
-	summary: "run an approved task, or go on with one a kill or a failure stopped",
+	args:    "DIR [--note TEXT] | DIR ID [--db PATH]",
+	summary: "resume a paused queue (DIR), or run a task from where it is (DIR ID)",
 	help: `
-Runs task ID from where it is: an approved task from its start, a running
-one whose run was killed (or runs elsewhere: runs share the chunks, each
-begun once) or a failed one from its cursor. The chunk a killed run left
-under way is finished first, so each file of the set moves once.`,
+spool resume DIR resumes the queue that spool pause DIR paused: within
+about a second its consumers, on every host, claim and call again. A
+queue that is not paused is left so (exit 0, said). --note TEXT says why,
+in the audit (action resume).
+
+spool resume DIR ID runs task ID from where it is: an approved task from
+its start, a running one whose run was killed (or runs elsewhere: runs
+share the chunks, each begun once) or a failed one from its cursor. The
+chunk a killed run left under way is finished first, so each file of the
+set moves once. ID is a task's number, as spool tasks lists them.
+
+The two share a name as their opposites do (pause and resume a queue,
+cancel and resume a task): the number of arguments says which is meant,
+and a second argument that is not a task's number is refused (exit 2).`,
 }
 
 func init() {
@@ -400,7 +410,24 @@ func runCancel(ctx context.Context, e *env, args []string) (err error) {
 }
 
 func runResume(ctx context.Context, e *env, args []string) (err error) {
-	dir, id, db, err := taskArgs(e, args)
+	flags := e.flagSet()
+	note := flags.String("note", "", "without ID: why the queue is resumed (`TEXT`), in the audit")
+	dbf := addDBFlag(flags)
+	pos, err := e.parse(flags, args)
+	if err != nil {
+		return err
+	}
+	if err := e.positionals(pos, 1, 2, "DIR", "ID"); err != nil {
+		return err
+	}
+	if len(pos) == 1 {
+		return runResumeQueue(ctx, e, pos[0], *dbf, *note)
+	}
+	if given(flags, "note") {
+		return e.usage("--note is for resuming a queue (spool resume DIR --note TEXT), not a task")
+	}
+	dir, db := pos[0], *dbf
+	id, err := taskID(e, pos[1])
 	if err != nil {
 		return err
 	}

@@ -65,13 +65,19 @@ func TestLagMaxAgeAndJSON(t *testing.T) {
 		Threshold        uint64   `json:"threshold"`
 		MaxAgeSeconds    *float64 `json:"max_age_seconds"`
 		Over             bool     `json:"over"`
+		Held             int      `json:"held"`
+		Paused           *bool    `json:"paused"`
 	}
 	r := mustRun(t, 0, "lag", q, "5", "--json")
-	if want := []string{"error", "inbox", "max_age_seconds", "oldest_age_seconds", "over", "processing", "threshold"}; !slices.Equal(jsonKeys(t, r.stdout), want) {
+	if want := []string{"error", "held", "inbox", "max_age_seconds", "oldest_age_seconds", "over", "paused", "processing", "threshold"}; !slices.Equal(jsonKeys(t, r.stdout), want) {
 		t.Errorf("lag --json keys %q, want %q", jsonKeys(t, r.stdout), want)
 	}
 	var got lagJSON
 	decodeStrict(t, "lag --json", r.stdout, &got)
+	if got.Paused == nil || *got.Paused {
+		t.Errorf("lag --json paused = %v, want false", got.Paused)
+	}
+	got.Paused = nil
 	if got != (lagJSON{Threshold: 5}) {
 		t.Errorf("lag --json on an empty queue: %+v", got)
 	}
@@ -173,7 +179,12 @@ func TestStatusJSON(t *testing.T) {
 		RetriesWaiting     int             `json:"retries_waiting"`
 		NextRetryAt        *time.Time      `json:"next_retry_at"`
 		NextRetryInSeconds *float64        `json:"next_retry_in_seconds"`
-		Ledger             struct {
+		Paused             json.RawMessage `json:"paused"`
+		Held               struct {
+			Files  int `json:"files"`
+			MsgIDs int `json:"msg_ids"`
+		} `json:"held"`
+		Ledger struct {
 			Processed           int64            `json:"processed"`
 			Duplicates          int64            `json:"duplicates"`
 			DeadLetters         int64            `json:"dead_letters"`
@@ -182,6 +193,9 @@ func TestStatusJSON(t *testing.T) {
 	}
 	var got status
 	decodeStrict(t, "status --json", r.stdout, &got)
+	if string(got.Paused) != "null" || got.Held.Files != 0 || got.Held.MsgIDs != 0 {
+		t.Errorf("status --json paused %s, held %+v: want null, nothing held", got.Paused, got.Held)
+	}
 	if got.Queue != q || time.Since(got.Now) > time.Minute || got.Now.Location() != time.UTC {
 		t.Errorf("queue %q now %v, want %q and about now, in UTC", got.Queue, got.Now, q)
 	}

@@ -48,6 +48,8 @@ var spoolMetrics = []string{
 	"spool_relay_published_total",
 	"spool_relay_failures_total",
 	"spool_relay_parked_total",
+	"spool_paused",
+	"spool_held_msg_ids",
 }
 
 // spoolHistograms are the histograms of spoolMetrics, served as their
@@ -66,7 +68,7 @@ var (
 // order of the rules file.
 var alertNames = []string{
 	"SpoolBacklogHigh", "SpoolOldestMessageTooOld", "SpoolDeadLetters",
-	"SpoolNotCommitting", "SpoolConflicts", "SpoolTargetDown", "SpoolRelayStuck",
+	"SpoolNotCommitting", "SpoolConflicts", "SpoolTargetDown", "SpoolRelayStuck", "SpoolPaused",
 }
 
 const (
@@ -290,7 +292,14 @@ func TestMonitoringNamesServed(t *testing.T) {
 			return metrics.OutboxState{Pending: 1, Oldest: time.Now()}, nil
 		}, time.Hour, nil)
 	}()
-	defer func() { cancel(); <-refreshed; <-outboxRead }()
+	holdsRead := make(chan struct{})
+	go func() {
+		defer close(holdsRead)
+		m.RefreshHolds(ctx, func(context.Context) (metrics.HoldState, error) {
+			return metrics.HoldState{Paused: true, HeldIDs: 1}, nil
+		}, nil)
+	}()
+	defer func() { cancel(); <-refreshed; <-outboxRead; <-holdsRead }()
 	served := map[string]bool{}
 	for deadline := time.Now().Add(time.Minute); ; {
 		fams, err := m.Registry().Gather()
@@ -303,7 +312,7 @@ func TestMonitoringNamesServed(t *testing.T) {
 				served[f.GetName()] = true
 			}
 		}
-		if served["spool_queue_oldest_age_seconds"] && served["spool_outbox_pending_rows"] || time.Now().After(deadline) {
+		if served["spool_queue_oldest_age_seconds"] && served["spool_outbox_pending_rows"] && served["spool_paused"] || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(10 * time.Millisecond) // until the first listing

@@ -108,6 +108,7 @@ func Run(t *testing.T, b Backend) {
 		{"DeadLetterExits", testDeadLetterExits},
 		{"PruneHorizon", testPruneHorizon},
 		{"RejectKey", testRejectKey},
+		{"Holds", testHolds},
 	}
 	opener := func(t *testing.T, dsn string) *ledger.DB {
 		t.Helper()
@@ -146,6 +147,11 @@ func Run(t *testing.T, b Backend) {
 		t.Parallel()
 		dsn := b.Fresh(t)
 		testLeases(t, opener(t, dsn), opener(t, dsn))
+	})
+	t.Run("HoldRace", func(t *testing.T) {
+		t.Parallel()
+		dsn := b.Fresh(t)
+		testHoldRace(t, opener(t, dsn), opener(t, dsn))
 	})
 	t.Run("AuditBind", func(t *testing.T) {
 		t.Parallel()

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spoolq/spool/hold"
+	"github.com/spoolq/spool/ledger"
+	"github.com/spoolq/spool/queue"
+)
+
+var pauseCommand = &command{
+	name:    "pause",
+	args:    "DIR [--note TEXT] [--db PATH]",
+	summary: "stop every consumer of the queue claiming, on every host, until spool resume DIR",
+	help: `
+Pauses the queue: within about a second every consumer of it, on every
+host, stops claiming messages and starting calls (docs/DESIGN.md, "Pause
+and hold"). What is under way finishes: batches claimed are recorded and
+moved, calls started (--exec, --post) run to their end and are settled;
+nothing is given back, and claims not yet called wait in processing/.
+The pause is in the ledger, so it holds across restarts of the consumers
+and of the hosts, until spool resume DIR.
+
+A consume --watch started while the queue is paused waits, saying once
+that it is paused. A drain (consume without --watch) on a paused queue
+claims nothing: it recovers what dead consumers left, finishes what it
+claimed before the pause, gives back what it did not call, says "queue
+paused" and exits 0; its summary line counts what it did.
+
+--note TEXT says why (an outage downstream, a bad deploy): status, lag
+--json, the audit and the console show it with who paused and when.
+
+A queue paused already stays paused by whoever paused it first (the
+command says so, exit 0). Every pause is an audit row (action pause).`,
+}
+
+func init() {
+	pauseCommand.run = runPause
+}
+
+func runPause(ctx context.Context, e *env, args []string) (err error) {
+	flags := e.flagSet()
+	note := flags.String("note", "", "why the queue is paused (`TEXT`), shown with the pause")
+	db := addDBFlag(flags)
+	pos, err := e.parse(flags, args)
+	if err != nil {
+		return err
+	}
+	if err := e.positionals(pos, 1, 1, "DIR"); err != nil {
+		return err
+	}
+	return pauseQueue(ctx, e, pos[0], *db, *note, true)
+}
+
+// runResumeQueue is spool resume DIR, without a task ID.
+func runResumeQueue(ctx context.Context, e *env, dir, db, note string) error {
+	return pauseQueue(ctx, e, dir, db, note, false)
+}
+
+// pauseQueue pauses (or resumes) the queue at dir as the OS user.
+func pauseQueue(ctx context.Context, e *env, dir, db, note string, paused bool) (err error) {
+	s, done, err := holdService(ctx, dir, db, nil)
+	if err != nil {
+		return err
+	}
+	defer done(&err)
+	who := currentOperator().identity()
+	var c hold.Change
+	if paused {
+		c, err = s.Pause(ctx, who, note)
+	} else {
+		c, err = s.Resume(ctx, who, note)
+	}
+	if err != nil {
+		return err
+	}
+	b := c.Before
+	switch {
+	case paused && c.Changed:
+		fmt.Fprintf(e.stdout, "queue %s paused: its consumers stop claiming and calling within a second; those under way finish. spool resume %s lets them go on\n", dir, shellWord(dir))
+	case paused:
+		fmt.Fprintf(e.stdout, "queue %s is paused already, %s; nothing changed\n", dir, pausedBy(b))
+	case c.Changed:
+		fmt.Fprintf(e.stdout, "queue %s resumed (it was paused %s): its consumers go on within a second\n", dir, pausedBy(b))
+	default:
+		fmt.Fprintf(e.stdout, "queue %s is not paused; nothing changed (spool resume DIR ID runs a task)\n", dir)
+	}
+	return nil
+}
+
+// pausedBy says who paused, when, and why.
+func pausedBy(p ledger.PauseState) string {
+	s := fmt.Sprintf("by %s since %s", cell(p.By), p.At.UTC().Format(time.RFC3339))
+	if p.Note != "" {
+		s += ": " + cell(p.Note)
+	}
+	return s
+}
+
+// holdService opens the queue at dir and its ledger for writing, with
+// the queue's contract (cf's flags, or its spool.conf alone when nil),
+// for the pause and hold commands.
+func holdService(ctx context.Context, dir, db string, cf *contractFlags) (*hold.Service, func(*error), error) {
+	if cf == nil {
+		cf = &contractFlags{fs: flag.NewFlagSet("", flag.ContinueOnError)}
+	}
+	c, err := cf.contract(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	d, l, done, err := openBound(ctx, dir, db, ledgerOpts{use: writeLedger})
+	if err != nil {
+		return nil, nil, err
+	}
+	return &hold.Service{Dir: d, Ledger: l, Contract: c, Host: queue.Host(), PID: os.Getpid()}, done, nil
+}

@@ -1,0 +1,76 @@
+package spool
+
+import (
+	"context"
+	"time"
+)
+
+// An operator can stop a queue being consumed without stopping its
+// consumers (spool pause), and hold single messages aside (spool hold),
+// on every host at once: both live in the ledger, which every consumer of
+// the queue reads (docs/DESIGN.md, "Pause and hold"). A consumer reads
+// them through HoldLedger, once at the start of a run and then every
+// DefaultHoldInterval, in a goroutine of its own (consumer_hold.go), so
+// that claiming stays free of ledger reads: a held file is in held/,
+// which no consumer scans, and a held msg_id is a lookup in a set in
+// memory when its message is parsed.
+
+// DefaultHoldInterval is how often a consumer reads the queue's pause and
+// held msg_ids from the ledger (Config.HoldInterval): a pause or a hold
+// reaches every consumer within about that long. Each read is one query
+// of one row while nothing changed (Holds.Version).
+const DefaultHoldInterval = time.Second
+
+// Pause is an operator's pause of a queue, as the ledger holds it.
+type Pause struct {
+	// By is who paused it (an audit actor: os:alice, token:olga), Via how
+	// (cli, http), At when, and Note why (may be empty).
+	By, Via, Note string
+	At            time.Time
+}
+
+// Holds is what an operator holds back from a queue's consumers: the
+// whole queue (Paused), and the msg_ids held, whose deliveries a consumer
+// moves into held/ instead of processing them.
+type Holds struct {
+	// Paused is the queue's pause, nil while it is not paused.
+	Paused *Pause
+	// Version changes whenever the pause or the held msg_ids do.
+	Version int64
+	// MsgIDs are the msg_ids held, as a set; nil when the caller asked
+	// with the current Version (nothing changed: the caller's set is
+	// still right), and an empty set when none is held.
+	MsgIDs map[string]struct{}
+}
+
+// HeldAside is a delivery a consumer moved into held/ because its msg_id
+// is held.
+type HeldAside struct {
+	// File is its name in held/, Ino its inode, Origin the name it had in
+	// inbox/, MsgID its key.
+	File   string
+	Ino    uint64
+	Origin string
+	MsgID  string
+	// Consumer is the session that moved it.
+	Consumer string
+}
+
+// HoldLedger is a Ledger that keeps the operator's pause of the queue
+// and holds of messages. A consumer whose ledger is one reads them every
+// Config.HoldInterval and honours them; one whose ledger is not is never
+// paused and holds nothing.
+type HoldLedger interface {
+	Ledger
+	// Holds returns the queue's pause and held msg_ids. When version is
+	// the ledger's current Version, MsgIDs is nil: a poll of an unchanged
+	// ledger reads one row.
+	Holds(ctx context.Context, version int64) (Holds, error)
+	// RecordHeld records a delivery a consumer moved into held/ because
+	// its msg_id was held, in one transaction that first checks, locking
+	// it against a release, that the msg_id is still held. It reports
+	// false, and records nothing, when it is not (released meanwhile):
+	// the consumer then puts the file back into inbox/ itself, so that a
+	// release never misses a file set aside as it ran.
+	RecordHeld(ctx context.Context, h HeldAside) (bool, error)
+}
