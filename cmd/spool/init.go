@@ -16,7 +16,8 @@ var initCommand = &command{
 	args:    "DIR [contract flags [--force]] [--from SRC] [--db PATH]",
 	summary: "create a queue, its ledger and its spool.conf; optionally copy SRC/*.json into inbox/",
 	help: `
-Creates DIR with its four stages (inbox, processing, done, error), its
+Creates DIR with its stages (inbox, processing, done, error, and held
+for spool hold), its
 identity (DIR/queue.id) and the ledger, and records the queue's identity
 in the ledger; running it again on a queue is harmless. A ledger that
 belongs to another queue is refused (exit 2). The contract flags (--key,

@@ -24,7 +24,8 @@ delivery of it (duplicates, conflicts: another body under the same msg_id,
 dead letters with reason, field, detail and attempts), the retry it waits
 for (attempts failed, when it is due, the last error), the replays of its
 files and their discards (who, when, why, the body's SHA-256, and where
---to moved them). A dead letter is found by its msg_id whatever the reason
+--to moved them), and what of it is held aside (spool hold: its files in
+held/, the hold of its msg_id, who and why). A dead letter is found by its msg_id whatever the reason
 it was refused for, as long as its msg_id was valid (a missing field,
 another field invalid); one without a valid msg_id by its file name. It
 changes nothing.
@@ -40,7 +41,8 @@ first_failure, last_failure, next_at, due_in_seconds, last_error} or null,
 replays [{at, file, new_name, by, note}], and discards [{at, finished_at,
 file, msg_id, reason, content_hash, size, by, note, state, outcome, to,
 new_name}] (spool discard: outcome deleted, moved or missing; to and
-new_name where --to put it).`,
+new_name where --to put it), held [{file, origin, cause, by, via, note,
+at}] and msg_id_held {by, via, note, at} or null.`,
 }
 
 func init() { showCommand.run = runShow }
