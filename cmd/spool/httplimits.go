@@ -36,13 +36,19 @@ type httpLimits struct {
 	conns, perAddr int
 }
 
-// endpointLimits are the limits of consume --listen and serve.
+// endpointLimits are the limits of consume --listen and serve. The cap
+// of connections open is well above what scrapes, probes and a few
+// browsers hold, so that a few hundred idle or slow clients find room
+// beside them without any being closed (an idle connection costs a
+// goroutine and a descriptor; Go lifts the descriptors' soft limit to the
+// hard one at start); beyond it the one waiting longest on its client is
+// closed (limitListener).
 var endpointLimits = httpLimits{
 	readHeader: 5 * time.Second,
 	read:       10 * time.Second,
 	write:      30 * time.Second,
 	idle:       5 * time.Second,
-	conns:      64,
+	conns:      512,
 	perAddr:    16,
 }
 
@@ -54,7 +60,7 @@ var consoleLimits = httpLimits{
 	read:       30 * time.Second,
 	write:      2 * time.Minute,
 	idle:       5 * time.Second,
-	conns:      128,
+	conns:      512,
 	perAddr:    32,
 }
 

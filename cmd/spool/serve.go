@@ -72,7 +72,7 @@ Requests are judged by the ledger's approval policy as it is at each one
 docs/OPERATIONS.md, "The console".
 
 A connection idle for 5 s is closed; an address holds at most 16
-connections (32 with --auth), the server 64 (128), and at that cap a new
+connections (32 with --auth), the server 512, and at that cap a new
 connection takes the slot of the one that waited longest on its client.
 
 --tls-cert FILE --tls-key FILE serve everything over HTTPS instead (PEM

@@ -503,12 +503,15 @@ func TestControlPlaneUnderSiege(t *testing.T) {
 				s.end()
 				t.Logf("the slowest answer under siege took %v (limit %v)", slowest.Round(time.Millisecond), limit)
 				stderr := stopServe(t, p)
-				want := "connection limit reached"
-				if from.name == "few" {
-					want = "too many connections from one address"
-				}
-				if !strings.Contains(stderr, want) {
+				// From a few addresses their cap closes the rest; from
+				// many, the 400 fit under the cap of all (512) beside the
+				// checks, and none is closed (TestEndpointConnectionCap
+				// has the cap of all).
+				if want := "too many connections from one address"; from.name == "few" && !strings.Contains(stderr, want) {
 					t.Errorf("%s logged no %q:\n%s", cmd, want, stderr)
+				}
+				if bad := "connection limit reached"; from.name == "many" && strings.Contains(stderr, bad) {
+					t.Errorf("%s logged %q for 400 connections:\n%s", cmd, bad, stderr)
 				}
 			})
 		}
