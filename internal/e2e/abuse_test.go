@@ -199,6 +199,7 @@ func TestConsoleRefusalFlood(t *testing.T) {
 		}
 	}
 	rows := refusalRows(t, q, last)
+	t.Logf("%d audit rows for the refusals of %d keys", len(rows), len(sent))
 	if len(rows) > maxRowsPerKey*len(sent) {
 		t.Errorf("%d audit rows for %d refusals, want at most %d (%d keys)", len(rows), flood+5, maxRowsPerKey*len(sent), len(sent))
 	}
