@@ -49,6 +49,21 @@ func openPage(t *testing.T, ctx context.Context, base, hash, sel string) {
 	do(t, ctx, "open "+hash, chromedp.Navigate(base+"/"+hash), chromedp.Reload(), chromedp.WaitVisible(sel))
 }
 
+// fillAndApply sets the page's input #id to value and submits its filter
+// with #apply, until the page's address holds key=: the page just opened
+// may still be drawing its form (a node found before it was drawn again
+// cannot take a value), so the value is set and the form sent in one
+// step, again until it took.
+func fillAndApply(t *testing.T, ctx context.Context, what, id, value, apply, key string) {
+	t.Helper()
+	waitTrue(t, ctx, what, fmt.Sprintf(`(() => {
+		if (location.hash.includes(%q)) return true;
+		const i = document.getElementById(%q), b = document.getElementById(%q);
+		if (i && b) { i.value = %q; b.click(); }
+		return false;
+	})()`, key+"=", id, apply, value))
+}
+
 // nextSecond waits until the clock is past the next whole second and
 // returns that second: what happens after it is dead-lettered at or
 // after it, what happened before, before it.
@@ -224,7 +239,7 @@ func TestConsoleTimeZone(t *testing.T) {
 		{"until", "until", 5, false},
 	} {
 		openPage(t, op, base, "#/dead-letters", "#filter-"+c.field)
-		do(t, op, "filter "+c.name, chromedp.SetValue("#filter-"+c.field, tokyo), chromedp.Click("#filter-apply"))
+		fillAndApply(t, op, "filter "+c.name, "filter-"+c.field, tokyo, "filter-apply", c.field)
 		waitTrue(t, op, fmt.Sprintf("%d dead letters %s %s Tokyo time", c.n, c.name, tokyo),
 			fmt.Sprintf(`document.querySelectorAll("tr.dead-letter").length === %d`, c.n))
 		waitTrue(t, op, c.name+" in the address with its offset", `decodeURIComponent(location.hash).includes("`+c.field+`=`+tokyo+`+09:00")`)
@@ -485,10 +500,10 @@ func TestConsoleAuditPage(t *testing.T) {
 	// Since the second, in Tokyo time: the 6 later replays.
 	tokyo := at.In(time.FixedZone("JST", 9*3600)).Format("2006-01-02T15:04:05")
 	openPage(t, ada, base, "#/audit?actor=olga&action=replay", "#audit-since")
-	do(t, ada, "since", chromedp.SetValue("#audit-since", tokyo), chromedp.Click("#audit-apply"))
+	fillAndApply(t, ada, "since", "audit-since", tokyo, "audit-apply", "since")
 	want("olga's replays since "+tokyo+" Tokyo time", 6, "token:olga (operator) replay ok")
 	openPage(t, ada, base, "#/audit?actor=olga&action=replay", "#audit-until")
-	do(t, ada, "until", chromedp.SetValue("#audit-until", tokyo), chromedp.Click("#audit-apply"))
+	fillAndApply(t, ada, "until", "audit-until", tokyo, "audit-apply", "until")
 	want("olga's replays until "+tokyo+" Tokyo time", 6, "token:olga (operator) replay ok")
 	openPage(t, ada, base, "#/audit?outcome=refused", "tr.audit-row")
 	want("the refusals", 1, "token:vic (viewer) replay refused")
