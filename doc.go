@@ -26,6 +26,32 @@
 //
 // Package [github.com/spoolq/spool/handler] has the exec, SQL and HTTP handlers; docs/ARCHITECTURE.md maps the code.
 //
+// # Embedding
+//
+// A program consumes a queue with every rule spool consume keeps by
+// opening it through [github.com/spoolq/spool/queueopen.Open]: the
+// queue's spool.conf is read strictly into its contract, the ledger is
+// checked to be the queue's, the contract is held among those of the
+// consumers running beside it (another one is refused), and what killed
+// runs left is finished. Import the ledger's backend for its
+// registration (ledger/sqlite for the queue's own ledger.db):
+//
+//	q, err := queueopen.Open(ctx, dir, queueopen.Options{Use: queueopen.Consume})
+//	if err != nil {
+//		return err // a *queueopen.ConfigError, *ContractError or *LedgerError says why
+//	}
+//	defer q.Close()
+//	c, err := q.Consumer(spool.Config{Handler: spool.HandlerFunc(book)})
+//	if err != nil {
+//		return err
+//	}
+//	_, err = c.Drain(ctx) // or c.Watch(ctx), until ctx is done
+//
+// examples/embed is such a program, run beside spool consume by the tests;
+// examples/orderbalance adds a business table written in the ledger's
+// transaction. NewConsumer alone, on a Dir and a Ledger of the program's
+// own, keeps the invariants but none of the queue's configuration.
+//
 // # Examples
 //
 // The runnable examples, in example_test.go, are shown with what they

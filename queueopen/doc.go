@@ -1,5 +1,8 @@
-// Package queueopen opens a queue together with its ledger, the way every
-// program that consumes or inspects a queue must: the ledger is found
+// Package queueopen opens a queue together with its ledger and contract,
+// the way every program that consumes or inspects a queue must: the
+// queue's spool.conf is read strictly (a mistyped key is an error, never a
+// default), a consumer's contract is held among those of the consumers
+// running beside it (another one is refused), the ledger is found
 // where it was asked for, checked to belong to the queue (and bound to it
 // when both are new), and, before a consumer claims anything, the replays
 // a killed run left unfinished are finished and the temp files of killed

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/queue"
 	"github.com/spoolq/spool/replay"
@@ -71,6 +72,9 @@ type Options struct {
 	// OnTempRemoved, if set, is called by Start for each stale temp file
 	// of a killed writer that it removed.
 	OnTempRemoved func(queue.Temp)
+	// Override changes, for Open, the contract the queue's spool.conf
+	// gives (LoadContract); the zero value keeps it.
+	Override Override
 }
 
 // ErrKeywordDSN is wrapped by Open, Attach and OpenLedger for an
@@ -80,18 +84,32 @@ type Options struct {
 var ErrKeywordDSN = errors.New("looks like a PostgreSQL keyword/value connection string; give a postgres:// URL")
 
 // Queue is a queue directory open with its ledger, checked to belong
-// together. Both are the caller's to use; Close closes them.
+// together, and the contract its messages are read with. Dir and Ledger
+// are the caller's to use; Close closes them.
 type Queue struct {
 	Dir    *queue.Dir
 	Ledger *ledger.DB
 	// Name is the ledger as a person names it (LedgerName).
 	Name string
+	// Contract is the queue's contract: its spool.conf, then
+	// Options.Override, checked (LoadContract). For Consume it is held
+	// among the live consumers' until Close.
+	Contract spool.Contract
+	// Config is the queue's spool.conf as read; nil when it has none.
+	Config *Config
+
+	hold *queue.ContractHold // for Consume
 }
 
-// Close closes the ledger and then the queue, and returns the errors of
-// both.
+// Close closes the ledger and then the queue, gives up the contract's
+// hold, and returns the errors of all.
 func (q *Queue) Close() error {
 	var errs []error
+	if q.hold != nil {
+		if err := q.hold.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if err := q.Ledger.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("close ledger: %w", err))
 	}
@@ -101,9 +119,14 @@ func (q *Queue) Close() error {
 	return errors.Join(errs...)
 }
 
-// Open opens the queue at dir and its ledger in one call, as Attach does.
-// A directory that does not exist is not a queue (queue.ErrNotQueue). On
-// error nothing is left open.
+// Open opens the queue at dir for any program, in one call: it reads the
+// queue's spool.conf strictly (LoadContract, with o.Override), opens and
+// checks the ledger (Attach), and, for Consume, holds the contract among
+// the live consumers' (HoldContract, refused with a *ContractError when
+// consumers alive run another) before Start finishes what killed runs
+// left. A directory that does not exist is not a queue
+// (queue.ErrNotQueue); a spool.conf that cannot be used is a
+// *ConfigError. On error nothing is left open or held.
 func Open(ctx context.Context, dir string, o Options) (*Queue, error) {
 	d, err := queue.Open(dir)
 	if errors.Is(err, fs.ErrNotExist) && !errors.Is(err, queue.ErrNotQueue) {
@@ -112,12 +135,29 @@ func Open(ctx context.Context, dir string, o Options) (*Queue, error) {
 	if err != nil {
 		return nil, err
 	}
-	l, err := Attach(ctx, d, o)
-	if err != nil {
-		_ = d.Close() // the error that matters is the ledger's
+	q := &Queue{Dir: d, Name: LedgerName(dir, o.DB)}
+	if err := q.attach(ctx, dir, o); err != nil {
+		if q.hold != nil {
+			_ = q.hold.Close() // the error that matters is the first
+		}
+		_ = d.Close()
 		return nil, err
 	}
-	return &Queue{Dir: d, Ledger: l, Name: LedgerName(dir, o.DB)}, nil
+	return q, nil
+}
+
+// attach reads q's contract, holds it for Consume, and opens its ledger.
+func (q *Queue) attach(ctx context.Context, dir string, o Options) (err error) {
+	if q.Contract, q.Config, err = LoadContract(dir, o.Override); err != nil {
+		return err
+	}
+	if o.Use == Consume {
+		if q.hold, err = HoldContract(q.Dir, q.Contract); err != nil {
+			return err
+		}
+	}
+	q.Ledger, err = Attach(ctx, q.Dir, o)
+	return err
 }
 
 // Attach opens the ledger of the queue d, which the caller has opened and

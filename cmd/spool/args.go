@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spoolq/spool/internal/spelling"
 )
 
 // parseInterleaved parses args into fs with flags allowed anywhere: before,
@@ -118,37 +120,11 @@ func nearestFlag(fs *flag.FlagSet, name string) string {
 		if len(f.Name) < 4 {
 			return
 		}
-		if d := editDistance(f.Name, name); d < bestD {
+		if d := spelling.Distance(f.Name, name); d < bestD {
 			best, bestD = f.Name, d
 		}
 	})
 	return best
-}
-
-// editDistance is the optimal string alignment distance of a and b:
-// insertions, deletions, substitutions and swaps of adjacent letters.
-func editDistance(a, b string) int {
-	prev2 := make([]int, len(b)+1)
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				cur[j] = min(cur[j], prev2[j-2]+1)
-			}
-		}
-		prev2, prev, cur = prev, cur, prev2
-	}
-	return prev[len(b)]
 }
 
 // given reports whether the command line set the flag name, as opposed

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/queueopen"
 )
 
 func TestContract(t *testing.T) {
@@ -237,7 +238,7 @@ func contractEqual(a, b spool.Contract) bool {
 		(a.Required == nil) == (b.Required == nil) && a.Headers == b.Headers
 }
 
-// FuzzParseConfig checks parseConfig against encoding/json on any input:
+// FuzzParseConfig checks queueopen.ParseConfig against encoding/json on any input:
 // it never panics; whatever it accepts, encoding/json decodes to the same
 // contract (so strictness only ever refuses, never reinterprets), and
 // encoding the result and parsing that again gives it back; and whatever
@@ -250,16 +251,17 @@ func FuzzParseConfig(f *testing.F) {
 		f.Add([]byte(tt.conf))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := parseConfig(data)
+		cfg, err := queueopen.ParseConfig(data)
 		if err != nil {
-			if c != nil {
-				t.Fatalf("error %v with a contract %+v", err, c)
+			if cfg != nil {
+				t.Fatalf("error %v with a contract %+v", err, cfg)
 			}
 			if msg := err.Error(); msg == "" || strings.ContainsAny(msg, "\r\n") {
 				t.Fatalf("error %q is empty or not one line", msg)
 			}
 			return
 		}
+		c := &cfg.Contract
 		for _, name := range c.Required {
 			if name == "" {
 				t.Fatalf("an empty required name from %q: %+v", data, c)
@@ -281,11 +283,11 @@ func FuzzParseConfig(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c2, err := parseConfig(stripZero(again))
+		cfg2, err := queueopen.ParseConfig(stripZero(again))
 		if err != nil {
 			t.Fatalf("re-encoded %s refused: %v", again, err)
 		}
-		if !contractEqual(*c, *c2) {
+		if c2 := &cfg2.Contract; !contractEqual(*c, *c2) {
 			t.Fatalf("round trip: %+v, then %+v", *c, *c2)
 		}
 	})

@@ -11,6 +11,7 @@ import (
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/metrics"
 	"github.com/spoolq/spool/queue"
+	"github.com/spoolq/spool/queueopen"
 )
 
 var consumeCommand = &command{
@@ -240,7 +241,7 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 		return err
 	}
 	caller, stopper := halting(caller, hf)
-	hold, err := holdContract(d, c)
+	hold, err := queueopen.HoldContract(d, c)
 	if err != nil {
 		return err
 	}

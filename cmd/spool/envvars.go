@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/spoolq/spool/handler"
+	"github.com/spoolq/spool/internal/spelling"
 )
 
 // This file is the one table of the SPOOL_ variables: those read as
@@ -90,7 +91,7 @@ func nearestVar(known map[string]string, name string) string {
 		if strings.EqualFold(k, name) {
 			return k
 		}
-		if d := editDistance(strings.ToUpper(name), k); d < bestD {
+		if d := spelling.Distance(strings.ToUpper(name), k); d < bestD {
 			best, bestD = k, d
 		}
 	}

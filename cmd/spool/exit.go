@@ -11,6 +11,7 @@ import (
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/ledger/sqlite"
 	"github.com/spoolq/spool/queue"
+	"github.com/spoolq/spool/queueopen"
 	"github.com/spoolq/spool/relay"
 	"github.com/spoolq/spool/task"
 )
@@ -55,15 +56,6 @@ func (e *usageError) Error() string {
 	return e.msg + ". Try: spool help " + e.cmd
 }
 
-// configError is a configuration file that cannot be used.
-type configError struct {
-	path string
-	err  error
-}
-
-func (e *configError) Error() string { return fmt.Sprintf("config %s: %v", e.path, e.err) }
-func (e *configError) Unwrap() error { return e.err }
-
 // inputError is an input file named on the command line (a file to
 // enqueue, init's --from directory) that does not exist: "file not found"
 // is a check's finding, exit 1.
@@ -93,7 +85,7 @@ func isRefusal(err error) bool {
 func exitCode(err error) int {
 	var (
 		usage   *usageError
-		config  *configError
+		config  *queueopen.ConfigError
 		input   *inputError
 		fileErr *sqlite.FileError // a directory, a missing one, not a database, read-only
 	)
@@ -107,7 +99,8 @@ func exitCode(err error) int {
 		errors.Is(err, queue.ErrNotQueue), errors.Is(err, queue.ErrCrossDevice),
 		errors.Is(err, spool.ErrBadContract), errors.Is(err, queue.ErrPathLike),
 		errors.Is(err, queue.ErrNotMessageName), errors.As(err, new(*ledgerError)),
-		errors.Is(err, ledger.ErrBadDSN), errors.Is(err, relay.ErrBadTarget):
+		errors.Is(err, ledger.ErrBadDSN), errors.Is(err, relay.ErrBadTarget),
+		errors.As(err, new(*queueopen.ContractError)):
 		return exitUsage
 	case errors.Is(err, task.ErrBadRequest), errors.Is(err, hold.ErrBadRequest):
 		return exitUsage

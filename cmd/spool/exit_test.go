@@ -10,6 +10,7 @@ import (
 	"github.com/spoolq/spool/hold"
 	"github.com/spoolq/spool/ledger/sqlite"
 	"github.com/spoolq/spool/queue"
+	"github.com/spoolq/spool/queueopen"
 	"github.com/spoolq/spool/task"
 )
 
@@ -25,7 +26,8 @@ func TestExitCode(t *testing.T) {
 		{wrap(queue.ErrNotInError), 1},
 		{&inputError{path: "x.json", err: fs.ErrNotExist}, 1},
 		{&usageError{msg: "bad"}, 2},
-		{&configError{path: "spool.conf", err: errors.New("bad")}, 2},
+		{&queueopen.ConfigError{Path: "spool.conf", Err: errors.New("bad")}, 2},
+		{wrap(&queueopen.ContractError{Queue: "q"}), 2},
 		{wrap(queue.ErrNotQueue), 2},
 		{wrap(queue.ErrCrossDevice), 2},
 		{wrap(spool.ErrBadContract), 2},

@@ -4,14 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
 
 	"github.com/spoolq/spool/queue"
+	"github.com/spoolq/spool/queueopen"
 )
 
 // configFile returns the spool.conf that says what the contract flags
@@ -59,12 +58,12 @@ func (cf *contractFlags) configFile() ([]byte, error) {
 		fmt.Fprintf(&b, "  %q: %s%s\n", kv[0], kv[1], sep)
 	}
 	b.WriteString("}\n")
-	file, err := parseConfig(b.Bytes())
+	file, err := queueopen.ParseConfig(b.Bytes())
 	if err != nil {
 		return nil, err
 	}
-	none := &contractFlags{fs: flag.NewFlagSet("", flag.ContinueOnError)}
-	if _, err := none.merge(file, configName); err != nil {
+	file.Path = configName
+	if _, err := file.Resolve(queueopen.Override{}); err != nil {
 		return nil, err
 	}
 	return b.Bytes(), nil
@@ -74,22 +73,21 @@ func (cf *contractFlags) configFile() ([]byte, error) {
 // the same contract, however it is written (a file that also holds an
 // approval policy included). A missing file says nothing.
 func sameConfig(path string, data []byte) (exists, same bool, err error) {
-	old, err := readRegular(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	was, err := queueopen.ReadConfig(filepath.Dir(path))
+	var ce *queueopen.ConfigError
+	switch {
+	case errors.As(err, &ce) && !ce.Invalid:
+		return true, false, err
+	case err != nil:
+		return true, false, nil // a broken file says otherwise
+	case was == nil:
 		return false, false, nil
 	}
-	if err != nil {
-		return true, false, &configError{path: path, err: err}
-	}
-	was, err := parseConfig(old)
-	if err != nil {
-		return true, false, nil // a broken file says otherwise
-	}
-	want, err := parseConfig(data)
+	want, err := queueopen.ParseConfig(data)
 	if err != nil {
 		return true, false, err
 	}
-	return true, reflect.DeepEqual(was, want), nil
+	return true, reflect.DeepEqual(was.Contract, want.Contract), nil
 }
 
 // writeConfigFile writes data to DIR/spool.conf atomically and durably,

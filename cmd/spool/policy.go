@@ -11,6 +11,7 @@ import (
 
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/queue"
+	"github.com/spoolq/spool/queueopen"
 	"github.com/spoolq/spool/task"
 )
 
@@ -79,25 +80,13 @@ func runPolicy(ctx context.Context, e *env, args []string) (err error) {
 // and the file's path.
 func confPolicy(dir string) (task.Policy, string, error) {
 	path := filepath.Join(dir, configName)
-	c, err := readConfig(path) // every key checked, "approval" among them
-	if err != nil || c == nil {
+	c, err := queueopen.ReadConfig(dir) // every key checked, "approval" among them
+	if err != nil || c == nil || c.Approval == nil {
 		return task.NoPolicy, path, err
 	}
-	data, err := readRegular(path)
+	p, err := task.ParsePolicy(c.Approval)
 	if err != nil {
-		return task.NoPolicy, path, &configError{path: path, err: err}
-	}
-	var keys map[string]json.RawMessage
-	if err := json.Unmarshal(data, &keys); err != nil {
-		return task.NoPolicy, path, &configError{path: path, err: err}
-	}
-	raw, ok := keys[approvalKey]
-	if !ok {
-		return task.NoPolicy, path, nil
-	}
-	p, err := task.ParsePolicy(raw)
-	if err != nil {
-		return task.NoPolicy, path, &configError{path: path, err: err}
+		return task.NoPolicy, path, &queueopen.ConfigError{Path: path, Err: err, Invalid: true}
 	}
 	return p, path, nil
 }

@@ -5,12 +5,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net"
-	"os"
 	"regexp"
 	"strings"
-	"syscall"
 
 	"github.com/spoolq/spool/handler"
 	"github.com/spoolq/spool/ledger"
@@ -83,34 +80,3 @@ func checkExec(command string) error {
 }
 
 var _ flag.Value = dbValue{}
-
-// maxConfigSize bounds what readRegular reads of spool.conf: a contract
-// is a few hundred bytes; a file of megabytes is a mistake.
-const maxConfigSize = 1 << 20
-
-// readRegular reads the regular file at path, refusing anything else
-// without blocking: a FIFO is opened non-blocking and refused (a plain
-// read would wait for a writer forever, hanging a nightly fsck), a
-// symlink is followed as a path would be, a directory or device refused.
-func readRegular(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("is a %s, not a regular file", fileKind(fi.Mode()))
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxConfigSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxConfigSize {
-		return nil, fmt.Errorf("larger than %d bytes: not a contract", maxConfigSize)
-	}
-	return data, nil
-}

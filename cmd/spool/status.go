@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"io"
-	"path/filepath"
 
+	"github.com/spoolq/spool/queueopen"
 	"github.com/spoolq/spool/report"
 )
 
@@ -93,7 +93,7 @@ func runStatus(ctx context.Context, e *env, args []string) (err error) {
 	}
 	// A status that looks fine over a spool.conf every consumer refuses
 	// says too little.
-	if _, cerr := readConfig(filepath.Join(pos[0], configName)); cerr != nil {
+	if _, cerr := queueopen.ReadConfig(pos[0]); cerr != nil {
 		e.warn("consume refuses %v. Try: spool check %s", cerr, pos[0])
 	}
 	if *asJSON {

@@ -59,21 +59,23 @@ func run(ctx context.Context, dir string, stdout, stderr io.Writer) (err error) 
 		return fmt.Errorf("init queue: %w", err)
 	}
 	// One call opens the queue with its ledger, DIR/ledger.db, and does
-	// what spool consume does before it claims: the ledger must be this
-	// queue's (a deleted or another queue's ledger would process old
-	// messages again), and a spool replay killed half-way is finished, so
+	// what spool consume does before it claims: the contract is read from
+	// DIR/spool.conf, strictly, and held among the consumers running beside
+	// this one (another contract there is refused); the ledger must be
+	// this queue's (a deleted or another queue's ledger would process old
+	// messages again); and a spool replay killed half-way is finished, so
 	// that none of its files is consumed unrecorded.
 	q, err := queueopen.Open(ctx, dir, queueopen.Options{Use: queueopen.Consume})
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, q.Close()) }()
-	d, l := q.Dir, q.Ledger
+	l := q.Ledger
 	if _, err := l.SQL().ExecContext(ctx, schema); err != nil {
 		return fmt.Errorf("create balances: %w", err)
 	}
 
-	c, err := spool.NewConsumer(d, l, spool.Config{
+	c, err := q.Consumer(spool.Config{
 		Handler: spool.HandlerFunc(book),
 		// A transient failure (the database busy) is retried after at most
 		// 100ms, 200ms, 400ms...; the fifth failure is a dead letter.
