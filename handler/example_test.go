@@ -132,7 +132,7 @@ ON CONFLICT (order_no) DO UPDATE SET cents = cents + excluded.cents, last = excl
 	if err != nil {
 		panic(err)
 	}
-	h, err := handler.NewSQL(ctx, l, script)
+	h, err := handler.NewSQL(ctx, l, script, handler.SQLOptions{})
 	if err != nil {
 		panic(err)
 	}

@@ -46,7 +46,7 @@ type SQL struct {
 	setTimeout, resetTimeout string
 }
 
-// SQLOptions are NewSQLWith's settings.
+// SQLOptions are NewSQL's settings.
 type SQLOptions struct {
 	// Timeout bounds each statement, on an engine that can cut one short
 	// (ledger.Dialect's StatementTimeout; PostgreSQL): the handler sets
@@ -56,12 +56,12 @@ type SQLOptions struct {
 	// rest of the batch commits, and the message is retried. Zero: the
 	// server's own bound, if any. An engine that cannot stop one statement
 	// without harming the batch's transaction (SQLite, whose only way,
-	// sqlite3_interrupt, rolls back the whole of it) has NewSQLWith refuse
+	// sqlite3_interrupt, rolls back the whole of it) has NewSQL refuse
 	// a Timeout (ErrNoSQLTimeout).
 	Timeout time.Duration
 }
 
-// ErrNoSQLTimeout is wrapped by NewSQLWith for a Timeout on a ledger
+// ErrNoSQLTimeout is wrapped by NewSQL for a Timeout on a ledger
 // whose engine cannot cut one statement short; the error says why.
 var ErrNoSQLTimeout = errors.New("this ledger cannot bound a statement's time")
 
@@ -88,17 +88,13 @@ type boundStatement struct {
 }
 
 // NewSQL checks script against the ledger l and returns the handler that
-// runs it in l's transactions. Each statement is prepared in a
-// transaction that is rolled back; those without parameters (CREATE TABLE
-// IF NOT EXISTS...) are also run, each in a savepoint, so that the
-// statements after them can refer to what they create. A statement that
-// does not prepare is a *StatementError.
-func NewSQL(ctx context.Context, l *ledger.DB, script *Script) (*SQL, error) {
-	return NewSQLWith(ctx, l, script, SQLOptions{})
-}
-
-// NewSQLWith is NewSQL with options.
-func NewSQLWith(ctx context.Context, l *ledger.DB, script *Script, o SQLOptions) (*SQL, error) {
+// runs it in l's transactions, with o (the zero value: no statement
+// timeout). Each statement is prepared in a transaction that is rolled
+// back; those without parameters (CREATE TABLE IF NOT EXISTS...) are also
+// run, each in a savepoint, so that the statements after them can refer to
+// what they create. A statement that does not prepare is a
+// *StatementError.
+func NewSQL(ctx context.Context, l *ledger.DB, script *Script, o SQLOptions) (*SQL, error) {
 	d := l.Dialect()
 	h := &SQL{dialect: d}
 	switch {

@@ -200,7 +200,7 @@ type SessionReset interface {
 }
 
 // MissingTable is implemented by a Dialect that can tell the engine's
-// error for a table that does not exist from its other errors. NewWith
+// error for a table that does not exist from its other errors. New
 // with Options.MustExist then reports ErrNoLedger only for a database
 // that lacks the ledger's schema_migrations table, and any other failure
 // to read it (a full disk, an I/O error, a permission) as itself: an

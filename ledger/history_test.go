@@ -183,11 +183,6 @@ func testDeadLetterHistory(t *testing.T, db *ledger.DB) {
 	if !(first.ID < second.ID) {
 		t.Errorf("ids %d, %d: want commit order, oldest first", first.ID, second.ID)
 	}
-	// The latest record agrees with DeadLetterByIno, which reports use too.
-	dl, ok, err := db.DeadLetterByIno(ctx, 7)
-	if err != nil || !ok || dl.Claim != second.Claim {
-		t.Errorf("DeadLetterByIno(7) = %+v, %v, %v; want the claim %s", dl, ok, err, second.Claim)
-	}
 	if got, err := db.DeadLetterHistory(ctx, 0); err != nil || got != nil {
 		t.Errorf("history of inode 0 = %v, %v; want nil (unknown)", got, err)
 	}

@@ -58,23 +58,12 @@ var (
 	_ spool.LeaseLedger      = (*DB)(nil)
 )
 
-// New returns a ledger on db, whose engine is d, after bringing its schema up
-// to date with Migrate. The ledger owns db from then on: Close closes it. On
-// error the caller still owns db.
-//
-// db's write transactions must take the write lock when they begin (SQLite:
-// BEGIN IMMEDIATE), or concurrent writers can fail with SQLITE_BUSY instead
-// of waiting; ledger/sqlite.Open sets this up.
-func New(ctx context.Context, db *sql.DB, d Dialect) (*DB, error) {
-	return NewWith(ctx, db, d, Options{})
-}
-
-// ErrNoLedger is wrapped by NewWith, with Options.MustExist, for a database
+// ErrNoLedger is wrapped by New, with Options.MustExist, for a database
 // that holds no ledger yet (on a Dialect that is a MissingTable, only
 // when its schema_migrations table is missing, not when it cannot be read).
 var ErrNoLedger = errors.New("no ledger in this database")
 
-// Options tune NewWith. The zero value is New's behaviour.
+// Options tune New. The zero value creates or migrates the ledger.
 type Options struct {
 	// MustExist refuses a database that holds no ledger yet (no
 	// schema_migrations table) with ErrNoLedger, instead of creating the
@@ -86,7 +75,7 @@ type Options struct {
 	ReadOnly bool
 	// Turn, when set, is taken by the write transactions of Record,
 	// Reserve and Settle (after the process's own turn, see beginWrite),
-	// and closed by Close; the DB owns it once NewWith succeeds.
+	// and closed by Close; the DB owns it once New succeeds.
 	Turn Turn
 }
 
@@ -106,8 +95,14 @@ type Turn interface {
 	Close() error
 }
 
-// NewWith is New with options.
-func NewWith(ctx context.Context, db *sql.DB, d Dialect, o Options) (*DB, error) {
+// New returns a ledger on db, whose engine is d, after bringing its schema
+// up to date with Migrate (unless o says otherwise). The ledger owns db
+// from then on: Close closes it. On error the caller still owns db.
+//
+// db's write transactions must take the write lock when they begin
+// (SQLite: BEGIN IMMEDIATE), or concurrent writers can fail with
+// SQLITE_BUSY instead of waiting; ledger/sqlite.Open sets this up.
+func New(ctx context.Context, db *sql.DB, d Dialect, o Options) (*DB, error) {
 	if o.MustExist {
 		if _, err := upToDate(ctx, db, nil); err != nil {
 			if m, ok := d.(MissingTable); ok && !m.IsMissingTable(err) {

@@ -14,7 +14,6 @@ type queries struct {
 	claimReject     string
 	processedClaim  string
 	duplicates      string
-	deadLetterByIno string
 	countProcessed  string
 	countDeliveries string
 	insertReplay    string
@@ -40,13 +39,6 @@ WHERE claim = ? AND outcome = 'dead-letter'`),
 		// Sorted in Go, not here: collations differ between engines.
 		duplicates: d.Rebind(`SELECT DISTINCT msg_id FROM deliveries
 WHERE outcome = 'duplicate' AND msg_id IS NOT NULL`),
-		// Latest by id, the ledger's own commit order, not by the consumers'
-		// clocks, which may disagree across hosts.
-		deadLetterByIno: d.Rebind(`SELECT file, reason, field, detail, at, claim, consumer
-FROM deliveries
-WHERE outcome = 'dead-letter' AND ino = ?
-ORDER BY id DESC
-LIMIT 1`),
 		countProcessed: d.Rebind(`SELECT COUNT(*) FROM processed`),
 		countDeliveries: d.Rebind(`SELECT outcome, reason, COUNT(*) FROM deliveries
 WHERE outcome <> 'processed'

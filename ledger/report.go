@@ -111,36 +111,6 @@ func (db *DB) Duplicates(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
-// DeadLetterByIno returns the latest dead-letter record of the file with
-// inode ino, and false when there is none. Reports use the inode because a
-// file in error/ may have been renamed (a collision suffix) since its claim.
-func (db *DB) DeadLetterByIno(ctx context.Context, ino uint64) (DeadLetter, bool, error) {
-	if err := db.open(); err != nil {
-		return DeadLetter{}, false, err
-	}
-	if ino == 0 {
-		return DeadLetter{}, false, nil // 0 is stored as NULL: unknown
-	}
-	var (
-		dl            DeadLetter
-		reason, at    string
-		field, detail sql.NullString
-	)
-	err := db.sql.QueryRowContext(ctx, db.q.deadLetterByIno, int64(ino)).
-		Scan(&dl.File, &reason, &field, &detail, &at, &dl.Claim, &dl.Consumer)
-	if errors.Is(err, sql.ErrNoRows) {
-		return DeadLetter{}, false, nil
-	}
-	if err != nil {
-		return DeadLetter{}, false, db.fail(fmt.Sprintf("dead letter of inode %d", ino), err)
-	}
-	dl.Reason, dl.Field, dl.Detail = spool.Reason(reason), field.String, detail.String
-	if dl.At, err = parseTime("deliveries.at", at); err != nil {
-		return DeadLetter{}, false, fmt.Errorf("dead letter of inode %d: %w", ino, err)
-	}
-	return dl, true, nil
-}
-
 // Stats counts processed rows, duplicates and dead letters by reason, from
 // one consistent snapshot.
 func (db *DB) Stats(ctx context.Context) (Stats, error) {

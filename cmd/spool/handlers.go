@@ -228,7 +228,7 @@ func (hf *handlerFlags) handler(ctx context.Context, l *ledger.DB, queue string)
 				return nil, nil, &usageError{msg: "--sql-timeout: " + err.Error()}
 			}
 		}
-		h, err := handler.NewSQLWith(ctx, l, hf.script, o)
+		h, err := handler.NewSQL(ctx, l, hf.script, o)
 		var se *handler.StatementError
 		switch {
 		case errors.As(err, &se):

@@ -114,7 +114,7 @@ func testUncleanText(t *testing.T, db *ledger.DB) {
 	p := valid("c2", msg{ID: "m1"})
 	p.File = "r\xe9sum\xe9.json"
 	record(t, db, dl, p)
-	got, ok, err := db.DeadLetterByIno(t.Context(), 11)
+	got, ok, err := deadLetterOf(t, db, 11)
 	if err != nil || !ok {
 		t.Fatalf("DeadLetterByIno(11) = %v, %v", ok, err)
 	}

@@ -245,7 +245,7 @@ func newLedger(ctx context.Context, db *sql.DB, name string, o Options) (*ledger
 	if got.Int64 != 1 {
 		return nil, fmt.Errorf("lock for migration: another process held %q for %d s", lock, migrationLockWait)
 	}
-	l, err := ledger.NewWith(ctx, db, Dialect(), ledger.Options{MustExist: o.MustExist, ReadOnly: o.ReadOnly})
+	l, err := ledger.New(ctx, db, Dialect(), ledger.Options{MustExist: o.MustExist, ReadOnly: o.ReadOnly})
 	var released sql.NullInt64
 	if rerr := c.QueryRowContext(context.WithoutCancel(ctx), `SELECT RELEASE_LOCK(?)`, lock).Scan(&released); rerr != nil && err == nil {
 		// The session's end releases it anyway; say so only if all else

@@ -112,7 +112,7 @@ func OpenWith(ctx context.Context, dsn string, o Options) (*ledger.DB, error) {
 		}
 		return nil, fmt.Errorf("open %s: %w", where, err)
 	}
-	l, err := ledger.NewWith(ctx, db, Dialect(), ledger.Options{MustExist: o.MustExist})
+	l, err := ledger.New(ctx, db, Dialect(), ledger.Options{MustExist: o.MustExist})
 	if err != nil {
 		_ = db.Close() // the error that matters is New's
 		return nil, fmt.Errorf("open %s: %w", where, err)

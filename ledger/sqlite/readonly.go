@@ -81,7 +81,7 @@ func openReadOnly(ctx context.Context, path string) (*ledger.DB, error) {
 	}
 	db.SetMaxOpenConns(maxConns)
 	db.SetMaxIdleConns(maxConns)
-	l, err := ledger.NewWith(ctx, db, Dialect(), ledger.Options{MustExist: true, ReadOnly: true})
+	l, err := ledger.New(ctx, db, Dialect(), ledger.Options{MustExist: true, ReadOnly: true})
 	if err != nil {
 		_ = db.Close() // the error that matters is New's
 		return nil, openError(path, err)

@@ -165,7 +165,7 @@ func openOnce(ctx context.Context, path string, o Options) (*ledger.DB, error) {
 	if fi, err := os.Stat(path); err == nil {
 		turn.mode = fi.Mode().Perm()
 	}
-	l, err := ledger.NewWith(ctx, db, Dialect(), ledger.Options{MustExist: o.MustExist, Turn: turn})
+	l, err := ledger.New(ctx, db, Dialect(), ledger.Options{MustExist: o.MustExist, Turn: turn})
 	if err != nil {
 		_ = db.Close() // the error that matters is New's
 		return nil, openError(path, err)
