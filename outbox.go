@@ -42,9 +42,9 @@ func WithEmitter(ctx context.Context, em Emitter) context.Context {
 	return context.WithValue(ctx, emitterKey{}, em)
 }
 
-// ErrNoOutbox is returned by Emit when ctx carries no Emitter: it was not
+// ErrNoEmitter is returned by Emit when ctx carries no Emitter: it was not
 // given by a ledger with an outbox to the Handler calling Emit.
-var ErrNoOutbox = errors.New("no outbox in this context: call Emit with the context and transaction a Handler was given")
+var ErrNoEmitter = errors.New("no outbox in this context: call Emit with the context and transaction a Handler was given")
 
 // Emit writes e into the outbox of the ledger, in tx, the transaction a
 // Handler was given with ctx: the event commits with d's processed row or
@@ -54,7 +54,7 @@ var ErrNoOutbox = errors.New("no outbox in this context: call Emit with the cont
 func Emit(ctx context.Context, tx *sql.Tx, d *Delivery, e Event) error {
 	em, _ := ctx.Value(emitterKey{}).(Emitter)
 	if em == nil {
-		return ErrNoOutbox
+		return ErrNoEmitter
 	}
 	if e.Aggregate == "" || e.Type == "" {
 		return Permanent(errors.New("emit: an event needs an aggregate and a type"))

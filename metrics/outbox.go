@@ -25,9 +25,10 @@ type OutboxState struct {
 	Parked int64
 }
 
-// ErrNoOutbox, returned by an OutboxSource, says the ledger has no outbox
-// (a schema not migrated yet): the outbox gauges are not served.
-var ErrNoOutbox = errors.New("no outbox")
+// ErrNoOutboxGauges, returned by an OutboxSource, says the ledger has no
+// outbox table (a schema not migrated yet): the outbox gauges are not
+// served.
+var ErrNoOutboxGauges = errors.New("no outbox")
 
 // OutboxSource reads the outbox's state.
 type OutboxSource func(ctx context.Context) (OutboxState, error)
@@ -78,7 +79,7 @@ func (c *outboxCache) Collect(ch chan<- prometheus.Metric) {
 // RefreshOutbox keeps the outbox gauges until ctx is done: it reads src at
 // once, then once every interval (zero: DefaultRefresh), or once every
 // hundred times its last read took if that is longer. A read that fails
-// is logged at warn and keeps the previous values; ErrNoOutbox leaves the
+// is logged at warn and keeps the previous values; ErrNoOutboxGauges leaves the
 // gauges unserved and is not logged. Run it in a goroutine of its own.
 func (m *Metrics) RefreshOutbox(ctx context.Context, src OutboxSource, interval time.Duration, log *slog.Logger) {
 	if interval <= 0 {
@@ -93,7 +94,7 @@ func (m *Metrics) RefreshOutbox(ctx context.Context, src OutboxSource, interval 
 			m.outbox.mu.Lock()
 			m.outbox.state, m.outbox.read, m.outbox.at = s, true, start
 			m.outbox.mu.Unlock()
-		case errors.Is(err, ErrNoOutbox) || ctx.Err() != nil:
+		case errors.Is(err, ErrNoOutboxGauges) || ctx.Err() != nil:
 		case log != nil:
 			log.Warn("metrics: reading the outbox failed; its gauges keep their last values", "err", err)
 		}

@@ -156,7 +156,7 @@ func outboxSource(l *ledger.DB) metrics.OutboxSource {
 	return func(ctx context.Context) (metrics.OutboxState, error) {
 		st, err := l.OutboxStats(ctx)
 		if errors.Is(err, ledger.ErrNoOutbox) {
-			return metrics.OutboxState{}, metrics.ErrNoOutbox
+			return metrics.OutboxState{}, metrics.ErrNoOutboxGauges
 		}
 		return metrics.OutboxState{Pending: st.Pending, Oldest: st.Oldest, Parked: st.Parked}, err
 	}

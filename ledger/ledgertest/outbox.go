@@ -33,8 +33,8 @@ func testOutboxEmit(t *testing.T, db *ledger.DB) {
 	w := spool.Work{Handler: h, Decide: (&decider{verdict: deadLetter(spool.ReasonHandler)}).decide}
 	before := time.Now().Add(-time.Second)
 	recordWork(t, db, w, valid("c1", msg{ID: "a1"}), valid("c2", msg{ID: "bad"}), valid("c3", msg{ID: "a2"}), valid("c4", msg{ID: "a1"}))
-	if err := spool.Emit(t.Context(), nil, nil, spool.Event{Aggregate: "x", Type: "y"}); !errors.Is(err, spool.ErrNoOutbox) {
-		t.Errorf("Emit outside a handler: %v, want ErrNoOutbox", err)
+	if err := spool.Emit(t.Context(), nil, nil, spool.Event{Aggregate: "x", Type: "y"}); !errors.Is(err, spool.ErrNoEmitter) {
+		t.Errorf("Emit outside a handler: %v, want ErrNoEmitter", err)
 	}
 	rows, err := db.OutboxRows(t.Context(), "order-a", 10)
 	if err != nil {
