@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spoolq/spool/internal/testenv"
 )
 
 // TestPostConcurrentOnePerKey runs four consumers with --post and
@@ -27,7 +29,7 @@ func TestPostConcurrentOnePerKey(t *testing.T) {
 			t.Parallel()
 			q, _ := workQueue(t)
 			l := engine.open(t, q)
-			n := scale(600, 200)
+			n := testenv.Pick(600, 200)
 			body := func(i int) string { return orderMessage(fmt.Sprintf("m%05d", i), "A", i+1, "1.00") }
 			srv := newCallServer(t, 20*time.Millisecond)
 			// Set under the lock: the server's goroutines read it, and the
@@ -116,7 +118,7 @@ func testPostCrash(t *testing.T, engine ledgerBackend) {
 	rng := newRand(t)
 	q, _ := workQueue(t)
 	l := engine.open(t, q)
-	n := scale(3000, 1000)
+	n := testenv.Pick(3000, 1000)
 	redelivered := 0
 	for i := range n {
 		b := orderMessage(fmt.Sprintf("m%05d", i), "A", i+1, "1.00")
@@ -136,7 +138,7 @@ func testPostCrash(t *testing.T, engine ledgerBackend) {
 	// client gone.
 	type kill struct{ sent, reaped time.Time }
 	var kills []kill
-	minKills := scale(20, 8)
+	minKills := testenv.Pick(20, 8)
 	for round := 0; len(kills) < minKills && round < 200 && countNames(t, q, inbox) > 0; round++ {
 		ps := []*proc{start(t, args...), start(t, args...)}
 		for _, p := range ps {

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/spoolq/spool/internal/testenv"
 )
 
 // TestConcurrentConsumers starts four consumers at once on one queue (I6):
@@ -25,7 +27,7 @@ func TestConcurrentConsumers(t *testing.T) {
 
 func testConcurrentConsumers(t *testing.T, engine ledgerBackend) {
 	rng := newRand(t)
-	c := genCorpus(rng, genOptions{Total: scale(2500, 600), Hostile: true})
+	c := genCorpus(rng, genOptions{Total: testenv.Pick(2500, 600), Hostile: true})
 	q := newQueue(t, c)
 	l := engine.crash(t, q)
 
@@ -73,7 +75,7 @@ func TestCrashWhileConcurrent(t *testing.T) {
 
 func testCrashWhileConcurrent(t *testing.T, engine ledgerBackend) {
 	rng := newRand(t)
-	c := genCorpus(rng, genOptions{Total: scale(2000, 500), Hostile: true})
+	c := genCorpus(rng, genOptions{Total: testenv.Pick(2000, 500), Hostile: true})
 	q := newQueue(t, c)
 	l := engine.crash(t, q)
 	consume := func(args ...string) []string { return append(append([]string{"consume", q}, args...), l.args...) }

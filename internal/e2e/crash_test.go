@@ -46,15 +46,6 @@ func newQueue(t *testing.T, c *corpus) string {
 	return q
 }
 
-// scale picks a count: long with SPOOL_TEST_LONG=1 (as CI runs), quick
-// in the default run and with -short.
-func scale(long, quick int) int {
-	if testing.Short() {
-		return quick
-	}
-	return testenv.Pick(long, quick)
-}
-
 // logDelay draws a delay log-uniformly in [lo, hi]: many short ones that
 // hit start-up and the first claims, some long ones that hit the middle of
 // batches.
@@ -210,11 +201,11 @@ func TestCrashInjection(t *testing.T) {
 
 func testCrashInjection(t *testing.T, engine ledgerBackend) {
 	rng := newRand(t)
-	c := genCorpus(rng, genOptions{Total: scale(3000, 600), Hostile: true})
+	c := genCorpus(rng, genOptions{Total: testenv.Pick(3000, 600), Hostile: true})
 	q := newQueue(t, c)
 	l := engine.crash(t, q)
 
-	kills, orphaning := killLoop(t, rng, q, c, 30, time.Duration(scale(60, 25))*time.Second, l.args...)
+	kills, orphaning := killLoop(t, rng, q, c, 30, time.Duration(testenv.Pick(60, 25))*time.Second, l.args...)
 	if kills < 20 {
 		t.Fatalf("only %d kills hit a live consumer, want at least 20", kills)
 	}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spoolq/spool/internal/testenv"
 )
 
 // spool fsck against every kind of damage it names, each inflicted on
@@ -15,19 +17,6 @@ import (
 // where that applies. Here the helpers and damage to the ledger file;
 // damage to the queue's files in fsck_files_test.go, to its identity in
 // fsck_identity_test.go, and interrupted replays in fsck_replay_test.go.
-
-// putMessages puts messages first..first+n-1 into inbox/ as m%05d.json;
-// every poisonEvery-th one (when > 0) is not JSON.
-func putMessages(t *testing.T, q string, first, n, poisonEvery int) {
-	t.Helper()
-	for i := first; i < first+n; i++ {
-		body := orderMessage(fmt.Sprintf("m-%05d", i), fmt.Sprintf("o-%05d", i), 1, "1.00")
-		if poisonEvery > 0 && i%poisonEvery == 0 {
-			body = "not json"
-		}
-		putMessage(t, q, fmt.Sprintf("m%05d.json", i), body)
-	}
-}
 
 // msgIDsIn returns the msg_id of every valid message of a stage, by name.
 func msgIDsIn(t *testing.T, q, stage string) map[string]string {
@@ -98,7 +87,7 @@ func TestFsckWALDeleted(t *testing.T) {
 	q := filepath.Join(t.TempDir(), "q")
 	path := filepath.Join(q, "ledger.db")
 	mustRun(t, 0, "init", q)
-	first, rest := 200, scale(2800, 500)
+	first, rest := 200, testenv.Pick(2800, 500)
 	putMessages(t, q, 0, first, 10)
 	mustRun(t, 0, "consume", q) // a clean exit checkpoints the WAL
 	putMessages(t, q, first, rest, 10)
@@ -177,7 +166,7 @@ func TestFsckRestoredOlderLedger(t *testing.T) {
 	q := filepath.Join(t.TempDir(), "q")
 	path := filepath.Join(q, "ledger.db")
 	mustRun(t, 0, "init", q)
-	half := scale(300, 100)
+	half := testenv.Pick(300, 100)
 	putMessages(t, q, 0, half, 0)
 	mustRun(t, 0, "consume", q)
 	copyDir := t.TempDir()

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spoolq/spool/internal/testenv"
 )
 
 // TestKilledWhileJoining kills consumers at the moment their presence
@@ -40,7 +42,7 @@ func TestKilledWhileJoining(t *testing.T) {
 		}
 		return m
 	}
-	attempts, kills, unpublished := scale(100, 20), 0, 0
+	attempts, kills, unpublished := testenv.Pick(100, 20), 0, 0
 	for i := 0; i < attempts && unpublished < 3; i++ {
 		// A dead consumer's leftovers stay until the next run recovers
 		// them: wait for a new entry, this consumer's.

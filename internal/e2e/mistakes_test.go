@@ -136,16 +136,10 @@ func TestContractOfLiveConsumers(t *testing.T) {
 	q, _ := workQueue(t)
 	p := start(t, "consume", q, "--watch")
 	lock := filepath.Join(q, "contract.lock")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if b, _ := os.ReadFile(lock); len(b) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s after 30s", lock)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitFor(t, 30*time.Second, lock+" written", func() bool {
+		b, _ := os.ReadFile(lock)
+		return len(b) > 0
+	})
 	putMessage(t, q, "a.json", `{"event_id":"e1","msg_id":"m1","order_no":"o","seq":1,"amount":"1"}`)
 	r := run(t, "consume", q, "--key", "event_id")
 	if r.code != 2 || !strings.Contains(r.stderr, `key_field "msg_id" running, "event_id" here`) {

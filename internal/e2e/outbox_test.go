@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/spoolq/spool/internal/testenv"
 )
 
 // outboxSQL is the --sql file of the outbox tests: one event per message,
@@ -92,9 +94,9 @@ func testOutboxCommitsWithMessage(t *testing.T, engine ledgerBackend) {
 		mustRun(t, 0, append([]string{"init", q}, l.args...)...)
 	}
 	sqlFile := writeFile(t, state, "outbox.sql", outboxSQL)
-	per := scale(3000, 600)
+	per := testenv.Pick(3000, 600)
 	ids := fillOrders(t, q, per, 7)
-	kills, want := 0, scale(40, 12)
+	kills, want := 0, testenv.Pick(40, 12)
 	// The kills are drawn up to hi, which shrinks to the time of any run
 	// that finished first; a queue drained before the kills are done gets
 	// more messages (on a quiet machine a run drains 600 in 50 ms).

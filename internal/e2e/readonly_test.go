@@ -91,13 +91,9 @@ func TestReportsReadOnly(t *testing.T) {
 	t.Run("consumer running", func(t *testing.T) {
 		consuming = true
 		p := start(t, "consume", q, "--watch")
-		deadline := time.Now().Add(30 * time.Second)
-		for countNames(t, q, "done") < 3 || !exists(filepath.Join(q, "ledger.db-wal")) {
-			if time.Now().After(deadline) {
-				t.Fatalf("the consumer did not take c.json with a -wal in 30s")
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		waitFor(t, 30*time.Second, "the consumer to take c.json with a -wal", func() bool {
+			return countNames(t, q, "done") >= 3 && exists(filepath.Join(q, "ledger.db-wal"))
+		})
 		time.Sleep(300 * time.Millisecond) // the moves after the commit
 		check(t)
 		_ = p.cmd.Process.Signal(os.Interrupt)

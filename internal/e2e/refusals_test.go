@@ -13,6 +13,7 @@ import (
 
 	"github.com/spoolq/spool/internal/testenv"
 	"github.com/spoolq/spool/ledger/ledgertest"
+
 	// The backends, registered for ledgertest.Scratch.
 	_ "github.com/spoolq/spool/ledger/mysql"
 	_ "github.com/spoolq/spool/ledger/postgres"

@@ -41,7 +41,7 @@ func TestRelayNATSTwoRelays(t *testing.T) { t.Parallel(); testRelayNATS(t, 2) }
 func testRelayNATS(t *testing.T, relays int) {
 	server := testenv.Service(t, "SPOOL_TEST_NATS", "nats://127.0.0.1:4222")
 	rng := newRand(t)
-	n := scale(2000, 300)
+	n := testenv.Pick(2000, 300)
 	q, id := outboxQueue(t, n, 5)
 	stream := uniqueName("SPOOLTEST_")
 	subject := "spool.test." + stream
@@ -60,7 +60,7 @@ func testRelayNATS(t *testing.T, relays int) {
 		t.Fatal(err)
 	}
 	target := "nats://" + u.Host + "/" + subject + "?stream=" + stream
-	relayKills(t, rng, q, target, relays, scale(30, 5))
+	relayKills(t, rng, q, target, relays, testenv.Pick(30, 5))
 
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -107,7 +107,7 @@ func TestRelayAMQPTwoRelays(t *testing.T) { t.Parallel(); testRelayAMQP(t, 2, tr
 func testRelayAMQP(t *testing.T, relays int, viaExchange bool) {
 	server := testenv.Service(t, "SPOOL_TEST_AMQP", "amqp://guest:guest@127.0.0.1:5672/")
 	rng := newRand(t)
-	n := scale(2000, 300)
+	n := testenv.Pick(2000, 300)
 	q, id := outboxQueue(t, n, 5)
 	name := uniqueName("spool-test-")
 	conn, err := amqp.Dial(server)
@@ -130,7 +130,7 @@ func testRelayAMQP(t *testing.T, relays int, viaExchange bool) {
 		}
 		target = server + "?exchange=amq.direct&routing_key=" + name
 	}
-	relayKills(t, rng, q, target, relays, scale(30, 5))
+	relayKills(t, rng, q, target, relays, testenv.Pick(30, 5))
 
 	var got []received
 	for {
@@ -180,7 +180,7 @@ func TestRelayPostgresTwoRelays(t *testing.T) {
 	schema := postgresSchema(t, admin)
 	db := withSearchPath(t, dsn, schema)
 	rng := newRand(t)
-	n := scale(2000, 300)
+	n := testenv.Pick(2000, 300)
 	q, _ := workQueue(t)
 	mustRun(t, 0, "init", q, "--db", db)
 	for i := range n {
@@ -204,7 +204,7 @@ func TestRelayPostgresTwoRelays(t *testing.T) {
 	}
 	b, _ := workQueue(t)
 	writeFile(t, b, "spool.conf", `{"required": ["msg_id"]}`)
-	relayKillsOn(t, rng, pending, q, "dir://"+b, 2, scale(30, 5), "--db", db)
+	relayKillsOn(t, rng, pending, q, "dir://"+b, 2, testenv.Pick(30, 5), "--db", db)
 
 	got := dirReceived(t, b)
 	repeats := checkEvents(t, outboxEvents(t, admin, schema+".outbox", id), n, got)

@@ -97,9 +97,9 @@ func testRelayKafka(t *testing.T, relays int) {
 	topic := uniqueName("spool-test-")
 	broker := kafkaCluster(t, topic)
 	rng := newRand(t)
-	n := scale(2000, 300)
+	n := testenv.Pick(2000, 300)
 	q, id := outboxQueue(t, n, 5)
-	relayKills(t, rng, q, "kafka://"+broker+"/"+topic, relays, scale(30, 5))
+	relayKills(t, rng, q, "kafka://"+broker+"/"+topic, relays, testenv.Pick(30, 5))
 
 	var got []received
 	partitionOf := map[string]int{}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/spoolq/spool/internal/testenv"
 )
 
 // TestRelayMariaDBTwoRelays: the outbox of a MariaDB ledger. Two
@@ -29,7 +31,7 @@ func TestRelayMariaDBTwoRelays(t *testing.T) {
 	q, state := workQueue(t)
 	mustRun(t, 0, "init", q, "--db", dsn)
 	sqlFile := writeFile(t, state, "outbox.sql", outboxSQL)
-	ids := fillOrders(t, q, scale(2000, 300), 7)
+	ids := fillOrders(t, q, testenv.Pick(2000, 300), 7)
 	b, _ := workQueue(t)
 	writeFile(t, b, "spool.conf", `{"required": ["msg_id"]}`)
 	testRelayWhileEmitting(t, db, q, b, dsn, sqlFile)
@@ -49,7 +51,7 @@ func TestRelayMariaDBTwoRelays(t *testing.T) {
 	if _, err := db.Exec(`UPDATE outbox SET published_at = NULL`); err != nil {
 		t.Fatal(err)
 	}
-	relayKillsOn(t, rng, pending, q, "dir://"+b, 2, scale(30, 5), "--db", dsn)
+	relayKillsOn(t, rng, pending, q, "dir://"+b, 2, testenv.Pick(30, 5), "--db", dsn)
 
 	idBytes, err := os.ReadFile(filepath.Join(q, "queue.id"))
 	if err != nil {

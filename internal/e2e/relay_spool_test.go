@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spoolq/spool/internal/testenv"
 )
 
 // TestRelaySpoolToSpool: spool init R, spool relay Q --to dir://R, spool
@@ -18,7 +20,7 @@ import (
 // order_no in row order, and a payload's amount kept exactly.
 func TestRelaySpoolToSpool(t *testing.T) {
 	t.Parallel()
-	n := scale(600, 120)
+	n := testenv.Pick(600, 120)
 	q, id := outboxQueue(t, n, 4)
 	db := openLedgerRW(t, filepath.Join(q, "ledger.db"))
 	if _, err := db.Exec(`INSERT INTO outbox (aggregate, type, payload) VALUES ('a01', 'payment', '{"amount":"12.50","n":-1}')`); err != nil {

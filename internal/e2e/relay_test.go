@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/spoolq/spool/internal/testenv"
 )
 
 // envelope is what the relay sends for an event, as a receiver reads it.
@@ -49,11 +51,11 @@ func TestRelayDirTwoRelays(t *testing.T) { t.Parallel(); testRelayDir(t, 2) }
 
 func testRelayDir(t *testing.T, relays int) {
 	rng := newRand(t)
-	n := scale(3000, 400)
+	n := testenv.Pick(3000, 400)
 	q, id := outboxQueue(t, n, 7)
 	b, _ := workQueue(t)
 	writeFile(t, b, "spool.conf", `{"required": ["msg_id"]}`)
-	relayKills(t, rng, q, "dir://"+b, relays, scale(30, 5))
+	relayKills(t, rng, q, "dir://"+b, relays, testenv.Pick(30, 5))
 
 	got := dirReceived(t, b)
 	repeats := checkReceived(t, q, id, n, got)
@@ -76,7 +78,7 @@ func TestRelayHTTPTwoRelays(t *testing.T) { t.Parallel(); testRelayHTTP(t, 2) }
 
 func testRelayHTTP(t *testing.T, relays int) {
 	rng := newRand(t)
-	n := scale(2000, 300)
+	n := testenv.Pick(2000, 300)
 	q, id := outboxQueue(t, n, 5)
 	var mu sync.Mutex
 	var got []received
@@ -108,7 +110,7 @@ func testRelayHTTP(t *testing.T, relays int) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	t.Cleanup(srv.Close)
-	relayKills(t, rng, q, srv.URL+"/events", relays, scale(30, 5))
+	relayKills(t, rng, q, srv.URL+"/events", relays, testenv.Pick(30, 5))
 	mu.Lock()
 	defer mu.Unlock()
 	repeats := checkReceived(t, q, id, n, got)

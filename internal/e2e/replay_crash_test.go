@@ -511,7 +511,7 @@ func (s *replayState) check(what string, replayed int, inInbox, full bool) {
 func TestReplayResumeOnABusyQueue(t *testing.T) {
 	t.Parallel()
 	const letters = 1000
-	backlog := scale(20000, 2000)
+	backlog := testenv.Pick(20000, 2000)
 	sp := spoolAt{bin: plainSpool(t)}
 	q := filepath.Join(t.TempDir(), "q")
 	path := filepath.Join(q, "ledger.db")

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spoolq/spool/internal/testenv"
 )
 
 // Graceful shutdown: consume at SIGINT/SIGTERM stops
@@ -112,7 +114,7 @@ func TestShutdownGraceful(t *testing.T) {
 	for _, mode := range []string{"drain", "watch"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
-			n := scale(3000, 300)
+			n := testenv.Pick(3000, 300)
 			q, all := shutdownQueue(t, n)
 			l := sqliteEngine.open(t, q)
 			srv := newCallServer(t, 50*time.Millisecond)
@@ -205,7 +207,7 @@ func checkCallsDone(t *testing.T, q string, l callLedger, all []string, n int, s
 // the claims of the dead session and its reservations.
 func TestShutdownSecondSignal(t *testing.T) {
 	t.Parallel()
-	n := scale(1000, 300)
+	n := testenv.Pick(1000, 300)
 	q, all := shutdownQueue(t, n)
 	l := sqliteEngine.open(t, q)
 	slow := newCallServer(t, 5*time.Second) // the first stop waits for these

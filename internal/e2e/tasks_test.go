@@ -416,16 +416,10 @@ func TestTaskCancelMidway(t *testing.T) {
 		want[ino], names[ino] = true, name
 	}
 	p := start(t, "replay", q, "--all", "--rate", "10")
-	deadline := time.Now().Add(cmdTimeout)
-	for {
-		if ts := tasksOf(t, q); len(ts) == 1 && ts[0].Done > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no progress within %v", cmdTimeout)
-		}
-		time.Sleep(50 * time.Millisecond) // poll interval
-	}
+	waitFor(t, cmdTimeout, "the task's progress", func() bool {
+		ts := tasksOf(t, q)
+		return len(ts) == 1 && ts[0].Done > 0
+	})
 	r := mustRun(t, 0, "cancel", q, "1")
 	if !strings.HasPrefix(r.stdout, "task 1 cancelled: ") {
 		t.Fatalf("cancel:\n%s", r)

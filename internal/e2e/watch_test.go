@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spoolq/spool/internal/testenv"
 )
 
 // produce puts messages first..first+n-1 into inbox/ the way producers must
@@ -52,18 +54,6 @@ func waitProgress(t *testing.T, stall time.Duration, what string, want int, coun
 	}
 }
 
-// waitFor polls cond until it holds, failing the test after timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond) // poll interval
-	}
-}
-
 // TestWatchShutdown runs consume --watch: it consumes arrivals as they come,
 // and on SIGTERM finishes the work in flight and exits 0, leaving nothing
 // in processing/; what it did not claim waits in inbox/ for the next run.
@@ -71,7 +61,7 @@ func TestWatchShutdown(t *testing.T) {
 	t.Parallel()
 	q := filepath.Join(t.TempDir(), "q")
 	mustRun(t, 0, "init", q)
-	n, m := scale(300, 100), scale(2000, 500)
+	n, m := testenv.Pick(300, 100), testenv.Pick(2000, 500)
 
 	p := start(t, "consume", q, "--watch", "--batch", "16")
 	produce(t, q, 0, n)
@@ -190,7 +180,7 @@ func TestWatchPickup(t *testing.T) {
 // which overflow it by themselves (6000 did in the quick run before).
 func TestWatchOverflow(t *testing.T) {
 	t.Parallel()
-	n := scale(50000, 1000)
+	n := testenv.Pick(50000, 1000)
 	limit := 16384 // the kernel's default
 	if b, err := os.ReadFile("/proc/sys/fs/inotify/max_queued_events"); err == nil {
 		limit, _ = strconv.Atoi(strings.TrimSpace(string(b)))

@@ -22,43 +22,6 @@ import (
 	"github.com/spoolq/spool/internal/testenv"
 )
 
-// workQueue initialises an empty queue for a handler test and returns it
-// with a scratch directory beside it, where the test's scripts keep state.
-func workQueue(t *testing.T) (q, state string) {
-	t.Helper()
-	base := t.TempDir()
-	q, state = filepath.Join(base, "q"), filepath.Join(base, "state")
-	if err := os.Mkdir(state, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	mustRun(t, 0, "init", q)
-	return q, state
-}
-
-// putMessage puts one message into inbox/ as a producer must: written
-// under a hidden name, then renamed in.
-func putMessage(t *testing.T, q, name, body string) {
-	t.Helper()
-	tmp := filepath.Join(q, inbox, "."+name+".tmp")
-	if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, filepath.Join(q, inbox, name)); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// writeFile writes a file the test reads or gives to spool (a script, a
-// SQL file) and returns its path.
-func writeFile(t *testing.T, dir, name, text string) string {
-	t.Helper()
-	path := filepath.Join(dir, name)
-	if err := os.WriteFile(path, []byte(text), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 // readLines reads a file the test's scripts append to; a file not yet
 // created has no lines.
 func readLines(t *testing.T, path string) []string {

@@ -90,9 +90,6 @@ func countRows(t *testing.T, db *ledger.DB, query string) int64 {
 // TestMultiProcess: consumer processes sharing the ledger file, for real.
 // Each child is this test binary running TestHelperProcess.
 func TestMultiProcess(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes")
-	}
 	_, path := openTemp(t) // create and migrate; the children migrate again
 	const procs, msgs = 3, 50
 	var cmds []*exec.Cmd

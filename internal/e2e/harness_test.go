@@ -1,0 +1,78 @@
+//go:build linux
+
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// The harness every test of this package shares: waiting on a condition
+// (never a fixed sleep where a condition can be named), and the queue
+// builders. The running of the binary is in main_test.go (run, mustRun,
+// start), the crash loops in crash_test.go.
+
+// waitFor polls cond until it holds, failing the test after timeout.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(5 * time.Millisecond) // poll interval
+	}
+}
+
+// workQueue initialises an empty queue for a handler test and returns it
+// with a scratch directory beside it, where the test's scripts keep state.
+func workQueue(t *testing.T) (q, state string) {
+	t.Helper()
+	base := t.TempDir()
+	q, state = filepath.Join(base, "q"), filepath.Join(base, "state")
+	if err := os.Mkdir(state, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, 0, "init", q)
+	return q, state
+}
+
+// putMessage puts one message into inbox/ as a producer must: written
+// under a hidden name, then renamed in.
+func putMessage(t *testing.T, q, name, body string) {
+	t.Helper()
+	tmp := filepath.Join(q, inbox, "."+name+".tmp")
+	if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(q, inbox, name)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeFile writes a file the test reads or gives to spool (a script, a
+// SQL file) and returns its path.
+func writeFile(t *testing.T, dir, name, text string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(text), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// putMessages puts messages first..first+n-1 into inbox/ as m%05d.json;
+// every poisonEvery-th one (when > 0) is not JSON.
+func putMessages(t *testing.T, q string, first, n, poisonEvery int) {
+	t.Helper()
+	for i := first; i < first+n; i++ {
+		body := orderMessage(fmt.Sprintf("m-%05d", i), fmt.Sprintf("o-%05d", i), 1, "1.00")
+		if poisonEvery > 0 && i%poisonEvery == 0 {
+			body = "not json"
+		}
+		putMessage(t, q, fmt.Sprintf("m%05d.json", i), body)
+	}
+}
