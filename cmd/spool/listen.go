@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spoolq/spool/endpoint"
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/metrics"
 )
@@ -24,7 +25,7 @@ type listenFlags struct {
 	addr            string
 	refresh         time.Duration
 	tlsCert, tlsKey string
-	tls             *certFiles // loaded by check when --tls-cert is given
+	tls             *endpoint.CertFiles // loaded by check when --tls-cert is given
 }
 
 func addListenFlags(fs *flag.FlagSet, what string) *listenFlags {
@@ -80,7 +81,7 @@ func (f *listenFlags) checkTLS(e *env) error {
 	case f.tlsKey == "":
 		return e.usage("--tls-cert needs --tls-key")
 	}
-	c, err := loadCertFiles(f.tlsCert, f.tlsKey)
+	c, err := endpoint.LoadCertFiles(f.tlsCert, f.tlsKey)
 	if err != nil {
 		return e.usage("--tls-cert: %v", err)
 	}
@@ -103,7 +104,7 @@ type endpoints struct {
 }
 
 // startEndpoints listens at f.addr, logs the address it bound (record
-// "listening", addr), and serves m within endpointLimits with the readiness of d and l; the
+// "listening", addr), and serves m within endpoint.EndpointLimits with the readiness of d and l; the
 // queue gauges are refreshed in the background meanwhile. more, when not
 // nil, adds routes to the endpoints' mux (serve --auth's API and console).
 func startEndpoints(ctx context.Context, f *listenFlags, log *slog.Logger, m *metrics.Metrics, d watchedQueue, l *ledger.DB, more func(*http.ServeMux)) (*endpoints, error) {
@@ -113,18 +114,18 @@ func startEndpoints(ctx context.Context, f *listenFlags, log *slog.Logger, m *me
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	mux := metrics.Mux(m, metrics.Ready{Ledger: l.SQL(), Dir: d, Paused: pausedOf(l)})
-	lim := endpointLimits
+	lim := endpoint.EndpointLimits
 	if more != nil {
 		more(mux)
-		lim = consoleLimits
+		lim = endpoint.ConsoleLimits
 	}
-	ep := &endpoints{cancel: cancel, srv: newEndpointServer(ctx, mux, log, lim)}
-	ln = newLimitListener(ln, lim, log)
+	ep := &endpoints{cancel: cancel, srv: endpoint.NewServer(ctx, mux, log, lim)}
+	ln = endpoint.NewListener(ln, lim, log)
 	if f.tls != nil {
 		// The handshake runs in the server's connection goroutine, under
 		// its header timeout: a client that stalls it holds a slot until
 		// then, or until a new connection needs the slot.
-		ln = tls.NewListener(ln, f.tls.config(log))
+		ln = tls.NewListener(ln, f.tls.Config(log))
 		log.Info("listening", "addr", ln.Addr().String(), "tls", true)
 	} else {
 		log.Info("listening", "addr", ln.Addr().String())

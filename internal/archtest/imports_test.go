@@ -52,7 +52,7 @@ var layerNames = map[int]string{
 // services are the service packages, by path inside the module.
 var services = map[string]bool{
 	"replay": true, "discard": true, "report": true, "handler": true, "metrics": true, "queueopen": true, "fsck": true, "relay": true,
-	"console": true, "task": true, "window": true, "hold": true,
+	"console": true, "task": true, "window": true, "hold": true, "endpoint": true,
 }
 
 // helpers are the internal packages that sit beside the layers: for

@@ -1,4 +1,4 @@
-package main
+package endpoint
 
 import (
 	"context"
@@ -14,67 +14,68 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// httpLimits bound what a client of the metrics and health endpoints,
-// and of serve --auth's console, can hold: a connection that sends
+// Limits bound what a client of the metrics and health endpoints, and of
+// serve --auth's console, can hold: a connection that sends
 // nothing, a slow one, an idle keep-alive one, how many one address has
 // open, and how many are open at once.
-type httpLimits struct {
-	// readHeader bounds the wait for a request's headers, from the
-	// connection's accept or its first byte after an idle time; read the
+type Limits struct {
+	// ReadHeader bounds the wait for a request's headers, from the
+	// connection's accept or its first byte after an idle time; Read the
 	// whole request.
-	readHeader, read time.Duration
-	// write bounds a response, from the end of the request's headers: a
+	ReadHeader, Read time.Duration
+	// Write bounds a response, from the end of the request's headers: a
 	// scrape reads cached values, a readiness check answers within 2 s.
-	write time.Duration
-	// idle closes a keep-alive connection with no request for this long.
+	Write time.Duration
+	// Idle closes a keep-alive connection with no request for this long.
 	// It is short: an idle connection holds a slot that a new client
 	// may need, and a Prometheus scraping every 15 s or more simply opens
 	// a new one (a handshake on a LAN costs less than the scrape).
-	idle time.Duration
-	// conns caps the connections open at once; perAddr those of one
-	// client address (see limitListener).
-	conns, perAddr int
+	Idle time.Duration
+	// Conns caps the connections open at once; PerAddr those of one
+	// client address (see NewListener).
+	Conns, PerAddr int
 }
 
-// endpointLimits are the limits of consume --listen and serve. The cap
+// EndpointLimits are the limits of consume --listen and serve (a copy
+// is the caller's to change). The cap
 // of connections open is well above what scrapes, probes and a few
 // browsers hold, so that a few hundred idle or slow clients find room
 // beside them without any being closed (an idle connection costs a
 // goroutine and a descriptor; Go lifts the descriptors' soft limit to the
 // hard one at start); beyond it the one waiting longest on its client is
 // closed (limitListener).
-var endpointLimits = httpLimits{
-	readHeader: 5 * time.Second,
-	read:       10 * time.Second,
-	write:      30 * time.Second,
-	idle:       5 * time.Second,
-	conns:      512,
-	perAddr:    16,
+var EndpointLimits = Limits{
+	ReadHeader: 5 * time.Second,
+	Read:       10 * time.Second,
+	Write:      30 * time.Second,
+	Idle:       5 * time.Second,
+	Conns:      512,
+	PerAddr:    16,
 }
 
-// consoleLimits are serve --auth's: its API takes small JSON bodies and
+// ConsoleLimits are serve --auth's: its API takes small JSON bodies and
 // answers pages of the ledger, and a browser keeps up to 6 connections
 // to a host, a few operators behind one NAT more.
-var consoleLimits = httpLimits{
-	readHeader: 5 * time.Second,
-	read:       30 * time.Second,
-	write:      2 * time.Minute,
-	idle:       5 * time.Second,
-	conns:      512,
-	perAddr:    32,
+var ConsoleLimits = Limits{
+	ReadHeader: 5 * time.Second,
+	Read:       30 * time.Second,
+	Write:      2 * time.Minute,
+	Idle:       5 * time.Second,
+	Conns:      512,
+	PerAddr:    32,
 }
 
-// newEndpointServer is the HTTP server of the endpoints, serving h within
-// lim, its requests' contexts derived from ctx. Served on a
-// limitListener, it tells the listener which connections are running a
-// request.
-func newEndpointServer(ctx context.Context, h http.Handler, log *slog.Logger, lim httpLimits) *http.Server {
+// NewServer is the HTTP server of the endpoints, serving h within lim,
+// its requests' contexts derived from ctx, its errors logged to log at
+// warn. Served on NewListener's listener, it tells the listener which
+// connections are running a request.
+func NewServer(ctx context.Context, h http.Handler, log *slog.Logger, lim Limits) *http.Server {
 	return &http.Server{
 		Handler:           trackRequests(h),
-		ReadHeaderTimeout: lim.readHeader,
-		ReadTimeout:       lim.read,
-		WriteTimeout:      lim.write,
-		IdleTimeout:       lim.idle,
+		ReadHeaderTimeout: lim.ReadHeader,
+		ReadTimeout:       lim.Read,
+		WriteTimeout:      lim.Write,
+		IdleTimeout:       lim.Idle,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return ctx },
@@ -124,8 +125,10 @@ type warning struct {
 // warnEvery is how often a warning of limitListener is given at most.
 const warnEvery = time.Minute
 
-func newLimitListener(ln net.Listener, lim httpLimits, log *slog.Logger) *limitListener {
-	l := &limitListener{Listener: ln, log: log, max: lim.conns, perAddr: lim.perAddr,
+// NewListener serves ln within lim's Conns and PerAddr (limitListener
+// says how), logging what it closes to log at warn.
+func NewListener(ln net.Listener, lim Limits, log *slog.Logger) net.Listener {
+	l := &limitListener{Listener: ln, log: log, max: lim.Conns, perAddr: lim.PerAddr,
 		conns: map[*limitConn]struct{}{}, byAddr: map[netip.Addr]int{}}
 	l.changed = sync.NewCond(&l.mu)
 	return l

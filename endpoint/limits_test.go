@@ -1,4 +1,4 @@
-package main
+package endpoint
 
 import (
 	"bufio"
@@ -37,15 +37,15 @@ func request(c net.Conn, r *bufio.Reader, path string) error {
 
 // limitedServer serves h within lim on 127.0.0.1, logging to log, until
 // the test ends; it returns the address.
-func limitedServer(t *testing.T, lim httpLimits, h http.Handler, log *slog.Logger) string {
+func limitedServer(t *testing.T, lim Limits, h http.Handler, log *slog.Logger) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := newEndpointServer(context.Background(), h, log, lim)
+	srv := NewServer(context.Background(), h, log, lim)
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(newLimitListener(ln, lim, log)) }()
+	go func() { served <- srv.Serve(NewListener(ln, lim, log)) }()
 	t.Cleanup(func() {
 		_ = srv.Close()
 		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
@@ -91,8 +91,8 @@ func okHandler(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") }
 func TestEndpointIdleTimeout(t *testing.T) {
 	t.Parallel()
 	const idle = 700 * time.Millisecond
-	lim := endpointLimits
-	lim.idle = idle
+	lim := EndpointLimits
+	lim.Idle = idle
 	addr := limitedServer(t, lim, http.HandlerFunc(okHandler), slog.New(slog.DiscardHandler))
 	var held []heldConn
 	for range 4 {
@@ -127,14 +127,14 @@ func TestEndpointIdleTimeout(t *testing.T) {
 // one of the first closes the address may connect again.
 func TestEndpointAddressCap(t *testing.T) {
 	t.Parallel()
-	lim := endpointLimits
-	lim.idle, lim.perAddr = time.Minute, 3
+	lim := EndpointLimits
+	lim.Idle, lim.PerAddr = time.Minute, 3
 	var logged strings.Builder
 	var mu sync.Mutex
 	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logged}, nil))
 	addr := limitedServer(t, lim, http.HandlerFunc(okHandler), log)
 	var held []heldConn
-	for range lim.perAddr {
+	for range lim.PerAddr {
 		h := dialFrom(t, "127.0.0.2", addr)
 		if err := request(h.c, h.r, "/"); err != nil {
 			t.Fatal(err)
@@ -143,7 +143,7 @@ func TestEndpointAddressCap(t *testing.T) {
 	}
 	over := dialFrom(t, "127.0.0.2", addr)
 	if !closedWithin(over, 5*time.Second) {
-		t.Errorf("connection %d from one address: not closed at once (cap %d)", lim.perAddr+1, lim.perAddr)
+		t.Errorf("connection %d from one address: not closed at once (cap %d)", lim.PerAddr+1, lim.PerAddr)
 	}
 	other := dialFrom(t, "127.0.0.3", addr)
 	if err := request(other.c, other.r, "/"); err != nil {
@@ -187,9 +187,9 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 // connection is running a request, the new one waits for one to end.
 func TestEndpointConnectionCap(t *testing.T) {
 	t.Parallel()
-	lim := endpointLimits
-	lim.idle, lim.readHeader, lim.conns = time.Minute, time.Minute, 4
-	release, entered := make(chan struct{}), make(chan struct{}, lim.conns)
+	lim := EndpointLimits
+	lim.Idle, lim.ReadHeader, lim.Conns = time.Minute, time.Minute, 4
+	release, entered := make(chan struct{}), make(chan struct{}, lim.Conns)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/block":
@@ -211,7 +211,7 @@ func TestEndpointConnectionCap(t *testing.T) {
 	// The cap, from as many addresses: idle, slow headers (half of
 	// them), a slow body (its handler reading), slow headers.
 	var held []heldConn
-	for i := range lim.conns {
+	for i := range lim.Conns {
 		c := dialFrom(t, fmt.Sprintf("127.0.1.%d", i+1), addr)
 		var err error
 		switch i {
@@ -229,7 +229,7 @@ func TestEndpointConnectionCap(t *testing.T) {
 		held = append(held, c)
 		time.Sleep(5 * time.Millisecond) // an order of age the server sees
 	}
-	for i := range lim.conns {
+	for i := range lim.Conns {
 		c := dialFrom(t, "127.0.2.1", addr)
 		start := time.Now()
 		if err := request(c.c, c.r, "/"); err != nil {
@@ -246,14 +246,14 @@ func TestEndpointConnectionCap(t *testing.T) {
 
 	// Every slot running a request: the next connection waits for one.
 	var busy []heldConn
-	for i := range lim.conns {
+	for i := range lim.Conns {
 		c := dialFrom(t, fmt.Sprintf("127.0.3.%d", i+1), addr)
 		if _, err := fmt.Fprint(c.c, "GET /block HTTP/1.1\r\nHost: spool\r\n\r\n"); err != nil {
 			t.Fatal(err)
 		}
 		busy = append(busy, c)
 	}
-	for range lim.conns {
+	for range lim.Conns {
 		<-entered
 	}
 	next := dialFrom(t, "127.0.4.1", addr)

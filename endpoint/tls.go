@@ -1,4 +1,4 @@
-package main
+package endpoint
 
 import (
 	"crypto/tls"
@@ -9,12 +9,12 @@ import (
 	"time"
 )
 
-// certFiles is the certificate and key of --tls-cert and --tls-key. The
+// CertFiles is a certificate and key in PEM files (--tls-cert, --tls-key). The
 // pair is read again when either file's modification time changes, at
 // the next handshake, so that a renewed certificate (certbot, a secret
 // rotated by the orchestrator) is served without a restart; a pair that
 // cannot be read then keeps the one in use, with one warning per change.
-type certFiles struct {
+type CertFiles struct {
 	cert, key string
 	log       *slog.Logger
 
@@ -26,10 +26,11 @@ type certFiles struct {
 	failedCertMod, failedKeyMod time.Time
 }
 
-// loadCertFiles reads the pair once, as the flags' check: a wrong path or
-// a key that does not match is an error before anything listens.
-func loadCertFiles(cert, key string) (*certFiles, error) {
-	c := &certFiles{cert: cert, key: key, log: slog.Default()}
+// LoadCertFiles reads the pair once, as a check of the configuration: a
+// wrong path or a key that does not match is an error before anything
+// listens.
+func LoadCertFiles(cert, key string) (*CertFiles, error) {
+	c := &CertFiles{cert: cert, key: key, log: slog.Default()}
 	cm, km, err := c.mods()
 	if err != nil {
 		return nil, err
@@ -43,7 +44,7 @@ func loadCertFiles(cert, key string) (*certFiles, error) {
 }
 
 // mods returns the modification times of the two files.
-func (c *certFiles) mods() (cert, key time.Time, err error) {
+func (c *CertFiles) mods() (cert, key time.Time, err error) {
 	ci, err := os.Stat(c.cert)
 	if err != nil {
 		return cert, key, fmt.Errorf("TLS certificate: %w", err)
@@ -58,7 +59,7 @@ func (c *certFiles) mods() (cert, key time.Time, err error) {
 // get is tls.Config.GetCertificate: the pair in use, read again first
 // when a file changed. A change that cannot be loaded is warned of once
 // and not tried again until the files change once more.
-func (c *certFiles) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+func (c *CertFiles) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cm, km, err := c.mods()
@@ -80,8 +81,9 @@ func (c *certFiles) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	return c.pair, nil
 }
 
-// config is the server's TLS configuration: TLS 1.2 at least.
-func (c *certFiles) config(log *slog.Logger) *tls.Config {
+// Config is a server's TLS configuration serving c, TLS 1.2 at least;
+// reloads are logged to log.
+func (c *CertFiles) Config(log *slog.Logger) *tls.Config {
 	c.mu.Lock()
 	c.log = log
 	c.mu.Unlock()
