@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/spoolq/spool/ledger"
+	"github.com/spoolq/spool/ledger/sqlite"
 	"github.com/spoolq/spool/queue"
 	"github.com/spoolq/spool/queueopen"
 	"github.com/spoolq/spool/report"
@@ -84,8 +84,11 @@ func runBackup(ctx context.Context, e *env, args []string) (err error) {
 		return err
 	}
 	live, _ := queueopen.SQLiteFile(dir, *db)
-	if err := checkBackupTarget(*to, live, *force); err != nil {
-		return err
+	var te *sqlite.TargetError
+	if err := sqlite.CheckBackupTarget(*to, live, *force); errors.As(err, &te) {
+		return refuse(nil, "--to %v", err)
+	} else if err != nil {
+		return fmt.Errorf("--to %s: %w", *to, err)
 	}
 	qid, err := l.QueueID(ctx)
 	if err != nil {
@@ -112,7 +115,7 @@ func runBackup(ctx context.Context, e *env, args []string) (err error) {
 		if err := l.SnapshotInto(ctx, tmp); err != nil {
 			return err
 		}
-		rows, err := checkCopy(ctx, tmp, qid)
+		rows, err := sqlite.VerifyCopy(ctx, tmp, qid)
 		if err != nil {
 			return err
 		}
@@ -134,56 +137,4 @@ func runBackup(ctx context.Context, e *env, args []string) (err error) {
 	fmt.Fprintf(e.stdout, "backed up %s to %s: %d bytes, processed=%d deliveries=%d replays=%d, queue %s, integrity ok\n",
 		live, *to, out.Bytes, out.Processed, out.Deliveries, out.Replays, qid)
 	return nil
-}
-
-// checkBackupTarget refuses a FILE that is the live ledger or one of its
-// files, whatever --force says, and one that exists without --force.
-func checkBackupTarget(to, live string, force bool) error {
-	fi, err := os.Stat(to)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("--to %s: %w", to, err)
-	}
-	for _, side := range []string{"", "-wal", "-shm", "-turn"} {
-		if li, err := os.Stat(live + side); err == nil && os.SameFile(fi, li) {
-			what := "is the live ledger"
-			if side != "" {
-				what = "is the live ledger's " + strings.TrimPrefix(side, "-") + " file"
-			}
-			return refuse(nil, "--to %s %s (%s): a backup goes to another file, best on another disk", to, what, live+side)
-		}
-	}
-	if !fi.Mode().IsRegular() {
-		return refuse(nil, "--to %s exists and is not a regular file", to)
-	}
-	if !force {
-		return refuse(nil, "--to %s exists: give a new name (a dated one), or --force to replace it", to)
-	}
-	return nil
-}
-
-// checkCopy opens the copy at path as a ledger, read-only, and checks that
-// it is sound and bound to the queue qid; it returns its rows.
-func checkCopy(ctx context.Context, path, qid string) (rows ledger.Rows, err error) {
-	c, err := ledger.Open(ctx, ledger.FileScheme+":"+path, ledger.OpenOptions{ReadOnly: true, MustExist: true})
-	if err != nil {
-		return ledger.Rows{}, fmt.Errorf("check the copy: %w", err)
-	}
-	defer closeLedger(c, &err)
-	if err := c.CheckIntegrity(ctx); err != nil {
-		return ledger.Rows{}, fmt.Errorf("check the copy: %w", err)
-	}
-	id, err := c.QueueID(ctx)
-	if err != nil {
-		return ledger.Rows{}, fmt.Errorf("check the copy: %w", err)
-	}
-	if id != qid {
-		return ledger.Rows{}, fmt.Errorf("check the copy: it is bound to queue %q, the live ledger to %q", id, qid)
-	}
-	if rows, err = c.CountRows(ctx); err != nil {
-		return ledger.Rows{}, fmt.Errorf("check the copy: %w", err)
-	}
-	return rows, nil
 }
