@@ -545,18 +545,3 @@ func (s *scanner) invalidUTF8(i int) (string, bool) {
 	}
 	return fmt.Sprintf("invalid UTF-8 at offset %d", i), true
 }
-
-// checkJSON reports whether data is one valid JSON text under the rules of
-// this scanner (RFC 8259 plus MaxDepth), the kind of its top-level value,
-// and the syntax error when it is not. Duplicate keys are not a syntax
-// error; they are reported by the boolean dup. Tests and fuzzers use it to
-// compare the scanner with encoding/json.
-func checkJSON(data []byte) (kind Kind, dup bool, err string) {
-	s := getScanner(data)
-	defer putScanner(s)
-	kind, ok := s.scan()
-	if !ok {
-		return "", false, s.err
-	}
-	return kind, s.dup, ""
-}

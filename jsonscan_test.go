@@ -394,3 +394,18 @@ func BenchmarkScan(b *testing.B) {
 		}
 	}
 }
+
+// checkJSON reports whether data is one valid JSON text under the rules of
+// this scanner (RFC 8259 plus MaxDepth), the kind of its top-level value,
+// and the syntax error when it is not. Duplicate keys are not a syntax
+// error; they are reported by the boolean dup. The tests and fuzzers compare the
+// scanner with encoding/json through it.
+func checkJSON(data []byte) (kind Kind, dup bool, err string) {
+	s := getScanner(data)
+	defer putScanner(s)
+	kind, ok := s.scan()
+	if !ok {
+		return "", false, s.err
+	}
+	return kind, s.dup, ""
+}

@@ -129,9 +129,6 @@ func New(db *ledger.DB, queueID string, t Target, o Options) (*Relay, error) {
 	return &Relay{db: db, queueID: queueID, target: t, o: o, owner: owner}, nil
 }
 
-// Owner is the relay's name in the ledger's leases.
-func (r *Relay) Owner() string { return r.owner }
-
 // Run publishes until no row is left to publish (every row published or
 // parked; it waits for rows due for a retry and for rows in another
 // relay's lease), or, with Options.Watch, until ctx ends, which is then a

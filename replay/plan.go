@@ -88,22 +88,17 @@ type Plan struct {
 // nothing is an empty plan, not an error. Each file's key is read with
 // contract c (an operator may have fixed the file in error/), else taken
 // from the ledger's record; a step whose key processed already holds is
-// skipped unless force.
+// skipped unless force. keep, when not nil, keeps only the selected dead
+// letters for which it is true, in the plan's order: the filters of a
+// task (package task) on the time of dead-lettering, the detail, the
+// msg_id or the ordering key. A name given but not kept is not an error:
+// it is left out. keep sees each candidate before the plan skips it.
 //
 // A caller that moves the plan's files holds the queue's replay lock
 // (queue.Dir.LockReplays), taken before it finished interrupted replays
 // (ResumeLocked), from before Resolve until its move is begun, so that no
 // other replay moves the files between the plan and the move.
-func Resolve(ctx context.Context, d *queue.Dir, l *ledger.DB, c spool.Contract, s Selection, force bool) (Plan, error) {
-	return ResolveWhere(ctx, d, l, c, s, force, nil)
-}
-
-// ResolveWhere is Resolve keeping only the selected dead letters for which
-// keep (when not nil) is true, in the plan's order: the filters of a task
-// (package task) on the time of dead-lettering, the detail, the msg_id or
-// the ordering key. A name given but not kept is not an error: it is left
-// out. keep sees each candidate before the plan skips it.
-func ResolveWhere(ctx context.Context, d *queue.Dir, l *ledger.DB, c spool.Contract, s Selection, force bool, keep func(report.ReplayCandidate) bool) (Plan, error) {
+func Resolve(ctx context.Context, d *queue.Dir, l *ledger.DB, c spool.Contract, s Selection, force bool, keep func(report.ReplayCandidate) bool) (Plan, error) {
 	if err := s.Check(); err != nil {
 		return Plan{}, err
 	}

@@ -123,7 +123,7 @@ func TestResolve(t *testing.T) {
 		// The order given, a name given twice once.
 		{replay.Selection{Names: []string{"refund.json", "bad.json", "refund.json"}}, false, []string{"refund.json", "bad.json"}},
 	} {
-		p, err := replay.Resolve(ctx, d, l, c, tc.sel, tc.force)
+		p, err := replay.Resolve(ctx, d, l, c, tc.sel, tc.force, nil)
 		if err != nil {
 			t.Fatalf("Resolve(%+v): %v", tc.sel, err)
 		}
@@ -136,7 +136,7 @@ func TestResolve(t *testing.T) {
 			t.Errorf("late.json: key %q processed %v, want p1 processed", s.Key, s.Processed)
 		}
 	}
-	if _, err := replay.Resolve(ctx, d, l, c, replay.Selection{Names: []string{"bad.json", "gone.json"}}, false); !errors.Is(err, queue.ErrNotInError) {
+	if _, err := replay.Resolve(ctx, d, l, c, replay.Selection{Names: []string{"bad.json", "gone.json"}}, false, nil); !errors.Is(err, queue.ErrNotInError) {
 		t.Errorf("a name not in error/: %v, want ErrNotInError", err)
 	}
 	if n, _ := d.Count(queue.Error); n != 3 {
@@ -149,7 +149,7 @@ func TestResolve(t *testing.T) {
 
 func mustResolve(t *testing.T, d *queue.Dir, l *ledger.DB, s replay.Selection) replay.Plan {
 	t.Helper()
-	p, err := replay.Resolve(t.Context(), d, l, spool.DefaultContract(), s, false)
+	p, err := replay.Resolve(t.Context(), d, l, spool.DefaultContract(), s, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

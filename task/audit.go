@@ -70,15 +70,6 @@ func requestSelection(req Request, p *Preview) map[string]any {
 	return sel
 }
 
-// Refuse records that who asked for action and was refused before the
-// request reached the Service (a body that does not decode, a confirmation
-// not given), as one closed audit row, outcome refused, err why; it
-// returns err, joined with the audit's failure if the row could not be
-// written.
-func (s *Service) Refuse(ctx context.Context, who Identity, action string, err error) error {
-	return s.refuse(ctx, who, action, 0, nil, err)
-}
-
 // refuse audits a refusal of who's action on task (0 for none) and
 // returns err (joined with the audit's failure if it could not be
 // written).

@@ -95,7 +95,7 @@ func (s *Service) checkTo(to string) error {
 // A selection by reason that selects nothing is refused when the reason
 // is none spool gives, or, for a discard, none in error/ has (refuseReason).
 func (s *Service) resolve(ctx context.Context, req Request) (Preview, error) {
-	plan, err := replay.ResolveWhere(ctx, s.Dir, s.Ledger, s.Contract, req.Selection.base(), req.Force || req.Kind == Discard, req.Selection.keep())
+	plan, err := replay.Resolve(ctx, s.Dir, s.Ledger, s.Contract, req.Selection.base(), req.Force || req.Kind == Discard, req.Selection.keep())
 	if err != nil {
 		return Preview{}, err
 	}
