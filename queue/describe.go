@@ -3,6 +3,7 @@ package queue
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 
 	"golang.org/x/sys/unix"
 )
@@ -26,6 +27,28 @@ func FileType(mode uint32) string {
 	case unix.S_IFCHR:
 		return "character device"
 	case unix.S_IFBLK:
+		return "block device"
+	}
+	return "special file"
+}
+
+// ModeType is FileType of an fs.FileMode (os.Stat's), with the same
+// names: every message that refuses a file for its type words it alike.
+func ModeType(m fs.FileMode) string {
+	switch {
+	case m.IsRegular():
+		return "regular file"
+	case m&fs.ModeSymlink != 0:
+		return "symlink"
+	case m&fs.ModeNamedPipe != 0:
+		return "FIFO"
+	case m.IsDir():
+		return "directory"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeCharDevice != 0:
+		return "character device"
+	case m&fs.ModeDevice != 0:
 		return "block device"
 	}
 	return "special file"

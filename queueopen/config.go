@@ -18,6 +18,7 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/internal/spelling"
+	"github.com/spoolq/spool/queue"
 	"github.com/spoolq/spool/task"
 )
 
@@ -406,7 +407,7 @@ func readRegular(path string) ([]byte, error) {
 		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("is a %s, not a regular file", fileKind(fi.Mode()))
+		return nil, fmt.Errorf("is a %s, not a regular file", queue.ModeType(fi.Mode()))
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxConfigSize+1))
 	if err != nil {
@@ -416,21 +417,6 @@ func readRegular(path string) ([]byte, error) {
 		return nil, fmt.Errorf("larger than %d bytes: not a contract", maxConfigSize)
 	}
 	return data, nil
-}
-
-// fileKind names a file that is not a regular one.
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeDir != 0:
-		return "directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "FIFO"
-	case m&fs.ModeSocket != 0:
-		return "socket"
-	case m&fs.ModeDevice != 0:
-		return "device"
-	}
-	return "special file"
 }
 
 // headerKeys are the keys of spool.conf's "headers" object.

@@ -155,7 +155,7 @@ func TestReadTokenFile(t *testing.T) {
 	go func() { _, err := task.ReadTokenFile(fifo); done <- err }()
 	select {
 	case err := <-done:
-		if !errors.Is(err, task.ErrUnsafeTokenFile) || !strings.Contains(err.Error(), "a named pipe (FIFO), not a regular file") {
+		if !errors.Is(err, task.ErrUnsafeTokenFile) || !strings.Contains(err.Error(), "a FIFO, not a regular file") {
 			t.Errorf("FIFO: %v", err)
 		}
 	case <-time.After(10 * time.Second):

@@ -20,6 +20,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/spoolq/spool/ledger"
+	"github.com/spoolq/spool/queue"
 )
 
 // Token is one line of a token file: a name, its role, the hex SHA-256
@@ -190,7 +191,7 @@ func checkTokenFile(path string, f *os.File) error {
 		return fmt.Errorf("token file %s: %w", path, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return tagged{fmt.Errorf("token file %s: %s, not a regular file", path, fileKind(fi.Mode())), ErrUnsafeTokenFile}
+		return tagged{fmt.Errorf("token file %s: a %s, not a regular file", path, queue.ModeType(fi.Mode())), ErrUnsafeTokenFile}
 	}
 	switch perm := fi.Mode().Perm(); {
 	case perm&0o004 != 0:
@@ -210,21 +211,6 @@ func (t tagged) Unwrap() []error { return []error{t.err, t.tag} }
 
 // refused tags err with ErrTokenRefused.
 func refused(err error) error { return tagged{err, ErrTokenRefused} }
-
-// fileKind names a file type that is not regular.
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe (FIFO)"
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	}
-	return "not a plain file"
-}
 
 // AddToken makes a new random token for name with role, and the OS user
 // osUser its holder is ("" for none), appends its line "NAME ROLE

@@ -82,7 +82,7 @@ func checkSource(src string) error {
 	case err != nil:
 		return err
 	case !fi.Mode().IsRegular():
-		return &usageError{msg: fmt.Sprintf("%s: not a regular file (%s)", src, fileKind(fi.Mode()))}
+		return &usageError{msg: fmt.Sprintf("%s: not a regular file (%s)", src, queue.ModeType(fi.Mode()))}
 	}
 	return nil
 }

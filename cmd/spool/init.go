@@ -159,7 +159,7 @@ func copyMessages(e *env, d *queue.Dir, src string) (copied, skipped int, err er
 			continue
 		}
 		if !fi.Mode().IsRegular() {
-			e.warn("skipped %s: not a regular file (%s)", path, fileKind(fi.Mode()))
+			e.warn("skipped %s: not a regular file (%s)", path, queue.ModeType(fi.Mode()))
 			skipped++
 			continue
 		}
@@ -184,20 +184,4 @@ func unwrapPath(err error) error {
 		return pe.Err
 	}
 	return err
-}
-
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeDir != 0:
-		return "directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "FIFO"
-	case m&fs.ModeSocket != 0:
-		return "socket"
-	case m&fs.ModeDevice != 0:
-		return "device"
-	case m&fs.ModeSymlink != 0:
-		return "symlink"
-	}
-	return "special file"
 }

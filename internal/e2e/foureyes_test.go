@@ -339,8 +339,8 @@ func TestTokenAdd(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	refuses("a FIFO", fifo, "a named pipe (FIFO), not a regular file")
-	if r := runWithin(t, 20*time.Second, "token", "add", fifo, "vic", "viewer"); r.code != 2 || !strings.Contains(r.stderr, "named pipe") {
+	refuses("a FIFO", fifo, "a FIFO, not a regular file")
+	if r := runWithin(t, 20*time.Second, "token", "add", fifo, "vic", "viewer"); r.code != 2 || !strings.Contains(r.stderr, "a FIFO, not a regular file") {
 		t.Errorf("token add to a FIFO: want exit 2\n%s", r)
 	}
 }

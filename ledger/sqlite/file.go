@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/spoolq/spool/queue"
 	"golang.org/x/sys/unix"
 )
 
@@ -86,7 +87,7 @@ func checkFiles(path string) error {
 		return &FileError{Path: path, Err: ErrIsDirectory, msg: " is a directory"}
 	case !fi.Mode().IsRegular():
 		return &FileError{Path: path, Err: ErrNotDatabase,
-			msg: fmt.Sprintf(" is not an SQLite database: a %s, not a regular file", typeName(fi.Mode()))}
+			msg: fmt.Sprintf(" is not an SQLite database: a %s, not a regular file", queue.ModeType(fi.Mode()))}
 	}
 	mode := fi.Mode().Perm()
 	if err := writable(path); err != nil {
@@ -236,18 +237,4 @@ func diskFull(path string, err error) (uint64, bool) {
 		return free, free < minRoom
 	}
 	return free, false
-}
-
-func typeName(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeNamedPipe != 0:
-		return "FIFO"
-	case m&fs.ModeSocket != 0:
-		return "socket"
-	case m&fs.ModeCharDevice != 0:
-		return "character device"
-	case m&fs.ModeDevice != 0:
-		return "block device"
-	}
-	return "special file"
 }
