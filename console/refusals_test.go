@@ -65,7 +65,7 @@ func refusedRows(t *testing.T, l *ledger.DB) []refusedRow {
 // folded under "other addresses". Close writes what is held.
 func TestRefusalsFolded(t *testing.T) {
 	s, l := newTestConsole(t)
-	const window, keys = 300 * time.Millisecond, 4
+	const window, keys = time.Second, 4
 	s.folds = newFolder(window, keys, s.writeFolded)
 	mux := http.NewServeMux()
 	s.Register(mux)
@@ -88,14 +88,19 @@ func TestRefusalsFolded(t *testing.T) {
 	send("192.0.2.1", "", 1000)
 	send("192.0.2.1", "wrong", 300)
 	send("192.0.2.2", "", 500)
-	// The first of each key is written at once.
-	if rows := refusedRows(t, l); len(rows) != 3 {
+	// The first of each key is written at once; the others wait for the
+	// window's end, unless it came while the test sent (a loaded machine
+	// under -race), which the counts below still check.
+	if rows := refusedRows(t, l); time.Since(start) < window && len(rows) != 3 {
 		t.Fatalf("%d rows written at once, want 3 (one a key): %+v", len(rows), rows)
 	}
 	// Clients over the cap: folded under other addresses.
 	for i := range 10 {
 		send(fmt.Sprintf("198.51.100.%d", i+1), "", 20)
 	}
+	// Unless the window ended while the test sent (then the keys were
+	// free again), some of them found no key free.
+	capped := time.Since(start) < window
 	// The window ends: each key's row with its count, the timer's.
 	total := func() (n int64) {
 		for _, r := range refusedRows(t, l) {
@@ -156,7 +161,7 @@ func TestRefusalsFolded(t *testing.T) {
 			own += n
 		}
 	}
-	if own+other != overflow || other == 0 {
+	if own+other != overflow || capped && other == 0 {
 		t.Errorf("clients over the cap: %d refusals counted as their own and %d as %s, want %d in all, some as %s",
 			own, other, otherClients, overflow, otherClients)
 	}
