@@ -271,10 +271,12 @@ func TestPostOrdered(t *testing.T) {
 // allows, 20 calls a second and a burst of one, however many calls the
 // concurrency would allow. The server counts arrivals, which lag the
 // tokens by the client's scheduling: on a loaded machine requests whose
-// tokens came 50 ms apart may arrive together. So the bounds leave a
-// quarter second for that lag: the 50 calls span at least 1.5 s (49
-// tokens take 2.45 s; without the cap they take tens of milliseconds), and
-// no second holds more than 26 (the tokens of 1.25 s, plus the burst).
+// tokens came 50 ms apart may arrive together (CI, under -race beside
+// other work, saw 27 in one second). So the bounds leave half a second for
+// that lag: the 50 calls span at least 1.5 s (49 tokens take 2.45 s;
+// without the cap they take tens of milliseconds), and no second holds
+// more than 31 (the tokens of 1.5 s, plus the burst), where an uncapped
+// consumer puts all 50.
 func TestPostRate(t *testing.T) {
 	t.Parallel()
 	q, _ := workQueue(t)
@@ -307,8 +309,8 @@ func TestPostRate(t *testing.T) {
 	if span < 1500*time.Millisecond {
 		t.Errorf("%d calls over %v, want at least 1.5s at --rate 20/s", len(ts), span)
 	}
-	if most > 26 {
-		t.Errorf("%d calls within one second, want at most 26 at --rate 20/s", most)
+	if most > 31 {
+		t.Errorf("%d calls within one second, want at most 31 at --rate 20/s", most)
 	}
 }
 

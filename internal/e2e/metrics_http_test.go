@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -109,8 +110,8 @@ func TestEndpointConnectionCap(t *testing.T) {
 	mustRun(t, 0, "init", q)
 	p, base := startListening(t, "serve", q, "--listen", "127.0.0.1:0")
 	addr := strings.TrimPrefix(base, "http://")
-	scrape := func(c net.Conn, r *bufio.Reader) error {
-		if _, err := fmt.Fprintf(c, "GET /metrics HTTP/1.1\r\nHost: spool\r\n\r\n"); err != nil {
+	ask := func(c net.Conn, r *bufio.Reader, path string) error {
+		if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: spool\r\n\r\n", path); err != nil {
 			return err
 		}
 		resp, err := http.ReadResponse(r, nil)
@@ -126,6 +127,7 @@ func TestEndpointConnectionCap(t *testing.T) {
 		}
 		return nil
 	}
+	scrape := func(c net.Conn, r *bufio.Reader) error { return ask(c, r, "/metrics") }
 	dial := func(from string) (net.Conn, *bufio.Reader) {
 		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
 		c, err := d.Dial("tcp", addr)
@@ -150,12 +152,34 @@ func TestEndpointConnectionCap(t *testing.T) {
 	if err := scrape(dial("127.0.0.1")); err == nil {
 		t.Fatalf("a scrape over the cap of %d connections from one address was answered: no cap", endpointConnectionsPerAddress)
 	}
+	// The others, 16 at a time and each with a cheap request: all must be
+	// open within the idle timeout (5 s), which closes the first ones
+	// otherwise, and a loaded machine under -race is slow to serve 496
+	// scrapes one after the other.
+	var (
+		fill   sync.WaitGroup
+		fillMu sync.Mutex
+		errs   []error
+	)
+	slots := make(chan struct{}, 16)
+	filling := time.Now()
 	for i := range endpointConnections - endpointConnectionsPerAddress {
 		c, r := dial(fmt.Sprintf("127.0.%d.%d", 5+i/250, i%250+1))
-		if err := scrape(c, r); err != nil {
-			t.Fatalf("scrape from another address under the cap: %v", err)
-		}
+		slots <- struct{}{}
+		fill.Go(func() {
+			defer func() { <-slots }()
+			if err := ask(c, r, "/healthz"); err != nil {
+				fillMu.Lock()
+				errs = append(errs, err)
+				fillMu.Unlock()
+			}
+		})
 	}
+	fill.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("%d requests from other addresses under the cap failed, the first: %v", len(errs), errs[0])
+	}
+	t.Logf("%d connections open in %v", endpointConnections, time.Since(filling).Round(time.Millisecond))
 	start := time.Now()
 	if err := scrape(dial("127.0.9.1")); err != nil {
 		t.Fatalf("a scrape at the cap of %d connections: %v", endpointConnections, err)
