@@ -53,10 +53,7 @@ func (s *Server) getOverview(r *request) (int, any) {
 		rs.prev, rs.prevAt = rs.last, rs.lastAt
 		rs.last, rs.lastAt = st, now
 	}
-	var stages []StageGauge
-	if s.o.Gauges != nil {
-		stages = s.o.Gauges()
-	}
+	stages := s.stages()
 	rates := map[string]any{"processed_per_second": nil, "dead_letters_per_second": nil, "over_seconds": nil}
 	if !rs.prevAt.IsZero() {
 		dt := rs.lastAt.Sub(rs.prevAt).Seconds()
@@ -79,6 +76,15 @@ func (s *Server) getOverview(r *request) (int, any) {
 		"rates": rates,
 		"at":    now.UTC().Format(ledger.TimeLayout),
 	}
+}
+
+// stages are the stages' gauges as the overview and the charts show
+// them: Options.Gauges's, nothing without it.
+func (s *Server) stages() []StageGauge {
+	if s.o.Gauges == nil {
+		return nil
+	}
+	return s.o.Gauges()
 }
 
 // failed answers 500 for err, logged.
