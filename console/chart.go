@@ -111,12 +111,12 @@ func renderCharts(a SeriesAnswer, w windowDef, since, now time.Time, loc *time.L
 	return b.Bytes()
 }
 
-// windowText names w in words.
+// windowText names w in words: "hour", "day".
 func windowText(w windowDef) string {
 	if w.Span == time.Hour {
 		return "hour"
 	}
-	return strings.TrimSuffix(w.Span.String(), "0m0s") + " hours"
+	return "day"
 }
 
 // panel draws one series at x, y: its name and current value, its y axis
@@ -139,12 +139,14 @@ func panel(b *bytes.Buffer, sj SeriesJSON, inbox SeriesJSON, x, y int, from, to 
 	ymax := niceCeil(top, sj.Unit)
 	if n > 0 {
 		title += fmt.Sprintf("; highest %s, %d points from %s to %s %s", formatValue(top, sj.Unit), n,
-			clock(firstT, loc), clock(lastT, loc), loc.String())
+			secondClock(firstT, loc), secondClock(lastT, loc), loc.String())
 	}
 	fmt.Fprintf(b, `<svg x="%d" y="%d" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-labelledby="%s-title" class="chart" id="%s" data-series="%s" data-unit="%s" data-n="%d"`,
 		x, y, panelW, panelH, panelW, panelH, id, id, attr(sj.Name), attr(sj.Unit), n)
 	if n > 0 {
-		fmt.Fprintf(b, ` data-from="%s" data-to="%s" data-last="%s"`, num(firstT), num(lastT), num(sj.Points[n-1][1]))
+		// Exact, as GET series gives them: a script or a test finds the
+		// same points there.
+		fmt.Fprintf(b, ` data-from="%s" data-to="%s" data-last="%s"`, exact(firstT), exact(lastT), exact(sj.Points[n-1][1]))
 	}
 	b.WriteString(">\n")
 	fmt.Fprintf(b, `<title id="%s-title">%s</title>`+"\n", id, text(title))
@@ -168,8 +170,11 @@ func panel(b *bytes.Buffer, sj SeriesJSON, inbox SeriesJSON, x, y int, from, to 
 		t0 = t1 - 1
 	}
 	tick := clock
-	if t1-t0 > 12*3600 {
+	switch {
+	case t1-t0 > 12*3600:
 		tick = dayClock
+	case t1-t0 < 30*60:
+		tick = secondClock // minutes apart would read the same
 	}
 	for _, f := range []float64{0, 0.5, 1} {
 		anchor := map[float64]string{0: "start", 0.5: "middle", 1: "end"}[f]
@@ -208,7 +213,7 @@ func valueNow(sj SeriesJSON, inbox SeriesJSON) string {
 	v := sj.Points[len(sj.Points)-1][1]
 	if sj.Name == "oldest.inbox" && v == 0 {
 		if k := len(inbox.Points); k > 0 && inbox.Points[k-1][1] == 0 {
-			return "nothing waits (inbox/ empty)"
+			return "nothing waits"
 		}
 	}
 	switch sj.Unit {
@@ -248,6 +253,8 @@ func formatValue(v float64, u string) string {
 		return trimFloat(v) + "/s"
 	case unitSeconds:
 		switch {
+		case v < 10:
+			return trimFloat(v) + " s"
 		case v < 120:
 			return strconv.FormatFloat(math.Round(v), 'f', -1, 64) + " s"
 		case v < 2*3600:
@@ -256,7 +263,7 @@ func formatValue(v float64, u string) string {
 			return trimFloat(v/3600) + " h"
 		}
 	}
-	return strconv.FormatFloat(math.Round(v), 'f', -1, 64)
+	return trimFloat(v) // a count, or an axis's half-way mark (2.5)
 }
 
 // trimFloat is v with at most 3 significant digits, never in exponent
@@ -277,7 +284,7 @@ func trimFloat(v float64) string {
 // v (a whole number of messages: at least 1), the top of a y axis.
 func niceCeil(v float64, u string) float64 {
 	if v <= 0 {
-		return 1
+		v = 1
 	}
 	p := math.Pow(10, math.Floor(math.Log10(v)))
 	for _, m := range []float64{1, 2, 5, 10} {
@@ -297,6 +304,11 @@ func clock(ts float64, loc *time.Location) string {
 	return time.UnixMilli(int64(ts * 1000)).In(loc).Format("15:04")
 }
 
+// secondClock is Unix time ts as HH:MM:SS in loc.
+func secondClock(ts float64, loc *time.Location) string {
+	return time.UnixMilli(int64(ts * 1000)).In(loc).Format("15:04:05")
+}
+
 // dayClock is Unix time ts as "Jan 2 15:04" in loc, for the day's axis.
 func dayClock(ts float64, loc *time.Location) string {
 	return time.UnixMilli(int64(ts * 1000)).In(loc).Format("Jan 2 15:04")
@@ -304,6 +316,9 @@ func dayClock(ts float64, loc *time.Location) string {
 
 // num is f for an attribute, to a hundredth.
 func num(f float64) string { return strconv.FormatFloat(math.Round(f*100)/100, 'f', -1, 64) }
+
+// exact is f in full, as encoding/json writes it.
+func exact(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 
 // text is s escaped for an element's text.
 func text(s string) string {

@@ -39,7 +39,7 @@ var seriesDefs = [nSeries]seriesDef{
 	{"rate.processed", "processed", unitRate},
 	{"rate.duplicates", "duplicates", unitRate},
 	{"rate.dead_letters", "dead letters", unitRate},
-	{"oldest.inbox", "oldest waiting in inbox/", unitSeconds},
+	{"oldest.inbox", "oldest in inbox/", unitSeconds},
 }
 
 const (
