@@ -105,7 +105,7 @@ func renderCharts(a SeriesAnswer, w windowDef, since, now time.Time, loc *time.L
 	}
 	for k, sj := range a.Series {
 		x, y := (k%chartCols)*panelW, headH+(k/chartCols)*panelH
-		panel(&b, sj, depth["depth.inbox"], x, y, from, now, loc, w)
+		panel(&b, sj, depth["depth.inbox"], x, y, from, now, loc, w, meanOf(a))
 	}
 	b.WriteString("</svg>\n")
 	return b.Bytes()
@@ -122,14 +122,14 @@ func windowText(w windowDef) string {
 // panel draws one series at x, y: its name and current value, its y axis
 // from 0 to a round maximum, its x axis from..to, its line and its last
 // point; or, without a point, "no data yet".
-func panel(b *bytes.Buffer, sj SeriesJSON, inbox SeriesJSON, x, y int, from, to time.Time, loc *time.Location, w windowDef) {
+func panel(b *bytes.Buffer, sj SeriesJSON, inbox SeriesJSON, x, y int, from, to time.Time, loc *time.Location, w windowDef, mean string) {
 	id := "chart-" + strings.ReplaceAll(sj.Name, ".", "-")
 	n := len(sj.Points)
 	now := "no data yet"
 	var lastT, firstT float64
 	if n > 0 {
 		firstT, lastT = sj.Points[0][0], sj.Points[n-1][0]
-		now = valueNow(sj, inbox)
+		now = valueNow(sj, inbox, mean)
 	}
 	title := fmt.Sprintf("%s (%s), last %s: %s", sj.Label, unitText(sj.Unit), windowText(w), now)
 	top := 0.0
@@ -208,8 +208,9 @@ func panel(b *bytes.Buffer, sj SeriesJSON, inbox SeriesJSON, x, y int, from, to 
 }
 
 // valueNow says the series' last value in words, with its unit; the
-// oldest age of an empty inbox/ is "nothing waits", not "0 s".
-func valueNow(sj SeriesJSON, inbox SeriesJSON) string {
+// oldest age of an empty inbox/ is "nothing waits", not "0 s"; a rate of
+// a point of several samples is the mean over its step (mean: "5-min").
+func valueNow(sj SeriesJSON, inbox SeriesJSON, mean string) string {
 	v := sj.Points[len(sj.Points)-1][1]
 	if sj.Name == "oldest.inbox" && v == 0 {
 		if k := len(inbox.Points); k > 0 && inbox.Points[k-1][1] == 0 {
@@ -222,9 +223,25 @@ func valueNow(sj SeriesJSON, inbox SeriesJSON) string {
 			return "1 message now"
 		}
 		return formatValue(v, sj.Unit) + " messages now"
-	default:
-		return formatValue(v, sj.Unit) + " now"
+	case unitRate:
+		if mean != "" {
+			return formatValue(v, sj.Unit) + " (" + mean + " mean)"
+		}
 	}
+	return formatValue(v, sj.Unit) + " now"
+}
+
+// meanOf is how long a rate of a's points is a mean over, "5-min", when
+// a point holds several samples; "" when each sample is a point.
+func meanOf(a SeriesAnswer) string {
+	if a.StepSeconds <= a.SampleEverySeconds {
+		return ""
+	}
+	d := time.Duration(a.StepSeconds * float64(time.Second))
+	if d%time.Minute == 0 {
+		return fmt.Sprintf("%d-min", d/time.Minute)
+	}
+	return d.String()
 }
 
 // whyNoData says why a series has no point yet.

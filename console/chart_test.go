@@ -174,6 +174,15 @@ func TestChartsSVG(t *testing.T) {
 	if !ys["0"] || !ys["50"] || !ys["100"] {
 		t.Errorf("done/'s y labels %v, want 0, 50 and 100", ys)
 	}
+	// The day's points hold 5 minutes of samples: a rate says it is
+	// their mean, not the rate now.
+	day := panels(parseSVG(t, renderCharts(h.seriesOf(1, now), windows[1], since, now, loc)))
+	if title := day["rate.processed"].all("title")[0].Text; !strings.Contains(title, "(5-min mean)") {
+		t.Errorf("the day's processed rate: title %q, want it said a 5-min mean", title)
+	}
+	if title := day["depth.done"].all("title")[0].Text; !strings.Contains(title, "80 messages now") {
+		t.Errorf("the day's done/: title %q, want 80 messages now", title)
+	}
 	// The rates' y axis says its unit.
 	for _, tx := range ps["rate.processed"].all("text") {
 		if tx.attr("class") == "y-label" && !strings.HasSuffix(tx.Text, "/s") {

@@ -316,21 +316,25 @@ type SeriesJSON struct {
 }
 
 // SeriesAnswer is GET series: the window, its step (the least time
-// between two points), since (when this process began its history: none
-// is kept before), at (now) and the series.
+// between two points; a point of a step longer than the sampler's
+// interval holds the latest sample of its step, and its rates the mean
+// over the step so far), the sampler's interval, since (when this
+// process began its history: none is kept before), at (now) and the
+// series.
 type SeriesAnswer struct {
-	Window      string       `json:"window"`
-	StepSeconds float64      `json:"step_seconds"`
-	Since       string       `json:"since"`
-	At          string       `json:"at"`
-	Series      []SeriesJSON `json:"series"`
+	Window             string       `json:"window"`
+	StepSeconds        float64      `json:"step_seconds"`
+	SampleEverySeconds float64      `json:"sample_every_seconds"`
+	Since              string       `json:"since"`
+	At                 string       `json:"at"`
+	Series             []SeriesJSON `json:"series"`
 }
 
 // seriesOf is window i of the history as the API gives it.
 func (h *history) seriesOf(i int, now time.Time) SeriesAnswer {
 	pts, step := h.window(i)
 	name := windows[i].Name
-	out := SeriesAnswer{Window: name, StepSeconds: step.Seconds(), Since: h.started.UTC().Format(ledger.TimeLayout),
+	out := SeriesAnswer{Window: name, StepSeconds: step.Seconds(), SampleEverySeconds: h.every.Seconds(), Since: h.started.UTC().Format(ledger.TimeLayout),
 		At: now.UTC().Format(ledger.TimeLayout)}
 	for k, d := range seriesDefs {
 		sj := SeriesJSON{Name: d.Name, Label: d.Label, Unit: d.Unit, Window: name, Points: [][2]float64{}}
