@@ -214,6 +214,29 @@ func (h *history) window(i int) ([]point, time.Duration) {
 	return h.rings[i].points(), h.rings[i].step
 }
 
+// rates are the rates of the newest point of the hour that has read the
+// ledger since an earlier read, over its seconds (a nil rate: its count
+// went down); ok is false before two reads.
+func (h *history) rates() (v [3]*float64, over float64, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r := h.rings[0]
+	for i := len(r.pts) - 1; i >= 0; i-- {
+		p := r.pts[(r.head+i)%len(r.pts)]
+		if p.base.at.IsZero() || !p.last.at.After(p.base.at) {
+			continue
+		}
+		for k := range 3 {
+			if p.has[firstRate+k] {
+				x := p.v[firstRate+k]
+				v[k] = &x
+			}
+		}
+		return v, p.last.at.Sub(p.base.at).Seconds(), true
+	}
+	return v, 0, false
+}
+
 // ledgerFactor bounds the time the sampler spends counting the ledger's
 // rows to a hundredth, as metrics.Refresh does listing a stage: the
 // ledger is read again no sooner than ledgerFactor times its last read

@@ -193,6 +193,16 @@ func TestSamplerServes(t *testing.T) {
 	if ps := pointsOf(ans, "rate.processed"); len(ps) == 0 || ps[len(ps)-1][1] != 0 {
 		t.Errorf("the processed rate of an idle ledger: %v, want points of 0", ps)
 	}
+	// The overview's rates are the last sample's.
+	var ov struct {
+		Rates map[string]*float64 `json:"rates"`
+	}
+	get(t, mux, "/api/v1/overview", &ov)
+	for _, k := range []string{"processed_per_second", "duplicates_per_second", "dead_letters_per_second", "over_seconds"} {
+		if v := ov.Rates[k]; v == nil || (k != "over_seconds" && *v != 0) || (k == "over_seconds" && *v <= 0) {
+			t.Errorf("overview's %s: %v, want the sampler's (0 a second on an idle ledger, over some seconds)", k, v)
+		}
+	}
 	// Stopped: no sample is taken any more.
 	before, _ := s.hist.window(0)
 	time.Sleep(20 * time.Millisecond)

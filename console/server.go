@@ -63,7 +63,7 @@ type Server struct {
 	o        Options
 	mu       sync.Mutex
 	sessions map[string]*session
-	rates    rateSampler
+	counts   ledgerCounts
 	runs     runs
 	// hist is the charts' history (series.go), sampled from Start to
 	// Close by one goroutine.

@@ -203,10 +203,10 @@
     const rate = v => (v === null || v === undefined ? DASH : v.toFixed(2) + "/s");
     draw(el("h2", {}, "Overview"), el("p", {}, o.queue), el("div", { class: "cards" }, cards),
       el("h3", {}, "Ledger"),
-      table(["processed", "duplicates", "dead letters recorded", "processed rate", "dead-letter rate"],
+      table(["processed", "duplicates", "dead letters recorded", "processed rate", "duplicate rate", "dead-letter rate"],
         [el("tr", {}, el("td", {}, o.ledger.processed), el("td", {}, o.ledger.duplicates),
           el("td", {}, o.ledger.dead_letters_recorded), el("td", {}, rate(r.processed_per_second)),
-          el("td", {}, rate(r.dead_letters_per_second)))]),
+          el("td", {}, rate(r.duplicates_per_second)), el("td", {}, rate(r.dead_letters_per_second)))]),
       el("h3", {}, "Over time"), chartTabs(), el("div", { id: "charts", class: "charts-box" }, svg));
     updated();
   }
