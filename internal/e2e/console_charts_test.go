@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 )
@@ -184,12 +185,29 @@ func TestConsoleCharts(t *testing.T) {
 	noMissing(t, vic, "the overview with charts")
 	shot(t, vic, out, "charts-1h")
 
+	// In another zone the axes' times are that zone's, which they name.
+	inTimeZone(t, vic, "Asia/Tokyo", `#charts svg[data-series="depth.done"]`)
+	waitTrue(t, vic, "the charts in Tokyo's time", `document.querySelector("#charts svg .charts-head").textContent.includes("times UTC+09:00")`)
+	since, err := time.Parse(time.RFC3339Nano, api.Since)
+	if err != nil {
+		t.Fatalf("series' since %q: %v", api.Since, err)
+	}
+	tokyo := time.FixedZone("UTC+09:00", 9*3600)
+	head := eval[string](t, vic, `document.querySelector("#charts svg .charts-head").textContent`)
+	if want := "since " + since.In(tokyo).Format("15:04"); !strings.Contains(head, want) {
+		t.Errorf("the charts in Tokyo say %q, want %q (the history's start in UTC+09:00)", head, want)
+	}
+	labels := eval[[]string](t, vic, `[...document.querySelectorAll('#charts svg[data-series="depth.done"] text.x-label')].map(x => x.textContent)`)
+	if len(labels) != 3 || labels[0] != since.In(tokyo).Format("15:04:05") {
+		t.Errorf("done/'s x axis in Tokyo: %q, want 3 times from the history's start, %s", labels, since.In(tokyo).Format("15:04:05"))
+	}
+
 	do(t, vic, "the last day", chromedp.Click("#chart-window-24h"), chromedp.WaitVisible(`#charts svg[data-window="24h"]`))
 	day := getSeries(t, base, "vic-token", "24h")
 	if day.Window != "24h" || day.StepSeconds != 300 {
 		t.Errorf("the day's series: window %q step %v s, want 24h and 300", day.Window, day.StepSeconds)
 	}
-	head := eval[string](t, vic, `document.querySelector("#charts svg .charts-head").textContent`)
+	head = eval[string](t, vic, `document.querySelector("#charts svg .charts-head").textContent`)
 	if !strings.Contains(head, "since") || !strings.Contains(head, "last day") {
 		t.Errorf("the day's charts say %q, want since when (this serve's start) and the window", head)
 	}
