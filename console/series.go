@@ -182,13 +182,15 @@ type history struct {
 	every   time.Duration
 	started time.Time
 	rings   []*ring
-	// counts is the ledger's last read; ledgerDue when to read it next.
+	// counts is the ledger's last read; ledgerDue when to read it next,
+	// factor times the last read's time after it (ledgerFactor).
 	counts    counts
 	ledgerDue time.Time
+	factor    time.Duration
 }
 
 func newHistory(every time.Duration, started time.Time) *history {
-	h := &history{every: every, started: started}
+	h := &history{every: every, started: started, factor: ledgerFactor}
 	for _, w := range windows {
 		h.rings = append(h.rings, newRing(w, every))
 	}
@@ -271,7 +273,7 @@ func (s *Server) sample(ctx context.Context, now time.Time) {
 		st, err := s.o.Ledger.Stats(ctx)
 		took := time.Since(start)
 		h.mu.Lock()
-		h.ledgerDue = start.Add(ledgerFactor * took)
+		h.ledgerDue = start.Add(h.factor * took)
 		h.mu.Unlock()
 		if err != nil {
 			if ctx.Err() == nil {
