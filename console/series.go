@@ -256,13 +256,16 @@ func (s *Server) sample(ctx context.Context, now time.Time) {
 			continue
 		}
 		rd.v[i], rd.has[i] = float64(g.Messages), true
-		if g.Stage == "inbox" {
+		switch {
+		case g.Stage != "inbox":
+		case g.Oldest != nil:
+			rd.v[oldestSeries], rd.has[oldestSeries] = *g.Oldest, true
+		case g.Messages == 0:
 			// An empty inbox/ has no oldest message: nothing waits, 0 s.
-			rd.has[oldestSeries] = true
-			if g.Oldest != nil {
-				rd.v[oldestSeries] = *g.Oldest
-			}
+			rd.v[oldestSeries], rd.has[oldestSeries] = 0, true
 		}
+		// Messages without an age (not yet listed with ages): no point,
+		// rather than a false 0 s.
 	}
 	h := s.hist
 	h.mu.Lock()

@@ -244,3 +244,39 @@ func pointsOf(a SeriesAnswer, name string) [][2]float64 {
 	}
 	return nil
 }
+
+// TestSampleReadsAsTheOverview: a sample holds the gauges the overview
+// shows (an inbox/ with messages but no age yet gives no age point, an
+// empty one "nothing waits", 0 s) and reads the ledger again only once
+// 100 times its last read has passed, as a stage is listed.
+func TestSampleReadsAsTheOverview(t *testing.T) {
+	s, _ := newTestConsole(t)
+	gauges := []StageGauge{{Stage: "inbox", Messages: 4}, {Stage: "done", Messages: 80}}
+	s.o.Gauges = func() []StageGauge { return gauges }
+	ctx := context.Background()
+	now := time.Now()
+	s.sample(ctx, now)
+	first := s.hist.counts
+	if first.at.IsZero() {
+		t.Fatal("the first sample did not read the ledger")
+	}
+	gauges[0].Messages = 0
+	s.sample(ctx, now.Add(time.Nanosecond))
+	if s.hist.counts != first {
+		t.Errorf("a sample before 100 times the last read's time read the ledger again: %v, then %v", first, s.hist.counts)
+	}
+	ans := s.hist.seriesOf(0, now)
+	if ps := pointsOf(ans, "oldest.inbox"); len(ps) != 1 || ps[0][1] != 0 || ps[0][0] != unixSeconds(now.Add(time.Nanosecond)) {
+		t.Errorf("the inbox's age: %v, want one point, 0 s when it was empty, none when it held messages of no known age", ps)
+	}
+	if ps := pointsOf(ans, "depth.inbox"); len(ps) != 2 || ps[0][1] != 4 || ps[1][1] != 0 {
+		t.Errorf("the inbox's depth: %v, want 4 then 0", ps)
+	}
+	s.hist.mu.Lock()
+	s.hist.ledgerDue = time.Time{}
+	s.hist.mu.Unlock()
+	s.sample(ctx, now.Add(time.Second))
+	if !s.hist.counts.at.After(first.at) {
+		t.Error("a sample once the ledger was due did not read it")
+	}
+}
