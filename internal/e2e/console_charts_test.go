@@ -86,7 +86,7 @@ func TestConsoleCharts(t *testing.T) {
 	mustRun(t, 0, "init", q)
 	tokens := tokenFile(t, dir, "tokens", tokenLine("vic", "viewer", "vic-token"))
 	// A sample a second: the last hour keeps each as a point of its own.
-	_, base := startListening(t, "serve", q, "--listen", "127.0.0.1:0", "--auth", tokens, "--metrics-refresh", "1s")
+	srv, base := startListening(t, "serve", q, "--listen", "127.0.0.1:0", "--auth", tokens, "--metrics-refresh", "1s")
 
 	const processed, dups, dead = 60, 15, 12
 	for i := range processed {
@@ -215,4 +215,24 @@ func TestConsoleCharts(t *testing.T) {
 		t.Errorf("the day's done/ chart has %d lines, want 1", n)
 	}
 	shot(t, vic, out, "charts-24h")
+
+	// A restart begins an empty history, and says since when: the burst
+	// is gone from the charts, not drawn as if it had never been.
+	stopServe(t, srv)
+	_, base = startListening(t, "serve", q, "--listen", "127.0.0.1:0", "--auth", tokens, "--metrics-refresh", "1s")
+	again := getSeries(t, base, "vic-token", "1h")
+	if again.Since <= api.Since {
+		t.Errorf("after a restart the history is since %s, before it since %s: want a later start", again.Since, api.Since)
+	}
+	if top := again.top("depth.inbox"); top >= burst {
+		t.Errorf("after a restart inbox/'s chart holds %v, the burst before it", top)
+	}
+	code, svg := apiCall(t, base, "vic-token", "GET", "/api/v1/charts?window=1h", "")
+	restarted, err := time.Parse(time.RFC3339Nano, again.Since)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "since " + restarted.UTC().Format("15:04") + " (this server"; code != 200 || !strings.Contains(svg, want) {
+		t.Errorf("the charts after a restart: %d, want %q in\n%s", code, want, svg)
+	}
 }
