@@ -1,7 +1,8 @@
 // Package console is spool serve's HTTP API under /api/v1 and its web
 // console at /, for the identities of a token file (LoadTokens): a viewer
-// reads the queue's overview, dead letters, groups, messages, tasks and
-// audit; an operator also asks for replays and discards and cancels
+// reads the queue's overview (with its last hour and day as charts,
+// sampled in memory: series.go, chart.go), dead letters, groups, messages,
+// tasks and audit; an operator also asks for replays and discards and cancels
 // tasks; an approver also approves the requests of others. A request
 // carries its token as "Authorization: Bearer TOKEN", or the session
 // cookie that POST /login sets; a state change from a cookie session

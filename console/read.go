@@ -29,40 +29,41 @@ func (s *Server) getSession(r *request) (int, any) {
 	return http.StatusOK, out
 }
 
-// rateSampler keeps the ledger's counts at two instants, for the rates
-// of the overview; a sample is taken at most every rateEvery.
-type rateSampler struct {
-	mu         sync.Mutex
-	prev, last ledger.Stats
-	prevAt     time.Time
-	lastAt     time.Time
+// ledgerCounts keeps the ledger's counts for the overview: read at most
+// every statsEvery, however many pages ask.
+type ledgerCounts struct {
+	mu     sync.Mutex
+	last   ledger.Stats
+	lastAt time.Time
 }
 
-const rateEvery = 5 * time.Second
+const statsEvery = 5 * time.Second
 
+// getOverview answers the stages' gauges, the ledger's counts and the
+// rates: those of the charts' last sample (series.go), so that the table
+// and the charts agree; null until the sampler has read the ledger
+// twice, and a rate whose count went down (prune) null too.
 func (s *Server) getOverview(r *request) (int, any) {
-	rs := &s.rates
+	rs := &s.counts
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	now := time.Now()
-	if rs.lastAt.IsZero() || now.Sub(rs.lastAt) >= rateEvery {
+	if rs.lastAt.IsZero() || now.Sub(rs.lastAt) >= statsEvery {
 		st, err := s.o.Ledger.Stats(r.Context())
 		if err != nil {
 			return s.failed(r, err)
 		}
-		rs.prev, rs.prevAt = rs.last, rs.lastAt
 		rs.last, rs.lastAt = st, now
 	}
-	var stages []StageGauge
-	if s.o.Gauges != nil {
-		stages = s.o.Gauges()
-	}
-	rates := map[string]any{"processed_per_second": nil, "dead_letters_per_second": nil, "over_seconds": nil}
-	if !rs.prevAt.IsZero() {
-		dt := rs.lastAt.Sub(rs.prevAt).Seconds()
-		rates["processed_per_second"] = float64(rs.last.Processed-rs.prev.Processed) / dt
-		rates["dead_letters_per_second"] = float64(rs.last.DeadLetters-rs.prev.DeadLetters) / dt
-		rates["over_seconds"] = dt
+	stages := s.stages()
+	rates := map[string]any{"processed_per_second": nil, "duplicates_per_second": nil, "dead_letters_per_second": nil, "over_seconds": nil}
+	if v, over, ok := s.hist.rates(); ok {
+		for k, name := range []string{"processed_per_second", "duplicates_per_second", "dead_letters_per_second"} {
+			if v[k] != nil {
+				rates[name] = *v[k]
+			}
+		}
+		rates["over_seconds"] = over
 	}
 	by := map[string]int64{}
 	for k, v := range rs.last.DeadLettersByReason {
@@ -79,6 +80,15 @@ func (s *Server) getOverview(r *request) (int, any) {
 		"rates": rates,
 		"at":    now.UTC().Format(ledger.TimeLayout),
 	}
+}
+
+// stages are the stages' gauges as the overview and the charts show
+// them: Options.Gauges's, nothing without it.
+func (s *Server) stages() []StageGauge {
+	if s.o.Gauges == nil {
+		return nil
+	}
+	return s.o.Gauges()
 }
 
 // failed answers 500 for err, logged.

@@ -41,6 +41,11 @@ type Options struct {
 	// Host and PID name this process in the audit's rows.
 	Host string
 	PID  int
+	// SampleEvery is how often the charts' sampler reads the gauges and
+	// the ledger (series.go), between Start and Close; 0 is
+	// DefaultSampleEvery. It samples no faster than the gauges change:
+	// spool serve gives it --metrics-refresh.
+	SampleEvery time.Duration
 	// SessionTTL is how long a console session lasts without a request;
 	// 0 is 8 hours.
 	SessionTTL time.Duration
@@ -58,8 +63,13 @@ type Server struct {
 	o        Options
 	mu       sync.Mutex
 	sessions map[string]*session
-	rates    rateSampler
+	counts   ledgerCounts
 	runs     runs
+	// hist is the charts' history (series.go), sampled from Start to
+	// Close by one goroutine.
+	hist         *history
+	sampling     sync.WaitGroup
+	stopSampling context.CancelFunc
 	// folds folds the audit's rows of repeated refusals (refusals.go),
 	// logins limits sign-ins per client address (logins.go).
 	folds  *folder
@@ -89,7 +99,13 @@ func New(o Options) (*Server, error) {
 	if o.SessionTTL <= 0 {
 		o.SessionTTL = 8 * time.Hour
 	}
-	s := &Server{o: o, sessions: map[string]*session{}, logins: newLoginLimiter()}
+	switch {
+	case o.SampleEvery < 0:
+		return nil, fmt.Errorf("console: sample every %v: want a duration above 0, or 0 for %v", o.SampleEvery, DefaultSampleEvery)
+	case o.SampleEvery == 0:
+		o.SampleEvery = DefaultSampleEvery
+	}
+	s := &Server{o: o, sessions: map[string]*session{}, logins: newLoginLimiter(), hist: newHistory(o.SampleEvery, time.Now())}
 	s.folds = newFolder(foldWindow, foldKeys, s.writeFolded)
 	return s, nil
 }
@@ -103,6 +119,8 @@ func (s *Server) Register(mux *http.ServeMux) {
 	}
 	api("GET /api/v1/session", task.RoleViewer, "", s.getSession)
 	api("GET /api/v1/overview", task.RoleViewer, "", s.getOverview)
+	api("GET /api/v1/series", task.RoleViewer, "", s.getSeries)
+	api("GET /api/v1/charts", task.RoleViewer, "", s.getCharts)
 	api("GET /api/v1/dead-letters", task.RoleViewer, "", s.getDeadLetters)
 	api("GET /api/v1/dead-letters/groups", task.RoleViewer, "", s.getGroups)
 	api("GET /api/v1/messages/{msg_id}", task.RoleViewer, "", s.getMessage)
@@ -138,6 +156,13 @@ type request struct {
 	id  task.Identity
 	// action is the audited action of a POST.
 	action string
+}
+
+// rawBody is an answer that is not JSON (GET charts' SVG): endpoint
+// writes its bytes with its content type.
+type rawBody struct {
+	contentType string
+	b           []byte
 }
 
 // apiError is the body of an error answer.
@@ -183,6 +208,12 @@ func (s *Server) endpoint(min task.Role, action string, h func(*request) (int, a
 		code, body := h(req)
 		if action == "" && code >= 400 && code < 500 {
 			s.refuse(r.Context(), id, asked, pathOf(r), statusReason(code), errorOf(body))
+		}
+		if raw, ok := body.(rawBody); ok {
+			w.Header().Set("Content-Type", raw.contentType)
+			w.WriteHeader(code)
+			_, _ = w.Write(raw.b) // the client is gone: nothing to tell
+			return
 		}
 		writeJSON(w, code, body)
 	}))

@@ -31,12 +31,14 @@ type runs struct {
 
 // Start resumes the tasks approved or running in the ledger (a server
 // stopped or killed during a run) and makes the runs of this server
-// children of ctx. Call it once before serving.
+// children of ctx, and starts the charts' sampler (series.go). Call it
+// once before serving.
 func (s *Server) Start(ctx context.Context) error {
 	s.runs.mu.Lock()
 	s.runs.ctx, s.runs.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	s.runs.running = map[int64]bool{}
 	s.runs.mu.Unlock()
+	s.startSampler(ctx)
 	ts, err := s.o.Tasks.List(ctx, ledger.TaskQuery{States: []string{task.StateApproved, task.StateRunning}})
 	if err != nil {
 		return fmt.Errorf("console: resume tasks: %w", err)
@@ -49,7 +51,7 @@ func (s *Server) Start(ctx context.Context) error {
 }
 
 // Close stops the runs (each after the chunk under way) and waits for
-// them, and writes the refusals folded so far (refusals.go).
+// them, stops the charts' sampler, and writes the refusals folded so far (refusals.go).
 func (s *Server) Close() {
 	s.runs.mu.Lock()
 	if s.runs.cancel != nil {
@@ -57,6 +59,7 @@ func (s *Server) Close() {
 	}
 	s.runs.mu.Unlock()
 	s.runs.wg.Wait()
+	s.stopSampler()
 	s.folds.close()
 }
 

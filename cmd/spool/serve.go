@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spoolq/spool/console"
 	"github.com/spoolq/spool/hold"
@@ -58,7 +59,8 @@ The address is logged once bound: a record "listening" with addr=HOST:PORT
 the OS user the token's holder is, for four eyes; spool token add writes
 a line and prints its token). FILE must be a regular file that only its
 owner may change and not every user may read (chmod 600). Roles: viewer reads
-(overview, dead-letters, dead-letters/groups, messages/ID, tasks, audit);
+(overview, series, charts, dead-letters, dead-letters/groups, messages/ID,
+tasks, audit);
 operator also asks replays and discards (POST replays, POST discards) and
 cancels tasks; approver also approves others' requests. A request carries
 "Authorization: Bearer TOKEN" (none is 401, a role too low 403), or the
@@ -68,7 +70,10 @@ and refusal is a row of spool audit, via http, with the token's name
 its repeats are counted into one row a minute. Sign-ins are limited to 5
 at once and 2 a second per address (429 and Retry-After over it).
 Requests are judged by the ledger's approval policy as it is at each one
-(spool policy). The ledger is then opened for writing.
+(spool policy). The ledger is then opened for writing. The overview's
+charts (GET /api/v1/series, /api/v1/charts) are sampled every
+--metrics-refresh and kept in memory for a day: a restart begins them
+anew.
 docs/OPERATIONS.md, "The console".
 
 A connection idle for 5 s is closed; an address holds at most 16
@@ -141,7 +146,7 @@ func runServe(ctx context.Context, e *env, args []string) (err error) {
 	m := metrics.New()
 	var more func(*http.ServeMux)
 	if tokens != nil {
-		srv, err := newConsole(ctx, pos[0], d, l, tokens, m, logger)
+		srv, err := newConsole(ctx, pos[0], d, l, tokens, m, hf.refresh, logger)
 		if err != nil {
 			return err
 		}
@@ -159,9 +164,10 @@ func runServe(ctx context.Context, e *env, args []string) (err error) {
 }
 
 // newConsole is serve --auth's API and console over d and l.
+// Its charts sample the gauges of m every refresh, as often as they change.
 // Its tasks run under the queue's contract and approval policy (spool.conf);
 // the tasks a killed serve left approved or running are resumed.
-func newConsole(ctx context.Context, dir string, d *queue.Dir, l *ledger.DB, tokens task.Tokens, m *metrics.Metrics, logger *slog.Logger) (*console.Server, error) {
+func newConsole(ctx context.Context, dir string, d *queue.Dir, l *ledger.DB, tokens task.Tokens, m *metrics.Metrics, refresh time.Duration, logger *slog.Logger) (*console.Server, error) {
 	cf := addContractFlags(flag.NewFlagSet("serve", flag.ContinueOnError))
 	c, err := cf.contract(dir)
 	if err != nil {
@@ -189,7 +195,7 @@ func newConsole(ctx context.Context, dir string, d *queue.Dir, l *ledger.DB, tok
 	}
 	holds := &hold.Service{Dir: d, Ledger: l, Contract: c, Host: queue.Host(), PID: os.Getpid()}
 	srv, err := console.New(console.Options{Dir: d, Ledger: l, Tokens: tokens, Tasks: svc, Holds: holds, Gauges: gauges, Log: logger,
-		Host: queue.Host(), PID: os.Getpid()})
+		Host: queue.Host(), PID: os.Getpid(), SampleEvery: refresh})
 	if err != nil {
 		return nil, err
 	}

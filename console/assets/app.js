@@ -160,20 +160,54 @@
     return p.toString();
   }
 
+  // stageAge says what a stage's card knows of its oldest message: a
+  // stage is empty only without messages; done/ and held/ are not aged
+  // (their listing stats no file), which is said, not shown as empty.
+  function stageAge(s) {
+    if (s.messages === 0) return "empty";
+    if (s.oldest_age_seconds === null || s.oldest_age_seconds === undefined) return "age not measured";
+    return "oldest " + Math.round(s.oldest_age_seconds) + " s";
+  }
+
+  // The charts: drawn by the server as SVG (GET charts), put in the page
+  // as inline SVG through the XML parser (never innerHTML); their times
+  // are in the browser's offset from UTC, which the request names.
+  let chartWindow = "1h";
+  async function charts() {
+    const off = -new Date().getTimezoneOffset();
+    const res = await fetch("/api/v1/charts?" + query({ window: chartWindow, utc_offset: off }), { credentials: "same-origin" });
+    const body = await res.text();
+    if (res.status === 401) throw new Error("signed out: reload the page to sign in again");
+    if (!res.ok) {
+      let msg = res.statusText;
+      try { msg = JSON.parse(body).error || msg; } catch (e) { /* not JSON: the status says it */ }
+      throw new Error("charts: " + msg);
+    }
+    const doc = new DOMParser().parseFromString(body, "image/svg+xml");
+    if (doc.querySelector("parsererror") || doc.documentElement.localName !== "svg") throw new Error("charts: the server's SVG did not parse");
+    return document.importNode(doc.documentElement, true);
+  }
+  function chartTabs() {
+    const tab = (w, label) => el("button", { type: "button", id: "chart-window-" + w, class: w === chartWindow ? "tab active" : "tab",
+      "aria-pressed": w === chartWindow ? "true" : "false", on: { click: () => { chartWindow = w; overview().catch(fail); } } }, label);
+    return el("div", { class: "tabs" }, tab("1h", "Last hour"), tab("24h", "Last day"));
+  }
+
   async function overview() {
     const draw = drawer();
-    const o = await api("GET", "overview");
+    const [o, svg] = await Promise.all([api("GET", "overview"), charts().catch(errorText)]);
     const cards = (o.stages || []).map(s => el("div", { class: "card", id: "stage-" + s.stage },
       el("div", {}, s.stage + "/"), el("div", { class: "n" }, s.messages),
-      el("div", {}, s.oldest_age_seconds === null ? "empty" : "oldest " + Math.round(s.oldest_age_seconds) + " s")));
+      el("div", {}, stageAge(s))));
     const r = o.rates;
     const rate = v => (v === null || v === undefined ? DASH : v.toFixed(2) + "/s");
     draw(el("h2", {}, "Overview"), el("p", {}, o.queue), el("div", { class: "cards" }, cards),
       el("h3", {}, "Ledger"),
-      table(["processed", "duplicates", "dead letters recorded", "processed rate", "dead-letter rate"],
+      table(["processed", "duplicates", "dead letters recorded", "processed rate", "duplicate rate", "dead-letter rate"],
         [el("tr", {}, el("td", {}, o.ledger.processed), el("td", {}, o.ledger.duplicates),
           el("td", {}, o.ledger.dead_letters_recorded), el("td", {}, rate(r.processed_per_second)),
-          el("td", {}, rate(r.dead_letters_per_second)))]));
+          el("td", {}, rate(r.duplicates_per_second)), el("td", {}, rate(r.dead_letters_per_second)))]),
+      el("h3", {}, "Over time"), chartTabs(), el("div", { id: "charts", class: "charts-box" }, svg));
     updated();
   }
 
