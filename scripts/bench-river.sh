@@ -288,7 +288,7 @@ median() { awk -v c="$1" '{print $c}' "$2" | sort -g | awk '{v[NR]=$1} END{if (N
 
 step "results: $N messages / jobs a run, $ROUNDS rounds alternated, load at end $(load)"
 paste -d' ' "$tmp/spool.txt" "$tmp/river.txt" | awk '{print $0, $1/$5}' >"$tmp/rounds.txt"
-echo "| round | load | spool msg/s | River jobs/s | spool / River | spool CPU µs/msg (server) | River CPU µs/job (server) |"
+echo "| round | load at start (spool, River) | spool msg/s | River jobs/s | spool / River | spool CPU µs/msg (server) | River CPU µs/job (server) |"
 echo "|---:|---|---:|---:|---:|---:|---:|"
 awk '{printf "| %d | %s, %s | %.0f | %.0f | %.2f | %.1f (%.1f) | %.1f (%.1f) |\n", NR, $4, $8, $1, $5, $9, $2, $3, $6, $7}' "$tmp/rounds.txt"
 printf '| median | | %.0f | %.0f | **%.2f** | %.1f (%.1f) | %.1f (%.1f) |\n' \
