@@ -41,6 +41,11 @@ RIVER_VERSION=${RIVER_VERSION:-v0.51.2}
 PG=${PG:-${SPOOL_TEST_POSTGRES:-postgres://postgres@127.0.0.1:5432/test?sslmode=disable}}
 
 step() { printf '\n=== %s\n' "$*"; }
+
+# psql creates and drops the two databases.
+if ! command -v psql >/dev/null; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-client >/dev/null) || { echo "psql is not installed and apt-get could not install it"; exit 1; }
+fi
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 
 tmp=$(mktemp -d)
