@@ -2,7 +2,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: help build install install-man uninstall test test-long test-race bench fuzz lint lab ci FORCE
+.PHONY: help build install install-man uninstall test test-long test-race bench bench-river fuzz lint lab ci FORCE
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-11s %s\n", $$1, $$2}'
 
@@ -49,6 +49,9 @@ test-race: ## every test under the race detector, as CI runs them
 
 bench: ## Go benchmarks of the hot parts
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+bench-river: ## spool's drain against River's benchmark on PostgreSQL, 3 alternated rounds (builds River in a temporary directory; minutes)
+	scripts/bench-river.sh
 
 fuzz: ## fuzz the message, spool.conf, --sql and batch record parsers for a minute each
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 60s .

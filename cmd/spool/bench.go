@@ -209,6 +209,10 @@ func runBench(ctx context.Context, e *env, args []string) (err error) {
 		fmt.Fprintf(w, "spool      %8.0f msg/s  %8s  cpu %5.1fµs/msg  p50 %s  p99 %s\n",
 			round.Spool.Rate(), round.Spool.Elapsed.Round(time.Millisecond), micros(round.Spool.CPUPerMessage()),
 			round.Spool.P50.Round(time.Microsecond), round.Spool.P99.Round(time.Microsecond))
+		if round.Spool.ServerSeen {
+			fmt.Fprintf(w, "server     cpu %5.1fµs/msg (the PostgreSQL backends of the --db database on this machine, any client's, during the drain)\n",
+				micros(round.Spool.ServerCPU/time.Duration(max(round.Spool.N, 1))))
+		}
 		verdict := "exact"
 		if !rep.Exact(round) {
 			verdict = "MISMATCH"

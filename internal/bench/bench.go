@@ -66,11 +66,16 @@ type Options struct {
 
 // Run is one measured drain.
 type Run struct {
-	Name     string
-	N        int
-	Elapsed  time.Duration
-	CPU      time.Duration // user and system time of the whole process during the run
-	P50, P99 time.Duration // per message, claim to done/error (spool only)
+	Name    string
+	N       int
+	Elapsed time.Duration
+	CPU     time.Duration // user and system time of the whole process during the run
+	// ServerCPU is the user and system time of the PostgreSQL backends
+	// serving --db's database during the run, when they run on this
+	// machine (ServerSeen); see serverCPU.
+	ServerCPU  time.Duration
+	ServerSeen bool
+	P50, P99   time.Duration // per message, claim to done/error (spool only)
 }
 
 // CPUPerMessage is the processor time spent per message, on all cores: on a
@@ -319,9 +324,13 @@ func drain(ctx context.Context, dir string, o Options) (run Run, st spool.Stats,
 			return run, spool.Stats{}, fmt.Errorf("bench: %w", err)
 		}
 	}
+	srv0, seen0 := serverCPU(o.DB)
 	start, cpu := time.Now(), cpuTime()
 	st, err = c.Drain(ctx)
 	run.Elapsed, run.CPU = time.Since(start), cpuTime()-cpu
+	if srv1, seen1 := serverCPU(o.DB); seen0 && seen1 {
+		run.ServerCPU, run.ServerSeen = srv1-srv0, true
+	}
 	if o.CPUProfile != nil {
 		pprof.StopCPUProfile()
 	}
