@@ -23,6 +23,7 @@ import (
 	"github.com/spoolq/spool/internal/pagecache"
 	"github.com/spoolq/spool/internal/sample"
 	"github.com/spoolq/spool/ledger"
+	"github.com/spoolq/spool/ledger/postgres"
 	"github.com/spoolq/spool/ledger/sqlite"
 	"github.com/spoolq/spool/queue"
 	"golang.org/x/sys/unix"
@@ -72,7 +73,7 @@ type Run struct {
 	CPU     time.Duration // user and system time of the whole process during the run
 	// ServerCPU is the user and system time of the PostgreSQL backends
 	// serving --db's database during the run, when they run on this
-	// machine (ServerSeen); see serverCPU.
+	// machine (ServerSeen); see postgres.ServerCPU.
 	ServerCPU  time.Duration
 	ServerSeen bool
 	P50, P99   time.Duration // per message, claim to done/error (spool only)
@@ -324,11 +325,11 @@ func drain(ctx context.Context, dir string, o Options) (run Run, st spool.Stats,
 			return run, spool.Stats{}, fmt.Errorf("bench: %w", err)
 		}
 	}
-	srv0, seen0 := serverCPU(o.DB)
+	srv0, seen0 := postgres.ServerCPU(o.DB)
 	start, cpu := time.Now(), cpuTime()
 	st, err = c.Drain(ctx)
 	run.Elapsed, run.CPU = time.Since(start), cpuTime()-cpu
-	if srv1, seen1 := serverCPU(o.DB); seen0 && seen1 {
+	if srv1, seen1 := postgres.ServerCPU(o.DB); seen0 && seen1 {
 		run.ServerCPU, run.ServerSeen = srv1-srv0, true
 	}
 	if o.CPUProfile != nil {

@@ -88,18 +88,3 @@ func resident(t *testing.T, path string) int {
 	}
 	return n
 }
-
-func TestServerCPU(t *testing.T) {
-	// Only a PostgreSQL URL is looked for; the backends need not exist.
-	for _, dsn := range []string{"", "mysql://root@127.0.0.1:3306/test", "ledger.db"} {
-		if _, ok := serverCPU(dsn); ok {
-			t.Errorf("serverCPU(%q) found a server", dsn)
-		}
-	}
-	if _, ok := serverCPU("postgres://u@127.0.0.1:1/spool_no_such_database_here"); ok {
-		t.Error("serverCPU found backends of a database that no server serves")
-	}
-	if _, ok := procCPUTicks("/proc/self/stat"); !ok {
-		t.Error("procCPUTicks could not read /proc/self/stat")
-	}
-}

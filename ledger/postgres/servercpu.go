@@ -1,4 +1,4 @@
-package bench
+package postgres
 
 import (
 	"bytes"
@@ -14,15 +14,16 @@ import (
 // Linux architecture spool builds for.
 const clockTicks = 100
 
-// serverCPU is the user and system time so far of the PostgreSQL backends
-// on this machine that serve dsn's database, found by their process titles
+// ServerCPU is the user and system time so far of the PostgreSQL backends
+// on this machine that serve dsn's database (false when dsn is no
+// postgres:// URL or no such backend runs here), found by their process titles
 // ("postgres: ... USER DATABASE HOST(PORT) ..."), and whether dsn names
 // such a server: the server's share of a drain on the same cores, which
 // the bench process's own getrusage does not see. Any client's backends
 // on that database count, so a database of the run's own gives the
 // drain's alone; a backend that exits between two readings loses its
 // time, so read it while the ledger is open.
-func serverCPU(dsn string) (time.Duration, bool) {
+func ServerCPU(dsn string) (time.Duration, bool) {
 	u, err := url.Parse(dsn)
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		return 0, false
