@@ -234,6 +234,10 @@ func (c *Consumer) pass(sd *stopping, lease *leaseKeeper, rc *recoverer, work co
 	}()
 	claimed := p.recordAll()
 	wg.Wait()
+	bs := c.takeBatchStats()
+	st.Processed += bs.Processed
+	st.Duplicates += bs.Duplicates
+	st.DeadLetters += bs.DeadLetters
 	p.pf.stop(st)
 	// A sync whose batch was never recorded (the pass failed) must end
 	// before the session can be closed.

@@ -25,7 +25,20 @@ func openQueue(dir string) (*queue.Dir, error) {
 	if errors.Is(err, fs.ErrNotExist) && !errors.Is(err, queue.ErrNotQueue) {
 		return nil, fmt.Errorf("open queue %s: %w: no such directory (create one with spool init)", dir, queue.ErrNotQueue)
 	}
-	return d, err
+	if err != nil {
+		return nil, err
+	}
+	// A queue of batch files (spool.conf's format) names its messages by
+	// its format, for every command.
+	conf, err := queueopen.ReadConfig(dir)
+	if err == nil {
+		err = queueopen.UseFormat(d, conf)
+	}
+	if err != nil {
+		_ = d.Close() // the error that matters is the config's
+		return nil, err
+	}
+	return d, nil
 }
 
 // addDBFlag registers --db on fs.
