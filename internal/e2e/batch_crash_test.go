@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"bytes"
-	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -26,19 +25,30 @@ import (
 // recorded is found again, not written twice), nothing is left in
 // processing/, the file is in done/, and fsck finds nothing wrong.
 func TestBatchCrash(t *testing.T) {
-	batchCrash(t, 50_000, 4)
+	batchCrash(t, sqliteEngine, 50_000, 4)
 }
 
 // TestBatchCrashLong is TestBatchCrash on a file of 400 000 records, with
 // more kills.
 func TestBatchCrashLong(t *testing.T) {
 	testenv.Long(t, "kills consumers in the middle of a JSON Lines file of 400 000 records")
-	batchCrash(t, 400_000, 12)
+	batchCrash(t, sqliteEngine, 400_000, 12)
 }
 
-func batchCrash(t *testing.T, records, minKills int) {
+// TestBatchCrashEngines is TestBatchCrash on a PostgreSQL and a MariaDB
+// ledger (SPOOL_TEST_POSTGRES, SPOOL_TEST_MYSQL; skipped without them,
+// required on CI): the progress commits with the records on every engine.
+func TestBatchCrashEngines(t *testing.T) {
+	for _, b := range []ledgerBackend{postgresEngine, mysqlEngine} {
+		t.Run(b.name, func(t *testing.T) { batchCrash(t, b, 20_000, 3) })
+	}
+}
+
+func batchCrash(t *testing.T, backend ledgerBackend, records, minKills int) {
 	rng := newRand(t)
 	q := batchQueue(t, `{"format": "jsonl"}`)
+	l := backend.open(t, q)
+	args := l.args
 	var b bytes.Buffer
 	var bad []string
 	for i := 1; i <= records; i++ {
@@ -52,13 +62,12 @@ func batchCrash(t *testing.T, records, minKills int) {
 	slices.Sort(bad)
 	good := records - len(bad)
 	putBytes(t, q, "feed.jsonl", b.Bytes())
-	db := filepath.Join(q, "ledger.db")
 	kills, before := 0, 0
 	for run := 0; kills < minKills; run++ {
 		if run > 20*minKills {
 			t.Fatalf("%d runs and only %d kills in the middle of the file", run, kills)
 		}
-		p := start(t, "consume", q, "--batch", strconv.Itoa(1+rng.IntN(200)))
+		p := start(t, append([]string{"consume", q, "--batch", strconv.Itoa(1 + rng.IntN(200))}, args...)...)
 		// Kill a random moment after the run has committed records of its
 		// own: in the middle of the file, whatever the machine's speed.
 		progressed := false
@@ -66,7 +75,7 @@ func batchCrash(t *testing.T, records, minKills int) {
 			select {
 			case <-p.done:
 			default:
-				if n, ok := ledgerProcessed(db); ok && n > before {
+				if n, ok := ledgerProcessed(l); ok && n > before {
 					progressed = true
 					continue
 				}
@@ -82,7 +91,7 @@ func batchCrash(t *testing.T, records, minKills int) {
 			break // it finished the file before the kill: too fast a machine for more
 		}
 		kills++
-		n, _ := ledgerProcessed(db)
+		n, _ := ledgerProcessed(l)
 		if n >= good {
 			break
 		}
@@ -93,24 +102,24 @@ func batchCrash(t *testing.T, records, minKills int) {
 		}
 	}
 	t.Logf("%d kills in the middle of the file", kills)
-	r := mustRun(t, 0, "consume", q)
+	r := mustRun(t, 0, append([]string{"consume", q}, args...)...)
 	st := parseStats(t, r)
 	if st.Duplicates != 0 {
 		t.Fatalf("the last run: %+v, want no duplicate", st)
 	}
-	if n := queryLedger(t, db, `SELECT COUNT(*) FROM processed`); n != good {
+	if n := l.count(t, `SELECT COUNT(*) FROM %[1]s`); n != good {
 		t.Fatalf("%d processed rows, want %d", n, good)
 	}
-	if n := queryLedger(t, db, `SELECT COUNT(*) FROM deliveries WHERE outcome = 'duplicate'`); n != 0 {
+	if n := l.count(t, `SELECT COUNT(*) FROM %[2]s WHERE outcome = 'duplicate'`); n != 0 {
 		t.Fatalf("%d duplicate deliveries: a record was recorded twice", n)
 	}
-	if n := queryLedger(t, db, `SELECT COUNT(DISTINCT claim) FROM processed`); n != good {
+	if n := l.count(t, `SELECT COUNT(DISTINCT claim) FROM %[1]s`); n != good {
 		t.Fatalf("%d record claims for %d records", n, good)
 	}
-	if n := queryLedger(t, db, `SELECT COUNT(DISTINCT file) FROM deliveries WHERE outcome = 'dead-letter' AND reason = 'parse'`); n != len(bad) {
+	if n := l.count(t, `SELECT COUNT(DISTINCT file) FROM %[2]s WHERE outcome = 'dead-letter' AND reason = 'parse'`); n != len(bad) {
 		t.Fatalf("%d dead letters recorded, want %d", n, len(bad))
 	}
-	if n := queryLedger(t, db, `SELECT COUNT(*) FROM deliveries WHERE outcome = 'dead-letter'`); n != len(bad) {
+	if n := l.count(t, `SELECT COUNT(*) FROM %[2]s WHERE outcome = 'dead-letter'`); n != len(bad) {
 		t.Fatalf("%d dead-letter records, want %d", n, len(bad))
 	}
 	if got := stageNames(t, q, errorStage); !slices.Equal(got, bad) {
@@ -125,19 +134,14 @@ func batchCrash(t *testing.T, records, minKills int) {
 	if got := stageNames(t, q, inbox); len(got) != 0 {
 		t.Fatalf("inbox/ holds %q", got)
 	}
-	checkFsck(t, q)
+	checkFsck(t, q, args...)
 }
 
-// ledgerProcessed counts the processed rows of the SQLite ledger at path
-// while consumers write it; false while it cannot be read (not made yet).
-func ledgerProcessed(path string) (int, bool) {
-	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(10000)")
-	if err != nil {
-		return 0, false
-	}
-	defer db.Close()
+// ledgerProcessed counts the processed rows of l while consumers write
+// it; false while it cannot be read (its tables not made yet).
+func ledgerProcessed(l callLedger) (int, bool) {
 	var n int
-	if err := db.QueryRow(`SELECT COUNT(*) FROM processed`).Scan(&n); err != nil {
+	if err := l.db.QueryRow(`SELECT COUNT(*) FROM ` + l.table("processed")).Scan(&n); err != nil {
 		return 0, false
 	}
 	return n, true

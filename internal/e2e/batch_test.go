@@ -78,9 +78,11 @@ func ordersCSV(n int, bad func(i int) bool) ([]byte, []int) {
 	return b.Bytes(), lines
 }
 
-func checkFsck(t *testing.T, q string) {
+// checkFsck runs spool fsck on q (with its --db args) and fails unless
+// it finds nothing wrong.
+func checkFsck(t *testing.T, q string, args ...string) {
 	t.Helper()
-	if r := run(t, "fsck", q); r.code != 0 || !strings.Contains(r.stdout, ": ok") {
+	if r := run(t, append([]string{"fsck", q}, args...)...); r.code != 0 || !strings.Contains(r.stdout, ": ok") {
 		t.Fatalf("fsck is not clean:\n%s", r)
 	}
 }
