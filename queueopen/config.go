@@ -225,6 +225,9 @@ func ParseConfig(data []byte) (*Config, error) {
 	if err := c.Format.Check(); err != nil {
 		return nil, err
 	}
+	if !batched(c) && !reflect.DeepEqual(c.Format, batch.Format{}) && !reflect.DeepEqual(c.Format, batch.Format{Kind: batch.JSON}) {
+		return nil, errors.New("the json format reads one message per *.json file: set format to jsonl, csv or xml for the other format keys, or leave them out")
+	}
 	return c, nil
 }
 
@@ -234,6 +237,12 @@ func setConfigKey(cf *Config, key string, raw json.RawMessage) error {
 	kind := jsonKind(raw)
 	if kind == "null" {
 		return fmt.Errorf("%s is null: give a value, or leave %s out for the default", key, key)
+	}
+	if key == "key" && kind == "a string" {
+		// "key": "id" is the contract's key_field mistyped far more often
+		// than the batch format's "key", which is an object.
+		return fmt.Errorf(`unknown key "key": the keys are %s; did you mean "key_field"? ("key" is the batch format's {"hash": true})`,
+			strings.Join(configKeys, ", "))
 	}
 	if slices.Contains(batch.ConfigKeys, key) {
 		// The format's keys, read by package batch as strictly.
@@ -516,8 +525,9 @@ func parseHeaders(raw json.RawMessage, kind string) (spool.HeaderFields, error) 
 // JSON messages (no spool.conf, or no format) it returns nil and leaves d
 // as it is.
 func Batch(d *queue.Dir, file *Config, c spool.Contract) (spool.BatchFiles, error) {
-	if err := UseFormat(d, file); err != nil || !batched(file) {
-		return nil, err
+	UseFormat(d, file)
+	if !batched(file) {
+		return nil, nil
 	}
 	files, err := batch.Files(file.Format, c)
 	if err != nil {
@@ -537,15 +547,11 @@ func batched(file *Config) bool {
 // done-file is there (batch.Format.Includes, DoneName), and in the other
 // stages a name it includes, so that its record dead letters
 // (orders~L17.csv) count as the messages they are. For a queue of JSON
-// messages it leaves d as it is; the other format keys without a format
-// are refused, since they would change nothing.
-func UseFormat(d *queue.Dir, file *Config) error {
+// messages it leaves d as it is (ParseConfig refuses the other format
+// keys without a format, since they would change nothing).
+func UseFormat(d *queue.Dir, file *Config) {
 	if !batched(file) {
-		if file != nil && !reflect.DeepEqual(file.Format, batch.Format{}) && !reflect.DeepEqual(file.Format, batch.Format{Kind: batch.JSON}) {
-			return &ConfigError{Path: file.Path, Invalid: true,
-				Err: errors.New("the json format reads one message per *.json file: set format to jsonl, csv or xml for the other format keys")}
-		}
-		return nil
+		return
 	}
 	f := file.Format
 	inbox := d.StagePath(queue.Inbox)
@@ -560,5 +566,4 @@ func UseFormat(d *queue.Dir, file *Config) error {
 		_, err := os.Lstat(filepath.Join(inbox, done))
 		return err == nil
 	})
-	return nil
 }

@@ -29,14 +29,11 @@ func openQueue(dir string) (*queue.Dir, error) {
 		return nil, err
 	}
 	// A queue of batch files (spool.conf's format) names its messages by
-	// its format, for every command.
-	conf, err := queueopen.ReadConfig(dir)
-	if err == nil {
-		err = queueopen.UseFormat(d, conf)
-	}
-	if err != nil {
-		_ = d.Close() // the error that matters is the config's
-		return nil, err
+	// its format, for every command. A spool.conf that cannot be read is
+	// reported by the command's own reading of the contract (or warned of,
+	// by spool status): the queue opens as one of JSON messages.
+	if conf, cerr := queueopen.ReadConfig(dir); cerr == nil {
+		queueopen.UseFormat(d, conf)
 	}
 	return d, nil
 }
