@@ -95,4 +95,12 @@ type BatchLedger interface {
 	// DeadLetterIno reports whether a dead letter is recorded with the
 	// inode ino (Delivery.Ino).
 	DeadLetterIno(ctx context.Context, ino uint64) (bool, error)
+	// SetDeadLetterFile names the file in error/, and its inode, of the
+	// dead letter recorded for claim: a record its handler dead-lettered,
+	// whose file is written after the commit.
+	SetDeadLetterFile(ctx context.Context, claim, file string, ino uint64) error
+	// UnwrittenDeadLetters returns the claims of batch's dead letters
+	// whose file column still starts with origin (the batch file's name
+	// and "#"): recorded, their file not yet written or named.
+	UnwrittenDeadLetters(ctx context.Context, batch, origin string) ([]string, error)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spoolq/spool/queue"
@@ -105,7 +106,11 @@ func (c *Consumer) consumeBatch(s *queue.Session, cl *queue.Claim, claimed time.
 	}
 	b := &batchRun{c: c, s: s, cl: cl, claimed: claimed, p: p, check: found}
 	if found {
-		c.log.Info("batch file resumed", "file", cl.Name, "position", p.Position)
+		n, err := b.writeUnwritten(ctx)
+		if err != nil {
+			return err
+		}
+		c.log.Info("batch file resumed", "file", cl.Name, "position", p.Position, "dead_letters_written", n)
 	}
 	for {
 		rec, err := rd.Next()
@@ -156,7 +161,7 @@ func (b *batchRun) add(ctx context.Context, rec BatchRecord) error {
 	br := batchRecord{d: d, rec: rec}
 	if rej != nil {
 		d.Message, d.Reject = nil, rej
-		stored, ino, err := b.writeDeadLetter(ctx, rec)
+		stored, ino, err := b.writeDeadLetter(ctx, rec, b.check)
 		if err != nil {
 			return err
 		}
@@ -178,9 +183,9 @@ func originText(o string) string {
 
 // writeDeadLetter writes rec's one-record dead letter into error/, or
 // finds the one an earlier run wrote before it died (b.check).
-func (b *batchRun) writeDeadLetter(ctx context.Context, rec BatchRecord) (string, uint64, error) {
+func (b *batchRun) writeDeadLetter(ctx context.Context, rec BatchRecord, check bool) (string, uint64, error) {
 	c := b.c
-	if !b.check {
+	if !check {
 		stored, ino, err := c.dir.WriteStage(queue.Error, rec.DeadLetter, rec.WriteDeadLetter)
 		if err != nil {
 			return "", 0, fmt.Errorf("dead letter of %s %s: %w", b.cl.Name, rec.Origin, err)
@@ -244,11 +249,12 @@ func (b *batchRun) commit(ctx context.Context) error {
 		stored := br.stored
 		if r.Outcome == OutcomeDeadLetter && stored == "" {
 			// The handler dead-lettered a valid record: its file is
-			// written after the commit that decided it. A crash between
-			// the two leaves the record in the batch file (in done/) and
-			// its reason in the ledger, without a one-record file.
-			if stored, _, err = c.dir.WriteStage(queue.Error, br.rec.DeadLetter, br.rec.WriteDeadLetter); err != nil {
-				return fmt.Errorf("dead letter of %s %s: %w", b.cl.Name, br.rec.Origin, err)
+			// written after the commit that decided it, and then named
+			// in its record. A crash before that leaves the record
+			// under its origin, which the resumed run finds
+			// (writeUnwritten).
+			if stored, err = b.writeRecorded(ctx, br.d.Claim, br.rec, false); err != nil {
+				return err
 			}
 		}
 		if stored == "" {
@@ -267,6 +273,73 @@ func (b *batchRun) commit(ctx context.Context) error {
 	}
 	b.pending = b.pending[:0]
 	return nil
+}
+
+// writeRecorded writes the dead letter of rec, recorded under claim by a
+// commit, and names it in the record. With check, a copy written before a
+// crash is taken instead of writing another (writeDeadLetter).
+func (b *batchRun) writeRecorded(ctx context.Context, claim string, rec BatchRecord, check bool) (string, error) {
+	stored, ino, err := b.writeDeadLetter(ctx, rec, check)
+	if err != nil {
+		return "", err
+	}
+	if err := b.c.batchLedger.SetDeadLetterFile(ctx, claim, stored, ino); err != nil {
+		return "", fmt.Errorf("ledger: %w", err)
+	}
+	return stored, nil
+}
+
+// writeUnwritten writes, on a resume, the dead letters a killed run
+// recorded (its handler decided them) and did not write: they are before
+// the position, so the file is read again from its start up to the last
+// of them. It returns how many it wrote.
+func (b *batchRun) writeUnwritten(ctx context.Context) (int, error) {
+	c := b.c
+	claims, err := c.batchLedger.UnwrittenDeadLetters(ctx, b.p.Batch, b.cl.Name+"#")
+	if err != nil || len(claims) == 0 {
+		if err != nil {
+			err = fmt.Errorf("ledger: %w", err)
+		}
+		return 0, err
+	}
+	want := make(map[int64]string, len(claims))
+	for _, claim := range claims {
+		_, idx, _ := strings.Cut(claim[len(b.p.Batch):], "#")
+		i, err := strconv.ParseInt(idx, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("dead letters of %s: claim %s: %w", b.cl.Name, claim, err)
+		}
+		want[i] = claim
+	}
+	f, err := b.s.Open(b.cl)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close() // read-only: a close error loses nothing
+	rd, err := c.cfg.Batch.OpenBatch(f, b.cl.Name, "")
+	if err != nil {
+		return 0, fmt.Errorf("consume batch file %s: %w", b.cl.Name, err)
+	}
+	n := 0
+	for len(want) > 0 {
+		rec, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			return n, fmt.Errorf("dead letters of %s: %d records recorded are not in the file", b.cl.Name, len(want))
+		}
+		if err != nil {
+			return n, fmt.Errorf("consume batch file %s: %w", b.cl.Name, err)
+		}
+		claim, ok := want[rec.Index]
+		if !ok {
+			continue
+		}
+		if _, err := b.writeRecorded(ctx, claim, rec, true); err != nil {
+			return n, err
+		}
+		delete(want, rec.Index)
+		n++
+	}
+	return n, nil
 }
 
 // batchDecide is the retry policy for a batch file's records: a record

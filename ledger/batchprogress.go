@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spoolq/spool"
@@ -97,3 +98,64 @@ func (db *DB) DeadLetterIno(ctx context.Context, ino uint64) (bool, error) {
 	}
 	return n > 0, nil
 }
+
+// SetDeadLetterFile names the file that stands for the dead letter of
+// claim in error/, and its inode: a batch file's record its handler
+// dead-lettered, whose one-record file is written after the commit that
+// decided it. See spool.BatchLedger.
+func (db *DB) SetDeadLetterFile(ctx context.Context, claim, file string, ino uint64) error {
+	if err := db.open(); err != nil {
+		return err
+	}
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, db.dialect.Rebind(`UPDATE deliveries SET file = ?, ino = ? WHERE claim = ? AND outcome = 'dead-letter'`), clean(file), nullIno(ino), claim)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n != 1 {
+			return fmt.Errorf("no dead letter of claim %s", claim)
+		}
+		return nil
+	})
+	if err != nil {
+		return db.fail("set dead letter file", err)
+	}
+	return nil
+}
+
+// UnwrittenDeadLetters returns the claims of the dead letters of batch (a
+// BatchProgress.Batch) still recorded under their record's origin, a file
+// name starting with origin (the batch file's name and "#"): those whose
+// one-record file was not written when their consumer died. See
+// spool.BatchLedger.
+func (db *DB) UnwrittenDeadLetters(ctx context.Context, batch, origin string) ([]string, error) {
+	if err := db.open(); err != nil {
+		return nil, err
+	}
+	rows, err := db.sql.QueryContext(ctx, db.dialect.Rebind(`SELECT claim, file FROM deliveries WHERE outcome = 'dead-letter' AND claim LIKE ?`), likePrefix(batch+"#"))
+	if err != nil {
+		return nil, db.fail("unwritten dead letters", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var claim, file string
+		if err := rows.Scan(&claim, &file); err != nil {
+			return nil, db.fail("unwritten dead letters", err)
+		}
+		// LIKE's wildcards in the prefix match more: keep the exact ones.
+		if strings.HasPrefix(claim, batch+"#") && strings.HasPrefix(file, origin) {
+			out = append(out, claim)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, db.fail("unwritten dead letters", err)
+	}
+	return out, nil
+}
+
+// likePrefix is a LIKE pattern of the strings starting with p: p's own
+// wildcards match any character, a superset the caller filters.
+func likePrefix(p string) string { return p + "%" }

@@ -205,3 +205,40 @@ func TestBatchDeadLetterResume(t *testing.T) {
 		t.Fatal("a2 and a4 are not processed")
 	}
 }
+
+// TestBatchHandlerDeadLetterResume: a consumer killed after committing a
+// record its handler dead-lettered, and before writing its one-record
+// file, left the dead letter recorded under the record's origin; the run
+// that resumes the batch file writes the file and names it in the record.
+// The state is made by hand, as TestBatchDeadLetterResume's.
+func TestBatchHandlerDeadLetterResume(t *testing.T) {
+	q := batchQueue(t, `{"format": "csv"}`)
+	mustRun(t, 0, "consume", q) // makes the ledger's tables
+	header, rows := "msg_id,order_no,seq,amount\n", []string{"A,O,1,1.00\n", "B,O,2,2.00\n", "C,O,3,3.00\n"}
+	putBytes(t, q, "book.csv", []byte(header+rows[0]+rows[1]+rows[2]))
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(q, inbox, "book.csv"), &st); err != nil {
+		t.Fatal(err)
+	}
+	fileID := fmt.Sprintf("book.csv:%d:%d:%d", st.Ino, st.Size, time.Unix(st.Mtim.Unix()).UnixNano())
+	position := fmt.Sprintf("2:%d:4", len(header)+len(rows[0])+len(rows[1]))
+	db := filepath.Join(q, "ledger.db")
+	execLedger(t, db,
+		`INSERT INTO spool_batch_progress (file, batch, position, at) VALUES ('`+fileID+`', 'killed-run', '`+position+`', '2026-01-01T00:00:00.000000Z')`,
+		fmt.Sprintf(`INSERT INTO deliveries (claim, file, ino, consumer, msg_id, outcome, reason, detail, at)
+			VALUES ('killed-run#1', 'book.csv#L3', %d, 'killed', 'B', 'dead-letter', 'handler', 'order closed', '2026-01-01T00:00:00.000000Z')`, st.Ino))
+	r := mustRun(t, 0, "consume", q)
+	if got := parseStats(t, r); got != (consumeStats{Processed: 1}) {
+		t.Fatalf("%+v, want C processed\n%s", got, r)
+	}
+	if got := stageNames(t, q, errorStage); !slices.Equal(got, []string{"book~L3.csv"}) {
+		t.Fatalf("error/ holds %q, want B's dead letter", got)
+	}
+	b, err := os.ReadFile(filepath.Join(q, errorStage, "book~L3.csv"))
+	if err != nil || string(b) != header+rows[1] {
+		t.Fatalf("B's dead letter is %q, %v", b, err)
+	}
+	if n := queryLedger(t, db, `SELECT COUNT(*) FROM deliveries WHERE claim = 'killed-run#1' AND file = 'book~L3.csv' AND ino IS NOT NULL AND ino <> ?`, st.Ino); n != 1 {
+		t.Fatal("B's dead letter does not name its file and inode")
+	}
+}

@@ -315,3 +315,40 @@ func TestBatchXML(t *testing.T) {
 	}
 	checkFsck(t, q)
 }
+
+// TestBatchSQLHandler: a batch file's records run the --sql handler in
+// the transaction that records them, each in its savepoint: a record the
+// handler refuses is a dead letter of its own, written as a one-record
+// file after the commit, and its writes are rolled back; a --post handler
+// is refused on a batch queue with one line.
+func TestBatchSQLHandler(t *testing.T) {
+	q, state := workQueue(t)
+	if err := os.WriteFile(filepath.Join(q, "spool.conf"), []byte(`{"format": "csv"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	prepareLedger(t, q, `CREATE TABLE balances (order_no TEXT PRIMARY KEY, cents INTEGER NOT NULL CHECK (cents >= 0))`)
+	sqlFile := writeFile(t, state, "book.sql", `INSERT INTO balances (order_no, cents) VALUES (:order_no, CAST(round(:amount * 100) AS INTEGER))
+    ON CONFLICT (order_no) DO UPDATE SET cents = cents + excluded.cents;
+`)
+	putBytes(t, q, "book.csv", []byte("msg_id,order_no,seq,amount\nA,O1,1,10.00\nB,O1,2,-20.00\nC,O1,3,5.00\n"))
+	r := mustRun(t, 0, "consume", q, "--sql", sqlFile)
+	if st := parseStats(t, r); st != (consumeStats{Processed: 2, DeadLetters: 1}) {
+		t.Fatalf("%+v, want 2 processed and B dead-lettered\n%s", st, r)
+	}
+	if got := stageNames(t, q, errorStage); !slices.Equal(got, []string{"book~L3.csv"}) {
+		t.Fatalf("error/ holds %q, want book~L3.csv", got)
+	}
+	db := filepath.Join(q, "ledger.db")
+	if n := queryLedger(t, db, `SELECT cents FROM balances WHERE order_no = 'O1'`); n != 1500 {
+		t.Fatalf("O1's balance is %d cents, want 1500: B's write must roll back", n)
+	}
+	if n := queryLedger(t, db, `SELECT COUNT(*) FROM deliveries WHERE outcome = 'dead-letter' AND reason = 'handler' AND file = 'book~L3.csv'`); n != 1 {
+		t.Fatal("B's dead letter is not recorded with reason handler")
+	}
+	checkFsck(t, q)
+	putBytes(t, q, "more.csv", []byte("msg_id,order_no,seq,amount\nD,O2,1,1.00\n"))
+	r = run(t, "consume", q, "--post", "http://127.0.0.1:9/")
+	if r.code == 0 || !strings.Contains(r.stderr, "batch files") || len(notLogged(r.stderr)) != 1 {
+		t.Fatalf("--post on a batch queue: want one line refusing it\n%s", r)
+	}
+}
