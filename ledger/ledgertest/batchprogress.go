@@ -1,6 +1,7 @@
 package ledgertest
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/spoolq/spool"
@@ -58,6 +59,30 @@ func testBatchProgress(t *testing.T, db *ledger.DB) {
 		if got, err := db.DeadLetterIno(ctx, ino); err != nil || got != want {
 			t.Errorf("DeadLetterIno(%d) = %v, %v; want %v", ino, got, err, want)
 		}
+	}
+	// A record its handler dead-lettered is recorded under its origin
+	// until its file is written and named.
+	h := rejected("s:1:2#3", "f#L5", 77, spool.ReasonHandler, "", "order closed")
+	if _, err := db.RecordBatch(ctx, []*spool.Delivery{h}, spool.Work{}, e); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := db.UnwrittenDeadLetters(ctx, "s:1:2", "f#"); err != nil || !slices.Equal(got, []string{"s:1:2#3"}) {
+		t.Fatalf("UnwrittenDeadLetters = %q, %v; want s:1:2#3 (s:1:2#1 names its file)", got, err)
+	}
+	if got, err := db.UnwrittenDeadLetters(ctx, "s:1", "f#"); err != nil || len(got) != 0 {
+		t.Fatalf("UnwrittenDeadLetters of another batch = %q, %v", got, err)
+	}
+	if err := db.SetDeadLetterFile(ctx, "s:1:2#3", "f~L5.csv", 903); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := db.UnwrittenDeadLetters(ctx, "s:1:2", "f#"); err != nil || len(got) != 0 {
+		t.Fatalf("UnwrittenDeadLetters once written = %q, %v", got, err)
+	}
+	if ok, err := db.DeadLetterIno(ctx, 903); err != nil || !ok {
+		t.Fatalf("DeadLetterIno(903) = %v, %v after SetDeadLetterFile", ok, err)
+	}
+	if err := db.SetDeadLetterFile(ctx, "s:1:2#0", "f~L2.csv", 904); err == nil {
+		t.Error("SetDeadLetterFile of a processed record: nil error, want one")
 	}
 	if _, err := db.RecordBatch(ctx, nil, spool.Work{}, spool.BatchProgress{File: "x"}); err == nil {
 		t.Error("RecordBatch without a batch identity: nil error, want one")
