@@ -237,11 +237,15 @@ type Consumer struct {
 	batchLedger BatchLedger
 	batchMu     sync.Mutex
 	batchStats  Stats
-	gate        *gate      // paces the Caller's calls, across passes
-	holds       *holdWatch // the operator's pause and holds; nil without a HoldLedger
-	win         *windowGuard
-	cfg         Config
-	log         *slog.Logger
+	// batchStop is the context of the pass running, which a batch file
+	// being read checks between its commits; written by pass before its
+	// claiming stage starts.
+	batchStop context.Context
+	gate      *gate      // paces the Caller's calls, across passes
+	holds     *holdWatch // the operator's pause and holds; nil without a HoldLedger
+	win       *windowGuard
+	cfg       Config
+	log       *slog.Logger
 
 	// moves is held by whichever stage of a pass is renaming files, the
 	// claiming or the finishing, for a whole batch at a time. The kernel

@@ -130,6 +130,11 @@ func (c *Consumer) consumeBatch(s *queue.Session, cl *queue.Claim, claimed time.
 			if err := b.commit(ctx); err != nil {
 				return err
 			}
+			if c.batchStop != nil && c.batchStop.Err() != nil {
+				// A graceful stop: the rest of the file waits for the
+				// next run, which resumes after what is committed.
+				return b.giveBack()
+			}
 		}
 	}
 	if err := b.commit(ctx); err != nil {
@@ -380,6 +385,23 @@ func (b *batchRun) whole(ctx context.Context, rec BatchRecord) error {
 		c.cfg.OnDelivery(d, res[0], d.File)
 	}
 	return nil
+}
+
+// giveBack puts the batch file back into inbox/, unfinished, as
+// recovery puts an unrecorded claim back: its progress is committed, and
+// the next claim of it resumes there.
+func (b *batchRun) giveBack() error {
+	c := b.c
+	c.moves.Lock()
+	defer c.moves.Unlock()
+	if _, err := b.s.Finish(b.cl, queue.Inbox); err != nil {
+		return err
+	}
+	c.log.Info("batch file given back", "file", b.cl.Name, "position", b.p.Position)
+	if c.cfg.Relaxed {
+		return nil
+	}
+	return c.dir.Sync(queue.Inbox)
 }
 
 // finish moves the batch file to stage to, and its done-file after it:

@@ -242,3 +242,50 @@ func TestBatchHandlerDeadLetterResume(t *testing.T) {
 		t.Fatal("B's dead letter does not name its file and inode")
 	}
 }
+
+// TestBatchGracefulStop: a consumer stopped by SIGTERM in the middle of a
+// batch file commits what it read, gives the file back to inbox/ and
+// exits 0 with processing/ empty; the next run resumes it, and every
+// record is processed once.
+func TestBatchGracefulStop(t *testing.T) {
+	const records = 100_000
+	q := batchQueue(t, `{"format": "jsonl"}`)
+	l := sqliteEngine.open(t, q)
+	var b bytes.Buffer
+	for i := 1; i <= records; i++ {
+		fmt.Fprintf(&b, `{"msg_id":"k%d","order_no":"o","seq":%d,"amount":"1.00"}`+"\n", i, i)
+	}
+	putBytes(t, q, "feed.jsonl", b.Bytes())
+	p := start(t, "consume", q, "--batch", "50")
+	waitFor(t, cmdTimeout, "the first records committed", func() bool {
+		n, _ := ledgerProcessed(l)
+		return n > 0
+	})
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	r := p.wait(t)
+	if r.code != 0 {
+		t.Fatalf("a stopped consumer exited with a failure:\n%s", r)
+	}
+	if got := stageNames(t, q, processing); len(got) != 0 {
+		t.Fatalf("processing/ holds %q after a graceful stop", got)
+	}
+	first := parseStats(t, r).Processed
+	if slices.Equal(stageNames(t, q, inbox), []string{"feed.jsonl"}) {
+		if first >= records {
+			t.Fatalf("the file is back in inbox/ with all %d records processed", first)
+		}
+		t.Logf("stopped after %d records, the file given back", first)
+	} else if first != records {
+		t.Fatalf("the file is not back in inbox/, and %d of %d records are processed", first, records)
+	}
+	second := parseStats(t, mustRun(t, 0, "consume", q))
+	if first+second.Processed != records || second.Duplicates != 0 {
+		t.Fatalf("%d then %+v: want %d records processed once", first, second, records)
+	}
+	if n := l.count(t, `SELECT COUNT(*) FROM %[1]s`); n != records {
+		t.Fatalf("%d processed rows, want %d", n, records)
+	}
+	checkFsck(t, q)
+}
