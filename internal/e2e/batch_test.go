@@ -352,3 +352,23 @@ func TestBatchSQLHandler(t *testing.T) {
 		t.Fatalf("--post on a batch queue: want one line refusing it\n%s", r)
 	}
 }
+
+// TestBatchTooLarge: a record over the contract's max_size is not held
+// in memory, and its dead letter is copied from the file, whole.
+func TestBatchTooLarge(t *testing.T) {
+	q := batchQueue(t, `{"format": "jsonl", "max_size": 256}`)
+	long := `{"msg_id":"big","order_no":"o","seq":2,"amount":"1.00","note":"` + strings.Repeat("x", 600) + `"}` + "\n"
+	putBytes(t, q, "feed.jsonl", []byte(`{"msg_id":"a","order_no":"o","seq":1,"amount":"1.00"}`+"\n"+long+`{"msg_id":"c","order_no":"o","seq":3,"amount":"1.00"}`+"\n"))
+	st := parseStats(t, mustRun(t, 0, "consume", q))
+	if st != (consumeStats{Processed: 2, DeadLetters: 1}) {
+		t.Fatalf("%+v, want 2 processed and the long line dead-lettered", st)
+	}
+	b, err := os.ReadFile(filepath.Join(q, errorStage, "feed~L2.jsonl"))
+	if err != nil || string(b) != long {
+		t.Fatalf("the long line's dead letter is %d bytes (%v), want the line's %d", len(b), err, len(long))
+	}
+	if n := queryLedger(t, filepath.Join(q, "ledger.db"), `SELECT COUNT(*) FROM deliveries WHERE reason = 'too-large' AND file = 'feed~L2.jsonl'`); n != 1 {
+		t.Fatal("the long line is not recorded as too-large")
+	}
+	checkFsck(t, q)
+}
