@@ -34,10 +34,7 @@ func recordedKey(ino uint64, name string) fileKey {
 // as it is.
 func batchFile(name string) string {
 	i := strings.LastIndexByte(name, '#')
-	if i <= 0 || i+2 >= len(name)+1 || i+1 >= len(name) || (name[i+1] != 'L' && name[i+1] != 'E') {
-		return name
-	}
-	if digits := name[i+2:]; digits == "" || strings.Trim(digits, "0123456789") != "" {
+	if i <= 0 || i+2 >= len(name) || name[i+1] != 'L' && name[i+1] != 'E' || strings.Trim(name[i+2:], "0123456789") != "" {
 		return name
 	}
 	return name[:i]
