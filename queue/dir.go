@@ -76,6 +76,13 @@ type Dir struct {
 // safe for concurrent use. Call it before the Dir is used.
 func (d *Dir) SetMessageNames(is func(s Stage, name string) bool) { d.names = is }
 
+// Takes reports whether name is one the queue takes as a message once it
+// is in inbox/, ready or not (a data file waiting for its done-file is
+// taken): IsMessageName, or the SetMessageNames rule as it answers for
+// the stages other than inbox/. For Enqueue, and for a program that
+// checks a name before it writes the file.
+func (d *Dir) Takes(name string) bool { return d.IsMessage(Done, name) }
+
 // IsMessage reports whether name is a message of stage s by the Dir's
 // rule: IsMessageName, or the one SetMessageNames gave.
 func (d *Dir) IsMessage(s Stage, name string) bool { return d.isMessage(s, []byte(name)) }

@@ -194,6 +194,22 @@ func TestBatchJSONLTruncated(t *testing.T) {
 		t.Fatalf("done/ holds %q", got)
 	}
 	checkFsck(t, q)
+	// spool enqueue takes the names the format includes, and those only.
+	src := filepath.Join(t.TempDir(), "more.jsonl")
+	if err := os.WriteFile(src, []byte(`{"msg_id":"j200","order_no":"o","seq":1,"amount":"1.00"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, 0, "enqueue", q, src)
+	txt := filepath.Join(t.TempDir(), "more.txt")
+	if err := os.WriteFile(txt, []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := mustRun(t, 2, "enqueue", q, txt); !strings.Contains(r.stderr, "not a name the queue's format includes") {
+		t.Fatalf("enqueue of a name the format does not include:\n%s", r)
+	}
+	if st := parseStats(t, mustRun(t, 0, "consume", q)); st != (consumeStats{Processed: 1}) {
+		t.Fatalf("the enqueued file: %+v, want 1 processed", st)
+	}
 }
 
 // TestBatchGzipCSV: a gzipped CSV is read through gzip; its rows'
