@@ -137,6 +137,14 @@ type Config struct {
 	// the truth, and a failing window leaves consumption to the ledger
 	// alone. Nil: none.
 	Window Window
+	// Batch, when set, says which claimed files are batch files and reads
+	// their records, each a message of its own (docs/DESIGN.md, "Batch
+	// files: the consumer"); queueopen sets it from spool.conf's format.
+	// The ledger must then be a BatchLedger, and a Caller cannot be set
+	// (not yet: a batch file's records are recorded in transactions of
+	// their own, and a Caller's calls run outside any). Nil: every file
+	// is one JSON message.
+	Batch BatchFiles
 	// Logger receives operational events. Nil: discard.
 	Logger *slog.Logger
 	// OnDelivery, when set, is called after each delivery has reached done/
@@ -223,11 +231,21 @@ type Consumer struct {
 	ledger     Ledger
 	work       WorkLedger // the ledger, when a Handler or a Caller is configured
 	callLedger CallLedger // the ledger, when a Caller is configured
-	gate       *gate      // paces the Caller's calls, across passes
-	holds      *holdWatch // the operator's pause and holds; nil without a HoldLedger
-	win        *windowGuard
-	cfg        Config
-	log        *slog.Logger
+	// batchLedger is the ledger, when Config.Batch is set; batchStats
+	// counts what batch files' records became, for the pass to add to
+	// its Stats (consumer_batch.go).
+	batchLedger BatchLedger
+	batchMu     sync.Mutex
+	batchStats  Stats
+	// batchStop is the context of the pass running, which a batch file
+	// being read checks between its commits; written by pass before its
+	// claiming stage starts.
+	batchStop context.Context
+	gate      *gate      // paces the Caller's calls, across passes
+	holds     *holdWatch // the operator's pause and holds; nil without a HoldLedger
+	win       *windowGuard
+	cfg       Config
+	log       *slog.Logger
 
 	// moves is held by whichever stage of a pass is renaming files, the
 	// claiming or the finishing, for a whole batch at a time. The kernel
@@ -350,6 +368,16 @@ func NewConsumer(dir *queue.Dir, l Ledger, cfg Config) (*Consumer, error) {
 		if t, ok := cfg.Caller.(TimeoutCaller); ok && t.CallTimeout() >= cfg.Lease {
 			return nil, fmt.Errorf("consumer: %w: %v, lease %v", ErrTimeoutBeyondLease, t.CallTimeout(), cfg.Lease)
 		}
+	}
+	if cfg.Batch != nil {
+		if cfg.Caller != nil {
+			return nil, errors.New("consumer: batch files (spool.conf's format) cannot be consumed with a caller (--post, --exec) yet: use a handler in the ledger's transaction (--sql), or none")
+		}
+		bl, ok := l.(BatchLedger)
+		if !ok {
+			return nil, fmt.Errorf("consumer: batch files need a ledger that keeps their progress (%T does not)", l)
+		}
+		c.batchLedger = bl
 	}
 	if cfg.Handler != nil {
 		wl, ok := l.(WorkLedger)

@@ -164,6 +164,14 @@ func (c *Consumer) needsSync(items []item) bool {
 // returned as it was.
 func (c *Consumer) examine(s *queue.Session, it item) (item, error) {
 	cl := it.claim
+	if c.isBatch(cl) {
+		// Its records are consumed now, each a delivery of its own; the
+		// item is then done for the pass (consumer_batch.go).
+		if err := c.consumeBatch(s, cl, it.claimed); err != nil {
+			return it, err
+		}
+		return item{state: held}, nil
+	}
 	d := &Delivery{Claim: cl.ID, File: cl.Name, Ino: cl.Ino, Consumer: s.ID(), Size: cl.Size, Claimed: it.claimed}
 	data, rej, err := c.read(s, cl)
 	if err != nil {

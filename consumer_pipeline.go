@@ -204,6 +204,10 @@ func (c *Consumer) pass(sd *stopping, lease *leaseKeeper, rc *recoverer, work co
 		stop:     make(chan struct{}),
 		pf:       c.startPrefetch(s),
 	}
+	// A batch file being read stops between its commits when the pass
+	// is stopped (consumer_batch.go); set before the claiming stage, and
+	// so its workers, start.
+	c.batchStop = sd.ctx
 	// What the clock put back before this pass, its scan sees.
 	rc.returned()
 	// A recovery of the clock that fails fails the pass, as a failure of
@@ -234,6 +238,10 @@ func (c *Consumer) pass(sd *stopping, lease *leaseKeeper, rc *recoverer, work co
 	}()
 	claimed := p.recordAll()
 	wg.Wait()
+	bs := c.takeBatchStats()
+	st.Processed += bs.Processed
+	st.Duplicates += bs.Duplicates
+	st.DeadLetters += bs.DeadLetters
 	p.pf.stop(st)
 	// A sync whose batch was never recorded (the pass failed) must end
 	// before the session can be closed.

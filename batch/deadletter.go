@@ -74,6 +74,11 @@ func deadLetterName(file string, rec Record) string {
 	return stem + mark + ext
 }
 
+// IsDeadLetterName reports whether name is shaped as DeadLetter names a
+// record's dead letter (orders~L17.csv): such a file, put back by a
+// replay, needs no done-file (Match).
+func IsDeadLetterName(name string) bool { return isDeadLetterName(name) }
+
 // isDeadLetterName reports whether name has the shape deadLetterName
 // gives: a stem, "~L" or "~E", a number from 1 without leading zeros,
 // then the extension if any.

@@ -17,8 +17,10 @@
 // file that stands for it in error/; Key is a record's idempotency key for
 // files without a key field.
 //
-// The package is the readers only: the consumer that claims a batch file,
-// commits its records and keeps its progress in the ledger is built on it
-// (phase 2). It imports the root package, the standard library and
+// Files is the consumer's view of the package (spool.BatchFiles): the
+// consumer that claims a batch file, commits its records and keeps its
+// progress in the ledger (docs/DESIGN.md, "Batch files: the consumer")
+// reads it through Files, which queueopen makes from spool.conf. The
+// package imports the root package, the standard library and
 // golang.org/x/text, nothing else.
 package batch

@@ -25,7 +25,19 @@ func compareKeys(a, b fileKey) int {
 
 // recordedKey is the key of a file the ledger recorded under name.
 func recordedKey(ino uint64, name string) fileKey {
-	return fileKey{ino, nameHash(storedName(name))}
+	return fileKey{ino, nameHash(storedName(batchFile(name)))}
+}
+
+// batchFile returns the name of the batch file a record's file column
+// names ("orders.csv#L17" is a record of orders.csv, which is where its
+// inode is: docs/DESIGN.md, "Batch files: the consumer"); any other name
+// as it is.
+func batchFile(name string) string {
+	i := strings.LastIndexByte(name, '#')
+	if i <= 0 || i+2 >= len(name) || name[i+1] != 'L' && name[i+1] != 'E' || strings.Trim(name[i+2:], "0123456789") != "" {
+		return name
+	}
+	return name[:i]
 }
 
 // stageKeys appends the keys a file of a stage may have been recorded
@@ -36,10 +48,13 @@ func recordedKey(ino uint64, name string) fileKey {
 func stageKeys(keys []fileKey, ino uint64, name string) []fileKey {
 	name = storedName(name)
 	keys = append(keys, fileKey{ino, nameHash(name)})
-	if stem, ok := strings.CutSuffix(name, ".json"); ok {
-		if i := strings.LastIndexByte(stem, '~'); i > 0 && i < len(stem)-1 && strings.Trim(stem[i+1:], "0123456789") == "" {
-			keys = append(keys, fileKey{ino, nameHash(stem[:i] + ".json")})
-		}
+	// The extension: ".json", or a batch file's (".csv").
+	stem, ext := name, ""
+	if i := strings.LastIndexByte(name, '.'); i > 0 {
+		stem, ext = name[:i], name[i:]
+	}
+	if i := strings.LastIndexByte(stem, '~'); i > 0 && i < len(stem)-1 && strings.Trim(stem[i+1:], "0123456789") == "" {
+		keys = append(keys, fileKey{ino, nameHash(stem[:i] + ext)})
 	}
 	return keys
 }

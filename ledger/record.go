@@ -46,7 +46,13 @@ func (r result) public(d *spool.Delivery) spool.Result {
 const maxDetail = 2000
 
 func (db *DB) record(ctx context.Context, batch []*spool.Delivery, w spool.Work) ([]result, error) {
-	if w.Handler == nil {
+	return db.recordWith(ctx, batch, w, nil)
+}
+
+// recordWith is record with also, when not nil, run last in the batch's
+// transaction: a batch file's progress (RecordBatch).
+func (db *DB) recordWith(ctx context.Context, batch []*spool.Delivery, w spool.Work, also func(tx *sql.Tx) error) ([]result, error) {
+	if w.Handler == nil && also == nil {
 		if res, done, err := db.recordOne(ctx, batch); err != nil || done {
 			return res, err
 		}
@@ -70,7 +76,13 @@ func (db *DB) record(ctx context.Context, batch []*spool.Delivery, w spool.Work)
 		if err := db.markConflicts(ctx, tx, batch, res); err != nil {
 			return err
 		}
-		return db.insertDeliveryRows(ctx, tx, batch, res, now)
+		if err := db.insertDeliveryRows(ctx, tx, batch, res, now); err != nil {
+			return err
+		}
+		if also != nil {
+			return also(tx)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err

@@ -63,6 +63,36 @@ type Dir struct {
 	// (held.go): the stage is optional and made at its first use, by any
 	// process, so it is opened when first needed.
 	held atomic.Int32
+	// names, when set, says which names of a stage are messages in
+	// place of IsMessageName (SetMessageNames).
+	names func(s Stage, name string) bool
+}
+
+// SetMessageNames makes is decide which names of a stage are messages, in
+// place of IsMessageName, for the claim scanner (ScanOrdered), Scan, List,
+// Inode and the stage counts: for a queue of batch files, whose format
+// says which names are data files (in inbox/, once their done-file is
+// there). Names starting with "." never are, whatever is says; is must be
+// safe for concurrent use. Call it before the Dir is used.
+func (d *Dir) SetMessageNames(is func(s Stage, name string) bool) { d.names = is }
+
+// Takes reports whether name is one the queue takes as a message once it
+// is in inbox/, ready or not (a data file waiting for its done-file is
+// taken): IsMessageName, or the SetMessageNames rule as it answers for
+// the stages other than inbox/. For Enqueue, and for a program that
+// checks a name before it writes the file.
+func (d *Dir) Takes(name string) bool { return d.IsMessage(Done, name) }
+
+// IsMessage reports whether name is a message of stage s by the Dir's
+// rule: IsMessageName, or the one SetMessageNames gave.
+func (d *Dir) IsMessage(s Stage, name string) bool { return d.isMessage(s, []byte(name)) }
+
+// isMessage is IsMessage for a name still in a directory read buffer.
+func (d *Dir) isMessage(s Stage, name []byte) bool {
+	if d.names != nil {
+		return len(name) > 0 && name[0] != '.' && d.names(s, string(name))
+	}
+	return isMessageName(name)
 }
 
 // IsMessageName reports whether an entry name is a message: it ends in

@@ -125,13 +125,14 @@ func linkedAlready(olddir int, old string, newdir int, name string) (bool, error
 // maxNameBytes is NAME_MAX on Linux filesystems.
 const maxNameBytes = 255
 
-// suffixed returns name with "~n" placed before its ".json" extension
-// ("a.json", 2 -> "a~2.json"), shortening the stem on a UTF-8 boundary when
-// the result would exceed NAME_MAX.
+// suffixed returns name with "~n" placed before its extension ("a.json",
+// 2 -> "a~2.json"; "orders~L17.csv" -> "orders~L17~2.csv", so that a batch
+// queue's include pattern still takes the copy), shortening the stem on a
+// UTF-8 boundary when the result would exceed NAME_MAX.
 func suffixed(name string, n int) string {
 	stem, ext := name, ""
-	if strings.HasSuffix(name, ".json") {
-		stem, ext = name[:len(name)-len(".json")], ".json"
+	if i := strings.LastIndexByte(name, '.'); i > 0 {
+		stem, ext = name[:i], name[i:]
 	}
 	suf := "~" + strconv.Itoa(n)
 	for len(stem)+len(suf)+len(ext) > maxNameBytes && len(stem) > 0 {

@@ -117,7 +117,7 @@ func (d *Dir) smallest(s Stage, w window, after string) ([]string, int, error) {
 			off += int(binary.NativeEndian.Uint16(buf[off+16:]))
 			// The string conversions in comparisons do not allocate.
 			// after is "" on the first read, before every message name.
-			if !isMessageName(name) || string(name) <= after {
+			if !d.isMessage(s, name) || string(name) <= after {
 				continue
 			}
 			// Once a name has been left out, only a name smaller than the

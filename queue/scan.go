@@ -37,7 +37,7 @@ func (d *Dir) Scan(s Stage, fn func(names []string) error) error {
 		names, err := f.Readdirnames(ScanChunk)
 		msgs := names[:0]
 		for _, n := range names {
-			if IsMessageName(n) {
+			if d.isMessage(s, []byte(n)) {
 				msgs = append(msgs, n)
 			}
 		}
@@ -80,7 +80,7 @@ func (d *Dir) Count(s Stage) (int, error) {
 			continue
 		}
 		for _, e := range entries {
-			if IsMessageName(e) {
+			if d.IsMessage(Processing, e) {
 				n++
 			}
 		}
@@ -138,7 +138,7 @@ func (d *Dir) ReadEntry(s Stage, e Entry, limit int64) ([]byte, error) {
 // staging name). It is one fstatat: for checking a record against its
 // stage without listing the stage.
 func (d *Dir) Inode(s Stage, name string) (ino uint64, ok bool, err error) {
-	if !IsMessageName(name) || strings.ContainsRune(name, '/') || d.fd(s) < 0 {
+	if !d.IsMessage(s, name) || strings.ContainsRune(name, '/') || d.fd(s) < 0 {
 		return 0, false, nil
 	}
 	var st unix.Stat_t

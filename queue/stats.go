@@ -62,7 +62,7 @@ func (d *Dir) Stats(s Stage, ages bool) (StageStats, error) {
 		}
 	}
 	err := eachEntry(d.fd(s), buf, func(name []byte, typ uint8) error {
-		if isMessageName(name) {
+		if d.isMessage(s, name) {
 			visit(d.fd(s), name)
 			return nil
 		}
@@ -76,7 +76,7 @@ func (d *Dir) Stats(s Stage, ages bool) (StageStats, error) {
 		}
 		defer unix.Close(fd)
 		return eachEntry(fd, make([]byte, 64<<10), func(claim []byte, _ uint8) error {
-			if isMessageName(claim) {
+			if d.isMessage(Processing, claim) {
 				visit(fd, claim)
 			}
 			return nil

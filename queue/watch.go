@@ -29,6 +29,7 @@ type Arrivals struct {
 	overflow atomic.Int64          // overflows not yet reported by Overflowed
 	failed   atomic.Pointer[error] // the first error of the watch other than an overflow
 	wg       sync.WaitGroup
+	is       func(name string) bool // which arrivals ring the bell
 }
 
 // WatchInbox starts watching inbox/ for arrivals. It fails when inotify
@@ -43,7 +44,12 @@ func (d *Dir) WatchInbox() (*Arrivals, error) {
 		w.Close()
 		return nil, fmt.Errorf("watch %s: %w", d.StagePath(Inbox), err)
 	}
-	a := &Arrivals{w: w, bell: make(chan struct{}, 1)}
+	a := &Arrivals{w: w, bell: make(chan struct{}, 1), is: IsMessageName}
+	if d.names != nil {
+		// A batch queue: a data file, or the done-file that makes one
+		// ready, whatever its name; a rename into inbox/ is a Create.
+		a.is = func(name string) bool { return name != "" && name[0] != '.' }
+	}
 	a.wg.Add(1)
 	go a.listen()
 	return a, nil
@@ -63,7 +69,7 @@ func (a *Arrivals) listen() {
 				events = nil
 				continue
 			}
-			if ev.Has(fsnotify.Create) && IsMessageName(filepath.Base(ev.Name)) {
+			if ev.Has(fsnotify.Create) && a.is(filepath.Base(ev.Name)) {
 				a.ring()
 			}
 		case err, ok := <-errs:

@@ -19,6 +19,20 @@ import (
 // message in inbox/ (its name does not end in .json, or starts with ".").
 var ErrNotMessageName = errors.New("not a message name (want NAME.json, not starting with '.')")
 
+// NameRefusal is the error a name Takes refuses is wrapped in:
+// ErrNotMessageName, or for a queue of batch files ErrNotIncluded, since
+// its names are its format's.
+func (d *Dir) NameRefusal() error {
+	if d.names != nil {
+		return ErrNotIncluded
+	}
+	return ErrNotMessageName
+}
+
+// ErrNotIncluded is returned when a file to enqueue into a queue of batch
+// files is not a name its format includes (spool.conf's include).
+var ErrNotIncluded = errors.New("not a name the queue's format includes (spool.conf's include), or starts with '.'")
+
 // WriteFile puts data into a stage under name, atomically and durably: it
 // writes a hidden temp file, fsyncs and closes it, renames it in without
 // replacing anything (a collision gets a "~N" suffix), and fsyncs the
@@ -43,8 +57,8 @@ func (d *Dir) WriteFile(s Stage, name string, data []byte) (string, error) {
 // cp does); a FIFO or device is refused without blocking.
 func (d *Dir) Enqueue(src string) (string, error) {
 	name := filepath.Base(src)
-	if !IsMessageName(name) {
-		return "", fmt.Errorf("enqueue %s: %w", src, ErrNotMessageName)
+	if !d.Takes(name) {
+		return "", fmt.Errorf("enqueue %s: %w", src, d.NameRefusal())
 	}
 	f, err := os.OpenFile(src, os.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {

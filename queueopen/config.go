@@ -6,10 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/spoolq/spool/batch"
+	"github.com/spoolq/spool/queue"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,6 +48,11 @@ type Config struct {
 	// Approval is the approval policy as written, checked by
 	// task.ParsePolicy; nil when the file has none.
 	Approval json.RawMessage
+	// Format is how the queue's files are read (batch.ConfigKeys: format,
+	// encoding, include, done_file, key...), checked; the zero value,
+	// when the file sets none of them, is one JSON message per *.json
+	// file, as ever.
+	Format batch.Format
 }
 
 // ConfigError is a spool.conf that cannot be used: not a regular file,
@@ -194,7 +202,7 @@ func ParseConfig(data []byte) (*Config, error) {
 			return nil, syntaxError(dec, err)
 		}
 		key := tok.(string) // the decoder gives only strings as object keys
-		if !slices.Contains(configKeys, key) && key != approvalKey {
+		if !slices.Contains(configKeys, key) && key != approvalKey && !slices.Contains(batch.ConfigKeys, key) {
 			return nil, unknownKey(key)
 		}
 		if seen[key] {
@@ -215,6 +223,12 @@ func ParseConfig(data []byte) (*Config, error) {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("trailing data after the JSON object at offset %d", dec.InputOffset())
 	}
+	if err := c.Format.Check(); err != nil {
+		return nil, err
+	}
+	if !batched(c) && !reflect.DeepEqual(c.Format, batch.Format{}) && !reflect.DeepEqual(c.Format, batch.Format{Kind: batch.JSON}) {
+		return nil, errors.New("the json format reads one message per *.json file: set format to jsonl, csv or xml for the other format keys, or leave them out")
+	}
 	return c, nil
 }
 
@@ -224,6 +238,16 @@ func setConfigKey(cf *Config, key string, raw json.RawMessage) error {
 	kind := jsonKind(raw)
 	if kind == "null" {
 		return fmt.Errorf("%s is null: give a value, or leave %s out for the default", key, key)
+	}
+	if key == "key" && kind == "a string" {
+		// "key": "id" is the contract's key_field mistyped far more often
+		// than the batch format's "key", which is an object.
+		return fmt.Errorf(`unknown key "key": the keys are %s; did you mean "key_field"? ("key" is the batch format's {"hash": true})`,
+			strings.Join(configKeys, ", "))
+	}
+	if slices.Contains(batch.ConfigKeys, key) {
+		// The format's keys, read by package batch as strictly.
+		return cf.Format.Set(key, raw)
 	}
 	switch key {
 	case approvalKey:
@@ -309,7 +333,7 @@ func setConfigKey(cf *Config, key string, raw json.RawMessage) error {
 // unknownKey explains a key spool.conf does not have, pointing at the one
 // it differs from only in case, or by a typo.
 func unknownKey(key string) error {
-	keys := append(slices.Clone(configKeys), approvalKey)
+	keys := append(append(slices.Clone(configKeys), approvalKey), batch.ConfigKeys...)
 	for _, k := range keys {
 		if strings.EqualFold(k, key) {
 			return fmt.Errorf("unknown key %q: keys are case-sensitive, did you mean %q?", key, k)
@@ -479,4 +503,53 @@ func parseHeaders(raw json.RawMessage, kind string) (spool.HeaderFields, error) 
 		return h, fmt.Errorf("headers: %w", err)
 	}
 	return h, nil
+}
+
+// Batch returns what reads the batch files of the queue d, whose
+// spool.conf file sets a format other than json, for spool.Config.Batch,
+// and sets d's message names by the format (UseFormat). For a queue of
+// JSON messages (no spool.conf, or no format) it returns nil and leaves d
+// as it is.
+func Batch(d *queue.Dir, file *Config, c spool.Contract) (spool.BatchFiles, error) {
+	UseFormat(d, file)
+	if !batched(file) {
+		return nil, nil
+	}
+	files, err := batch.Files(file.Format, c)
+	if err != nil {
+		return nil, &ConfigError{Path: file.Path, Err: err, Invalid: true}
+	}
+	return files, nil
+}
+
+// batched reports whether file sets a format of batch files.
+func batched(file *Config) bool {
+	return file != nil && file.Format.Kind != "" && file.Format.Kind != batch.JSON
+}
+
+// UseFormat makes the names of d's messages those of the format file
+// sets, for every program that lists the queue's stages (consume, fsck,
+// show, status, replay): in inbox/ a name the format includes, once its
+// done-file is there (batch.Format.Includes, DoneName), and in the other
+// stages a name it includes, so that its record dead letters
+// (orders~L17.csv) count as the messages they are. For a queue of JSON
+// messages it leaves d as it is (ParseConfig refuses the other format
+// keys without a format, since they would change nothing).
+func UseFormat(d *queue.Dir, file *Config) {
+	if !batched(file) {
+		return
+	}
+	f := file.Format
+	inbox := d.StagePath(queue.Inbox)
+	d.SetMessageNames(func(s queue.Stage, name string) bool {
+		if !f.Includes(name) {
+			return false
+		}
+		done := f.DoneName(name)
+		if s != queue.Inbox || done == "" || batch.IsDeadLetterName(name) {
+			return true
+		}
+		_, err := os.Lstat(filepath.Join(inbox, done))
+		return err == nil
+	})
 }

@@ -126,5 +126,13 @@ func (q *Queue) Consumer(cfg spool.Config) (*spool.Consumer, error) {
 		return nil, fmt.Errorf("consumer of %s: %w: its Config.Contract is not the queue's (%s): leave it zero, or change %s",
 			q.Dir.Path(), spool.ErrBadContract, strings.Join(contractDiff(q.Contract, cfg.Contract), ", "), ConfigName)
 	}
+	if cfg.Batch == nil {
+		// The queue's format, from its spool.conf: batch files, or nil.
+		b, err := Batch(q.Dir, q.Config, q.Contract)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Batch = b
+	}
 	return spool.NewConsumer(q.Dir, q.Ledger, cfg)
 }

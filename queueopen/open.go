@@ -151,6 +151,7 @@ func (q *Queue) attach(ctx context.Context, dir string, o Options) (err error) {
 	if q.Contract, q.Config, err = LoadContract(dir, o.Override); err != nil {
 		return err
 	}
+	UseFormat(q.Dir, q.Config)
 	if o.Use == Consume {
 		if q.hold, err = HoldContract(q.Dir, q.Contract); err != nil {
 			return err

@@ -259,6 +259,13 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 		Retry: hf.retry(), RetryWait: hf.retryWait, ShutdownTimeout: *cfl.shutdownTimeout,
 		Poll: *cfl.poll > 0, PollInterval: *cfl.poll, MinAge: *cfl.minAge, Lease: *cfl.lease,
 	}
+	// The queue's format (spool.conf), read as the contract was: batch
+	// files, or nil for JSON messages.
+	if conf, cerr := queueopen.ReadConfig(dir); cerr != nil {
+		return cerr
+	} else if cfg.Batch, err = queueopen.Batch(d, conf, c); err != nil {
+		return err
+	}
 	if win, werr := cfl.dedup.open(d); werr != nil {
 		return werr
 	} else if win != nil {

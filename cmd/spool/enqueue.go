@@ -46,7 +46,7 @@ func runEnqueue(_ context.Context, e *env, args []string) (err error) {
 	defer closeQueue(d, &err)
 	srcs := pos[1:]
 	for _, src := range srcs {
-		if err := checkSource(src); err != nil {
+		if err := checkSource(d, src); err != nil {
 			return err
 		}
 	}
@@ -71,9 +71,9 @@ func runEnqueue(_ context.Context, e *env, args []string) (err error) {
 
 // checkSource refuses a file that could not be enqueued, before anything
 // is copied.
-func checkSource(src string) error {
-	if !queue.IsMessageName(filepath.Base(src)) {
-		return fmt.Errorf("%s: %w", src, queue.ErrNotMessageName)
+func checkSource(d *queue.Dir, src string) error {
+	if !d.Takes(filepath.Base(src)) {
+		return fmt.Errorf("%s: %w", src, d.NameRefusal())
 	}
 	fi, err := os.Stat(src)
 	switch {

@@ -25,7 +25,17 @@ func openQueue(dir string) (*queue.Dir, error) {
 	if errors.Is(err, fs.ErrNotExist) && !errors.Is(err, queue.ErrNotQueue) {
 		return nil, fmt.Errorf("open queue %s: %w: no such directory (create one with spool init)", dir, queue.ErrNotQueue)
 	}
-	return d, err
+	if err != nil {
+		return nil, err
+	}
+	// A queue of batch files (spool.conf's format) names its messages by
+	// its format, for every command. A spool.conf that cannot be read is
+	// reported by the command's own reading of the contract (or warned of,
+	// by spool status): the queue opens as one of JSON messages.
+	if conf, cerr := queueopen.ReadConfig(dir); cerr == nil {
+		queueopen.UseFormat(d, conf)
+	}
+	return d, nil
 }
 
 // addDBFlag registers --db on fs.

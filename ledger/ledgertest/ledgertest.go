@@ -111,6 +111,7 @@ func Run(t *testing.T, b Backend) {
 		{"PruneHorizon", testPruneHorizon},
 		{"RejectKey", testRejectKey},
 		{"Holds", testHolds},
+		{"BatchProgress", testBatchProgress},
 	}
 	opener := func(t *testing.T, dsn string) *ledger.DB {
 		t.Helper()

@@ -1,0 +1,249 @@
+package batch
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/spoolq/spool"
+)
+
+// Files returns the spool.BatchFiles of a queue whose format is f and
+// contract c, for spool.Config.Batch: the consumer's view of this
+// package. Its records' JSON is made ready for c.Parse: for CSV and XML,
+// whose values are all strings, a seq field holding a decimal integer
+// ("17") becomes that number, so that the contract checks it as it
+// checks a JSON number (0 and -3 are refused as ever, and anything else,
+// "1.0" or "x", stays a string and is refused as one); with HashKey the
+// record's Key is put in the contract's key field, which the record must
+// not have itself. f must pass Check.
+func Files(f Format, c spool.Contract) (spool.BatchFiles, error) {
+	if err := f.Check(); err != nil {
+		return nil, err
+	}
+	if f.MaxSize == 0 {
+		f.MaxSize = c.Limit()
+	}
+	return files{f: f, c: c}, nil
+}
+
+type files struct {
+	f Format
+	c spool.Contract
+}
+
+// Batched: every file of a format other than JSON.
+func (fs files) Batched(name string) bool { return fs.f.kind() != JSON }
+
+// DoneFile is Format.DoneName.
+func (fs files) DoneFile(name string) string { return fs.f.DoneName(name) }
+
+// OpenBatch opens r as a batch file and resumes it at position.
+func (fs files) OpenBatch(r io.ReadSeeker, name, position string) (spool.BatchReader, error) {
+	rd, err := Open(r, name, fs.f)
+	if err != nil {
+		return nil, err
+	}
+	if position != "" {
+		p, err := ParsePosition(position)
+		if err != nil {
+			return nil, fmt.Errorf("resume %s: %w", name, err)
+		}
+		if err := rd.Resume(p); err != nil {
+			return nil, err
+		}
+	}
+	return &fileReader{fs: fs, rd: rd, r: r, name: name}, nil
+}
+
+type fileReader struct {
+	fs   files
+	rd   *Reader
+	r    io.ReadSeeker
+	name string
+}
+
+// Next converts the reader's next record for the consumer.
+func (fr *fileReader) Next() (spool.BatchRecord, error) {
+	rec, err := fr.rd.Next()
+	if err != nil {
+		return spool.BatchRecord{}, err
+	}
+	out := spool.BatchRecord{Index: rec.Index, Reject: rec.Err, Whole: rec.Whole, After: rec.After().String()}
+	out.Origin = "L" + strconv.FormatInt(rec.Line, 10)
+	if rec.Element > 0 {
+		out.Origin = "E" + strconv.FormatInt(rec.Element, 10)
+	}
+	if rec.Whole {
+		return out, nil
+	}
+	dl := fr.rd.DeadLetter(rec)
+	out.DeadLetter = dl.Name
+	out.WriteDeadLetter = func(w io.Writer) error {
+		if dl.Content != nil {
+			_, err := w.Write(dl.Content)
+			return err
+		}
+		// A record over the limit was not held: copy it from the file,
+		// then put the file's offset back where the reader left it.
+		cur, err := fr.r.Seek(0, io.SeekCurrent)
+		if err != nil {
+			return fmt.Errorf("dead letter %s: %w", dl.Name, err)
+		}
+		if _, err := fr.r.Seek(0, io.SeekStart); err != nil {
+			return fmt.Errorf("dead letter %s: %w", dl.Name, err)
+		}
+		if _, err := w.Write(dl.Prefix); err != nil {
+			return err
+		}
+		if err := CopyRange(w, fr.r, fr.name, dl.Start, dl.End); err != nil {
+			return err
+		}
+		if _, err := fr.r.Seek(cur, io.SeekStart); err != nil {
+			return fmt.Errorf("dead letter %s: %w", dl.Name, err)
+		}
+		return nil
+	}
+	if rec.Err != nil {
+		return out, nil
+	}
+	obj := rec.JSON
+	if fr.fs.f.kind() == CSV || fr.fs.f.kind() == XML {
+		obj = seqNumber(obj, fr.fs.c.SeqField)
+	}
+	if fr.fs.f.HashKey {
+		key, err := Key(rec.JSON)
+		if err != nil {
+			out.Reject = &spool.RejectError{Reason: spool.ReasonParse, Detail: rec.Origin() + ": " + err.Error()}
+			return out, nil
+		}
+		obj = withField(obj, fr.fs.c.KeyField, key)
+	}
+	out.JSON = obj
+	return out, nil
+}
+
+// seqNumber returns obj, a JSON object, with its objMember name's value, when
+// a string of a decimal integer without a sign's plus or leading zeros,
+// written as that number. Anything else is left as it is, for the
+// contract to refuse as it refuses a string.
+func seqNumber(obj []byte, name string) []byte {
+	if name == "" {
+		return obj
+	}
+	members, ok := splitObject(obj)
+	if !ok {
+		return obj
+	}
+	changed := false
+	for i, m := range members {
+		if m.name != name || len(m.value) < 3 || m.value[0] != '"' {
+			continue
+		}
+		digits := m.value[1 : len(m.value)-1]
+		if isDecimal(digits) {
+			members[i].value = digits
+			changed = true
+		}
+	}
+	if !changed {
+		return obj
+	}
+	return joinObject(members)
+}
+
+// isDecimal reports whether b is "0" or an optional "-" then digits not
+// starting with 0: a JSON integer.
+func isDecimal(b []byte) bool {
+	b = bytes.TrimPrefix(b, []byte("-"))
+	if len(b) == 0 || len(b) > 1 && b[0] == '0' {
+		return false
+	}
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// withField returns obj with a string objMember name: value put first.
+func withField(obj []byte, name, value string) []byte {
+	n, _ := json.Marshal(name)
+	v, _ := json.Marshal(value)
+	rest := bytes.TrimLeft(obj, " \t\r\n")[1:] // after "{"
+	out := append([]byte{'{'}, n...)
+	out = append(append(out, ':'), v...)
+	if t := bytes.TrimLeft(rest, " \t\r\n"); len(t) > 0 && t[0] != '}' {
+		out = append(out, ',')
+	}
+	return append(out, rest...)
+}
+
+type objMember struct {
+	name  string
+	key   json.RawMessage
+	value []byte
+}
+
+// splitObject splits a JSON object into its members, in order, each value
+// as written.
+func splitObject(obj []byte) ([]objMember, bool) {
+	dec := json.NewDecoder(bytes.NewReader(obj))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, false
+	}
+	var out []objMember
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, false
+		}
+		name, _ := t.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, false
+		}
+		k, _ := json.Marshal(name)
+		out = append(out, objMember{name: name, key: k, value: v})
+	}
+	return out, true
+}
+
+// joinObject writes members as one JSON object.
+func joinObject(members []objMember) []byte {
+	out := []byte{'{'}
+	for i, m := range members {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(append(append(out, m.key...), ':'), m.value...)
+	}
+	return append(out, '}')
+}
+
+// String writes p as ParsePosition reads it: "record:offset:line".
+func (p Position) String() string {
+	return fmt.Sprintf("%d:%d:%d", p.Record, p.Offset, p.Line)
+}
+
+// ParsePosition reads a Position written by Position.String.
+func ParsePosition(s string) (Position, error) {
+	var p Position
+	parts := strings.Split(s, ":")
+	if len(parts) != 3 {
+		return p, fmt.Errorf("position %q: want record:offset:line", s)
+	}
+	vals := make([]int64, 3)
+	for i, t := range parts {
+		v, err := strconv.ParseInt(t, 10, 64)
+		if err != nil {
+			return p, fmt.Errorf("position %q: %w", s, err)
+		}
+		vals[i] = v
+	}
+	return Position{Record: vals[0], Offset: vals[1], Line: vals[2]}, nil
+}

@@ -1,0 +1,130 @@
+package batch
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/spoolq/spool"
+)
+
+// consumerRecords reads data as the consumer does (Files), after position.
+func consumerRecords(t *testing.T, f Format, c spool.Contract, name, data, position string) []spool.BatchRecord {
+	t.Helper()
+	fs, err := Files(f, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := fs.OpenBatch(strings.NewReader(data), name, position)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []spool.BatchRecord
+	for {
+		rec, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, rec)
+	}
+}
+
+// TestFilesSeq: for CSV a seq of decimal digits is the number it spells,
+// which the contract checks as ever (0 refused); any other text stays a
+// string, refused as one; the other values stay strings.
+func TestFilesSeq(t *testing.T) {
+	c := spool.DefaultContract()
+	data := "msg_id,order_no,seq,amount\na,o,17,1.50\nb,o,0,1\nc,o,1.0,1\nd,o,007,1\ne,o,-2,1\n"
+	recs := consumerRecords(t, Format{Kind: CSV}, c, "o.csv", data, "")
+	if len(recs) != 5 {
+		t.Fatalf("%d records, want 5", len(recs))
+	}
+	if got := string(recs[0].JSON); got != `{"msg_id":"a","order_no":"o","seq":17,"amount":"1.50"}` {
+		t.Errorf("a's JSON is %s", got)
+	}
+	m, err := c.Parse(recs[0].JSON)
+	if err != nil || m.Seq != 17 || m.Amount != "1.50" {
+		t.Errorf("a parses to %+v, %v; want seq 17, amount 1.50", m, err)
+	}
+	for _, i := range []int{1, 2, 3, 4} {
+		var rej *spool.RejectError
+		if _, err := c.Parse(recs[i].JSON); !errors.As(err, &rej) || rej.Field != "seq" {
+			t.Errorf("record %d (%s) parses with %v, want seq refused", i, recs[i].JSON, err)
+		}
+	}
+	if recs[0].Origin != "L2" || recs[0].DeadLetter != "o~L2.csv" || recs[0].After == "" {
+		t.Errorf("a: origin %q, dead letter %q, after %q", recs[0].Origin, recs[0].DeadLetter, recs[0].After)
+	}
+	var dl bytes.Buffer
+	if err := recs[1].WriteDeadLetter(&dl); err != nil || dl.String() != "msg_id,order_no,seq,amount\nb,o,0,1\n" {
+		t.Errorf("b's dead letter is %q, %v; want the header and its row", dl.String(), err)
+	}
+	// JSON Lines keeps its values as they are typed: a string seq is
+	// refused as ever.
+	recs = consumerRecords(t, Format{Kind: JSONL}, c, "o.jsonl", `{"msg_id":"a","order_no":"o","seq":"3","amount":1}`+"\n", "")
+	if _, err := c.Parse(recs[0].JSON); err == nil {
+		t.Error(`a JSON Lines seq of "3" was accepted, want it refused as a string`)
+	}
+}
+
+// TestFilesResume: OpenBatch at a record's After goes on with the next.
+func TestFilesResume(t *testing.T) {
+	c := spool.DefaultContract()
+	data := "msg_id,order_no,seq,amount\na,o,1,1\nb,o,2,2\nc,o,3,3\n"
+	all := consumerRecords(t, Format{Kind: CSV}, c, "o.csv", data, "")
+	rest := consumerRecords(t, Format{Kind: CSV}, c, "o.csv", data, all[0].After)
+	if len(rest) != 2 || rest[0].Index != 1 || rest[0].Origin != "L3" || string(rest[1].JSON) != string(all[2].JSON) {
+		t.Fatalf("resumed after a: %+v", rest)
+	}
+	p, err := ParsePosition(all[1].After)
+	if err != nil || p.String() != all[1].After {
+		t.Errorf("ParsePosition(%q) = %+v, %v", all[1].After, p, err)
+	}
+	for _, bad := range []string{"", "1:2", "a:b:c", "1:2:3:4"} {
+		if _, err := ParsePosition(bad); err == nil {
+			t.Errorf("ParsePosition(%q): nil error", bad)
+		}
+	}
+}
+
+// TestFilesHashKey: with HashKey the record's key is put in the
+// contract's key field, the same for the same fields in any order.
+func TestFilesHashKey(t *testing.T) {
+	c := spool.DefaultContract()
+	c.Required = []string{"msg_id"}
+	a := consumerRecords(t, Format{Kind: CSV, HashKey: true}, c, "o.csv", "item,qty\nbolt,1\n", "")
+	b := consumerRecords(t, Format{Kind: JSONL, HashKey: true}, c, "o.jsonl", `{"qty":"1","item":"bolt"}`+"\n", "")
+	ma, err := c.Parse(a[0].JSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := Key([]byte(`{"item":"bolt","qty":"1"}`))
+	if ma.MsgID != want {
+		t.Errorf("hashed key %q, want %q", ma.MsgID, want)
+	}
+	mb, err := c.Parse(b[0].JSON)
+	if err != nil || mb.MsgID != ma.MsgID {
+		t.Errorf("the JSON Lines record's key is %v (%v), want the CSV row's %q", mb, err, ma.MsgID)
+	}
+}
+
+// TestFilesBatched: the JSON format is not batched; the others are.
+func TestFilesBatched(t *testing.T) {
+	for kind, want := range map[string]bool{JSON: false, JSONL: true, CSV: true} {
+		fs, err := Files(Format{Kind: kind}, spool.DefaultContract())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fs.Batched("x"); got != want {
+			t.Errorf("Batched for %s = %v, want %v", kind, got, want)
+		}
+	}
+	if _, err := Files(Format{Kind: "yaml"}, spool.DefaultContract()); !errors.Is(err, ErrBadFormat) {
+		t.Errorf("Files of an unknown format: %v, want ErrBadFormat", err)
+	}
+}

@@ -1,0 +1,106 @@
+package spool
+
+import (
+	"context"
+	"io"
+)
+
+// BatchFiles reads a queue's batch files: files of many records, each of
+// which is a message of its own (docs/DESIGN.md, "Batch files: the
+// consumer"). Package batch implements it for a spool.conf format
+// (batch.Files); Config.Batch carries it to the consumer. The root
+// package defines the interface because it sits below batch, which
+// imports it.
+type BatchFiles interface {
+	// Batched reports whether the file named name, a message name of the
+	// queue, is read record by record; false reads it as one JSON
+	// message, as spool always has.
+	Batched(name string) bool
+	// OpenBatch returns a reader of the records of the file named name,
+	// which r reads from its start, going on after position (a
+	// BatchRecord.After of an earlier reader of the same file; "" is the
+	// start).
+	OpenBatch(r io.ReadSeeker, name, position string) (BatchReader, error)
+	// DoneFile is the name of the done-file that announced the data file
+	// name, which the consumer moves out of inbox/ with it; "" when the
+	// queue has none.
+	DoneFile(name string) string
+}
+
+// BatchReader gives a batch file's records in file order.
+type BatchReader interface {
+	// Next returns the next record, or a failed one in its place, and
+	// io.EOF after the last. Any other error is a failure to read the
+	// file, not of its content: the run fails and the file is read again
+	// later.
+	Next() (BatchRecord, error)
+}
+
+// BatchRecord is one record of a batch file as the consumer needs it.
+type BatchRecord struct {
+	// Index is the record's place among the file's records and failures,
+	// from 0.
+	Index int64
+	// Origin names the record in its file, for the ledger's file column:
+	// "L17" (line 17) or "E5" (the fifth record element).
+	Origin string
+	// JSON is the record as one JSON object for Contract.Parse; nil when
+	// Reject is set.
+	JSON []byte
+	// Key, when not empty, is the record's idempotency key, in place of
+	// the contract's key field (a hashed key).
+	Key string
+	// Reject says why the record cannot be read.
+	Reject *RejectError
+	// Whole marks a failure of the whole file: it cannot be read at all,
+	// and is moved to error/ itself, as a bad file always was.
+	Whole bool
+	// After is the position after the record, for OpenBatch.
+	After string
+	// DeadLetter is the name of the one-record file that stands for the
+	// record in error/ should it fail (a failure of the reader, the
+	// contract or its handler); WriteDeadLetter writes its content. Unset
+	// when Whole.
+	DeadLetter      string
+	WriteDeadLetter func(w io.Writer) error
+}
+
+// BatchProgress is how far the consumer got in one batch file: kept in
+// the ledger in the transaction that commits the records before it.
+type BatchProgress struct {
+	// File identifies the data file whatever its stage: its name, inode,
+	// size and modification time (not its claim, which changes when a
+	// recovered claim is claimed again).
+	File string
+	// Batch is the claim identity of the file's first claim: every
+	// record's delivery claim is Batch, "#" and the record's index, so
+	// that a record read again after a crash has the claim it would have
+	// had.
+	Batch string
+	// Position is the BatchRecord.After of the last record committed
+	// ("" before the first).
+	Position string
+}
+
+// BatchLedger is a WorkLedger that keeps batch files' progress. A
+// consumer of a queue with batch files requires it.
+type BatchLedger interface {
+	WorkLedger
+	// RecordBatch is RecordWork with p written in the same transaction,
+	// so that the records committed and the position after them are one.
+	RecordBatch(ctx context.Context, batch []*Delivery, w Work, p BatchProgress) ([]Result, error)
+	// BatchProgress returns the progress kept for the file identity
+	// file, and false when there is none.
+	BatchProgress(ctx context.Context, file string) (BatchProgress, bool, error)
+	// DeadLetterIno reports whether a dead letter is recorded with the
+	// inode ino (Delivery.Ino).
+	DeadLetterIno(ctx context.Context, ino uint64) (bool, error)
+	// SetDeadLetterFile names the file in error/, and its inode, of the
+	// dead letter recorded for claim: a record its handler dead-lettered,
+	// whose file is written after the commit.
+	SetDeadLetterFile(ctx context.Context, claim, file string, ino uint64) error
+	// UnwrittenDeadLetters returns the claims of batch's dead letters
+	// whose file column still starts with origin (the batch file's name
+	// and "#"): recorded, their file not yet written or named.
+	UnwrittenDeadLetters(ctx context.Context, batch, origin string) ([]string, error)
+}

@@ -1,0 +1,435 @@
+package spool
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spoolq/spool/queue"
+)
+
+// A batch file (Config.Batch) is claimed as one file, as any message is,
+// and then consumed here, in the examining worker that took its claim,
+// record by record (docs/DESIGN.md, "Batch files: the consumer"):
+//
+//   - its records are recorded BatchSize at a time, in file order, each
+//     a delivery of its own whose claim is the file's batch identity,
+//     "#" and the record's index, and whose file column names its origin
+//     ("orders.csv#L17");
+//   - the transaction that commits them also writes the file's progress,
+//     the position after the last of them (BatchLedger.RecordBatch), so
+//     that a consumer killed anywhere resumes where it stopped: its claim
+//     goes back to inbox/ by recovery, as an unrecorded claim does, and
+//     the next claim of the same file (name, inode, size, modification
+//     time) finds the progress and reads on from there;
+//   - a record that cannot be read or breaks the contract is written to
+//     error/ as a one-record file before the transaction that records its
+//     dead letter with that file's name and inode; after a crash between
+//     the two, the resumed run finds the file it wrote (same name or a
+//     collision name of it, same bytes, an inode no dead letter is
+//     recorded with) and records that one instead of writing another;
+//   - once every record is committed the file goes to done/, and its
+//     done-file with it. A file that cannot be read at all goes to error/
+//     whole, its claim recorded as one dead letter, as ever.
+//
+// The examining pool waits for it, so a batch file holds up the claims of
+// its batch: records, not files, are what a batch file's throughput is
+// made of.
+
+// batchFileID identifies a claimed data file whatever its stage: the
+// progress key, which a claim given back to inbox/ and claimed again
+// keeps (its claim identity changes with the rename's change time).
+func batchFileID(cl *queue.Claim) string {
+	return cl.Name + ":" + strconv.FormatUint(cl.Ino, 10) + ":" + strconv.FormatInt(cl.Size, 10) + ":" + strconv.FormatInt(cl.Mtime.UnixNano(), 10)
+}
+
+// isBatch reports whether a claim is consumed as a batch file.
+func (c *Consumer) isBatch(cl *queue.Claim) bool {
+	return c.cfg.Batch != nil && cl.Regular() && c.cfg.Batch.Batched(cl.Name)
+}
+
+// batchRecord is a record of the pending chunk, with how to write its
+// dead letter should its handler dead-letter it.
+type batchRecord struct {
+	d   *Delivery
+	rec BatchRecord
+	// stored is the dead letter's name in error/, once written.
+	stored string
+}
+
+// batchRun is the consumption of one claimed batch file.
+type batchRun struct {
+	c       *Consumer
+	s       *queue.Session
+	cl      *queue.Claim
+	claimed time.Time
+	p       BatchProgress
+	// check: the records read may have had their dead letters written by
+	// an earlier run that died before committing them (see above); true
+	// from a resume until the first commit of this run.
+	check   bool
+	pending []batchRecord
+}
+
+// consumeBatch consumes the claimed batch file cl. An error fails the
+// run, and leaves the claim, with the progress committed so far, for
+// recovery.
+func (c *Consumer) consumeBatch(s *queue.Session, cl *queue.Claim, claimed time.Time) error {
+	ctx := context.Background() // a file begun is committed as far as it can be
+	if !c.cfg.Relaxed {
+		// The claim durable before the ledger names it (needsSync).
+		if err := s.Sync(); err != nil {
+			return err
+		}
+	}
+	file := batchFileID(cl)
+	p, found, err := c.batchLedger.BatchProgress(ctx, file)
+	if err != nil {
+		return fmt.Errorf("ledger: %w", err)
+	}
+	if !found {
+		p = BatchProgress{File: file, Batch: cl.ID}
+	}
+	f, err := s.Open(cl)
+	if err != nil {
+		return err
+	}
+	defer f.Close() // read-only: a close error loses nothing
+	rd, err := c.cfg.Batch.OpenBatch(f, cl.Name, p.Position)
+	if err != nil {
+		return fmt.Errorf("consume batch file %s: %w", cl.Name, err)
+	}
+	b := &batchRun{c: c, s: s, cl: cl, claimed: claimed, p: p, check: found}
+	if found {
+		n, err := b.writeUnwritten(ctx)
+		if err != nil {
+			return err
+		}
+		c.log.Info("batch file resumed", "file", cl.Name, "position", p.Position, "dead_letters_written", n)
+	}
+	for {
+		rec, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("consume batch file %s: %w", cl.Name, err)
+		}
+		if rec.Whole {
+			return b.whole(ctx, rec)
+		}
+		if err := b.add(ctx, rec); err != nil {
+			return err
+		}
+		if len(b.pending) >= c.cfg.BatchSize {
+			if err := b.commit(ctx); err != nil {
+				return err
+			}
+			if c.batchStop != nil && c.batchStop.Err() != nil {
+				// A graceful stop: the rest of the file waits for the
+				// next run, which resumes after what is committed.
+				return b.giveBack()
+			}
+		}
+	}
+	if err := b.commit(ctx); err != nil {
+		return err
+	}
+	return b.finish(queue.Done)
+}
+
+// add turns rec into a delivery of the pending chunk, writing its dead
+// letter first when it is one.
+func (b *batchRun) add(ctx context.Context, rec BatchRecord) error {
+	c := b.c
+	d := &Delivery{
+		Claim: b.p.Batch + "#" + strconv.FormatInt(rec.Index, 10), File: b.cl.Name + "#" + rec.Origin,
+		Ino: b.cl.Ino, Consumer: b.s.ID(), Claimed: b.claimed,
+	}
+	rej := rec.Reject
+	if rej == nil {
+		d.Hash, d.Size = ContentHash(rec.JSON), int64(len(rec.JSON))
+		d.Message, rej = c.parse(rec.JSON)
+		if rej != nil {
+			// The contract's detail says what, the record's origin where.
+			r := *rej
+			r.Detail = originText(rec.Origin) + ": " + r.Detail
+			rej = &r
+		}
+	}
+	d.At = time.Now().UTC()
+	br := batchRecord{d: d, rec: rec}
+	if rej != nil {
+		d.Message, d.Reject = nil, rej
+		stored, ino, err := b.writeDeadLetter(ctx, rec, b.check)
+		if err != nil {
+			return err
+		}
+		d.File, d.Ino, br.stored = stored, ino, stored
+	}
+	b.p.Position = rec.After
+	b.pending = append(b.pending, br)
+	return nil
+}
+
+// originText spells a BatchRecord.Origin for a detail: "line 17",
+// "element 5".
+func originText(o string) string {
+	if len(o) > 1 && o[0] == 'E' {
+		return "element " + o[1:]
+	}
+	return "line " + o[1:]
+}
+
+// writeDeadLetter writes rec's one-record dead letter into error/, or
+// finds the one an earlier run wrote before it died (b.check).
+func (b *batchRun) writeDeadLetter(ctx context.Context, rec BatchRecord, check bool) (string, uint64, error) {
+	c := b.c
+	if !check {
+		stored, ino, err := c.dir.WriteStage(queue.Error, rec.DeadLetter, rec.WriteDeadLetter)
+		if err != nil {
+			return "", 0, fmt.Errorf("dead letter of %s %s: %w", b.cl.Name, rec.Origin, err)
+		}
+		return stored, ino, nil
+	}
+	var buf bytes.Buffer
+	if err := rec.WriteDeadLetter(&buf); err != nil {
+		return "", 0, fmt.Errorf("dead letter of %s %s: %w", b.cl.Name, rec.Origin, err)
+	}
+	copies, err := c.dir.Copies(queue.Error, rec.DeadLetter, buf.Bytes())
+	if err != nil {
+		return "", 0, fmt.Errorf("dead letter of %s %s: %w", b.cl.Name, rec.Origin, err)
+	}
+	for _, cp := range copies {
+		known, err := c.batchLedger.DeadLetterIno(ctx, cp.Ino)
+		if err != nil {
+			return "", 0, fmt.Errorf("ledger: %w", err)
+		}
+		if !known {
+			return cp.Name, cp.Ino, nil // ours, from before the crash
+		}
+	}
+	stored, ino, err := c.dir.WriteStage(queue.Error, rec.DeadLetter, func(w io.Writer) error {
+		_, err := w.Write(buf.Bytes())
+		return err
+	})
+	if err != nil {
+		return "", 0, fmt.Errorf("dead letter of %s %s: %w", b.cl.Name, rec.Origin, err)
+	}
+	return stored, ino, nil
+}
+
+// commit records the pending chunk with the progress after it, then
+// writes the dead letters its handler decided and reports each record.
+func (b *batchRun) commit(ctx context.Context) error {
+	if len(b.pending) == 0 {
+		return nil
+	}
+	c := b.c
+	batch := make([]*Delivery, len(b.pending))
+	for i, br := range b.pending {
+		batch[i] = br.d
+	}
+	w := Work{Handler: c.cfg.Handler, Decide: batchDecide(c.cfg.Retry.Decide)}
+	if w.Handler != nil {
+		w.Handler = observed{h: w.Handler, kind: kindOf(w.Handler), o: c.cfg.Observer}
+	}
+	start := time.Now()
+	res, err := c.batchLedger.RecordBatch(ctx, batch, w, b.p)
+	if err != nil {
+		return fmt.Errorf("ledger: %w", err)
+	}
+	if len(res) != len(batch) {
+		return fmt.Errorf("ledger: %d results for a batch of %d", len(res), len(batch))
+	}
+	c.cfg.Observer.Committed(len(batch), time.Since(start))
+	b.check = false
+	for i, br := range b.pending {
+		r := res[i]
+		stored := br.stored
+		if r.Outcome == OutcomeDeadLetter && stored == "" {
+			// The handler dead-lettered a valid record: its file is
+			// written after the commit that decided it, and then named
+			// in its record. A crash before that leaves the record
+			// under its origin, which the resumed run finds
+			// (writeUnwritten).
+			if stored, err = b.writeRecorded(ctx, br.d.Claim, br.rec, false); err != nil {
+				return err
+			}
+		}
+		if stored == "" {
+			stored = b.cl.Name
+		}
+		if r.Outcome == OutcomeDeadLetter {
+			c.log.Info("dead letter", "file", br.d.File, "stored", stored, "reason", r.Reject.Reason, "detail", r.Reject.Error())
+		}
+		c.batchMu.Lock()
+		c.batchStats.add(r.Outcome)
+		c.batchMu.Unlock()
+		c.cfg.Observer.Delivered(br.d, r)
+		if c.cfg.OnDelivery != nil {
+			c.cfg.OnDelivery(br.d, r, stored)
+		}
+	}
+	b.pending = b.pending[:0]
+	return nil
+}
+
+// writeRecorded writes the dead letter of rec, recorded under claim by a
+// commit, and names it in the record. With check, a copy written before a
+// crash is taken instead of writing another (writeDeadLetter).
+func (b *batchRun) writeRecorded(ctx context.Context, claim string, rec BatchRecord, check bool) (string, error) {
+	stored, ino, err := b.writeDeadLetter(ctx, rec, check)
+	if err != nil {
+		return "", err
+	}
+	if err := b.c.batchLedger.SetDeadLetterFile(ctx, claim, stored, ino); err != nil {
+		return "", fmt.Errorf("ledger: %w", err)
+	}
+	return stored, nil
+}
+
+// writeUnwritten writes, on a resume, the dead letters a killed run
+// recorded (its handler decided them) and did not write: they are before
+// the position, so the file is read again from its start up to the last
+// of them. It returns how many it wrote.
+func (b *batchRun) writeUnwritten(ctx context.Context) (int, error) {
+	c := b.c
+	claims, err := c.batchLedger.UnwrittenDeadLetters(ctx, b.p.Batch, b.cl.Name+"#")
+	if err != nil || len(claims) == 0 {
+		if err != nil {
+			err = fmt.Errorf("ledger: %w", err)
+		}
+		return 0, err
+	}
+	want := make(map[int64]string, len(claims))
+	for _, claim := range claims {
+		_, idx, _ := strings.Cut(claim[len(b.p.Batch):], "#")
+		i, err := strconv.ParseInt(idx, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("dead letters of %s: claim %s: %w", b.cl.Name, claim, err)
+		}
+		want[i] = claim
+	}
+	f, err := b.s.Open(b.cl)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close() // read-only: a close error loses nothing
+	rd, err := c.cfg.Batch.OpenBatch(f, b.cl.Name, "")
+	if err != nil {
+		return 0, fmt.Errorf("consume batch file %s: %w", b.cl.Name, err)
+	}
+	n := 0
+	for len(want) > 0 {
+		rec, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			return n, fmt.Errorf("dead letters of %s: %d records recorded are not in the file", b.cl.Name, len(want))
+		}
+		if err != nil {
+			return n, fmt.Errorf("consume batch file %s: %w", b.cl.Name, err)
+		}
+		claim, ok := want[rec.Index]
+		if !ok {
+			continue
+		}
+		if _, err := b.writeRecorded(ctx, claim, rec, true); err != nil {
+			return n, err
+		}
+		delete(want, rec.Index)
+		n++
+	}
+	return n, nil
+}
+
+// batchDecide is the retry policy for a batch file's records: a record
+// cannot wait in processing/ for its retry while the file goes on, so a
+// failure the policy would retry is a dead letter at once (reason
+// retries-exhausted), its one-record file for an operator to replay.
+func batchDecide(decide func(Failure) Verdict) func(Failure) Verdict {
+	return func(f Failure) Verdict {
+		v := decide(f)
+		if v.Outcome == OutcomeRetry {
+			return Verdict{Outcome: OutcomeDeadLetter, Reason: ReasonRetriesExhausted}
+		}
+		return v
+	}
+}
+
+// whole dead-letters the file itself: it cannot be read at all.
+func (b *batchRun) whole(ctx context.Context, rec BatchRecord) error {
+	c := b.c
+	d := &Delivery{Claim: b.cl.ID, File: b.cl.Name, Ino: b.cl.Ino, Consumer: b.s.ID(), Size: b.cl.Size,
+		Claimed: b.claimed, At: time.Now().UTC(), Reject: rec.Reject}
+	res, err := c.batchLedger.RecordBatch(ctx, []*Delivery{d}, Work{}, b.p)
+	if err != nil {
+		return fmt.Errorf("ledger: %w", err)
+	}
+	if len(res) != 1 {
+		return fmt.Errorf("ledger: %d results for a batch of 1", len(res))
+	}
+	c.batchMu.Lock()
+	c.batchStats.add(res[0].Outcome)
+	c.batchMu.Unlock()
+	if err := b.finish(queue.Error); err != nil {
+		return err
+	}
+	c.log.Info("dead letter", "file", d.File, "stored", d.File, "reason", rec.Reject.Reason, "detail", rec.Reject.Error())
+	c.cfg.Observer.Delivered(d, res[0])
+	if c.cfg.OnDelivery != nil {
+		c.cfg.OnDelivery(d, res[0], d.File)
+	}
+	return nil
+}
+
+// giveBack puts the batch file back into inbox/, unfinished, as
+// recovery puts an unrecorded claim back: its progress is committed, and
+// the next claim of it resumes there.
+func (b *batchRun) giveBack() error {
+	c := b.c
+	c.moves.Lock()
+	defer c.moves.Unlock()
+	if _, err := b.s.Finish(b.cl, queue.Inbox); err != nil {
+		return err
+	}
+	c.log.Info("batch file given back", "file", b.cl.Name, "position", b.p.Position)
+	if c.cfg.Relaxed {
+		return nil
+	}
+	return c.dir.Sync(queue.Inbox)
+}
+
+// finish moves the batch file to stage to, and its done-file after it:
+// every record of it is committed (I3, I4).
+func (b *batchRun) finish(to queue.Stage) error {
+	c := b.c
+	c.moves.Lock()
+	defer c.moves.Unlock()
+	if _, err := b.s.Finish(b.cl, to); err != nil {
+		return err
+	}
+	if done := c.cfg.Batch.DoneFile(b.cl.Name); done != "" {
+		if _, err := c.dir.MoveAlong(queue.Inbox, to, done); err != nil {
+			return err
+		}
+	}
+	if c.cfg.Relaxed {
+		return nil
+	}
+	return c.dir.Sync(to, queue.Inbox)
+}
+
+// takeBatchStats returns what batch files' records became since the last
+// call, for a pass to add to its Stats.
+func (c *Consumer) takeBatchStats() Stats {
+	c.batchMu.Lock()
+	defer c.batchMu.Unlock()
+	st := c.batchStats
+	c.batchStats = Stats{}
+	return st
+}

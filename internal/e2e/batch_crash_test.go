@@ -1,0 +1,291 @@
+//go:build linux
+
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/spoolq/spool/internal/testenv"
+)
+
+// TestBatchCrash kills consumers with SIGKILL in the middle of a JSON
+// Lines file of 50 000 records, a few times, then lets one run finish:
+// every record is processed exactly once (one processed row per key, no
+// duplicate recorded: a resumed run starts after the last record
+// committed), every bad line (one in 997) has exactly one dead letter in
+// error/ and one record (a dead letter written before a kill and not yet
+// recorded is found again, not written twice), nothing is left in
+// processing/, the file is in done/, and fsck finds nothing wrong.
+func TestBatchCrash(t *testing.T) {
+	batchCrash(t, sqliteEngine, 50_000, 4)
+}
+
+// TestBatchCrashLong is TestBatchCrash on a file of 400 000 records, with
+// more kills.
+func TestBatchCrashLong(t *testing.T) {
+	testenv.Long(t, "kills consumers in the middle of a JSON Lines file of 400 000 records")
+	batchCrash(t, sqliteEngine, 400_000, 12)
+}
+
+// TestBatchCrashEngines is TestBatchCrash on a PostgreSQL and a MariaDB
+// ledger (SPOOL_TEST_POSTGRES, SPOOL_TEST_MYSQL; skipped without them,
+// required on CI): the progress commits with the records on every engine.
+func TestBatchCrashEngines(t *testing.T) {
+	for _, b := range []ledgerBackend{postgresEngine, mysqlEngine} {
+		t.Run(b.name, func(t *testing.T) { batchCrash(t, b, 20_000, 3) })
+	}
+}
+
+func batchCrash(t *testing.T, backend ledgerBackend, records, minKills int) {
+	rng := newRand(t)
+	q := batchQueue(t, `{"format": "jsonl"}`)
+	l := backend.open(t, q)
+	args := l.args
+	var b bytes.Buffer
+	var bad []string
+	for i := 1; i <= records; i++ {
+		if i%997 == 0 {
+			b.WriteString("not a JSON object\n")
+			bad = append(bad, fmt.Sprintf("feed~L%d.jsonl", i))
+			continue
+		}
+		fmt.Fprintf(&b, `{"msg_id":"k%d","order_no":"o%d","seq":%d,"amount":"%d.00"}`+"\n", i, i%100, i, i)
+	}
+	slices.Sort(bad)
+	good := records - len(bad)
+	putBytes(t, q, "feed.jsonl", b.Bytes())
+	kills, before := 0, 0
+	for run := 0; kills < minKills; run++ {
+		if run > 20*minKills {
+			t.Fatalf("%d runs and only %d kills in the middle of the file", run, kills)
+		}
+		p := start(t, append([]string{"consume", q, "--batch", strconv.Itoa(1 + rng.IntN(200))}, args...)...)
+		// Kill a random moment after the run has committed records of its
+		// own: in the middle of the file, whatever the machine's speed.
+		progressed := false
+		for !progressed {
+			select {
+			case <-p.done:
+			default:
+				if n, ok := ledgerProcessed(l); ok && n > before {
+					progressed = true
+					continue
+				}
+				time.Sleep(time.Millisecond) // poll interval, not a wait for a result
+				continue
+			}
+			break
+		}
+		if !progressed || !p.killAfter(t, logDelay(rng, 100*time.Microsecond, 200*time.Millisecond)) {
+			if r := p.result(); r.code != 0 {
+				t.Fatalf("consumer exited by itself with a failure:\n%s", r)
+			}
+			break // it finished the file before the kill: too fast a machine for more
+		}
+		kills++
+		n, _ := ledgerProcessed(l)
+		if n >= good {
+			break
+		}
+		before = n
+		// The batch file is claimed whole: it is in inbox/ or in one claim.
+		if in, claims := countNames(t, q, inbox)+countNamesLike(t, q, inbox, ".jsonl"), liveClaims(q); in+claims < 1 {
+			t.Fatalf("after kill %d the batch file is neither in inbox/ nor claimed", kills)
+		}
+	}
+	t.Logf("%d kills in the middle of the file", kills)
+	r := mustRun(t, 0, append([]string{"consume", q}, args...)...)
+	st := parseStats(t, r)
+	if st.Duplicates != 0 {
+		t.Fatalf("the last run: %+v, want no duplicate", st)
+	}
+	if n := l.count(t, `SELECT COUNT(*) FROM %[1]s`); n != good {
+		t.Fatalf("%d processed rows, want %d", n, good)
+	}
+	if n := l.count(t, `SELECT COUNT(*) FROM %[2]s WHERE outcome = 'duplicate'`); n != 0 {
+		t.Fatalf("%d duplicate deliveries: a record was recorded twice", n)
+	}
+	if n := l.count(t, `SELECT COUNT(DISTINCT claim) FROM %[1]s`); n != good {
+		t.Fatalf("%d record claims for %d records", n, good)
+	}
+	if n := l.count(t, `SELECT COUNT(DISTINCT file) FROM %[2]s WHERE outcome = 'dead-letter' AND reason = 'parse'`); n != len(bad) {
+		t.Fatalf("%d dead letters recorded, want %d", n, len(bad))
+	}
+	if n := l.count(t, `SELECT COUNT(*) FROM %[2]s WHERE outcome = 'dead-letter'`); n != len(bad) {
+		t.Fatalf("%d dead-letter records, want %d", n, len(bad))
+	}
+	if got := stageNames(t, q, errorStage); !slices.Equal(got, bad) {
+		t.Fatalf("error/ holds %d files (%q...), want %d, one a bad line", len(got), got[:min(len(got), 5)], len(bad))
+	}
+	if got := stageNames(t, q, done); !slices.Equal(got, []string{"feed.jsonl"}) {
+		t.Fatalf("done/ holds %q", got)
+	}
+	if got := stageNames(t, q, processing); len(got) != 0 {
+		t.Fatalf("processing/ holds %q", got)
+	}
+	if got := stageNames(t, q, inbox); len(got) != 0 {
+		t.Fatalf("inbox/ holds %q", got)
+	}
+	checkFsck(t, q, args...)
+}
+
+// ledgerProcessed counts the processed rows of l while consumers write
+// it; false while it cannot be read (its tables not made yet).
+func ledgerProcessed(l callLedger) (int, bool) {
+	var n int
+	if err := l.db.QueryRow(`SELECT COUNT(*) FROM ` + l.table("processed")).Scan(&n); err != nil {
+		return 0, false
+	}
+	return n, true
+}
+
+// countNamesLike counts the names of a stage ending in ext.
+func countNamesLike(t *testing.T, q, stage, ext string) int {
+	t.Helper()
+	des, err := os.ReadDir(filepath.Join(q, stage))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, de := range des {
+		if filepath.Ext(de.Name()) == ext {
+			n++
+		}
+	}
+	return n
+}
+
+// TestBatchDeadLetterResume: a consumer killed after writing a record's
+// dead letter into error/ and before recording it left the file there;
+// the run that resumes the batch file records that file as the record's
+// dead letter instead of writing a second one. The state is made by hand:
+// the progress a killed run committed (after the first record) and the
+// dead letter of the third, unrecorded.
+func TestBatchDeadLetterResume(t *testing.T) {
+	q := batchQueue(t, `{"format": "csv"}`)
+	mustRun(t, 0, "consume", q) // makes the ledger's tables
+	header, rows := "msg_id,order_no,seq,amount\n", []string{"a1,o,1,1.00\n", "a2,o,2,2.00\n", "a3,o,3\n", "a4,o,4,4.00\n"}
+	data := header
+	for _, r := range rows {
+		data += r
+	}
+	putBytes(t, q, "orders.csv", []byte(data))
+	putBytes(t, q, "orders~L4.csv", []byte(header+rows[2]))
+	if err := os.Rename(filepath.Join(q, inbox, "orders~L4.csv"), filepath.Join(q, errorStage, "orders~L4.csv")); err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(q, inbox, "orders.csv"), &st); err != nil {
+		t.Fatal(err)
+	}
+	fileID := fmt.Sprintf("orders.csv:%d:%d:%d", st.Ino, st.Size, time.Unix(st.Mtim.Unix()).UnixNano())
+	position := fmt.Sprintf("1:%d:3", len(header)+len(rows[0]))
+	execLedger(t, filepath.Join(q, "ledger.db"),
+		`INSERT INTO spool_batch_progress (file, batch, position, at) VALUES ('`+fileID+`', 'killed-run', '`+position+`', '2026-01-01T00:00:00.000000Z')`)
+	r := mustRun(t, 0, "consume", q)
+	if got := parseStats(t, r); got != (consumeStats{Processed: 2, DeadLetters: 1}) {
+		t.Fatalf("%+v, want a2 and a4 processed (a1 was, before the kill) and a3 dead-lettered\n%s", got, r)
+	}
+	if got := stageNames(t, q, errorStage); !slices.Equal(got, []string{"orders~L4.csv"}) {
+		t.Fatalf("error/ holds %q, want the one dead letter the killed run wrote", got)
+	}
+	db := filepath.Join(q, "ledger.db")
+	if n := queryLedger(t, db, `SELECT COUNT(*) FROM deliveries WHERE outcome = 'dead-letter' AND file = 'orders~L4.csv' AND claim = 'killed-run#2'`); n != 1 {
+		t.Fatal("the dead letter is not recorded under its record's claim")
+	}
+	if n := queryLedger(t, db, `SELECT COUNT(*) FROM processed WHERE msg_id IN ('a2', 'a4')`); n != 2 {
+		t.Fatal("a2 and a4 are not processed")
+	}
+}
+
+// TestBatchHandlerDeadLetterResume: a consumer killed after committing a
+// record its handler dead-lettered, and before writing its one-record
+// file, left the dead letter recorded under the record's origin; the run
+// that resumes the batch file writes the file and names it in the record.
+// The state is made by hand, as TestBatchDeadLetterResume's.
+func TestBatchHandlerDeadLetterResume(t *testing.T) {
+	q := batchQueue(t, `{"format": "csv"}`)
+	mustRun(t, 0, "consume", q) // makes the ledger's tables
+	header, rows := "msg_id,order_no,seq,amount\n", []string{"A,O,1,1.00\n", "B,O,2,2.00\n", "C,O,3,3.00\n"}
+	putBytes(t, q, "book.csv", []byte(header+rows[0]+rows[1]+rows[2]))
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(q, inbox, "book.csv"), &st); err != nil {
+		t.Fatal(err)
+	}
+	fileID := fmt.Sprintf("book.csv:%d:%d:%d", st.Ino, st.Size, time.Unix(st.Mtim.Unix()).UnixNano())
+	position := fmt.Sprintf("2:%d:4", len(header)+len(rows[0])+len(rows[1]))
+	db := filepath.Join(q, "ledger.db")
+	execLedger(t, db,
+		`INSERT INTO spool_batch_progress (file, batch, position, at) VALUES ('`+fileID+`', 'killed-run', '`+position+`', '2026-01-01T00:00:00.000000Z')`,
+		fmt.Sprintf(`INSERT INTO deliveries (claim, file, ino, consumer, msg_id, outcome, reason, detail, at)
+			VALUES ('killed-run#1', 'book.csv#L3', %d, 'killed', 'B', 'dead-letter', 'handler', 'order closed', '2026-01-01T00:00:00.000000Z')`, st.Ino))
+	r := mustRun(t, 0, "consume", q)
+	if got := parseStats(t, r); got != (consumeStats{Processed: 1}) {
+		t.Fatalf("%+v, want C processed\n%s", got, r)
+	}
+	if got := stageNames(t, q, errorStage); !slices.Equal(got, []string{"book~L3.csv"}) {
+		t.Fatalf("error/ holds %q, want B's dead letter", got)
+	}
+	b, err := os.ReadFile(filepath.Join(q, errorStage, "book~L3.csv"))
+	if err != nil || string(b) != header+rows[1] {
+		t.Fatalf("B's dead letter is %q, %v", b, err)
+	}
+	if n := queryLedger(t, db, `SELECT COUNT(*) FROM deliveries WHERE claim = 'killed-run#1' AND file = 'book~L3.csv' AND ino IS NOT NULL AND ino <> ?`, st.Ino); n != 1 {
+		t.Fatal("B's dead letter does not name its file and inode")
+	}
+}
+
+// TestBatchGracefulStop: a consumer stopped by SIGTERM in the middle of a
+// batch file commits what it read, gives the file back to inbox/ and
+// exits 0 with processing/ empty; the next run resumes it, and every
+// record is processed once.
+func TestBatchGracefulStop(t *testing.T) {
+	const records = 100_000
+	q := batchQueue(t, `{"format": "jsonl"}`)
+	l := sqliteEngine.open(t, q)
+	var b bytes.Buffer
+	for i := 1; i <= records; i++ {
+		fmt.Fprintf(&b, `{"msg_id":"k%d","order_no":"o","seq":%d,"amount":"1.00"}`+"\n", i, i)
+	}
+	putBytes(t, q, "feed.jsonl", b.Bytes())
+	p := start(t, "consume", q, "--batch", "50")
+	waitFor(t, cmdTimeout, "the first records committed", func() bool {
+		n, _ := ledgerProcessed(l)
+		return n > 0
+	})
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	r := p.wait(t)
+	if r.code != 0 {
+		t.Fatalf("a stopped consumer exited with a failure:\n%s", r)
+	}
+	if got := stageNames(t, q, processing); len(got) != 0 {
+		t.Fatalf("processing/ holds %q after a graceful stop", got)
+	}
+	first := parseStats(t, r).Processed
+	if slices.Equal(stageNames(t, q, inbox), []string{"feed.jsonl"}) {
+		if first >= records {
+			t.Fatalf("the file is back in inbox/ with all %d records processed", first)
+		}
+		t.Logf("stopped after %d records, the file given back", first)
+	} else if first != records {
+		t.Fatalf("the file is not back in inbox/, and %d of %d records are processed", first, records)
+	}
+	second := parseStats(t, mustRun(t, 0, "consume", q))
+	if first+second.Processed != records || second.Duplicates != 0 {
+		t.Fatalf("%d then %+v: want %d records processed once", first, second, records)
+	}
+	if n := l.count(t, `SELECT COUNT(*) FROM %[1]s`); n != records {
+		t.Fatalf("%d processed rows, want %d", n, records)
+	}
+	checkFsck(t, q)
+}

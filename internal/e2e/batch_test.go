@@ -1,0 +1,390 @@
+//go:build linux
+
+package e2e
+
+import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/text/encoding/japanese"
+	"golang.org/x/text/encoding/korean"
+)
+
+// Batch files (docs/DESIGN.md, "Batch files: the consumer"): a queue whose
+// spool.conf sets a format consumes each record of a file as a message of
+// its own, through the real binary.
+
+// batchQueue makes a queue whose spool.conf is conf.
+func batchQueue(t *testing.T, conf string) string {
+	t.Helper()
+	q := filepath.Join(t.TempDir(), "q")
+	mustRun(t, 0, "init", q)
+	if err := os.WriteFile(filepath.Join(q, "spool.conf"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+// putBytes puts a file into inbox/ as a producer must: under a hidden
+// name, then renamed in.
+func putBytes(t *testing.T, q, name string, data []byte) {
+	t.Helper()
+	tmp := filepath.Join(q, inbox, "."+name+".tmp")
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(q, inbox, name)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// stageNames lists the names of a stage, sorted.
+func stageNames(t *testing.T, q, stage string) []string {
+	t.Helper()
+	des, err := os.ReadDir(filepath.Join(q, stage))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, de := range des {
+		names = append(names, de.Name())
+	}
+	slices.Sort(names)
+	return names
+}
+
+// ordersCSV writes n rows of orders, the rows whose 1-based number bad
+// says with a column missing; it returns the file and the lines of the
+// bad rows (the header is line 1).
+func ordersCSV(n int, bad func(i int) bool) ([]byte, []int) {
+	var b bytes.Buffer
+	b.WriteString("msg_id,order_no,seq,amount\n")
+	var lines []int
+	for i := 1; i <= n; i++ {
+		if bad(i) {
+			fmt.Fprintf(&b, "m%d,o%d,%d\n", i, i%37, i)
+			lines = append(lines, i+1)
+			continue
+		}
+		fmt.Fprintf(&b, "m%d,o%d,%d,%d.%02d\n", i, i%37, i, i, i%100)
+	}
+	return b.Bytes(), lines
+}
+
+// checkFsck runs spool fsck on q (with its --db args) and fails unless
+// it finds nothing wrong.
+func checkFsck(t *testing.T, q string, args ...string) {
+	t.Helper()
+	if r := run(t, append([]string{"fsck", q}, args...)...); r.code != 0 || !strings.Contains(r.stdout, ": ok") {
+		t.Fatalf("fsck is not clean:\n%s", r)
+	}
+}
+
+// TestBatchCSV: a CSV of 2 000 rows with 10 of the wrong column count
+// gives 1 990 processed records and 10 one-record dead letters named after
+// their lines, the file in done/; sent again, it is all duplicates (and the
+// same bad rows again); a bad row fixed and replayed is processed.
+func TestBatchCSV(t *testing.T) {
+	q := batchQueue(t, `{"format": "csv"}`)
+	data, badLines := ordersCSV(2000, func(i int) bool { return i%200 == 17 })
+	putBytes(t, q, "orders.csv", data)
+	st := parseStats(t, mustRun(t, 0, "consume", q))
+	if st != (consumeStats{Processed: 1990, DeadLetters: 10}) {
+		t.Fatalf("first run: %+v, want 1990 processed and 10 dead letters", st)
+	}
+	var want []string
+	for _, l := range badLines {
+		want = append(want, fmt.Sprintf("orders~L%d.csv", l))
+	}
+	slices.Sort(want)
+	if got := stageNames(t, q, errorStage); !slices.Equal(got, want) {
+		t.Fatalf("error/ holds %q, want %q", got, want)
+	}
+	if got := stageNames(t, q, done); !slices.Equal(got, []string{"orders.csv"}) {
+		t.Fatalf("done/ holds %q, want the batch file", got)
+	}
+	if got := stageNames(t, q, inbox); len(got) != 0 {
+		t.Fatalf("inbox/ holds %q", got)
+	}
+	// A dead letter is the header and the row, as in the file.
+	dl, err := os.ReadFile(filepath.Join(q, errorStage, want[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(dl, []byte("msg_id,order_no,seq,amount\n")) || bytes.Count(dl, []byte("\n")) != 2 {
+		t.Fatalf("dead letter %s is %q, want the header and one row", want[0], dl)
+	}
+	db := filepath.Join(q, "ledger.db")
+	if n := queryLedger(t, db, `SELECT COUNT(*) FROM processed`); n != 1990 {
+		t.Fatalf("%d processed rows, want 1990", n)
+	}
+	// The origin of each record is in the ledger, and spool show shows it.
+	if n := queryLedger(t, db, `SELECT COUNT(*) FROM processed WHERE msg_id = 'm5' AND file = 'orders.csv#L6' AND seq = 5 AND amount = '5.05'`); n != 1 {
+		t.Fatalf("m5's row does not name orders.csv#L6 with seq 5 and amount 5.05")
+	}
+	if r := mustRun(t, 0, "show", q, "m5"); !strings.Contains(r.stdout, "orders.csv#L6") {
+		t.Fatalf("spool show does not name the record's origin:\n%s", r)
+	}
+	if n := queryLedger(t, db, `SELECT COUNT(*) FROM deliveries WHERE outcome = 'dead-letter' AND reason = 'parse' AND file = ? AND detail LIKE ?`,
+		want[0], "%line "+strings.TrimSuffix(strings.TrimPrefix(want[0], "orders~L"), ".csv")+":%"); n != 1 {
+		t.Fatalf("no dead-letter row for %s with reason parse and its line in the detail", want[0])
+	}
+	checkFsck(t, q)
+
+	// The same file again: a file of duplicates.
+	putBytes(t, q, "orders.csv", data)
+	st = parseStats(t, mustRun(t, 0, "consume", q))
+	if st != (consumeStats{Duplicates: 1990, DeadLetters: 10}) {
+		t.Fatalf("second run: %+v, want 1990 duplicates and 10 dead letters", st)
+	}
+	if n := queryLedger(t, db, `SELECT COUNT(*) FROM processed`); n != 1990 {
+		t.Fatalf("%d processed rows after the redelivery, want 1990", n)
+	}
+	if got := len(stageNames(t, q, errorStage)); got != 20 {
+		t.Fatalf("error/ holds %d files, want 20", got)
+	}
+	checkFsck(t, q)
+
+	// A bad row fixed in an editor, and replayed: the dead letter is a
+	// batch file of one record.
+	path := filepath.Join(q, errorStage, want[0])
+	fixed := bytes.TrimSuffix(dl, []byte("\n"))
+	fixed = append(fixed, []byte(",9.99\n")...)
+	if err := os.WriteFile(path, fixed, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, 0, "replay", q, want[0])
+	st = parseStats(t, mustRun(t, 0, "consume", q))
+	if st != (consumeStats{Processed: 1}) {
+		t.Fatalf("after the replay: %+v, want 1 processed", st)
+	}
+	line, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(want[0], "orders~L"), ".csv"))
+	id := "m" + strconv.Itoa(line-1)
+	if n := queryLedger(t, db, `SELECT COUNT(*) FROM processed WHERE msg_id = ? AND amount = '9.99'`, id); n != 1 {
+		t.Fatalf("the fixed row %s was not processed", id)
+	}
+	checkFsck(t, q)
+}
+
+// TestBatchJSONLTruncated: a JSON Lines file whose last line was cut short
+// has its other lines processed, and the cut line dead-lettered alone.
+func TestBatchJSONLTruncated(t *testing.T) {
+	q := batchQueue(t, `{"format": "jsonl"}`)
+	var b bytes.Buffer
+	for i := 1; i <= 100; i++ {
+		fmt.Fprintf(&b, `{"msg_id":"j%d","order_no":"o","seq":%d,"amount":"1.00"}`+"\n", i, i)
+	}
+	b.WriteString(`{"msg_id":"j101","order_no":"o","se`)
+	putBytes(t, q, "feed.jsonl", b.Bytes())
+	st := parseStats(t, mustRun(t, 0, "consume", q))
+	if st != (consumeStats{Processed: 100, DeadLetters: 1}) {
+		t.Fatalf("%+v, want 100 processed and 1 dead letter", st)
+	}
+	if got := stageNames(t, q, errorStage); !slices.Equal(got, []string{"feed~L101.jsonl"}) {
+		t.Fatalf("error/ holds %q, want feed~L101.jsonl", got)
+	}
+	if got := stageNames(t, q, done); !slices.Equal(got, []string{"feed.jsonl"}) {
+		t.Fatalf("done/ holds %q", got)
+	}
+	checkFsck(t, q)
+	// spool enqueue takes the names the format includes, and those only.
+	src := filepath.Join(t.TempDir(), "more.jsonl")
+	if err := os.WriteFile(src, []byte(`{"msg_id":"j200","order_no":"o","seq":1,"amount":"1.00"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, 0, "enqueue", q, src)
+	txt := filepath.Join(t.TempDir(), "more.txt")
+	if err := os.WriteFile(txt, []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := mustRun(t, 2, "enqueue", q, txt); !strings.Contains(r.stderr, "not a name the queue's format includes") {
+		t.Fatalf("enqueue of a name the format does not include:\n%s", r)
+	}
+	if st := parseStats(t, mustRun(t, 0, "consume", q)); st != (consumeStats{Processed: 1}) {
+		t.Fatalf("the enqueued file: %+v, want 1 processed", st)
+	}
+}
+
+// TestBatchGzipCSV: a gzipped CSV is read through gzip; its rows'
+// seq, text in a CSV, is checked as the number it spells.
+func TestBatchGzipCSV(t *testing.T) {
+	q := batchQueue(t, `{"format": "csv", "include": ["*.csv", "*.csv.gz"]}`)
+	data, _ := ordersCSV(500, func(int) bool { return false })
+	data = append(data, "z1,o,0,1.00\n"...) // seq 0: refused as ever
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	if _, err := zw.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	putBytes(t, q, "orders.csv.gz", gz.Bytes())
+	st := parseStats(t, mustRun(t, 0, "consume", q))
+	if st != (consumeStats{Processed: 500, DeadLetters: 1}) {
+		t.Fatalf("%+v, want 500 processed and the seq 0 row dead-lettered", st)
+	}
+	db := filepath.Join(q, "ledger.db")
+	if n := queryLedger(t, db, `SELECT COUNT(*) FROM processed WHERE seq = 250 AND msg_id = 'm250'`); n != 1 {
+		t.Fatal("m250's seq was not kept as the number 250")
+	}
+	if n := queryLedger(t, db, `SELECT COUNT(*) FROM deliveries WHERE outcome = 'dead-letter' AND reason = 'invalid-field' AND field = 'seq' AND file = 'orders~L502.csv'`); n != 1 {
+		t.Fatal("the seq 0 row was not dead-lettered as invalid-field seq, in orders~L502.csv")
+	}
+	if got := stageNames(t, q, done); !slices.Equal(got, []string{"orders.csv.gz"}) {
+		t.Fatalf("done/ holds %q", got)
+	}
+	checkFsck(t, q)
+}
+
+// TestBatchEncodings: EUC-KR and Shift_JIS files have their characters
+// kept exactly in the ledger, in UTF-8.
+func TestBatchEncodings(t *testing.T) {
+	cases := []struct {
+		label, text string
+		encode      func(string) ([]byte, error)
+	}{
+		{"euc-kr", "서울 주문", func(s string) ([]byte, error) { return korean.EUCKR.NewEncoder().Bytes([]byte(s)) }},
+		{"shift_jis", "東京の注文", func(s string) ([]byte, error) { return japanese.ShiftJIS.NewEncoder().Bytes([]byte(s)) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.label, func(t *testing.T) {
+			q := batchQueue(t, `{"format": "csv", "encoding": "`+tc.label+`"}`)
+			raw, err := tc.encode("msg_id,order_no,seq,amount,note\ne1,o1,1,3.50," + tc.text + "\n")
+			if err != nil {
+				t.Fatal(err)
+			}
+			putBytes(t, q, "local.csv", raw)
+			st := parseStats(t, mustRun(t, 0, "consume", q))
+			if st != (consumeStats{Processed: 1}) {
+				t.Fatalf("%+v, want 1 processed", st)
+			}
+			db := filepath.Join(q, "ledger.db")
+			want := `"note":"` + tc.text + `"`
+			if n := queryLedger(t, db, `SELECT COUNT(*) FROM processed WHERE msg_id = 'e1' AND instr(payload, ?) > 0`, want); n != 1 {
+				t.Fatalf("the payload does not hold %s", want)
+			}
+		})
+	}
+}
+
+// TestBatchDoneFile: with a done-file pattern, a data file waits in inbox/
+// until its done-file is there; then both go to done/.
+func TestBatchDoneFile(t *testing.T) {
+	q := batchQueue(t, `{"format": "csv", "done_file": "{name}.done"}`)
+	data, _ := ordersCSV(20, func(int) bool { return false })
+	putBytes(t, q, "orders.csv", data)
+	st := parseStats(t, mustRun(t, 0, "consume", q))
+	if st != (consumeStats{}) {
+		t.Fatalf("without its done-file: %+v, want nothing consumed", st)
+	}
+	if got := stageNames(t, q, inbox); !slices.Equal(got, []string{"orders.csv"}) {
+		t.Fatalf("inbox/ holds %q, want the waiting data file", got)
+	}
+	putBytes(t, q, "orders.csv.done", nil)
+	st = parseStats(t, mustRun(t, 0, "consume", q))
+	if st != (consumeStats{Processed: 20}) {
+		t.Fatalf("with its done-file: %+v, want 20 processed", st)
+	}
+	if got := stageNames(t, q, done); !slices.Equal(got, []string{"orders.csv", "orders.csv.done"}) {
+		t.Fatalf("done/ holds %q, want the data file and its done-file", got)
+	}
+	if got := stageNames(t, q, inbox); len(got) != 0 {
+		t.Fatalf("inbox/ holds %q", got)
+	}
+	checkFsck(t, q)
+}
+
+// TestBatchXML: a malformed record of an XML file is dead-lettered alone,
+// as an XML file of one record named after its element.
+func TestBatchXML(t *testing.T) {
+	q := batchQueue(t, `{"format": "xml", "record": "Order"}`)
+	var b bytes.Buffer
+	b.WriteString("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Orders>\n")
+	for i := 1; i <= 30; i++ {
+		if i == 7 {
+			b.WriteString("  <Order msg_id=\"x7\"><order_no>o&bogus;</order_no><seq>7</seq><amount>1</amount></Order>\n")
+			continue
+		}
+		fmt.Fprintf(&b, "  <Order msg_id=\"x%d\"><order_no>o</order_no><seq>%d</seq><amount>%d.25</amount></Order>\n", i, i, i)
+	}
+	b.WriteString("</Orders>\n")
+	putBytes(t, q, "orders.xml", b.Bytes())
+	r := mustRun(t, 0, "consume", q)
+	st := parseStats(t, r)
+	if st.Processed != 29 || st.DeadLetters != 1 {
+		t.Fatalf("%+v, want 29 processed and 1 dead letter\n%s", st, r)
+	}
+	if got := stageNames(t, q, errorStage); !slices.Equal(got, []string{"orders~E7.xml"}) {
+		t.Fatalf("error/ holds %q, want orders~E7.xml", got)
+	}
+	db := filepath.Join(q, "ledger.db")
+	if n := queryLedger(t, db, `SELECT COUNT(*) FROM processed WHERE msg_id = 'x8' AND file = 'orders.xml#E8' AND seq = 8`); n != 1 {
+		t.Fatal("x8 is not recorded from orders.xml#E8 with seq 8")
+	}
+	checkFsck(t, q)
+}
+
+// TestBatchSQLHandler: a batch file's records run the --sql handler in
+// the transaction that records them, each in its savepoint: a record the
+// handler refuses is a dead letter of its own, written as a one-record
+// file after the commit, and its writes are rolled back; a --post handler
+// is refused on a batch queue with one line.
+func TestBatchSQLHandler(t *testing.T) {
+	q, state := workQueue(t)
+	if err := os.WriteFile(filepath.Join(q, "spool.conf"), []byte(`{"format": "csv"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	prepareLedger(t, q, `CREATE TABLE balances (order_no TEXT PRIMARY KEY, cents INTEGER NOT NULL CHECK (cents >= 0))`)
+	sqlFile := writeFile(t, state, "book.sql", `INSERT INTO balances (order_no, cents) VALUES (:order_no, CAST(round(:amount * 100) AS INTEGER))
+    ON CONFLICT (order_no) DO UPDATE SET cents = cents + excluded.cents;
+`)
+	putBytes(t, q, "book.csv", []byte("msg_id,order_no,seq,amount\nA,O1,1,10.00\nB,O1,2,-20.00\nC,O1,3,5.00\n"))
+	r := mustRun(t, 0, "consume", q, "--sql", sqlFile)
+	if st := parseStats(t, r); st != (consumeStats{Processed: 2, DeadLetters: 1}) {
+		t.Fatalf("%+v, want 2 processed and B dead-lettered\n%s", st, r)
+	}
+	if got := stageNames(t, q, errorStage); !slices.Equal(got, []string{"book~L3.csv"}) {
+		t.Fatalf("error/ holds %q, want book~L3.csv", got)
+	}
+	db := filepath.Join(q, "ledger.db")
+	if n := queryLedger(t, db, `SELECT cents FROM balances WHERE order_no = 'O1'`); n != 1500 {
+		t.Fatalf("O1's balance is %d cents, want 1500: B's write must roll back", n)
+	}
+	if n := queryLedger(t, db, `SELECT COUNT(*) FROM deliveries WHERE outcome = 'dead-letter' AND reason = 'handler' AND file = 'book~L3.csv'`); n != 1 {
+		t.Fatal("B's dead letter is not recorded with reason handler")
+	}
+	checkFsck(t, q)
+	putBytes(t, q, "more.csv", []byte("msg_id,order_no,seq,amount\nD,O2,1,1.00\n"))
+	r = run(t, "consume", q, "--post", "http://127.0.0.1:9/")
+	if r.code == 0 || !strings.Contains(r.stderr, "batch files") || len(notLogged(r.stderr)) != 1 {
+		t.Fatalf("--post on a batch queue: want one line refusing it\n%s", r)
+	}
+}
+
+// TestBatchTooLarge: a record over the contract's max_size is not held
+// in memory, and its dead letter is copied from the file, whole.
+func TestBatchTooLarge(t *testing.T) {
+	q := batchQueue(t, `{"format": "jsonl", "max_size": 256}`)
+	long := `{"msg_id":"big","order_no":"o","seq":2,"amount":"1.00","note":"` + strings.Repeat("x", 600) + `"}` + "\n"
+	putBytes(t, q, "feed.jsonl", []byte(`{"msg_id":"a","order_no":"o","seq":1,"amount":"1.00"}`+"\n"+long+`{"msg_id":"c","order_no":"o","seq":3,"amount":"1.00"}`+"\n"))
+	st := parseStats(t, mustRun(t, 0, "consume", q))
+	if st != (consumeStats{Processed: 2, DeadLetters: 1}) {
+		t.Fatalf("%+v, want 2 processed and the long line dead-lettered", st)
+	}
+	b, err := os.ReadFile(filepath.Join(q, errorStage, "feed~L2.jsonl"))
+	if err != nil || string(b) != long {
+		t.Fatalf("the long line's dead letter is %d bytes (%v), want the line's %d", len(b), err, len(long))
+	}
+	if n := queryLedger(t, filepath.Join(q, "ledger.db"), `SELECT COUNT(*) FROM deliveries WHERE reason = 'too-large' AND file = 'feed~L2.jsonl'`); n != 1 {
+		t.Fatal("the long line is not recorded as too-large")
+	}
+	checkFsck(t, q)
+}

@@ -1,0 +1,161 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spoolq/spool"
+)
+
+// RecordBatch is RecordWork with a batch file's progress written in the
+// same transaction (spool_batch_progress, migration 045): the records
+// committed and the position after them are one, so that a consumer
+// killed anywhere resumes after the last record committed, never before
+// nor after it. See spool.BatchLedger.
+func (db *DB) RecordBatch(ctx context.Context, batch []*spool.Delivery, w spool.Work, p spool.BatchProgress) ([]spool.Result, error) {
+	if err := db.open(); err != nil {
+		return nil, err
+	}
+	if p.File == "" || p.Batch == "" {
+		return nil, errors.New("record batch file: progress without a file or batch identity")
+	}
+	if w.Handler != nil && w.Decide == nil {
+		return nil, errors.New("record batch file: work has a handler but no Decide")
+	}
+	for i, d := range batch {
+		if err := db.checkDelivery(d); err != nil {
+			return nil, fmt.Errorf("record batch file %s: delivery %d: %w", p.File, i, err)
+		}
+	}
+	if w.Handler != nil {
+		ctx = spool.WithEmitter(ctx, db.emit)
+	}
+	now := formatTime(time.Now())
+	progress := func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, db.dialect.Rebind(`UPDATE spool_batch_progress SET position = ?, at = ? WHERE file = ?`), p.Position, now, p.File)
+		if err != nil {
+			return fmt.Errorf("progress of %s: %w", p.File, err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("progress of %s: %w", p.File, err)
+		} else if n > 0 {
+			return nil
+		}
+		_, err = tx.ExecContext(ctx, db.dialect.Rebind(`INSERT INTO spool_batch_progress (file, batch, position, at) VALUES (?, ?, ?, ?)`), p.File, p.Batch, p.Position, now)
+		if err != nil {
+			return fmt.Errorf("progress of %s: %w", p.File, err)
+		}
+		return nil
+	}
+	if len(batch) == 0 {
+		if err := db.writeTx(ctx, progress); err != nil {
+			return nil, db.fail("record batch file", err)
+		}
+		return nil, nil
+	}
+	res, err := db.recordWith(ctx, db.screenKeys(batch), w, progress)
+	if err != nil {
+		return nil, db.fail("record batch file", err)
+	}
+	out := make([]spool.Result, len(batch))
+	for i, d := range batch {
+		out[i] = res[i].public(d)
+	}
+	return out, nil
+}
+
+// BatchProgress returns the progress kept for the batch file identity
+// file; see spool.BatchLedger.
+func (db *DB) BatchProgress(ctx context.Context, file string) (spool.BatchProgress, bool, error) {
+	if err := db.open(); err != nil {
+		return spool.BatchProgress{}, false, err
+	}
+	p := spool.BatchProgress{File: file}
+	err := db.sql.QueryRowContext(ctx, db.dialect.Rebind(`SELECT batch, position FROM spool_batch_progress WHERE file = ?`), file).Scan(&p.Batch, &p.Position)
+	if errors.Is(err, sql.ErrNoRows) {
+		return spool.BatchProgress{}, false, nil
+	}
+	if err != nil {
+		return spool.BatchProgress{}, false, db.fail("batch progress "+file, err)
+	}
+	return p, true, nil
+}
+
+// DeadLetterIno reports whether a dead letter is recorded with inode ino;
+// see spool.BatchLedger.
+func (db *DB) DeadLetterIno(ctx context.Context, ino uint64) (bool, error) {
+	if err := db.open(); err != nil {
+		return false, err
+	}
+	var n int
+	err := db.sql.QueryRowContext(ctx, db.dialect.Rebind(`SELECT COUNT(*) FROM deliveries WHERE outcome = 'dead-letter' AND ino = ?`), nullIno(ino)).Scan(&n)
+	if err != nil {
+		return false, db.fail("dead letter by inode", err)
+	}
+	return n > 0, nil
+}
+
+// SetDeadLetterFile names the file that stands for the dead letter of
+// claim in error/, and its inode: a batch file's record its handler
+// dead-lettered, whose one-record file is written after the commit that
+// decided it. See spool.BatchLedger.
+func (db *DB) SetDeadLetterFile(ctx context.Context, claim, file string, ino uint64) error {
+	if err := db.open(); err != nil {
+		return err
+	}
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, db.dialect.Rebind(`UPDATE deliveries SET file = ?, ino = ? WHERE claim = ? AND outcome = 'dead-letter'`), clean(file), nullIno(ino), claim)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n != 1 {
+			return fmt.Errorf("no dead letter of claim %s", claim)
+		}
+		return nil
+	})
+	if err != nil {
+		return db.fail("set dead letter file", err)
+	}
+	return nil
+}
+
+// UnwrittenDeadLetters returns the claims of the dead letters of batch (a
+// BatchProgress.Batch) still recorded under their record's origin, a file
+// name starting with origin (the batch file's name and "#"): those whose
+// one-record file was not written when their consumer died. See
+// spool.BatchLedger.
+func (db *DB) UnwrittenDeadLetters(ctx context.Context, batch, origin string) ([]string, error) {
+	if err := db.open(); err != nil {
+		return nil, err
+	}
+	rows, err := db.sql.QueryContext(ctx, db.dialect.Rebind(`SELECT claim, file FROM deliveries WHERE outcome = 'dead-letter' AND claim LIKE ?`), likePrefix(batch+"#"))
+	if err != nil {
+		return nil, db.fail("unwritten dead letters", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var claim, file string
+		if err := rows.Scan(&claim, &file); err != nil {
+			return nil, db.fail("unwritten dead letters", err)
+		}
+		// LIKE's wildcards in the prefix match more: keep the exact ones.
+		if strings.HasPrefix(claim, batch+"#") && strings.HasPrefix(file, origin) {
+			out = append(out, claim)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, db.fail("unwritten dead letters", err)
+	}
+	return out, nil
+}
+
+// likePrefix is a LIKE pattern of the strings starting with p: p's own
+// wildcards match any character, a superset the caller filters.
+func likePrefix(p string) string { return p + "%" }

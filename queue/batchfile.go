@@ -1,0 +1,104 @@
+//go:build linux
+
+package queue
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// Open opens a claimed regular file for reading, for a reader that reads
+// it piece by piece (a batch file's records) rather than whole (Read). It
+// never follows a symlink nor blocks on a FIFO: anything but a regular
+// file is ErrNotRegular. The caller closes the file.
+func (s *Session) Open(c *Claim) (*os.File, error) {
+	if !c.Regular() {
+		return nil, ErrNotRegular
+	}
+	fd, err := unix.Openat(s.fd, c.Name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) {
+			return nil, ErrNotRegular
+		}
+		return nil, fmt.Errorf("open claim %s: %w", c.Name, err)
+	}
+	return os.NewFile(uintptr(fd), c.Name), nil
+}
+
+// WriteStage is WriteFile with the content written by fill, returning the
+// inode of the file written besides its name: for a batch file's record
+// dead letter, which the ledger records by that inode.
+func (d *Dir) WriteStage(s Stage, name string, fill func(io.Writer) error) (string, uint64, error) {
+	stored, err := d.writeFrom(s, name, fill)
+	if err != nil {
+		return stored, 0, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(d.fd(s), stored, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return stored, 0, fmt.Errorf("stat %s/%s: %w", s, stored, err)
+	}
+	return stored, st.Ino, nil
+}
+
+// StoredCopy is a file of a stage found by Copies.
+type StoredCopy struct {
+	Name string
+	Ino  uint64
+}
+
+// Copies lists the regular files of stage s whose content is data, under
+// name or one of the names a collision gives it (name~2...), up to the
+// first of those names that is free: where WriteFile may have put data
+// under name before a crash. Files larger than data are not read.
+func (d *Dir) Copies(s Stage, name string, data []byte) ([]StoredCopy, error) {
+	var out []StoredCopy
+	for n := 1; n < maxSuffixTries; n++ {
+		cand := name
+		if n > 1 {
+			cand = suffixed(name, n)
+		}
+		var st unix.Stat_t
+		err := unix.Fstatat(d.fd(s), cand, &st, unix.AT_SYMLINK_NOFOLLOW)
+		if errors.Is(err, unix.ENOENT) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("stat %s/%s: %w", s, cand, err)
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != int64(len(data)) {
+			continue
+		}
+		got, err := readAt(d.fd(s), &Claim{Name: cand, Mode: st.Mode, Size: st.Size}, int64(len(data)), nil)
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOENT) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read %s/%s: %w", s, cand, err)
+		}
+		if bytes.Equal(got, data) {
+			out = append(out, StoredCopy{Name: cand, Ino: st.Ino})
+		}
+	}
+	return out, nil
+}
+
+// MoveAlong moves name from stage from to stage to, keeping both files on
+// a collision (a "~N" suffix), and returns the name it got: a done-file
+// following its data file out of inbox/. A name that is not there is no
+// error: it returns "".
+func (d *Dir) MoveAlong(from, to Stage, name string) (string, error) {
+	stored, err := moveUnique(d.fd(from), name, d.fd(to))
+	if errors.Is(err, unix.ENOENT) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("move %s/%s to %s: %w", from, name, to, err)
+	}
+	return stored, nil
+}
