@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/spoolq/spool/batch"
-	"github.com/spoolq/spool/queue"
 	"io"
 	"io/fs"
 	"os"
@@ -20,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/batch"
 	"github.com/spoolq/spool/internal/spelling"
 	"github.com/spoolq/spool/queue"
 	"github.com/spoolq/spool/task"
