@@ -25,26 +25,32 @@ import (
 // recorded is found again, not written twice), nothing is left in
 // processing/, the file is in done/, and fsck finds nothing wrong.
 func TestBatchCrash(t *testing.T) {
-	batchCrash(t, sqliteEngine, 50_000, 4)
+	t.Parallel()
+	batchCrash(t, spoolAt{bin: spoolBin}, sqliteEngine, 50_000, 4)
 }
 
 // TestBatchCrashLong is TestBatchCrash on a file of 400 000 records, with
-// more kills.
+// more kills, run by the plain build: the race detector sees the same
+// code in TestBatchCrash, and under it this one took three minutes alone.
 func TestBatchCrashLong(t *testing.T) {
 	testenv.Long(t, "kills consumers in the middle of a JSON Lines file of 400 000 records")
-	batchCrash(t, sqliteEngine, 400_000, 12)
+	t.Parallel()
+	batchCrash(t, spoolAt{bin: plainSpool(t)}, sqliteEngine, 400_000, 12)
 }
 
 // TestBatchCrashEngines is TestBatchCrash on a PostgreSQL and a MariaDB
 // ledger (SPOOL_TEST_POSTGRES, SPOOL_TEST_MYSQL; skipped without them,
 // required on CI): the progress commits with the records on every engine.
 func TestBatchCrashEngines(t *testing.T) {
+	t.Parallel()
 	for _, b := range []ledgerBackend{postgresEngine, mysqlEngine} {
-		t.Run(b.name, func(t *testing.T) { batchCrash(t, b, 20_000, 3) })
+		t.Run(b.name, func(t *testing.T) { batchCrash(t, spoolAt{bin: spoolBin}, b, 20_000, 3) })
 	}
 }
 
-func batchCrash(t *testing.T, backend ledgerBackend, records, minKills int) {
+// batchCrash is the crash test of a JSON Lines file of records, with sp's
+// binary on backend's ledger, killed minKills times at least.
+func batchCrash(t *testing.T, sp spoolAt, backend ledgerBackend, records, minKills int) {
 	rng := newRand(t)
 	q := batchQueue(t, `{"format": "jsonl"}`)
 	l := backend.open(t, q)
@@ -67,7 +73,7 @@ func batchCrash(t *testing.T, backend ledgerBackend, records, minKills int) {
 		if run > 20*minKills {
 			t.Fatalf("%d runs and only %d kills in the middle of the file", run, kills)
 		}
-		p := start(t, append([]string{"consume", q, "--batch", strconv.Itoa(1 + rng.IntN(200))}, args...)...)
+		p := sp.start(t, append([]string{"consume", q, "--batch", strconv.Itoa(1 + rng.IntN(200))}, args...)...)
 		// Kill a random moment after the run has committed records of its
 		// own: in the middle of the file, whatever the machine's speed.
 		progressed := false
@@ -102,7 +108,7 @@ func batchCrash(t *testing.T, backend ledgerBackend, records, minKills int) {
 		}
 	}
 	t.Logf("%d kills in the middle of the file", kills)
-	r := mustRun(t, 0, append([]string{"consume", q}, args...)...)
+	r := sp.mustRun(t, 0, append([]string{"consume", q}, args...)...)
 	st := parseStats(t, r)
 	if st.Duplicates != 0 {
 		t.Fatalf("the last run: %+v, want no duplicate", st)
@@ -170,6 +176,7 @@ func countNamesLike(t *testing.T, q, stage, ext string) int {
 // the progress a killed run committed (after the first record) and the
 // dead letter of the third, unrecorded.
 func TestBatchDeadLetterResume(t *testing.T) {
+	t.Parallel()
 	q := batchQueue(t, `{"format": "csv"}`)
 	mustRun(t, 0, "consume", q) // makes the ledger's tables
 	header, rows := "msg_id,order_no,seq,amount\n", []string{"a1,o,1,1.00\n", "a2,o,2,2.00\n", "a3,o,3\n", "a4,o,4,4.00\n"}
@@ -212,6 +219,7 @@ func TestBatchDeadLetterResume(t *testing.T) {
 // that resumes the batch file writes the file and names it in the record.
 // The state is made by hand, as TestBatchDeadLetterResume's.
 func TestBatchHandlerDeadLetterResume(t *testing.T) {
+	t.Parallel()
 	q := batchQueue(t, `{"format": "csv"}`)
 	mustRun(t, 0, "consume", q) // makes the ledger's tables
 	header, rows := "msg_id,order_no,seq,amount\n", []string{"A,O,1,1.00\n", "B,O,2,2.00\n", "C,O,3,3.00\n"}
@@ -248,7 +256,8 @@ func TestBatchHandlerDeadLetterResume(t *testing.T) {
 // exits 0 with processing/ empty; the next run resumes it, and every
 // record is processed once.
 func TestBatchGracefulStop(t *testing.T) {
-	const records = 100_000
+	t.Parallel()
+	records := testenv.Pick(100_000, 20_000)
 	q := batchQueue(t, `{"format": "jsonl"}`)
 	l := sqliteEngine.open(t, q)
 	var b bytes.Buffer

@@ -92,6 +92,7 @@ func checkFsck(t *testing.T, q string, args ...string) {
 // their lines, the file in done/; sent again, it is all duplicates (and the
 // same bad rows again); a bad row fixed and replayed is processed.
 func TestBatchCSV(t *testing.T) {
+	t.Parallel()
 	q := batchQueue(t, `{"format": "csv"}`)
 	data, badLines := ordersCSV(2000, func(i int) bool { return i%200 == 17 })
 	putBytes(t, q, "orders.csv", data)
@@ -176,6 +177,7 @@ func TestBatchCSV(t *testing.T) {
 // TestBatchJSONLTruncated: a JSON Lines file whose last line was cut short
 // has its other lines processed, and the cut line dead-lettered alone.
 func TestBatchJSONLTruncated(t *testing.T) {
+	t.Parallel()
 	q := batchQueue(t, `{"format": "jsonl"}`)
 	var b bytes.Buffer
 	for i := 1; i <= 100; i++ {
@@ -215,6 +217,7 @@ func TestBatchJSONLTruncated(t *testing.T) {
 // TestBatchGzipCSV: a gzipped CSV is read through gzip; its rows'
 // seq, text in a CSV, is checked as the number it spells.
 func TestBatchGzipCSV(t *testing.T) {
+	t.Parallel()
 	q := batchQueue(t, `{"format": "csv", "include": ["*.csv", "*.csv.gz"]}`)
 	data, _ := ordersCSV(500, func(int) bool { return false })
 	data = append(data, "z1,o,0,1.00\n"...) // seq 0: refused as ever
@@ -247,6 +250,7 @@ func TestBatchGzipCSV(t *testing.T) {
 // TestBatchEncodings: EUC-KR and Shift_JIS files have their characters
 // kept exactly in the ledger, in UTF-8.
 func TestBatchEncodings(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		label, text string
 		encode      func(string) ([]byte, error)
@@ -278,6 +282,7 @@ func TestBatchEncodings(t *testing.T) {
 // TestBatchDoneFile: with a done-file pattern, a data file waits in inbox/
 // until its done-file is there; then both go to done/.
 func TestBatchDoneFile(t *testing.T) {
+	t.Parallel()
 	q := batchQueue(t, `{"format": "csv", "done_file": "{name}.done"}`)
 	data, _ := ordersCSV(20, func(int) bool { return false })
 	putBytes(t, q, "orders.csv", data)
@@ -305,6 +310,7 @@ func TestBatchDoneFile(t *testing.T) {
 // TestBatchXML: a malformed record of an XML file is dead-lettered alone,
 // as an XML file of one record named after its element.
 func TestBatchXML(t *testing.T) {
+	t.Parallel()
 	q := batchQueue(t, `{"format": "xml", "record": "Order"}`)
 	var b bytes.Buffer
 	b.WriteString("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Orders>\n")
@@ -338,6 +344,7 @@ func TestBatchXML(t *testing.T) {
 // file after the commit, and its writes are rolled back; a --post handler
 // is refused on a batch queue with one line.
 func TestBatchSQLHandler(t *testing.T) {
+	t.Parallel()
 	q, state := workQueue(t)
 	if err := os.WriteFile(filepath.Join(q, "spool.conf"), []byte(`{"format": "csv"}`), 0o644); err != nil {
 		t.Fatal(err)
@@ -372,6 +379,7 @@ func TestBatchSQLHandler(t *testing.T) {
 // TestBatchTooLarge: a record over the contract's max_size is not held
 // in memory, and its dead letter is copied from the file, whole.
 func TestBatchTooLarge(t *testing.T) {
+	t.Parallel()
 	q := batchQueue(t, `{"format": "jsonl", "max_size": 256}`)
 	long := `{"msg_id":"big","order_no":"o","seq":2,"amount":"1.00","note":"` + strings.Repeat("x", 600) + `"}` + "\n"
 	putBytes(t, q, "feed.jsonl", []byte(`{"msg_id":"a","order_no":"o","seq":1,"amount":"1.00"}`+"\n"+long+`{"msg_id":"c","order_no":"o","seq":3,"amount":"1.00"}`+"\n"))
