@@ -72,7 +72,8 @@ func runCheck(ctx context.Context, e *env, args []string) (err error) {
 	defer cfl.dedup.close()
 
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	var contract, file *spool.Contract
+	var contract *spool.Contract
+	var file *queueopen.Config
 	if c, f, err := cfl.contract.contractFrom(dir); err != nil {
 		problem(err)
 	} else {

@@ -42,14 +42,10 @@ func (cf *contractFlags) contract(dir string) (spool.Contract, error) {
 	return c, err
 }
 
-// contractFrom is contract, which also returns what DIR/spool.conf set
+// contractFrom is contract, which also returns what DIR/spool.conf says
 // (nil without the file), for telling where each value came from.
-func (cf *contractFlags) contractFrom(dir string) (spool.Contract, *spool.Contract, error) {
-	c, file, err := queueopen.LoadContract(dir, cf.override())
-	if file == nil {
-		return c, nil, err
-	}
-	return c, &file.Contract, err
+func (cf *contractFlags) contractFrom(dir string) (spool.Contract, *queueopen.Config, error) {
+	return queueopen.LoadContract(dir, cf.override())
 }
 
 // override is what the contract flags given change of spool.conf.

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/batch"
+	"github.com/spoolq/spool/queueopen"
 )
 
 // setting is one value of the configuration consume runs with, and where
@@ -39,9 +41,14 @@ const (
 // effectiveConfig returns the settings of consume's flags fs once parsed
 // and read from the environment (fromEnv lists the flags the environment
 // set), by group. The contract's are c's, the contract read from
-// DIR/spool.conf (file, nil without one) and the flags; c nil leaves them
-// out (a spool.conf that cannot be read).
-func effectiveConfig(fs *flag.FlagSet, fromEnv []string, c, file *spool.Contract) []setting {
+// DIR/spool.conf (conf, nil without one) and the flags; c nil leaves them
+// out (a spool.conf that cannot be read). A queue of batch files has its
+// format among them.
+func effectiveConfig(fs *flag.FlagSet, fromEnv []string, c *spool.Contract, conf *queueopen.Config) []setting {
+	var file *spool.Contract
+	if conf != nil {
+		file = &conf.Contract
+	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	source := func(name string, inFile bool) string {
@@ -83,6 +90,9 @@ func effectiveConfig(fs *flag.FlagSet, fromEnv []string, c, file *spool.Contract
 				h = strings.Join(parts, ",")
 			}
 			out = append(out, setting{group: g, name: "headers", value: h, from: from, fileOnly: true})
+			if conf != nil && conf.Format.Kind != "" {
+				out = append(out, setting{group: g, name: "format", value: formatText(conf.Format), from: fromFile, fileOnly: true})
+			}
 		}
 	}
 	return out
@@ -214,4 +224,20 @@ func logConfig(l *slog.Logger, queue string, settings []setting) {
 		}
 	}
 	l.Info("configuration", "queue", queue, slog.Group("settings", values...), slog.Group("from", from...))
+}
+
+// formatText says a batch format in one value: its kind, then the keys
+// spool.conf set beside it.
+func formatText(f batch.Format) string {
+	parts := []string{f.Kind}
+	for _, kv := range [][2]string{{"encoding", f.Encoding}, {"delimiter", f.Delimiter}, {"comment", f.Comment},
+		{"record", f.Record}, {"include", strings.Join(f.Include, ",")}, {"done_file", f.DoneFile}} {
+		if kv[1] != "" {
+			parts = append(parts, kv[0]+"="+kv[1])
+		}
+	}
+	if f.HashKey {
+		parts = append(parts, "key=hash")
+	}
+	return strings.Join(parts, " ")
 }

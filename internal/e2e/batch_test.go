@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -395,4 +396,20 @@ func TestBatchTooLarge(t *testing.T) {
 		t.Fatal("the long line is not recorded as too-large")
 	}
 	checkFsck(t, q)
+}
+
+// TestBatchCheckShowsFormat: spool check and consume's configuration line
+// name the queue's format, from spool.conf, beside the contract.
+func TestBatchCheckShowsFormat(t *testing.T) {
+	t.Parallel()
+	q := batchQueue(t, `{"format": "csv", "encoding": "euc-kr", "done_file": "{name}.ok"}`)
+	r := run(t, "check", q)
+	want := regexp.MustCompile(`(?m)^  format +csv encoding=euc-kr done_file=\{name\}\.ok +spool\.conf$`)
+	if !want.MatchString(r.stdout) {
+		t.Errorf("spool check does not name the format:\n%s", r)
+	}
+	r = mustRun(t, 0, "consume", q)
+	if !strings.Contains(r.stderr, `settings.format="csv encoding=euc-kr done_file={name}.ok"`) || !strings.Contains(r.stderr, "from.format=spool.conf") {
+		t.Errorf("consume's configuration line does not name the format:\n%s", r.stderr)
+	}
 }
