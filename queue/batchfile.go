@@ -102,3 +102,30 @@ func (d *Dir) MoveAlong(from, to Stage, name string) (string, error) {
 	}
 	return stored, nil
 }
+
+// OpenEntry opens the file of entry e of stage s for reading in place,
+// without claiming it: for reports that read a batch file's records (spool
+// schema). A symlink or a file that is not regular is ErrNotRegular; the
+// file may be consumed meanwhile, which the caller takes as gone
+// (fs.ErrNotExist).
+func (d *Dir) OpenEntry(s Stage, e Entry) (*os.File, error) {
+	if !e.Regular() {
+		return nil, ErrNotRegular
+	}
+	fd, err := unix.Openat(d.fd(s), e.Name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) {
+			return nil, ErrNotRegular
+		}
+		return nil, fmt.Errorf("open %s/%s: %w", s, e.Name, err)
+	}
+	f := os.NewFile(uintptr(fd), e.Name)
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		_ = f.Close() // refused: only the refusal matters
+		if err != nil {
+			return nil, fmt.Errorf("open %s/%s: %w", s, e.Name, err)
+		}
+		return nil, ErrNotRegular
+	}
+	return f, nil
+}

@@ -151,7 +151,7 @@ func TestSchema(t *testing.T) {
 			if c.KeyField == "" {
 				c = spool.DefaultContract()
 			}
-			rows, err := Schema(context.Background(), d, c)
+			rows, err := Schema(context.Background(), d, c, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -181,7 +181,7 @@ func TestSchemaSkipsSpecialFilesAndOversize(t *testing.T) {
 	done := make(chan struct{})
 	var rows []SchemaRow
 	var err error
-	go func() { rows, err = Schema(context.Background(), d, c); close(done) }()
+	go func() { rows, err = Schema(context.Background(), d, c, nil); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
@@ -203,7 +203,7 @@ func TestSchemaLab(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rows, err := Schema(context.Background(), d, spool.DefaultContract())
+	rows, err := Schema(context.Background(), d, spool.DefaultContract(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	"github.com/spoolq/spool"
-	"github.com/spoolq/spool/batch"
 	"github.com/spoolq/spool/queue"
 )
 
@@ -98,9 +97,10 @@ func (in *Inference) Add(file string, record int64, m *spool.Message) {
 
 // AddRecords reads the batch file of r to its end and adds each record
 // that the contract accepts; records that fail to read or to validate are
-// skipped, as invalid JSON messages are. It stops at ctx's end and at a
-// failure to read the file.
-func (in *Inference) AddRecords(ctx context.Context, file string, r *batch.Reader) error {
+// skipped, as invalid JSON messages are, and a file that cannot be read at
+// all adds nothing. It stops at ctx's end and at a failure to read the
+// file.
+func (in *Inference) AddRecords(ctx context.Context, file string, r spool.BatchReader) error {
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -110,8 +110,10 @@ func (in *Inference) AddRecords(ctx context.Context, file string, r *batch.Reade
 		case errors.Is(err, io.EOF):
 			return nil
 		case err != nil:
-			return fmt.Errorf("schema: %w", err)
-		case rec.Err != nil:
+			return fmt.Errorf("schema of %s: %w", file, err)
+		case rec.Whole:
+			return nil
+		case rec.Reject != nil:
 			continue
 		}
 		m, err := in.c.Parse(rec.JSON)
@@ -120,9 +122,9 @@ func (in *Inference) AddRecords(ctx context.Context, file string, r *batch.Reade
 		case errors.As(err, &rej):
 			continue
 		case err != nil:
-			return fmt.Errorf("schema: %w", err)
+			return fmt.Errorf("schema of %s: %w", file, err)
 		}
-		in.Add(file, rec.Index, m)
+		in.Add(file, rec.Index+1, m)
 	}
 }
 
@@ -147,7 +149,7 @@ func (in *Inference) Rows() []SchemaRow {
 // file, is over the contract's size limit, fails to parse or validate, or
 // is consumed while Schema runs is skipped. Memory is bounded by the number
 // of distinct fields, not of files.
-func Schema(ctx context.Context, d *queue.Dir, c spool.Contract) ([]SchemaRow, error) {
+func Schema(ctx context.Context, d *queue.Dir, c spool.Contract, files spool.BatchFiles) ([]SchemaRow, error) {
 	in := NewInference(c)
 	err := d.List(queue.Inbox, func(e queue.Entry) error {
 		if err := ctx.Err(); err != nil {
@@ -155,6 +157,9 @@ func Schema(ctx context.Context, d *queue.Dir, c spool.Contract) ([]SchemaRow, e
 		}
 		if !e.Regular() {
 			return nil
+		}
+		if files != nil && files.Batched(e.Name) {
+			return addBatch(ctx, in, d, e, files)
 		}
 		data, err := d.ReadEntry(queue.Inbox, e, c.Limit())
 		var tooLarge *queue.TooLargeError
@@ -179,6 +184,23 @@ func Schema(ctx context.Context, d *queue.Dir, c spool.Contract) ([]SchemaRow, e
 		return nil, fmt.Errorf("schema: %w", err)
 	}
 	return in.Rows(), nil
+}
+
+// addBatch adds the records of the batch file of entry e of inbox/.
+func addBatch(ctx context.Context, in *Inference, d *queue.Dir, e queue.Entry, files spool.BatchFiles) error {
+	f, err := d.OpenEntry(queue.Inbox, e)
+	switch {
+	case errors.Is(err, queue.ErrNotRegular), errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	}
+	defer f.Close() // read only
+	r, err := files.OpenBatch(f, e.Name, "")
+	if err != nil {
+		return nil // a file that cannot be read at all: skipped, as an invalid message
+	}
+	return in.AddRecords(ctx, e.Name, r)
 }
 
 // kindOf is a field's kind for the schema. The contract's amount field is

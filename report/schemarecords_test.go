@@ -33,10 +33,7 @@ func TestSchemaRecords(t *testing.T) {
 	}
 	for _, f := range files {
 		in := NewInference(c)
-		r, err := batch.Open(strings.NewReader(f.data), f.name, f.f)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := openRecords(t, c, f.f, f.name, f.data)
 		if err := in.AddRecords(context.Background(), f.name, r); err != nil {
 			t.Fatal(err)
 		}
@@ -52,7 +49,7 @@ func TestSchemaRecords(t *testing.T) {
 		{"b.jsonl", `{"msg_id":"1","zz":1}` + "\n"},
 		{"a.jsonl", `{"msg_id":"1","late":true}` + "\n" + `{"early":1,"msg_id":"2","late":false}` + "\n"},
 	} {
-		r, _ := batch.Open(strings.NewReader(f.data), f.name, batch.Format{Kind: batch.JSONL})
+		r := openRecords(t, c, batch.Format{Kind: batch.JSONL}, f.name, f.data)
 		if err := in.AddRecords(context.Background(), f.name, r); err != nil {
 			t.Fatal(err)
 		}
@@ -63,8 +60,23 @@ func TestSchemaRecords(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	r, _ := batch.Open(strings.NewReader("{}\n"), "x.jsonl", batch.Format{Kind: batch.JSONL})
+	r := openRecords(t, c, batch.Format{Kind: batch.JSONL}, "x.jsonl", "{}\n")
 	if err := NewInference(c).AddRecords(ctx, "x.jsonl", r); err == nil {
 		t.Error("AddRecords went on after its context ended")
 	}
+}
+
+// openRecords reads data as the batch file name of format f, as the
+// consumer reads it (batch.Files).
+func openRecords(t *testing.T, c spool.Contract, f batch.Format, name, data string) spool.BatchReader {
+	t.Helper()
+	files, err := batch.Files(f, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := files.OpenBatch(strings.NewReader(data), name, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

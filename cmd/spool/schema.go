@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 
+	"github.com/spoolq/spool/queueopen"
 	"github.com/spoolq/spool/report"
 )
 
@@ -14,7 +15,10 @@ var schemaCommand = &command{
 	help: `
 Infers the schema of the valid messages waiting in inbox/ (read in place,
 never claimed; invalid ones are skipped): the union of their top-level
-fields, as CSV with the header field,type,role.
+fields, as CSV with the header field,type,role. On a queue of batch files
+(spool.conf's format: CSV, JSON Lines, XML) each record of the files
+waiting counts as a message; a CSV record's fields are text, except a
+seq of digits.
 
 type is string, integer, number (integers and decimals mixed), boolean,
 object or array; nulls are ignored, a field that is only ever null is null,
@@ -46,11 +50,15 @@ func runSchema(ctx context.Context, e *env, args []string) (err error) {
 		return err
 	}
 	defer closeQueue(d, &err)
-	c, err := cf.contract(pos[0])
+	c, conf, err := cf.contractFrom(pos[0])
 	if err != nil {
 		return err
 	}
-	rows, err := report.Schema(ctx, d, c)
+	files, err := queueopen.Batch(d, conf, c)
+	if err != nil {
+		return err
+	}
+	rows, err := report.Schema(ctx, d, c, files)
 	if err != nil {
 		return err
 	}

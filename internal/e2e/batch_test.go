@@ -413,3 +413,21 @@ func TestBatchCheckShowsFormat(t *testing.T) {
 		t.Errorf("consume's configuration line does not name the format:\n%s", r.stderr)
 	}
 }
+
+// TestBatchSchema: spool schema on a queue of CSV files infers from each
+// record waiting in inbox/ (a seq of digits an integer, the other values
+// text), skips the bad ones, and leaves the files where they are.
+func TestBatchSchema(t *testing.T) {
+	t.Parallel()
+	q := batchQueue(t, `{"format": "csv"}`)
+	putBytes(t, q, "a.csv", []byte("msg_id,order_no,seq,amount,note\nA1,O1,1,10.00,hi\nA2,O1,2,x,\nA3,O2\n"))
+	putBytes(t, q, "b.json", []byte(`{"msg_id":"J","order_no":"O","seq":1,"amount":"1","json_only":true}`))
+	r := mustRun(t, 0, "schema", q)
+	want := "field,type,role\nmsg_id,string,idempotency-key\norder_no,string,order-key\nseq,integer,sequence\namount,number,\nnote,string,\n"
+	if r.stdout != want {
+		t.Errorf("schema of a CSV queue:\n%s\nwant:\n%s", r.stdout, want)
+	}
+	if got := stageNames(t, q, inbox); !slices.Equal(got, []string{"a.csv", "b.json"}) {
+		t.Errorf("inbox/ after schema: %q", got)
+	}
+}
