@@ -36,7 +36,10 @@ floors interleaved, each round on freshly generated queues, and ends with
 the medians of the rounds (of each round's own ratios, for the ratios).
 --cold evicts each generated queue's files from the page cache before its
 run, so that the messages are read from the disk, as they are when a
-backlog has sat for a while.
+backlog has sat for a while. --format jsonl|csv writes the messages as the
+records of one batch file instead (the same redeliveries and poison) and
+drains it as a queue of that format; the floors still move a file a
+message.
 
 --handler post|exec measures consumers with an external handler instead:
 post calls an HTTP endpoint in this process that answers after --latency;
@@ -86,6 +89,7 @@ func runBench(ctx context.Context, e *env, args []string) (err error) {
 	flags.IntVar(&o.Batch, "batch", 0, fmt.Sprintf("messages per ledger transaction (default %d)", spool.DefaultBatchSize))
 	flags.IntVar(&o.Rounds, "rounds", 1, "measure `R` times, interleaved, and print the medians")
 	flags.BoolVar(&o.Keep, "keep", false, "keep the temporary queues")
+	flags.StringVar(&o.Format, "format", "", "write the messages as the records of one batch file, `jsonl` or `csv`, and drain it as a queue of batch files")
 	flags.BoolVar(&o.Cold, "cold", false, "evict each generated queue's files from the page cache before its run, as for a backlog that sat on disk")
 	var co bench.CallOptions
 	flags.StringVar(&co.Handler, "handler", "", "measure an external handler, `post` or `exec`, instead of the plain drain")
@@ -122,6 +126,9 @@ func runBench(ctx context.Context, e *env, args []string) (err error) {
 	}
 	if o.Rounds < 1 {
 		return e.usage("want --rounds >= 1")
+	}
+	if o.Format != "" && o.Format != "jsonl" && o.Format != "csv" {
+		return e.usage("--format %q: want jsonl or csv", o.Format)
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -200,8 +207,12 @@ func runBench(ctx context.Context, e *env, args []string) (err error) {
 	if scheme, _, ok := strings.Cut(o.DB, "://"); ok {
 		engine = scheme
 	}
-	fmt.Fprintf(w, "messages   %d (%.0f%% redeliveries, %.0f%% poison, seed %d), durability %s, ledger %s\n",
-		o.N, o.DupFrac*100, o.PoisonFrac*100, o.Seed, mode, engine)
+	format := "a file each"
+	if o.Format != "" {
+		format = "records of one " + o.Format + " file"
+	}
+	fmt.Fprintf(w, "messages   %d (%.0f%% redeliveries, %.0f%% poison, seed %d), %s, durability %s, ledger %s\n",
+		o.N, o.DupFrac*100, o.PoisonFrac*100, o.Seed, format, mode, engine)
 	for i, round := range rep.Rounds {
 		if len(rep.Rounds) > 1 {
 			fmt.Fprintf(w, "round      %d of %d\n", i+1, len(rep.Rounds))

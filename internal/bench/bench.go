@@ -20,12 +20,14 @@ import (
 	"time"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/batch"
 	"github.com/spoolq/spool/internal/pagecache"
 	"github.com/spoolq/spool/internal/sample"
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/ledger/postgres"
 	"github.com/spoolq/spool/ledger/sqlite"
 	"github.com/spoolq/spool/queue"
+	"github.com/spoolq/spool/queueopen"
 	"golang.org/x/sys/unix"
 )
 
@@ -63,6 +65,12 @@ type Options struct {
 	// CPUProfile, when set, receives a CPU profile of spool's drain only
 	// (not of the generation or the floors), in the first round.
 	CPUProfile io.Writer
+	// Format, when "jsonl" or "csv", writes the N messages as the records
+	// of one batch file of that format instead of a file each, and drains
+	// it as a queue of batch files (spool.conf's format); "" is a file a
+	// message. The floors still move a file a message: the ratio says
+	// what a batch file saves.
+	Format string
 }
 
 // Run is one measured drain.
@@ -210,7 +218,19 @@ func bench(ctx context.Context, root string, o Options, first bool) (Round, samp
 		}
 		return dir, exp, err
 	}
-	qdir, exp, err := prepare("spool")
+	spoolPrepare := prepare
+	if o.Format != "" {
+		spoolPrepare = func(name string) (string, sample.Expected, error) {
+			dir := filepath.Join(root, name)
+			exp, err := generateBatch(dir, o.N, gen, o.Format)
+			syscall.Sync()
+			if err == nil && o.Cold {
+				err = evict(dir)
+			}
+			return dir, exp, err
+		}
+	}
+	qdir, exp, err := spoolPrepare("spool")
 	if err != nil {
 		return round, exp, err
 	}
@@ -303,8 +323,15 @@ func drain(ctx context.Context, dir string, o Options) (run Run, st spool.Stats,
 	// memory stays flat at a million messages (the RSS is measured too).
 	lat := make([]time.Duration, 0, min(o.N, latencySamples))
 	seen := 0
+	var files spool.BatchFiles
+	if o.Format != "" {
+		conf := &queueopen.Config{Format: batch.Format{Kind: o.Format}}
+		if files, err = queueopen.Batch(d, conf, spool.DefaultContract()); err != nil {
+			return run, spool.Stats{}, fmt.Errorf("bench: %w", err)
+		}
+	}
 	c, err := spool.NewConsumer(d, l, spool.Config{
-		Workers: o.Workers, BatchSize: o.Batch, Relaxed: o.Relaxed,
+		Workers: o.Workers, BatchSize: o.Batch, Relaxed: o.Relaxed, Batch: files,
 		OnDelivery: func(dl *spool.Delivery, _ spool.Result, _ string) {
 			d := time.Since(dl.Claimed)
 			mu.Lock()
