@@ -14,19 +14,26 @@ import (
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/internal/sample"
 	"github.com/spoolq/spool/queue"
+	"github.com/spoolq/spool/queueopen"
 	"github.com/spoolq/spool/report"
 )
 
 var demoCommand = &command{
 	name:    "demo",
-	args:    "[DIR] [--db PATH] [contract flags]",
+	args:    "[DIR] [--db PATH] [--format csv] [contract flags]",
 	summary: "create a queue with the lab's 20 sample messages, consume it and show the reports",
 	help: `
 Creates a queue (in DIR, which must be empty or absent; else in a new
 temporary directory), writes the built-in sample into inbox/ (15 order events,
 3 redeliveries by a producer that re-sent them, 1 truncated file, 1 event
 without amount), consumes it, and shows what the reporting commands say.
-The queue is left in place to explore with the other commands.`,
+The queue is left in place to explore with the other commands.
+
+--format csv writes the same sample as the rows of one CSV file,
+orders.csv, in a queue whose spool.conf says {"format": "csv"}: each row
+is a message, the truncated event is a row cut short and the one without
+amount a row with an empty amount, each a dead letter of its own
+(orders~L20.csv, orders~L21.csv), and the file goes to done/.`,
 }
 
 func init() { demoCommand.run = runDemo }
@@ -35,9 +42,13 @@ func runDemo(ctx context.Context, e *env, args []string) (err error) {
 	flags := e.flagSet()
 	db := addDBFlag(flags)
 	cf := addContractFlags(flags)
+	format := flags.String("format", "", "write the sample as the rows of one batch file: `csv`")
 	pos, err := e.parse(flags, args)
 	if err != nil {
 		return err
+	}
+	if *format != "" && *format != "csv" {
+		return e.usage("--format %q: want csv", *format)
 	}
 	if err := e.positionals(pos, 0, 1, "DIR"); err != nil {
 		return err
@@ -54,12 +65,21 @@ func runDemo(ctx context.Context, e *env, args []string) (err error) {
 	if err := queue.Init(dir); err != nil {
 		return err
 	}
+	if *format != "" {
+		if _, err := writeConfigFile(dir, []byte(`{"format": "csv"}`+"\n"), false); err != nil {
+			return err
+		}
+	}
 	d, err := openQueue(dir)
 	if err != nil {
 		return err
 	}
 	defer closeQueue(d, &err)
-	c, err := cf.contract(dir)
+	c, conf, err := cf.contractFrom(dir)
+	if err != nil {
+		return err
+	}
+	batchFiles, err := queueopen.Batch(d, conf, c)
 	if err != nil {
 		return err
 	}
@@ -70,6 +90,9 @@ func runDemo(ctx context.Context, e *env, args []string) (err error) {
 	defer closeLedger(l, &err)
 
 	files := sample.Lab()
+	if *format != "" {
+		files = []sample.File{{Name: "orders.csv", Data: sample.LabCSV()}}
+	}
 	for _, f := range files {
 		name, err := d.WriteFile(queue.Inbox, f.Name, f.Data)
 		if err != nil {
@@ -82,7 +105,7 @@ func runDemo(ctx context.Context, e *env, args []string) (err error) {
 			return err
 		}
 	}
-	consumer, err := spool.NewConsumer(d, l, spool.Config{Contract: c})
+	consumer, err := spool.NewConsumer(d, l, spool.Config{Contract: c, Batch: batchFiles})
 	if err != nil {
 		return err
 	}
@@ -97,8 +120,12 @@ func runDemo(ctx context.Context, e *env, args []string) (err error) {
 
 	w := e.stdout
 	fmt.Fprintf(w, "queue: %s\n", dir)
-	fmt.Fprintf(w, "wrote %d sample messages into inbox/: %d order events, %d redeliveries of them, %d poison\n",
-		len(files), sample.LabUnique, sample.LabDuplicates, sample.LabDeadLetters)
+	what := fmt.Sprintf("%d sample messages", sample.LabMessages)
+	if *format != "" {
+		what = fmt.Sprintf("%d sample messages as the rows of %s", sample.LabMessages, files[0].Name)
+	}
+	fmt.Fprintf(w, "wrote %s into inbox/: %d order events, %d redeliveries of them, %d poison\n",
+		what, sample.LabUnique, sample.LabDuplicates, sample.LabDeadLetters)
 	// What consume prints on stdout; the demo drains in-process, without
 	// consume's log on stderr.
 	fmt.Fprintf(w, "\n$ spool consume %s\n", dir)

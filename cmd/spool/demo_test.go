@@ -52,3 +52,30 @@ func TestDemoNoArguments(t *testing.T) {
 	}
 	golden(t, "demo.txt", strings.ReplaceAll(r.stdout, dir, "$DIR"))
 }
+
+// TestDemoCSV: demo --format csv runs the same sample as the rows of one
+// CSV file: the same counts, the two poison rows dead letters of their
+// own named after their lines, the file in done/, and a bad row replayed
+// once fixed.
+func TestDemoCSV(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "demo")
+	r := cli(t, "demo", dir, "--format", "csv")
+	if r.code != 0 || r.stderr != "" {
+		t.Fatalf("demo --format csv: exit %d, stderr %q", r.code, r.stderr)
+	}
+	golden(t, "demo-csv.txt", strings.ReplaceAll(r.stdout, dir, "$DIR"))
+	if names, err := os.ReadDir(filepath.Join(dir, "done")); err != nil || len(names) != 1 || names[0].Name() != "orders.csv" {
+		t.Errorf("done/ holds %v (%v), want orders.csv", names, err)
+	}
+	bad := filepath.Join(dir, "error", "orders~L21.csv")
+	data, err := os.ReadFile(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, bad, strings.Replace(string(data), ",order.paid,,CNY,", ",order.paid,88.00,CNY,", 1))
+	cli(t, "replay", dir, "orders~L21.csv").want(t, 0, "replayed orders~L21.csv -> inbox/orders~L21.csv\n")
+	if r := cli(t, "consume", dir); r.code != 0 || !strings.HasPrefix(r.stdout, "processed=1 duplicates=0 dead-letters=0") {
+		t.Errorf("the fixed row: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	cli(t, "demo", dir, "--format", "xml").wantFail(t, 2, "demo", "--format")
+}

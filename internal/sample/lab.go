@@ -5,6 +5,9 @@
 package sample
 
 import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
 	"fmt"
 	"strings"
 )
@@ -106,4 +109,40 @@ func Lab() []File {
 	add("ORD-1005-1.json", []byte(`{"msg_id":"EAI-20240611-000201","order_no":"ORD-1005","seq":1,"event_type":"order.created","amount":88.`))
 	add("ORD-1005-2.json", []byte(`{"msg_id":"EAI-20240611-000202","order_no":"ORD-1005","seq":2,"event_type":"order.paid","currency":"CNY","customer":{"id":"C-51200"},"created_at":"2024-06-11T18:03:12+08:00"}`+"\n"))
 	return files
+}
+
+// labCSVFields are the columns of LabCSV: the lab's fields, the
+// customer's id flattened and the items left out (CSV has no arrays).
+var labCSVFields = []string{"msg_id", "order_no", "seq", "event_type", "amount", "currency", "customer_id", "created_at"}
+
+// LabCSV is the lab as the rows of one CSV file, in Lab's order under a
+// header line (so a row's line is its message's number plus one): the
+// truncated event is a row cut short where its write stopped (line 20:
+// too few fields), the one without amount a row whose amount is empty
+// (line 21).
+func LabCSV() []byte {
+	var b bytes.Buffer
+	w := csv.NewWriter(&b)
+	_ = w.Write(labCSVFields) // a bytes.Buffer does not fail
+	for _, f := range Lab() {
+		var m struct {
+			MsgID     string `json:"msg_id"`
+			Order     string `json:"order_no"`
+			Seq       json.Number
+			EventType string          `json:"event_type"`
+			Amount    json.RawMessage `json:"amount"`
+			Currency  string          `json:"currency"`
+			Customer  struct{ ID string }
+			CreatedAt string `json:"created_at"`
+		}
+		if err := json.Unmarshal(f.Data, &m); err != nil {
+			// The write cut short: the fields it got to, and the amount's
+			// first digits.
+			_ = w.Write([]string{"EAI-20240611-000201", "ORD-1005", "1", "order.created", "88."})
+			continue
+		}
+		_ = w.Write([]string{m.MsgID, m.Order, m.Seq.String(), m.EventType, string(bytes.Trim(m.Amount, `"`)), m.Currency, m.Customer.ID, m.CreatedAt})
+	}
+	w.Flush()
+	return b.Bytes()
 }
