@@ -69,10 +69,6 @@ type batchRun struct {
 	cl      *queue.Claim
 	claimed time.Time
 	p       BatchProgress
-	// check: the records read may have had their dead letters written by
-	// an earlier run that died before committing them (see above); true
-	// from a resume until the first commit of this run.
-	check   bool
 	pending []batchRecord
 }
 
@@ -104,7 +100,7 @@ func (c *Consumer) consumeBatch(s *queue.Session, cl *queue.Claim, claimed time.
 	if err != nil {
 		return fmt.Errorf("consume batch file %s: %w", cl.Name, err)
 	}
-	b := &batchRun{c: c, s: s, cl: cl, claimed: claimed, p: p, check: found}
+	b := &batchRun{c: c, s: s, cl: cl, claimed: claimed, p: p}
 	if found {
 		n, err := b.writeUnwritten(ctx)
 		if err != nil {
@@ -166,7 +162,13 @@ func (b *batchRun) add(ctx context.Context, rec BatchRecord) error {
 	br := batchRecord{d: d, rec: rec}
 	if rej != nil {
 		d.Message, d.Reject = nil, rej
-		stored, ino, err := b.writeDeadLetter(ctx, rec, b.check)
+		// Always looked for first: any earlier run of this file may
+		// have written it and died before its commit, whether or not it
+		// committed anything, and whatever its batch size (TestBatchCrashLong
+		// once found a second copy when the resumed run's first commit
+		// ended the look before the record that an earlier run, with a
+		// larger batch, had written). The look is an fstatat or two.
+		stored, ino, err := b.writeDeadLetter(ctx, rec, true)
 		if err != nil {
 			return err
 		}
@@ -186,8 +188,10 @@ func originText(o string) string {
 	return "line " + o[1:]
 }
 
-// writeDeadLetter writes rec's one-record dead letter into error/, or
-// finds the one an earlier run wrote before it died (b.check).
+// writeDeadLetter writes rec's one-record dead letter into error/, or,
+// with check, finds the one an earlier run wrote before it died: a file
+// of the same bytes under its name or a collision name of it, whose inode
+// no dead letter is recorded with.
 func (b *batchRun) writeDeadLetter(ctx context.Context, rec BatchRecord, check bool) (string, uint64, error) {
 	c := b.c
 	if !check {
@@ -248,7 +252,6 @@ func (b *batchRun) commit(ctx context.Context) error {
 		return fmt.Errorf("ledger: %d results for a batch of %d", len(res), len(batch))
 	}
 	c.cfg.Observer.Committed(len(batch), time.Since(start))
-	b.check = false
 	for i, br := range b.pending {
 		r := res[i]
 		stored := br.stored

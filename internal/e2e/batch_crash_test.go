@@ -298,3 +298,60 @@ func TestBatchGracefulStop(t *testing.T) {
 	}
 	checkFsck(t, q)
 }
+
+// TestBatchDeadLetterResumeAnyRun: the dead letter a killed run wrote and
+// did not record is found by whichever run reads its record next: one
+// that resumes with a smaller batch, whose first commit comes before that
+// record (CI's kill storm once left a second copy so), and one after a
+// run killed before any commit of its own, which left no progress.
+func TestBatchDeadLetterResumeAnyRun(t *testing.T) {
+	t.Parallel()
+	header := "msg_id,order_no,seq,amount\n"
+	rows := []string{"a1,o,1,1.00\n", "a2,o,2,2.00\n", "a3,o,3,3.00\n", "a4,o,4\n", "a5,o,5,5.00\n"}
+	for _, tc := range []struct {
+		name     string
+		progress bool // the killed run committed a1
+		want     consumeStats
+	}{
+		{"first commit before it", true, consumeStats{Processed: 4, DeadLetters: 1}},
+		{"no commit before the kill", false, consumeStats{Processed: 4, DeadLetters: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			q := batchQueue(t, `{"format": "csv"}`)
+			mustRun(t, 0, "consume", q) // makes the ledger's tables
+			data := header
+			for _, r := range rows {
+				data += r
+			}
+			putBytes(t, q, "orders.csv", []byte(data))
+			// The killed run's dead letter of a4 (line 5), written, not recorded.
+			putBytes(t, q, "orders~L5.csv", []byte(header+rows[3]))
+			if err := os.Rename(filepath.Join(q, inbox, "orders~L5.csv"), filepath.Join(q, errorStage, "orders~L5.csv")); err != nil {
+				t.Fatal(err)
+			}
+			want := tc.want
+			if tc.progress {
+				var st syscall.Stat_t
+				if err := syscall.Stat(filepath.Join(q, inbox, "orders.csv"), &st); err != nil {
+					t.Fatal(err)
+				}
+				fileID := fmt.Sprintf("orders.csv:%d:%d:%d", st.Ino, st.Size, time.Unix(st.Mtim.Unix()).UnixNano())
+				execLedger(t, filepath.Join(q, "ledger.db"), `INSERT INTO spool_batch_progress (file, batch, position, at) VALUES ('`+
+					fileID+`', 'killed-run', '`+fmt.Sprintf("1:%d:3", len(header)+len(rows[0]))+`', '2026-01-01T00:00:00.000000Z')`)
+				want.Processed-- // a1 was, before the kill
+			}
+			// A batch of one: the run commits a record before it reads a4.
+			r := mustRun(t, 0, "consume", q, "--batch", "1")
+			if got := parseStats(t, r); got != want {
+				t.Fatalf("%+v, want %+v\n%s", got, want, r)
+			}
+			if got := stageNames(t, q, errorStage); !slices.Equal(got, []string{"orders~L5.csv"}) {
+				t.Fatalf("error/ holds %q, want the one dead letter the killed run wrote", got)
+			}
+			if n := queryLedger(t, filepath.Join(q, "ledger.db"), `SELECT COUNT(*) FROM deliveries WHERE outcome = 'dead-letter' AND file = 'orders~L5.csv'`); n != 1 {
+				t.Fatal("the dead letter is not recorded under the killed run's file")
+			}
+		})
+	}
+}
