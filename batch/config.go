@@ -22,7 +22,7 @@ var ConfigKeys = []string{"format", "encoding", "delimiter", "comment", "record"
 // (rejecting repeated keys) and calls Check once every key is set, for
 // the rules between keys.
 func (f *Format) Set(key string, raw json.RawMessage) error {
-	kind := jsonKind(raw)
+	kind := JSONKind(raw)
 	if kind == "null" {
 		return fmt.Errorf("%w: %s is null: give a value, or leave %s out for the default", ErrBadFormat, key, key)
 	}
@@ -56,7 +56,7 @@ func (f *Format) Set(key string, raw json.RawMessage) error {
 		}
 		f.Include = make([]string, 0, len(elems)) // [] is a list, and Check refuses it
 		for i, e := range elems {
-			s, err := configString(fmt.Sprintf("include[%d]", i), e, jsonKind(e))
+			s, err := configString(fmt.Sprintf("include[%d]", i), e, JSONKind(e))
 			if err != nil {
 				return fmt.Errorf("%w: %w", ErrBadFormat, err)
 			}
@@ -125,7 +125,7 @@ func configKey(raw json.RawMessage, kind string) (bool, error) {
 		if err := dec.Decode(&v); err != nil {
 			return false, fmt.Errorf("key.hash: %w", err)
 		}
-		switch k := jsonKind(v); {
+		switch k := JSONKind(v); {
 		case string(v) == "false":
 			return false, fmt.Errorf("key.hash is false: %s", want)
 		case string(v) != "true":
@@ -142,8 +142,10 @@ func configKey(raw json.RawMessage, kind string) (bool, error) {
 	return true, nil
 }
 
-// jsonKind names the kind of a valid JSON value for an error message.
-func jsonKind(raw json.RawMessage) string {
+// JSONKind names the kind of a valid JSON value ("a string", "an object",
+// "null"...) for an error message: the errors of every key of spool.conf,
+// Format.Set's and package queueopen's, word it alike.
+func JSONKind(raw json.RawMessage) string {
 	raw = bytes.TrimLeft(raw, " \t\r\n")
 	if len(raw) == 0 {
 		return "empty"

@@ -234,7 +234,7 @@ func ParseConfig(data []byte) (*Config, error) {
 // setConfigKey checks one value of spool.conf and sets it in cf.
 func setConfigKey(cf *Config, key string, raw json.RawMessage) error {
 	c := &cf.Contract
-	kind := jsonKind(raw)
+	kind := batch.JSONKind(raw)
 	if kind == "null" {
 		return fmt.Errorf("%s is null: give a value, or leave %s out for the default", key, key)
 	}
@@ -287,7 +287,7 @@ func setConfigKey(cf *Config, key string, raw json.RawMessage) error {
 		}
 		c.Required = make([]string, 0, len(elems)) // [] is a list, not "unset"
 		for i, e := range elems {
-			if k := jsonKind(e); k != "a string" {
+			if k := batch.JSONKind(e); k != "a string" {
 				return fmt.Errorf("required[%d] is %s: want a field name, a string", i, k)
 			}
 			var name string
@@ -345,27 +345,6 @@ func unknownKey(key string) error {
 		}
 	}
 	return fmt.Errorf("unknown key %q: the keys are %s", key, strings.Join(keys, ", "))
-}
-
-// jsonKind names the kind of a valid JSON value for an error message.
-func jsonKind(raw json.RawMessage) string {
-	raw = bytes.TrimLeft(raw, " \t\r\n")
-	if len(raw) == 0 {
-		return "empty"
-	}
-	switch raw[0] {
-	case '"':
-		return "a string"
-	case '{':
-		return "an object"
-	case '[':
-		return "an array"
-	case 't', 'f':
-		return "a boolean"
-	case 'n':
-		return "null"
-	}
-	return "a number"
 }
 
 // tokenKind names the kind of the value a json.Token starts.
@@ -488,7 +467,7 @@ func parseHeaders(raw json.RawMessage, kind string) (spool.HeaderFields, error) 
 		if err := dec.Decode(&v); err != nil {
 			return h, fmt.Errorf("headers.%s: %w", key, err)
 		}
-		if k := jsonKind(v); k != "a string" {
+		if k := batch.JSONKind(v); k != "a string" {
 			return h, fmt.Errorf("headers.%s is %s: want a field name, a string", key, k)
 		}
 		if err := json.Unmarshal(v, field); err != nil {
