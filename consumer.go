@@ -444,24 +444,32 @@ func (c *Consumer) run(ctx context.Context, watch bool) (Stats, error) {
 	return st, err
 }
 
-// consume is run's loop of sessions.
-func (c *Consumer) consume(ctx context.Context, watch bool) (Stats, error) {
-	var st Stats
-	started := false
+// runState is what the sessions of one run carry from one to the next,
+// owned by consume's loop and lent to each session in turn.
+type runState struct {
+	st Stats
+	// started is set once Config.OnStart was called.
+	started bool
 	// waiting: the last session could not start or was given up because
 	// the ledger did not answer; a session that joins says so once more.
-	waiting := false
+	waiting bool
+}
+
+// consume is run's loop of sessions.
+func (c *Consumer) consume(ctx context.Context, watch bool) (Stats, error) {
+	var rs runState
+	st := &rs.st
 	for {
-		err := c.runSession(ctx, watch, &st, &started, &waiting)
+		err := c.runSession(ctx, watch, &rs)
 		switch {
 		case ctx.Err() != nil && errors.Is(err, errJoinLease):
 			// Stopped (a signal, a drain's pause) while the session was
 			// taking its lease: the acquisition was cancelled, and the
 			// session, which claimed nothing, is closed. A stop, not a
 			// failure.
-			return st, nil
+			return *st, nil
 		case ctx.Err() != nil:
-			return st, err
+			return *st, err
 		case errors.Is(err, ErrLeaseLost):
 			// Fenced off: the session's claims were taken over while it
 			// could not renew its lease (a frozen host, a partition from
@@ -472,10 +480,10 @@ func (c *Consumer) consume(ctx context.Context, watch bool) (Stats, error) {
 				"err", err)
 			continue
 		case errors.Is(err, errCutOff):
-			waiting = true
+			rs.waiting = true
 			c.log.Warn("cut off from the ledger: this session is given up as if its lease were lost, its claims left for recovery; joining a new session once the ledger answers",
 				"err", err)
-		case errors.Is(err, errJoinLease) && (watch || waiting):
+		case errors.Is(err, errJoinLease) && (watch || rs.waiting):
 			// The ledger does not take the new session's lease: a
 			// ledger that went away (restarted, a failover, the role
 			// locked) between two sessions, or at the first one. A watch
@@ -483,26 +491,27 @@ func (c *Consumer) consume(ctx context.Context, watch bool) (Stats, error) {
 			// meanwhile, as does a drain that was cut off; a drain that
 			// could not start at all fails at once (exit 3), its cron
 			// being the retry.
-			if !waiting {
+			if !rs.waiting {
 				c.log.Warn("cannot start a session, the ledger does not take its lease: waiting for the ledger, retried every second",
 					"err", err)
 			}
-			waiting = true
+			rs.waiting = true
 		default:
-			return st, err
+			return *st, err
 		}
 		select {
 		case <-ctx.Done():
-			return st, err
+			return *st, err
 		case <-time.After(time.Second):
 		}
 	}
 }
 
-// runSession is run with one session, from its Join to its end.
-// started is set once Config.OnStart was called; waiting, when set, is
-// cleared (and said) once the session's lease is taken.
-func (c *Consumer) runSession(ctx context.Context, watch bool, st *Stats, started, waiting *bool) error {
+// runSession is run with one session, from its Join to its end, adding
+// to rs's counts; rs.waiting, when set, is cleared (and said) once the
+// session's lease is taken.
+func (c *Consumer) runSession(ctx context.Context, watch bool, rs *runState) error {
+	st := &rs.st
 	s, err := c.dir.Join()
 	if err != nil {
 		return fmt.Errorf("consume: %w", err)
@@ -514,9 +523,9 @@ func (c *Consumer) runSession(ctx context.Context, watch bool, st *Stats, starte
 	if err != nil {
 		return c.abandon(s, fmt.Errorf("consume: %w: %w", errJoinLease, err))
 	}
-	if *waiting {
+	if rs.waiting {
 		c.log.Info("the ledger answers again: consuming as a new session", "session", s.ID())
-		*waiting = false
+		rs.waiting = false
 	}
 	defer lease.stop()
 	// In-flight work finishes even when ctx is cancelled (a graceful stop),
@@ -568,10 +577,10 @@ func (c *Consumer) runSession(ctx context.Context, watch bool, st *Stats, starte
 		if err := c.loadSchedule(work); err != nil {
 			return abandon(s, err)
 		}
-		if !*started && c.cfg.OnStart != nil {
+		if !rs.started && c.cfg.OnStart != nil {
 			c.cfg.OnStart()
 		}
-		*started = true
+		rs.started = true
 		claimed, err := c.pass(sd, lease, rc, work, s, st)
 		st.Passes++
 		back := rc.take()
