@@ -117,3 +117,39 @@ func TestQueueConsumer(t *testing.T) {
 		t.Fatalf("the default contract on an event_id queue: %v; want ErrBadContract naming key_field", err)
 	}
 }
+
+// TestOpenHoldsFormat: the format of batch files is held with the
+// contract: a consumer started once spool.conf names another format is
+// refused while the first runs, naming the formats; a queue of JSON
+// messages records its contract alone, as before batch files.
+func TestOpenHoldsFormat(t *testing.T) {
+	ctx := context.Background()
+	dir := newQueue(t)
+	conf := filepath.Join(dir, queueopen.ConfigName)
+	if err := os.WriteFile(conf, []byte(`{"format": "csv"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	open(t, dir, queueopen.Options{Use: queueopen.Consume})
+	if err := os.WriteFile(conf, []byte(`{"format": "jsonl"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := queueopen.Open(ctx, dir, queueopen.Options{Use: queueopen.Consume})
+	var ce *queueopen.ContractError
+	if !errors.As(err, &ce) || len(ce.Diff) != 1 || ce.Diff[0] != `format {"format":"csv"} running, {"format":"jsonl"} here` {
+		t.Fatalf("another format beside a live consumer: %v; want a *ContractError naming the formats", err)
+	}
+	if err := os.WriteFile(conf, []byte(`{"format": "csv"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	open(t, dir, queueopen.Options{Use: queueopen.Consume}) // the same: joins
+
+	plain := newQueue(t)
+	open(t, plain, queueopen.Options{Use: queueopen.Consume})
+	rec, err := os.ReadFile(filepath.Join(plain, "contract.lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(rec), `"format"`) || !strings.HasPrefix(string(rec), `{"hash":"sha256:`) {
+		t.Errorf("a JSON queue's record: %s; want the contract alone", rec)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/batch"
 	"github.com/spoolq/spool/queue"
 )
 
@@ -36,35 +37,67 @@ func (e *ContractError) Error() string {
 }
 
 // contractRecord is what a consumer records of its contract in the
-// queue's queue.ContractFile: the contract in spool.conf's keys and its
-// hash, which is what two consumers compare.
+// queue's queue.ContractFile: the contract in spool.conf's keys, the
+// queue's format of batch files when it has one, and their hash, which is
+// what two consumers compare.
 type contractRecord struct {
 	Hash     string         `json:"hash"`
 	Contract spool.Contract `json:"contract"`
+	Format   *formatRecord  `json:"format,omitempty"`
 }
 
-// recordContract returns c's record, one line of JSON. Required is
-// compared as a set: its order means nothing.
-func recordContract(c spool.Contract) ([]byte, error) {
+// formatRecord is a batch format in spool.conf's keys.
+type formatRecord struct {
+	Kind      string   `json:"format"`
+	Encoding  string   `json:"encoding,omitempty"`
+	Delimiter string   `json:"delimiter,omitempty"`
+	Comment   string   `json:"comment,omitempty"`
+	Record    string   `json:"record,omitempty"`
+	Include   []string `json:"include,omitempty"`
+	DoneFile  string   `json:"done_file,omitempty"`
+	HashKey   bool     `json:"hash_key,omitempty"`
+}
+
+// recordOf is f's record; nil for a queue of JSON messages, whose record
+// holds the contract alone, as it did before batch files.
+func recordOf(f batch.Format) *formatRecord {
+	if f.Kind == "" || f.Kind == batch.JSON {
+		return nil
+	}
+	return &formatRecord{Kind: f.Kind, Encoding: f.Encoding, Delimiter: f.Delimiter, Comment: f.Comment,
+		Record: f.Record, Include: f.Include, DoneFile: f.DoneFile, HashKey: f.HashKey}
+}
+
+// recordContract returns the record of c and the queue's format f, one
+// line of JSON. Required is compared as a set: its order means nothing.
+func recordContract(c spool.Contract, f batch.Format) ([]byte, error) {
 	c.Required = slices.Sorted(slices.Values(c.Required))
-	body, err := json.Marshal(c)
+	rec := contractRecord{Contract: c, Format: recordOf(f)}
+	hashed := any(c)
+	if rec.Format != nil {
+		hashed = []any{c, rec.Format}
+	}
+	body, err := json.Marshal(hashed)
 	if err != nil {
 		return nil, fmt.Errorf("record contract: %w", err)
 	}
 	sum := sha256.Sum256(body)
-	b, err := json.Marshal(contractRecord{Hash: "sha256:" + hex.EncodeToString(sum[:]), Contract: c})
+	rec.Hash = "sha256:" + hex.EncodeToString(sum[:])
+	b, err := json.Marshal(rec)
 	if err != nil {
 		return nil, fmt.Errorf("record contract: %w", err)
 	}
 	return append(b, '\n'), nil
 }
 
-// HoldContract makes the caller one of d's live consumers under c, or
-// refuses with a *ContractError when consumers alive now run another
-// contract. The hold lasts until its Close (or the process's end). Open
-// holds the contract itself for Consume.
-func HoldContract(d *queue.Dir, c spool.Contract) (*queue.ContractHold, error) {
-	rec, err := recordContract(c)
+// HoldContract makes the caller one of d's live consumers under c and the
+// queue's format f (the zero Format for JSON messages), or refuses with a
+// *ContractError when consumers alive now run another contract or another
+// format: they would read each other's files otherwise, or not at all.
+// The hold lasts until its Close (or the process's end). Open holds the
+// contract itself for Consume.
+func HoldContract(d *queue.Dir, c spool.Contract, f batch.Format) (*queue.ContractHold, error) {
+	rec, err := recordContract(c, f)
 	if err != nil {
 		return nil, err
 	}
@@ -77,14 +110,32 @@ func HoldContract(d *queue.Dir, c spool.Contract) (*queue.ContractHold, error) {
 	if jerr := json.Unmarshal(de.Live, &live); jerr != nil {
 		return nil, &ContractError{Queue: d.Path()}
 	}
-	return nil, &ContractError{Queue: d.Path(), Diff: contractDiff(live.Contract, c)}
+	diff := contractDiff(live.Contract, c)
+	if lf, hf := live.Format, recordOf(f); !reflect.DeepEqual(lf, hf) {
+		name := func(r *formatRecord) []byte {
+			if r == nil {
+				return []byte(`"json"`)
+			}
+			b, _ := json.Marshal(r)
+			return b
+		}
+		if len(diff) == 1 && diff[0] == sameKeysOtherHash {
+			diff = nil
+		}
+		diff = append(diff, fmt.Sprintf("format %s running, %s here", name(lf), name(hf)))
+	}
+	return nil, &ContractError{Queue: d.Path(), Diff: diff}
 }
+
+// sameKeysOtherHash is the difference of two records whose contracts'
+// keys are equal.
+const sameKeysOtherHash = "the same keys, another hash"
 
 // sameContract reports whether a and b are one contract (Required
 // compared as a set).
 func sameContract(a, b spool.Contract) bool {
-	ra, errA := recordContract(a)
-	rb, errB := recordContract(b)
+	ra, errA := recordContract(a, batch.Format{})
+	rb, errB := recordContract(b, batch.Format{})
 	return errA == nil && errB == nil && string(ra) == string(rb)
 }
 
@@ -107,7 +158,7 @@ func contractDiff(live, here spool.Contract) []string {
 	add("max_size", live.MaxSize, here.MaxSize)
 	add("headers", live.Headers, here.Headers)
 	if len(out) == 0 {
-		out = append(out, "the same keys, another hash")
+		out = append(out, sameKeysOtherHash)
 	}
 	return out
 }

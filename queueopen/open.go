@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/batch"
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/queue"
 	"github.com/spoolq/spool/replay"
@@ -153,7 +154,11 @@ func (q *Queue) attach(ctx context.Context, dir string, o Options) (err error) {
 	}
 	UseFormat(q.Dir, q.Config)
 	if o.Use == Consume {
-		if q.hold, err = HoldContract(q.Dir, q.Contract); err != nil {
+		var f batch.Format
+		if q.Config != nil {
+			f = q.Config.Format
+		}
+		if q.hold, err = HoldContract(q.Dir, q.Contract, f); err != nil {
 			return err
 		}
 	}

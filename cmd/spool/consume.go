@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/batch"
 	"github.com/spoolq/spool/metrics"
 	"github.com/spoolq/spool/queue"
 	"github.com/spoolq/spool/queueopen"
@@ -241,7 +242,11 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 		return err
 	}
 	caller, stopper := halting(caller, hf)
-	hold, err := queueopen.HoldContract(d, c)
+	var format batch.Format
+	if file != nil {
+		format = file.Format
+	}
+	hold, err := queueopen.HoldContract(d, c, format)
 	if err != nil {
 		return err
 	}
