@@ -168,15 +168,17 @@ func storedName(name string) string {
 }
 
 // unsuffixed is name without the collision suffix a move into a stage may
-// have added ("a~2.json" is "a.json"); name itself when it has none.
+// have added before its extension, as queue puts it ("a~2.json" is
+// "a.json", a batch file's dead letter "orders~L17~2.csv" is
+// "orders~L17.csv"); name itself when it has none.
 func unsuffixed(name string) string {
-	stem, ok := strings.CutSuffix(name, ".json")
-	if !ok {
-		return name
+	stem, ext := name, ""
+	if i := strings.LastIndexByte(name, '.'); i > 0 {
+		stem, ext = name[:i], name[i:]
 	}
 	i := strings.LastIndexByte(stem, '~')
 	if i <= 0 || i == len(stem)-1 || strings.Trim(stem[i+1:], "0123456789") != "" {
 		return name
 	}
-	return stem[:i] + ".json"
+	return stem[:i] + ext
 }
