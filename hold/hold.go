@@ -56,6 +56,12 @@ type Service struct {
 	Dir      *queue.Dir
 	Ledger   *ledger.DB
 	Contract spool.Contract
+	// Records is true for a queue of batch files (spool.conf's format),
+	// whose records are messages of their own: a hold by msg_id is
+	// refused there, since the consumer reads a record where its file is
+	// and does not look its msg_id up (docs/DESIGN.md, "Batch files: the
+	// consumer"); the file itself is held by its name.
+	Records bool
 	// Host and PID name this process in the audit's rows.
 	Host string
 	PID  int
@@ -442,7 +448,10 @@ func (s *Service) admit(ctx context.Context, who task.Identity, e ledger.AuditEn
 	case len(r.Note) > MaxNote:
 		refusal = fmt.Errorf("%w: the note is %d bytes, over %d", ErrBadRequest, len(r.Note), MaxNote)
 	case e.Action == "hold" || e.Action == "release":
-		refusal = checkRequest(r)
+		refusal = s.checkRequest(r)
+	}
+	if refusal == nil && e.Action == "hold" && s.Records && len(r.MsgIDs) > 0 {
+		refusal = fmt.Errorf("%w: this queue reads batch files, whose records are not held by msg_id: hold the file that holds it, by its name", ErrBadRequest)
 	}
 	if refusal == nil {
 		return nil
@@ -453,8 +462,10 @@ func (s *Service) admit(ctx context.Context, who task.Identity, e ledger.AuditEn
 	return refusal
 }
 
-// checkRequest refuses a request that names nothing or a bad name.
-func checkRequest(r Request) error {
+// checkRequest refuses a request that names nothing or a bad name: a
+// file must be a message name of the queue (its format's, for batch
+// files).
+func (s *Service) checkRequest(r Request) error {
 	if len(r.Files) == 0 && len(r.MsgIDs) == 0 {
 		return fmt.Errorf("%w: name files or msg_ids", ErrBadRequest)
 	}
@@ -462,7 +473,7 @@ func checkRequest(r Request) error {
 		if err := queue.CheckName(f); err != nil {
 			return fmt.Errorf("%w: %w", ErrBadRequest, err)
 		}
-		if !queue.IsMessageName(f) {
+		if !s.Dir.IsMessage(queue.Inbox, f) {
 			return fmt.Errorf("%w: %q: %w", ErrBadRequest, f, queue.ErrNotMessageName)
 		}
 	}

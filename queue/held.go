@@ -115,7 +115,7 @@ func (d *Dir) Hold(name string) (HeldFile, error) {
 	if err := CheckName(name); err != nil {
 		return HeldFile{}, fmt.Errorf("hold %s: %w", name, err)
 	}
-	if !IsMessageName(name) {
+	if !d.IsMessage(Inbox, name) {
 		return HeldFile{}, fmt.Errorf("hold %q: %w", name, ErrNotMessageName)
 	}
 	if err := d.EnsureHeld(); err != nil {
@@ -171,7 +171,7 @@ func (d *Dir) Unhold(name, as string) (string, error) {
 	if err := CheckName(name); err != nil {
 		return "", fmt.Errorf("release %s: %w", name, err)
 	}
-	if err := CheckName(as); err != nil || !IsMessageName(as) {
+	if err := CheckName(as); err != nil || !d.IsMessage(Inbox, as) {
 		as = name
 	}
 	fd := d.fd(Held)

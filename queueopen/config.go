@@ -500,6 +500,10 @@ func Batch(d *queue.Dir, file *Config, c spool.Contract) (spool.BatchFiles, erro
 	return files, nil
 }
 
+// Batched reports whether c, a queue's spool.conf (nil for none), sets a
+// format of batch files.
+func (c *Config) Batched() bool { return batched(c) }
+
 // batched reports whether file sets a format of batch files.
 func batched(file *Config) bool {
 	return file != nil && file.Format.Kind != "" && file.Format.Kind != batch.JSON

@@ -108,7 +108,7 @@ func holdService(ctx context.Context, dir, db string, cf *contractFlags) (*hold.
 	if cf == nil {
 		cf = &contractFlags{fs: flag.NewFlagSet("", flag.ContinueOnError)}
 	}
-	c, err := cf.contract(dir)
+	c, conf, err := cf.contractFrom(dir)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -116,5 +116,5 @@ func holdService(ctx context.Context, dir, db string, cf *contractFlags) (*hold.
 	if err != nil {
 		return nil, nil, err
 	}
-	return &hold.Service{Dir: d, Ledger: l, Contract: c, Host: queue.Host(), PID: os.Getpid()}, done, nil
+	return &hold.Service{Dir: d, Ledger: l, Contract: c, Records: conf.Batched(), Host: queue.Host(), PID: os.Getpid()}, done, nil
 }

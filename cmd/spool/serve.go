@@ -169,7 +169,7 @@ func runServe(ctx context.Context, e *env, args []string) (err error) {
 // the tasks a killed serve left approved or running are resumed.
 func newConsole(ctx context.Context, dir string, d *queue.Dir, l *ledger.DB, tokens task.Tokens, m *metrics.Metrics, refresh time.Duration, logger *slog.Logger) (*console.Server, error) {
 	cf := addContractFlags(flag.NewFlagSet("serve", flag.ContinueOnError))
-	c, err := cf.contract(dir)
+	c, conf, err := cf.contractFrom(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -193,7 +193,7 @@ func newConsole(ctx context.Context, dir string, d *queue.Dir, l *ledger.DB, tok
 		}
 		return out
 	}
-	holds := &hold.Service{Dir: d, Ledger: l, Contract: c, Host: queue.Host(), PID: os.Getpid()}
+	holds := &hold.Service{Dir: d, Ledger: l, Contract: c, Records: conf.Batched(), Host: queue.Host(), PID: os.Getpid()}
 	srv, err := console.New(console.Options{Dir: d, Ledger: l, Tokens: tokens, Tasks: svc, Holds: holds, Gauges: gauges, Log: logger,
 		Host: queue.Host(), PID: os.Getpid(), SampleEvery: refresh})
 	if err != nil {

@@ -431,3 +431,24 @@ func TestBatchSchema(t *testing.T) {
 		t.Errorf("inbox/ after schema: %q", got)
 	}
 }
+
+// TestBatchHold: a batch file is held and released by its name, and not
+// consumed while held; a hold by msg_id is refused on a queue of batch
+// files (exit 2, one line), since its records are not looked up by msg_id.
+func TestBatchHold(t *testing.T) {
+	t.Parallel()
+	q := batchQueue(t, `{"format": "csv"}`)
+	putBytes(t, q, "o.csv", []byte("msg_id,order_no,seq,amount\nA1,O1,1,10.00\n"))
+	r := run(t, "hold", q, "--msg-id", "A1")
+	if r.code != 2 || !strings.Contains(r.stderr, "whose records are not held by msg_id") || strings.Count(r.stderr, "\n") != 1 {
+		t.Fatalf("hold --msg-id on a batch queue:\n%s", r)
+	}
+	mustRun(t, 0, "hold", q, "o.csv")
+	if st := parseStats(t, mustRun(t, 0, "consume", q)); st.Processed != 0 {
+		t.Fatalf("a held batch file was consumed: %+v", st)
+	}
+	mustRun(t, 0, "release", q, "o.csv")
+	if st := parseStats(t, mustRun(t, 0, "consume", q)); st.Processed != 1 {
+		t.Fatalf("the released batch file: %+v, want its record processed", st)
+	}
+}
