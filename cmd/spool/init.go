@@ -139,7 +139,8 @@ func runInit(ctx context.Context, e *env, args []string) (err error) {
 	return nil
 }
 
-// copyMessages enqueues the message files of src in name order. A source
+// copyMessages enqueues the message files of src in name order: those the
+// queue's format takes (spool.conf's include; *.json by default). A source
 // that cannot be a delivery (not a regular file, unreadable, gone) is
 // skipped with a warning; a failure to write into the queue stops the copy.
 func copyMessages(e *env, d *queue.Dir, src string) (copied, skipped int, err error) {
@@ -148,7 +149,7 @@ func copyMessages(e *env, d *queue.Dir, src string) (copied, skipped int, err er
 		return 0, 0, fmt.Errorf("--from: %w", err)
 	}
 	for _, ent := range entries {
-		if !queue.IsMessageName(ent.Name()) {
+		if !d.Takes(ent.Name()) { // the names of the queue's format (*.json by default)
 			continue
 		}
 		path := filepath.Join(src, ent.Name())

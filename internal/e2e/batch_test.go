@@ -452,3 +452,27 @@ func TestBatchHold(t *testing.T) {
 		t.Fatalf("the released batch file: %+v, want its record processed", st)
 	}
 }
+
+// TestBatchInitFrom: spool init --from into a queue whose spool.conf says
+// csv copies the CSV files of the source and leaves its JSON ones, as a
+// JSON queue leaves what is not *.json.
+func TestBatchInitFrom(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	q, src := filepath.Join(base, "q"), filepath.Join(base, "src")
+	for _, d := range []string{q, src} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFile(t, q, "spool.conf", `{"format": "csv"}`)
+	writeFile(t, src, "a.csv", "msg_id,order_no,seq,amount\nA1,O1,1,10.00\n")
+	writeFile(t, src, "b.json", `{"msg_id":"B"}`)
+	r := mustRun(t, 0, "init", q, "--from", src)
+	if !strings.Contains(r.stdout, "copied 1 message from") {
+		t.Errorf("init --from:\n%s", r)
+	}
+	if got := stageNames(t, q, inbox); !slices.Equal(got, []string{"a.csv"}) {
+		t.Errorf("inbox/ holds %q, want a.csv", got)
+	}
+}
