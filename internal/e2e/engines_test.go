@@ -160,6 +160,10 @@ var (
 	sessionIno = regexp.MustCompile(`("ino"\s*:\s*)\d+|(\bino[ =:]+)\d+|(inode )\d+`)
 	// The host's name and a process's pid in session names.
 	sessionHost = regexp.MustCompile(regexp.QuoteMeta(hostName()) + `(\.\d+)*`)
+	// The padding of a text table's columns, which follows the widths of
+	// the values normalised above (a PID of 6 digits on one engine's run
+	// and 7 on the other's shifted a column once): compared as one gap.
+	sessionGap = regexp.MustCompile(` {2,}`)
 )
 
 func hostName() string {
@@ -174,7 +178,7 @@ func hostName() string {
 // the session on two engines: the queue's path, the DSN (and the --db
 // that names it in a command line a hint gives, or consume's record of
 // its configuration, which SQLite in the queue does without), times, ages, identifiers, inode numbers and the
-// host's name. Nothing else.
+// host's name, and the padding of table columns. Nothing else.
 func normaliseSession(out, q, dsn string) string {
 	if dsn != "" {
 		out = strings.ReplaceAll(out, dsn, "DSN")
@@ -194,6 +198,7 @@ func normaliseSession(out, q, dsn string) string {
 	out = sessionPID.ReplaceAllString(out, "${1}${3}PID")
 	out = sessionAge.ReplaceAllString(out, "AGE")
 	out = sessionSecs.ReplaceAllString(out, "${1}SECS")
+	out = sessionGap.ReplaceAllString(out, "  ")
 	return out
 }
 
