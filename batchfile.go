@@ -22,9 +22,16 @@ type BatchFiles interface {
 	// start).
 	OpenBatch(r io.ReadSeeker, name, position string) (BatchReader, error)
 	// DoneFile is the name of the done-file that announced the data file
-	// name, which the consumer moves out of inbox/ with it; "" when the
-	// queue has none.
+	// name, which the consumer claims with it and moves out of its claim
+	// directory just before it; "" when name needs none (the queue has no
+	// done-files, the file is a dead letter put back by a replay, or name
+	// is not a data file of the queue).
 	DoneFile(name string) string
+	// IsDoneFile reports whether name is a done-file's name, which no
+	// data file of the queue has: recovery finishes a claimed done-file
+	// rather than put it back, since it could announce another file of
+	// its data file's name there (the data file gets a new one).
+	IsDoneFile(name string) bool
 }
 
 // BatchReader gives a batch file's records in file order.

@@ -64,9 +64,12 @@ type batchRecord struct {
 
 // batchRun is the consumption of one claimed batch file.
 type batchRun struct {
-	c       *Consumer
-	s       *queue.Session
-	cl      *queue.Claim
+	c  *Consumer
+	s  *queue.Session
+	cl *queue.Claim
+	// done is cl's done-file, claimed with it (claimDoneFile); nil when
+	// it has none.
+	done    *queue.Claim
 	claimed time.Time
 	p       BatchProgress
 	pending []batchRecord
@@ -77,6 +80,10 @@ type batchRun struct {
 // recovery.
 func (c *Consumer) consumeBatch(s *queue.Session, cl *queue.Claim, claimed time.Time) error {
 	ctx := context.Background() // a file begun is committed as far as it can be
+	done, err := c.claimDoneFile(s, cl)
+	if err != nil {
+		return err
+	}
 	if !c.cfg.Relaxed {
 		// The claim durable before the ledger names it (needsSync).
 		if err := s.Sync(); err != nil {
@@ -100,7 +107,7 @@ func (c *Consumer) consumeBatch(s *queue.Session, cl *queue.Claim, claimed time.
 	if err != nil {
 		return fmt.Errorf("consume batch file %s: %w", cl.Name, err)
 	}
-	b := &batchRun{c: c, s: s, cl: cl, claimed: claimed, p: p}
+	b := &batchRun{c: c, s: s, cl: cl, done: done, claimed: claimed, p: p}
 	if found {
 		n, err := b.writeUnwritten(ctx)
 		if err != nil {
@@ -391,12 +398,17 @@ func (b *batchRun) whole(ctx context.Context, rec BatchRecord) error {
 }
 
 // giveBack puts the batch file back into inbox/, unfinished, as
-// recovery puts an unrecorded claim back: its progress is committed, and
-// the next claim of it resumes there.
+// recovery puts an unrecorded claim back, with its done-file: its
+// progress is committed, and the next claim of it resumes there.
 func (b *batchRun) giveBack() error {
 	c := b.c
 	c.moves.Lock()
 	defer c.moves.Unlock()
+	if b.done != nil {
+		if _, err := b.s.Finish(b.done, queue.Inbox); err != nil {
+			return err
+		}
+	}
 	if _, err := b.s.Finish(b.cl, queue.Inbox); err != nil {
 		return err
 	}
@@ -407,24 +419,83 @@ func (b *batchRun) giveBack() error {
 	return c.dir.Sync(queue.Inbox)
 }
 
-// finish moves the batch file to stage to, and its done-file after it:
-// every record of it is committed (I3, I4).
+// claimDoneFile claims the done-file of the batch file cl into the
+// session's directory beside it: while the file is consumed, inbox/ then
+// holds no announcement of its name, which would make a file of the same
+// name that a producer writes meanwhile look finished before its own
+// done-file comes. nil when cl needs none, or its done-file is not in
+// inbox/.
+func (c *Consumer) claimDoneFile(s *queue.Session, cl *queue.Claim) (*queue.Claim, error) {
+	name := c.cfg.Batch.DoneFile(cl.Name)
+	if name == "" {
+		return nil, nil
+	}
+	done, err := s.Claim(name)
+	if errors.Is(err, queue.ErrGone) || errors.Is(err, queue.ErrBusy) {
+		return nil, nil
+	}
+	return done, err
+}
+
+// finish moves the batch file to stage to, once every record of it is
+// committed (I3, I4), and its done-file before it, durably: a kill
+// between the two moves then leaves the data file claimed alone, which
+// recovery puts back in inbox/ with a new done-file (announceReturned).
 func (b *batchRun) finish(to queue.Stage) error {
 	c := b.c
 	c.moves.Lock()
 	defer c.moves.Unlock()
-	if _, err := b.s.Finish(b.cl, to); err != nil {
-		return err
-	}
-	if done := c.cfg.Batch.DoneFile(b.cl.Name); done != "" {
-		if _, err := c.dir.MoveAlong(queue.Inbox, to, done); err != nil {
+	if b.done != nil {
+		if _, err := b.s.Finish(b.done, to); err != nil {
 			return err
 		}
+		if !c.cfg.Relaxed {
+			if err := c.dir.Sync(to); err != nil {
+				return err
+			}
+			if err := b.s.Sync(); err != nil {
+				return err
+			}
+		}
+	}
+	if _, err := b.s.Finish(b.cl, to); err != nil {
+		return err
 	}
 	if c.cfg.Relaxed {
 		return nil
 	}
-	return c.dir.Sync(to, queue.Inbox)
+	return c.dir.Sync(to)
+}
+
+// announceReturned gives the batch files that recovery put back in inbox/
+// their done-files again, under the names they got there: each was
+// claimed only once announced, and recovery finishes a claimed done-file
+// rather than put it back (resolve), so without one it would wait for an
+// announcement that came long ago. A done-file already there is left as
+// it is.
+func (c *Consumer) announceReturned(returned []queue.RecoveredFile) error {
+	if c.cfg.Batch == nil {
+		return nil
+	}
+	created := false
+	for _, f := range returned {
+		if !c.cfg.Batch.Batched(f.Stored) {
+			continue
+		}
+		done := c.cfg.Batch.DoneFile(f.Stored)
+		if done == "" {
+			continue
+		}
+		ok, err := c.dir.Announce(queue.Inbox, done)
+		if err != nil {
+			return fmt.Errorf("recover %s: announce it again: %w", f.Stored, err)
+		}
+		created = created || ok
+	}
+	if !created || c.cfg.Relaxed {
+		return nil
+	}
+	return c.dir.Sync(queue.Inbox)
 }
 
 // takeBatchStats returns what batch files' records became since the last

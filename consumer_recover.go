@@ -41,6 +41,9 @@ func (c *Consumer) recover(ctx context.Context, st *Stats) error {
 		c.cfg.Observer.Recovered(rec.Total())
 	}
 	st.Recovered += rec.Total()
+	if err := c.announceReturned(rec.Returned); err != nil {
+		return err
+	}
 	if err := c.reportRecovered(ctx, rec.DeadLetters); err != nil {
 		return err
 	}
@@ -337,6 +340,13 @@ func (c *Consumer) callBound() time.Duration {
 // finds a processed claim; a file that does not parse was a dead letter,
 // found by its claim alone.
 func (c *Consumer) resolve(ctx context.Context, orphan *queue.Orphan) (queue.Stage, error) {
+	if c.cfg.Batch != nil && c.cfg.Batch.IsDoneFile(orphan.Name()) {
+		// Claimed with its data file (claimDoneFile), which recovery puts
+		// back under a name that may differ and announces again
+		// (announceReturned): this one could announce a file a producer
+		// wrote meanwhile under the old name, before it is finished.
+		return queue.Done, nil
+	}
 	var msgID string
 	data, err := orphan.Read(c.cfg.Contract.Limit())
 	var tooLarge *queue.TooLargeError

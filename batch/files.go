@@ -38,8 +38,19 @@ type files struct {
 // Batched: every file of a format other than JSON.
 func (fs files) Batched(name string) bool { return fs.f.kind() != JSON }
 
-// DoneFile is Format.DoneName.
-func (fs files) DoneFile(name string) string { return fs.f.DoneName(name) }
+// DoneFile is Format.DoneName of a data file; "" for a dead letter put
+// back by a replay, which Match takes without one, and for a name that is
+// not a data file (a done-file itself).
+func (fs files) DoneFile(name string) string {
+	if !fs.f.Includes(name) || isDeadLetterName(name) {
+		return ""
+	}
+	return fs.f.DoneName(name)
+}
+
+// IsDoneFile reports whether name has the shape of the format's
+// done-files, which no data file has (Includes).
+func (fs files) IsDoneFile(name string) bool { return fs.f.isDoneName(name) }
 
 // OpenBatch opens r as a batch file and resumes it at position.
 func (fs files) OpenBatch(r io.ReadSeeker, name, position string) (spool.BatchReader, error) {

@@ -88,19 +88,23 @@ func (d *Dir) Copies(s Stage, name string, data []byte) ([]StoredCopy, error) {
 	return out, nil
 }
 
-// MoveAlong moves name from stage from to stage to, keeping both files on
-// a collision (a "~N" suffix), and returns the name it got: a done-file
-// following its data file out of inbox/. A name that is not there is no
-// error: it returns "".
-func (d *Dir) MoveAlong(from, to Stage, name string) (string, error) {
-	stored, err := moveUnique(d.fd(from), name, d.fd(to))
-	if errors.Is(err, unix.ENOENT) {
-		return "", nil
+// Announce creates name in stage s as an empty file if nothing has that
+// name there, and reports whether it did: a done-file given back to a
+// batch file that recovery put back in inbox/. An empty file has nothing
+// to be torn, so it is created in place, never replacing anything (a
+// symlink of that name is left as it is). The caller syncs s.
+func (d *Dir) Announce(s Stage, name string) (bool, error) {
+	fd, err := unix.Openat(d.fd(s), name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	if errors.Is(err, unix.EEXIST) {
+		return false, nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("move %s/%s to %s: %w", from, name, to, err)
+		return false, fmt.Errorf("create %s/%s: %w", s, name, err)
 	}
-	return stored, nil
+	if err := unix.Close(fd); err != nil {
+		return true, fmt.Errorf("create %s/%s: close: %w", s, name, err)
+	}
+	return true, nil
 }
 
 // OpenEntry opens the file of entry e of stage s for reading in place,

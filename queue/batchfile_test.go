@@ -13,9 +13,9 @@ import (
 
 // TestBatchFileHelpers: WriteStage gives the name and inode of what it
 // wrote, a collision of "orders~L3.csv" keeping its extension last;
-// Copies finds the files of a name's family with given bytes; MoveAlong
-// moves a companion file, and is no error when it is gone; Open opens a
-// claimed regular file.
+// Copies finds the files of a name's family with given bytes; Announce
+// creates an empty file once and never replaces anything, a symlink
+// included; Open opens a claimed regular file.
 func TestBatchFileHelpers(t *testing.T) {
 	d := newQueue(t)
 	write := func(s string) func(io.Writer) error {
@@ -43,14 +43,23 @@ func TestBatchFileHelpers(t *testing.T) {
 	if got, err := d.Copies(Error, "other.csv", []byte("h\nr\n")); err != nil || len(got) != 0 {
 		t.Fatalf("Copies of a free name = %+v, %v", got, err)
 	}
-	if err := os.WriteFile(filepath.Join(d.StagePath(Inbox), "orders.csv.done"), nil, 0o644); err != nil {
+	if ok, err := d.Announce(Inbox, "orders.csv.done"); err != nil || !ok {
+		t.Fatalf("Announce = %v, %v; want it created", ok, err)
+	}
+	if fi, err := os.Lstat(filepath.Join(d.StagePath(Inbox), "orders.csv.done")); err != nil || !fi.Mode().IsRegular() || fi.Size() != 0 {
+		t.Fatalf("the announced file: %v, %v", fi, err)
+	}
+	if ok, err := d.Announce(Inbox, "orders.csv.done"); err != nil || ok {
+		t.Fatalf("Announce of a name taken = %v, %v; want false, nil", ok, err)
+	}
+	if err := os.Symlink("/etc/passwd", filepath.Join(d.StagePath(Inbox), "link.done")); err != nil {
 		t.Fatal(err)
 	}
-	if to, err := d.MoveAlong(Inbox, Done, "orders.csv.done"); err != nil || to != "orders.csv.done" {
-		t.Fatalf("MoveAlong = %q, %v", to, err)
+	if ok, err := d.Announce(Inbox, "link.done"); err != nil || ok {
+		t.Fatalf("Announce over a symlink = %v, %v; want false, nil", ok, err)
 	}
-	if to, err := d.MoveAlong(Inbox, Done, "orders.csv.done"); err != nil || to != "" {
-		t.Fatalf("MoveAlong of a name gone = %q, %v; want \"\", nil", to, err)
+	if fi, err := os.Lstat(filepath.Join(d.StagePath(Inbox), "link.done")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the symlink was replaced: %v, %v", fi, err)
 	}
 	if err := os.WriteFile(filepath.Join(d.StagePath(Inbox), "big.csv"), []byte("a\nb\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -64,6 +64,10 @@ func TestRecoverOwnDeadSessionWhenHostnameFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec.Uncalled = nil // TestRecoverUncalled
+	if len(rec.Returned) != 1 || rec.Returned[0].Stored != "a.json" {
+		t.Fatalf("Recover returned %+v, want the dead session's claim", rec.Returned)
+	}
+	rec.Returned = nil
 	if !reflect.DeepEqual(rec, Recovered{Sessions: 1, ToInbox: 1}) {
 		t.Fatalf("Recover = %+v, want the dead session recovered without waiting for its lease", rec)
 	}

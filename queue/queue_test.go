@@ -395,6 +395,10 @@ func TestRecoverDeadSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec.Uncalled = nil // TestRecoverUncalled
+	if len(rec.Returned) != 1 || rec.Returned[0].Name != "new.json" || rec.Returned[0].Stored != "new.json" {
+		t.Fatalf("Recover returned %+v, want the unrecorded claim", rec.Returned)
+	}
+	rec.Returned = nil
 	if !reflect.DeepEqual(rec, Recovered{Sessions: 1, ToInbox: 1, ToDone: 1, ToError: 1,
 		DeadLetters: []RecoveredFile{{Claim: badClaim, Name: "bad.json", Stored: "bad.json"}}}) {
 		t.Fatalf("Recover = %+v", rec)

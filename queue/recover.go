@@ -46,6 +46,10 @@ type Recovered struct {
 	ToInbox  int // unrecorded claims put back
 	ToDone   int // recorded claims finished
 	ToError  int
+	// Returned are the claims put back in inbox/, ToInbox of them, with
+	// the names they got there: a batch queue announces them again with
+	// their done-files (spool.Consumer's recovery).
+	Returned []RecoveredFile
 	// DeadLetters are the claims moved to error/, ToError of them: dead
 	// letters whose consumer died after recording them and before the
 	// move, which the recovering consumer reports as its own.
@@ -58,7 +62,7 @@ type Recovered struct {
 	Uncalled map[string][]string
 }
 
-// RecoveredFile is a claim that recovery finished.
+// RecoveredFile is a claim that recovery moved out of its dead session.
 type RecoveredFile struct {
 	Claim  string // the claim's identity (Orphan.ID)
 	Name   string // the file's name in the claim directory, its name in inbox/
@@ -262,6 +266,7 @@ func (d *Dir) recoverSession(ctx context.Context, name string, resolve Resolver,
 			rec.DeadLetters = append(rec.DeadLetters, RecoveredFile{Claim: id, Name: e, Stored: stored})
 		default:
 			rec.ToInbox++
+			rec.Returned = append(rec.Returned, RecoveredFile{Claim: id, Name: e, Stored: stored})
 		}
 	}
 	if err := marks.remove(fd); err != nil {

@@ -40,6 +40,10 @@ func TestRecoverForeignSessionAfterLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(rec.Returned) != 1 || rec.Returned[0].Stored != "aaaa.json" {
+		t.Fatalf("Recover returned %+v, want the expired session's claim", rec.Returned)
+	}
+	rec.Returned = nil
 	if !reflect.DeepEqual(rec, Recovered{Sessions: 1, ToInbox: 1}) {
 		t.Fatalf("Recover = %+v, want only the expired session", rec)
 	}

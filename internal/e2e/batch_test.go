@@ -308,6 +308,69 @@ func TestBatchDoneFile(t *testing.T) {
 	checkFsck(t, q)
 }
 
+// TestBatchDoneFileRecovery: a consumer killed while it consumed an
+// announced file left the file and its done-file claimed in its session,
+// and its producer has meanwhile written the next file of the same name,
+// not yet announced. The next consumer finishes the old file (under a new
+// name, announced again) and leaves the new one waiting for its own
+// done-file: the old done-file, put back, would have announced it
+// half-written. Then a kill between finish's two moves: the done-file in
+// done/, the data file still claimed.
+func TestBatchDoneFileRecovery(t *testing.T) {
+	t.Parallel()
+	q := batchQueue(t, `{"format": "csv", "done_file": "{name}.done"}`)
+	mustRun(t, 0, "consume", q) // makes the ledger's tables
+	old, _ := ordersCSV(20, func(int) bool { return false })
+	next := []byte("msg_id,order_no,seq,amount\nn1,o1,1,1.00\n")
+	dead := func() string {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			host = "localhost"
+		}
+		s := filepath.Join(q, "processing", fmt.Sprintf("0badc0ffee00-999999@%s", strings.NewReplacer("/", "_", "@", "_").Replace(host)))
+		if err := os.Mkdir(s, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := dead()
+	for name, data := range map[string][]byte{"orders.csv": old, "orders.csv.done": nil} {
+		if err := os.WriteFile(filepath.Join(s, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	putBytes(t, q, "orders.csv", next)
+
+	st := parseStats(t, mustRun(t, 0, "consume", q))
+	if st != (consumeStats{Processed: 20, Recovered: 2}) {
+		t.Fatalf("%+v, want the old file's 20 records processed and its two claims recovered", st)
+	}
+	if got := stageNames(t, q, inbox); !slices.Equal(got, []string{"orders.csv"}) {
+		t.Fatalf("inbox/ holds %q, want the new file alone, waiting for its done-file", got)
+	}
+	if n := queryLedger(t, filepath.Join(q, "ledger.db"), `SELECT COUNT(*) FROM processed WHERE msg_id = 'n1'`); n != 0 {
+		t.Fatal("the new file was taken before its done-file came")
+	}
+
+	// Killed between finish's moves: the done-file finished, the data not.
+	s = dead()
+	if err := os.Rename(filepath.Join(q, inbox, "orders.csv"), filepath.Join(s, "orders.csv")); err != nil {
+		t.Fatal(err)
+	}
+	putBytes(t, q, "orders.csv.done", nil)
+	if err := os.Rename(filepath.Join(q, inbox, "orders.csv.done"), filepath.Join(q, done, "orders.csv.done-of-n1")); err != nil {
+		t.Fatal(err)
+	}
+	st = parseStats(t, mustRun(t, 0, "consume", q))
+	if st != (consumeStats{Processed: 1, Recovered: 1}) {
+		t.Fatalf("%+v, want the claimed file recovered, announced again and its record processed", st)
+	}
+	if got := stageNames(t, q, inbox); len(got) != 0 {
+		t.Fatalf("inbox/ holds %q, want nothing (no done-file left behind)", got)
+	}
+	checkFsck(t, q)
+}
+
 // TestBatchXML: a malformed record of an XML file is dead-lettered alone,
 // as an XML file of one record named after its element.
 func TestBatchXML(t *testing.T) {
