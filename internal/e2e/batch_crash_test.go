@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -52,7 +53,7 @@ func TestBatchCrashEngines(t *testing.T) {
 // binary on backend's ledger, killed minKills times at least.
 func batchCrash(t *testing.T, sp spoolAt, backend ledgerBackend, records, minKills int) {
 	rng := newRand(t)
-	q := batchQueue(t, `{"format": "jsonl"}`)
+	q := batchQueue(t, `{"format": "jsonl", "done_file": "{name}.done"}`)
 	l := backend.open(t, q)
 	args := l.args
 	var b bytes.Buffer
@@ -68,6 +69,7 @@ func batchCrash(t *testing.T, sp spoolAt, backend ledgerBackend, records, minKil
 	slices.Sort(bad)
 	good := records - len(bad)
 	putBytes(t, q, "feed.jsonl", b.Bytes())
+	putBytes(t, q, "feed.jsonl.done", nil)
 	kills, before := 0, 0
 	for run := 0; kills < minKills; run++ {
 		if run > 20*minKills {
@@ -131,8 +133,17 @@ func batchCrash(t *testing.T, sp spoolAt, backend ledgerBackend, records, minKil
 	if got := stageNames(t, q, errorStage); !slices.Equal(got, bad) {
 		t.Fatalf("error/ holds %d files (%q...), want %d, one a bad line", len(got), got[:min(len(got), 5)], len(bad))
 	}
-	if got := stageNames(t, q, done); !slices.Equal(got, []string{"feed.jsonl"}) {
-		t.Fatalf("done/ holds %q", got)
+	// The file, and its done-file once per claim of it that ended (a
+	// recovery finishes the claimed done-file and announces the file
+	// again): feed.jsonl.done, feed.jsonl~2.done...
+	got := stageNames(t, q, done)
+	if !slices.Contains(got, "feed.jsonl") || !slices.Contains(got, "feed.jsonl.done") {
+		t.Fatalf("done/ holds %q, want the file and its done-file", got)
+	}
+	for _, n := range got {
+		if n != "feed.jsonl" && !strings.HasSuffix(n, ".done") {
+			t.Fatalf("done/ holds %q", got)
+		}
 	}
 	if got := stageNames(t, q, processing); len(got) != 0 {
 		t.Fatalf("processing/ holds %q", got)
@@ -251,20 +262,22 @@ func TestBatchHandlerDeadLetterResume(t *testing.T) {
 	}
 }
 
-// TestBatchGracefulStop: a consumer stopped by SIGTERM in the middle of a
-// batch file commits what it read, gives the file back to inbox/ and
+// TestBatchGracefulStop: a consumer stopped by SIGTERM in the middle of an
+// announced batch file commits what it read, gives the file and its
+// done-file back to inbox/ and
 // exits 0 with processing/ empty; the next run resumes it, and every
 // record is processed once.
 func TestBatchGracefulStop(t *testing.T) {
 	t.Parallel()
 	records := testenv.Pick(100_000, 20_000)
-	q := batchQueue(t, `{"format": "jsonl"}`)
+	q := batchQueue(t, `{"format": "jsonl", "done_file": "{name}.done"}`)
 	l := sqliteEngine.open(t, q)
 	var b bytes.Buffer
 	for i := 1; i <= records; i++ {
 		fmt.Fprintf(&b, `{"msg_id":"k%d","order_no":"o","seq":%d,"amount":"1.00"}`+"\n", i, i)
 	}
 	putBytes(t, q, "feed.jsonl", b.Bytes())
+	putBytes(t, q, "feed.jsonl.done", nil)
 	p := start(t, "consume", q, "--batch", "50")
 	waitFor(t, cmdTimeout, "the first records committed", func() bool {
 		n, _ := ledgerProcessed(l)
@@ -281,7 +294,7 @@ func TestBatchGracefulStop(t *testing.T) {
 		t.Fatalf("processing/ holds %q after a graceful stop", got)
 	}
 	first := parseStats(t, r).Processed
-	if slices.Equal(stageNames(t, q, inbox), []string{"feed.jsonl"}) {
+	if slices.Equal(stageNames(t, q, inbox), []string{"feed.jsonl", "feed.jsonl.done"}) {
 		if first >= records {
 			t.Fatalf("the file is back in inbox/ with all %d records processed", first)
 		}
@@ -295,6 +308,9 @@ func TestBatchGracefulStop(t *testing.T) {
 	}
 	if n := l.count(t, `SELECT COUNT(*) FROM %[1]s`); n != records {
 		t.Fatalf("%d processed rows, want %d", n, records)
+	}
+	if got := stageNames(t, q, done); !slices.Equal(got, []string{"feed.jsonl", "feed.jsonl.done"}) {
+		t.Fatalf("done/ holds %q, want the file and its one done-file", got)
 	}
 	checkFsck(t, q)
 }
