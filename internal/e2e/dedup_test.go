@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -223,7 +224,26 @@ func TestDedupInFlightOneCall(t *testing.T) {
 	t.Parallel()
 	r := startRedis(t)
 	q, _ := workQueue(t)
-	srv := newCallServer(t, 3*time.Second)
+	srv := newCallServer(t, 100*time.Millisecond)
+	// The first call lasts until the second consumer has claimed the
+	// redelivery, however slow the machine: a fixed latency once let the
+	// first consumer finish and take the redelivery on its next pass.
+	put := make(chan struct{})
+	srv.onFirst = func(string) error {
+		<-put
+		deadline := time.Now().Add(cmdTimeout)
+		for time.Now().Before(deadline) {
+			claims, _ := filepath.Glob(filepath.Join(q, processing, "*", "again.json"))
+			if len(claims) == 1 {
+				if _, err := os.Stat(filepath.Join(filepath.Dir(claims[0]), "first.json")); err == nil {
+					return fmt.Errorf("the first consumer claimed the redelivery itself")
+				}
+				return nil
+			}
+			time.Sleep(10 * time.Millisecond) // poll interval
+		}
+		return fmt.Errorf("the second consumer never claimed the redelivery")
+	}
 	body := orderMessage("k-1", "o-1", 1, "1.00")
 	putMessage(t, q, "first.json", body)
 	a := start(t, "consume", q, "--post", srv.URL, "--dedup", r.url())
@@ -233,10 +253,17 @@ func TestDedupInFlightOneCall(t *testing.T) {
 	// The first consumer's pass listed inbox/ already: the redelivery is
 	// the second's.
 	putMessage(t, q, "again.json", body)
+	close(put)
 	b := start(t, "consume", q, "--post", srv.URL, "--dedup", r.url())
 	ra, rb := a.wait(t), b.wait(t)
 	if ra.code != 0 || rb.code != 0 {
 		t.Fatalf("a consumer failed:\n%s\n%s", ra, rb)
+	}
+	srv.mu.Lock()
+	errs := srv.errs
+	srv.mu.Unlock()
+	if len(errs) > 0 {
+		t.Fatalf("%v\n%s\n%s", errs, ra, rb)
 	}
 	requireStats(t, "first consumer", ra, consumeStats{Processed: 1})
 	requireStats(t, "second consumer", rb, consumeStats{Duplicates: 1})
