@@ -307,7 +307,8 @@ func TestBatchGracefulStop(t *testing.T) {
 	}
 	putBytes(t, q, "feed.jsonl", b.Bytes())
 	putBytes(t, q, "feed.jsonl.done", nil)
-	p := start(t, "consume", q, "--batch", "50")
+	sp := longSpool(t) // 100 000 records: 77 s under the race detector
+	p := sp.start(t, "consume", q, "--batch", "50")
 	waitFor(t, cmdTimeout, "the first records committed", func() bool {
 		n, _ := ledgerProcessed(l)
 		return n > 0
@@ -331,7 +332,7 @@ func TestBatchGracefulStop(t *testing.T) {
 	} else if first != records {
 		t.Fatalf("the file is not back in inbox/, and %d of %d records are processed", first, records)
 	}
-	second := parseStats(t, mustRun(t, 0, "consume", q))
+	second := parseStats(t, sp.mustRun(t, 0, "consume", q))
 	if first+second.Processed != records || second.Duplicates != 0 {
 		t.Fatalf("%d then %+v: want %d records processed once", first, second, records)
 	}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/spoolq/spool/internal/testenv"
 )
 
 // The harness every test of this package shares: waiting on a condition
@@ -75,4 +77,16 @@ func putMessages(t *testing.T, q string, first, n, poisonEvery int) {
 		}
 		putMessage(t, q, fmt.Sprintf("m%05d.json", i), body)
 	}
+}
+
+// longSpool is the binary of a process whose work at the long size is too
+// slow under the race detector: the plain build in the long run, the
+// tests' own build in the quick run, which has the race detector whenever
+// the tests do and covers the same code.
+func longSpool(t *testing.T) spoolAt {
+	t.Helper()
+	if testenv.IsLong() {
+		return spoolAt{bin: plainSpool(t)}
+	}
+	return spoolAt{bin: spoolBin}
 }

@@ -130,6 +130,8 @@ func (b besidePeer) args(db []string, url string, extra ...string) []string {
 
 // peerArgs start the peer: a pass over the backlog that lasts 20 s at
 // least (--rate), longer than every bound checked while it runs. The
+// peer runs longSpool: the long backlog's 1 000 calls a second, under the
+// race detector on a loaded machine, once outlasted the test's timeout. The
 // bounds are seconds where the consumer takes one (its recovery clock
 // ticks every second): a machine loaded by CI and -race once took 7 s, and
 // a recovery that waited for the pass would take 20.
@@ -187,7 +189,7 @@ func TestRecoverBesideBusyPeer(t *testing.T) {
 	putMessagesQuiet(b.q, 0, b.n)
 	victim := start(t, b.args(nil, b.srv.url("", "/hold"), "--concurrency", "4", "--batch", "16")...)
 	waitFor(t, cmdTimeout, "the victim's calls to be in flight", func() bool { return b.srv.held.Load() >= 4 })
-	peer := start(t, b.peerArgs(nil)...)
+	peer := longSpool(t).start(t, b.peerArgs(nil)...)
 	waitFor(t, cmdTimeout, "the peer to be draining", func() bool { return b.srv.answered.Load() >= 100 })
 	session := sessionOf(t, b.q, regexp.MustCompile(fmt.Sprintf(`-%d@`, victim.cmd.Process.Pid)))
 	claims, held := sessionClaims(b.q, session), reserved(t, b.l, session)
@@ -242,7 +244,7 @@ func TestTakeOverFrozenBesideBusyPeer(t *testing.T) {
 	victim := startOn(t, h, nil, b.args([]string{"--db", u.String()}, b.srv.url(h.gateway, "/hold"),
 		append(leaseArgs, "--concurrency", "4", "--batch", "16")...)...)
 	waitFor(t, cmdTimeout, "the victim's calls to be in flight", func() bool { return b.srv.held.Load() >= 4 })
-	peer := start(t, append(b.peerArgs(b.l.args), leaseArgs...)...)
+	peer := longSpool(t).start(t, append(b.peerArgs(b.l.args), leaseArgs...)...)
 	waitFor(t, cmdTimeout, "the peer to be draining", func() bool { return b.srv.answered.Load() >= 100 })
 	session := sessionOf(t, b.q, regexp.MustCompile("@"+regexp.QuoteMeta(h.name)+"$"))
 	claims, held := sessionClaims(b.q, session), reserved(t, b.l, session)
