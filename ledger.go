@@ -61,6 +61,13 @@ type Delivery struct {
 	// finished inspecting it.
 	Claimed time.Time
 	At      time.Time
+	// Outbox is how a Handler's events reach the ledger's outbox (Emit):
+	// a WorkLedger with an outbox sets it on the delivery it gives a
+	// Handler for the length of that call, in the transaction that
+	// records it, and puts back what was there after. It is nil
+	// everywhere else (the deliveries a consumer makes, a Caller's,
+	// OnDelivery's), and nothing but a ledger sets it.
+	Outbox Emitter
 }
 
 // Result is what a ledger recorded for one delivery of a batch.
