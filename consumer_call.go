@@ -376,7 +376,7 @@ func (cs *callStage) start(it item) {
 		// whose call never started, and holds the others until their
 		// calls cannot be running, which the lock proves if every call
 		// holds it.
-		ctx, err := cs.callContext()
+		d, err := cs.delivery(it)
 		if err == nil {
 			err = p.s.MarkCalled(it.claim)
 		}
@@ -390,7 +390,7 @@ func (cs *callStage) start(it item) {
 		// A call started is finished even when the run is stopping,
 		// unless the shutdown timeout passes first.
 		start := time.Now()
-		err = callSafely(ctx, c.cfg.Caller, it.d)
+		err = callSafely(p.sd.callCtx, c.cfg.Caller, d)
 		if p.sd.abandoned(err) {
 			// Cut short: the call says nothing of the message, but what
 			// it started may still run (a request at its server, a
@@ -409,19 +409,22 @@ func (cs *callStage) start(it item) {
 	}()
 }
 
-// callContext is the context of the stage's calls: the stop's, with the
-// session's calls lock when the Caller holds it (LockingCaller), taken
-// before the first call.
-func (cs *callStage) callContext() (context.Context, error) {
+// delivery is what a call of it is given: its delivery, or, when the
+// Caller holds the session's calls lock (LockingCaller), a copy of it
+// with the lock (Delivery.CallsLock), taken before the first call. The
+// copy keeps the lock out of the delivery the ledger records.
+func (cs *callStage) delivery(it item) (*Delivery, error) {
 	p := cs.p
 	if !holdsCallsLock(p.c.cfg.Caller) {
-		return p.sd.callCtx, nil
+		return it.d, nil
 	}
 	f, err := p.s.CallsLock()
 	if err != nil {
 		return nil, err
 	}
-	return withCallsLock(p.sd.callCtx, f), nil
+	d := *it.d
+	d.CallsLock = f
+	return &d, nil
 }
 
 // retire ends a reserved delivery's passage through this stage, when it

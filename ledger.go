@@ -3,6 +3,7 @@ package spool
 import (
 	"context"
 	"errors"
+	"os"
 	"time"
 )
 
@@ -68,6 +69,12 @@ type Delivery struct {
 	// everywhere else (the deliveries a consumer makes, a Caller's,
 	// OnDelivery's), and nothing but a ledger sets it.
 	Outbox Emitter
+	// CallsLock is the consumer session's calls lock: a consumer sets it on
+	// the delivery it gives a call of a Caller that holds the lock (see
+	// LockingCaller), and it is nil everywhere else (the deliveries it
+	// records, OnDelivery's). The file belongs to the consumer: pass it
+	// on, open (exec.Cmd.ExtraFiles), never close it.
+	CallsLock *os.File
 }
 
 // Result is what a ledger recorded for one delivery of a batch.
