@@ -27,11 +27,10 @@ import (
 //
 // A pass (pass, below) is three stages joined by channels:
 //
-//	inbox/ ─▶ claimAll ──ready──▶ recordAll ──recorded──▶ finishAll ─▶ done/, error/
-//	          │    ▲               (run goroutine)          (holds back retries)
-//	    toRead│    │synced
-//	          ▼    │
-//	   examining pool, claim sync
+//	inbox/ ─▶ claimAll ───ready───▶ recordAll ──recorded──▶ finishAll ─▶ done/, error/
+//	             │ toRead     synced ▲  (run goroutine)        (holds back retries)
+//	             ▼                   │
+//	      examining pool        claim sync
 //
 // With a Caller the recording stage is callAll instead:
 //
@@ -40,11 +39,11 @@ import (
 //	           ▼                                         ▼
 //	        recorded ◀── handOver ◀──settled── settleAll (min(k, Concurrency) of them)
 //
-// Beside the passes, for as long as the session lives: the lease keeper
-// (lease.wait holds claimAll and start), the recovery clock (back rings
-// claimAll to scan again, failed fails the pass), the hold watch
-// (holdWait holds claimAll and start; a pause stops a drain), and the
-// shutdown timer (cancels the calls' context).
+// Beside the passes: for the session, the lease keeper (lease.wait holds
+// claimAll and start), the recovery clock (back rings claimAll to scan
+// again, failed fails the pass) and the shutdown timer (cancels the calls'
+// context); for the whole run, the hold watch (holdWait holds claimAll
+// and start; a pause stops a drain).
 //
 // Goroutines, and the state each owns:
 //
