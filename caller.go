@@ -3,7 +3,6 @@ package spool
 import (
 	"context"
 	"errors"
-	"os"
 	"time"
 )
 
@@ -79,7 +78,7 @@ type CallReaper interface {
 // LockingCaller is a Caller whose calls run as processes of this kernel
 // and hold the session's calls lock, so that a consumer recovering a dead
 // session can prove its calls gone, in whatever PID namespace they ran:
-// each call passes the open file CallsLock(ctx) returns to every process
+// each call passes the open file Delivery.CallsLock to every process
 // it starts, which keep it open (inherited) for as long as they run; the
 // kernel frees the lock when the last of them exits (queue.CallsLockDir).
 // A consumer whose Caller holds the lock (HoldsCallsLock) takes the lock
@@ -92,23 +91,6 @@ type LockingCaller interface {
 	// to everything it starts: a wrapper whose calls may start processes
 	// without it reports false.
 	HoldsCallsLock() bool
-}
-
-// callsLockKey is the context key of the calls lock.
-type callsLockKey struct{}
-
-// CallsLock returns the consumer session's calls lock given to the call
-// whose context is ctx (see LockingCaller), or nil: a Caller that does
-// not hold it, or a call made outside a consumer. The file belongs to the
-// consumer: pass it on, open (exec.Cmd.ExtraFiles), never close it.
-func CallsLock(ctx context.Context) *os.File {
-	f, _ := ctx.Value(callsLockKey{}).(*os.File)
-	return f
-}
-
-// withCallsLock gives a call's context the calls lock.
-func withCallsLock(ctx context.Context, f *os.File) context.Context {
-	return context.WithValue(ctx, callsLockKey{}, f)
 }
 
 // holdsCallsLock reports whether c's calls hold the calls lock.

@@ -14,6 +14,175 @@ import (
 	"github.com/spoolq/spool/queue"
 )
 
+// How a run is built, drawn once: its goroutines, what each owns, the
+// channels between them and the locks. Names are the code's. One file per
+// stage: consumer_claim.go claims and examines, consumer_record.go records
+// in the ledger's transaction, consumer_call.go reserves and calls for a
+// Caller, consumer_settle.go commits the calls' outcomes,
+// consumer_finish.go moves files out (or holds them for their retry), and
+// consumer_session.go is what runs beside the passes of a session (the
+// lease, the recovery clock, the operator's holds, the watch of inbox/,
+// the graceful stop). Recovery is consumer_recover.go, a batch file's
+// records consumer_batch.go.
+//
+// A pass (pass, below) is three stages joined by channels:
+//
+//	inbox/ ─▶ claimAll ───ready───▶ recordAll ──recorded──▶ finishAll ─▶ done/, error/
+//	             │ toRead     synced ▲  (run goroutine)        (holds back retries)
+//	             ▼                   │
+//	      examining pool        claim sync
+//
+// With a Caller the recording stage is callAll instead:
+//
+//	ready ─▶ reserve ──▶ admit ──admitted, slots──▶ start: one goroutine per call
+//	           │ dead letters, duplicates                │ done
+//	           ▼                                         ▼
+//	        recorded ◀── handOver ◀──settled── settleAll (min(k, Concurrency) of them)
+//
+// Beside the passes: for the session, the lease keeper (lease.wait holds
+// claimAll and start), the recovery clock (back rings claimAll to scan
+// again, failed fails the pass) and the shutdown timer (cancels the calls'
+// context); for the whole run, the hold watch (holdWait holds claimAll
+// and start; a pause stops a drain).
+//
+// Goroutines, and the state each owns:
+//
+//   - the run goroutine: the loop of consume and runSession: runState (the
+//     run's Stats, started, waiting), the session, its recoveries before
+//     the first pass and at the end of a drain (recoverer.now), the claims
+//     due back to inbox/ (requeueDue), the retry schedule, the wait for
+//     the next pass. In a pass it is the recording stage (recordAll, or
+//     callAll), which alone writes pipeline.st until the pass ends (with a
+//     Caller, shared with settleAll under callStage.stMu); batch files'
+//     counts reach it through Consumer.batchStats (batchMu).
+//   - the lease keeper (leaseKeeper.loop, consumer_session.go): the
+//     lease's state (leaseKeeper.mu); renews the session's lease; while it
+//     cannot, claimChunk and callStage.start wait.
+//   - the recovery clock (recoverer.loop): recovers dead consumers' claims
+//     every RecoverInterval, during passes as between them; started after
+//     the first recovery, stopped and waited for (recoverer.stop) before
+//     the session is closed or abandoned, so it never sees the session's
+//     own directory unlocked. What it recovered is counted in
+//     recoverer.pending (atomic), which the run goroutine adds to
+//     Stats.Recovered between passes: it never writes the run's Stats. It
+//     calls the Observer and, for recovered dead letters, OnDelivery,
+//     concurrently with the pass (both must be safe for concurrent use).
+//   - the hold watch (holdWatch.loop): the pause and the held msg_ids as
+//     last read (holdWatch.mu; ids replaced whole, atomically), for the
+//     whole run.
+//   - the shutdown timer (newStopping): a context.AfterFunc that arms
+//     Config.ShutdownTimeout, then cancels callCtx, the calls' context.
+//   - with Watch, the watcher's notification reader (queue.Arrivals).
+//   - the failure watch of a pass: fails the pass (fail) when a recovery
+//     of the clock fails (recoverer.failed); ends with the pass.
+//   - the claiming stage (claimAll, consumer_claim.go): the scan and its
+//     chunks; claims a batch at a time holding moves, sends each batch on
+//     ready, and owns each batch's items until it does.
+//   - the examining pool (inspectBatch): Workers goroutines per batch,
+//     each reading and parsing the claims it takes from toRead into their
+//     items (a batch file's records consumed whole, consumer_batch.go).
+//   - a claim sync per batch (syncClaims), its result on synced.
+//   - the prefetcher (prefetcher, consumer_claim.go), reading chunks ahead.
+//   - the finishing stage (finishAll, consumer_finish.go): the moves' sync
+//     clock (moveSync); moves committed files out of processing/ holding
+//     moves.
+//
+// Without a Caller, on a ledger of k > 1 concurrent writes and with no
+// Handler, the recording stage is recordAhead (consumer_record.go) and
+// adds:
+//
+//   - the record feeder, which starts each batch's transaction once no
+//     transaction in flight shares a msg_id with it;
+//   - one goroutine per batch's record transaction, at most k at once.
+//
+// With a Caller the recording stage is callAll (consumer_call.go) and adds:
+//
+//   - with a ledger of k > 1 concurrent writes, the reserve feeder
+//     (reserveAhead), and one goroutine per batch's reserve;
+//   - one goroutine per admitted delivery (callStage.start): it owns its
+//     item; waits for a slot, the gate (pause, rate) and the lease, then
+//     calls;
+//   - min(k, Concurrency) committers (settleAll, consumer_settle.go), each
+//     committing the finished calls as a group;
+//   - handOver, which passes committed groups to the finishing stage.
+//
+// An item belongs to one goroutine at a time and passes with the channel
+// that carries it: written by its examining worker, then by the recording
+// stage (its result), then read by the finishing stage.
+//
+// Channels, their capacity, who sends and who closes:
+//
+//   - ready (inspected, 1): claimAll → recording stage; closed by the
+//     claiming goroutine when claimAll returns.
+//   - toRead (int, len(batch)): claimBatch → examining pool; closed by
+//     inspectBatch once claimBatch returns. Never blocks the claimer.
+//   - synced (error, 1): one value from a claim sync; never closed.
+//   - chunks (names, 1): offer → prefetcher; closed by prefetcher.stop.
+//     offer never waits (a full channel skips the chunk).
+//   - recorded ([]item, 1): recording stage (and reserve, for the dead
+//     letters and duplicates it commits; handOver, for committed calls) →
+//     finishing stage; closed by recordAll or callAll once nothing more
+//     can send on it.
+//   - stop (struct{}, 0): closed once, by fail, at the pass's first
+//     failure; every stage selects on it where it may block.
+//   - recoverer.back (struct{}, 1): the recovery clock → claimAll, a
+//     doorbell rung when the clock recovered claims, so that the scan of
+//     inbox/ starts again (errRescan); emptied at the start of a pass.
+//     Never closed; never blocks the clock.
+//   - recoverer.failed (struct{}, 0): closed by the recovery clock at its
+//     first failure, after setting fault; the failure watch, the watcher's
+//     wait and a drain's wait for a retry select on it.
+//   - recoverer.end (struct{}, 0): closed once, by recoverer.stop.
+//   - holdWatch.change (struct{}, 0): closed and replaced by the hold
+//     watch when the pause changes, waking holdWait.
+//   - flights (*recording, k-1): record feeder → recordAhead, in claim
+//     order; closed by the feeder. Each recording's done is closed by its
+//     transaction's goroutine when the transaction has ended.
+//   - futures (chan reserved, k-1): reserve feeder → callAll, in claim
+//     order; closed by the feeder. Each future (1) gets one value.
+//   - admitted (token, Concurrency + 2 × BatchSize): a token per reserved
+//     delivery not yet handed over; admit sends, out receives. Bounds
+//     what a pass reserves ahead of its calls. Never closed.
+//   - slots (token, Concurrency): a token per call in flight or finished
+//     and not yet committed; start sends, settleAll receives after the
+//     commit. Never closed.
+//   - done (called, Concurrency): call goroutines → settleAll; closed by
+//     callAll once inflight reaches zero (no call goroutine is left).
+//   - settled ([]item, admitted's capacity): settleAll → handOver; closed
+//     when every settleAll has returned. Never full: each item in it holds
+//     an admitted token.
+//
+// Locks, and their order (a lock is taken only after those before it):
+//
+//	moves → Consumer.mu → (leaves)
+//	recoverer.mu → Consumer.recoverMu → Consumer.mu → (leaves)
+//
+//   - recoverer.mu: held through each recovery of a session, the clock's
+//     and the run goroutine's; guards recoverer.closed, so that no
+//     recovery follows a drain's last.
+//   - Consumer.recoverMu: held through each recovery (recover), the
+//     session's and Recover's: one at a time in a Consumer. A recovery
+//     renames files without moves (rarely: only dead sessions' claims),
+//     and calls the ledger, the Observer and OnDelivery under both.
+//   - moves (Consumer): held by whichever stage renames files for a whole
+//     batch (claimBatch, moveOut, giveBack); under it claimBatch and
+//     moveOut take Consumer.mu (isWaiting, hold). OnDelivery runs under it,
+//     but for the dead letters a recovery reports (under the recovery
+//     locks, concurrently).
+//   - Consumer.mu: waiting, schedule, session. requeueDue renames under it
+//     without moves (a rename per claim due; none of a batch's).
+//   - leaves, under which nothing else is taken and nothing blocks:
+//     Consumer.deadMu (dead sessions holding reservations),
+//     Consumer.batchMu (batch files' counts), gate.mu, leaseKeeper.mu,
+//     holdWatch.mu, callStage.keyMu (order keys), callStage.backMu (the
+//     claims given back), callStage.stMu (the pass's Stats), ageClock.mu,
+//     and the shutdown timer's lock in newStopping.
+//
+// No lock is held while sending on a channel that can block, nor during a
+// call or a ledger transaction, but moves during the renames of a batch
+// and the two recovery locks during a recovery, which no stage of a pass
+// waits for.
+
 // Defaults of Config.
 const (
 	DefaultBatchSize = 256
@@ -428,7 +597,7 @@ func (c *Consumer) run(ctx context.Context, watch bool) (Stats, error) {
 	}
 	defer c.running.Store(false)
 	// The operator's pause: a drain's ctx is cancelled by it (a graceful
-	// stop), a watch waits it out (consumer_hold.go).
+	// stop), a watch waits it out (consumer_session.go).
 	ctx, endHolds, err := c.watchHolds(ctx, watch)
 	if err != nil {
 		return st, err
@@ -684,4 +853,168 @@ func (c *Consumer) abandon(s *queue.Session, err error) error {
 		c.log.Warn("claims left for recovery", "session", s.ID(), "err", cerr)
 	}
 	return err
+}
+
+// item is one name of a batch, as claiming and examining left it.
+type item struct {
+	state itemState
+	claim *queue.Claim
+	// d is the delivery to record, for an examined item; r is what the
+	// ledger recorded for it, once it did.
+	d *Delivery
+	r Result
+	// claimed is when the claim began (the delivery's Claimed).
+	claimed time.Time
+	// called is set once the claim's external call is marked as started
+	// (queue.Session.MarkCalled); the mark is cleared when it leaves.
+	called bool
+	// acquired: the dedup window holds the msg_id for this session, to
+	// be marked done or released once the ledger decides (settleWindow);
+	// absorbed: the window knew the msg_id as processed with this
+	// content, so the delivery is a duplicate the ledger was not asked
+	// about.
+	acquired, absorbed bool
+}
+
+// itemState is what claiming and examining made of a name. Every state but
+// gone counts as claimed for the pass, so that another pass follows: an
+// inFlight name is still in inbox/, a held one comes back to it.
+type itemState uint8
+
+const (
+	// gone: another consumer claimed the file first, or it was removed.
+	gone itemState = iota
+	// inFlight: this session holds a claim of the same name already
+	// (queue.ErrBusy); the newer file stays in inbox/ for a later pass.
+	inFlight
+	// toExamine: the claim is made and waits for a worker to examine it.
+	toExamine
+	// held: claimed, but the message's retry is not due yet, and the
+	// claim waits unrecorded in processing/ (see hold); or its msg_id is
+	// held by an operator, and the claim was moved to held/ (heldAside).
+	// Either way the item is done.
+	held
+	// examined: claimed, read and parsed into d, to be recorded.
+	examined
+)
+
+// inspected is a batch claimed and inspected, waiting for its commit.
+type inspected struct {
+	items   []item
+	claimed int
+	err     error
+	// synced delivers the result of making the batch's claims durable,
+	// which runs while the next batch is claimed; nil when there is
+	// nothing to sync.
+	synced <-chan error
+}
+
+// pipeline is one pass's three stages and what they hand each other: the
+// claiming stage sends batches claimed and examined to ready, the
+// recording stage sends those it committed to recorded, and the finishing
+// stage moves their files out of processing/.
+type pipeline struct {
+	c  *Consumer
+	s  *queue.Session
+	st *Stats // written by the recording stage only, until the pass ends
+	// ctx stops the claiming when cancelled; work, never cancelled, is for
+	// the ledger, so that a batch claimed is still recorded and moved.
+	ctx, work context.Context
+	// sd is the run's graceful stop: what a stopping pass calls, and what
+	// it gives back.
+	sd *stopping
+	// lease holds new claims and calls while the session's lease cannot
+	// be renewed.
+	lease *leaseKeeper
+	// rc is the session's recovery clock: its failure fails the pass,
+	// and the claims it puts back into inbox/ make the scan start again.
+	rc *recoverer
+
+	ready    chan inspected
+	recorded chan []item
+	syncs    sync.WaitGroup // claim syncs in flight
+	pf       *prefetcher
+
+	once sync.Once
+	err  error         // the pass's first failure
+	stop chan struct{} // closed at the first failure
+}
+
+// pass scans inbox/ once and consumes what it can claim, as a three-stage
+// pipeline so that the filesystem's work and the ledger's overlap on
+// separate cores: one goroutine claims the next batch while the worker pool
+// reads and parses its claims (claimAll); this one records the batch
+// before it in the ledger (recordAll); a third moves the files of the
+// batch before that out of processing/, only ever after their commit (I3,
+// I4; finishAll). The claiming and the moving out take turns, a batch at a
+// time (moves). It returns how many messages it claimed, or found in the
+// way of a claim of the same name, so the caller knows whether another
+// pass is needed. On a failure the claims of batches not yet recorded stay
+// in the session's directory for recovery, as after a crash.
+func (c *Consumer) pass(sd *stopping, lease *leaseKeeper, rc *recoverer, work context.Context, s *queue.Session, st *Stats) (int, error) {
+	p := &pipeline{
+		c: c, s: s, st: st, ctx: sd.ctx, work: work, sd: sd, lease: lease, rc: rc,
+		ready:    make(chan inspected, 1),
+		recorded: make(chan []item, 1),
+		stop:     make(chan struct{}),
+		pf:       c.startPrefetch(s),
+	}
+	// A batch file being read stops between its commits when the pass
+	// is stopped (consumer_batch.go); set before the claiming stage, and
+	// so its workers, start.
+	c.batchStop = sd.ctx
+	// What the clock put back before this pass, its scan sees.
+	rc.returned()
+	// A recovery of the clock that fails fails the pass, as a failure of
+	// its own would: the session ends (runSession).
+	ended := make(chan struct{})
+	var watching sync.WaitGroup
+	watching.Go(func() {
+		select {
+		case <-rc.failed:
+			p.fail(rc.err())
+		case <-ended:
+		}
+	})
+	defer func() {
+		close(ended)
+		watching.Wait()
+	}()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		defer close(p.ready)
+		p.claimAll()
+	}()
+	go func() {
+		defer wg.Done()
+		p.finishAll()
+	}()
+	claimed := p.recordAll()
+	wg.Wait()
+	bs := c.takeBatchStats()
+	st.Processed += bs.Processed
+	st.Duplicates += bs.Duplicates
+	st.DeadLetters += bs.DeadLetters
+	p.pf.stop(st)
+	// A sync whose batch was never recorded (the pass failed) must end
+	// before the session can be closed.
+	p.syncs.Wait()
+	return claimed, p.err
+}
+
+// fail records the pass's first failure and stops the other stages.
+func (p *pipeline) fail(err error) {
+	p.once.Do(func() { p.err = err; close(p.stop) })
+}
+
+// failed reports whether a stage has failed.
+func (p *pipeline) failed() bool {
+	select {
+	case <-p.stop:
+		return true
+	default:
+		return false
+	}
 }

@@ -5,10 +5,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/spoolq/spool/queue"
+	"golang.org/x/time/rate"
 )
+
+// The recording stage of a pass with a Caller (see the drawing in
+// consumer.go): the msg_ids reserved, the calls admitted, paced (gate) and
+// made outside any transaction; what a stopping run does not call is given
+// back. Their outcomes are committed by the settling stage
+// (consumer_settle.go).
 
 // called is a reserved delivery whose call has returned.
 type called struct {
@@ -366,7 +376,7 @@ func (cs *callStage) start(it item) {
 		// whose call never started, and holds the others until their
 		// calls cannot be running, which the lock proves if every call
 		// holds it.
-		ctx, err := cs.callContext()
+		d, err := cs.delivery(it)
 		if err == nil {
 			err = p.s.MarkCalled(it.claim)
 		}
@@ -380,7 +390,7 @@ func (cs *callStage) start(it item) {
 		// A call started is finished even when the run is stopping,
 		// unless the shutdown timeout passes first.
 		start := time.Now()
-		err = callSafely(ctx, c.cfg.Caller, it.d)
+		err = callSafely(p.sd.callCtx, c.cfg.Caller, d)
 		if p.sd.abandoned(err) {
 			// Cut short: the call says nothing of the message, but what
 			// it started may still run (a request at its server, a
@@ -399,19 +409,22 @@ func (cs *callStage) start(it item) {
 	}()
 }
 
-// callContext is the context of the stage's calls: the stop's, with the
-// session's calls lock when the Caller holds it (LockingCaller), taken
-// before the first call.
-func (cs *callStage) callContext() (context.Context, error) {
+// delivery is what a call of it is given: its delivery, or, when the
+// Caller holds the session's calls lock (LockingCaller), a copy of it
+// with the lock (Delivery.CallsLock), taken before the first call. The
+// copy keeps the lock out of the delivery the ledger records.
+func (cs *callStage) delivery(it item) (*Delivery, error) {
 	p := cs.p
 	if !holdsCallsLock(p.c.cfg.Caller) {
-		return p.sd.callCtx, nil
+		return it.d, nil
 	}
 	f, err := p.s.CallsLock()
 	if err != nil {
 		return nil, err
 	}
-	return withCallsLock(p.sd.callCtx, f), nil
+	d := *it.d
+	d.CallsLock = f
+	return &d, nil
 }
 
 // retire ends a reserved delivery's passage through this stage, when it
@@ -452,99 +465,182 @@ func (cs *callStage) passKey(it item) {
 	}
 }
 
-// settleAll commits the outcomes of finished calls, taking every call that
-// has finished by the time the previous commit ends into the next one
-// (group commit; one settleAll, or more at once where the engine runs
-// write transactions in parallel), gives their slots and order keys back, and passes the
-// committed deliveries to handOver: once committed, a call is no longer
-// at risk, and the next commit need not wait for the finishing stage.
-// After a failure of the pass it only gives back the slots.
-func (cs *callStage) settleAll() {
-	p := cs.p
-	for first := range cs.done {
-		group := []called{first}
-	more:
-		for {
-			select {
-			case x, ok := <-cs.done:
-				if !ok {
-					break more
-				}
-				group = append(group, x)
-			default:
-				break more
-			}
-		}
-		var items []item
-		if !p.failed() {
-			var err error
-			if items, err = cs.settle(group); err != nil {
-				p.fail(err)
-			}
-		}
-		for range group {
-			<-cs.slots
-		}
-		if len(items) == 0 {
-			for _, g := range group {
-				cs.retire(g.it)
-			}
-			continue
-		}
-		for _, g := range group {
-			cs.passKey(g.it)
-		}
-		cs.settled <- items
-	}
+// unstart sets aside a reserved delivery whose call never started and
+// will not in this run: the run is stopping. giveBack returns it to
+// inbox/ at the end of the pass.
+func (cs *callStage) unstart(it item) {
+	cs.backMu.Lock()
+	cs.back = append(cs.back, it)
+	cs.backMu.Unlock()
 }
 
-// handOver gives the committed groups to the finishing stage, and counts
-// their deliveries out of this stage once it has them.
-func (cs *callStage) handOver() {
-	for items := range cs.settled {
-		cs.p.recorded <- items
-		for range items {
-			cs.out()
-		}
-	}
-}
-
-// settle commits one group of finished calls and returns their items with
-// what the ledger recorded.
-func (cs *callStage) settle(group []called) ([]item, error) {
+// giveBack ends a stopping pass with a Caller: the claims set aside
+// (unstart) and those of batches that reached the recording stage after
+// the stop go back to inbox/ unrecorded, as a recovery would send them
+// (I7: a claim without a recorded outcome is consumed again), and their
+// reservations are removed. It runs once no call of the pass is in flight
+// or settling. The calls cut short by the shutdown timeout are not among
+// them: their claims and reservations stay for recovery (leaveCut). The
+// reservations and the dedup window's keys go first: a claim back in
+// inbox/ may be claimed by another consumer at once, and would wait for
+// them. A crash half-way leaves the rest to recovery, which does the
+// same.
+func (cs *callStage) giveBack() error {
 	p, c := cs.p, cs.p.c
-	batch := make([]*Delivery, len(group))
-	errs := make([]error, len(group))
-	for i, g := range group {
-		batch[i], errs[i] = g.it.d, g.err
+	cs.backMu.Lock()
+	back := cs.back
+	cs.back = nil
+	cs.backMu.Unlock()
+	if len(back) == 0 {
+		return nil
 	}
-	start := time.Now()
-	res, err := c.callLedger.Settle(p.work, batch, errs, c.cfg.Retry.Decide)
-	if err == nil && len(res) != len(batch) {
-		err = fmt.Errorf("%d results for %d calls", len(res), len(batch))
+	cr, releaser := c.callLedger.(ClaimReleaser)
+	cut := p.sd.cancelled.Load() > 0
+	if cut && !releaser {
+		// Their reservations cannot be told from those of the calls cut
+		// short: they stay with them, for recovery, which holds them all
+		// until the calls cannot be running.
+		c.log.Info("stopping: claims not called left for recovery with the calls cut short (the ledger releases no single reservation)",
+			"claims", len(back))
+		return nil
 	}
-	items := make([]item, len(group))
-	for i, g := range group {
-		items[i] = g.it
+	// All the session's reservations when no call was cut short: every
+	// one it still holds is of these claims. Else theirs alone.
+	var err error
+	if cut {
+		claims := make([]string, len(back))
+		for i, it := range back {
+			claims[i] = it.d.Claim
+		}
+		_, err = cr.ReleaseClaims(p.work, p.s.ID(), claims)
+	} else {
+		_, err = c.callLedger.ReleaseReservations(p.work, p.s.ID())
 	}
 	if err != nil {
-		c.settleWindow(p.work, items, p.s.ID(), true)
-		return nil, fmt.Errorf("ledger: %w", err)
+		return fmt.Errorf("give back claims not called: %w", err)
 	}
-	c.cfg.Observer.Committed(len(batch), time.Since(start))
-	for i := range items {
-		items[i].r = res[i]
+	// Their keys in the dedup window too (compare-and-delete of this
+	// session's), for the same reason: another consumer's delivery of one
+	// would wait for the in-flight TTL instead of calling.
+	c.settleWindow(p.work, back, p.s.ID(), true)
+	c.moves.Lock()
+	defer c.moves.Unlock()
+	for _, it := range back {
+		if _, err := p.s.Finish(it.claim, queue.Inbox); err != nil {
+			return fmt.Errorf("give back claims not called: %w", err)
+		}
 	}
-	c.settleWindow(p.work, items, p.s.ID(), false)
-	cs.count(items)
-	return items, nil
+	if !c.cfg.Relaxed {
+		if err := c.dir.Sync(queue.Inbox); err != nil {
+			return fmt.Errorf("give back claims not called: %w", err)
+		}
+	}
+	c.log.Info("stopping: claims not called given back to inbox/", "claims", len(back))
+	return nil
 }
 
-// count adds committed outcomes to the pass's stats.
-func (cs *callStage) count(items []item) {
-	cs.stMu.Lock()
-	defer cs.stMu.Unlock()
-	for _, it := range items {
-		cs.p.st.add(it.r.Outcome)
+// DefaultPauseAfter is Config.PauseAfter when it is zero.
+const DefaultPauseAfter = 10
+
+// gate paces a consumer's calls to the downstream: at most Config.Rate
+// calls a second (a token bucket of one), and none at all during a pause.
+// A pause begins when a call fails with a RetryAfterError (an HTTP 429 or
+// 503 with Retry-After: the downstream said how long), for that long, or
+// after PauseAfter transient failures in a row, for the retry policy's
+// delay of that many rounds. A throttled or failing downstream then stops
+// getting Concurrency calls at once; only the calls already in flight
+// finish. The pause is logged when it begins, not once per message.
+type gate struct {
+	limiter *rate.Limiter // nil: no rate
+	after   int
+	retry   Retry
+	log     *slog.Logger
+
+	mu     sync.Mutex
+	until  time.Time
+	failed int // transient failures in a row
+	rounds int // pauses in a row for failures, for the backoff
+}
+
+func newGate(cfg Config, log *slog.Logger) *gate {
+	g := &gate{after: cfg.PauseAfter, retry: cfg.Retry.withDefaults(), log: log}
+	if cfg.Rate > 0 {
+		g.limiter = rate.NewLimiter(rate.Limit(cfg.Rate), 1)
 	}
+	return g
+}
+
+// wait returns when a call may start: after any pause, and within the rate.
+// Its only error is ctx's, once ctx is done: a wait is never a failure of
+// the call it precedes. (rate.Limiter.Wait fails at once when ctx's
+// deadline is nearer than the next token; a consumer whose context has a
+// deadline must then stop at that deadline, not count an attempt.)
+func (g *gate) wait(ctx context.Context) error {
+	for {
+		g.mu.Lock()
+		d := time.Until(g.until)
+		g.mu.Unlock()
+		if d <= 0 {
+			break
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	if g.limiter == nil {
+		return nil
+	}
+	r := g.limiter.Reserve() // never refused: one token, a burst of one
+	d := r.Delay()
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		r.Cancel() // the token goes back to the bucket
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// observe learns from a call's outcome.
+func (g *gate) observe(err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var ra *RetryAfterError
+	switch {
+	case err == nil:
+		g.failed, g.rounds = 0, 0
+		return
+	case IsPermanent(err):
+		return // the message is at fault, not the downstream
+	case errors.As(err, &ra) && ra.After > 0:
+		g.pause(ra.After, "the downstream asked to retry later", err)
+		return
+	}
+	g.failed++
+	if g.after > 0 && g.failed >= g.after {
+		g.rounds++
+		g.pause(backoffBound(g.retry.Base, g.retry.Cap, g.rounds-1), "transient failures in a row", err)
+		g.failed = 0
+	}
+}
+
+// pause stops new calls for d, unless a longer pause runs already.
+func (g *gate) pause(d time.Duration, why string, err error) {
+	until := time.Now().Add(d)
+	if !until.After(g.until) {
+		return
+	}
+	if time.Now().After(g.until) {
+		g.log.Warn("calls paused", "for", d, "why", why, "failures", g.failed, "err", err)
+	}
+	g.until = until
 }

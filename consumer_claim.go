@@ -5,55 +5,119 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spoolq/spool/queue"
 )
 
-// item is one name of a batch, as claiming and examining left it.
-type item struct {
-	state itemState
-	claim *queue.Claim
-	// d is the delivery to record, for an examined item; r is what the
-	// ledger recorded for it, once it did.
-	d *Delivery
-	r Result
-	// claimed is when the claim began (the delivery's Claimed).
-	claimed time.Time
-	// called is set once the claim's external call is marked as started
-	// (queue.Session.MarkCalled); the mark is cleared when it leaves.
-	called bool
-	// acquired: the dedup window holds the msg_id for this session, to
-	// be marked done or released once the ledger decides (settleWindow);
-	// absorbed: the window knew the msg_id as processed with this
-	// content, so the delivery is a duplicate the ledger was not asked
-	// about.
-	acquired, absorbed bool
+// The claiming stage of a pass (see the drawing in consumer.go): the scan
+// of inbox/, the claims a batch at a time, the examining pool that reads
+// and parses them, the sync that makes them durable, the read-ahead of a
+// cold backlog, and MinAge's files left to settle.
+
+// errStopScan ends a scan early without being an error of the run.
+var errStopScan = errors.New("scan stopped")
+
+// errRescan ends a scan early, for another to start (claimAll).
+var errRescan = errors.New("scan again")
+
+// claimAll is the claiming stage. Each chunk the scan of inbox/ gives is
+// claimed once the scan has given the next, so that the next can be read
+// ahead meanwhile. The chunk is kept as a copy: the scan's chunks share its
+// window's array, which would otherwise be held through the next window's
+// read, doubling what the scan holds (see queue.Dir.ScanOrdered).
+//
+// When the recovery clock has put claims of a dead consumer back into
+// inbox/, the scan starts again from the smallest name: the scan holds
+// names read before they came back, and those claims, older than most of
+// the backlog, would otherwise wait for the next pass, after all of it.
+// That costs a read of inbox/ per recovery that moved something, a rare
+// event; the names of the chunk being claimed and of the one read ahead
+// that were not claimed yet, the new scan gives again.
+func (p *pipeline) claimAll() {
+	for {
+		var pending []string
+		err := p.c.dir.ScanOrdered(queue.Inbox, func(names []string) error {
+			// Retries that fell due during the pass go back to inbox/ now,
+			// not at the end of a long pass.
+			if err := p.c.requeueDue(p.s, false); err != nil {
+				return err
+			}
+			names = slices.Clone(names)
+			p.pf.offer(names)
+			pending, names = names, pending
+			return p.claimChunk(names)
+		})
+		if err == nil {
+			err = p.claimChunk(pending)
+		}
+		if errors.Is(err, errRescan) {
+			continue
+		}
+		if err != nil && !errors.Is(err, errStopScan) {
+			p.fail(err)
+		}
+		return
+	}
 }
 
-// itemState is what claiming and examining made of a name. Every state but
-// gone counts as claimed for the pass, so that another pass follows: an
-// inFlight name is still in inbox/, a held one comes back to it.
-type itemState uint8
+// claimChunk claims names a batch at a time and hands each batch to the
+// recording stage, with the sync of its claims started; it waits while
+// the lease cannot be renewed, and while the queue is paused. It returns
+// errStopScan when the pass is cancelled or has failed, or after handing
+// over a batch whose claiming failed, and errRescan when the recovery
+// clock put claims back into inbox/.
+func (p *pipeline) claimChunk(names []string) error {
+	for len(names) > 0 {
+		if p.ctx.Err() != nil {
+			return errStopScan
+		}
+		if p.rc.returned() {
+			return errRescan
+		}
+		if err := p.lease.wait(p.ctx, p.stop); err != nil {
+			if errors.Is(err, ErrLeaseLost) {
+				return err // the pass fails: nothing more of this session's
+			}
+			return errStopScan
+		}
+		// An operator's pause (spool pause): no claim until it ends.
+		if err := p.c.holdWait(p.ctx, p.stop); err != nil {
+			return errStopScan
+		}
+		items, claimed, err := p.c.inspectBatch(p.s, names[:min(len(names), p.c.cfg.BatchSize)])
+		b := inspected{items: items, claimed: claimed, err: err}
+		if err == nil && p.c.needsSync(items) {
+			b.synced = p.syncClaims()
+		}
+		select {
+		case p.ready <- b:
+		case <-p.stop:
+			return errStopScan
+		}
+		if err != nil {
+			return errStopScan
+		}
+		names = names[len(items):]
+	}
+	return nil
+}
 
-const (
-	// gone: another consumer claimed the file first, or it was removed.
-	gone itemState = iota
-	// inFlight: this session holds a claim of the same name already
-	// (queue.ErrBusy); the newer file stays in inbox/ for a later pass.
-	inFlight
-	// toExamine: the claim is made and waits for a worker to examine it.
-	toExamine
-	// held: claimed, but the message's retry is not due yet, and the
-	// claim waits unrecorded in processing/ (see hold); or its msg_id is
-	// held by an operator, and the claim was moved to held/ (heldAside).
-	// Either way the item is done.
-	held
-	// examined: claimed, read and parsed into d, to be recorded.
-	examined
-)
+// syncClaims makes the session's claims durable in a goroutine of its
+// own, and returns the channel that will carry the result.
+func (p *pipeline) syncClaims() <-chan error {
+	synced := make(chan error, 1)
+	p.syncs.Add(1)
+	go func() {
+		defer p.syncs.Done()
+		synced <- p.s.Sync()
+	}()
+	return synced
+}
 
 // inspectBatch claims names in order until they run out or the claimed
 // files reach BatchBytes, and has the worker pool read and parse each claim
@@ -296,4 +360,110 @@ func (c *Consumer) logDetail(rej *RejectError) string {
 		return rej.Error()
 	}
 	return strings.TrimSuffix(rej.Error(), rej.hint)
+}
+
+// oldEnough reports whether a file of inbox/ is old enough to claim: it has
+// not changed for MinAge (queue.Dir.Changed: neither its content, its size
+// nor its times). One that is not yet is left in inbox/, and the time it will be old enough
+// noted. A file that cannot be looked at is left to the claim, which
+// finds it gone or fails as it would without MinAge.
+func (c *Consumer) oldEnough(name string) bool {
+	if c.cfg.MinAge <= 0 {
+		return true
+	}
+	changed, err := c.dir.Changed(queue.Inbox, name)
+	if err != nil {
+		return true
+	}
+	now := time.Now()
+	if now.Sub(changed) >= c.cfg.MinAge {
+		return true
+	}
+	if changed.After(now) {
+		changed = now // another host's clock ahead: it counts as changed now
+	}
+	c.young.note(changed.Add(c.cfg.MinAge))
+	return false
+}
+
+// ageClock remembers the earliest time a file that MinAge held back will
+// be old enough, so that a watching consumer scans again then.
+type ageClock struct {
+	mu  sync.Mutex
+	at  time.Time
+	set bool
+}
+
+func (s *ageClock) note(at time.Time) {
+	s.mu.Lock()
+	if !s.set || at.Before(s.at) {
+		s.at, s.set = at, true
+	}
+	s.mu.Unlock()
+}
+
+// take returns the earliest time noted since the last take, and forgets it:
+// every scan notes again the files it still holds back.
+func (s *ageClock) take() (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at, ok := s.at, s.set
+	s.set = false
+	return at, ok
+}
+
+// prefetcher reads ahead each chunk of inbox/ while the chunk before it
+// is claimed, in a goroutine of its own, as long as the backlog is found
+// cold: that is, while the session's reads or the prefetcher itself met
+// files whose data had left the page cache since the chunk before. A warm
+// backlog is never read ahead, so it pays nothing for it.
+//
+// Why: a cold file costs a worker a wait for the disk, and the pool's
+// workers wait one file each; queued together by Prefetch, the same reads
+// are served many at once. Measured on 100k and 1M backlogs
+// (docs/PERFORMANCE.md, "Kept, and what it bought").
+type prefetcher struct {
+	s      *queue.Session
+	chunks chan []string
+	done   chan struct{}
+	cold   atomic.Int64 // cold files the prefetcher met
+	seen   int64        // cold reads and finds counted at the last offer
+	// coldBefore is the session's ColdReads when the pass began.
+	coldBefore int64
+}
+
+func (c *Consumer) startPrefetch(s *queue.Session) *prefetcher {
+	p := &prefetcher{s: s, chunks: make(chan []string, 1), done: make(chan struct{}), coldBefore: s.ColdReads()}
+	p.seen = p.coldBefore
+	go func() {
+		defer close(p.done)
+		limit := c.cfg.Contract.Limit()
+		for names := range p.chunks {
+			p.cold.Add(int64(c.dir.Prefetch(queue.Inbox, names, limit)))
+		}
+	}()
+	return p
+}
+
+// offer has the chunk read ahead if files were found cold since the last
+// offer. It never waits: the chunk is queued behind the one being read
+// ahead, or skipped if another is queued already.
+func (p *prefetcher) offer(names []string) {
+	cold := p.s.ColdReads() + p.cold.Load()
+	if cold == p.seen {
+		return
+	}
+	p.seen = cold
+	select {
+	case p.chunks <- names:
+	default:
+	}
+}
+
+// stop ends the prefetching of a pass and adds what it saw to st.
+func (p *prefetcher) stop(st *Stats) {
+	close(p.chunks)
+	<-p.done
+	st.ColdReads += int(p.s.ColdReads() - p.coldBefore)
+	st.ReadAhead += int(p.cold.Load())
 }

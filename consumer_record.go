@@ -6,6 +6,62 @@ import (
 	"time"
 )
 
+// The recording stage of a pass without a Caller (see the drawing in
+// consumer.go): each batch committed in one ledger transaction, the
+// Handler's work in it; on a ledger of concurrent writes, several at once.
+
+// recordAll is the recording stage: it commits each claimed batch once its
+// claims are durable and hands it to the finishing stage. After a failure
+// it only drains ready, leaving the claims for recovery. It returns how
+// many messages the batches claimed.
+func (p *pipeline) recordAll() int {
+	if p.c.callLedger != nil {
+		return p.callAll()
+	}
+	if k := p.c.recordWrites(); k > 1 {
+		return p.recordAhead(k)
+	}
+	claimed := 0
+	for b := range p.ready {
+		if p.failed() {
+			continue
+		}
+		claimed += b.claimed
+		if err := p.recordBatch(b); err != nil {
+			p.fail(err)
+			continue
+		}
+		p.committed(b.items)
+	}
+	close(p.recorded)
+	return claimed
+}
+
+// recordBatch commits one claimed batch, once its claims are durable.
+func (p *pipeline) recordBatch(b inspected) error {
+	if b.err != nil {
+		return b.err
+	}
+	if b.synced != nil {
+		if err := <-b.synced; err != nil {
+			return err
+		}
+	}
+	return p.c.record(p.work, b.items, p.s.ID())
+}
+
+// committed counts the outcomes of a batch its transaction committed and
+// hands the batch to the finishing stage, which moves its files out, or
+// after a failure of its own leaves them, committed, for recovery.
+func (p *pipeline) committed(items []item) {
+	for _, it := range items {
+		if it.state == examined {
+			p.st.add(it.r.Outcome) // committed, whether or not its move succeeds
+		}
+	}
+	p.recorded <- items
+}
+
 // record commits a batch's deliveries in one ledger transaction and keeps
 // each one's result in its item. The caller has waited for the batch's
 // claims to be durable first (needsSync). With a dedup window, the
@@ -49,6 +105,133 @@ func (c *Consumer) record(ctx context.Context, items []item, owner string) (err 
 		if items[i].state == examined && !items[i].absorbed {
 			items[i].r = res[k]
 			k++
+		}
+	}
+	return nil
+}
+
+// recordWrites is how many record transactions of a plain drain may run at
+// once: the ledger's ConcurrentWrites (PostgreSQL, MariaDB), or 1. A
+// consumer with a Handler records one batch at a time whatever the
+// engine, since the handler's own writes in two transactions at once could
+// meet in ways a serial run never shows them.
+func (c *Consumer) recordWrites() int {
+	if c.work != nil {
+		return 1
+	}
+	return concurrentWrites(c.ledger)
+}
+
+// concurrentWrites is how many write transactions the ledger l says may
+// usefully run at once (ConcurrentLedger's method), or 1 when it says
+// nothing.
+func concurrentWrites(l any) int {
+	if w, ok := l.(interface{ ConcurrentWrites() int }); ok {
+		return max(1, w.ConcurrentWrites())
+	}
+	return 1
+}
+
+// recording is one batch's record transaction in flight.
+type recording struct {
+	items []item
+	keys  map[string]bool // the msg_ids the transaction may insert
+	done  chan struct{}   // closed when the transaction has ended
+	err   error           // set before done is closed
+}
+
+// recordAhead is the loop of recordAll where the ledger runs k write
+// transactions at once (an engine whose transactions lock rows): a batch's
+// transaction is several round trips to the server, and with one at a
+// time the drain waits on them. Up to k batches are recorded side by side
+// and handed to the finishing stage in the order they were claimed.
+//
+// The outcomes are those of recording the batches one after another: a
+// batch starts only once every batch before it that shares one of its
+// msg_ids has ended, so the earlier delivery of a msg_id is always the
+// one whose row is inserted first (I2: the earlier delivery wins), and a
+// batch's duplicates find their owner's row committed. Batches without a
+// msg_id in common cannot change each other's outcomes. A batch after one
+// that failed is not recorded, and one without a key in common with it
+// may have committed already: it is still handed to the finishing stage,
+// and what that does not move stays in processing/ for recovery, as after
+// a crash between a commit and the moves.
+func (p *pipeline) recordAhead(k int) int {
+	// At most k transactions at once: k-1 waiting here, and the one whose
+	// end the handing loop waits for.
+	flights := make(chan *recording, k-1)
+	claimed := 0
+	go func() {
+		defer close(flights)
+		var inFlight []*recording
+		for b := range p.ready {
+			if p.failed() {
+				continue
+			}
+			claimed += b.claimed
+			r := &recording{items: b.items, keys: batchKeys(b.items), done: make(chan struct{})}
+			inFlight = ended(inFlight)
+			if err := waitShared(inFlight, r.keys); err != nil {
+				p.fail(err)
+				continue
+			}
+			inFlight = append(inFlight, r)
+			flights <- r
+			go func() {
+				defer close(r.done)
+				r.err = p.recordBatch(b)
+			}()
+		}
+	}()
+	for r := range flights {
+		<-r.done
+		if r.err != nil {
+			p.fail(r.err)
+			continue
+		}
+		p.committed(r.items)
+	}
+	close(p.recorded)
+	return claimed // written before flights was closed
+}
+
+// batchKeys is the set of msg_ids a batch's transaction may insert.
+func batchKeys(items []item) map[string]bool {
+	keys := make(map[string]bool, len(items))
+	for _, it := range items {
+		if it.state == examined && it.d.Message != nil {
+			keys[it.d.Message.MsgID] = true
+		}
+	}
+	return keys
+}
+
+// ended drops from inFlight the transactions that have ended.
+func ended(inFlight []*recording) []*recording {
+	live := inFlight[:0]
+	for _, r := range inFlight {
+		select {
+		case <-r.done:
+		default:
+			live = append(live, r)
+		}
+	}
+	return live
+}
+
+// waitShared waits for every transaction of inFlight that may insert one of
+// keys to end, and returns the first error of those it waited for: a batch
+// is not recorded after an earlier one of its msg_ids failed.
+func waitShared(inFlight []*recording, keys map[string]bool) error {
+	for _, r := range inFlight {
+		for id := range r.keys {
+			if keys[id] {
+				<-r.done
+				if r.err != nil {
+					return r.err
+				}
+				break
+			}
 		}
 	}
 	return nil

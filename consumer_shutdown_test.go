@@ -243,7 +243,7 @@ func TestStopTimeoutHoldsWhileLocked(t *testing.T) {
 		}
 	})
 	cut := stopCut(t, f, lockingCaller{boundCaller{func(ctx context.Context, d *spool.Delivery) error {
-		lock := spool.CallsLock(ctx)
+		lock := d.CallsLock
 		if lock == nil {
 			return errors.New("no calls lock given to a call")
 		}

@@ -14,7 +14,9 @@ import (
 // per first delivery of a msg_id (never for a duplicate) and may be called
 // again for the same message after a transient failure. d is the delivery
 // being recorded: a valid message (d.Message is set) with its file name,
-// claim and consumer; Handle must not modify it.
+// claim and consumer; Handle must not modify it. A ledger with an outbox
+// sets d.Outbox for the call: Emit(ctx, tx, d, e) writes an event through
+// it, in tx.
 //
 // What a failure makes of the message is the consumer's decision, by its
 // Retry policy (Retry.Decide): an error marked with Permanent dead-letters

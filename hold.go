@@ -10,7 +10,7 @@ import (
 // on every host at once: both live in the ledger, which every consumer of
 // the queue reads (docs/DESIGN.md, "Pause and hold"). A consumer reads
 // them through HoldLedger, once at the start of a run and then every
-// DefaultHoldInterval, in a goroutine of its own (consumer_hold.go), so
+// DefaultHoldInterval, in a goroutine of its own (consumer_session.go), so
 // that claiming stays free of ledger reads: a held file is in held/,
 // which no consumer scans, and a held msg_id is a lookup in a set in
 // memory when its message is parsed.

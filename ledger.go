@@ -3,6 +3,7 @@ package spool
 import (
 	"context"
 	"errors"
+	"os"
 	"time"
 )
 
@@ -61,6 +62,19 @@ type Delivery struct {
 	// finished inspecting it.
 	Claimed time.Time
 	At      time.Time
+	// Outbox is how a Handler's events reach the ledger's outbox (Emit):
+	// a WorkLedger with an outbox sets it on the delivery it gives a
+	// Handler for the length of that call, in the transaction that
+	// records it, and puts back what was there after. It is nil
+	// everywhere else (the deliveries a consumer makes, a Caller's,
+	// OnDelivery's), and nothing but a ledger sets it.
+	Outbox Emitter
+	// CallsLock is the consumer session's calls lock: a consumer sets it on
+	// the delivery it gives a call of a Caller that holds the lock (see
+	// LockingCaller), and it is nil everywhere else (the deliveries it
+	// records, OnDelivery's). The file belongs to the consumer: pass it
+	// on, open (exec.Cmd.ExtraFiles), never close it.
+	CallsLock *os.File
 }
 
 // Result is what a ledger recorded for one delivery of a batch.

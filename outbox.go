@@ -31,31 +31,25 @@ type Event struct {
 }
 
 // Emitter inserts e into the outbox in tx, msgID being the message that
-// caused it ("" for none). A WorkLedger with an outbox places its Emitter
-// in the context it gives a Handler (WithEmitter); Emit uses it.
+// caused it ("" for none). A WorkLedger with an outbox gives its Emitter
+// to a Handler as the Outbox of the delivery it hands it; Emit uses it.
 type Emitter func(ctx context.Context, tx *sql.Tx, msgID string, e Event) error
 
-type emitterKey struct{}
+// ErrNoEmitter is returned by Emit when d has no Outbox: d is not the
+// delivery a ledger with an outbox gave the Handler calling Emit (or it
+// is nil).
+var ErrNoEmitter = errors.New("no outbox for this delivery: call Emit with the transaction and delivery a Handler was given")
 
-// WithEmitter returns ctx carrying em, for the handlers called with it.
-func WithEmitter(ctx context.Context, em Emitter) context.Context {
-	return context.WithValue(ctx, emitterKey{}, em)
-}
-
-// ErrNoEmitter is returned by Emit when ctx carries no Emitter: it was not
-// given by a ledger with an outbox to the Handler calling Emit.
-var ErrNoEmitter = errors.New("no outbox in this context: call Emit with the context and transaction a Handler was given")
-
-// Emit writes e into the outbox of the ledger, in tx, the transaction a
-// Handler was given with ctx: the event commits with d's processed row or
-// not at all. d is the delivery being handled (its msg_id is recorded as
-// the event's cause), or nil. An error is the insert's: returned from the
-// Handler, it fails the message like any other write.
+// Emit writes e into the outbox of the ledger, in tx, through d.Outbox:
+// tx and d are the transaction and delivery a Handler was given, and the
+// event commits with d's processed row or not at all; d's msg_id is
+// recorded as the event's cause. An error is the insert's: returned from
+// the Handler, it fails the message like any other write.
 func Emit(ctx context.Context, tx *sql.Tx, d *Delivery, e Event) error {
-	em, _ := ctx.Value(emitterKey{}).(Emitter)
-	if em == nil {
+	if d == nil || d.Outbox == nil {
 		return ErrNoEmitter
 	}
+	em := d.Outbox
 	if e.Aggregate == "" || e.Type == "" {
 		return Permanent(errors.New("emit: an event needs an aggregate and a type"))
 	}
@@ -69,7 +63,7 @@ func Emit(ctx context.Context, tx *sql.Tx, d *Delivery, e Event) error {
 		return err
 	}
 	msgID := ""
-	if d != nil && d.Message != nil {
+	if d.Message != nil {
 		msgID = d.Message.MsgID
 	}
 	return em(ctx, tx, msgID, e)

@@ -60,7 +60,7 @@ type Exec struct {
 // effect is outside the ledger, so the consumer calls it outside any
 // ledger transaction.
 func (h *Exec) Call(ctx context.Context, d *spool.Delivery) error {
-	lock := spool.CallsLock(ctx)
+	lock := d.CallsLock
 	env, err := h.env(d, lock != nil)
 	if err != nil {
 		return err

@@ -31,9 +31,6 @@ func (db *DB) RecordBatch(ctx context.Context, batch []*spool.Delivery, w spool.
 			return nil, fmt.Errorf("record batch file %s: delivery %d: %w", p.File, i, err)
 		}
 	}
-	if w.Handler != nil {
-		ctx = spool.WithEmitter(ctx, db.emit)
-	}
 	now := formatTime(time.Now())
 	progress := func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, db.dialect.Rebind(`UPDATE spool_batch_progress SET position = ?, at = ? WHERE file = ?`), p.Position, now, p.File)

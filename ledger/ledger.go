@@ -217,11 +217,6 @@ func (db *DB) RecordWork(ctx context.Context, batch []*spool.Delivery, w spool.W
 	if len(batch) == 0 {
 		return nil, nil
 	}
-	if w.Handler != nil {
-		// The handler's events go into the outbox in its transaction
-		// (spool.Emit).
-		ctx = spool.WithEmitter(ctx, db.emit)
-	}
 	res, err := db.record(ctx, db.screenKeys(batch), w)
 	if err != nil {
 		return nil, db.fail("record batch", err)

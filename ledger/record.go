@@ -212,7 +212,13 @@ func (db *DB) work1(ctx context.Context, tx *sql.Tx, d *spool.Delivery, r *resul
 		r.outcome = spool.OutcomeDuplicate
 		return release(ctx, tx)
 	}
+	// The handler's events go into the outbox in its transaction
+	// (spool.Emit), through the delivery it is given, which holds the
+	// Emitter for the length of the call only.
+	outbox := d.Outbox
+	d.Outbox = db.emit
 	herr := spool.Call(ctx, w.Handler, tx, d)
+	d.Outbox = outbox
 	if herr == nil {
 		// Released first, with the session's settings put back, so that
 		// the ledger's own statements from here on, and the commit, run
