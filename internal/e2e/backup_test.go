@@ -129,12 +129,9 @@ func TestBackupDuringConsume(t *testing.T) {
 	}
 	<-produced
 	// The consumer records the last messages; then it is stopped.
-	for deadline := time.Now().Add(cmdTimeout); queryLedger(t, live, `SELECT COUNT(*) FROM processed`) < total; {
-		if time.Now().After(deadline) {
-			t.Fatalf("the consumer did not record the %d messages", total)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitFor(t, cmdTimeout, fmt.Sprintf("the consumer to record the %d messages", total), func() bool {
+		return queryLedger(t, live, `SELECT COUNT(*) FROM processed`) >= total
+	})
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

@@ -115,17 +115,11 @@ func (s *callServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // waitInFlight waits until n requests are in flight, for at most d, and
 // reports whether they were.
 func (s *callServer) waitInFlight(n int, d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
+	return poll(d, time.Millisecond, func() bool {
 		s.mu.Lock()
-		got := s.inFlight
-		s.mu.Unlock()
-		if got >= n {
-			return true
-		}
-		time.Sleep(time.Millisecond) // polling, with a deadline
-	}
-	return false
+		defer s.mu.Unlock()
+		return s.inFlight >= n
+	})
 }
 
 // seen returns the number of requests per key and the most in flight at once.

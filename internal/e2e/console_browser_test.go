@@ -98,12 +98,8 @@ func eval[T any](t *testing.T, ctx context.Context, expr string) T {
 // waitTrue waits for expr to be true in ctx's page.
 func waitTrue(t *testing.T, ctx context.Context, what, expr string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !eval[bool](t, ctx, expr) {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 30 s for %s (%s)", what, expr)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !poll(30*time.Second, 100*time.Millisecond, func() bool { return eval[bool](t, ctx, expr) }) {
+		t.Fatalf("waited 30 s for %s (%s)", what, expr)
 	}
 }
 

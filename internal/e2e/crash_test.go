@@ -150,20 +150,20 @@ func killLoop(t *testing.T, rng *rand.Rand, q string, c *corpus, minKills int, b
 // a file beyond the finished ones, and reports false if p exits first.
 func waitForWork(t *testing.T, p *proc, q string, finished int) bool {
 	t.Helper()
-	deadline := time.Now().Add(cmdTimeout)
-	for time.Now().Before(deadline) {
+	exited := false
+	worked := poll(cmdTimeout, 200*time.Microsecond, func() bool {
 		select {
 		case <-p.done:
-			return false
+			exited = true
+			return true
 		default:
 		}
-		if liveClaims(q) > 0 || countNames(t, q, done)+countNames(t, q, errorStage) > finished {
-			return true
-		}
-		time.Sleep(200 * time.Microsecond) // poll interval, not a wait for a result
+		return liveClaims(q) > 0 || countNames(t, q, done)+countNames(t, q, errorStage) > finished
+	})
+	if !worked {
+		t.Fatalf("consumer %q did no work within %v", p.cmd.Args[1:], cmdTimeout)
 	}
-	t.Fatalf("consumer %q did no work within %v", p.cmd.Args[1:], cmdTimeout)
-	return false
+	return !exited
 }
 
 // liveClaims counts the claims in processing/ while consumers run: entries

@@ -62,23 +62,20 @@ func (r *redisServer) start() {
 	if err := r.cmd.Start(); err != nil {
 		r.t.Fatalf("start redis-server: %v", err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", r.port), time.Second)
-		if err == nil {
-			_, _ = c.Write([]byte("PING\r\n"))
-			buf := make([]byte, 16)
-			_ = c.SetReadDeadline(time.Now().Add(time.Second))
-			n, _ := c.Read(buf)
-			c.Close()
-			if strings.HasPrefix(string(buf[:n]), "+PONG") {
-				return
-			}
+	var err error
+	if !poll(10*time.Second, 50*time.Millisecond, func() bool {
+		var c net.Conn
+		if c, err = net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", r.port), time.Second); err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("redis-server on port %d does not answer: %v", r.port, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+		defer c.Close()
+		_, _ = c.Write([]byte("PING\r\n"))
+		buf := make([]byte, 16)
+		_ = c.SetReadDeadline(time.Now().Add(time.Second))
+		n, _ := c.Read(buf)
+		return strings.HasPrefix(string(buf[:n]), "+PONG")
+	}) {
+		r.t.Fatalf("redis-server on port %d does not answer: %v", r.port, err)
 	}
 }
 
@@ -231,18 +228,17 @@ func TestDedupInFlightOneCall(t *testing.T) {
 	put := make(chan struct{})
 	srv.onFirst = func(string) error {
 		<-put
-		deadline := time.Now().Add(cmdTimeout)
-		for time.Now().Before(deadline) {
-			claims, _ := filepath.Glob(filepath.Join(q, processing, "*", "again.json"))
-			if len(claims) == 1 {
-				if _, err := os.Stat(filepath.Join(filepath.Dir(claims[0]), "first.json")); err == nil {
-					return fmt.Errorf("the first consumer claimed the redelivery itself")
-				}
-				return nil
-			}
-			time.Sleep(10 * time.Millisecond) // poll interval
+		var claims []string
+		if !poll(cmdTimeout, 10*time.Millisecond, func() bool {
+			claims, _ = filepath.Glob(filepath.Join(q, processing, "*", "again.json"))
+			return len(claims) == 1
+		}) {
+			return fmt.Errorf("the second consumer never claimed the redelivery")
 		}
-		return fmt.Errorf("the second consumer never claimed the redelivery")
+		if _, err := os.Stat(filepath.Join(filepath.Dir(claims[0]), "first.json")); err == nil {
+			return fmt.Errorf("the first consumer claimed the redelivery itself")
+		}
+		return nil
 	}
 	body := orderMessage("k-1", "o-1", 1, "1.00")
 	putMessage(t, q, "first.json", body)
@@ -305,12 +301,8 @@ func TestDedupRedisOutage(t *testing.T) {
 	}
 	waitDone := func(what string) {
 		t.Helper()
-		deadline := time.Now().Add(cmdTimeout)
-		for len(messages(t, q, done)) < files {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: done/ holds %d of %d files\n%s", what, len(messages(t, q, done)), files, p.result())
-			}
-			time.Sleep(50 * time.Millisecond)
+		if !poll(cmdTimeout, 50*time.Millisecond, func() bool { return len(messages(t, q, done)) >= files }) {
+			t.Fatalf("%s: done/ holds %d of %d files\n%s", what, len(messages(t, q, done)), files, p.result())
 		}
 	}
 	metric := func(name string) float64 {

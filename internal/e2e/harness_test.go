@@ -20,13 +20,24 @@ import (
 // waitFor polls cond until it holds, failing the test after timeout.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
+	if !poll(timeout, 5*time.Millisecond, cond) {
+		t.Fatalf("timed out after %v waiting for %s", timeout, what)
+	}
+}
+
+// poll calls cond every interval (0: as often as it can) until it holds,
+// and reports whether it did within timeout: the one deadline loop of the
+// package, for a wait whose timeout is not a failure of its own, or whose
+// failure needs to say more than waitFor does.
+func poll(timeout, interval time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+			return false
 		}
-		time.Sleep(5 * time.Millisecond) // poll interval
+		time.Sleep(interval) // poll interval, not a wait for a result
 	}
+	return true
 }
 
 // workQueue initialises an empty queue for a handler test and returns it

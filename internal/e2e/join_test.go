@@ -8,7 +8,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/spoolq/spool/internal/testenv"
 )
@@ -48,22 +47,21 @@ func TestKilledWhileJoining(t *testing.T) {
 		// them: wait for a new entry, this consumer's.
 		old := presence()
 		p := start(t, "consume", q)
-		// Busy-poll with a deadline: the window is microseconds wide.
-		deadline := time.Now().Add(cmdTimeout)
-	poll:
-		for time.Now().Before(deadline) {
+		// Busy-poll: the window is microseconds wide.
+		poll(cmdTimeout, 0, func() bool {
 			select {
 			case <-p.done:
-				break poll
+				return true
 			default:
 			}
 			for name := range presence() {
 				if !old[name] {
 					_ = p.cmd.Process.Signal(syscall.SIGKILL)
-					break poll
+					return true
 				}
 			}
-		}
+			return false
+		})
 		<-p.done
 		if p.killed {
 			kills++

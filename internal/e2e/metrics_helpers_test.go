@@ -165,33 +165,29 @@ func (w want) describe(got float64, ok bool) string {
 // test with the differences after cmdTimeout; it returns the last scrape.
 func waitMetrics(t *testing.T, base string, ws []want) families {
 	t.Helper()
-	deadline := time.Now().Add(cmdTimeout)
-	for {
-		fs := scrapeMetrics(t, base)
-		bad := fs.mismatches(ws)
-		if len(bad) == 0 {
-			return fs
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v the metrics still differ:\n  %s", cmdTimeout, strings.Join(bad, "\n  "))
-		}
-		time.Sleep(50 * time.Millisecond) // poll interval
+	var fs families
+	var bad []string
+	if !poll(cmdTimeout, 50*time.Millisecond, func() bool {
+		fs = scrapeMetrics(t, base)
+		bad = fs.mismatches(ws)
+		return len(bad) == 0
+	}) {
+		t.Fatalf("after %v the metrics still differ:\n  %s", cmdTimeout, strings.Join(bad, "\n  "))
 	}
+	return fs
 }
 
 // waitStatus polls base+path until it answers code, failing the test
 // after cmdTimeout; it returns the last body.
 func waitStatus(t *testing.T, base, path string, code int) string {
 	t.Helper()
-	deadline := time.Now().Add(cmdTimeout)
-	for {
-		got, body := get(t, base, path)
-		if got == code {
-			return body
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s still answers %d %q after %v, want %d", path, got, body, cmdTimeout, code)
-		}
-		time.Sleep(50 * time.Millisecond) // poll interval
+	var got int
+	var body string
+	if !poll(cmdTimeout, 50*time.Millisecond, func() bool {
+		got, body = get(t, base, path)
+		return got == code
+	}) {
+		t.Fatalf("%s still answers %d %q after %v, want %d", path, got, body, cmdTimeout, code)
 	}
+	return body
 }

@@ -301,7 +301,7 @@ func TestMonitoringNamesServed(t *testing.T) {
 	}()
 	defer func() { cancel(); <-refreshed; <-outboxRead; <-holdsRead }()
 	served := map[string]bool{}
-	for deadline := time.Now().Add(time.Minute); ; {
+	poll(time.Minute, 10*time.Millisecond, func() bool { // until the first listing
 		fams, err := m.Registry().Gather()
 		if err != nil {
 			t.Fatalf("gather: %v", err)
@@ -312,11 +312,8 @@ func TestMonitoringNamesServed(t *testing.T) {
 				served[f.GetName()] = true
 			}
 		}
-		if served["spool_queue_oldest_age_seconds"] && served["spool_outbox_pending_rows"] && served["spool_paused"] || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond) // until the first listing
-	}
+		return served["spool_queue_oldest_age_seconds"] && served["spool_outbox_pending_rows"] && served["spool_paused"]
+	})
 	for _, name := range spoolMetrics {
 		if !served[name] {
 			t.Errorf("%s is in spoolMetrics (the rules and the dashboard may use it) but package metrics does not serve it", name)

@@ -229,14 +229,7 @@ func (s *hostCallServer) inFlight(host string) int {
 
 // waitInFlight waits until host has a request in flight, for at most d.
 func (s *hostCallServer) waitInFlight(host string, d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if s.inFlight(host) > 0 {
-			return true
-		}
-		time.Sleep(2 * time.Millisecond) // polling, with a deadline
-	}
-	return false
+	return poll(d, 2*time.Millisecond, func() bool { return s.inFlight(host) > 0 })
 }
 
 func (s *hostCallServer) all() []hostCall {

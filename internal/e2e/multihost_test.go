@@ -216,19 +216,14 @@ func TestMultiHostFencing(t *testing.T) {
 	// Everything processed: the ledger holds every key, the stages are
 	// settled. Killed consumers' calls are held for --post-timeout after
 	// their death is found, and taken-over claims wait for their lease.
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		processed := count(t, admin, "SELECT COUNT(*) FROM "+schema+".processed")
-		left := len(dirNames(t, filepath.Join(q, inbox))) + len(claimsIn(t, q))
-		if processed >= total && left == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("after 90s: %d of %d processed, %d entries left in inbox/ and processing/ (%v)",
-				processed, total, left, claimsIn(t, q))
-			break
-		}
-		time.Sleep(200 * time.Millisecond) // polling, with a deadline
+	var processed, left int
+	if !poll(90*time.Second, 200*time.Millisecond, func() bool {
+		processed = count(t, admin, "SELECT COUNT(*) FROM "+schema+".processed")
+		left = len(dirNames(t, filepath.Join(q, inbox))) + len(claimsIn(t, q))
+		return processed >= total && left == 0
+	}) {
+		t.Errorf("after 90s: %d of %d processed, %d entries left in inbox/ and processing/ (%v)",
+			processed, total, left, claimsIn(t, q))
 	}
 	for _, p := range procs {
 		p.signal(syscall.SIGTERM)
@@ -344,19 +339,19 @@ func TestMultiHostFencing(t *testing.T) {
 // waitLogged waits until p's stderr says one of what, for at most d.
 func waitLogged(t *testing.T, p *hostProc, d time.Duration, what ...string) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
+	logged := false
+	poll(d, 50*time.Millisecond, func() bool {
 		out := p.stderr.String()
 		for _, w := range what {
 			if strings.Contains(out, w) {
-				return
+				logged = true
+				return true
 			}
 		}
-		if time.Now().After(deadline) || p.exited() {
-			t.Errorf("%s did not log any of %q within %v", p.h.name, what, d)
-			return
-		}
-		time.Sleep(50 * time.Millisecond) // polling, with a deadline
+		return p.exited()
+	})
+	if !logged {
+		t.Errorf("%s did not log any of %q within %v", p.h.name, what, d)
 	}
 }
 

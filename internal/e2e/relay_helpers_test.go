@@ -113,8 +113,7 @@ func relayKillsOn(t *testing.T, rng *rand.Rand, pending func() int, q, target st
 // every relay of ps has exited.
 func waitForPublish(t *testing.T, ps []*proc, pending func() int, before int) {
 	t.Helper()
-	deadline := time.Now().Add(cmdTimeout)
-	for time.Now().Before(deadline) {
+	if !poll(cmdTimeout, time.Millisecond, func() bool {
 		live := 0
 		for _, p := range ps {
 			select {
@@ -123,12 +122,10 @@ func waitForPublish(t *testing.T, ps []*proc, pending func() int, before int) {
 				live++
 			}
 		}
-		if live == 0 || pending() < before {
-			return
-		}
-		time.Sleep(time.Millisecond) // poll interval, not a wait for a result
+		return live == 0 || pending() < before
+	}) {
+		t.Fatalf("relays published nothing within %v", cmdTimeout)
 	}
-	t.Fatalf("relays published nothing within %v", cmdTimeout)
 }
 
 // pendingRows counts q's outbox rows not yet published.

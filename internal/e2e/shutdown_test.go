@@ -403,10 +403,9 @@ func TestShutdownSDNotify(t *testing.T) {
 				t.Errorf("READY=1 without a STATUS= line: %q", ready)
 			}
 			// The backlog consumed, then SIGTERM.
-			deadline := time.Now().Add(cmdTimeout)
-			for countNames(t, q, done)+countNames(t, q, errorStage) < len(all) && time.Now().Before(deadline) {
-				time.Sleep(10 * time.Millisecond) // polling, with a deadline
-			}
+			poll(cmdTimeout, 10*time.Millisecond, func() bool {
+				return countNames(t, q, done)+countNames(t, q, errorStage) >= len(all)
+			})
 			if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 				t.Fatal(err)
 			}

@@ -23,11 +23,13 @@ func waitForErrorStage(t *testing.T, p *proc, q, what string, ready func(names [
 // returns when; false if p exits first.
 func waitForNames(t *testing.T, p *proc, dir, what string, ready func(names []string) bool) (time.Time, bool) {
 	t.Helper()
-	deadline := time.Now().Add(cmdTimeout)
-	for time.Now().Before(deadline) {
+	var seen time.Time
+	exited := false
+	if !poll(cmdTimeout, 200*time.Microsecond, func() bool {
 		select {
 		case <-p.done:
-			return time.Time{}, false
+			exited = true
+			return true
 		default:
 		}
 		f, err := os.Open(dir)
@@ -40,12 +42,14 @@ func waitForNames(t *testing.T, p *proc, dir, what string, ready func(names []st
 			t.Fatal(err)
 		}
 		if ready(names) {
-			return time.Now(), true
+			seen = time.Now()
+			return true
 		}
-		time.Sleep(200 * time.Microsecond) // poll interval, not a wait for a result
+		return false
+	}) {
+		t.Fatalf("%s: not seen in %s within %v", what, dir, cmdTimeout)
 	}
-	t.Fatalf("%s: not seen in %s within %v", what, dir, cmdTimeout)
-	return time.Time{}, false
+	return seen, !exited
 }
 
 // staging holds once one entry of error/ carries a replay's or a

@@ -113,10 +113,7 @@ func TestWatchNoNotifications(t *testing.T) {
 	exited := make(chan error, 1)
 	go func() { exited <- watcher.Wait() }()
 	produce(t, q, 0, 3)
-	deadline := time.Now().Add(30 * time.Second)
-	for countNames(t, q, done) < 3 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond) // polling, with a deadline
-	}
+	poll(30*time.Second, 10*time.Millisecond, func() bool { return countNames(t, q, done) >= 3 })
 	if err := watcher.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

@@ -231,15 +231,12 @@ func TestWatchOverflow(t *testing.T) {
 	// A rescan may have found the burst before the watcher read its way
 	// through the other events to the overflow: it is counted soon after.
 	var mOverflows, mRescans float64
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	poll(30*time.Second, 10*time.Millisecond, func() bool {
 		fams := scrapeMetrics(t, base)
 		mOverflows, _ = fams.value("spool_watch_overflows_total")
 		mRescans, _ = fams.value("spool_watch_rescans_total")
-		if mOverflows >= 1 && mRescans >= mOverflows || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond) // polling, with a deadline
-	}
+		return mOverflows >= 1 && mRescans >= mOverflows
+	})
 	if mOverflows < 1 || mRescans < mOverflows {
 		t.Errorf("metrics: spool_watch_overflows_total %v, spool_watch_rescans_total %v: want an overflow, answered by a rescan", mOverflows, mRescans)
 	}
