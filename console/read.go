@@ -357,7 +357,7 @@ func (s *Server) getAudit(r *request) (int, any) {
 	if q.After > 0 {
 		q.Newest = false
 	}
-	rows, err := s.o.Ledger.AuditList(r.Context(), q)
+	rows, err := s.o.Ledger.Audit().List(r.Context(), q)
 	if err != nil {
 		return s.failed(r, err)
 	}

@@ -456,7 +456,7 @@ func (s *Service) admit(ctx context.Context, who task.Identity, e ledger.AuditEn
 	if refusal == nil {
 		return nil
 	}
-	if _, err := s.Ledger.AuditRecord(ctx, e, ledger.AuditRefused, nil, refusal.Error()); err != nil {
+	if _, err := s.Ledger.Audit().Record(ctx, e, ledger.AuditRefused, nil, refusal.Error()); err != nil {
 		return errors.Join(refusal, err)
 	}
 	return refusal
@@ -489,7 +489,7 @@ func (s *Service) checkRequest(r Request) error {
 // moved unaudited, and the row ends with res's counts, ok when something
 // was done, refused when nothing could be, failed with do's error.
 func (s *Service) audited(ctx context.Context, e ledger.AuditEntry, res *Result, do func() error) error {
-	id, err := s.Ledger.AuditBegin(ctx, e)
+	id, err := s.Ledger.Audit().Begin(ctx, e)
 	if err != nil {
 		return err
 	}
@@ -507,7 +507,7 @@ func (s *Service) audited(ctx context.Context, e ledger.AuditEntry, res *Result,
 		detail = strings.Join(why, "; ")
 	}
 	counts := ledger.AuditCounts{"asked": int64(len(res.Items)), "done": int64(res.Done), "missing": int64(res.Missing)}
-	if aerr := s.Ledger.AuditEnd(context.WithoutCancel(ctx), id, outcome, counts, detail); aerr != nil {
+	if aerr := s.Ledger.Audit().End(context.WithoutCancel(ctx), id, outcome, counts, detail); aerr != nil {
 		return errors.Join(err, aerr)
 	}
 	return err

@@ -45,7 +45,7 @@ type TaskStart struct {
 	// Move is its first chunk, the files of the set from Idx 0.
 	Move TaskMove
 	// Audit is the audit row of the action that asks and runs the task,
-	// written started (AuditBegin's) with the task's id.
+	// written started (AuditLog.Begin's) with the task's id.
 	Audit AuditEntry
 }
 

@@ -115,7 +115,7 @@ func TestApprovalFlow(t *testing.T) {
 	if got, want := names(t, d, queue.Inbox), []string{"d000.json", "d002.json", "d004.json"}; !slices.Equal(got, want) {
 		t.Fatalf("inbox %q, want %q", got, want)
 	}
-	rows, err := l.AuditList(ctx, ledger.AuditQuery{})
+	rows, err := l.Audit().List(ctx, ledger.AuditQuery{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,7 +327,7 @@ func TestOneMoveTask(t *testing.T) {
 	if _, err := s.Cancel(ctx, task.CLI("bob"), id); !errors.Is(err, task.ErrState) {
 		t.Fatalf("cancel of a move under way: %v, want ErrState", err)
 	}
-	rows, err := l.AuditList(ctx, ledger.AuditQuery{})
+	rows, err := l.Audit().List(ctx, ledger.AuditQuery{})
 	if err != nil || len(rows) == 0 || rows[len(rows)-1].Action != "cancel" || rows[len(rows)-1].Outcome != ledger.AuditRefused {
 		t.Fatalf("audit after the refused cancel: %+v, %v", rows, err)
 	}
@@ -363,7 +363,7 @@ func TestDoAtRate(t *testing.T) {
 		if got := names(t, d, queue.Inbox); len(got) != 4 {
 			t.Fatalf("rate %v: inbox %q", c.rate, got)
 		}
-		rows, err := l.AuditList(t.Context(), ledger.AuditQuery{})
+		rows, err := l.Audit().List(t.Context(), ledger.AuditQuery{})
 		if err != nil || len(rows) != 1 || rows[0].Action != "replay" || rows[0].Task != tk.ID || rows[0].Outcome != ledger.AuditOK || rows[0].Counts["done"] != 4 {
 			t.Fatalf("rate %v: audit %+v, %v", c.rate, rows, err)
 		}

@@ -56,7 +56,7 @@ func testHolds(t *testing.T, db *ledger.DB) {
 	if err != nil || p.Paused || p.By != "token:bob" || p.Role != "operator" || p.Version <= h.Version {
 		t.Fatalf("PauseState after a resume = %+v, %v; want not paused, resumed by token:bob", p, err)
 	}
-	rows, err := db.AuditList(ctx, ledger.AuditQuery{})
+	rows, err := db.Audit().List(ctx, ledger.AuditQuery{})
 	if err != nil || len(rows) != 3 {
 		t.Fatalf("audit rows = %+v, %v; want 3 (pause, pause again, resume)", rows, err)
 	}

@@ -49,7 +49,7 @@ func testApprovalPolicy(t *testing.T, db *ledger.DB) {
 	if err != nil || !ok || now.ReplayOver != 5 || now.DiscardOver != 0 || now.SetBy != "os:bob" || now.Source != "set" || now.SetAt.IsZero() {
 		t.Fatalf("ApprovalPolicy after a change = %+v, %v, %v", now, ok, err)
 	}
-	rows, err := db.AuditList(ctx, ledger.AuditQuery{})
+	rows, err := db.Audit().List(ctx, ledger.AuditQuery{})
 	if err != nil || len(rows) != 2 {
 		t.Fatalf("audit rows = %+v, %v; want one per change, 2", rows, err)
 	}
@@ -94,7 +94,7 @@ func testApprovalPolicy(t *testing.T, db *ledger.DB) {
 	if won != 1 || raced != competitors-1 || len(unexpected) > 0 {
 		t.Errorf("concurrent adoption: %d won, %d found it changed, errors %v; want 1 and %d", won, raced, unexpected, competitors-1)
 	}
-	if rows, err := db.AuditList(ctx, ledger.AuditQuery{}); err != nil || len(rows) != beforeRows+1 {
+	if rows, err := db.Audit().List(ctx, ledger.AuditQuery{}); err != nil || len(rows) != beforeRows+1 {
 		t.Errorf("audit rows after the concurrent adoption: %d, %v; want %d", len(rows), err, beforeRows+1)
 	}
 }

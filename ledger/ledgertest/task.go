@@ -155,7 +155,7 @@ func testStartTasks(t *testing.T, db *ledger.DB) {
 	if un, err := db.UnfinishedReplays(ctx); err != nil || len(un) != 1 || un[0].ID != st.Move || len(un[0].Items) != 2 {
 		t.Fatalf("UnfinishedReplays = %+v, %v", un, err)
 	}
-	rows, err := db.AuditList(ctx, ledger.AuditQuery{Action: "replay"})
+	rows, err := db.Audit().List(ctx, ledger.AuditQuery{Action: "replay"})
 	if err != nil || len(rows) != 1 || rows[0].ID != st.Audit || rows[0].Task != st.Task || rows[0].Outcome != ledger.AuditStarted || rows[0].PID != 7 {
 		t.Fatalf("audit after StartTask = %+v, %v", rows, err)
 	}
