@@ -128,14 +128,14 @@ func Status(ctx context.Context, d *queue.Dir, l *ledger.DB) (StatusReport, erro
 	if r.Retries = len(retries); r.Retries > 0 {
 		r.NextRetry = retries[0].NextAt
 	}
-	r.Outbox, err = l.OutboxStats(ctx)
+	r.Outbox, err = l.Outbox().Stats(ctx)
 	switch {
 	case errors.Is(err, ledger.ErrNoOutbox):
 		r.NoOutbox = true
 	case err != nil:
 		return r, fmt.Errorf("status: %w", err)
 	case r.Outbox.Parked > 0:
-		if r.Parked, err = l.ParkedRows(ctx, maxParkedShown); err != nil {
+		if r.Parked, err = l.Outbox().ParkedRows(ctx, maxParkedShown); err != nil {
 			return r, fmt.Errorf("status: %w", err)
 		}
 	}
