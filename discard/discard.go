@@ -29,7 +29,7 @@
 //
 // Step 1 is package task's, the one runner of replays and discards: it
 // resolves the selection with package replay, hashes each file, commits
-// the batch as a chunk of a task (ledger.DB.StartTask, BeginTaskChunk)
+// the batch as a chunk of a task (ledger.Tasks.Start, Tasks.BeginChunk)
 // and then calls Finish, which does steps 2 to 4, under the same lock as a
 // replay (queue.Dir.LockReplays), so the two never race over error/.
 // Resume runs Finish on every batch a killed run left unfinished.

@@ -70,8 +70,8 @@ type DiscardItem struct {
 }
 
 // beginDiscard commits a discard batch, in state pending, with its items,
-// as the move of a task's chunk that link says (BeginTaskChunk,
-// StartTask), and returns its id. by and note are required; toDir is
+// as the move of a task's chunk that link says (Tasks.BeginChunk,
+// Tasks.Start), and returns its id. by and note are required; toDir is
 // empty for a discard that deletes. Nothing is done to any file: the
 // caller stages them next (StageDiscard), then finishes the batch
 // (FinishDiscard).

@@ -46,8 +46,8 @@ type ReplayItem struct {
 }
 
 // beginReplay commits a replay intent, in state pending, with its items,
-// as the move of a task's chunk that link says (BeginTaskChunk,
-// StartTask), and returns its id.
+// as the move of a task's chunk that link says (Tasks.BeginChunk,
+// Tasks.Start), and returns its id.
 func (db *DB) beginReplay(ctx context.Context, link *taskLink, by, note string, at time.Time, items []ReplayItem) (int64, error) {
 	if err := db.open(); err != nil {
 		return 0, err

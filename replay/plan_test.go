@@ -164,7 +164,7 @@ func TestResumeFinishesInterruptedReplays(t *testing.T) {
 	ctx := t.Context()
 	p := mustResolve(t, d, l, replay.Selection{Names: []string{"bad.json"}})
 	items := []ledger.ReplayItem{{Idx: 0, File: "bad.json", Ino: p.Steps[0].Ino}}
-	if _, err := l.StartTask(ctx, ledger.TaskStart{
+	if _, err := l.Tasks().Start(ctx, ledger.TaskStart{
 		Task:  ledger.TaskRecord{Kind: "replay", Files: 1, By: "carol", Via: ledger.AuditCLI},
 		Files: []ledger.TaskFile{{Idx: 0, File: "bad.json", Ino: p.Steps[0].Ino}},
 		Move:  ledger.TaskMove{Kind: "replay", By: "carol", At: p.Steps[0].At, Replay: items},

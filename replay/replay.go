@@ -22,8 +22,8 @@
 // record of that.
 //
 // Step 1 is package task's, the one runner of replays and discards: it
-// commits the intent as a chunk of a task (ledger.DB.StartTask,
-// BeginTaskChunk) and then calls Finish, which does steps 2 to 4. Resume
+// commits the intent as a chunk of a task (ledger.Tasks.Start,
+// Tasks.BeginChunk) and then calls Finish, which does steps 2 to 4. Resume
 // runs Finish on every intent a killed run left unfinished.
 package replay
 

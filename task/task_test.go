@@ -290,7 +290,7 @@ func TestDiscardTo(t *testing.T) {
 
 // TestOneMoveTask: a replay run at once (Service.Do, without a rate) is a
 // task like the others; killed after its first and only chunk was begun
-// (here: begun as Do begins it, with ledger.DB.StartTask), it is listed
+// (here: begun as Do begins it, with ledger.Tasks.Start), it is listed
 // running with every file begun, a cancel is refused (the move finishes
 // all or nothing) and audited, and finishing the move (as the next
 // replay, consume or fsck --repair would) ends it done.
@@ -310,7 +310,7 @@ func TestOneMoveTask(t *testing.T) {
 		files = append(files, ledger.TaskFile{Idx: i, File: n, Ino: ino})
 	}
 	// What Do commits before its first move: the run killed here.
-	st, err := l.StartTask(ctx, ledger.TaskStart{
+	st, err := l.Tasks().Start(ctx, ledger.TaskStart{
 		Task:  ledger.TaskRecord{Kind: "replay", Files: 3, By: "alice", Via: ledger.AuditCLI, Request: `{"kind":"replay","selection":{"all":true}}`},
 		Files: files,
 		Move:  ledger.TaskMove{Kind: "replay", By: "alice", At: time.Now(), Replay: items},

@@ -69,7 +69,7 @@ func testDeadLetterExits(t *testing.T, db *ledger.DB) {
 		}
 	}
 	// b.json edited (inode 902) and discarded.
-	st, err := db.StartTask(ctx, ledger.TaskStart{
+	st, err := db.Tasks().Start(ctx, ledger.TaskStart{
 		Task: ledger.TaskRecord{Kind: "discard", Request: `{"kind":"discard","selection":{"names":["b.json"]}}`, Files: 1, Digest: "db",
 			By: "op", Via: ledger.AuditCLI, Note: "poison"},
 		Files: []ledger.TaskFile{{Idx: 0, File: "b.json", Ino: 902, ContentHash: "bb", Size: 1, Reason: string(spool.ReasonParse)}},

@@ -97,13 +97,13 @@ func testDiscard(t *testing.T, db *ledger.DB) {
 }
 
 // startDiscard begins a discard batch of items, the whole of a task asked
-// and run at once (ledger.DB.StartTask), and returns the batch's id.
+// and run at once (ledger.Tasks.Start), and returns the batch's id.
 func startDiscard(t *testing.T, db *ledger.DB, by, note, toDir string, at time.Time, items []ledger.DiscardItem) (int64, error) {
 	files := make([]ledger.TaskFile, len(items))
 	for i, it := range items {
 		files[i] = ledger.TaskFile{Idx: it.Idx, File: it.File, Ino: it.Ino, ContentHash: it.ContentHash, Size: it.Size, MsgID: it.MsgID, Reason: it.Reason}
 	}
-	st, err := db.StartTask(t.Context(), ledger.TaskStart{
+	st, err := db.Tasks().Start(t.Context(), ledger.TaskStart{
 		Task:  ledger.TaskRecord{Kind: "discard", Files: len(files), By: cmp.Or(by, "-"), Via: ledger.AuditCLI, Note: note},
 		Files: files,
 		Move:  ledger.TaskMove{Kind: "discard", By: by, Note: note, ToDir: toDir, At: at, Discard: items},
