@@ -110,7 +110,7 @@ func (c *checker) stillGone(ctx context.Context, gone []ledger.DeadLetterFile) (
 	}
 	// A replay or discard under way: its files are under staging names or
 	// on their way to inbox/, and its records not written yet.
-	replays, err := c.l.UnfinishedReplays(ctx)
+	replays, err := c.l.Replays().Unfinished(ctx)
 	if err != nil {
 		return nil, err
 	}

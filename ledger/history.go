@@ -210,18 +210,18 @@ ORDER BY id`), int64(ino))
 	return out, nil
 }
 
-// Replays returns the replay log, oldest first: in the order the replays
+// List returns the replay log, oldest first: in the order the replays
 // were recorded, which is their time order as long as the operators'
 // clocks agree.
-func (db *DB) Replays(ctx context.Context) ([]ReplayRecord, error) {
-	if err := db.open(); err != nil {
+func (rl ReplayLog) List(ctx context.Context) ([]ReplayRecord, error) {
+	if err := rl.db.open(); err != nil {
 		return nil, err
 	}
-	rows, err := db.sql.QueryContext(ctx, db.dialect.Rebind(`SELECT id, file, new_name, ino, by_user, note, at
+	rows, err := rl.db.sql.QueryContext(ctx, rl.db.dialect.Rebind(`SELECT id, file, new_name, ino, by_user, note, at
 FROM replays
 ORDER BY id`))
 	if err != nil {
-		return nil, db.fail("list replays", err)
+		return nil, rl.db.fail("list replays", err)
 	}
 	defer rows.Close()
 	var out []ReplayRecord
@@ -233,7 +233,7 @@ ORDER BY id`))
 			at   string
 		)
 		if err := rows.Scan(&r.ID, &r.File, &r.NewName, &ino, &r.By, &note, &at); err != nil {
-			return nil, db.fail("list replays", err)
+			return nil, rl.db.fail("list replays", err)
 		}
 		r.Ino, r.Note = uint64(ino.Int64), note.String
 		if r.At, err = parseTime("replays.at", at); err != nil {
@@ -242,7 +242,7 @@ ORDER BY id`))
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, db.fail("list replays", err)
+		return nil, rl.db.fail("list replays", err)
 	}
 	return out, nil
 }

@@ -203,7 +203,7 @@ func testDeadLetterHistoryHighInode(t *testing.T, db *ledger.DB) {
 
 func testReplays(t *testing.T, db *ledger.DB) {
 	ctx := t.Context()
-	if got, err := db.Replays(ctx); err != nil || len(got) != 0 {
+	if got, err := db.Replays().List(ctx); err != nil || len(got) != 0 {
 		t.Fatalf("Replays of a new ledger = %v, %v", got, err)
 	}
 	t1 := time.Date(2025, 3, 1, 12, 0, 0, 123456000, time.UTC)
@@ -211,11 +211,11 @@ func testReplays(t *testing.T, db *ledger.DB) {
 		{File: "a.json", NewName: "a~2.json", Ino: 9, By: "alice", Note: "fixed upstream", At: t1},
 		{File: "b.json", NewName: "b.json", By: "bob", At: t1.Add(time.Hour)},
 	} {
-		if err := db.RecordReplay(ctx, r); err != nil {
+		if err := db.Replays().Record(ctx, r); err != nil {
 			t.Fatal(err)
 		}
 	}
-	got, err := db.Replays(ctx)
+	got, err := db.Replays().List(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -453,7 +453,7 @@ func testHistoryAfterClose(t *testing.T, db *ledger.DB) {
 	ctx := t.Context()
 	for name, err := range map[string]error{
 		"DeadLetterHistory": second(db.DeadLetterHistory(ctx, 1)),
-		"Replays":           second(db.Replays(ctx)),
+		"Replays":           second(db.Replays().List(ctx)),
 		"Conflicts":         second(db.Conflicts(ctx)),
 		"ProcessedIDs":      second(db.ProcessedIDs(ctx, []string{"x"})),
 		"Prune":             second(db.Prune(ctx, ledger.Prune{Before: time.Now()})),

@@ -164,12 +164,12 @@ func (db *DB) stats(ctx context.Context) (Stats, error) {
 	return st, nil
 }
 
-// RecordReplay records that a dead letter was moved back to inbox/, durably
+// Record records that a dead letter was moved back to inbox/, durably
 // before it returns, so a replay is never lost from the audit trail; a
 // dead letter whose file was edited to a new inode before is retired from
-// the dead-letter index with it, as FinishReplay does.
-func (db *DB) RecordReplay(ctx context.Context, r Replay) error {
-	if err := db.open(); err != nil {
+// the dead-letter index with it, as ReplayLog.Finish does.
+func (rl ReplayLog) Record(ctx context.Context, r Replay) error {
+	if err := rl.db.open(); err != nil {
 		return err
 	}
 	if r.File == "" || r.NewName == "" || r.By == "" {
@@ -179,16 +179,16 @@ func (db *DB) RecordReplay(ctx context.Context, r Replay) error {
 	if at.IsZero() {
 		at = time.Now()
 	}
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, db.q.insertReplay,
+	err := rl.db.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, rl.db.q.insertReplay,
 			clean(r.File), clean(r.NewName), nullIno(r.Ino), clean(r.By), nullString(clean(r.Note)),
 			formatTime(at)); err != nil {
 			return err
 		}
-		return db.retireReplaced(ctx, tx, ExitReplayed, r.By, at, []movedFile{{name: r.File, ino: r.Ino}})
+		return rl.db.retireReplaced(ctx, tx, ExitReplayed, r.By, at, []movedFile{{name: r.File, ino: r.Ino}})
 	})
 	if err != nil {
-		return db.fail("record replay of "+clean(r.File), err)
+		return rl.db.fail("record replay of "+clean(r.File), err)
 	}
 	return nil
 }

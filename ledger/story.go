@@ -269,7 +269,7 @@ ORDER BY id`), arg)
 	if msgID == "" && !slices.Contains(files, file) {
 		files = append(files, file)
 	}
-	replays, err := db.Replays(ctx)
+	replays, err := db.Replays().List(ctx)
 	if err != nil {
 		return Story{}, err
 	}

@@ -16,7 +16,7 @@ import (
 // docs/DESIGN.md, "Tasks"). It moves its files in chunks; each chunk is
 // a replay intent or a discard batch of its own, begun together with the
 // task's cursor in one transaction (Tasks.BeginChunk, Tasks.Start:
-// taskmove.go), and finishing the chunk (FinishReplay, FinishDiscard, by
+// taskmove.go), and finishing the chunk (ReplayLog.Finish, FinishDiscard, by
 // whichever run finishes it) counts its files in the task in the same
 // transaction.
 

@@ -338,7 +338,7 @@ func TestConsumeStartsTheQueue(t *testing.T) {
 	if _, err := os.Stat(temp); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the stale temp file is still there: %v", err)
 	}
-	left, err := q.Ledger.UnfinishedReplays(t.Context())
+	left, err := q.Ledger.Replays().Unfinished(t.Context())
 	if err != nil || len(left) != 0 {
 		t.Errorf("unfinished replays after Consume: %d, %v", len(left), err)
 	}

@@ -186,7 +186,7 @@ func TestResumeFinishesInterruptedReplays(t *testing.T) {
 	if got := steps(all); !slices.Equal(got, []string{"-late.json", "refund.json"}) {
 		t.Errorf("after Resume, error/ holds %v", got)
 	}
-	if log, err := l.Replays(ctx); err != nil || len(log) != 1 || log[0].By != "carol" {
+	if log, err := l.Replays().List(ctx); err != nil || len(log) != 1 || log[0].By != "carol" {
 		t.Errorf("replay log: %+v, %v; want carol's one replay", log, err)
 	}
 }

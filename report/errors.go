@@ -90,7 +90,7 @@ func Errors(ctx context.Context, d *queue.Dir, l *ledger.DB) ([]ErrorRow, error)
 	if len(entries) > 0 {
 		// One read of the replay log rather than one per file: it is small
 		// next to the deliveries, and has no index on ino.
-		all, err := l.Replays(ctx)
+		all, err := l.Replays().List(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("errors report: %w", err)
 		}

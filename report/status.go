@@ -33,7 +33,7 @@ type StatusReport struct {
 	// StaleTemps those whose writer is gone: spool fsck --repair, enqueue
 	// and consume remove them.
 	Temps, StaleTemps int
-	// UnfinishedReplays counts replays killed before they finished.
+	// ReplayLog.Unfinished counts replays killed before they finished.
 	UnfinishedReplays int
 	// Discards counts the dead letters discarded on purpose (spool
 	// discard) and the discards killed before they finished.
@@ -113,7 +113,7 @@ func Status(ctx context.Context, d *queue.Dir, l *ledger.DB) (StatusReport, erro
 			r.StaleTemps++
 		}
 	}
-	unfinished, err := l.UnfinishedReplays(ctx)
+	unfinished, err := l.Replays().Unfinished(ctx)
 	if err != nil {
 		return r, fmt.Errorf("status: %w", err)
 	}

@@ -349,7 +349,7 @@ func (s *Service) FinishReplays(ctx context.Context, who Identity, opt RunOption
 // each through opt's OnResumed and OnResumedDiscard. The caller holds the
 // replay lock.
 func (s *Service) finishInterrupted(ctx context.Context, who Identity, opt RunOptions, discards bool) error {
-	intents, err := s.Ledger.UnfinishedReplays(ctx)
+	intents, err := s.Ledger.Replays().Unfinished(ctx)
 	if err != nil {
 		return err
 	}

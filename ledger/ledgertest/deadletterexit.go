@@ -64,7 +64,7 @@ func testDeadLetterExits(t *testing.T, db *ledger.DB) {
 		{File: "dup.json", NewName: "dup.json", Ino: 901, By: "op", At: at},
 		{File: "e~2.json", NewName: "e.json", Ino: 903, By: "op", At: at},
 	} {
-		if err := db.RecordReplay(ctx, r); err != nil {
+		if err := db.Replays().Record(ctx, r); err != nil {
 			t.Fatal(err)
 		}
 	}

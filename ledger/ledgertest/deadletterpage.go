@@ -30,7 +30,7 @@ func testDeadLetterPage(t *testing.T, db *ledger.DB) {
 	}
 	record(t, db, batch...)
 	// f1 replayed, f2 dead-lettered again under a new claim.
-	if err := db.RecordReplay(ctx, ledger.Replay{File: "f1.json", NewName: "f1.json", Ino: 101, By: "op", At: base.Add(time.Hour)}); err != nil {
+	if err := db.Replays().Record(ctx, ledger.Replay{File: "f1.json", NewName: "f1.json", Ino: 101, By: "op", At: base.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	again := rejected("c2b", "f2.json", 102, spool.ReasonParse, "", "bad byte at offset 2")

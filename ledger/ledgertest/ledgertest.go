@@ -585,14 +585,14 @@ func testStats(t *testing.T, db *ledger.DB) {
 
 func testRecordReplay(t *testing.T, db *ledger.DB) {
 	at := time.Date(2025, 3, 1, 12, 30, 45, 123456789, time.FixedZone("CET", 3600))
-	if err := db.RecordReplay(t.Context(), ledger.Replay{File: "a.json", NewName: "a~2.json", Ino: 9, By: "alice", Note: "fixed upstream", At: at}); err != nil {
+	if err := db.Replays().Record(t.Context(), ledger.Replay{File: "a.json", NewName: "a~2.json", Ino: 9, By: "alice", Note: "fixed upstream", At: at}); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.RecordReplay(t.Context(), ledger.Replay{File: "b.json", NewName: "b.json", By: "bob"}); err != nil {
+	if err := db.Replays().Record(t.Context(), ledger.Replay{File: "b.json", NewName: "b.json", By: "bob"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.RecordReplay(t.Context(), ledger.Replay{File: "c.json", NewName: "c.json"}); err == nil {
-		t.Error("RecordReplay without By: nil error, want one")
+	if err := db.Replays().Record(t.Context(), ledger.Replay{File: "c.json", NewName: "c.json"}); err == nil {
+		t.Error("Replays().Record without By: nil error, want one")
 	}
 	rows, err := db.SQL().QueryContext(t.Context(), "SELECT file, new_name, ino, by_user, note, at FROM replays ORDER BY id")
 	if err != nil {

@@ -63,14 +63,14 @@ func testTasks(t *testing.T, db *ledger.DB) {
 	if _, err := db.Tasks().BeginChunk(ctx, chunk, move); !errors.Is(err, ledger.ErrTaskState) {
 		t.Errorf("the same chunk twice: %v", err)
 	}
-	if un, err := db.UnfinishedReplays(ctx); err != nil || len(un) != 1 || un[0].ID != iid {
-		t.Errorf("UnfinishedReplays = %+v, %v; want the chunk's intent", un, err)
+	if un, err := db.Replays().Unfinished(ctx); err != nil || len(un) != 1 || un[0].ID != iid {
+		t.Errorf("Replays().Unfinished = %+v, %v; want the chunk's intent", un, err)
 	}
-	if err := db.FinishReplay(ctx, iid, []ledger.Replay{{File: "a.json", NewName: "a.json", Ino: 11, By: "alice", At: at}}, at); err != nil {
+	if err := db.Replays().Finish(ctx, iid, []ledger.Replay{{File: "a.json", NewName: "a.json", Ino: 11, By: "alice", At: at}}, at); err != nil {
 		t.Fatal(err)
 	}
-	if un, err := db.UnfinishedReplays(ctx); err != nil || len(un) != 0 {
-		t.Errorf("UnfinishedReplays = %+v, %v; want none", un, err)
+	if un, err := db.Replays().Unfinished(ctx); err != nil || len(un) != 0 {
+		t.Errorf("Replays().Unfinished = %+v, %v; want none", un, err)
 	}
 	got, err = db.Tasks().Get(ctx, id)
 	if err != nil || got.Next != 2 || got.Done != 1 || got.Missing != 0 || got.Changed != 1 || got.ApprovedBy != "bob" {
@@ -152,8 +152,8 @@ func testStartTasks(t *testing.T, db *ledger.DB) {
 		got.Via != ledger.AuditCLI || !got.Created.Equal(at) || got.Request != rec.Request || got.Done != 0 {
 		t.Fatalf("Task after Tasks().Start = %+v, %v", got, err)
 	}
-	if un, err := db.UnfinishedReplays(ctx); err != nil || len(un) != 1 || un[0].ID != st.Move || len(un[0].Items) != 2 {
-		t.Fatalf("UnfinishedReplays = %+v, %v", un, err)
+	if un, err := db.Replays().Unfinished(ctx); err != nil || len(un) != 1 || un[0].ID != st.Move || len(un[0].Items) != 2 {
+		t.Fatalf("Replays().Unfinished = %+v, %v", un, err)
 	}
 	rows, err := db.Audit().List(ctx, ledger.AuditQuery{Action: "replay"})
 	if err != nil || len(rows) != 1 || rows[0].ID != st.Audit || rows[0].Task != st.Task || rows[0].Outcome != ledger.AuditStarted || rows[0].PID != 7 {
@@ -163,7 +163,7 @@ func testStartTasks(t *testing.T, db *ledger.DB) {
 	if _, err := db.Tasks().BeginChunk(ctx, ledger.TaskChunk{Task: st.Task, From: 0, To: 1}, ledger.TaskMove{Kind: "replay", By: "bob", At: at, Replay: items[:1]}); !errors.Is(err, ledger.ErrTaskState) {
 		t.Errorf("a chunk of a task begun whole: %v, want ErrTaskState", err)
 	}
-	if err := db.FinishReplay(ctx, st.Move, []ledger.Replay{{File: "a.json", NewName: "a.json", Ino: 11, By: "alice", At: at}}, at.Add(time.Second)); err != nil {
+	if err := db.Replays().Finish(ctx, st.Move, []ledger.Replay{{File: "a.json", NewName: "a.json", Ino: 11, By: "alice", At: at}}, at.Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	got, err = db.Tasks().Get(ctx, st.Task)
@@ -223,7 +223,7 @@ func testStartTasks(t *testing.T, db *ledger.DB) {
 		if err := db.Tasks().Move(ctx, cid, ledger.TaskTransition{From: []string{ledger.TaskRunning}, To: end, By: "dave"}); err != nil {
 			t.Fatal(err)
 		}
-		if err := db.FinishReplay(ctx, ciid, []ledger.Replay{{File: "d.json", NewName: "d.json", Ino: 14, By: "carol", At: at}}, at); err != nil {
+		if err := db.Replays().Finish(ctx, ciid, []ledger.Replay{{File: "d.json", NewName: "d.json", Ino: 14, By: "carol", At: at}}, at); err != nil {
 			t.Fatal(err)
 		}
 		want := map[string]string{ledger.TaskCancelled: ledger.TaskCancelled, ledger.TaskFailed: ledger.TaskDone}[end]
