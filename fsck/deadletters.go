@@ -114,7 +114,7 @@ func (c *checker) stillGone(ctx context.Context, gone []ledger.DeadLetterFile) (
 	if err != nil {
 		return nil, err
 	}
-	discards, err := c.l.UnfinishedDiscards(ctx)
+	discards, err := c.l.Discards().Unfinished(ctx)
 	if err != nil {
 		return nil, err
 	}

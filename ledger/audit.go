@@ -37,7 +37,7 @@ const (
 	AuditRefused = "refused"
 )
 
-// AuditLog is the audit of operator actions (table audit): every action
+// AuditLog is the audit of operator actions (table spool_audit): every action
 // that changed the queue or the ledger, and every refusal of one, as a row
 // that is written before the action changes anything and closed after it.
 // Rows are never deleted, and a closed row is never reopened except to

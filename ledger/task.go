@@ -16,12 +16,13 @@ import (
 // docs/DESIGN.md, "Tasks"). It moves its files in chunks; each chunk is
 // a replay intent or a discard batch of its own, begun together with the
 // task's cursor in one transaction (Tasks.BeginChunk, Tasks.Start:
-// taskmove.go), and finishing the chunk (ReplayLog.Finish, FinishDiscard, by
+// taskmove.go), and finishing the chunk (ReplayLog.Finish, DiscardLog.Finish, by
 // whichever run finishes it) counts its files in the task in the same
 // transaction.
 
 // Tasks is the ledger's tasks (tables spool_tasks and spool_task_files)
-// and the queue's approval policy for them: a task's exact file set,
+// and the queue's approval policy for them (spool_approval_policy): a
+// task's exact file set,
 // recorded when it is created and never changed after, its state, moved
 // only along the transitions Tasks.Move allows, and its cursor, advanced
 // only together with the chunk that moves its files. Reached by DB.Tasks.

@@ -118,7 +118,7 @@ func Status(ctx context.Context, d *queue.Dir, l *ledger.DB) (StatusReport, erro
 		return r, fmt.Errorf("status: %w", err)
 	}
 	r.UnfinishedReplays = len(unfinished)
-	if r.Discards, err = l.DiscardCounts(ctx); err != nil {
+	if r.Discards, err = l.Discards().Counts(ctx); err != nil {
 		return r, fmt.Errorf("status: %w", err)
 	}
 	retries, err := l.Retries(ctx)

@@ -92,7 +92,7 @@ func Story(ctx context.Context, d *queue.Dir, l *ledger.DB, arg string) (Message
 	if id == "" {
 		id = arg
 	}
-	if m.Discards, err = l.DiscardsOf(ctx, id, append(st.Files(), arg)); err != nil {
+	if m.Discards, err = l.Discards().Of(ctx, id, append(st.Files(), arg)); err != nil {
 		return MessageStory{}, err
 	}
 	for _, b := range m.Discards {

@@ -378,7 +378,7 @@ func (s *Service) finishInterrupted(ctx context.Context, who Identity, opt RunOp
 	if !discards {
 		return nil
 	}
-	batches, err := s.Ledger.UnfinishedDiscards(ctx)
+	batches, err := s.Ledger.Discards().Unfinished(ctx)
 	if err != nil || len(batches) == 0 {
 		return err
 	}

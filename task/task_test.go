@@ -278,7 +278,7 @@ func TestDiscardTo(t *testing.T) {
 	if got := names(t, d, queue.Error); !slices.Equal(got, []string{"d002.json"}) {
 		t.Fatalf("error/ %q", got)
 	}
-	bs, err := l.DiscardsOf(ctx, "m000", nil)
+	bs, err := l.Discards().Of(ctx, "m000", nil)
 	if err != nil || len(bs) != 1 || bs[0].ToDir != kept || bs[0].Items[0].Outcome != ledger.DiscardMoved || bs[0].Items[0].ContentHash == "" {
 		t.Fatalf("discards of m000: %+v, %v", bs, err)
 	}

@@ -80,7 +80,7 @@ func testDeadLetterExits(t *testing.T, db *ledger.DB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.FinishDiscard(ctx, st.Move, []ledger.DiscardItem{{Idx: 0, File: "b.json", Ino: 902, Outcome: ledger.DiscardDeleted}}, at); err != nil {
+	if err := db.Discards().Finish(ctx, st.Move, []ledger.DiscardItem{{Idx: 0, File: "b.json", Ino: 902, Outcome: ledger.DiscardDeleted}}, at); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := current(), "c7 c6 c5 c4 c3 c2"; got != want {

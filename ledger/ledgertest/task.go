@@ -85,7 +85,7 @@ func testTasks(t *testing.T, db *ledger.DB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.FinishDiscard(ctx, bid, []ledger.DiscardItem{{Idx: 2, File: "c.json", Outcome: ledger.DiscardMissing}}, at); err != nil {
+	if err := db.Discards().Finish(ctx, bid, []ledger.DiscardItem{{Idx: 2, File: "c.json", Outcome: ledger.DiscardMissing}}, at); err != nil {
 		t.Fatal(err)
 	}
 	// Its last chunk finished, the task is done, in the same transaction.
@@ -185,7 +185,7 @@ func testStartTasks(t *testing.T, db *ledger.DB) {
 	if got, err := db.Tasks().Get(ctx, dst.Task); err != nil || got.State != ledger.TaskRunning || got.Kind != "discard" || got.Next != 1 {
 		t.Fatalf("Task after Tasks().Start = %+v, %v", got, err)
 	}
-	if err := db.FinishDiscard(ctx, dst.Move, []ledger.DiscardItem{{Idx: 0, File: "c.json", Outcome: ledger.DiscardDeleted}}, at); err != nil {
+	if err := db.Discards().Finish(ctx, dst.Move, []ledger.DiscardItem{{Idx: 0, File: "c.json", Outcome: ledger.DiscardDeleted}}, at); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := db.Tasks().Get(ctx, dst.Task); err != nil || got.State != ledger.TaskRunning || got.Done != 1 {
@@ -196,7 +196,7 @@ func testStartTasks(t *testing.T, db *ledger.DB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.FinishDiscard(ctx, bid, []ledger.DiscardItem{{Idx: 1, File: "e.json", Outcome: ledger.DiscardDeleted}}, at); err != nil {
+	if err := db.Discards().Finish(ctx, bid, []ledger.DiscardItem{{Idx: 1, File: "e.json", Outcome: ledger.DiscardDeleted}}, at); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := db.Tasks().Get(ctx, dst.Task); err != nil || got.State != ledger.TaskDone || got.Done != 2 || got.Missing != 0 {
