@@ -184,7 +184,7 @@ func (s *Server) getDeadLetters(r *request) (int, any) {
 	// left it in a way the ledger does not know (removed by hand) is left
 	// out (report.InError).
 	q.Check = report.NewInError(s.o.Dir, s.o.Ledger).Check
-	recs, next, err := s.o.Ledger.DeadLetterPage(r.Context(), q)
+	recs, next, err := s.o.Ledger.DeadLetters().Page(r.Context(), q)
 	if err != nil {
 		return s.failed(r, err)
 	}
@@ -209,7 +209,7 @@ func (s *Server) getDeadLetters(r *request) (int, any) {
 }
 
 func (s *Server) getGroups(r *request) (int, any) {
-	gs, err := s.o.Ledger.DeadLetterGroups(r.Context(), report.NewInError(s.o.Dir, s.o.Ledger).Check)
+	gs, err := s.o.Ledger.DeadLetters().Groups(r.Context(), report.NewInError(s.o.Dir, s.o.Ledger).Check)
 	if err != nil {
 		return s.failed(r, err)
 	}

@@ -191,7 +191,7 @@ func (c *checker) errorStage(ctx context.Context) (*finding, error) {
 // sorted, never nil.
 func (c *checker) deadLetterNames(ctx context.Context) ([]uint64, error) {
 	names := []uint64{}
-	err := c.l.EachDeadLetterFile(ctx, func(_ uint64, file string) error {
+	err := c.l.DeadLetters().EachFile(ctx, func(_ uint64, file string) error {
 		names = append(names, recordedKey(0, file).name)
 		return nil
 	})

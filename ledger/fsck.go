@@ -31,14 +31,14 @@ func (db *DB) EachKnownFile(ctx context.Context, fn func(ino uint64, file string
 	return nil
 }
 
-// EachDeadLetterFile calls fn with the inode and the recorded name of
+// EachFile calls fn with the inode and the recorded name of
 // every dead-letter record, streaming: fsck matches a file of error/ whose
 // inode has no record (a copied queue) to them by name.
-func (db *DB) EachDeadLetterFile(ctx context.Context, fn func(ino uint64, file string) error) error {
-	if err := db.open(); err != nil {
+func (dls DeadLetters) EachFile(ctx context.Context, fn func(ino uint64, file string) error) error {
+	if err := dls.db.open(); err != nil {
 		return err
 	}
-	return db.eachFile(ctx, `SELECT ino, file FROM deliveries WHERE outcome = 'dead-letter' AND ino IS NOT NULL`, fn)
+	return dls.db.eachFile(ctx, `SELECT ino, file FROM deliveries WHERE outcome = 'dead-letter' AND ino IS NOT NULL`, fn)
 }
 
 func (db *DB) eachFile(ctx context.Context, q string, fn func(ino uint64, file string) error) error {

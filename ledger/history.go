@@ -173,13 +173,13 @@ func scanDeadLetter(rows *sql.Rows) (DeadLetterRecord, error) {
 	return r, nil
 }
 
-// DeadLetterHistory returns every dead-letter record of the file with inode
+// History returns every dead-letter record of the file with inode
 // ino, oldest first (in commit order). A file that was replayed and failed
 // again has one record per failure; an inode the filesystem reused for
 // another file has that file's records too, so callers match names (see
 // report.Errors). Nil for ino 0 (unknown).
-func (db *DB) DeadLetterHistory(ctx context.Context, ino uint64) ([]DeadLetterRecord, error) {
-	if err := db.open(); err != nil {
+func (dls DeadLetters) History(ctx context.Context, ino uint64) ([]DeadLetterRecord, error) {
+	if err := dls.db.open(); err != nil {
 		return nil, err
 	}
 	if ino == 0 {
@@ -188,24 +188,24 @@ func (db *DB) DeadLetterHistory(ctx context.Context, ino uint64) ([]DeadLetterRe
 	op := fmt.Sprintf("dead-letter history of inode %d", ino)
 	// outcome = 'dead-letter' lets the engine use the partial index
 	// deliveries_dead_letter_ino.
-	rows, err := db.sql.QueryContext(ctx, db.dialect.Rebind(`SELECT `+deadLetterColumns+`
+	rows, err := dls.db.sql.QueryContext(ctx, dls.db.dialect.Rebind(`SELECT `+deadLetterColumns+`
 FROM deliveries
 WHERE outcome = 'dead-letter' AND ino = ?
 ORDER BY id`), int64(ino))
 	if err != nil {
-		return nil, db.fail(op, err)
+		return nil, dls.db.fail(op, err)
 	}
 	defer rows.Close()
 	var out []DeadLetterRecord
 	for rows.Next() {
 		r, err := scanDeadLetter(rows)
 		if err != nil {
-			return nil, db.fail(op, err)
+			return nil, dls.db.fail(op, err)
 		}
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, db.fail(op, err)
+		return nil, dls.db.fail(op, err)
 	}
 	return out, nil
 }

@@ -160,7 +160,7 @@ func testDeadLetterHistory(t *testing.T, db *ledger.DB) {
 	failWork(t, db, message("c3", "a.json", 7, "m7", `{"msg_id":"m7"}`), "order closed")
 	mustRecord(t, db, message("c4", "z.json", 7, "m9", `{"msg_id":"m9"}`))
 
-	got, err := db.DeadLetterHistory(ctx, 7)
+	got, err := db.DeadLetters().History(ctx, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,10 +183,10 @@ func testDeadLetterHistory(t *testing.T, db *ledger.DB) {
 	if !(first.ID < second.ID) {
 		t.Errorf("ids %d, %d: want commit order, oldest first", first.ID, second.ID)
 	}
-	if got, err := db.DeadLetterHistory(ctx, 0); err != nil || got != nil {
+	if got, err := db.DeadLetters().History(ctx, 0); err != nil || got != nil {
 		t.Errorf("history of inode 0 = %v, %v; want nil (unknown)", got, err)
 	}
-	if got, err := db.DeadLetterHistory(ctx, 99); err != nil || len(got) != 0 {
+	if got, err := db.DeadLetters().History(ctx, 99); err != nil || len(got) != 0 {
 		t.Errorf("history of inode 99 = %v, %v; want none", got, err)
 	}
 }
@@ -195,7 +195,7 @@ func testDeadLetterHistoryHighInode(t *testing.T, db *ledger.DB) {
 	// An inode above 2^63-1 is stored with the same bits and read back.
 	const ino = uint64(1<<63 + 5)
 	mustRecord(t, db, poison("c1", "a.json", ino, spool.ReasonParse, "", "x"))
-	got, err := db.DeadLetterHistory(t.Context(), ino)
+	got, err := db.DeadLetters().History(t.Context(), ino)
 	if err != nil || len(got) != 1 || got[0].Ino != ino {
 		t.Fatalf("history = %+v, %v; want one record of inode %d", got, err, ino)
 	}
@@ -452,7 +452,7 @@ func testHistoryAfterClose(t *testing.T, db *ledger.DB) {
 	db.Close()
 	ctx := t.Context()
 	for name, err := range map[string]error{
-		"DeadLetterHistory": second(db.DeadLetterHistory(ctx, 1)),
+		"DeadLetterHistory": second(db.DeadLetters().History(ctx, 1)),
 		"Replays":           second(db.Replays().List(ctx)),
 		"Conflicts":         second(db.Conflicts(ctx)),
 		"ProcessedIDs":      second(db.ProcessedIDs(ctx, []string{"x"})),

@@ -103,7 +103,7 @@ func Errors(ctx context.Context, d *queue.Dir, l *ledger.DB) ([]ErrorRow, error)
 	}
 	rows := make([]ErrorRow, 0, len(entries))
 	for _, e := range entries {
-		recs, err := l.DeadLetterHistory(ctx, e.Ino)
+		recs, err := l.DeadLetters().History(ctx, e.Ino)
 		if err != nil {
 			return nil, fmt.Errorf("errors report: %s: %w", e.Name, err)
 		}
