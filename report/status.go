@@ -49,7 +49,7 @@ type StatusReport struct {
 	NoOutbox bool
 	Parked   []ledger.ParkedRow
 	// Pause is the queue's pause (spool pause); Held counts the messages
-	// in held/ and HeldIDs the msg_ids held (spool hold).
+	// in held/ and Holding.HeldIDs the msg_ids held (spool hold).
 	Pause   ledger.PauseState
 	Held    int
 	HeldIDs int
@@ -95,10 +95,10 @@ func Status(ctx context.Context, d *queue.Dir, l *ledger.DB) (StatusReport, erro
 		return r, fmt.Errorf("status: %w", err)
 	}
 	r.Ledger = st
-	if r.Pause, err = l.PauseState(ctx); err != nil {
+	if r.Pause, err = l.Holding().PauseState(ctx); err != nil {
 		return r, fmt.Errorf("status: %w", err)
 	}
-	ids, err := l.HeldIDs(ctx)
+	ids, err := l.Holding().HeldIDs(ctx)
 	if err != nil {
 		return r, fmt.Errorf("status: %w", err)
 	}

@@ -185,7 +185,7 @@ func holdSource(l *ledger.DB) metrics.HoldSource {
 // fails then).
 func pausedOf(l *ledger.DB) func(context.Context) (string, bool) {
 	return func(ctx context.Context) (string, bool) {
-		p, err := l.PauseState(ctx)
+		p, err := l.Holding().PauseState(ctx)
 		if err != nil || !p.Paused {
 			return "", false
 		}
