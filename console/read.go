@@ -49,7 +49,7 @@ func (s *Server) getOverview(r *request) (int, any) {
 	defer rs.mu.Unlock()
 	now := time.Now()
 	if rs.lastAt.IsZero() || now.Sub(rs.lastAt) >= statsEvery {
-		st, err := s.o.Ledger.Stats(r.Context())
+		st, err := s.o.Ledger.Messages().Stats(r.Context())
 		if err != nil {
 			return s.failed(r, err)
 		}

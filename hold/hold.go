@@ -193,7 +193,7 @@ func (s *Service) Hold(ctx context.Context, who task.Identity, r Request) (Resul
 			if !it.Done {
 				it.Why = "held already"
 			}
-			st, err := s.Ledger.StoryOf(ctx, id, "")
+			st, err := s.Ledger.Messages().Story(ctx, id, "")
 			if err != nil {
 				return err
 			}

@@ -249,19 +249,19 @@ ORDER BY id`))
 
 // Conflicts returns the conflicting redeliveries, sorted by msg_id in byte
 // order, then by the time of the duplicate, then by commit order.
-func (db *DB) Conflicts(ctx context.Context) ([]Conflict, error) {
-	if err := db.open(); err != nil {
+func (ms Messages) Conflicts(ctx context.Context) ([]Conflict, error) {
+	if err := ms.db.open(); err != nil {
 		return nil, err
 	}
 	// LEFT JOIN: a conflict stays visible after its processed row was
 	// pruned, with that side empty.
-	rows, err := db.sql.QueryContext(ctx, db.dialect.Rebind(`SELECT d.id, d.msg_id, p.file, p.content_hash,
+	rows, err := ms.db.sql.QueryContext(ctx, ms.db.dialect.Rebind(`SELECT d.id, d.msg_id, p.file, p.content_hash,
     d.file, d.content_hash, d.consumer, d.at
 FROM deliveries d
 LEFT JOIN processed p ON p.msg_id = d.msg_id
 WHERE d.conflict = 1 AND d.outcome = 'duplicate'`))
 	if err != nil {
-		return nil, db.fail("list conflicts", err)
+		return nil, ms.db.fail("list conflicts", err)
 	}
 	defer rows.Close()
 	var out []Conflict
@@ -272,7 +272,7 @@ WHERE d.conflict = 1 AND d.outcome = 'duplicate'`))
 			at                  string
 		)
 		if err := rows.Scan(&c.ID, &c.MsgID, &pFile, &pHash, &c.DuplicateFile, &dHash, &c.Consumer, &at); err != nil {
-			return nil, db.fail("list conflicts", err)
+			return nil, ms.db.fail("list conflicts", err)
 		}
 		c.ProcessedFile, c.ProcessedHash, c.DuplicateHash = pFile.String, pHash.String, dHash.String
 		if c.At, err = parseTime("deliveries.at", at); err != nil {
@@ -281,7 +281,7 @@ WHERE d.conflict = 1 AND d.outcome = 'duplicate'`))
 		out = append(out, c)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, db.fail("list conflicts", err)
+		return nil, ms.db.fail("list conflicts", err)
 	}
 	slices.SortFunc(out, func(a, b Conflict) int {
 		return cmp.Or(strings.Compare(a.MsgID, b.MsgID), a.At.Compare(b.At), cmp.Compare(a.ID, b.ID))
@@ -292,8 +292,8 @@ WHERE d.conflict = 1 AND d.outcome = 'duplicate'`))
 // ProcessedIDs returns which of ids have a row in processed, so that a
 // replay can tell a dead letter whose message was processed meanwhile (it
 // was sent again and succeeded) from one still to be done.
-func (db *DB) ProcessedIDs(ctx context.Context, ids []string) (map[string]bool, error) {
-	at, err := db.RepairedAt(ctx, ids) // a key for each msg_id with a row
+func (ms Messages) ProcessedIDs(ctx context.Context, ids []string) (map[string]bool, error) {
+	at, err := ms.db.RepairedAt(ctx, ids) // a key for each msg_id with a row
 	if err != nil {
 		return nil, err
 	}

@@ -251,7 +251,7 @@ func testConflicts(t *testing.T, db *ledger.DB) {
 	mustRecord(t, db, later)
 	mustRecord(t, db, earlier)
 
-	got, err := db.Conflicts(ctx)
+	got, err := db.Messages().Conflicts(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +274,7 @@ func testConflicts(t *testing.T, db *ledger.DB) {
 
 	// A conflict outlives its processed row (pruned): that side is empty.
 	exec(t, db, `DELETE FROM processed WHERE msg_id = 'b'`)
-	got, err = db.Conflicts(ctx)
+	got, err = db.Messages().Conflicts(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +295,7 @@ func testProcessedIDs(t *testing.T, db *ledger.DB) {
 	}
 	mustRecord(t, db, batch...)
 	ids = append(ids, "", "m000", "nope")
-	got, err := db.ProcessedIDs(t.Context(), ids)
+	got, err := db.Messages().ProcessedIDs(t.Context(), ids)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,8 +312,8 @@ func testProcessedIDs(t *testing.T, db *ledger.DB) {
 			t.Errorf("%q reported processed", id)
 		}
 	}
-	if got, err := db.ProcessedIDs(t.Context(), nil); err != nil || len(got) != 0 {
-		t.Errorf("ProcessedIDs(nil) = %v, %v", got, err)
+	if got, err := db.Messages().ProcessedIDs(t.Context(), nil); err != nil || len(got) != 0 {
+		t.Errorf("Messages().ProcessedIDs(nil) = %v, %v", got, err)
 	}
 }
 
@@ -454,8 +454,8 @@ func testHistoryAfterClose(t *testing.T, db *ledger.DB) {
 	for name, err := range map[string]error{
 		"DeadLetterHistory": second(db.DeadLetters().History(ctx, 1)),
 		"Replays":           second(db.Replays().List(ctx)),
-		"Conflicts":         second(db.Conflicts(ctx)),
-		"ProcessedIDs":      second(db.ProcessedIDs(ctx, []string{"x"})),
+		"Conflicts":         second(db.Messages().Conflicts(ctx)),
+		"ProcessedIDs":      second(db.Messages().ProcessedIDs(ctx, []string{"x"})),
 		"Prune":             second(db.Prune(ctx, ledger.Prune{Before: time.Now()})),
 	} {
 		if !errors.Is(err, spool.ErrLedgerClosed) {

@@ -90,7 +90,7 @@ func Status(ctx context.Context, d *queue.Dir, l *ledger.DB) (StatusReport, erro
 		return r, fmt.Errorf("status: %w", err)
 	}
 	r.Oldest = oldest
-	st, err := l.Stats(ctx)
+	st, err := l.Messages().Stats(ctx)
 	if err != nil {
 		return r, fmt.Errorf("status: %w", err)
 	}
@@ -121,7 +121,7 @@ func Status(ctx context.Context, d *queue.Dir, l *ledger.DB) (StatusReport, erro
 	if r.Discards, err = l.Discards().Counts(ctx); err != nil {
 		return r, fmt.Errorf("status: %w", err)
 	}
-	retries, err := l.Retries(ctx)
+	retries, err := l.Messages().Retries(ctx)
 	if err != nil {
 		return r, fmt.Errorf("status: %w", err)
 	}

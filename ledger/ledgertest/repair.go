@@ -29,7 +29,7 @@ func repairFile(id, amount, name string, at time.Time) ledger.RepairedFile {
 // each duplicate's file with its conflict mark, sorted.
 func repairedView(t *testing.T, db *ledger.DB, msgID string) string {
 	t.Helper()
-	st, err := db.StoryOf(t.Context(), msgID, "")
+	st, err := db.Messages().Story(t.Context(), msgID, "")
 	if err != nil {
 		t.Fatal(err)
 	}
