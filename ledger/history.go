@@ -89,7 +89,7 @@ type Prune struct {
 	// time of a file of done/ whose row the prune removes and that stays
 	// (a prune without --files): a file moved into done/ just after its
 	// row was committed, before the edge, got there after it. Prune records
-	// the later of the two as its horizon (PruneHorizon).
+	// the later of the two as its horizon (Fsck.PruneHorizon).
 	FilesBefore time.Time
 }
 
@@ -104,8 +104,8 @@ const metaPruneHorizon = "prune_horizon"
 // the prune would have removed it all the same (its processed_at is
 // before the file's move), so the ledger is what the prune meant it to
 // be. spool prune --files removes such files.
-func (db *DB) PruneHorizon(ctx context.Context) (time.Time, error) {
-	v, err := db.metaValue(ctx, metaPruneHorizon, "read the prune horizon")
+func (fk Fsck) PruneHorizon(ctx context.Context) (time.Time, error) {
+	v, err := fk.db.metaValue(ctx, metaPruneHorizon, "read the prune horizon")
 	if err != nil || v == "" {
 		return time.Time{}, err
 	}
@@ -293,7 +293,7 @@ WHERE d.conflict = 1 AND d.outcome = 'duplicate'`))
 // replay can tell a dead letter whose message was processed meanwhile (it
 // was sent again and succeeded) from one still to be done.
 func (ms Messages) ProcessedIDs(ctx context.Context, ids []string) (map[string]bool, error) {
-	at, err := ms.db.RepairedAt(ctx, ids) // a key for each msg_id with a row
+	at, err := ms.db.Fsck().RepairedAt(ctx, ids) // a key for each msg_id with a row
 	if err != nil {
 		return nil, err
 	}
@@ -316,8 +316,8 @@ func (ms Messages) ProcessedIDs(ctx context.Context, ids []string) (map[string]b
 // so a redelivery of it is processed again, not absorbed as a duplicate;
 // order-check no longer sees the pruned sequences; dups forgets the pruned
 // duplicates.
-func (db *DB) Prune(ctx context.Context, p Prune) (Pruned, error) {
-	if err := db.open(); err != nil {
+func (fk Fsck) Prune(ctx context.Context, p Prune) (Pruned, error) {
+	if err := fk.db.open(); err != nil {
 		return Pruned{}, err
 	}
 	if p.Before.IsZero() {
@@ -333,16 +333,16 @@ func (db *DB) Prune(ctx context.Context, p Prune) (Pruned, error) {
 		err error
 	)
 	if p.DryRun {
-		res, err = db.countPrune(ctx, before, procWhere, procArgs, delWhere, delArgs)
+		res, err = fk.db.countPrune(ctx, before, procWhere, procArgs, delWhere, delArgs)
 	} else {
 		horizon := p.Before
 		if p.FilesBefore.After(horizon) {
 			horizon = p.FilesBefore
 		}
-		res, err = db.prune(ctx, horizon, before, procWhere, procArgs, delWhere, delArgs)
+		res, err = fk.db.prune(ctx, horizon, before, procWhere, procArgs, delWhere, delArgs)
 	}
 	if err != nil {
-		return Pruned{}, db.fail("prune before "+before, err)
+		return Pruned{}, fk.db.fail("prune before "+before, err)
 	}
 	return res, nil
 }
@@ -451,7 +451,7 @@ const outboxPruneWhere = "published_at IS NOT NULL AND published_at < ?"
 // pruneWhere is the conditions of the rows Prune removes, on processed and
 // on deliveries, with their arguments. They are written once and used to
 // count (dry run), to delete, and to list the files of the rows
-// (EachPruneFile), so that each tells of exactly the rows a real run would
+// (Fsck.EachPruneFile), so that each tells of exactly the rows a real run would
 // remove from the same ledger.
 func pruneWhere(p Prune) (procWhere string, procArgs []any, delWhere string, delArgs []any) {
 	before := formatTime(p.Before)

@@ -373,7 +373,7 @@ func testPrune(t *testing.T, db *ledger.DB) {
 	// c2 (m2's processed delivery) and c5 (a duplicate) are still claimed
 	// in processing/.
 	keep := []string{"c2", "c5"}
-	dry, err := db.Prune(ctx, ledger.Prune{Before: before, KeepClaims: keep, DryRun: true})
+	dry, err := db.Fsck().Prune(ctx, ledger.Prune{Before: before, KeepClaims: keep, DryRun: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,7 +384,7 @@ func testPrune(t *testing.T, db *ledger.DB) {
 		t.Fatalf("a dry run changed the ledger:\n%v\nwant\n%v", got, start)
 	}
 
-	got, err := db.Prune(ctx, ledger.Prune{Before: before, KeepClaims: keep})
+	got, err := db.Fsck().Prune(ctx, ledger.Prune{Before: before, KeepClaims: keep})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,14 +410,14 @@ func testPrune(t *testing.T, db *ledger.DB) {
 		t.Errorf("redelivery after the window: %s, want processed", r.Outcome)
 	}
 	// Pruning again finds nothing more.
-	if n, err := db.Prune(ctx, ledger.Prune{Before: before, KeepClaims: keep}); err != nil || n.Total() != 0 {
+	if n, err := db.Fsck().Prune(ctx, ledger.Prune{Before: before, KeepClaims: keep}); err != nil || n.Total() != 0 {
 		t.Errorf("second prune = %+v, %v; want nothing", n, err)
 	}
 }
 
 func testPruneWithoutKeep(t *testing.T, db *ledger.DB) {
 	before := pruneFixture(t, db)
-	got, err := db.Prune(t.Context(), ledger.Prune{Before: before})
+	got, err := db.Fsck().Prune(t.Context(), ledger.Prune{Before: before})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -432,14 +432,14 @@ func testPruneWithoutKeep(t *testing.T, db *ledger.DB) {
 func testPruneRefuses(t *testing.T, db *ledger.DB) {
 	pruneFixture(t, db)
 	start := ledgerState(t, db)
-	if _, err := db.Prune(t.Context(), ledger.Prune{}); err == nil {
+	if _, err := db.Fsck().Prune(t.Context(), ledger.Prune{}); err == nil {
 		t.Error("Prune without Before: nil error")
 	}
 	many := make([]string, ledger.MaxPruneKeep+1)
 	for i := range many {
 		many[i] = fmt.Sprint("c", i+1)
 	}
-	_, err := db.Prune(t.Context(), ledger.Prune{Before: time.Now(), KeepClaims: many})
+	_, err := db.Fsck().Prune(t.Context(), ledger.Prune{Before: time.Now(), KeepClaims: many})
 	if !errors.Is(err, ledger.ErrTooManyInFlight) {
 		t.Errorf("Prune with %d in flight: %v, want ErrTooManyInFlight", len(many), err)
 	}
@@ -456,7 +456,7 @@ func testHistoryAfterClose(t *testing.T, db *ledger.DB) {
 		"Replays":           second(db.Replays().List(ctx)),
 		"Conflicts":         second(db.Messages().Conflicts(ctx)),
 		"ProcessedIDs":      second(db.Messages().ProcessedIDs(ctx, []string{"x"})),
-		"Prune":             second(db.Prune(ctx, ledger.Prune{Before: time.Now()})),
+		"Prune":             second(db.Fsck().Prune(ctx, ledger.Prune{Before: time.Now()})),
 	} {
 		if !errors.Is(err, spool.ErrLedgerClosed) {
 			t.Errorf("%s after Close: %v, want ErrLedgerClosed", name, err)

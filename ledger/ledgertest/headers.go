@@ -48,7 +48,7 @@ func testHeaders(t *testing.T, db *ledger.DB) {
 	// still comes with them; the others go. Once published, they go too.
 	ctx := t.Context()
 	edge := time.Now().Add(time.Hour)
-	if n, err := db.Prune(ctx, ledger.Prune{Before: edge}); err != nil || n.Processed != 2 {
+	if n, err := db.Fsck().Prune(ctx, ledger.Prune{Before: edge}); err != nil || n.Processed != 2 {
 		t.Fatalf("prune with two events pending: %+v, %v; want the 2 processed rows that emitted nothing", n, err)
 	}
 	if _, ok := processedRow(t, db, "h-plain"); ok {
@@ -64,7 +64,7 @@ func testHeaders(t *testing.T, db *ledger.DB) {
 	if held, err := db.Outbox().MarkPublished(ctx, "r", "hdr", []int64{rows[0].ID, rows[1].ID}, "dir:///x", now, now.Add(time.Minute)); err != nil || !held {
 		t.Fatalf("mark hdr published: %v %v", held, err)
 	}
-	if n, err := db.Prune(ctx, ledger.Prune{Before: edge}); err != nil || n.Processed != 2 || n.Outbox != 2 {
+	if n, err := db.Fsck().Prune(ctx, ledger.Prune{Before: edge}); err != nil || n.Processed != 2 || n.Outbox != 2 {
 		t.Errorf("prune once published: %+v, %v; want the 2 processed rows and the 2 events", n, err)
 	}
 }

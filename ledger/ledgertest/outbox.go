@@ -149,10 +149,10 @@ func testOutboxRelay(t *testing.T, db *ledger.DB) {
 	// marked at now, not the one marked at later), never an unpublished
 	// one; a dry run counts the same rows and removes nothing.
 	edge := now.Add(time.Minute)
-	if n, err := db.Prune(ctx, ledger.Prune{Before: edge, DryRun: true}); err != nil || n.Outbox != 2 {
+	if n, err := db.Fsck().Prune(ctx, ledger.Prune{Before: edge, DryRun: true}); err != nil || n.Outbox != 2 {
 		t.Errorf("dry-run prune: %+v, %v; want 2 outbox rows", n, err)
 	}
-	if n, err := db.Prune(ctx, ledger.Prune{Before: edge}); err != nil || n.Outbox != 2 || n.Total() != 2 {
+	if n, err := db.Fsck().Prune(ctx, ledger.Prune{Before: edge}); err != nil || n.Outbox != 2 || n.Total() != 2 {
 		t.Errorf("prune: %+v, %v; want 2 outbox rows", n, err)
 	}
 	if got := column(t, db, "SELECT aggregate FROM outbox ORDER BY id"); !reflect.DeepEqual(got, []string{"B", "C", "A"}) {
