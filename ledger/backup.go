@@ -53,7 +53,7 @@ func (bk Backup) SnapshotInto(ctx context.Context, path string) error {
 	if err := bk.db.open(); err != nil {
 		return err
 	}
-	if err := bk.db.Backup().CanSnapshot(); err != nil {
+	if err := bk.CanSnapshot(); err != nil {
 		return err
 	}
 	if _, err := bk.db.sql.ExecContext(ctx, bk.db.dialect.Rebind(bk.db.dialect.Snapshot().Into), path); err != nil {

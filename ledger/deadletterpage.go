@@ -233,7 +233,7 @@ func (dls DeadLetters) Groups(ctx context.Context, check FileCheck) ([]DeadLette
 	if check == nil {
 		err = dls.db.groupAll(ctx, g)
 	} else {
-		err = dls.db.DeadLetters().Current(ctx, func(files []DeadLetterFile) error {
+		err = dls.Current(ctx, func(files []DeadLetterFile) error {
 			keep, err := check(ctx, files)
 			if err != nil {
 				return err

@@ -136,15 +136,11 @@ ORDER BY o.id LIMIT ?`)
 	return out, nil
 }
 
-// Rows returns up to limit unpublished rows of aggregate in id
-// order, parked ones included (Parked set).
-func (o Outbox) Rows(ctx context.Context, aggregate string, limit int) ([]OutboxRow, error) {
-	return o.db.Outbox().RowsAfter(ctx, aggregate, 0, limit)
-}
-
-// RowsAfter is Outbox.Rows from the row after id after on: a relay
-// that holds the aggregate's lease and has sent its rows up to after
-// reads on without waiting for their marks. An aggregate's rows commit
+// RowsAfter returns up to limit unpublished rows of aggregate in id
+// order, parked ones included (Parked set), from the row after id after
+// on (0: from its first row): a relay that holds the aggregate's lease
+// and has sent its rows up to after reads on without waiting for their
+// marks. An aggregate's rows commit
 // in id order (migration 013), so no row below after can appear later.
 func (o Outbox) RowsAfter(ctx context.Context, aggregate string, after int64, limit int) ([]OutboxRow, error) {
 	if err := o.db.open(); err != nil {

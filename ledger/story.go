@@ -186,7 +186,7 @@ func (ms Messages) Story(ctx context.Context, msgID, file string) (Story, error)
 	}
 	st := Story{MsgID: msgID}
 	if msgID != "" {
-		r, ok, err := ms.db.Messages().Processed(ctx, msgID)
+		r, ok, err := ms.Processed(ctx, msgID)
 		if err != nil {
 			return Story{}, err
 		}
@@ -255,7 +255,7 @@ ORDER BY id`), arg)
 		return Story{}, ms.db.fail("deliveries of "+arg, err)
 	}
 	if msgID != "" {
-		retries, err := ms.db.Messages().Retries(ctx)
+		retries, err := ms.Retries(ctx)
 		if err != nil {
 			return Story{}, err
 		}

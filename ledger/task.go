@@ -380,7 +380,7 @@ func (ts Tasks) Move(ctx context.Context, id int64, tr TaskTransition) error {
 		return ts.db.fail(op, err)
 	}
 	if n == 0 {
-		if _, err := ts.db.Tasks().Get(ctx, id); err != nil {
+		if _, err := ts.Get(ctx, id); err != nil {
 			return err
 		}
 		return fmt.Errorf("%s: %w", op, ErrTaskState)

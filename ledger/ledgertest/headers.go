@@ -35,7 +35,7 @@ func testHeaders(t *testing.T, db *ledger.DB) {
 			t.Errorf("Processed(%s).Headers = %+v (found %v), want %+v", id, r.Headers, ok, want)
 		}
 	}
-	rows, err := db.Outbox().Rows(t.Context(), "hdr", 10)
+	rows, err := db.Outbox().RowsAfter(t.Context(), "hdr", 0, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func testHeaders(t *testing.T, db *ledger.DB) {
 	if _, ok := processedRow(t, db, "h-plain"); ok {
 		t.Error("h-plain's processed row survived a prune past it")
 	}
-	if rows, err := db.Outbox().Rows(ctx, "hdr", 10); err != nil || len(rows) != 2 || rows[0].Cause != work.Message.Headers {
+	if rows, err := db.Outbox().RowsAfter(ctx, "hdr", 0, 10); err != nil || len(rows) != 2 || rows[0].Cause != work.Message.Headers {
 		t.Fatalf("outbox rows after the prune: %+v, %v; want h-work's headers still their cause", rows, err)
 	}
 	now := time.Now()

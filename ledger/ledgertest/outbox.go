@@ -36,7 +36,7 @@ func testOutboxEmit(t *testing.T, db *ledger.DB) {
 	if err := spool.Emit(t.Context(), nil, nil, spool.Event{Aggregate: "x", Type: "y"}); !errors.Is(err, spool.ErrNoEmitter) {
 		t.Errorf("Emit outside a handler: %v, want ErrNoEmitter", err)
 	}
-	rows, err := db.Outbox().Rows(t.Context(), "order-a", 10)
+	rows, err := db.Outbox().RowsAfter(t.Context(), "order-a", 0, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func testOutboxEmit(t *testing.T, db *ledger.DB) {
 	if c := rows[0].CreatedAt; c.Before(before) || c.After(time.Now().Add(time.Second)) {
 		t.Errorf("created_at %v is not the insert's time", c)
 	}
-	if bad, _ := db.Outbox().Rows(t.Context(), "order-b", 10); len(bad) != 0 {
+	if bad, _ := db.Outbox().RowsAfter(t.Context(), "order-b", 0, 10); len(bad) != 0 {
 		t.Errorf("the failed message's event stayed: %+v", bad)
 	}
 	// An INSERT naming only the three columns of the README, as a --sql
@@ -57,7 +57,7 @@ func testOutboxEmit(t *testing.T, db *ledger.DB) {
 	if _, err := db.SQL().ExecContext(t.Context(), db.Dialect().Rebind(`INSERT INTO outbox (aggregate, type, payload) VALUES (?, 'payment', ?)`), "order-c", `{}`); err != nil {
 		t.Fatal(err)
 	}
-	if r, err := db.Outbox().Rows(t.Context(), "order-c", 10); err != nil || len(r) != 1 || r[0].CreatedAt.IsZero() {
+	if r, err := db.Outbox().RowsAfter(t.Context(), "order-c", 0, 10); err != nil || len(r) != 1 || r[0].CreatedAt.IsZero() {
 		t.Errorf("a three-column insert: %+v, %v", r, err)
 	}
 }
@@ -89,7 +89,7 @@ func testOutboxRelay(t *testing.T, db *ledger.DB) {
 	if ok, err := db.Outbox().AcquireLease(ctx, "r2", "A", now, now.Add(time.Minute)); err != nil || ok {
 		t.Fatalf("r2 takes A while r1 holds it: %v %v", ok, err)
 	}
-	rows, err := db.Outbox().Rows(ctx, "A", 2)
+	rows, err := db.Outbox().RowsAfter(ctx, "A", 0, 2)
 	if err != nil || len(rows) != 2 {
 		t.Fatalf("rows of A: %+v %v", rows, err)
 	}
@@ -101,7 +101,7 @@ func testOutboxRelay(t *testing.T, db *ledger.DB) {
 	if ok, err := db.Outbox().AcquireLease(ctx, "r2", "A", later, later.Add(time.Minute)); err != nil || !ok {
 		t.Fatalf("r2 takes A after r1's lease ran out: %v %v", ok, err)
 	}
-	rest, err := db.Outbox().Rows(ctx, "A", 10)
+	rest, err := db.Outbox().RowsAfter(ctx, "A", 0, 10)
 	if err != nil || len(rest) != 1 {
 		t.Fatalf("rows of A after two were published: %+v %v", rest, err)
 	}
@@ -110,7 +110,7 @@ func testOutboxRelay(t *testing.T, db *ledger.DB) {
 	}
 	// B fails once, then for good: parked, it blocks B (and only B) unless
 	// parked rows are skipped.
-	b, _ := db.Outbox().Rows(ctx, "B", 1)
+	b, _ := db.Outbox().RowsAfter(ctx, "B", 0, 1)
 	if err := db.Outbox().FailPublish(ctx, b[0].ID, "refused", later.Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +210,7 @@ func testEmitLimits(t *testing.T, db *ledger.DB) {
 			t.Errorf("%s: %+v, want a dead letter (handler) at the first attempt with %q", id, r, want[id])
 		}
 	}
-	rows, err := db.Outbox().Rows(t.Context(), atLimit, 10)
+	rows, err := db.Outbox().RowsAfter(t.Context(), atLimit, 0, 10)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func testOutboxBatch(t *testing.T, db *ledger.DB) {
 	if held, err := db.Outbox().AcquireLeases(ctx, "r2", []string{"B", "C"}, now, now.Add(time.Minute)); err != nil || !reflect.DeepEqual(held, []string{"C"}) {
 		t.Fatalf("r2 asks for B and C while r1 holds B: %q, %v; want C", held, err)
 	}
-	a, err := db.Outbox().Rows(ctx, "A", 1)
+	a, err := db.Outbox().RowsAfter(ctx, "A", 0, 1)
 	if err != nil || len(a) != 1 {
 		t.Fatalf("A's first row: %+v, %v", a, err)
 	}
@@ -35,7 +35,7 @@ func testOutboxBatch(t *testing.T, db *ledger.DB) {
 	if err != nil || len(rest) != 2 || rest[0].ID <= a[0].ID {
 		t.Fatalf("A's rows after its first: %+v, %v; want the other two", rest, err)
 	}
-	b, _ := db.Outbox().Rows(ctx, "B", 1)
+	b, _ := db.Outbox().RowsAfter(ctx, "B", 0, 1)
 	lost, err := db.Outbox().CommitPublished(ctx, "r1", ledger.OutboxCommit{
 		Published: []int64{a[0].ID, b[0].ID}, Target: "kafka://k/t", At: now,
 		Renew: []string{"A"}, Expires: now.Add(time.Minute), Release: []string{"B"},
@@ -43,10 +43,10 @@ func testOutboxBatch(t *testing.T, db *ledger.DB) {
 	if err != nil || len(lost) != 0 {
 		t.Fatalf("commit: lost %q, %v", lost, err)
 	}
-	if got, _ := db.Outbox().Rows(ctx, "A", 10); len(got) != 2 {
+	if got, _ := db.Outbox().RowsAfter(ctx, "A", 0, 10); len(got) != 2 {
 		t.Errorf("A after its first row was marked: %d rows, want 2", len(got))
 	}
-	if got, _ := db.Outbox().Rows(ctx, "B", 10); len(got) != 0 {
+	if got, _ := db.Outbox().RowsAfter(ctx, "B", 0, 10); len(got) != 0 {
 		t.Errorf("B after its row was marked: %d rows, want none", len(got))
 	}
 	// B was released: r2 takes it at once. A's lease runs out: r2 takes it,
@@ -61,7 +61,7 @@ func testOutboxBatch(t *testing.T, db *ledger.DB) {
 	if err != nil || !reflect.DeepEqual(lost, []string{"A"}) {
 		t.Fatalf("r1 commits after losing A: lost %q, %v; want A", lost, err)
 	}
-	if got, _ := db.Outbox().Rows(ctx, "A", 10); len(got) != 1 {
+	if got, _ := db.Outbox().RowsAfter(ctx, "A", 0, 10); len(got) != 1 {
 		t.Errorf("A after r1's late mark: %d rows, want 1", len(got))
 	}
 }
