@@ -72,7 +72,7 @@ type Conflict struct {
 	At time.Time
 }
 
-// Prune says which rows DB.Prune removes.
+// Prune says which rows Fsck.Prune removes.
 type Prune struct {
 	// Before is the edge of the dedup window: processed rows processed
 	// before it, and processed and duplicate deliveries inspected before
