@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spoolq/spool"
@@ -182,40 +181,6 @@ WHERE o.aggregate = ? AND o.published_at IS NULL AND o.id > ? ORDER BY o.id LIMI
 		return nil, o.db.fail("read outbox rows", err)
 	}
 	return out, nil
-}
-
-// MarkPublished records that target acknowledged the rows ids of
-// aggregate at at, and renews owner's lease on the aggregate to expires,
-// in one transaction. It reports false when owner no longer held the
-// lease (it ran out and another relay took the aggregate): the rows are
-// marked all the same, since they were acknowledged, but the caller must
-// stop publishing the aggregate.
-func (o Outbox) MarkPublished(ctx context.Context, owner, aggregate string, ids []int64, target string, at, expires time.Time) (bool, error) {
-	if err := o.db.open(); err != nil {
-		return false, err
-	}
-	if len(ids) == 0 {
-		return true, nil
-	}
-	args := []any{formatTime(at), target}
-	for _, id := range ids {
-		args = append(args, id)
-	}
-	mark := o.db.dialect.Rebind(`UPDATE outbox SET published_at = ?, target = ?, next_at = NULL
-WHERE published_at IS NULL AND id IN (?` + strings.Repeat(", ?", len(ids)-1) + `)`)
-	held := false
-	err := o.db.writeTx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, mark, args...); err != nil {
-			return err
-		}
-		var err error
-		held, err = renewLease(ctx, tx, o.db.dialect, owner, aggregate, expires)
-		return err
-	})
-	if err != nil {
-		return false, o.db.fail("mark outbox rows published", err)
-	}
-	return held, nil
 }
 
 // FailPublish records a failed publish of row id: its attempts counted,

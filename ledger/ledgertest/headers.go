@@ -58,10 +58,10 @@ func testHeaders(t *testing.T, db *ledger.DB) {
 		t.Fatalf("outbox rows after the prune: %+v, %v; want h-work's headers still their cause", rows, err)
 	}
 	now := time.Now()
-	if ok, err := db.Outbox().AcquireLease(ctx, "r", "hdr", now, now.Add(time.Minute)); err != nil || !ok {
+	if ok, err := takeLease(ctx, db, "r", "hdr", now, now.Add(time.Minute)); err != nil || !ok {
 		t.Fatalf("lease hdr: %v %v", ok, err)
 	}
-	if held, err := db.Outbox().MarkPublished(ctx, "r", "hdr", []int64{rows[0].ID, rows[1].ID}, "dir:///x", now, now.Add(time.Minute)); err != nil || !held {
+	if held, err := markPublished(ctx, db, "r", "hdr", []int64{rows[0].ID, rows[1].ID}, "dir:///x", now, now.Add(time.Minute)); err != nil || !held {
 		t.Fatalf("mark hdr published: %v %v", held, err)
 	}
 	if n, err := db.Fsck().Prune(ctx, ledger.Prune{Before: edge}); err != nil || n.Processed != 2 || n.Outbox != 2 {

@@ -83,29 +83,29 @@ func testOutboxRelay(t *testing.T, db *ledger.DB) {
 		t.Fatalf("heads = %q, want A, B, C", aggs)
 	}
 	now := time.Now()
-	if ok, err := db.Outbox().AcquireLease(ctx, "r1", "A", now, now.Add(time.Minute)); err != nil || !ok {
+	if ok, err := takeLease(ctx, db, "r1", "A", now, now.Add(time.Minute)); err != nil || !ok {
 		t.Fatalf("r1 takes A: %v %v", ok, err)
 	}
-	if ok, err := db.Outbox().AcquireLease(ctx, "r2", "A", now, now.Add(time.Minute)); err != nil || ok {
+	if ok, err := takeLease(ctx, db, "r2", "A", now, now.Add(time.Minute)); err != nil || ok {
 		t.Fatalf("r2 takes A while r1 holds it: %v %v", ok, err)
 	}
 	rows, err := db.Outbox().RowsAfter(ctx, "A", 0, 2)
 	if err != nil || len(rows) != 2 {
 		t.Fatalf("rows of A: %+v %v", rows, err)
 	}
-	if held, err := db.Outbox().MarkPublished(ctx, "r1", "A", []int64{rows[0].ID, rows[1].ID}, "dir:///x", now, now.Add(time.Minute)); err != nil || !held {
+	if held, err := markPublished(ctx, db, "r1", "A", []int64{rows[0].ID, rows[1].ID}, "dir:///x", now, now.Add(time.Minute)); err != nil || !held {
 		t.Fatalf("mark: %v %v", held, err)
 	}
 	// r1's lease runs out; r2 takes A over and r1 learns it when it marks.
 	later := now.Add(2 * time.Minute)
-	if ok, err := db.Outbox().AcquireLease(ctx, "r2", "A", later, later.Add(time.Minute)); err != nil || !ok {
+	if ok, err := takeLease(ctx, db, "r2", "A", later, later.Add(time.Minute)); err != nil || !ok {
 		t.Fatalf("r2 takes A after r1's lease ran out: %v %v", ok, err)
 	}
 	rest, err := db.Outbox().RowsAfter(ctx, "A", 0, 10)
 	if err != nil || len(rest) != 1 {
 		t.Fatalf("rows of A after two were published: %+v %v", rest, err)
 	}
-	if held, err := db.Outbox().MarkPublished(ctx, "r1", "A", []int64{rest[0].ID}, "dir:///x", later, later.Add(time.Minute)); err != nil || held {
+	if held, err := markPublished(ctx, db, "r1", "A", []int64{rest[0].ID}, "dir:///x", later, later.Add(time.Minute)); err != nil || held {
 		t.Fatalf("r1 marks without its lease: held %v, %v", held, err)
 	}
 	// B fails once, then for good: parked, it blocks B (and only B) unless
@@ -139,10 +139,10 @@ func testOutboxRelay(t *testing.T, db *ledger.DB) {
 	if n, err := db.Outbox().Unpark(ctx, "B"); err != nil || n != 1 {
 		t.Errorf("unpark B: %d %v", n, err)
 	}
-	if err := db.Outbox().ReleaseLease(ctx, "r2", "A"); err != nil {
+	if _, err := db.Outbox().CommitPublished(ctx, "r2", ledger.OutboxCommit{Release: []string{"A"}}); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := db.Outbox().AcquireLease(ctx, "r3", "A", now, now.Add(time.Minute)); err != nil || !ok {
+	if ok, err := takeLease(ctx, db, "r3", "A", now, now.Add(time.Minute)); err != nil || !ok {
 		t.Errorf("r3 takes A after r2 released it: %v %v", ok, err)
 	}
 	// Prune removes the rows published before the window's edge (the two
@@ -220,4 +220,18 @@ func testEmitLimits(t *testing.T, db *ledger.DB) {
 	if n := count(t, db, "SELECT COUNT(*) FROM outbox"); n != 1 {
 		t.Errorf("outbox holds %d rows, want the one that fits", n)
 	}
+}
+
+// takeLease is AcquireLeases for the one aggregate agg: whether owner
+// holds its lease now.
+func takeLease(ctx context.Context, db *ledger.DB, owner, agg string, now, expires time.Time) (bool, error) {
+	held, err := db.Outbox().AcquireLeases(ctx, owner, []string{agg}, now, expires)
+	return len(held) == 1, err
+}
+
+// markPublished is CommitPublished of the rows ids of agg, renewing
+// owner's lease on it: whether owner still held the lease.
+func markPublished(ctx context.Context, db *ledger.DB, owner, agg string, ids []int64, target string, at, expires time.Time) (bool, error) {
+	lost, err := db.Outbox().CommitPublished(ctx, owner, ledger.OutboxCommit{Published: ids, Target: target, At: at, Renew: []string{agg}, Expires: expires})
+	return len(lost) == 0, err
 }
