@@ -212,7 +212,7 @@ func (ts Tasks) Get(ctx context.Context, id int64) (TaskRecord, error) {
 	return rows[0], nil
 }
 
-// TaskQuery selects tasks for Tasks; the zero value is every task.
+// TaskQuery selects tasks for Tasks.List; the zero value is every task.
 type TaskQuery struct {
 	// States keeps the tasks in one of these states; empty for all.
 	States []string
