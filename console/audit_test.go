@@ -68,7 +68,7 @@ func TestAuditFiltersAndPages(t *testing.T) {
 		case 2:
 			actor, action = "token:ada", "approve"
 		}
-		id, err := l.AuditRecord(ctx, ledger.AuditEntry{At: t0.Add(time.Duration(i) * time.Hour), Actor: actor, Via: ledger.AuditHTTP,
+		id, err := l.Audit().Record(ctx, ledger.AuditEntry{At: t0.Add(time.Duration(i) * time.Hour), Actor: actor, Via: ledger.AuditHTTP,
 			Action: action}, outcome, nil, "")
 		if err != nil {
 			t.Fatal(err)

@@ -162,7 +162,7 @@ func TestLoginCookieCSRF(t *testing.T) {
 				t.Errorf("POST with the CSRF token: %d, want past the checks", code)
 			}
 
-			rows, err := l.AuditList(context.Background(), ledger.AuditQuery{})
+			rows, err := l.Audit().List(context.Background(), ledger.AuditQuery{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -55,13 +55,13 @@ func (s *Server) holdOverview(r *request) (paused, held any) {
 	if s.o.Holds == nil {
 		return nil, nil
 	}
-	p, err := s.o.Ledger.PauseState(r.Context())
+	p, err := s.o.Ledger.Holding().PauseState(r.Context())
 	if err != nil {
 		s.o.Log.Warn("overview: the queue's pause", "err", err)
 	} else if p.Paused {
 		paused = pauseJSON(p)
 	}
-	ids, err := s.o.Ledger.HeldIDs(r.Context())
+	ids, err := s.o.Ledger.Holding().HeldIDs(r.Context())
 	if err != nil {
 		s.o.Log.Warn("overview: the msg_ids held", "err", err)
 		return paused, nil
@@ -144,7 +144,7 @@ func (s *Server) setPause(r *request, paused bool) (int, any) {
 	if err != nil {
 		return s.holdError(r, err)
 	}
-	now, err := s.o.Ledger.PauseState(r.Context())
+	now, err := s.o.Ledger.Holding().PauseState(r.Context())
 	if err != nil {
 		return s.failed(r, err)
 	}

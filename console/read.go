@@ -49,7 +49,7 @@ func (s *Server) getOverview(r *request) (int, any) {
 	defer rs.mu.Unlock()
 	now := time.Now()
 	if rs.lastAt.IsZero() || now.Sub(rs.lastAt) >= statsEvery {
-		st, err := s.o.Ledger.Stats(r.Context())
+		st, err := s.o.Ledger.Messages().Stats(r.Context())
 		if err != nil {
 			return s.failed(r, err)
 		}
@@ -184,7 +184,7 @@ func (s *Server) getDeadLetters(r *request) (int, any) {
 	// left it in a way the ledger does not know (removed by hand) is left
 	// out (report.InError).
 	q.Check = report.NewInError(s.o.Dir, s.o.Ledger).Check
-	recs, next, err := s.o.Ledger.DeadLetterPage(r.Context(), q)
+	recs, next, err := s.o.Ledger.DeadLetters().Page(r.Context(), q)
 	if err != nil {
 		return s.failed(r, err)
 	}
@@ -209,7 +209,7 @@ func (s *Server) getDeadLetters(r *request) (int, any) {
 }
 
 func (s *Server) getGroups(r *request) (int, any) {
-	gs, err := s.o.Ledger.DeadLetterGroups(r.Context(), report.NewInError(s.o.Dir, s.o.Ledger).Check)
+	gs, err := s.o.Ledger.DeadLetters().Groups(r.Context(), report.NewInError(s.o.Dir, s.o.Ledger).Check)
 	if err != nil {
 		return s.failed(r, err)
 	}
@@ -357,7 +357,7 @@ func (s *Server) getAudit(r *request) (int, any) {
 	if q.After > 0 {
 		q.Newest = false
 	}
-	rows, err := s.o.Ledger.AuditList(r.Context(), q)
+	rows, err := s.o.Ledger.Audit().List(r.Context(), q)
 	if err != nil {
 		return s.failed(r, err)
 	}

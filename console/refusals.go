@@ -214,7 +214,7 @@ func (s *Server) refuse(ctx context.Context, id task.Identity, action string, se
 	}
 	e, err := s.refusalEntry(r.id.Name, roleText(r.id), r.action, r.client, r.sel, r.at)
 	if err == nil {
-		_, err = s.o.Ledger.AuditRecord(context.WithoutCancel(ctx), e, ledger.AuditRefused, ledger.AuditCounts{"refused": 1}, text)
+		_, err = s.o.Ledger.Audit().Record(context.WithoutCancel(ctx), e, ledger.AuditRefused, ledger.AuditCounts{"refused": 1}, text)
 	}
 	if err != nil {
 		s.o.Log.Warn("audit", "err", err, "actor", e.Actor, "action", action, "outcome", ledger.AuditRefused, "client", r.client)
@@ -236,7 +236,7 @@ func (s *Server) writeFolded(rows []foldedRow) {
 		e, err := s.refusalEntry(f.key.actor, f.key.role, f.key.action, f.key.client, f.sel, f.first)
 		if err == nil {
 			ctx, done := context.WithTimeout(context.Background(), 10*time.Second)
-			_, err = s.o.Ledger.AuditRecordSpan(ctx, e, ledger.AuditRefused, ledger.AuditCounts{"refused": f.n}, text, f.last)
+			_, err = s.o.Ledger.Audit().RecordSpan(ctx, e, ledger.AuditRefused, ledger.AuditCounts{"refused": f.n}, text, f.last)
 			done()
 		}
 		if err != nil {

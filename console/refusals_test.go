@@ -43,7 +43,7 @@ type refusedRow struct {
 
 func refusedRows(t *testing.T, l *ledger.DB) []refusedRow {
 	t.Helper()
-	rows, err := l.AuditList(t.Context(), ledger.AuditQuery{Outcome: ledger.AuditRefused})
+	rows, err := l.Audit().List(t.Context(), ledger.AuditQuery{Outcome: ledger.AuditRefused})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,7 +78,7 @@ func scaleQueue(tb testing.TB, n int) (http.Handler, int) {
 	}
 	for j := range n {
 		if j%50 == 0 {
-			if err := l.RecordReplay(ctx, ledger.Replay{File: fmt.Sprintf("m-%07d.json", j), NewName: fmt.Sprintf("m-%07d.json", j),
+			if err := l.Replays().Record(ctx, ledger.Replay{File: fmt.Sprintf("m-%07d.json", j), NewName: fmt.Sprintf("m-%07d.json", j),
 				Ino: inos[j], By: "op", At: at.Add(time.Hour * 24 * 365)}); err != nil {
 				tb.Fatal(err)
 			}

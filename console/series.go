@@ -273,7 +273,7 @@ func (s *Server) sample(ctx context.Context, now time.Time) {
 	h.mu.Unlock()
 	if due {
 		start := time.Now()
-		st, err := s.o.Ledger.Stats(ctx)
+		st, err := s.o.Ledger.Messages().Stats(ctx)
 		took := time.Since(start)
 		h.mu.Lock()
 		h.ledgerDue = start.Add(h.factor * took)

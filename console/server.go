@@ -314,7 +314,7 @@ func (s *Server) record(ctx context.Context, id task.Identity, action string, se
 	}
 	e, err := s.entry(id, action, selection, taskID)
 	if err == nil {
-		_, err = s.o.Ledger.AuditRecord(context.WithoutCancel(ctx), e, outcome, counts, detail)
+		_, err = s.o.Ledger.Audit().Record(context.WithoutCancel(ctx), e, outcome, counts, detail)
 	}
 	if err != nil {
 		s.o.Log.Warn("audit", "err", err, "actor", id.Name, "action", action, "outcome", outcome)

@@ -29,7 +29,7 @@
 //
 // Step 1 is package task's, the one runner of replays and discards: it
 // resolves the selection with package replay, hashes each file, commits
-// the batch as a chunk of a task (ledger.DB.StartTask, BeginTaskChunk)
+// the batch as a chunk of a task (ledger.Tasks.Start, Tasks.BeginChunk)
 // and then calls Finish, which does steps 2 to 4, under the same lock as a
 // replay (queue.Dir.LockReplays), so the two never race over error/.
 // Resume runs Finish on every batch a killed run left unfinished.
@@ -65,7 +65,7 @@ func Resume(ctx context.Context, d *queue.Dir, l *ledger.DB) (_ []ledger.Discard
 // fit (queue.Dir.OpenTarget) fails the resume, and the batch stays
 // unfinished, its files staged in error/.
 func ResumeLocked(ctx context.Context, d *queue.Dir, l *ledger.DB) ([]ledger.DiscardBatch, error) {
-	batches, err := l.UnfinishedDiscards(ctx)
+	batches, err := l.Discards().Unfinished(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("resume discards: %w", err)
 	}
@@ -114,7 +114,7 @@ func Finish(ctx context.Context, d *queue.Dir, l *ledger.DB, b ledger.DiscardBat
 		if err := d.Sync(queue.Error); err != nil {
 			return b, err
 		}
-		if err := l.StageDiscard(ctx, b.ID, missing); err != nil {
+		if err := l.Discards().Stage(ctx, b.ID, missing); err != nil {
 			return b, err
 		}
 		b.State = ledger.IntentStaged
@@ -154,7 +154,7 @@ func Finish(ctx context.Context, d *queue.Dir, l *ledger.DB, b ledger.DiscardBat
 		}
 	}
 	now := time.Now()
-	if err := l.FinishDiscard(ctx, b.ID, b.Items, now); err != nil {
+	if err := l.Discards().Finish(ctx, b.ID, b.Items, now); err != nil {
 		return b, err
 	}
 	b.State, b.Finished = ledger.IntentDone, now

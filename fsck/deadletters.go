@@ -30,7 +30,7 @@ func (c *checker) deadLetters(ctx context.Context) (missing, replaced *finding, 
 	missing, replaced = c.newFinding(DeadLetterMissing, false), c.newFinding(DeadLetterReplaced, true)
 	var gone []ledger.DeadLetterFile
 	check := report.NewInError(c.d, c.l)
-	err = c.l.CurrentDeadLetters(ctx, func(files []ledger.DeadLetterFile) error {
+	err = c.l.DeadLetters().Current(ctx, func(files []ledger.DeadLetterFile) error {
 		present, err := check.Check(ctx, files)
 		if err != nil {
 			return err
@@ -55,7 +55,7 @@ func (c *checker) deadLetters(ctx context.Context) (missing, replaced *finding, 
 	if len(gone) == 0 {
 		return missing, replaced, nil
 	}
-	exits, err := c.l.ErrorExits(ctx)
+	exits, err := c.l.DeadLetters().ErrorExits(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -75,7 +75,7 @@ func (c *checker) deadLetters(ctx context.Context) (missing, replaced *finding, 
 		return missing, replaced, nil
 	}
 	for _, how := range []ledger.DeadLetterExit{ledger.ExitRemoved, ledger.ExitReplayed, ledger.ExitDiscarded} {
-		if err := c.l.RetireDeadLetters(ctx, retire[how], how, c.o.Consumer, c.now); err != nil {
+		if err := c.l.DeadLetters().Retire(ctx, retire[how], how, c.o.Consumer, c.now); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -110,11 +110,11 @@ func (c *checker) stillGone(ctx context.Context, gone []ledger.DeadLetterFile) (
 	}
 	// A replay or discard under way: its files are under staging names or
 	// on their way to inbox/, and its records not written yet.
-	replays, err := c.l.UnfinishedReplays(ctx)
+	replays, err := c.l.Replays().Unfinished(ctx)
 	if err != nil {
 		return nil, err
 	}
-	discards, err := c.l.UnfinishedDiscards(ctx)
+	discards, err := c.l.Discards().Unfinished(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +139,7 @@ func (c *checker) stillGone(ctx context.Context, gone []ledger.DeadLetterFile) (
 	for i, f := range out {
 		ids[i] = f.ID
 	}
-	current, err := c.l.StillCurrent(ctx, ids)
+	current, err := c.l.DeadLetters().StillCurrent(ctx, ids)
 	if err != nil {
 		return nil, err
 	}

@@ -25,7 +25,7 @@ func (c *checker) discards(ctx context.Context) (*finding, error) {
 			c.o.Log(fmt.Sprintf("repaired discard %d by %s: finished, %d files", b.ID, b.By, len(b.Items)))
 		}
 	}
-	batches, err := c.l.UnfinishedDiscards(ctx)
+	batches, err := c.l.Discards().Unfinished(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -49,7 +49,7 @@ func (c *checker) discards(ctx context.Context) (*finding, error) {
 // discarded counts the dead letters discarded on purpose: informational.
 func (c *checker) discarded(ctx context.Context) (*finding, error) {
 	f := c.newFinding(Discarded, true)
-	s, err := c.l.DiscardCounts(ctx)
+	s, err := c.l.Discards().Counts(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -44,7 +44,7 @@ const (
 	// repaired: an operator decides.
 	DoneInvalid = "done-invalid"
 	// KeptAfterPrune: a file in done/ with no record that got there
-	// before the prune horizon (ledger.DB.PruneHorizon): spool prune
+	// before the prune horizon (ledger.Fsck.PruneHorizon): spool prune
 	// removed its row and, without --files, kept the file. Informational:
 	// never read, never recorded again; spool prune --files removes it.
 	KeptAfterPrune = "kept-after-prune"

@@ -27,7 +27,7 @@ func (c *checker) held(ctx context.Context) ([]*finding, error) {
 	all := c.newFinding(Held, true)
 	unrecorded := c.newFinding(HeldUnrecorded, true)
 	missing := c.newFinding(HeldMissing, false)
-	recs, err := c.l.HeldFiles(ctx)
+	recs, err := c.l.Holding().HeldFiles(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +62,7 @@ func (c *checker) held(ctx context.Context) ([]*finding, error) {
 	}
 	if len(gone) > 0 {
 		// A second look: released meanwhile, or gone for good.
-		again, err := c.l.HeldFiles(ctx)
+		again, err := c.l.Holding().HeldFiles(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -84,7 +84,7 @@ func (c *checker) held(ctx context.Context) ([]*finding, error) {
 			ids = append(ids, r.ID)
 		}
 		if c.repair && len(ids) > 0 {
-			if err := c.l.ForgetHeldFiles(ctx, ids); err != nil {
+			if err := c.l.Holding().ForgetHeldFiles(ctx, ids); err != nil {
 				return nil, err
 			}
 			c.o.Log(fmt.Sprintf("repaired %d held records whose file is gone from held/: forgotten (the audit keeps who held them)", len(ids)))

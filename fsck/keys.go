@@ -78,7 +78,7 @@ func storedName(name string) string {
 // processed or as a duplicate, sorted and without repeats.
 func (c *checker) knownFiles(ctx context.Context) ([]fileKey, error) {
 	var known []fileKey
-	err := c.l.EachKnownFile(ctx, func(ino uint64, file string) error {
+	err := c.l.Fsck().EachKnownFile(ctx, func(ino uint64, file string) error {
 		known = append(known, recordedKey(ino, file))
 		return nil
 	})

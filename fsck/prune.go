@@ -34,7 +34,7 @@ type Pruned struct {
 // name, as fsck matches them) and no row that it keeps does. It also
 // removes, with files, the files an earlier prune without files left: a
 // file of done/ that no row records and that got there before the
-// ledger's prune horizon (ledger.DB.PruneHorizon). No other file is
+// ledger's prune horizon (ledger.Fsck.PruneHorizon). No other file is
 // touched: not error/, not a file of done/ the ledger has no record of
 // and that is newer than the horizon (fsck's done-unrecorded, the only
 // evidence of a lost row), not one a kept row records.
@@ -58,7 +58,7 @@ func Prune(ctx context.Context, d *queue.Dir, l *ledger.DB, p ledger.Prune, file
 		return res, err
 	}
 	p.FilesBefore = filesBefore
-	n, err := l.Prune(ctx, p)
+	n, err := l.Fsck().Prune(ctx, p)
 	if err != nil {
 		return res, err
 	}
@@ -73,7 +73,7 @@ func Prune(ctx context.Context, d *queue.Dir, l *ledger.DB, p ledger.Prune, file
 // that stays, for the prune's horizon.
 func pruneDone(ctx context.Context, d *queue.Dir, l *ledger.DB, p ledger.Prune, files bool, res *Pruned) (time.Time, error) {
 	var gone, kept []fileKey
-	err := l.EachPruneFile(ctx, p, func(ino uint64, file string, pruned bool) error {
+	err := l.Fsck().EachPruneFile(ctx, p, func(ino uint64, file string, pruned bool) error {
 		if pruned {
 			gone = append(gone, recordedKey(ino, file))
 		} else {
@@ -84,14 +84,14 @@ func pruneDone(ctx context.Context, d *queue.Dir, l *ledger.DB, p ledger.Prune, 
 	if err != nil {
 		return time.Time{}, err
 	}
-	horizon, err := l.PruneHorizon(ctx)
+	horizon, err := l.Fsck().PruneHorizon(ctx)
 	if err != nil {
 		return time.Time{}, err
 	}
 	if !horizon.IsZero() {
 		// A row recorded before inodes were cannot be matched to its file:
 		// its file would look left by an earlier prune.
-		unkeyed, err := l.UnkeyedRows(ctx)
+		unkeyed, err := l.Fsck().UnkeyedRows(ctx)
 		if err != nil {
 			return time.Time{}, err
 		}

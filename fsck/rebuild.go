@@ -18,7 +18,7 @@ import (
 // before it was complete), or bound to this queue or to none, holding no
 // record at all while done/ or error/ holds files (deleted or emptied).
 func (c *checker) beginRebuild(ctx context.Context) error {
-	mark, err := c.l.Rebuilding(ctx)
+	mark, err := c.l.Fsck().Rebuilding(ctx)
 	if err != nil {
 		return err
 	}
@@ -58,7 +58,7 @@ func (c *checker) endRebuild(ctx context.Context) error {
 	if !c.rebuilding {
 		return nil
 	}
-	if err := c.l.EndRebuild(ctx); err != nil {
+	if err := c.l.Fsck().EndRebuild(ctx); err != nil {
 		return err
 	}
 	c.rebuilding = false
@@ -72,7 +72,7 @@ func (c *checker) rebuildMark(ctx context.Context) (*finding, error) {
 	if c.repair {
 		return nil, nil
 	}
-	mark, err := c.l.Rebuilding(ctx)
+	mark, err := c.l.Fsck().Rebuilding(ctx)
 	if err != nil || mark == "" {
 		return nil, err
 	}

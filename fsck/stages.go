@@ -31,7 +31,7 @@ func (c *checker) done(ctx context.Context) (unrecorded, invalid, kept *finding,
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	horizon, err := c.l.PruneHorizon(ctx)
+	horizon, err := c.l.Fsck().PruneHorizon(ctx)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -99,7 +99,7 @@ func (c *checker) resolveDone(ctx context.Context, entries []queue.Entry, unreco
 			Message: m, At: time.Unix(0, e.ChangeTime)})
 		ids = append(ids, m.MsgID)
 	}
-	repaired, err := c.l.RepairedAt(ctx, ids)
+	repaired, err := c.l.Fsck().RepairedAt(ctx, ids)
 	if err != nil {
 		return err
 	}
@@ -115,7 +115,7 @@ func (c *checker) resolveDone(ctx context.Context, entries []queue.Entry, unreco
 	if !c.repair || len(lost) == 0 {
 		return nil
 	}
-	outcomes, err := c.l.RepairDone(ctx, lost, c.o.Consumer, c.now)
+	outcomes, err := c.l.Fsck().RepairDone(ctx, lost, c.o.Consumer, c.now)
 	if err != nil {
 		return err
 	}
@@ -130,7 +130,7 @@ func (c *checker) resolveDone(ctx context.Context, entries []queue.Entry, unreco
 // (zero: a consumer did). A file whose msg_id has no processed row did. So
 // did one whose msg_id has a row that a repair wrote from another file,
 // in a rebuild or in this very run: which of the files was processed, and
-// which are its duplicates, is RepairDone's to decide, whatever chunk of
+// which are its duplicates, is Fsck.RepairDone's to decide, whatever chunk of
 // done/ each was read in. A file whose msg_id a consumer recorded is one
 // whose record moved with it from an older inode (a restored queue), or a
 // duplicate whose record alone was lost, which protects nothing.
@@ -177,7 +177,7 @@ func (c *checker) errorStage(ctx context.Context) (*finding, error) {
 	}
 	f.Text = fmt.Sprintf("%d files in error/ have no dead-letter record", f.Count)
 	if c.repair && len(lost) > 0 {
-		if err := c.l.RepairError(ctx, lost, c.o.Consumer, c.now); err != nil {
+		if err := c.l.Fsck().RepairError(ctx, lost, c.o.Consumer, c.now); err != nil {
 			return nil, err
 		}
 		for _, r := range lost {
@@ -191,7 +191,7 @@ func (c *checker) errorStage(ctx context.Context) (*finding, error) {
 // sorted, never nil.
 func (c *checker) deadLetterNames(ctx context.Context) ([]uint64, error) {
 	names := []uint64{}
-	err := c.l.EachDeadLetterFile(ctx, func(_ uint64, file string) error {
+	err := c.l.DeadLetters().EachFile(ctx, func(_ uint64, file string) error {
 		names = append(names, recordedKey(0, file).name)
 		return nil
 	})
@@ -229,7 +229,7 @@ func (c *checker) processed(ctx context.Context) (*finding, error) {
 	}
 	slices.Sort(names)
 	names = slices.Compact(names)
-	err = c.l.EachProcessed(ctx, func(p ledger.ProcessedFile) error {
+	err = c.l.Fsck().EachProcessed(ctx, func(p ledger.ProcessedFile) error {
 		if p.Ino == 0 {
 			return nil // recorded before inodes were: cannot tell
 		}

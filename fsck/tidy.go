@@ -23,7 +23,7 @@ func (c *checker) replays(ctx context.Context) (*finding, error) {
 			c.o.Log(fmt.Sprintf("repaired replay %d by %s: finished, %d of its %d files replayed", fin.Intent.ID, fin.Intent.By, len(fin.Replays), len(fin.Intent.Items)))
 		}
 	}
-	intents, err := c.l.UnfinishedReplays(ctx)
+	intents, err := c.l.Replays().Unfinished(ctx)
 	if err != nil {
 		return nil, err
 	}

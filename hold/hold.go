@@ -6,12 +6,12 @@
 // their output. The Service checks the role, moves the files, records
 // them in the ledger and writes the audit.
 //
-// A pause is one row of the ledger (ledger.DB.SetPause, with its audit
+// A pause is one row of the ledger (ledger.Holding.SetPause, with its audit
 // row in the same transaction), which every consumer of the queue reads
 // every second (spool.HoldLedger): they stop claiming and calling, finish
 // what is under way, and go on once it is resumed. A held file is moved
 // from inbox/ into the queue's held/ stage (queue.Dir.Hold), which no
-// consumer scans, and then recorded (ledger.DB.RecordHeldFile); a release
+// consumer scans, and then recorded (ledger.Holding.RecordHeldFile); a release
 // forgets the record and then moves the file back into inbox/ under the
 // name it had (queue.Dir.Unhold), so a record always names a file in
 // held/, and a kill between the two leaves a held file without its
@@ -102,7 +102,7 @@ func (s *Service) setPause(ctx context.Context, who task.Identity, paused bool, 
 	if err := s.admit(ctx, who, e, Request{Note: note}, false); err != nil {
 		return Change{}, err
 	}
-	before, changed, err := s.Ledger.SetPause(ctx, paused, holder(who, note), e)
+	before, changed, err := s.Ledger.Holding().SetPause(ctx, paused, holder(who, note), e)
 	if err != nil {
 		return Change{}, fmt.Errorf("%s: %w", action, err)
 	}
@@ -184,7 +184,7 @@ func (s *Service) Hold(ctx context.Context, who task.Identity, r Request) (Resul
 		if len(r.MsgIDs) == 0 {
 			return nil
 		}
-		added, err := s.Ledger.HoldMsgIDs(ctx, r.MsgIDs, h)
+		added, err := s.Ledger.Holding().HoldMsgIDs(ctx, r.MsgIDs, h)
 		if err != nil {
 			return err
 		}
@@ -193,7 +193,7 @@ func (s *Service) Hold(ctx context.Context, who task.Identity, r Request) (Resul
 			if !it.Done {
 				it.Why = "held already"
 			}
-			st, err := s.Ledger.StoryOf(ctx, id, "")
+			st, err := s.Ledger.Messages().Story(ctx, id, "")
 			if err != nil {
 				return err
 			}
@@ -218,7 +218,7 @@ func (s *Service) holdFile(ctx context.Context, name string, h ledger.Holder) (I
 	}
 	f := ledger.HeldFile{File: hf.Name, Ino: hf.Ino, Origin: name, Cause: ledger.HeldByFile, Holder: h}
 	f.MsgID, _ = s.keyOf(hf.Name)
-	if _, err := s.Ledger.RecordHeldFile(ctx, f); err != nil {
+	if _, err := s.Ledger.Holding().RecordHeldFile(ctx, f); err != nil {
 		return Item{}, fmt.Errorf("%w (held/%s is held, without its record)", err, hf.Name)
 	}
 	return Item{File: name, Done: true, Name: hf.Name}, nil
@@ -241,7 +241,7 @@ func (s *Service) Release(ctx context.Context, who task.Identity, r Request) (Re
 	}
 	var res Result
 	return res, s.audited(ctx, e, &res, func() error {
-		held, err := s.Ledger.HeldIDs(ctx)
+		held, err := s.Ledger.Holding().HeldIDs(ctx)
 		if err != nil {
 			return err
 		}
@@ -266,7 +266,7 @@ func (s *Service) Release(ctx context.Context, who task.Identity, r Request) (Re
 		// The holds first: from then on no consumer sets a delivery of
 		// them aside (one doing it now records it before this commits,
 		// and is listed below, or puts it back itself).
-		removed, err := s.Ledger.ReleaseMsgIDs(ctx, r.MsgIDs)
+		removed, err := s.Ledger.Holding().ReleaseMsgIDs(ctx, r.MsgIDs)
 		if err != nil {
 			return err
 		}
@@ -327,7 +327,7 @@ func (s *Service) releaseFile(ctx context.Context, name string, files []File, he
 // between the two leaves it held, without its record.
 func (s *Service) release(ctx context.Context, f File) (Item, error) {
 	if f.Record != nil {
-		if err := s.Ledger.ForgetHeldFiles(ctx, []int64{f.Record.ID}); err != nil {
+		if err := s.Ledger.Holding().ForgetHeldFiles(ctx, []int64{f.Record.ID}); err != nil {
 			return Item{}, err
 		}
 	}
@@ -361,7 +361,7 @@ type File struct {
 
 // Files lists the files in held/, in name order, each with its record.
 func (s *Service) Files(ctx context.Context) ([]File, error) {
-	recs, err := s.Ledger.HeldFiles(ctx)
+	recs, err := s.Ledger.Holding().HeldFiles(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -400,11 +400,11 @@ type State struct {
 // State reads the queue's pause, its held msg_ids and the files in
 // held/.
 func (s *Service) State(ctx context.Context) (State, error) {
-	p, err := s.Ledger.PauseState(ctx)
+	p, err := s.Ledger.Holding().PauseState(ctx)
 	if err != nil {
 		return State{}, err
 	}
-	ids, err := s.Ledger.HeldIDs(ctx)
+	ids, err := s.Ledger.Holding().HeldIDs(ctx)
 	if err != nil {
 		return State{}, err
 	}
@@ -412,7 +412,7 @@ func (s *Service) State(ctx context.Context) (State, error) {
 	if err != nil {
 		return State{}, err
 	}
-	recs, err := s.Ledger.HeldFiles(ctx)
+	recs, err := s.Ledger.Holding().HeldFiles(ctx)
 	if err != nil {
 		return State{}, err
 	}
@@ -456,7 +456,7 @@ func (s *Service) admit(ctx context.Context, who task.Identity, e ledger.AuditEn
 	if refusal == nil {
 		return nil
 	}
-	if _, err := s.Ledger.AuditRecord(ctx, e, ledger.AuditRefused, nil, refusal.Error()); err != nil {
+	if _, err := s.Ledger.Audit().Record(ctx, e, ledger.AuditRefused, nil, refusal.Error()); err != nil {
 		return errors.Join(refusal, err)
 	}
 	return refusal
@@ -489,7 +489,7 @@ func (s *Service) checkRequest(r Request) error {
 // moved unaudited, and the row ends with res's counts, ok when something
 // was done, refused when nothing could be, failed with do's error.
 func (s *Service) audited(ctx context.Context, e ledger.AuditEntry, res *Result, do func() error) error {
-	id, err := s.Ledger.AuditBegin(ctx, e)
+	id, err := s.Ledger.Audit().Begin(ctx, e)
 	if err != nil {
 		return err
 	}
@@ -507,7 +507,7 @@ func (s *Service) audited(ctx context.Context, e ledger.AuditEntry, res *Result,
 		detail = strings.Join(why, "; ")
 	}
 	counts := ledger.AuditCounts{"asked": int64(len(res.Items)), "done": int64(res.Done), "missing": int64(res.Missing)}
-	if aerr := s.Ledger.AuditEnd(context.WithoutCancel(ctx), id, outcome, counts, detail); aerr != nil {
+	if aerr := s.Ledger.Audit().End(context.WithoutCancel(ctx), id, outcome, counts, detail); aerr != nil {
 		return errors.Join(err, aerr)
 	}
 	return err

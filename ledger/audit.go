@@ -13,16 +13,16 @@ import (
 
 // The audit is the ledger's record of every operator action that changed
 // the queue or the ledger, and of every refusal of one: who asked, how,
-// what, when, and how it ended. An action writes its row with AuditBegin,
-// as started, before it changes anything, and closes it with AuditEnd
+// what, when, and how it ended. An action writes its row with AuditLog.Begin,
+// as started, before it changes anything, and closes it with AuditLog.End
 // after, so that a row still started names an action that is running or
 // was killed; the row's host and pid tell which (docs/DESIGN.md, "Audit").
 // Rows are never deleted.
 
 // Audit outcomes, as stored in audit.outcome.
 const (
-	// AuditStarted: written by AuditBegin; the action is running, or was
-	// killed before AuditEnd.
+	// AuditStarted: written by AuditLog.Begin; the action is running, or was
+	// killed before AuditLog.End.
 	AuditStarted = "started"
 	// AuditOK: the action did what it was asked.
 	AuditOK = "ok"
@@ -37,7 +37,17 @@ const (
 	AuditRefused = "refused"
 )
 
-// auditOutcomes are the outcomes AuditEnd and AuditRecord accept.
+// AuditLog is the audit of operator actions (table spool_audit): every action
+// that changed the queue or the ledger, and every refusal of one, as a row
+// that is written before the action changes anything and closed after it.
+// Rows are never deleted, and a closed row is never reopened except to
+// correct an AuditInterrupted outcome (End). Reached by DB.Audit.
+type AuditLog struct{ db *DB }
+
+// Audit returns the ledger's audit log.
+func (db *DB) Audit() AuditLog { return AuditLog{db} }
+
+// auditOutcomes are the outcomes AuditLog.End and AuditLog.Record accept.
 var auditOutcomes = []string{AuditOK, AuditFailed, AuditInterrupted, AuditRefused}
 
 // Audit vias: how the action was asked.
@@ -48,12 +58,12 @@ const (
 	AuditHTTP = "http"
 )
 
-// ErrAuditClosed is wrapped by AuditEnd for a row that already has its
+// ErrAuditClosed is wrapped by AuditLog.End for a row that already has its
 // final outcome (ok, failed or refused), or that does not exist.
 var ErrAuditClosed = errors.New("audit row already closed or unknown")
 
-// AuditEntry is what an action says of itself when it begins: AuditBegin
-// writes it, AuditList gives it back in AuditRow.
+// AuditEntry is what an action says of itself when it begins: AuditLog.Begin
+// writes it, AuditLog.List gives it back in AuditRow.
 type AuditEntry struct {
 	// At is when the action began; zero for now. Stored in UTC to the
 	// microsecond.
@@ -92,16 +102,16 @@ type AuditEntry struct {
 // "skipped", "missing"...), stored as one JSON object.
 type AuditCounts map[string]int64
 
-// AuditRow is one row of the audit as AuditList reads it.
+// AuditRow is one row of the audit as AuditLog.List reads it.
 type AuditRow struct {
 	// ID is the row's number: assigned when the row is written, larger
 	// for each later row, never reused (not necessarily without gaps).
 	ID int64
 	AuditEntry
-	// Outcome is AuditStarted until AuditEnd, then one of AuditOK,
+	// Outcome is AuditStarted until AuditLog.End, then one of AuditOK,
 	// AuditFailed, AuditInterrupted, AuditRefused.
 	Outcome string
-	// Counts are the counts AuditEnd recorded; empty while started.
+	// Counts are the counts AuditLog.End recorded; empty while started.
 	Counts AuditCounts
 	// Detail is why: the error of a failure, the reason of a refusal, a
 	// summary; may be empty.
@@ -150,26 +160,26 @@ func (c AuditCounts) text() (string, error) {
 	return string(b), nil
 }
 
-// AuditBegin writes e as a started row, committed before it returns, and
-// returns the row's id for AuditEnd. An action calls it before it changes
+// Begin writes e as a started row, committed before it returns, and
+// returns the row's id for AuditLog.End. An action calls it before it changes
 // anything; when it fails, the action must not go on (an unaudited change
 // is what the audit exists to prevent). It fails for an entry without
 // Actor, Via or Action, or whose Selection is not JSON.
-func (db *DB) AuditBegin(ctx context.Context, e AuditEntry) (int64, error) {
-	return db.auditInsert(ctx, "begin audit", e, AuditStarted, nil, "", time.Time{})
+func (a AuditLog) Begin(ctx context.Context, e AuditEntry) (int64, error) {
+	return a.db.auditInsert(ctx, "begin audit", e, AuditStarted, nil, "", time.Time{})
 }
 
-// AuditRecord writes one row that is already closed, with its outcome,
+// Record writes one row that is already closed, with its outcome,
 // counts and detail, and returns its id: for what has no duration, a
 // refusal above all (outcome AuditRefused), or an action audited after the
 // fact. Outcome must be one of AuditOK, AuditFailed, AuditInterrupted,
 // AuditRefused; the row's Ended is its At.
-func (db *DB) AuditRecord(ctx context.Context, e AuditEntry, outcome string, counts AuditCounts, detail string) (int64, error) {
+func (a AuditLog) Record(ctx context.Context, e AuditEntry, outcome string, counts AuditCounts, detail string) (int64, error) {
 	if !slices.Contains(auditOutcomes, outcome) {
 		return 0, fmt.Errorf("record audit: outcome %q: want one of %s", outcome, strings.Join(auditOutcomes, ", "))
 	}
 	e.At = e.at()
-	return db.auditInsert(ctx, "record audit", e, outcome, counts, detail, e.At)
+	return a.db.auditInsert(ctx, "record audit", e, outcome, counts, detail, e.At)
 }
 
 func (db *DB) auditInsert(ctx context.Context, op string, e AuditEntry, outcome string, counts AuditCounts, detail string, ended time.Time) (int64, error) {
@@ -238,16 +248,16 @@ func (db *DB) auditOnce(ctx context.Context, e AuditEntry, insert string, args .
 	})
 }
 
-// AuditEnd records the outcome of row id, which AuditBegin wrote, with the
+// End records the outcome of row id, which AuditLog.Begin wrote, with the
 // action's counts and detail (why it failed, a summary), and the time it
 // ended (now). Outcome is one of AuditOK, AuditFailed, AuditInterrupted,
-// AuditRefused. A row is closed once: AuditEnd on a row that has its
+// AuditRefused. A row is closed once: AuditLog.End on a row that has its
 // outcome already fails with ErrAuditClosed, except on one marked
 // AuditInterrupted, whose outcome the action itself may still correct
 // (a later run took it for killed while it was not).
-func (db *DB) AuditEnd(ctx context.Context, id int64, outcome string, counts AuditCounts, detail string) error {
+func (a AuditLog) End(ctx context.Context, id int64, outcome string, counts AuditCounts, detail string) error {
 	op := fmt.Sprintf("end audit %d", id)
-	if err := db.open(); err != nil {
+	if err := a.db.open(); err != nil {
 		return err
 	}
 	if !slices.Contains(auditOutcomes, outcome) {
@@ -257,14 +267,14 @@ func (db *DB) AuditEnd(ctx context.Context, id int64, outcome string, counts Aud
 	if err != nil {
 		return fmt.Errorf("%s: counts: %w", op, err)
 	}
-	res, err := db.sql.ExecContext(ctx, db.dialect.Rebind(`UPDATE spool_audit SET outcome = ?, counts = ?, detail = ?, ended_at = ?
+	res, err := a.db.sql.ExecContext(ctx, a.db.dialect.Rebind(`UPDATE spool_audit SET outcome = ?, counts = ?, detail = ?, ended_at = ?
 WHERE id = ? AND outcome IN ('started', 'interrupted')`), outcome, ct, clean(detail), formatTime(time.Now()), id)
 	if err != nil {
-		return db.fail(op, err)
+		return a.db.fail(op, err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return db.fail(op, err)
+		return a.db.fail(op, err)
 	}
 	if n == 0 {
 		return fmt.Errorf("%s: %w", op, ErrAuditClosed)
@@ -272,7 +282,7 @@ WHERE id = ? AND outcome IN ('started', 'interrupted')`), outcome, ct, clean(det
 	return nil
 }
 
-// AuditQuery selects rows for AuditList. The zero value is every row.
+// AuditQuery selects rows for AuditLog.List. The zero value is every row.
 type AuditQuery struct {
 	// Since keeps the rows whose At is at or after it, Until those whose
 	// At is before it; zero for no bound.
@@ -303,14 +313,14 @@ type AuditQuery struct {
 	Newest bool
 }
 
-// AuditList returns the rows q selects, oldest first (newest first with
+// List returns the rows q selects, oldest first (newest first with
 // q.Newest): in ID order, which
 // is the order they were written in (and on PostgreSQL and MariaDB, where
 // writers run side by side, the order their ids were drawn in), not by
 // the writers' clocks. It only reads: it works on a ledger opened
 // read-only.
-func (db *DB) AuditList(ctx context.Context, q AuditQuery) ([]AuditRow, error) {
-	if err := db.open(); err != nil {
+func (a AuditLog) List(ctx context.Context, q AuditQuery) ([]AuditRow, error) {
+	if err := a.db.open(); err != nil {
 		return nil, err
 	}
 	query := `SELECT id, at, actor, role, via, action, selection, counts, outcome, detail, ended_at, host, pid, task_id
@@ -355,9 +365,9 @@ FROM spool_audit WHERE id > ?`
 	if q.Limit > 0 {
 		query += fmt.Sprintf(` LIMIT %d`, q.Limit)
 	}
-	rows, err := db.sql.QueryContext(ctx, db.dialect.Rebind(query), args...)
+	rows, err := a.db.sql.QueryContext(ctx, a.db.dialect.Rebind(query), args...)
 	if err != nil {
-		return nil, db.fail("list audit", err)
+		return nil, a.db.fail("list audit", err)
 	}
 	defer rows.Close()
 	var out []AuditRow
@@ -371,7 +381,7 @@ FROM spool_audit WHERE id > ?`
 		)
 		if err := rows.Scan(&r.ID, &at, &r.Actor, &r.Role, &r.Via, &r.Action, &sel, &counts, &r.Outcome, &r.Detail,
 			&ended, &r.Host, &pid, &task); err != nil {
-			return nil, db.fail("list audit", err)
+			return nil, a.db.fail("list audit", err)
 		}
 		r.PID, r.Task, r.Selection = int(pid), task.Int64, sel
 		if r.At, err = parseTime("audit.at", at); err != nil {
@@ -388,7 +398,7 @@ FROM spool_audit WHERE id > ?`
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, db.fail("list audit", err)
+		return nil, a.db.fail("list audit", err)
 	}
 	return out, nil
 }

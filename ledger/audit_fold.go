@@ -8,14 +8,14 @@ import (
 	"time"
 )
 
-// AuditRecordSpan writes one closed row, as AuditRecord does, that stands
+// RecordSpan writes one closed row, as AuditLog.Record does, that stands
 // for what happened many times from e.At to ended: refusals folded into
 // one row with their number in counts (the console writes a client's
 // repeated refusals so, one row a minute, so that a flood of them cannot
 // grow the audit without bound). The row's At is e.At (zero for now) and
 // its Ended is ended, which must not be before it; outcome is one of
 // AuditOK, AuditFailed, AuditInterrupted, AuditRefused.
-func (db *DB) AuditRecordSpan(ctx context.Context, e AuditEntry, outcome string, counts AuditCounts, detail string, ended time.Time) (int64, error) {
+func (a AuditLog) RecordSpan(ctx context.Context, e AuditEntry, outcome string, counts AuditCounts, detail string, ended time.Time) (int64, error) {
 	if !slices.Contains(auditOutcomes, outcome) {
 		return 0, fmt.Errorf("record audit span: outcome %q: want one of %s", outcome, strings.Join(auditOutcomes, ", "))
 	}
@@ -23,5 +23,5 @@ func (db *DB) AuditRecordSpan(ctx context.Context, e AuditEntry, outcome string,
 	if ended.Before(e.At) {
 		return 0, fmt.Errorf("record audit span: ends at %s, before it begins at %s", ended.UTC().Format(TimeLayout), e.At.UTC().Format(TimeLayout))
 	}
-	return db.auditInsert(ctx, "record audit span", e, outcome, counts, detail, ended)
+	return a.db.auditInsert(ctx, "record audit span", e, outcome, counts, detail, ended)
 }

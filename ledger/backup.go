@@ -10,7 +10,16 @@ import (
 // This file holds what spool backup asks of a ledger: a consistent copy
 // into a file, and the checks of that copy.
 
-// NoSnapshotError is returned by SnapshotInto for an engine that cannot
+// Backup is what spool backup asks of a ledger: a consistent copy of the
+// whole ledger into a file, taken while consumers write, and the checks of
+// such a copy (the engine's integrity check, the rows it holds). It never
+// writes to the ledger it copies. Reached by DB.Backup.
+type Backup struct{ db *DB }
+
+// Backup returns the ledger's copy and checks.
+func (db *DB) Backup() Backup { return Backup{db} }
+
+// NoSnapshotError is returned by Backup.SnapshotInto for an engine that cannot
 // copy a ledger into a file (its Dialect's Snapshot has no Into): the
 // engine's own tool backs it up.
 type NoSnapshotError struct {
@@ -26,11 +35,11 @@ func (e *NoSnapshotError) Error() string {
 }
 
 // CanSnapshot returns nil when the ledger's engine can copy it into a file
-// (SnapshotInto), and a *NoSnapshotError otherwise.
-func (db *DB) CanSnapshot() error {
-	s := db.dialect.Snapshot()
+// (Backup.SnapshotInto), and a *NoSnapshotError otherwise.
+func (bk Backup) CanSnapshot() error {
+	s := bk.db.dialect.Snapshot()
 	if s.Into == "" {
-		return &NoSnapshotError{Engine: db.dialect.Name(), Tool: s.Tool}
+		return &NoSnapshotError{Engine: bk.db.dialect.Name(), Tool: s.Tool}
 	}
 	return nil
 }
@@ -39,21 +48,21 @@ func (db *DB) CanSnapshot() error {
 // snapshot of it, into the file at path, which must be empty or absent:
 // writers (consumers) go on meanwhile. It does not sync the file; the
 // caller does, before it trusts the copy. An engine that cannot
-// (CanSnapshot) returns a *NoSnapshotError and writes nothing.
-func (db *DB) SnapshotInto(ctx context.Context, path string) error {
-	if err := db.open(); err != nil {
+// (Backup.CanSnapshot) returns a *NoSnapshotError and writes nothing.
+func (bk Backup) SnapshotInto(ctx context.Context, path string) error {
+	if err := bk.db.open(); err != nil {
 		return err
 	}
-	if err := db.CanSnapshot(); err != nil {
+	if err := bk.CanSnapshot(); err != nil {
 		return err
 	}
-	if _, err := db.sql.ExecContext(ctx, db.dialect.Rebind(db.dialect.Snapshot().Into), path); err != nil {
-		return db.fail("copy ledger into "+path, err)
+	if _, err := bk.db.sql.ExecContext(ctx, bk.db.dialect.Rebind(bk.db.dialect.Snapshot().Into), path); err != nil {
+		return bk.db.fail("copy ledger into "+path, err)
 	}
 	return nil
 }
 
-// ErrDamaged is wrapped by CheckIntegrity for a database whose engine
+// ErrDamaged is wrapped by Backup.CheckIntegrity for a database whose engine
 // finds it damaged.
 var ErrDamaged = errors.New("the database is damaged")
 
@@ -61,29 +70,29 @@ var ErrDamaged = errors.New("the database is damaged")
 // Snapshot.Check) and returns nil when it finds the database sound, an
 // error wrapping ErrDamaged with what it found otherwise. An engine with
 // no such check returns a *NoSnapshotError.
-func (db *DB) CheckIntegrity(ctx context.Context) error {
-	if err := db.open(); err != nil {
+func (bk Backup) CheckIntegrity(ctx context.Context) error {
+	if err := bk.db.open(); err != nil {
 		return err
 	}
-	q := db.dialect.Snapshot().Check
+	q := bk.db.dialect.Snapshot().Check
 	if q == "" {
-		return &NoSnapshotError{Engine: db.dialect.Name(), Tool: db.dialect.Snapshot().Tool}
+		return &NoSnapshotError{Engine: bk.db.dialect.Name(), Tool: bk.db.dialect.Snapshot().Tool}
 	}
-	rows, err := db.sql.QueryContext(ctx, q)
+	rows, err := bk.db.sql.QueryContext(ctx, q)
 	if err != nil {
-		return db.fail("check integrity", err)
+		return bk.db.fail("check integrity", err)
 	}
 	defer rows.Close()
 	var found []string
 	for rows.Next() {
 		var s string
 		if err := rows.Scan(&s); err != nil {
-			return db.fail("check integrity", err)
+			return bk.db.fail("check integrity", err)
 		}
 		found = append(found, s)
 	}
 	if err := rows.Err(); err != nil {
-		return db.fail("check integrity", err)
+		return bk.db.fail("check integrity", err)
 	}
 	if len(found) == 1 && found[0] == "ok" {
 		return nil
@@ -106,16 +115,16 @@ type Rows struct {
 func (r Rows) Total() int64 { return r.Processed + r.Deliveries + r.Replays }
 
 // CountRows counts the history's rows in one read snapshot.
-func (db *DB) CountRows(ctx context.Context) (Rows, error) {
-	if err := db.open(); err != nil {
+func (bk Backup) CountRows(ctx context.Context) (Rows, error) {
+	if err := bk.db.open(); err != nil {
 		return Rows{}, err
 	}
 	var r Rows
-	err := db.sql.QueryRowContext(ctx, `SELECT
+	err := bk.db.sql.QueryRowContext(ctx, `SELECT
     (SELECT COUNT(*) FROM processed), (SELECT COUNT(*) FROM deliveries), (SELECT COUNT(*) FROM replays)`).
 		Scan(&r.Processed, &r.Deliveries, &r.Replays)
 	if err != nil {
-		return Rows{}, db.fail("count rows", err)
+		return Rows{}, bk.db.fail("count rows", err)
 	}
 	return r, nil
 }

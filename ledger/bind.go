@@ -74,7 +74,7 @@ func (db *DB) bindQueueID(ctx context.Context, id string, e AuditEntry) (string,
 
 // Empty reports whether the ledger holds no record of any delivery: no
 // processed row, no duplicate or dead-letter record, no replay, and no
-// prune horizon (PruneHorizon): a ledger that spool prune emptied of every
+// prune horizon (Fsck.PruneHorizon): a ledger that spool prune emptied of every
 // row on purpose still holds the queue's history, and is neither new nor
 // one to rebuild.
 func (db *DB) Empty(ctx context.Context) (bool, error) {

@@ -20,9 +20,21 @@ import (
 // editor: a new inode) leaves its record behind, and a file removed by
 // hand leaves it too. The first is retired here when the replay or
 // discard is finished (retireReplaced), in the same transaction; the
-// second only fsck can tell, and --repair retires it (RetireDeadLetters).
+// second only fsck can tell, and --repair retires it (DeadLetters.Retire).
 // Meanwhile the readers leave such a record out by checking it against
 // error/ (FileCheck), so that neither is ever listed.
+
+// DeadLetters is the ledger's dead-letter index as its readers and spool
+// fsck see it (the dead-letter deliveries, and table dead_letter_exits):
+// each dead letter's record by its file's inode, which of them are still
+// current (in error/, neither replayed, discarded nor retired), pages
+// and groups of them for reports, and the retiring of the ones whose file
+// left error/ unseen. A record is never deleted by these; retiring one
+// only adds its exit. Reached by DB.DeadLetters.
+type DeadLetters struct{ db *DB }
+
+// DeadLetters returns the ledger's dead-letter index.
+func (db *DB) DeadLetters() DeadLetters { return DeadLetters{db} }
 
 // DeadLetterExit is how a dead letter's file left error/, as an exit of
 // the dead-letter index records it.
@@ -61,17 +73,17 @@ type DeadLetterFile struct {
 // calls it with no query of its own open, so it may read the ledger.
 type FileCheck func(ctx context.Context, files []DeadLetterFile) (present []bool, err error)
 
-// currentChunk is how many current dead letters CurrentDeadLetters reads
+// currentChunk is how many current dead letters DeadLetters.Current reads
 // in one query.
 const currentChunk = 4096
 
-// CurrentDeadLetters calls fn with every current dead letter (those
-// DeadLetterPage lists without a Check), newest first, a chunk at a time,
+// Current calls fn with every current dead letter (those
+// DeadLetters.Page lists without a Check), newest first, a chunk at a time,
 // each chunk's query closed before fn is called: so fn may check the
 // chunk against error/ and read the ledger. A dead letter recorded while
 // it runs may or may not be seen. It only reads.
-func (db *DB) CurrentDeadLetters(ctx context.Context, fn func([]DeadLetterFile) error) error {
-	if err := db.open(); err != nil {
+func (dls DeadLetters) Current(ctx context.Context, fn func([]DeadLetterFile) error) error {
+	if err := dls.db.open(); err != nil {
 		return err
 	}
 	where, args := deadLetterFilter(DeadLetterQuery{})
@@ -81,7 +93,7 @@ func (db *DB) CurrentDeadLetters(ctx context.Context, fn func([]DeadLetterFile) 
 			w += ` AND d.id < ?`
 			a = append(slices.Clip(a), before)
 		}
-		files, err := db.currentChunk(ctx, fmt.Sprintf(`SELECT d.id, d.file, d.ino, d.at, d.reason, d.field, d.detail
+		files, err := dls.db.currentChunk(ctx, fmt.Sprintf(`SELECT d.id, d.file, d.ino, d.at, d.reason, d.field, d.detail
 FROM deliveries d WHERE %s ORDER BY d.id DESC LIMIT %d`, w, currentChunk), a)
 		if err != nil {
 			return err
@@ -127,22 +139,22 @@ func (db *DB) currentChunk(ctx context.Context, query string, args []any) ([]Dea
 	return out, nil
 }
 
-// RetireDeadLetters records that the files of the dead-letter records ids
+// Retire records that the files of the dead-letter records ids
 // left error/ as how says, by by at at, so that the dead-letter index no
 // longer lists them; the records themselves stay, as history. A record
 // retired already keeps its first exit. It is for spool fsck --repair.
-func (db *DB) RetireDeadLetters(ctx context.Context, ids []int64, how DeadLetterExit, by string, at time.Time) error {
-	if err := db.open(); err != nil {
+func (dls DeadLetters) Retire(ctx context.Context, ids []int64, how DeadLetterExit, by string, at time.Time) error {
+	if err := dls.db.open(); err != nil {
 		return err
 	}
 	if len(ids) == 0 {
 		return nil
 	}
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
-		return db.insertExits(ctx, tx, ids, how, by, at)
+	err := dls.db.inTx(ctx, func(tx *sql.Tx) error {
+		return dls.db.insertExits(ctx, tx, ids, how, by, at)
 	})
 	if err != nil {
-		return db.fail("retire dead letters", err)
+		return dls.db.fail("retire dead letters", err)
 	}
 	return nil
 }
@@ -276,15 +288,15 @@ type ErrorExit struct {
 // ErrorExits returns every replay and discard of a file of error/, in no
 // particular order: spool fsck tells by them a dead letter whose file was
 // edited and then moved out of error/ from one removed by hand.
-func (db *DB) ErrorExits(ctx context.Context) ([]ErrorExit, error) {
-	if err := db.open(); err != nil {
+func (dls DeadLetters) ErrorExits(ctx context.Context) ([]ErrorExit, error) {
+	if err := dls.db.open(); err != nil {
 		return nil, err
 	}
-	rows, err := db.sql.QueryContext(ctx, `SELECT 'replayed', file, ino, at FROM replays
+	rows, err := dls.db.sql.QueryContext(ctx, `SELECT 'replayed', file, ino, at FROM replays
 UNION ALL
 SELECT 'discarded', x.file, x.ino, b.created_at FROM discards x JOIN discard_batches b ON b.id = x.batch_id`)
 	if err != nil {
-		return nil, db.fail("list replays and discards", err)
+		return nil, dls.db.fail("list replays and discards", err)
 	}
 	defer rows.Close()
 	var out []ErrorExit
@@ -295,7 +307,7 @@ SELECT 'discarded', x.file, x.ino, b.created_at FROM discards x JOIN discard_bat
 			ino     sql.NullInt64
 		)
 		if err := rows.Scan(&how, &e.File, &ino, &at); err != nil {
-			return nil, db.fail("list replays and discards", err)
+			return nil, dls.db.fail("list replays and discards", err)
 		}
 		e.How, e.Ino = DeadLetterExit(how), uint64(ino.Int64)
 		if e.At, err = parseTime("replays.at", at); err != nil {
@@ -304,18 +316,18 @@ SELECT 'discarded', x.file, x.ino, b.created_at FROM discards x JOIN discard_bat
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, db.fail("list replays and discards", err)
+		return nil, dls.db.fail("list replays and discards", err)
 	}
 	return out, nil
 }
 
-// DeadLetterNames returns, for each of inos that has dead-letter records,
+// Names returns, for each of inos that has dead-letter records,
 // the names they were recorded under (the name each file had in inbox/):
 // a file of error/ whose inode has a record under its name is that
 // record's, and one whose inode has none is a copy or an edit of a
 // record's file. It only reads.
-func (db *DB) DeadLetterNames(ctx context.Context, inos []uint64) (map[uint64][]string, error) {
-	if err := db.open(); err != nil {
+func (dls DeadLetters) Names(ctx context.Context, inos []uint64) (map[uint64][]string, error) {
+	if err := dls.db.open(); err != nil {
 		return nil, err
 	}
 	out := map[uint64][]string{}
@@ -326,10 +338,10 @@ func (db *DB) DeadLetterNames(ctx context.Context, inos []uint64) (map[uint64][]
 		}
 	}
 	for chunk := range slices.Chunk(args, rowsPerInsert) {
-		rows, err := db.sql.QueryContext(ctx, db.dialect.Rebind(`SELECT ino, file FROM deliveries
+		rows, err := dls.db.sql.QueryContext(ctx, dls.db.dialect.Rebind(`SELECT ino, file FROM deliveries
 WHERE outcome = 'dead-letter' AND ino IN (`+placeholders(len(chunk))+`)`), chunk...)
 		if err != nil {
-			return nil, db.fail("dead-letter names", err)
+			return nil, dls.db.fail("dead-letter names", err)
 		}
 		for rows.Next() {
 			var (
@@ -338,12 +350,12 @@ WHERE outcome = 'dead-letter' AND ino IN (`+placeholders(len(chunk))+`)`), chunk
 			)
 			if err := rows.Scan(&ino, &file); err != nil {
 				rows.Close()
-				return nil, db.fail("dead-letter names", err)
+				return nil, dls.db.fail("dead-letter names", err)
 			}
 			out[uint64(ino)] = append(out[uint64(ino)], file) // stored with the same bits; see nullIno
 		}
 		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-			return nil, db.fail("dead-letter names", err)
+			return nil, dls.db.fail("dead-letter names", err)
 		}
 	}
 	return out, nil
@@ -352,8 +364,8 @@ WHERE outcome = 'dead-letter' AND ino IN (`+placeholders(len(chunk))+`)`), chunk
 // StillCurrent returns which of the dead-letter records ids are current
 // now: spool fsck reads it again for a record whose file it did not find,
 // since a replay may have moved the file meanwhile. It only reads.
-func (db *DB) StillCurrent(ctx context.Context, ids []int64) (map[int64]bool, error) {
-	if err := db.open(); err != nil {
+func (dls DeadLetters) StillCurrent(ctx context.Context, ids []int64) (map[int64]bool, error) {
+	if err := dls.db.open(); err != nil {
 		return nil, err
 	}
 	out := map[int64]bool{}
@@ -362,21 +374,21 @@ func (db *DB) StillCurrent(ctx context.Context, ids []int64) (map[int64]bool, er
 		args[i] = id
 	}
 	for chunk := range slices.Chunk(args, rowsPerInsert) {
-		rows, err := db.sql.QueryContext(ctx, db.dialect.Rebind(`SELECT d.id FROM deliveries d
+		rows, err := dls.db.sql.QueryContext(ctx, dls.db.dialect.Rebind(`SELECT d.id FROM deliveries d
 WHERE d.outcome = 'dead-letter' AND d.id IN (`+placeholders(len(chunk))+`) AND `+currentDeadLetter), chunk...)
 		if err != nil {
-			return nil, db.fail("read dead letters", err)
+			return nil, dls.db.fail("read dead letters", err)
 		}
 		for rows.Next() {
 			var id int64
 			if err := rows.Scan(&id); err != nil {
 				rows.Close()
-				return nil, db.fail("read dead letters", err)
+				return nil, dls.db.fail("read dead letters", err)
 			}
 			out[id] = true
 		}
 		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-			return nil, db.fail("read dead letters", err)
+			return nil, dls.db.fail("read dead letters", err)
 		}
 	}
 	return out, nil

@@ -24,7 +24,7 @@ import (
 // and inode (report.InError does).
 
 // DeadLetterQuery selects a page of current dead letters for
-// DeadLetterPage. The zero value is the first page of all of them.
+// DeadLetters.Page. The zero value is the first page of all of them.
 type DeadLetterQuery struct {
 	// Reason keeps the dead letters of this reason; empty for all.
 	Reason string
@@ -49,14 +49,14 @@ type DeadLetterQuery struct {
 	Check FileCheck
 }
 
-// Page sizes of DeadLetterPage.
+// Page sizes of DeadLetters.Page.
 const (
 	DefaultDeadLetterPage = 50
 	MaxDeadLetterPage     = 500
 )
 
 // pageExamined bounds, as a multiple of the page's size, the records one
-// DeadLetterPage reads when its Check leaves records out, so that a page
+// DeadLetters.Page reads when its Check leaves records out, so that a page
 // stays a bounded read however many records have lost their file: it
 // then returns a short page (possibly empty) with the cursor after the
 // last record read. fsck reports such records and --repair retires them.
@@ -111,7 +111,7 @@ func deadLetterFilter(q DeadLetterQuery) (string, []any) {
 	return where + ` AND ` + currentDeadLetter, args
 }
 
-// DeadLetterPage returns the current dead letters q selects, newest first
+// Page returns the current dead letters q selects, newest first
 // (by record id, the ledger's commit order), at most q.Limit of them, and
 // the cursor of the next page: the Before of the query that continues it,
 // 0 when this page is the last. Each read is one indexed query, whatever
@@ -119,8 +119,8 @@ func deadLetterFilter(q DeadLetterQuery) (string, []any) {
 // not find in error/ are left out, and more are read to fill the page, up
 // to pageExamined times its size: past that the page is returned short,
 // with the cursor after the last record read. It only reads.
-func (db *DB) DeadLetterPage(ctx context.Context, q DeadLetterQuery) ([]DeadLetterRecord, int64, error) {
-	if err := db.open(); err != nil {
+func (dls DeadLetters) Page(ctx context.Context, q DeadLetterQuery) ([]DeadLetterRecord, int64, error) {
+	if err := dls.db.open(); err != nil {
 		return nil, 0, err
 	}
 	limit := q.Limit
@@ -144,7 +144,7 @@ func (db *DB) DeadLetterPage(ctx context.Context, q DeadLetterQuery) ([]DeadLett
 			w += ` AND d.id < ?`
 			a = append(slices.Clip(a), before)
 		}
-		recs, err := db.deadLetterRecords(ctx, fmt.Sprintf(`SELECT %s FROM deliveries d WHERE %s ORDER BY d.id DESC LIMIT %d`, cols, w, fetch), a)
+		recs, err := dls.db.deadLetterRecords(ctx, fmt.Sprintf(`SELECT %s FROM deliveries d WHERE %s ORDER BY d.id DESC LIMIT %d`, cols, w, fetch), a)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -216,7 +216,7 @@ type DeadLetterGroup struct {
 	First, Last time.Time
 }
 
-// DeadLetterGroups returns the current dead letters grouped by reason and
+// Groups returns the current dead letters grouped by reason and
 // error signature, the largest groups first (then by reason and
 // signature). It reads each current dead letter's reason, field, detail
 // and time once, in one indexed scan, and groups them here: an SQL GROUP
@@ -224,16 +224,16 @@ type DeadLetterGroup struct {
 // check, only the dead letters whose file it finds in error/ are counted;
 // the scan is then read in chunks, each closed before check is called.
 // It only reads.
-func (db *DB) DeadLetterGroups(ctx context.Context, check FileCheck) ([]DeadLetterGroup, error) {
-	if err := db.open(); err != nil {
+func (dls DeadLetters) Groups(ctx context.Context, check FileCheck) ([]DeadLetterGroup, error) {
+	if err := dls.db.open(); err != nil {
 		return nil, err
 	}
 	g := newGrouper()
 	var err error
 	if check == nil {
-		err = db.groupAll(ctx, g)
+		err = dls.db.groupAll(ctx, g)
 	} else {
-		err = db.CurrentDeadLetters(ctx, func(files []DeadLetterFile) error {
+		err = dls.Current(ctx, func(files []DeadLetterFile) error {
 			keep, err := check(ctx, files)
 			if err != nil {
 				return err

@@ -16,6 +16,17 @@ import (
 // docs/DESIGN.md, "Discard". The batch goes through the states of a replay
 // intent: IntentPending, IntentStaged, IntentDone.
 
+// DiscardLog is the ledger's discards of dead letters (tables
+// discard_batches and discards): a batch committed with every file
+// it will take before the first one moves, so that a killed discard is
+// finished, never redone or lost, and each file's outcome once it is
+// done. A batch's files never change after it is committed. Reached by
+// DB.Discards.
+type DiscardLog struct{ db *DB }
+
+// Discards returns the ledger's discard log.
+func (db *DB) Discards() DiscardLog { return DiscardLog{db} }
+
 // DiscardOutcome is what became of one file of a discard, set when its
 // batch is done.
 type DiscardOutcome string
@@ -63,18 +74,18 @@ type DiscardItem struct {
 	// that is not a regular file. Size is its size in bytes.
 	ContentHash string
 	Size        int64
-	// Outcome and NewName are set when the batch is done (FinishDiscard);
+	// Outcome and NewName are set when the batch is done (DiscardLog.Finish);
 	// NewName is the file's name in ToDir for DiscardMoved.
 	Outcome DiscardOutcome
 	NewName string
 }
 
 // beginDiscard commits a discard batch, in state pending, with its items,
-// as the move of a task's chunk that link says (BeginTaskChunk,
-// StartTask), and returns its id. by and note are required; toDir is
+// as the move of a task's chunk that link says (Tasks.BeginChunk,
+// Tasks.Start), and returns its id. by and note are required; toDir is
 // empty for a discard that deletes. Nothing is done to any file: the
-// caller stages them next (StageDiscard), then finishes the batch
-// (FinishDiscard).
+// caller stages them next (DiscardLog.Stage), then finishes the batch
+// (DiscardLog.Finish).
 func (db *DB) beginDiscard(ctx context.Context, link *taskLink, by, note, toDir string, at time.Time, items []DiscardItem) (int64, error) {
 	if err := db.open(); err != nil {
 		return 0, err
@@ -113,17 +124,17 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?)`))
 	return id, nil
 }
 
-// StageDiscard marks batch id staged: every one of its files now sits in
+// Stage marks batch id staged: every one of its files now sits in
 // error/ under its staging name, but for the items of missing (by Idx),
 // which were gone from error/ when the discard reached them and are
 // recorded DiscardMissing, in the same transaction. A batch in another
 // state is left as it is.
-func (db *DB) StageDiscard(ctx context.Context, id int64, missing []int) error {
-	if err := db.open(); err != nil {
+func (dl DiscardLog) Stage(ctx context.Context, id int64, missing []int) error {
+	if err := dl.db.open(); err != nil {
 		return err
 	}
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, db.dialect.Rebind(`UPDATE discard_batches SET state = 'staged' WHERE id = ? AND state = 'pending'`), id)
+	err := dl.db.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, dl.db.dialect.Rebind(`UPDATE discard_batches SET state = 'staged' WHERE id = ? AND state = 'pending'`), id)
 		if err != nil {
 			return fmt.Errorf("mark staged: %w", err)
 		}
@@ -131,30 +142,30 @@ func (db *DB) StageDiscard(ctx context.Context, id int64, missing []int) error {
 			return err // staged by another run meanwhile, or unknown
 		}
 		for _, idx := range missing {
-			if _, err := tx.ExecContext(ctx, db.dialect.Rebind(`UPDATE discards SET outcome = 'missing' WHERE batch_id = ? AND idx = ?`), id, idx); err != nil {
+			if _, err := tx.ExecContext(ctx, dl.db.dialect.Rebind(`UPDATE discards SET outcome = 'missing' WHERE batch_id = ? AND idx = ?`), id, idx); err != nil {
 				return fmt.Errorf("record item %d missing: %w", idx, err)
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		return db.fail(fmt.Sprintf("stage discard %d", id), err)
+		return dl.db.fail(fmt.Sprintf("stage discard %d", id), err)
 	}
 	return nil
 }
 
-// FinishDiscard marks batch id done and records each item's Outcome and
+// Finish marks batch id done and records each item's Outcome and
 // NewName (items matched by Idx), in one transaction, in which the dead
 // letters whose file was edited to a new inode before it was discarded
 // are retired from the dead-letter index (retireReplaced). A batch already
 // done is left as it is: of two runs finishing it, the second records
 // nothing.
-func (db *DB) FinishDiscard(ctx context.Context, id int64, items []DiscardItem, at time.Time) error {
-	if err := db.open(); err != nil {
+func (dl DiscardLog) Finish(ctx context.Context, id int64, items []DiscardItem, at time.Time) error {
+	if err := dl.db.open(); err != nil {
 		return err
 	}
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, db.dialect.Rebind(`UPDATE discard_batches SET state = 'done', finished_at = ?
+	err := dl.db.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, dl.db.dialect.Rebind(`UPDATE discard_batches SET state = 'done', finished_at = ?
 WHERE id = ? AND state <> 'done'`), formatTime(at), id)
 		if err != nil {
 			return fmt.Errorf("mark done: %w", err)
@@ -162,7 +173,7 @@ WHERE id = ? AND state <> 'done'`), formatTime(at), id)
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
 			return err // finished by another run meanwhile, or unknown
 		}
-		upd, err := tx.PrepareContext(ctx, db.dialect.Rebind(`UPDATE discards SET outcome = ?, new_name = ? WHERE batch_id = ? AND idx = ?`))
+		upd, err := tx.PrepareContext(ctx, dl.db.dialect.Rebind(`UPDATE discards SET outcome = ?, new_name = ? WHERE batch_id = ? AND idx = ?`))
 		if err != nil {
 			return fmt.Errorf("record outcomes: %w", err)
 		}
@@ -177,7 +188,7 @@ WHERE id = ? AND state <> 'done'`), formatTime(at), id)
 				return fmt.Errorf("record outcome of %s: %w", clean(it.File), err)
 			}
 		}
-		if err := db.retireDiscarded(ctx, tx, id, at); err != nil {
+		if err := dl.db.retireDiscarded(ctx, tx, id, at); err != nil {
 			return err
 		}
 		done, missing := 0, 0
@@ -188,10 +199,10 @@ WHERE id = ? AND state <> 'done'`), formatTime(at), id)
 				done++
 			}
 		}
-		return db.countChunk(ctx, tx, "discard_batches", id, done, missing, at)
+		return dl.db.countChunk(ctx, tx, "discard_batches", id, done, missing, at)
 	})
 	if err != nil {
-		return db.fail(fmt.Sprintf("finish discard %d", id), err)
+		return dl.db.fail(fmt.Sprintf("finish discard %d", id), err)
 	}
 	return nil
 }
@@ -226,10 +237,10 @@ func (db *DB) retireDiscarded(ctx context.Context, tx *sql.Tx, id int64, at time
 	return db.retireReplaced(ctx, tx, ExitDiscarded, by, at, moved)
 }
 
-// UnfinishedDiscards returns the batches not yet done, oldest first, with
+// Unfinished returns the batches not yet done, oldest first, with
 // their items in idx order.
-func (db *DB) UnfinishedDiscards(ctx context.Context) ([]DiscardBatch, error) {
-	return db.discardBatches(ctx, `WHERE state <> 'done'`, nil)
+func (dl DiscardLog) Unfinished(ctx context.Context) ([]DiscardBatch, error) {
+	return dl.db.discardBatches(ctx, `WHERE state <> 'done'`, nil)
 }
 
 // DiscardStats counts what the ledger records of discards: Files, the
@@ -239,28 +250,28 @@ type DiscardStats struct {
 	Files, Batches, Pending int
 }
 
-// DiscardCounts returns the DiscardStats of the ledger.
-func (db *DB) DiscardCounts(ctx context.Context) (DiscardStats, error) {
+// Counts returns the DiscardStats of the ledger.
+func (dl DiscardLog) Counts(ctx context.Context) (DiscardStats, error) {
 	var s DiscardStats
-	if err := db.open(); err != nil {
+	if err := dl.db.open(); err != nil {
 		return s, err
 	}
-	err := db.sql.QueryRowContext(ctx, `SELECT
+	err := dl.db.sql.QueryRowContext(ctx, `SELECT
     (SELECT COUNT(*) FROM discards d JOIN discard_batches b ON b.id = d.batch_id
      WHERE b.state = 'done' AND d.outcome IN ('deleted', 'moved')),
     (SELECT COUNT(*) FROM discard_batches WHERE state = 'done'),
     (SELECT COUNT(*) FROM discard_batches WHERE state <> 'done')`).Scan(&s.Files, &s.Batches, &s.Pending)
 	if err != nil {
-		return s, db.fail("count discards", err)
+		return s, dl.db.fail("count discards", err)
 	}
 	return s, nil
 }
 
-// DiscardsOf returns the discard batches, oldest first, that hold a file
+// Of returns the discard batches, oldest first, that hold a file
 // of the message msgID (when not empty) or, among files without a known
 // msg_id, a file of one of the names in files; each batch carries only
 // those items.
-func (db *DB) DiscardsOf(ctx context.Context, msgID string, files []string) ([]DiscardBatch, error) {
+func (dl DiscardLog) Of(ctx context.Context, msgID string, files []string) ([]DiscardBatch, error) {
 	var (
 		conds []string
 		args  []any
@@ -278,7 +289,7 @@ func (db *DB) DiscardsOf(ctx context.Context, msgID string, files []string) ([]D
 	if len(conds) == 0 {
 		return nil, nil
 	}
-	return db.discardBatches(ctx, `WHERE id IN (SELECT d.batch_id FROM discards d WHERE `+strings.Join(conds, " OR ")+`)`,
+	return dl.db.discardBatches(ctx, `WHERE id IN (SELECT d.batch_id FROM discards d WHERE `+strings.Join(conds, " OR ")+`)`,
 		&itemFilter{where: " AND (" + strings.Join(conds, " OR ") + ")", args: args}, args...)
 }
 

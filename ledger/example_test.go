@@ -13,7 +13,7 @@ import (
 
 // Three deliveries of order A: seq 1, seq 3, and seq 1 again under a new
 // msg_id. The order check finds seq 1 twice and seq 2 missing.
-func ExampleDB_OrderCheck() {
+func ExampleMessages_OrderCheck() {
 	dir, err := os.MkdirTemp("", "ledger-example")
 	if err != nil {
 		panic(err)
@@ -38,7 +38,7 @@ func ExampleDB_OrderCheck() {
 	if _, err := db.Record(ctx, batch); err != nil {
 		panic(err)
 	}
-	problems, err := db.OrderCheck(ctx)
+	problems, err := db.Messages().OrderCheck(ctx)
 	if err != nil {
 		panic(err)
 	}

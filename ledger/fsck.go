@@ -12,33 +12,45 @@ import (
 // This file holds what spool fsck reads from the ledger (package fsck);
 // what it writes back when it repairs it is in repair.go.
 
+// Fsck is the ledger as spool fsck and spool prune see it (package fsck):
+// the files it records, streamed for the checks against the queue's
+// directories, what a repair writes back (the files found processed or
+// lost, each msg_id's repair recorded once), the mark of a ledger being
+// rebuilt, and the pruning of old history behind a recorded horizon, which
+// never removes a row a recovery or a dedup still needs. Reached by
+// DB.Fsck.
+type Fsck struct{ db *DB }
+
+// Fsck returns the ledger as fsck sees it.
+func (db *DB) Fsck() Fsck { return Fsck{db} }
+
 // EachKnownFile calls fn with the inode and the recorded name of every
 // file the ledger recorded as processed or as a duplicate: the files that
 // may sit in done/. It streams: the rows are never all in memory. Rows
 // recorded before inodes were are left out.
-func (db *DB) EachKnownFile(ctx context.Context, fn func(ino uint64, file string) error) error {
-	if err := db.open(); err != nil {
+func (fk Fsck) EachKnownFile(ctx context.Context, fn func(ino uint64, file string) error) error {
+	if err := fk.db.open(); err != nil {
 		return err
 	}
 	for _, q := range []string{
 		`SELECT ino, file FROM processed WHERE ino IS NOT NULL`,
 		`SELECT ino, file FROM deliveries WHERE outcome IN ('processed', 'duplicate') AND ino IS NOT NULL`,
 	} {
-		if err := db.eachFile(ctx, q, fn); err != nil {
+		if err := fk.db.eachFile(ctx, q, fn); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// EachDeadLetterFile calls fn with the inode and the recorded name of
+// EachFile calls fn with the inode and the recorded name of
 // every dead-letter record, streaming: fsck matches a file of error/ whose
 // inode has no record (a copied queue) to them by name.
-func (db *DB) EachDeadLetterFile(ctx context.Context, fn func(ino uint64, file string) error) error {
-	if err := db.open(); err != nil {
+func (dls DeadLetters) EachFile(ctx context.Context, fn func(ino uint64, file string) error) error {
+	if err := dls.db.open(); err != nil {
 		return err
 	}
-	return db.eachFile(ctx, `SELECT ino, file FROM deliveries WHERE outcome = 'dead-letter' AND ino IS NOT NULL`, fn)
+	return dls.db.eachFile(ctx, `SELECT ino, file FROM deliveries WHERE outcome = 'dead-letter' AND ino IS NOT NULL`, fn)
 }
 
 func (db *DB) eachFile(ctx context.Context, q string, fn func(ino uint64, file string) error) error {
@@ -68,13 +80,13 @@ func (db *DB) eachFile(ctx context.Context, q string, fn func(ino uint64, file s
 
 // EachPruneFile calls fn with the inode and the recorded name of every
 // file the ledger recorded as processed or as a duplicate, as
-// EachKnownFile does, and whether Prune with p removes the row that
+// Fsck.EachKnownFile does, and whether Prune with p removes the row that
 // records it: spool prune --files removes a file of done/ only when a row
 // that Prune removes records it and no row that it keeps does. It
 // streams; rows recorded before inodes were are left out. p.DryRun is
 // ignored.
-func (db *DB) EachPruneFile(ctx context.Context, p Prune, fn func(ino uint64, file string, pruned bool) error) error {
-	if err := db.open(); err != nil {
+func (fk Fsck) EachPruneFile(ctx context.Context, p Prune, fn func(ino uint64, file string, pruned bool) error) error {
+	if err := fk.db.open(); err != nil {
 		return err
 	}
 	if p.Before.IsZero() {
@@ -92,7 +104,7 @@ func (db *DB) EachPruneFile(ctx context.Context, p Prune, fn func(ino uint64, fi
 		{`SELECT ino, file, CASE WHEN ` + delWhere + ` THEN 1 ELSE 0 END FROM deliveries
     WHERE outcome IN ('processed', 'duplicate') AND ino IS NOT NULL`, delArgs},
 	} {
-		if err := db.eachPruneFile(ctx, q.query, q.args, fn); err != nil {
+		if err := fk.db.eachPruneFile(ctx, q.query, q.args, fn); err != nil {
 			return err
 		}
 	}
@@ -135,13 +147,13 @@ type ProcessedFile struct {
 
 // EachProcessed calls fn for every processed row, in no particular order,
 // streaming: the rows are never all in memory.
-func (db *DB) EachProcessed(ctx context.Context, fn func(ProcessedFile) error) error {
-	if err := db.open(); err != nil {
+func (fk Fsck) EachProcessed(ctx context.Context, fn func(ProcessedFile) error) error {
+	if err := fk.db.open(); err != nil {
 		return err
 	}
-	rows, err := db.sql.QueryContext(ctx, `SELECT msg_id, file, ino FROM processed`)
+	rows, err := fk.db.sql.QueryContext(ctx, `SELECT msg_id, file, ino FROM processed`)
 	if err != nil {
-		return db.fail("list processed", err)
+		return fk.db.fail("list processed", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -150,7 +162,7 @@ func (db *DB) EachProcessed(ctx context.Context, fn func(ProcessedFile) error) e
 			ino sql.NullInt64
 		)
 		if err := rows.Scan(&p.MsgID, &p.File, &ino); err != nil {
-			return db.fail("list processed", err)
+			return fk.db.fail("list processed", err)
 		}
 		p.Ino = uint64(ino.Int64)
 		if err := fn(p); err != nil {
@@ -158,7 +170,7 @@ func (db *DB) EachProcessed(ctx context.Context, fn func(ProcessedFile) error) e
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return db.fail("list processed", err)
+		return fk.db.fail("list processed", err)
 	}
 	return nil
 }
@@ -167,10 +179,10 @@ func (db *DB) EachProcessed(ctx context.Context, fn func(ProcessedFile) error) e
 // repair wrote that row (its repaired_at), or the zero time when a
 // consumer did: fsck --repair tells by it a file of done/ whose msg_id a
 // repair just recorded from another file (this file's record is missing
-// too, and which of the two was processed is for RepairDone to decide)
+// too, and which of the two was processed is for Fsck.RepairDone to decide)
 // from one whose msg_id a consumer recorded.
-func (db *DB) RepairedAt(ctx context.Context, ids []string) (map[string]time.Time, error) {
-	if err := db.open(); err != nil {
+func (fk Fsck) RepairedAt(ctx context.Context, ids []string) (map[string]time.Time, error) {
+	if err := fk.db.open(); err != nil {
 		return nil, err
 	}
 	out := make(map[string]time.Time, len(ids))
@@ -183,10 +195,10 @@ func (db *DB) RepairedAt(ctx context.Context, ids []string) (map[string]time.Tim
 		}
 	}
 	for chunk := range slices.Chunk(args, rowsPerInsert) {
-		rows, err := db.sql.QueryContext(ctx, db.dialect.Rebind(
+		rows, err := fk.db.sql.QueryContext(ctx, fk.db.dialect.Rebind(
 			"SELECT msg_id, repaired_at FROM processed WHERE msg_id IN ("+placeholders(len(chunk))+")"), chunk...)
 		if err != nil {
-			return nil, db.fail("look up processed msg_ids", err)
+			return nil, fk.db.fail("look up processed msg_ids", err)
 		}
 		for rows.Next() {
 			var (
@@ -200,12 +212,12 @@ func (db *DB) RepairedAt(ctx context.Context, ids []string) (map[string]time.Tim
 			}
 			if err != nil {
 				rows.Close()
-				return nil, db.fail("look up processed msg_ids", err)
+				return nil, fk.db.fail("look up processed msg_ids", err)
 			}
 			out[id] = t
 		}
 		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-			return nil, db.fail("look up processed msg_ids", err)
+			return nil, fk.db.fail("look up processed msg_ids", err)
 		}
 	}
 	return out, nil
@@ -216,15 +228,15 @@ func (db *DB) RepairedAt(ctx context.Context, ids []string) (map[string]time.Tim
 // recorded): fsck and prune cannot match such a row's file by key, so
 // spool prune --files leaves the files that no keyed row records alone
 // rather than take one of them for a file an earlier prune left.
-func (db *DB) UnkeyedRows(ctx context.Context) (bool, error) {
-	if err := db.open(); err != nil {
+func (fk Fsck) UnkeyedRows(ctx context.Context) (bool, error) {
+	if err := fk.db.open(); err != nil {
 		return false, err
 	}
 	var n int
-	err := db.sql.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM processed WHERE ino IS NULL LIMIT 1) p)
+	err := fk.db.sql.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM processed WHERE ino IS NULL LIMIT 1) p)
     + (SELECT COUNT(*) FROM (SELECT 1 FROM deliveries WHERE outcome IN ('processed', 'duplicate') AND ino IS NULL LIMIT 1) d)`).Scan(&n)
 	if err != nil {
-		return false, db.fail("look for rows without inodes", err)
+		return false, fk.db.fail("look for rows without inodes", err)
 	}
 	return n > 0, nil
 }

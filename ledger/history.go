@@ -72,7 +72,7 @@ type Conflict struct {
 	At time.Time
 }
 
-// Prune says which rows DB.Prune removes.
+// Prune says which rows Fsck.Prune removes.
 type Prune struct {
 	// Before is the edge of the dedup window: processed rows processed
 	// before it, and processed and duplicate deliveries inspected before
@@ -89,7 +89,7 @@ type Prune struct {
 	// time of a file of done/ whose row the prune removes and that stays
 	// (a prune without --files): a file moved into done/ just after its
 	// row was committed, before the edge, got there after it. Prune records
-	// the later of the two as its horizon (PruneHorizon).
+	// the later of the two as its horizon (Fsck.PruneHorizon).
 	FilesBefore time.Time
 }
 
@@ -104,8 +104,8 @@ const metaPruneHorizon = "prune_horizon"
 // the prune would have removed it all the same (its processed_at is
 // before the file's move), so the ledger is what the prune meant it to
 // be. spool prune --files removes such files.
-func (db *DB) PruneHorizon(ctx context.Context) (time.Time, error) {
-	v, err := db.metaValue(ctx, metaPruneHorizon, "read the prune horizon")
+func (fk Fsck) PruneHorizon(ctx context.Context) (time.Time, error) {
+	v, err := fk.db.metaValue(ctx, metaPruneHorizon, "read the prune horizon")
 	if err != nil || v == "" {
 		return time.Time{}, err
 	}
@@ -173,13 +173,13 @@ func scanDeadLetter(rows *sql.Rows) (DeadLetterRecord, error) {
 	return r, nil
 }
 
-// DeadLetterHistory returns every dead-letter record of the file with inode
+// History returns every dead-letter record of the file with inode
 // ino, oldest first (in commit order). A file that was replayed and failed
 // again has one record per failure; an inode the filesystem reused for
 // another file has that file's records too, so callers match names (see
 // report.Errors). Nil for ino 0 (unknown).
-func (db *DB) DeadLetterHistory(ctx context.Context, ino uint64) ([]DeadLetterRecord, error) {
-	if err := db.open(); err != nil {
+func (dls DeadLetters) History(ctx context.Context, ino uint64) ([]DeadLetterRecord, error) {
+	if err := dls.db.open(); err != nil {
 		return nil, err
 	}
 	if ino == 0 {
@@ -188,40 +188,40 @@ func (db *DB) DeadLetterHistory(ctx context.Context, ino uint64) ([]DeadLetterRe
 	op := fmt.Sprintf("dead-letter history of inode %d", ino)
 	// outcome = 'dead-letter' lets the engine use the partial index
 	// deliveries_dead_letter_ino.
-	rows, err := db.sql.QueryContext(ctx, db.dialect.Rebind(`SELECT `+deadLetterColumns+`
+	rows, err := dls.db.sql.QueryContext(ctx, dls.db.dialect.Rebind(`SELECT `+deadLetterColumns+`
 FROM deliveries
 WHERE outcome = 'dead-letter' AND ino = ?
 ORDER BY id`), int64(ino))
 	if err != nil {
-		return nil, db.fail(op, err)
+		return nil, dls.db.fail(op, err)
 	}
 	defer rows.Close()
 	var out []DeadLetterRecord
 	for rows.Next() {
 		r, err := scanDeadLetter(rows)
 		if err != nil {
-			return nil, db.fail(op, err)
+			return nil, dls.db.fail(op, err)
 		}
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, db.fail(op, err)
+		return nil, dls.db.fail(op, err)
 	}
 	return out, nil
 }
 
-// Replays returns the replay log, oldest first: in the order the replays
+// List returns the replay log, oldest first: in the order the replays
 // were recorded, which is their time order as long as the operators'
 // clocks agree.
-func (db *DB) Replays(ctx context.Context) ([]ReplayRecord, error) {
-	if err := db.open(); err != nil {
+func (rl ReplayLog) List(ctx context.Context) ([]ReplayRecord, error) {
+	if err := rl.db.open(); err != nil {
 		return nil, err
 	}
-	rows, err := db.sql.QueryContext(ctx, db.dialect.Rebind(`SELECT id, file, new_name, ino, by_user, note, at
+	rows, err := rl.db.sql.QueryContext(ctx, rl.db.dialect.Rebind(`SELECT id, file, new_name, ino, by_user, note, at
 FROM replays
 ORDER BY id`))
 	if err != nil {
-		return nil, db.fail("list replays", err)
+		return nil, rl.db.fail("list replays", err)
 	}
 	defer rows.Close()
 	var out []ReplayRecord
@@ -233,7 +233,7 @@ ORDER BY id`))
 			at   string
 		)
 		if err := rows.Scan(&r.ID, &r.File, &r.NewName, &ino, &r.By, &note, &at); err != nil {
-			return nil, db.fail("list replays", err)
+			return nil, rl.db.fail("list replays", err)
 		}
 		r.Ino, r.Note = uint64(ino.Int64), note.String
 		if r.At, err = parseTime("replays.at", at); err != nil {
@@ -242,26 +242,26 @@ ORDER BY id`))
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, db.fail("list replays", err)
+		return nil, rl.db.fail("list replays", err)
 	}
 	return out, nil
 }
 
 // Conflicts returns the conflicting redeliveries, sorted by msg_id in byte
 // order, then by the time of the duplicate, then by commit order.
-func (db *DB) Conflicts(ctx context.Context) ([]Conflict, error) {
-	if err := db.open(); err != nil {
+func (ms Messages) Conflicts(ctx context.Context) ([]Conflict, error) {
+	if err := ms.db.open(); err != nil {
 		return nil, err
 	}
 	// LEFT JOIN: a conflict stays visible after its processed row was
 	// pruned, with that side empty.
-	rows, err := db.sql.QueryContext(ctx, db.dialect.Rebind(`SELECT d.id, d.msg_id, p.file, p.content_hash,
+	rows, err := ms.db.sql.QueryContext(ctx, ms.db.dialect.Rebind(`SELECT d.id, d.msg_id, p.file, p.content_hash,
     d.file, d.content_hash, d.consumer, d.at
 FROM deliveries d
 LEFT JOIN processed p ON p.msg_id = d.msg_id
 WHERE d.conflict = 1 AND d.outcome = 'duplicate'`))
 	if err != nil {
-		return nil, db.fail("list conflicts", err)
+		return nil, ms.db.fail("list conflicts", err)
 	}
 	defer rows.Close()
 	var out []Conflict
@@ -272,7 +272,7 @@ WHERE d.conflict = 1 AND d.outcome = 'duplicate'`))
 			at                  string
 		)
 		if err := rows.Scan(&c.ID, &c.MsgID, &pFile, &pHash, &c.DuplicateFile, &dHash, &c.Consumer, &at); err != nil {
-			return nil, db.fail("list conflicts", err)
+			return nil, ms.db.fail("list conflicts", err)
 		}
 		c.ProcessedFile, c.ProcessedHash, c.DuplicateHash = pFile.String, pHash.String, dHash.String
 		if c.At, err = parseTime("deliveries.at", at); err != nil {
@@ -281,7 +281,7 @@ WHERE d.conflict = 1 AND d.outcome = 'duplicate'`))
 		out = append(out, c)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, db.fail("list conflicts", err)
+		return nil, ms.db.fail("list conflicts", err)
 	}
 	slices.SortFunc(out, func(a, b Conflict) int {
 		return cmp.Or(strings.Compare(a.MsgID, b.MsgID), a.At.Compare(b.At), cmp.Compare(a.ID, b.ID))
@@ -292,8 +292,8 @@ WHERE d.conflict = 1 AND d.outcome = 'duplicate'`))
 // ProcessedIDs returns which of ids have a row in processed, so that a
 // replay can tell a dead letter whose message was processed meanwhile (it
 // was sent again and succeeded) from one still to be done.
-func (db *DB) ProcessedIDs(ctx context.Context, ids []string) (map[string]bool, error) {
-	at, err := db.RepairedAt(ctx, ids) // a key for each msg_id with a row
+func (ms Messages) ProcessedIDs(ctx context.Context, ids []string) (map[string]bool, error) {
+	at, err := ms.db.Fsck().RepairedAt(ctx, ids) // a key for each msg_id with a row
 	if err != nil {
 		return nil, err
 	}
@@ -316,8 +316,8 @@ func (db *DB) ProcessedIDs(ctx context.Context, ids []string) (map[string]bool, 
 // so a redelivery of it is processed again, not absorbed as a duplicate;
 // order-check no longer sees the pruned sequences; dups forgets the pruned
 // duplicates.
-func (db *DB) Prune(ctx context.Context, p Prune) (Pruned, error) {
-	if err := db.open(); err != nil {
+func (fk Fsck) Prune(ctx context.Context, p Prune) (Pruned, error) {
+	if err := fk.db.open(); err != nil {
 		return Pruned{}, err
 	}
 	if p.Before.IsZero() {
@@ -333,16 +333,16 @@ func (db *DB) Prune(ctx context.Context, p Prune) (Pruned, error) {
 		err error
 	)
 	if p.DryRun {
-		res, err = db.countPrune(ctx, before, procWhere, procArgs, delWhere, delArgs)
+		res, err = fk.db.countPrune(ctx, before, procWhere, procArgs, delWhere, delArgs)
 	} else {
 		horizon := p.Before
 		if p.FilesBefore.After(horizon) {
 			horizon = p.FilesBefore
 		}
-		res, err = db.prune(ctx, horizon, before, procWhere, procArgs, delWhere, delArgs)
+		res, err = fk.db.prune(ctx, horizon, before, procWhere, procArgs, delWhere, delArgs)
 	}
 	if err != nil {
-		return Pruned{}, db.fail("prune before "+before, err)
+		return Pruned{}, fk.db.fail("prune before "+before, err)
 	}
 	return res, nil
 }
@@ -451,7 +451,7 @@ const outboxPruneWhere = "published_at IS NOT NULL AND published_at < ?"
 // pruneWhere is the conditions of the rows Prune removes, on processed and
 // on deliveries, with their arguments. They are written once and used to
 // count (dry run), to delete, and to list the files of the rows
-// (EachPruneFile), so that each tells of exactly the rows a real run would
+// (Fsck.EachPruneFile), so that each tells of exactly the rows a real run would
 // remove from the same ledger.
 func pruneWhere(p Prune) (procWhere string, procArgs []any, delWhere string, delArgs []any) {
 	before := formatTime(p.Before)

@@ -160,7 +160,7 @@ func testDeadLetterHistory(t *testing.T, db *ledger.DB) {
 	failWork(t, db, message("c3", "a.json", 7, "m7", `{"msg_id":"m7"}`), "order closed")
 	mustRecord(t, db, message("c4", "z.json", 7, "m9", `{"msg_id":"m9"}`))
 
-	got, err := db.DeadLetterHistory(ctx, 7)
+	got, err := db.DeadLetters().History(ctx, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,10 +183,10 @@ func testDeadLetterHistory(t *testing.T, db *ledger.DB) {
 	if !(first.ID < second.ID) {
 		t.Errorf("ids %d, %d: want commit order, oldest first", first.ID, second.ID)
 	}
-	if got, err := db.DeadLetterHistory(ctx, 0); err != nil || got != nil {
+	if got, err := db.DeadLetters().History(ctx, 0); err != nil || got != nil {
 		t.Errorf("history of inode 0 = %v, %v; want nil (unknown)", got, err)
 	}
-	if got, err := db.DeadLetterHistory(ctx, 99); err != nil || len(got) != 0 {
+	if got, err := db.DeadLetters().History(ctx, 99); err != nil || len(got) != 0 {
 		t.Errorf("history of inode 99 = %v, %v; want none", got, err)
 	}
 }
@@ -195,7 +195,7 @@ func testDeadLetterHistoryHighInode(t *testing.T, db *ledger.DB) {
 	// An inode above 2^63-1 is stored with the same bits and read back.
 	const ino = uint64(1<<63 + 5)
 	mustRecord(t, db, poison("c1", "a.json", ino, spool.ReasonParse, "", "x"))
-	got, err := db.DeadLetterHistory(t.Context(), ino)
+	got, err := db.DeadLetters().History(t.Context(), ino)
 	if err != nil || len(got) != 1 || got[0].Ino != ino {
 		t.Fatalf("history = %+v, %v; want one record of inode %d", got, err, ino)
 	}
@@ -203,7 +203,7 @@ func testDeadLetterHistoryHighInode(t *testing.T, db *ledger.DB) {
 
 func testReplays(t *testing.T, db *ledger.DB) {
 	ctx := t.Context()
-	if got, err := db.Replays(ctx); err != nil || len(got) != 0 {
+	if got, err := db.Replays().List(ctx); err != nil || len(got) != 0 {
 		t.Fatalf("Replays of a new ledger = %v, %v", got, err)
 	}
 	t1 := time.Date(2025, 3, 1, 12, 0, 0, 123456000, time.UTC)
@@ -211,11 +211,11 @@ func testReplays(t *testing.T, db *ledger.DB) {
 		{File: "a.json", NewName: "a~2.json", Ino: 9, By: "alice", Note: "fixed upstream", At: t1},
 		{File: "b.json", NewName: "b.json", By: "bob", At: t1.Add(time.Hour)},
 	} {
-		if err := db.RecordReplay(ctx, r); err != nil {
+		if err := db.Replays().Record(ctx, r); err != nil {
 			t.Fatal(err)
 		}
 	}
-	got, err := db.Replays(ctx)
+	got, err := db.Replays().List(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +251,7 @@ func testConflicts(t *testing.T, db *ledger.DB) {
 	mustRecord(t, db, later)
 	mustRecord(t, db, earlier)
 
-	got, err := db.Conflicts(ctx)
+	got, err := db.Messages().Conflicts(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +274,7 @@ func testConflicts(t *testing.T, db *ledger.DB) {
 
 	// A conflict outlives its processed row (pruned): that side is empty.
 	exec(t, db, `DELETE FROM processed WHERE msg_id = 'b'`)
-	got, err = db.Conflicts(ctx)
+	got, err = db.Messages().Conflicts(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +295,7 @@ func testProcessedIDs(t *testing.T, db *ledger.DB) {
 	}
 	mustRecord(t, db, batch...)
 	ids = append(ids, "", "m000", "nope")
-	got, err := db.ProcessedIDs(t.Context(), ids)
+	got, err := db.Messages().ProcessedIDs(t.Context(), ids)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,8 +312,8 @@ func testProcessedIDs(t *testing.T, db *ledger.DB) {
 			t.Errorf("%q reported processed", id)
 		}
 	}
-	if got, err := db.ProcessedIDs(t.Context(), nil); err != nil || len(got) != 0 {
-		t.Errorf("ProcessedIDs(nil) = %v, %v", got, err)
+	if got, err := db.Messages().ProcessedIDs(t.Context(), nil); err != nil || len(got) != 0 {
+		t.Errorf("Messages().ProcessedIDs(nil) = %v, %v", got, err)
 	}
 }
 
@@ -373,7 +373,7 @@ func testPrune(t *testing.T, db *ledger.DB) {
 	// c2 (m2's processed delivery) and c5 (a duplicate) are still claimed
 	// in processing/.
 	keep := []string{"c2", "c5"}
-	dry, err := db.Prune(ctx, ledger.Prune{Before: before, KeepClaims: keep, DryRun: true})
+	dry, err := db.Fsck().Prune(ctx, ledger.Prune{Before: before, KeepClaims: keep, DryRun: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,7 +384,7 @@ func testPrune(t *testing.T, db *ledger.DB) {
 		t.Fatalf("a dry run changed the ledger:\n%v\nwant\n%v", got, start)
 	}
 
-	got, err := db.Prune(ctx, ledger.Prune{Before: before, KeepClaims: keep})
+	got, err := db.Fsck().Prune(ctx, ledger.Prune{Before: before, KeepClaims: keep})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,14 +410,14 @@ func testPrune(t *testing.T, db *ledger.DB) {
 		t.Errorf("redelivery after the window: %s, want processed", r.Outcome)
 	}
 	// Pruning again finds nothing more.
-	if n, err := db.Prune(ctx, ledger.Prune{Before: before, KeepClaims: keep}); err != nil || n.Total() != 0 {
+	if n, err := db.Fsck().Prune(ctx, ledger.Prune{Before: before, KeepClaims: keep}); err != nil || n.Total() != 0 {
 		t.Errorf("second prune = %+v, %v; want nothing", n, err)
 	}
 }
 
 func testPruneWithoutKeep(t *testing.T, db *ledger.DB) {
 	before := pruneFixture(t, db)
-	got, err := db.Prune(t.Context(), ledger.Prune{Before: before})
+	got, err := db.Fsck().Prune(t.Context(), ledger.Prune{Before: before})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -432,14 +432,14 @@ func testPruneWithoutKeep(t *testing.T, db *ledger.DB) {
 func testPruneRefuses(t *testing.T, db *ledger.DB) {
 	pruneFixture(t, db)
 	start := ledgerState(t, db)
-	if _, err := db.Prune(t.Context(), ledger.Prune{}); err == nil {
+	if _, err := db.Fsck().Prune(t.Context(), ledger.Prune{}); err == nil {
 		t.Error("Prune without Before: nil error")
 	}
 	many := make([]string, ledger.MaxPruneKeep+1)
 	for i := range many {
 		many[i] = fmt.Sprint("c", i+1)
 	}
-	_, err := db.Prune(t.Context(), ledger.Prune{Before: time.Now(), KeepClaims: many})
+	_, err := db.Fsck().Prune(t.Context(), ledger.Prune{Before: time.Now(), KeepClaims: many})
 	if !errors.Is(err, ledger.ErrTooManyInFlight) {
 		t.Errorf("Prune with %d in flight: %v, want ErrTooManyInFlight", len(many), err)
 	}
@@ -452,11 +452,11 @@ func testHistoryAfterClose(t *testing.T, db *ledger.DB) {
 	db.Close()
 	ctx := t.Context()
 	for name, err := range map[string]error{
-		"DeadLetterHistory": second(db.DeadLetterHistory(ctx, 1)),
-		"Replays":           second(db.Replays(ctx)),
-		"Conflicts":         second(db.Conflicts(ctx)),
-		"ProcessedIDs":      second(db.ProcessedIDs(ctx, []string{"x"})),
-		"Prune":             second(db.Prune(ctx, ledger.Prune{Before: time.Now()})),
+		"DeadLetterHistory": second(db.DeadLetters().History(ctx, 1)),
+		"Replays":           second(db.Replays().List(ctx)),
+		"Conflicts":         second(db.Messages().Conflicts(ctx)),
+		"ProcessedIDs":      second(db.Messages().ProcessedIDs(ctx, []string{"x"})),
+		"Prune":             second(db.Fsck().Prune(ctx, ledger.Prune{Before: time.Now()})),
 	} {
 		if !errors.Is(err, spool.ErrLedgerClosed) {
 			t.Errorf("%s after Close: %v, want ErrLedgerClosed", name, err)

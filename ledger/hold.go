@@ -24,6 +24,17 @@ import (
 
 var _ spool.HoldLedger = (*DB)(nil)
 
+// Holding is the operator's pause of the queue and holds of messages, as
+// the operator's commands see them (tables spool_pause, spool_held_ids,
+// spool_held_files): pausing and resuming with its audit row in the same
+// transaction, holding and releasing msg_ids, and the records of the
+// files in held/. Every change bumps the version a consumer's poll
+// (DB.Holds) compares, so that none is missed. Reached by DB.Holding.
+type Holding struct{ db *DB }
+
+// Holding returns the ledger's pause and holds.
+func (db *DB) Holding() Holding { return Holding{db} }
+
 // Causes of a HeldFile.
 const (
 	// HeldByFile: an operator held the file by its name (spool hold FILE).
@@ -70,13 +81,13 @@ type PauseState struct {
 }
 
 // PauseState returns the queue's pause.
-func (db *DB) PauseState(ctx context.Context) (PauseState, error) {
-	if err := db.open(); err != nil {
+func (hs Holding) PauseState(ctx context.Context) (PauseState, error) {
+	if err := hs.db.open(); err != nil {
 		return PauseState{}, err
 	}
-	p, err := readPause(ctx, db.sql, "")
+	p, err := readPause(ctx, hs.db.sql, "")
 	if err != nil {
-		return PauseState{}, db.fail("read pause", err)
+		return PauseState{}, hs.db.fail("read pause", err)
 	}
 	return p, nil
 }
@@ -117,8 +128,8 @@ func readPause(ctx context.Context, q querier, lock string) (PauseState, error) 
 // as it was before; changed is false, and nothing but the audit row is
 // written (its detail then says so), when the queue was paused (resumed)
 // already: a second pause keeps the first one's who and why.
-func (db *DB) SetPause(ctx context.Context, paused bool, h Holder, e AuditEntry) (before PauseState, changed bool, err error) {
-	if err := db.open(); err != nil {
+func (hs Holding) SetPause(ctx context.Context, paused bool, h Holder, e AuditEntry) (before PauseState, changed bool, err error) {
+	if err := hs.db.open(); err != nil {
 		return PauseState{}, false, err
 	}
 	if err := h.check(); err != nil {
@@ -131,8 +142,8 @@ func (db *DB) SetPause(ctx context.Context, paused bool, h Holder, e AuditEntry)
 	if paused {
 		want = 1
 	}
-	err = db.inTx(ctx, func(tx *sql.Tx) error {
-		if before, err = readPause(ctx, tx, db.forUpdate()); err != nil {
+	err = hs.db.inTx(ctx, func(tx *sql.Tx) error {
+		if before, err = readPause(ctx, tx, hs.db.forUpdate()); err != nil {
 			return err
 		}
 		detail := "paused"
@@ -140,7 +151,7 @@ func (db *DB) SetPause(ctx context.Context, paused bool, h Holder, e AuditEntry)
 			detail = "resumed"
 		}
 		if before.Paused != paused {
-			res, err := tx.ExecContext(ctx, db.dialect.Rebind(`UPDATE spool_pause
+			res, err := tx.ExecContext(ctx, hs.db.dialect.Rebind(`UPDATE spool_pause
 SET paused = ?, version = version + 1, by_user = ?, by_role = ?, via = ?, note = ?, at = ?
 WHERE id = 1 AND paused <> ?`), want, clean(h.By), clean(h.Role), clean(h.Via), clean(h.Note), at, want)
 			if err != nil {
@@ -156,11 +167,11 @@ WHERE id = 1 AND paused <> ?`), want, clean(h.By), clean(h.Role), clean(h.Via), 
 			detail = "already " + detail + ": nothing changed"
 		}
 		e.At = h.At
-		_, err := db.auditInsertTx(ctx, tx, e, AuditOK, "{}", detail, at)
+		_, err := hs.db.auditInsertTx(ctx, tx, e, AuditOK, "{}", detail, at)
 		return err
 	})
 	if err != nil {
-		return PauseState{}, false, db.fail("set pause", err)
+		return PauseState{}, false, hs.db.fail("set pause", err)
 	}
 	return before, changed, nil
 }
@@ -195,11 +206,11 @@ type HeldID struct {
 }
 
 // HoldMsgIDs holds ids as h says: a consumer sets every delivery of each
-// aside into held/ instead of processing it, until ReleaseMsgIDs. It
+// aside into held/ instead of processing it, until Holding.ReleaseMsgIDs. It
 // returns those it added; an id held already keeps its first holder.
 // Each id must be a valid key (non-blank, within the engine's bound).
-func (db *DB) HoldMsgIDs(ctx context.Context, ids []string, h Holder) (added []string, err error) {
-	if err := db.open(); err != nil {
+func (hs Holding) HoldMsgIDs(ctx context.Context, ids []string, h Holder) (added []string, err error) {
+	if err := hs.db.open(); err != nil {
 		return nil, err
 	}
 	if err := h.check(); err != nil {
@@ -209,17 +220,17 @@ func (db *DB) HoldMsgIDs(ctx context.Context, ids []string, h Holder) (added []s
 		if strings.TrimSpace(id) == "" || strings.Contains(id, "\x00") {
 			return nil, fmt.Errorf("hold msg_id %q: not a key", id)
 		}
-		if m := db.dialect.MaxKey(); m > 0 && len(id) > m {
+		if m := hs.db.dialect.MaxKey(); m > 0 && len(id) > m {
 			return nil, fmt.Errorf("hold msg_id: %d bytes, over this ledger's %d", len(id), m)
 		}
 	}
 	at := h.at()
-	ins := db.dialect.Rebind(db.dialect.InsertNew(`INSERT INTO spool_held_ids (msg_id, by_user, by_role, via, note, at) VALUES (?, ?, ?, ?, ?, ?)`, "msg_id", ""))
-	err = db.inTx(ctx, func(tx *sql.Tx) error {
+	ins := hs.db.dialect.Rebind(hs.db.dialect.InsertNew(`INSERT INTO spool_held_ids (msg_id, by_user, by_role, via, note, at) VALUES (?, ?, ?, ?, ?, ?)`, "msg_id", ""))
+	err = hs.db.inTx(ctx, func(tx *sql.Tx) error {
 		added = nil
 		// The pause row first, locked: the version and the set change
 		// together, and a consumer's RecordHeld waits for them.
-		if _, err := readPause(ctx, tx, db.forUpdate()); err != nil {
+		if _, err := readPause(ctx, tx, hs.db.forUpdate()); err != nil {
 			return err
 		}
 		for _, id := range ids {
@@ -233,10 +244,10 @@ func (db *DB) HoldMsgIDs(ctx context.Context, ids []string, h Holder) (added []s
 				added = append(added, id)
 			}
 		}
-		return db.bumpVersion(ctx, tx, len(added))
+		return hs.db.bumpVersion(ctx, tx, len(added))
 	})
 	if err != nil {
-		return nil, db.fail("hold msg_ids", err)
+		return nil, hs.db.fail("hold msg_ids", err)
 	}
 	return added, nil
 }
@@ -244,16 +255,16 @@ func (db *DB) HoldMsgIDs(ctx context.Context, ids []string, h Holder) (added []s
 // ReleaseMsgIDs ends the holds of ids and returns those that were held.
 // A consumer that is setting a delivery of one aside at that moment
 // either recorded it before (RecordHeld holds the hold's row until it
-// commits), and HeldFiles then lists it, or finds the hold gone and puts
+// commits), and Holding.HeldFiles then lists it, or finds the hold gone and puts
 // the file back into inbox/ itself.
-func (db *DB) ReleaseMsgIDs(ctx context.Context, ids []string) (removed []string, err error) {
-	if err := db.open(); err != nil {
+func (hs Holding) ReleaseMsgIDs(ctx context.Context, ids []string) (removed []string, err error) {
+	if err := hs.db.open(); err != nil {
 		return nil, err
 	}
-	del := db.dialect.Rebind(`DELETE FROM spool_held_ids WHERE msg_id = ?`)
-	err = db.inTx(ctx, func(tx *sql.Tx) error {
+	del := hs.db.dialect.Rebind(`DELETE FROM spool_held_ids WHERE msg_id = ?`)
+	err = hs.db.inTx(ctx, func(tx *sql.Tx) error {
 		removed = nil
-		if _, err := readPause(ctx, tx, db.forUpdate()); err != nil {
+		if _, err := readPause(ctx, tx, hs.db.forUpdate()); err != nil {
 			return err
 		}
 		for _, id := range ids {
@@ -267,10 +278,10 @@ func (db *DB) ReleaseMsgIDs(ctx context.Context, ids []string) (removed []string
 				removed = append(removed, id)
 			}
 		}
-		return db.bumpVersion(ctx, tx, len(removed))
+		return hs.db.bumpVersion(ctx, tx, len(removed))
 	})
 	if err != nil {
-		return nil, db.fail("release msg_ids", err)
+		return nil, hs.db.fail("release msg_ids", err)
 	}
 	return removed, nil
 }
@@ -286,13 +297,13 @@ func (db *DB) bumpVersion(ctx context.Context, tx *sql.Tx, n int) error {
 }
 
 // HeldIDs returns the msg_ids held, in msg_id order.
-func (db *DB) HeldIDs(ctx context.Context) ([]HeldID, error) {
-	if err := db.open(); err != nil {
+func (hs Holding) HeldIDs(ctx context.Context) ([]HeldID, error) {
+	if err := hs.db.open(); err != nil {
 		return nil, err
 	}
-	rows, err := db.sql.QueryContext(ctx, `SELECT msg_id, by_user, by_role, via, note, at FROM spool_held_ids ORDER BY msg_id`)
+	rows, err := hs.db.sql.QueryContext(ctx, `SELECT msg_id, by_user, by_role, via, note, at FROM spool_held_ids ORDER BY msg_id`)
 	if err != nil {
-		return nil, db.fail("read held msg_ids", err)
+		return nil, hs.db.fail("read held msg_ids", err)
 	}
 	defer rows.Close()
 	var out []HeldID
@@ -302,7 +313,7 @@ func (db *DB) HeldIDs(ctx context.Context) ([]HeldID, error) {
 			at string
 		)
 		if err := rows.Scan(&h.MsgID, &h.By, &h.Role, &h.Via, &h.Note, &at); err != nil {
-			return nil, db.fail("read held msg_ids", err)
+			return nil, hs.db.fail("read held msg_ids", err)
 		}
 		if h.At, err = parseTime("spool_held_ids.at", at); err != nil {
 			return nil, fmt.Errorf("read held msg_ids: %w", err)
@@ -310,7 +321,7 @@ func (db *DB) HeldIDs(ctx context.Context) ([]HeldID, error) {
 		out = append(out, h)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, db.fail("read held msg_ids", err)
+		return nil, hs.db.fail("read held msg_ids", err)
 	}
 	return out, nil
 }
@@ -333,20 +344,20 @@ type HeldFile struct {
 // RecordHeldFile records f, whose file an operator has just moved into
 // held/, and returns its ID. The move comes first: a record always names
 // a file in held/.
-func (db *DB) RecordHeldFile(ctx context.Context, f HeldFile) (int64, error) {
-	if err := db.open(); err != nil {
+func (hs Holding) RecordHeldFile(ctx context.Context, f HeldFile) (int64, error) {
+	if err := hs.db.open(); err != nil {
 		return 0, err
 	}
 	if err := f.check(); err != nil {
 		return 0, fmt.Errorf("record held file %s: %w", f.File, err)
 	}
 	var id int64
-	err := db.inTx(ctx, func(tx *sql.Tx) (err error) {
-		id, err = db.insertHeld(ctx, tx, f)
+	err := hs.db.inTx(ctx, func(tx *sql.Tx) (err error) {
+		id, err = hs.db.insertHeld(ctx, tx, f)
 		return err
 	})
 	if err != nil {
-		return 0, db.fail("record held file "+f.File, err)
+		return 0, hs.db.fail("record held file "+f.File, err)
 	}
 	return id, nil
 }
@@ -367,7 +378,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`),
 
 // RecordHeld records a delivery a consumer set aside into held/ because
 // its msg_id is held, with that hold's holder and note, provided the
-// msg_id is still held: the hold's row is locked against ReleaseMsgIDs
+// msg_id is still held: the hold's row is locked against Holding.ReleaseMsgIDs
 // until the record commits. It reports false, recording nothing, when
 // the msg_id was released meanwhile; see spool.HoldLedger.
 func (db *DB) RecordHeld(ctx context.Context, h spool.HeldAside) (bool, error) {
@@ -396,13 +407,13 @@ func (db *DB) RecordHeld(ctx context.Context, h spool.HeldAside) (bool, error) {
 }
 
 // HeldFiles returns the records of the files in held/, oldest first.
-func (db *DB) HeldFiles(ctx context.Context) ([]HeldFile, error) {
-	if err := db.open(); err != nil {
+func (hs Holding) HeldFiles(ctx context.Context) ([]HeldFile, error) {
+	if err := hs.db.open(); err != nil {
 		return nil, err
 	}
-	rows, err := db.sql.QueryContext(ctx, `SELECT id, file, ino, origin, msg_id, cause, by_user, by_role, via, note, at FROM spool_held_files ORDER BY id`)
+	rows, err := hs.db.sql.QueryContext(ctx, `SELECT id, file, ino, origin, msg_id, cause, by_user, by_role, via, note, at FROM spool_held_files ORDER BY id`)
 	if err != nil {
-		return nil, db.fail("read held files", err)
+		return nil, hs.db.fail("read held files", err)
 	}
 	defer rows.Close()
 	var out []HeldFile
@@ -414,7 +425,7 @@ func (db *DB) HeldFiles(ctx context.Context) ([]HeldFile, error) {
 			at    string
 		)
 		if err := rows.Scan(&f.ID, &f.File, &ino, &f.Origin, &msgID, &f.Cause, &f.By, &f.Role, &f.Via, &f.Note, &at); err != nil {
-			return nil, db.fail("read held files", err)
+			return nil, hs.db.fail("read held files", err)
 		}
 		f.Ino, f.MsgID = uint64(ino.Int64), msgID.String
 		if f.At, err = parseTime("spool_held_files.at", at); err != nil {
@@ -423,15 +434,15 @@ func (db *DB) HeldFiles(ctx context.Context) ([]HeldFile, error) {
 		out = append(out, f)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, db.fail("read held files", err)
+		return nil, hs.db.fail("read held files", err)
 	}
 	return out, nil
 }
 
 // ForgetHeldFiles deletes the records ids: before their files leave
 // held/ (a release), or once they are gone from it (fsck --repair).
-func (db *DB) ForgetHeldFiles(ctx context.Context, ids []int64) error {
-	if err := db.open(); err != nil {
+func (hs Holding) ForgetHeldFiles(ctx context.Context, ids []int64) error {
+	if err := hs.db.open(); err != nil {
 		return err
 	}
 	if len(ids) == 0 {
@@ -439,8 +450,8 @@ func (db *DB) ForgetHeldFiles(ctx context.Context, ids []int64) error {
 	}
 	ids = slices.Clone(ids)
 	slices.Sort(ids)
-	del := db.dialect.Rebind(`DELETE FROM spool_held_files WHERE id = ?`)
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	del := hs.db.dialect.Rebind(`DELETE FROM spool_held_files WHERE id = ?`)
+	err := hs.db.inTx(ctx, func(tx *sql.Tx) error {
 		for _, id := range ids {
 			if _, err := tx.ExecContext(ctx, del, id); err != nil {
 				return err
@@ -449,7 +460,7 @@ func (db *DB) ForgetHeldFiles(ctx context.Context, ids []int64) error {
 		return nil
 	})
 	if err != nil {
-		return db.fail("forget held files", err)
+		return hs.db.fail("forget held files", err)
 	}
 	return nil
 }

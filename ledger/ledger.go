@@ -24,9 +24,13 @@ const TimeLayout = "2006-01-02T15:04:05.000000Z"
 // committed.
 var ErrBadDelivery = errors.New("bad delivery")
 
-// DB is a ledger on a SQL database. It implements spool.Ledger for the
-// consumer and adds the queries reports need. It is safe for concurrent use,
-// by goroutines and by processes sharing the database.
+// DB is a ledger on a SQL database. It implements spool.Ledger and the
+// root's other ledger interfaces for the consumer, whose methods stay on
+// DB because the consumer asserts them on the ledger it is given; what
+// commands and reports read and write is in its stores (Audit, Outbox,
+// Tasks, Replays, Discards, DeadLetters, Holding, Messages, Fsck, Backup).
+// It is safe for concurrent use, by goroutines and by processes sharing
+// the database, and so are its stores.
 type DB struct {
 	sql     *sql.DB
 	dialect Dialect

@@ -15,7 +15,7 @@ import (
 //go:embed ordercheck.sql
 var OrderCheckSQL string
 
-// The problems OrderCheck reports.
+// The problems Messages.OrderCheck reports.
 const (
 	// ProblemDuplicate: two or more distinct msg_ids share an order_no and seq.
 	ProblemDuplicate = "duplicate"
@@ -37,25 +37,25 @@ type OrderProblem struct {
 // every order is complete from seq 1 up to its highest seq. They are sorted by
 // order_no in byte order, whatever the engine's collation, then by the numeric
 // start of Seq, then by problem.
-func (db *DB) OrderCheck(ctx context.Context) ([]OrderProblem, error) {
-	if err := db.open(); err != nil {
+func (ms Messages) OrderCheck(ctx context.Context) ([]OrderProblem, error) {
+	if err := ms.db.open(); err != nil {
 		return nil, err
 	}
-	rows, err := db.sql.QueryContext(ctx, OrderCheckSQL)
+	rows, err := ms.db.sql.QueryContext(ctx, OrderCheckSQL)
 	if err != nil {
-		return nil, db.fail("order check", err)
+		return nil, ms.db.fail("order check", err)
 	}
 	defer rows.Close()
 	var ps []OrderProblem
 	for rows.Next() {
 		var p OrderProblem
 		if err := rows.Scan(&p.OrderNo, &p.Seq, &p.Problem); err != nil {
-			return nil, db.fail("order check", err)
+			return nil, ms.db.fail("order check", err)
 		}
 		ps = append(ps, p)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, db.fail("order check", err)
+		return nil, ms.db.fail("order check", err)
 	}
 	// The query sorts order_no by the database's collation, which on
 	// PostgreSQL may not be byte order. A stable sort on order_no alone

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spoolq/spool"
@@ -16,6 +15,17 @@ import (
 // that records its message, which spool relay delivers. This file holds
 // the handler's side (emit) and the rows the relay reads and marks; the
 // relays' leases are in outboxlease.go. docs/DESIGN.md, "The outbox".
+
+// Outbox is the outbox as the relay and the reports see it (tables outbox
+// and outbox_leases): the unpublished rows in each aggregate's id order,
+// their publishing, failures and parking, and the relays' leases on
+// aggregates. A row is published at most once by the lease's holder, and
+// an aggregate's rows are handed out in id order only. Reached by
+// DB.Outbox.
+type Outbox struct{ db *DB }
+
+// Outbox returns the ledger's outbox.
+func (db *DB) Outbox() Outbox { return Outbox{db} }
 
 // maxEventHeaders is the longest an event's headers may be, in bytes of
 // their JSON: the narrowest engine's column for them, MariaDB's TEXT.
@@ -81,26 +91,26 @@ type OutboxHead struct {
 	NextAt time.Time
 }
 
-// OutboxHeads returns the first unpublished row of each aggregate that has
+// Heads returns the first unpublished row of each aggregate that has
 // one, in id order, at most limit of them. With skipParked, parked rows
 // are passed over (an aggregate whose only unpublished rows are parked is
 // not listed); without it a parked row is its aggregate's head, which
 // then waits behind it.
-func (db *DB) OutboxHeads(ctx context.Context, skipParked bool, limit int) ([]OutboxHead, error) {
-	if err := db.open(); err != nil {
+func (o Outbox) Heads(ctx context.Context, skipParked bool, limit int) ([]OutboxHead, error) {
+	if err := o.db.open(); err != nil {
 		return nil, err
 	}
 	cond := "published_at IS NULL"
 	if skipParked {
 		cond += " AND parked_at IS NULL"
 	}
-	q := db.dialect.Rebind(`SELECT o.aggregate, o.id, CASE WHEN o.parked_at IS NULL THEN 0 ELSE 1 END, COALESCE(o.next_at, '')
+	q := o.db.dialect.Rebind(`SELECT o.aggregate, o.id, CASE WHEN o.parked_at IS NULL THEN 0 ELSE 1 END, COALESCE(o.next_at, '')
 FROM outbox o
 WHERE o.id IN (SELECT MIN(id) FROM outbox WHERE ` + cond + ` GROUP BY aggregate)
 ORDER BY o.id LIMIT ?`)
-	rows, err := db.sql.QueryContext(ctx, q, limit)
+	rows, err := o.db.sql.QueryContext(ctx, q, limit)
 	if err != nil {
-		return nil, db.fail("read outbox heads", err)
+		return nil, o.db.fail("read outbox heads", err)
 	}
 	defer rows.Close()
 	var out []OutboxHead
@@ -109,46 +119,42 @@ ORDER BY o.id LIMIT ?`)
 		var parked int
 		var next string
 		if err := rows.Scan(&h.Aggregate, &h.ID, &parked, &next); err != nil {
-			return nil, db.fail("read outbox heads", err)
+			return nil, o.db.fail("read outbox heads", err)
 		}
 		h.Parked = parked != 0
 		if next != "" {
 			if h.NextAt, err = parseTime("next_at", next); err != nil {
-				return nil, db.fail("read outbox heads", err)
+				return nil, o.db.fail("read outbox heads", err)
 			}
 		}
 		out = append(out, h)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, db.fail("read outbox heads", err)
+		return nil, o.db.fail("read outbox heads", err)
 	}
 	return out, nil
 }
 
-// OutboxRows returns up to limit unpublished rows of aggregate in id
-// order, parked ones included (Parked set).
-func (db *DB) OutboxRows(ctx context.Context, aggregate string, limit int) ([]OutboxRow, error) {
-	return db.OutboxRowsAfter(ctx, aggregate, 0, limit)
-}
-
-// OutboxRowsAfter is OutboxRows from the row after id after on: a relay
-// that holds the aggregate's lease and has sent its rows up to after
-// reads on without waiting for their marks. An aggregate's rows commit
+// RowsAfter returns up to limit unpublished rows of aggregate in id
+// order, parked ones included (Parked set), from the row after id after
+// on (0: from its first row): a relay that holds the aggregate's lease
+// and has sent its rows up to after reads on without waiting for their
+// marks. An aggregate's rows commit
 // in id order (migration 013), so no row below after can appear later.
-func (db *DB) OutboxRowsAfter(ctx context.Context, aggregate string, after int64, limit int) ([]OutboxRow, error) {
-	if err := db.open(); err != nil {
+func (o Outbox) RowsAfter(ctx context.Context, aggregate string, after int64, limit int) ([]OutboxRow, error) {
+	if err := o.db.open(); err != nil {
 		return nil, err
 	}
 	// The causing message's headers (migration 017) come with each row:
 	// a --sql handler's INSERT names only the event, Emit only msg_id.
-	q := db.dialect.Rebind(`SELECT o.id, o.type, o.payload, COALESCE(o.headers, ''), COALESCE(o.msg_id, ''), o.created_at, o.attempts,
+	q := o.db.dialect.Rebind(`SELECT o.id, o.type, o.payload, COALESCE(o.headers, ''), COALESCE(o.msg_id, ''), o.created_at, o.attempts,
     CASE WHEN o.parked_at IS NULL THEN 0 ELSE 1 END,
     COALESCE(p.schema_version, ''), COALESCE(p.traceparent, ''), COALESCE(p.tenant, '')
 FROM outbox o LEFT JOIN processed p ON p.msg_id = o.msg_id
 WHERE o.aggregate = ? AND o.published_at IS NULL AND o.id > ? ORDER BY o.id LIMIT ?`)
-	rows, err := db.sql.QueryContext(ctx, q, aggregate, after, limit)
+	rows, err := o.db.sql.QueryContext(ctx, q, aggregate, after, limit)
 	if err != nil {
-		return nil, db.fail("read outbox rows", err)
+		return nil, o.db.fail("read outbox rows", err)
 	}
 	defer rows.Close()
 	var out []OutboxRow
@@ -158,78 +164,44 @@ WHERE o.aggregate = ? AND o.published_at IS NULL AND o.id > ? ORDER BY o.id LIMI
 		var parked int
 		if err := rows.Scan(&r.ID, &r.Type, &r.Payload, &headers, &r.MsgID, &created, &r.Attempts, &parked,
 			&r.Cause.Version, &r.Cause.Trace, &r.Cause.Tenant); err != nil {
-			return nil, db.fail("read outbox rows", err)
+			return nil, o.db.fail("read outbox rows", err)
 		}
 		r.Parked = parked != 0
 		if r.CreatedAt, err = parseTime("created_at", created); err != nil {
-			return nil, db.fail("read outbox rows", fmt.Errorf("row %d: %w", r.ID, err))
+			return nil, o.db.fail("read outbox rows", fmt.Errorf("row %d: %w", r.ID, err))
 		}
 		if headers != "" {
 			if err := json.Unmarshal([]byte(headers), &r.Headers); err != nil {
-				return nil, db.fail("read outbox rows", fmt.Errorf("row %d: headers are not a JSON object of strings: %w", r.ID, err))
+				return nil, o.db.fail("read outbox rows", fmt.Errorf("row %d: headers are not a JSON object of strings: %w", r.ID, err))
 			}
 		}
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, db.fail("read outbox rows", err)
+		return nil, o.db.fail("read outbox rows", err)
 	}
 	return out, nil
 }
 
-// MarkPublished records that target acknowledged the rows ids of
-// aggregate at at, and renews owner's lease on the aggregate to expires,
-// in one transaction. It reports false when owner no longer held the
-// lease (it ran out and another relay took the aggregate): the rows are
-// marked all the same, since they were acknowledged, but the caller must
-// stop publishing the aggregate.
-func (db *DB) MarkPublished(ctx context.Context, owner, aggregate string, ids []int64, target string, at, expires time.Time) (bool, error) {
-	if err := db.open(); err != nil {
-		return false, err
-	}
-	if len(ids) == 0 {
-		return true, nil
-	}
-	args := []any{formatTime(at), target}
-	for _, id := range ids {
-		args = append(args, id)
-	}
-	mark := db.dialect.Rebind(`UPDATE outbox SET published_at = ?, target = ?, next_at = NULL
-WHERE published_at IS NULL AND id IN (?` + strings.Repeat(", ?", len(ids)-1) + `)`)
-	held := false
-	err := db.writeTx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, mark, args...); err != nil {
-			return err
-		}
-		var err error
-		held, err = renewLease(ctx, tx, db.dialect, owner, aggregate, expires)
-		return err
-	})
-	if err != nil {
-		return false, db.fail("mark outbox rows published", err)
-	}
-	return held, nil
-}
-
 // FailPublish records a failed publish of row id: its attempts counted,
 // the error kept, no new attempt before nextAt.
-func (db *DB) FailPublish(ctx context.Context, id int64, cause string, nextAt time.Time) error {
-	return db.outboxWrite(ctx, "record outbox failure", `UPDATE outbox SET attempts = attempts + 1, last_error = ?, next_at = ? WHERE id = ?`,
+func (o Outbox) FailPublish(ctx context.Context, id int64, cause string, nextAt time.Time) error {
+	return o.db.outboxWrite(ctx, "record outbox failure", `UPDATE outbox SET attempts = attempts + 1, last_error = ?, next_at = ? WHERE id = ?`,
 		cause, formatTime(nextAt), id)
 }
 
 // Park takes row id out of the relay's work for good, with its reason: a
 // dead letter of the outbox, until an operator unparks it (Unpark).
-func (db *DB) Park(ctx context.Context, id int64, reason string, at time.Time) error {
-	return db.outboxWrite(ctx, "park outbox row", `UPDATE outbox SET attempts = attempts + 1, last_error = ?, park_reason = ?, parked_at = ? WHERE id = ?`,
+func (o Outbox) Park(ctx context.Context, id int64, reason string, at time.Time) error {
+	return o.db.outboxWrite(ctx, "park outbox row", `UPDATE outbox SET attempts = attempts + 1, last_error = ?, park_reason = ?, parked_at = ? WHERE id = ?`,
 		reason, reason, formatTime(at), id)
 }
 
 // Unpark puts the parked, unpublished rows back into the relay's work with
 // their attempts reset: all of them, or those of aggregate when it is not
 // "". It returns how many it put back.
-func (db *DB) Unpark(ctx context.Context, aggregate string) (int64, error) {
-	if err := db.open(); err != nil {
+func (o Outbox) Unpark(ctx context.Context, aggregate string) (int64, error) {
+	if err := o.db.open(); err != nil {
 		return 0, err
 	}
 	q := `UPDATE outbox SET parked_at = NULL, park_reason = NULL, attempts = 0, next_at = NULL WHERE parked_at IS NOT NULL AND published_at IS NULL`
@@ -239,8 +211,8 @@ func (db *DB) Unpark(ctx context.Context, aggregate string) (int64, error) {
 		args = append(args, aggregate)
 	}
 	var n int64
-	err := db.writeTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, db.dialect.Rebind(q), args...)
+	err := o.db.writeTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, o.db.dialect.Rebind(q), args...)
 		if err != nil {
 			return err
 		}
@@ -248,7 +220,7 @@ func (db *DB) Unpark(ctx context.Context, aggregate string) (int64, error) {
 		return err
 	})
 	if err != nil {
-		return 0, db.fail("unpark outbox rows", err)
+		return 0, o.db.fail("unpark outbox rows", err)
 	}
 	return n, nil
 }
@@ -281,27 +253,27 @@ type OutboxStats struct {
 	Failing int64
 }
 
-// ErrNoOutbox is wrapped by OutboxStats on a ledger without the outbox
+// ErrNoOutbox is wrapped by Outbox.Stats on a ledger without the outbox
 // table (a read-only open of a ledger not migrated yet).
 var ErrNoOutbox = errors.New("ledger has no outbox table")
 
-// OutboxStats counts the outbox's rows. On a ledger whose schema
+// Stats counts the outbox's rows. On a ledger whose schema
 // predates the outbox (opened read-only, not migrated), it fails with
 // ErrNoOutbox.
-func (db *DB) OutboxStats(ctx context.Context) (OutboxStats, error) {
+func (o Outbox) Stats(ctx context.Context) (OutboxStats, error) {
 	var s OutboxStats
-	if err := db.open(); err != nil {
+	if err := o.db.open(); err != nil {
 		return s, err
 	}
 	var migrated int
-	if err := db.sql.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = 8`).Scan(&migrated); err != nil {
-		return s, db.fail("count outbox rows", err)
+	if err := o.db.sql.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = 8`).Scan(&migrated); err != nil {
+		return s, o.db.fail("count outbox rows", err)
 	}
 	if migrated == 0 {
-		return s, db.fail("count outbox rows", ErrNoOutbox)
+		return s, o.db.fail("count outbox rows", ErrNoOutbox)
 	}
 	var oldest string
-	err := db.sql.QueryRowContext(ctx, `SELECT
+	err := o.db.sql.QueryRowContext(ctx, `SELECT
     COALESCE(SUM(CASE WHEN published_at IS NULL AND parked_at IS NULL THEN 1 ELSE 0 END), 0),
     COALESCE(MIN(CASE WHEN published_at IS NULL AND parked_at IS NULL THEN created_at END), ''),
     COALESCE(SUM(CASE WHEN published_at IS NULL AND parked_at IS NOT NULL THEN 1 ELSE 0 END), 0),
@@ -309,11 +281,11 @@ func (db *DB) OutboxStats(ctx context.Context) (OutboxStats, error) {
     COALESCE(SUM(CASE WHEN published_at IS NULL AND parked_at IS NULL AND attempts > 0 THEN 1 ELSE 0 END), 0)
 FROM outbox`).Scan(&s.Pending, &oldest, &s.Parked, &s.Published, &s.Failing)
 	if err != nil {
-		return s, db.fail("count outbox rows", err)
+		return s, o.db.fail("count outbox rows", err)
 	}
 	if oldest != "" {
 		if s.Oldest, err = parseTime("created_at", oldest); err != nil {
-			return s, db.fail("count outbox rows", err)
+			return s, o.db.fail("count outbox rows", err)
 		}
 	}
 	return s, nil
@@ -329,14 +301,14 @@ type ParkedRow struct {
 }
 
 // ParkedRows returns up to limit parked, unpublished rows in id order.
-func (db *DB) ParkedRows(ctx context.Context, limit int) ([]ParkedRow, error) {
-	if err := db.open(); err != nil {
+func (o Outbox) ParkedRows(ctx context.Context, limit int) ([]ParkedRow, error) {
+	if err := o.db.open(); err != nil {
 		return nil, err
 	}
-	rows, err := db.sql.QueryContext(ctx, db.dialect.Rebind(`SELECT id, aggregate, type, COALESCE(park_reason, ''), attempts, created_at, parked_at
+	rows, err := o.db.sql.QueryContext(ctx, o.db.dialect.Rebind(`SELECT id, aggregate, type, COALESCE(park_reason, ''), attempts, created_at, parked_at
 FROM outbox WHERE parked_at IS NOT NULL AND published_at IS NULL ORDER BY id LIMIT ?`), limit)
 	if err != nil {
-		return nil, db.fail("read parked outbox rows", err)
+		return nil, o.db.fail("read parked outbox rows", err)
 	}
 	defer rows.Close()
 	var out []ParkedRow
@@ -344,18 +316,18 @@ FROM outbox WHERE parked_at IS NOT NULL AND published_at IS NULL ORDER BY id LIM
 		var p ParkedRow
 		var created, parked string
 		if err := rows.Scan(&p.ID, &p.Aggregate, &p.Type, &p.Reason, &p.Attempts, &created, &parked); err != nil {
-			return nil, db.fail("read parked outbox rows", err)
+			return nil, o.db.fail("read parked outbox rows", err)
 		}
 		if p.CreatedAt, err = parseTime("created_at", created); err == nil {
 			p.Parked, err = parseTime("parked_at", parked)
 		}
 		if err != nil {
-			return nil, db.fail("read parked outbox rows", err)
+			return nil, o.db.fail("read parked outbox rows", err)
 		}
 		out = append(out, p)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, db.fail("read parked outbox rows", err)
+		return nil, o.db.fail("read parked outbox rows", err)
 	}
 	return out, nil
 }

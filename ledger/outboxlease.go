@@ -14,71 +14,23 @@ import (
 // lease of a relay that died runs out, and another takes the aggregate
 // over. The same statements on every engine: no engine's own locking.
 
-// AcquireLease gives owner the lease on aggregate until expires, when no
-// other owner holds an unexpired one, and reports whether owner holds it
-// now. now is the time leases are compared with.
-func (db *DB) AcquireLease(ctx context.Context, owner, aggregate string, now, expires time.Time) (bool, error) {
-	if err := db.open(); err != nil {
-		return false, err
-	}
-	take := db.dialect.Rebind(`UPDATE outbox_leases SET owner = ?, expires = ? WHERE aggregate = ? AND (owner = ? OR expires < ?)`)
-	insert := db.dialect.Rebind(db.dialect.InsertNew(`INSERT INTO outbox_leases (aggregate, owner, expires) VALUES (?, ?, ?)`, "aggregate", ""))
-	held := false
-	err := db.writeTx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, take, owner, formatTime(expires), aggregate, owner, formatTime(now)); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, insert, aggregate, owner, formatTime(expires)); err != nil {
-			return err
-		}
-		// Not the statements' RowsAffected: MySQL counts an UPDATE that
-		// changed nothing (the same expiry) as no row.
-		var err error
-		held, err = holdsLease(ctx, tx, db.dialect, owner, aggregate)
-		return err
-	})
-	if err != nil {
-		return false, db.fail("take outbox lease", err)
-	}
-	return held, nil
-}
-
-// ReleaseLease gives up owner's lease on aggregate, if owner holds it.
-func (db *DB) ReleaseLease(ctx context.Context, owner, aggregate string) error {
-	return db.outboxWrite(ctx, "release outbox lease", `DELETE FROM outbox_leases WHERE aggregate = ? AND owner = ?`, aggregate, owner)
-}
-
-// renewLease extends owner's lease on aggregate to expires in tx, and
-// reports whether owner still held it.
-func renewLease(ctx context.Context, tx *sql.Tx, d Dialect, owner, aggregate string, expires time.Time) (bool, error) {
-	if _, err := tx.ExecContext(ctx, d.Rebind(`UPDATE outbox_leases SET expires = ? WHERE aggregate = ? AND owner = ?`), formatTime(expires), aggregate, owner); err != nil {
-		return false, err
-	}
-	return holdsLease(ctx, tx, d, owner, aggregate)
-}
-
-// holdsLease reports whether owner holds the lease on aggregate, in tx.
-func holdsLease(ctx context.Context, tx *sql.Tx, d Dialect, owner, aggregate string) (bool, error) {
-	var n int
-	err := tx.QueryRowContext(ctx, d.Rebind(`SELECT COUNT(*) FROM outbox_leases WHERE aggregate = ? AND owner = ?`), aggregate, owner).Scan(&n)
-	return n > 0, err
-}
-
-// AcquireLeases is AcquireLease for several aggregates in one
-// transaction: it returns those of aggregates whose lease owner holds
-// now, in their order. A relay starting work on many aggregates at once
-// pays one commit for all of them.
-func (db *DB) AcquireLeases(ctx context.Context, owner string, aggregates []string, now, expires time.Time) ([]string, error) {
-	if err := db.open(); err != nil {
+// AcquireLeases gives owner the lease on each of aggregates until
+// expires, where no other owner holds an unexpired one (now is the time
+// leases are compared with), in one transaction, and returns those of
+// aggregates whose lease owner holds now, in their order. A relay
+// starting work on many aggregates at once pays one commit for all of
+// them.
+func (o Outbox) AcquireLeases(ctx context.Context, owner string, aggregates []string, now, expires time.Time) ([]string, error) {
+	if err := o.db.open(); err != nil {
 		return nil, err
 	}
 	if len(aggregates) == 0 {
 		return nil, nil
 	}
-	take := db.dialect.Rebind(`UPDATE outbox_leases SET owner = ?, expires = ? WHERE aggregate = ? AND (owner = ? OR expires < ?)`)
-	insert := db.dialect.Rebind(db.dialect.InsertNew(`INSERT INTO outbox_leases (aggregate, owner, expires) VALUES (?, ?, ?)`, "aggregate", ""))
+	take := o.db.dialect.Rebind(`UPDATE outbox_leases SET owner = ?, expires = ? WHERE aggregate = ? AND (owner = ? OR expires < ?)`)
+	insert := o.db.dialect.Rebind(o.db.dialect.InsertNew(`INSERT INTO outbox_leases (aggregate, owner, expires) VALUES (?, ?, ?)`, "aggregate", ""))
 	var held []string
-	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+	err := o.db.writeTx(ctx, func(tx *sql.Tx) error {
 		held = held[:0]
 		for _, agg := range aggregates {
 			if _, err := tx.ExecContext(ctx, take, owner, formatTime(expires), agg, owner, formatTime(now)); err != nil {
@@ -88,12 +40,12 @@ func (db *DB) AcquireLeases(ctx context.Context, owner string, aggregates []stri
 				return err
 			}
 		}
-		h, err := heldLeases(ctx, tx, db.dialect, owner, aggregates)
+		h, err := heldLeases(ctx, tx, o.db.dialect, owner, aggregates)
 		held = h
 		return err
 	})
 	if err != nil {
-		return nil, db.fail("take outbox leases", err)
+		return nil, o.db.fail("take outbox leases", err)
 	}
 	return held, nil
 }
@@ -141,7 +93,7 @@ func heldLeases(ctx context.Context, tx *sql.Tx, d Dialect, owner string, aggreg
 const maxInList = 500
 
 // OutboxCommit is what a relay writes in one transaction after a stretch
-// of acknowledgements (CommitPublished).
+// of acknowledgements (Outbox.CommitPublished).
 type OutboxCommit struct {
 	// Published are the ids of the rows the target acknowledged, at At,
 	// each after every earlier row of its aggregate was acknowledged too.
@@ -165,19 +117,19 @@ type OutboxCommit struct {
 // owner no longer held (it ran out and another relay took it): their rows
 // are marked all the same, since they were acknowledged, but the caller
 // must stop publishing those aggregates.
-func (db *DB) CommitPublished(ctx context.Context, owner string, c OutboxCommit) ([]string, error) {
-	if err := db.open(); err != nil {
+func (o Outbox) CommitPublished(ctx context.Context, owner string, c OutboxCommit) ([]string, error) {
+	if err := o.db.open(); err != nil {
 		return nil, err
 	}
 	var lost []string
-	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+	err := o.db.writeTx(ctx, func(tx *sql.Tx) error {
 		lost = lost[:0]
 		for chunk := range slices.Chunk(c.Published, maxInList) {
 			args := []any{formatTime(c.At), c.Target}
 			for _, id := range chunk {
 				args = append(args, id)
 			}
-			if _, err := tx.ExecContext(ctx, db.dialect.Rebind(`UPDATE outbox SET published_at = ?, target = ?, next_at = NULL
+			if _, err := tx.ExecContext(ctx, o.db.dialect.Rebind(`UPDATE outbox SET published_at = ?, target = ?, next_at = NULL
 WHERE published_at IS NULL AND id IN (?`+strings.Repeat(", ?", len(chunk)-1)+`)`), args...); err != nil {
 				return err
 			}
@@ -187,12 +139,12 @@ WHERE published_at IS NULL AND id IN (?`+strings.Repeat(", ?", len(chunk)-1)+`)`
 			for _, a := range chunk {
 				args = append(args, a)
 			}
-			if _, err := tx.ExecContext(ctx, db.dialect.Rebind(`UPDATE outbox_leases SET expires = ? WHERE owner = ? AND aggregate IN (?`+strings.Repeat(", ?", len(chunk)-1)+`)`), args...); err != nil {
+			if _, err := tx.ExecContext(ctx, o.db.dialect.Rebind(`UPDATE outbox_leases SET expires = ? WHERE owner = ? AND aggregate IN (?`+strings.Repeat(", ?", len(chunk)-1)+`)`), args...); err != nil {
 				return err
 			}
 		}
 		if len(c.Renew) > 0 {
-			held, err := heldLeases(ctx, tx, db.dialect, owner, c.Renew)
+			held, err := heldLeases(ctx, tx, o.db.dialect, owner, c.Renew)
 			if err != nil {
 				return err
 			}
@@ -211,14 +163,14 @@ WHERE published_at IS NULL AND id IN (?`+strings.Repeat(", ?", len(chunk)-1)+`)`
 			for _, a := range chunk {
 				args = append(args, a)
 			}
-			if _, err := tx.ExecContext(ctx, db.dialect.Rebind(`DELETE FROM outbox_leases WHERE owner = ? AND aggregate IN (?`+strings.Repeat(", ?", len(chunk)-1)+`)`), args...); err != nil {
+			if _, err := tx.ExecContext(ctx, o.db.dialect.Rebind(`DELETE FROM outbox_leases WHERE owner = ? AND aggregate IN (?`+strings.Repeat(", ?", len(chunk)-1)+`)`), args...); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, db.fail("mark outbox rows published", err)
+		return nil, o.db.fail("mark outbox rows published", err)
 	}
 	return lost, nil
 }

@@ -12,7 +12,7 @@ import (
 // spool_approval_policy, one row while there is one), so that four eyes
 // does not depend on a file a member of the queue's group may move aside
 // (package task, docs/DESIGN.md, "Tasks"). It changes only by
-// SetApprovalPolicy, which writes its audit row in the same transaction.
+// Tasks.SetApprovalPolicy, which writes its audit row in the same transaction.
 
 // ApprovalPolicy is the approval policy a ledger holds.
 type ApprovalPolicy struct {
@@ -35,15 +35,15 @@ const (
 	PolicySet = "set"
 )
 
-// ErrPolicyChanged is returned by SetApprovalPolicy when the ledger's
+// ErrPolicyChanged is returned by Tasks.SetApprovalPolicy when the ledger's
 // policy is no longer the one the change was computed from: another
 // process set it meanwhile. Nothing was written.
 var ErrPolicyChanged = errors.New("the approval policy changed meanwhile")
 
 // ApprovalPolicy returns the ledger's approval policy, and false when it
 // holds none (the queue has never had one).
-func (db *DB) ApprovalPolicy(ctx context.Context) (ApprovalPolicy, bool, error) {
-	if err := db.open(); err != nil {
+func (ts Tasks) ApprovalPolicy(ctx context.Context) (ApprovalPolicy, bool, error) {
+	if err := ts.db.open(); err != nil {
 		return ApprovalPolicy{}, false, err
 	}
 	var (
@@ -51,13 +51,13 @@ func (db *DB) ApprovalPolicy(ctx context.Context) (ApprovalPolicy, bool, error) 
 		ro, do int64
 		at     string
 	)
-	err := db.sql.QueryRowContext(ctx, `SELECT replay_over, discard_over, set_by, set_at, source FROM spool_approval_policy WHERE id = 1`).
+	err := ts.db.sql.QueryRowContext(ctx, `SELECT replay_over, discard_over, set_by, set_at, source FROM spool_approval_policy WHERE id = 1`).
 		Scan(&ro, &do, &p.SetBy, &at, &p.Source)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return ApprovalPolicy{}, false, nil
 	case err != nil:
-		return ApprovalPolicy{}, false, db.fail("read approval policy", err)
+		return ApprovalPolicy{}, false, ts.db.fail("read approval policy", err)
 	}
 	p.ReplayOver, p.DiscardOver = int(ro), int(do)
 	if p.SetAt, err = parseTime("spool_approval_policy.set_at", at); err != nil {
@@ -73,8 +73,8 @@ func (db *DB) ApprovalPolicy(ctx context.Context) (ApprovalPolicy, bool, error) 
 // did not happen. p.SetAt zero is now; p.SetBy is required. When the
 // ledger's policy is not old (another process set it meanwhile) it fails
 // with ErrPolicyChanged and writes nothing.
-func (db *DB) SetApprovalPolicy(ctx context.Context, old *ApprovalPolicy, p ApprovalPolicy, e AuditEntry, detail string) error {
-	if err := db.open(); err != nil {
+func (ts Tasks) SetApprovalPolicy(ctx context.Context, old *ApprovalPolicy, p ApprovalPolicy, e AuditEntry, detail string) error {
+	if err := ts.db.open(); err != nil {
 		return err
 	}
 	switch {
@@ -90,16 +90,16 @@ func (db *DB) SetApprovalPolicy(ctx context.Context, old *ApprovalPolicy, p Appr
 		p.SetAt = time.Now()
 	}
 	at := formatTime(p.SetAt)
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := ts.db.inTx(ctx, func(tx *sql.Tx) error {
 		var res sql.Result
 		var err error
 		if old == nil {
-			res, err = tx.ExecContext(ctx, db.dialect.Rebind(db.dialect.InsertNew(`INSERT INTO spool_approval_policy
+			res, err = tx.ExecContext(ctx, ts.db.dialect.Rebind(ts.db.dialect.InsertNew(`INSERT INTO spool_approval_policy
     (id, replay_over, discard_over, set_by, set_at, source) VALUES (1, ?, ?, ?, ?, ?)`, "id", "")),
 				p.ReplayOver, p.DiscardOver, clean(p.SetBy), at, clean(p.Source))
 		} else {
 			// set_at tells two settings of the same values apart.
-			res, err = tx.ExecContext(ctx, db.dialect.Rebind(`UPDATE spool_approval_policy
+			res, err = tx.ExecContext(ctx, ts.db.dialect.Rebind(`UPDATE spool_approval_policy
 SET replay_over = ?, discard_over = ?, set_by = ?, set_at = ?, source = ?
 WHERE id = 1 AND replay_over = ? AND discard_over = ? AND set_at = ?`),
 				p.ReplayOver, p.DiscardOver, clean(p.SetBy), at, clean(p.Source), old.ReplayOver, old.DiscardOver, formatTime(old.SetAt))
@@ -115,14 +115,14 @@ WHERE id = 1 AND replay_over = ? AND discard_over = ? AND set_at = ?`),
 			return ErrPolicyChanged
 		}
 		e.At = p.SetAt
-		_, err = db.auditInsertTx(ctx, tx, e, AuditOK, "{}", detail, at)
+		_, err = ts.db.auditInsertTx(ctx, tx, e, AuditOK, "{}", detail, at)
 		return err
 	})
 	if errors.Is(err, ErrPolicyChanged) {
 		return fmt.Errorf("set approval policy: %w", err)
 	}
 	if err != nil {
-		return db.fail("set approval policy", err)
+		return ts.db.fail("set approval policy", err)
 	}
 	return nil
 }

@@ -27,18 +27,18 @@ const metaRebuilding = "rebuilding"
 
 // Rebuilding returns what marks the ledger as being rebuilt (when and by
 // whom the rebuild began), or "" when it is not.
-func (db *DB) Rebuilding(ctx context.Context) (string, error) {
-	return db.metaValue(ctx, metaRebuilding, "read the rebuild mark")
+func (fk Fsck) Rebuilding(ctx context.Context) (string, error) {
+	return fk.db.metaValue(ctx, metaRebuilding, "read the rebuild mark")
 }
 
 // BeginRebuild marks the ledger as being rebuilt by by, and then binds it
 // to the queue d (writing d's queue.id first if it has none), before the
-// rebuild writes any row: from then on Bind refuses it until EndRebuild.
+// rebuild writes any row: from then on Bind refuses it until Fsck.EndRebuild.
 // It returns the queue's identity. On a ledger already marked it keeps the
 // first mark and completes the binding, so a killed rebuild is resumed.
 // It fails with ErrOtherQueue when the ledger belongs to another queue.
 func BeginRebuild(ctx context.Context, db *DB, d *queue.Dir, by string) (string, error) {
-	mark, err := db.Rebuilding(ctx)
+	mark, err := db.Fsck().Rebuilding(ctx)
 	if err != nil {
 		return "", fmt.Errorf("begin rebuild: %w", err)
 	}
@@ -67,12 +67,12 @@ func BeginRebuild(ctx context.Context, db *DB, d *queue.Dir, by string) (string,
 
 // EndRebuild removes the mark of BeginRebuild, once every row the rebuild
 // writes is committed: consumers may use the ledger again.
-func (db *DB) EndRebuild(ctx context.Context) error {
-	if err := db.open(); err != nil {
+func (fk Fsck) EndRebuild(ctx context.Context) error {
+	if err := fk.db.open(); err != nil {
 		return err
 	}
-	if _, err := db.sql.ExecContext(ctx, db.dialect.Rebind(`DELETE FROM meta WHERE name = ?`), metaRebuilding); err != nil {
-		return fmt.Errorf("end rebuild: %w", db.fail("unmark the ledger", err))
+	if _, err := fk.db.sql.ExecContext(ctx, fk.db.dialect.Rebind(`DELETE FROM meta WHERE name = ?`), metaRebuilding); err != nil {
+		return fmt.Errorf("end rebuild: %w", fk.db.fail("unmark the ledger", err))
 	}
 	return nil
 }
@@ -82,7 +82,7 @@ func (db *DB) EndRebuild(ctx context.Context) error {
 // ledger before its first row, so a Bind that saw any row of it sees the
 // mark here.
 func checkRebuilding(ctx context.Context, db *DB) error {
-	mark, err := db.Rebuilding(ctx)
+	mark, err := db.Fsck().Rebuilding(ctx)
 	if err != nil {
 		return fmt.Errorf("bind ledger: %w", err)
 	}

@@ -28,16 +28,16 @@ type RepairedFile struct {
 	Message *spool.Message
 	// At is the best estimate there is of when the file was recorded.
 	// For done/ it must be the file's status change time (ctime), which
-	// the move into done/ set just after its record committed: RepairDone
+	// the move into done/ set just after its record committed: Fsck.RepairDone
 	// takes the delivery of a msg_id with the earliest At for the
 	// processed one.
 	At time.Time
 }
 
-// RepairOutcome is what RepairDone recorded for one file.
+// RepairOutcome is what Fsck.RepairDone recorded for one file.
 type RepairOutcome string
 
-// The outcomes of RepairDone.
+// The outcomes of Fsck.RepairDone.
 const (
 	// RepairedProcessed: a processed row was written for the file.
 	RepairedProcessed RepairOutcome = "processed"
@@ -73,22 +73,22 @@ func repairClaim(stage string, f RepairedFile, at time.Time) string {
 // So the result does not depend on the order the files come in, nor on
 // how they are split between calls: a repair that reads done/ in chunks,
 // or is killed and run again, records what one call with every file would.
-func (db *DB) RepairDone(ctx context.Context, files []RepairedFile, consumer string, at time.Time) ([]RepairOutcome, error) {
-	if err := db.open(); err != nil {
+func (fk Fsck) RepairDone(ctx context.Context, files []RepairedFile, consumer string, at time.Time) ([]RepairOutcome, error) {
+	if err := fk.db.open(); err != nil {
 		return nil, err
 	}
 	out := make([]RepairOutcome, len(files))
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := fk.db.inTx(ctx, func(tx *sql.Tx) error {
 		for i, f := range files {
 			m := f.Message
 			if m == nil {
 				return fmt.Errorf("%w: %s: no message", ErrBadDelivery, f.Name)
 			}
-			if err := db.checkKey(&spool.Delivery{File: f.Name, Message: m}); err != nil {
+			if err := fk.db.checkKey(&spool.Delivery{File: f.Name, Message: m}); err != nil {
 				return err
 			}
 			claim := repairClaim("done", f, at)
-			res, err := tx.ExecContext(ctx, db.dialect.Rebind(db.dialect.InsertNew(`INSERT INTO processed
+			res, err := tx.ExecContext(ctx, fk.db.dialect.Rebind(fk.db.dialect.InsertNew(`INSERT INTO processed
     (msg_id, order_no, seq, amount, processed_at, file, content_hash, payload, claim, ino, repaired_at,
      schema_version, traceparent, tenant)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, "msg_id", "")), m.MsgID, nullString(m.OrderNo), nullInt(m.Seq), nullString(string(m.Amount)),
@@ -105,14 +105,14 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, "msg_id", "")), m.MsgID, nul
 				out[i] = RepairedProcessed
 				continue
 			}
-			if out[i], err = db.repairDelivery(ctx, tx, f, claim, consumer, at); err != nil {
+			if out[i], err = fk.db.repairDelivery(ctx, tx, f, claim, consumer, at); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, db.fail("repair records of done/", err)
+		return nil, fk.db.fail("repair records of done/", err)
 	}
 	return out, nil
 }
@@ -127,7 +127,7 @@ type processedRow struct {
 }
 
 // repairDelivery records f, whose msg_id has a processed row already, as
-// a duplicate of it, or takes the row over (see RepairDone).
+// a duplicate of it, or takes the row over (see Fsck.RepairDone).
 func (db *DB) repairDelivery(ctx context.Context, tx *sql.Tx, f RepairedFile, claim, consumer string, at time.Time) (RepairOutcome, error) {
 	m := f.Message
 	var (
@@ -211,13 +211,13 @@ VALUES (?, ?, ?, ?, ?, 'duplicate', ?, ?, ?, ?, ?)`), d.claim, d.file, d.ino, co
 
 // RepairError gives each file of error/ that has no dead-letter record one,
 // with reason unknown and repaired_at = at, in one transaction.
-func (db *DB) RepairError(ctx context.Context, files []RepairedFile, consumer string, at time.Time) error {
-	if err := db.open(); err != nil {
+func (fk Fsck) RepairError(ctx context.Context, files []RepairedFile, consumer string, at time.Time) error {
+	if err := fk.db.open(); err != nil {
 		return err
 	}
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := fk.db.inTx(ctx, func(tx *sql.Tx) error {
 		for _, f := range files {
-			if _, err := tx.ExecContext(ctx, db.dialect.Rebind(`INSERT INTO deliveries
+			if _, err := tx.ExecContext(ctx, fk.db.dialect.Rebind(`INSERT INTO deliveries
     (claim, file, ino, consumer, outcome, reason, detail, content_hash, size, at, repaired_at)
 VALUES (?, ?, ?, ?, 'dead-letter', 'unknown', ?, ?, ?, ?, ?)`), repairClaim("error", f, at), clean(f.Name), nullIno(f.Ino),
 				consumer, "recorded by spool fsck --repair: the ledger had no record of this dead letter",
@@ -228,7 +228,7 @@ VALUES (?, ?, ?, ?, 'dead-letter', 'unknown', ?, ?, ?, ?, ?)`), repairClaim("err
 		return nil
 	})
 	if err != nil {
-		return db.fail("repair records of error/", err)
+		return fk.db.fail("repair records of error/", err)
 	}
 	return nil
 }

@@ -12,6 +12,17 @@ import (
 // killed at any instant can be finished: see package replay and
 // docs/DESIGN.md, "Replay".
 
+// ReplayLog is the ledger's replays of dead letters (tables
+// replay_intents, replay_items and replays): an intent committed with
+// every file it will move before the first one moves, so that a killed
+// replay is finished, never redone or lost, and the log of the files
+// moved back to inbox/, which is only ever appended to. Reached by
+// DB.Replays.
+type ReplayLog struct{ db *DB }
+
+// Replays returns the ledger's replay log.
+func (db *DB) Replays() ReplayLog { return ReplayLog{db} }
+
 // Replay intent states, as stored in replay_intents.state.
 const (
 	// IntentPending: committed; files may still sit in error/ under their
@@ -46,8 +57,8 @@ type ReplayItem struct {
 }
 
 // beginReplay commits a replay intent, in state pending, with its items,
-// as the move of a task's chunk that link says (BeginTaskChunk,
-// StartTask), and returns its id.
+// as the move of a task's chunk that link says (Tasks.BeginChunk,
+// Tasks.Start), and returns its id.
 func (db *DB) beginReplay(ctx context.Context, link *taskLink, by, note string, at time.Time, items []ReplayItem) (int64, error) {
 	if err := db.open(); err != nil {
 		return 0, err
@@ -84,32 +95,32 @@ VALUES (?, ?, ?, 'pending', ?) RETURNING id`), clean(by), nullString(clean(note)
 	return id, nil
 }
 
-// StageReplay marks the intent staged: every one of its files now sits in
+// Stage marks the intent staged: every one of its files now sits in
 // error/ under its staging name, or has moved on to inbox/.
-func (db *DB) StageReplay(ctx context.Context, id int64) error {
-	if err := db.open(); err != nil {
+func (rl ReplayLog) Stage(ctx context.Context, id int64) error {
+	if err := rl.db.open(); err != nil {
 		return err
 	}
-	if _, err := db.sql.ExecContext(ctx, db.dialect.Rebind(`UPDATE replay_intents SET state = 'staged' WHERE id = ? AND state = 'pending'`), id); err != nil {
-		return db.fail(fmt.Sprintf("stage replay %d", id), err)
+	if _, err := rl.db.sql.ExecContext(ctx, rl.db.dialect.Rebind(`UPDATE replay_intents SET state = 'staged' WHERE id = ? AND state = 'pending'`), id); err != nil {
+		return rl.db.fail(fmt.Sprintf("stage replay %d", id), err)
 	}
 	return nil
 }
 
-// FinishReplay records one replay row per moved file and marks the intent
+// Finish records one replay row per moved file and marks the intent
 // done, in one transaction. Replays holds the moved files; items not among
 // them (gone from the queue by hand) get no record. The dead letters whose
 // file was edited to a new inode before it was replayed are retired from
 // the dead-letter index in the same transaction (retireReplaced).
-func (db *DB) FinishReplay(ctx context.Context, id int64, replays []Replay, at time.Time) error {
-	if err := db.open(); err != nil {
+func (rl ReplayLog) Finish(ctx context.Context, id int64, replays []Replay, at time.Time) error {
+	if err := rl.db.open(); err != nil {
 		return err
 	}
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := rl.db.inTx(ctx, func(tx *sql.Tx) error {
 		// Marked first: of two runs finishing the same intent at once, the
 		// second waits on the row (PostgreSQL) or the write lock (SQLite),
 		// then finds it done and records nothing.
-		res, err := tx.ExecContext(ctx, db.dialect.Rebind(`UPDATE replay_intents SET state = 'done', finished_at = ?
+		res, err := tx.ExecContext(ctx, rl.db.dialect.Rebind(`UPDATE replay_intents SET state = 'done', finished_at = ?
 WHERE id = ? AND state <> 'done'`), formatTime(at), id)
 		if err != nil {
 			return fmt.Errorf("mark done: %w", err)
@@ -117,7 +128,7 @@ WHERE id = ? AND state <> 'done'`), formatTime(at), id)
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
 			return err // finished by another run meanwhile, or unknown
 		}
-		ins, err := tx.PrepareContext(ctx, db.dialect.Rebind(`INSERT INTO replays (file, new_name, ino, by_user, note, at, intent_id)
+		ins, err := tx.PrepareContext(ctx, rl.db.dialect.Rebind(`INSERT INTO replays (file, new_name, ino, by_user, note, at, intent_id)
 VALUES (?, ?, ?, ?, ?, ?, ?)`))
 		if err != nil {
 			return fmt.Errorf("insert replays: %w", err)
@@ -136,32 +147,32 @@ VALUES (?, ?, ?, ?, ?, ?, ?)`))
 			for i, r := range replays {
 				moved[i] = movedFile{name: r.File, ino: r.Ino}
 			}
-			if err := db.retireReplaced(ctx, tx, ExitReplayed, replays[0].By, at, moved); err != nil {
+			if err := rl.db.retireReplaced(ctx, tx, ExitReplayed, replays[0].By, at, moved); err != nil {
 				return err
 			}
 		}
 		var items int
-		if err := tx.QueryRowContext(ctx, db.dialect.Rebind(`SELECT COUNT(*) FROM replay_items WHERE intent_id = ?`), id).Scan(&items); err != nil {
+		if err := tx.QueryRowContext(ctx, rl.db.dialect.Rebind(`SELECT COUNT(*) FROM replay_items WHERE intent_id = ?`), id).Scan(&items); err != nil {
 			return fmt.Errorf("count items: %w", err)
 		}
-		return db.countChunk(ctx, tx, "replay_intents", id, len(replays), items-len(replays), at)
+		return rl.db.countChunk(ctx, tx, "replay_intents", id, len(replays), items-len(replays), at)
 	})
 	if err != nil {
-		return db.fail(fmt.Sprintf("finish replay %d", id), err)
+		return rl.db.fail(fmt.Sprintf("finish replay %d", id), err)
 	}
 	return nil
 }
 
-// UnfinishedReplays returns the intents not yet done, oldest first, with
+// Unfinished returns the intents not yet done, oldest first, with
 // their items in idx order.
-func (db *DB) UnfinishedReplays(ctx context.Context) ([]ReplayIntent, error) {
-	if err := db.open(); err != nil {
+func (rl ReplayLog) Unfinished(ctx context.Context) ([]ReplayIntent, error) {
+	if err := rl.db.open(); err != nil {
 		return nil, err
 	}
-	rows, err := db.sql.QueryContext(ctx, `SELECT id, by_user, note, created_at, state FROM replay_intents
+	rows, err := rl.db.sql.QueryContext(ctx, `SELECT id, by_user, note, created_at, state FROM replay_intents
 WHERE state <> 'done' ORDER BY id`)
 	if err != nil {
-		return nil, db.fail("list unfinished replays", err)
+		return nil, rl.db.fail("list unfinished replays", err)
 	}
 	var out []ReplayIntent
 	for rows.Next() {
@@ -172,7 +183,7 @@ WHERE state <> 'done' ORDER BY id`)
 		)
 		if err := rows.Scan(&in.ID, &in.By, &note, &created, &in.State); err != nil {
 			rows.Close()
-			return nil, db.fail("list unfinished replays", err)
+			return nil, rl.db.fail("list unfinished replays", err)
 		}
 		in.Note = note.String
 		if in.Created, err = parseTime("replay_intents.created_at", created); err != nil {
@@ -182,10 +193,10 @@ WHERE state <> 'done' ORDER BY id`)
 		out = append(out, in)
 	}
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return nil, db.fail("list unfinished replays", err)
+		return nil, rl.db.fail("list unfinished replays", err)
 	}
 	for i := range out {
-		if out[i].Items, err = db.replayItems(ctx, out[i].ID); err != nil {
+		if out[i].Items, err = rl.db.replayItems(ctx, out[i].ID); err != nil {
 			return nil, err
 		}
 	}

@@ -11,6 +11,17 @@ import (
 	"github.com/spoolq/spool"
 )
 
+// Messages is the ledger's record of the messages themselves as reports
+// read it (tables processed, deliveries, attempts): counts, duplicates
+// and conflicts, what became of a msg_id or a file (its story), the
+// msg_ids waiting for a retry, and the order check of processed rows.
+// It only reads, except Messages.FlushRetries, which makes waiting retries due at
+// once and never records an outcome. Reached by DB.Messages.
+type Messages struct{ db *DB }
+
+// Messages returns the ledger's record of messages for reports.
+func (db *DB) Messages() Messages { return Messages{db} }
+
 // DeadLetter is the record of one dead-lettered delivery, as reports show it
 // next to the file sitting in error/ (I4).
 type DeadLetter struct {
@@ -87,25 +98,25 @@ type Row struct {
 // Duplicates returns the distinct msg_ids that were delivered again after
 // being processed, in ascending byte order whatever the engine's collation,
 // for `spool dups`.
-func (db *DB) Duplicates(ctx context.Context) ([]string, error) {
-	if err := db.open(); err != nil {
+func (ms Messages) Duplicates(ctx context.Context) ([]string, error) {
+	if err := ms.db.open(); err != nil {
 		return nil, err
 	}
-	rows, err := db.sql.QueryContext(ctx, db.q.duplicates)
+	rows, err := ms.db.sql.QueryContext(ctx, ms.db.q.duplicates)
 	if err != nil {
-		return nil, db.fail("list duplicates", err)
+		return nil, ms.db.fail("list duplicates", err)
 	}
 	defer rows.Close()
 	var ids []string
 	for rows.Next() {
 		var id string
 		if err := rows.Scan(&id); err != nil {
-			return nil, db.fail("list duplicates", err)
+			return nil, ms.db.fail("list duplicates", err)
 		}
 		ids = append(ids, id)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, db.fail("list duplicates", err)
+		return nil, ms.db.fail("list duplicates", err)
 	}
 	slices.Sort(ids)
 	return ids, nil
@@ -113,13 +124,13 @@ func (db *DB) Duplicates(ctx context.Context) ([]string, error) {
 
 // Stats counts processed rows, duplicates and dead letters by reason, from
 // one consistent snapshot.
-func (db *DB) Stats(ctx context.Context) (Stats, error) {
-	if err := db.open(); err != nil {
+func (ms Messages) Stats(ctx context.Context) (Stats, error) {
+	if err := ms.db.open(); err != nil {
 		return Stats{}, err
 	}
-	st, err := db.stats(ctx)
+	st, err := ms.db.stats(ctx)
 	if err != nil {
-		return Stats{}, db.fail("ledger stats", err)
+		return Stats{}, ms.db.fail("ledger stats", err)
 	}
 	return st, nil
 }
@@ -164,12 +175,12 @@ func (db *DB) stats(ctx context.Context) (Stats, error) {
 	return st, nil
 }
 
-// RecordReplay records that a dead letter was moved back to inbox/, durably
+// Record records that a dead letter was moved back to inbox/, durably
 // before it returns, so a replay is never lost from the audit trail; a
 // dead letter whose file was edited to a new inode before is retired from
-// the dead-letter index with it, as FinishReplay does.
-func (db *DB) RecordReplay(ctx context.Context, r Replay) error {
-	if err := db.open(); err != nil {
+// the dead-letter index with it, as ReplayLog.Finish does.
+func (rl ReplayLog) Record(ctx context.Context, r Replay) error {
+	if err := rl.db.open(); err != nil {
 		return err
 	}
 	if r.File == "" || r.NewName == "" || r.By == "" {
@@ -179,23 +190,23 @@ func (db *DB) RecordReplay(ctx context.Context, r Replay) error {
 	if at.IsZero() {
 		at = time.Now()
 	}
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, db.q.insertReplay,
+	err := rl.db.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, rl.db.q.insertReplay,
 			clean(r.File), clean(r.NewName), nullIno(r.Ino), clean(r.By), nullString(clean(r.Note)),
 			formatTime(at)); err != nil {
 			return err
 		}
-		return db.retireReplaced(ctx, tx, ExitReplayed, r.By, at, []movedFile{{name: r.File, ino: r.Ino}})
+		return rl.db.retireReplaced(ctx, tx, ExitReplayed, r.By, at, []movedFile{{name: r.File, ino: r.Ino}})
 	})
 	if err != nil {
-		return db.fail("record replay of "+clean(r.File), err)
+		return rl.db.fail("record replay of "+clean(r.File), err)
 	}
 	return nil
 }
 
 // Processed returns the processed row of msgID, and false when there is none.
-func (db *DB) Processed(ctx context.Context, msgID string) (Row, bool, error) {
-	if err := db.open(); err != nil {
+func (ms Messages) Processed(ctx context.Context, msgID string) (Row, bool, error) {
+	if err := ms.db.open(); err != nil {
 		return Row{}, false, err
 	}
 	var (
@@ -204,14 +215,14 @@ func (db *DB) Processed(ctx context.Context, msgID string) (Row, bool, error) {
 		seq             sql.NullInt64
 		processedAt     string
 	)
-	err := db.sql.QueryRowContext(ctx, db.q.processed, msgID).Scan(
+	err := ms.db.sql.QueryRowContext(ctx, ms.db.q.processed, msgID).Scan(
 		&r.MsgID, &orderNo, &seq, &amount, &processedAt, &r.File, &r.ContentHash, &r.Payload, &r.Claim,
 		&r.Headers.Version, &r.Headers.Trace, &r.Headers.Tenant)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Row{}, false, nil
 	}
 	if err != nil {
-		return Row{}, false, db.fail("processed row "+msgID, err)
+		return Row{}, false, ms.db.fail("processed row "+msgID, err)
 	}
 	r.OrderNo, r.Seq, r.Amount = orderNo.String, seq.Int64, spool.Amount(amount.String)
 	if r.ProcessedAt, err = parseTime("processed.processed_at", processedAt); err != nil {

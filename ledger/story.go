@@ -28,15 +28,15 @@ type Retry struct {
 
 // Retries returns the messages waiting for a retry, the soonest due first,
 // for `spool status`, `spool show` and `spool flush`.
-func (db *DB) Retries(ctx context.Context) ([]Retry, error) {
-	if err := db.open(); err != nil {
+func (ms Messages) Retries(ctx context.Context) ([]Retry, error) {
+	if err := ms.db.open(); err != nil {
 		return nil, err
 	}
-	rows, err := db.sql.QueryContext(ctx, db.dialect.Rebind(`SELECT msg_id, file, attempts, first_failure, last_failure, next_at, last_error
+	rows, err := ms.db.sql.QueryContext(ctx, ms.db.dialect.Rebind(`SELECT msg_id, file, attempts, first_failure, last_failure, next_at, last_error
 FROM attempts
 ORDER BY next_at, msg_id`))
 	if err != nil {
-		return nil, db.fail("list retries", err)
+		return nil, ms.db.fail("list retries", err)
 	}
 	defer rows.Close()
 	var out []Retry
@@ -46,7 +46,7 @@ ORDER BY next_at, msg_id`))
 			first, last, nextS string
 		)
 		if err := rows.Scan(&r.MsgID, &r.File, &r.Attempts, &first, &last, &nextS, &r.LastError); err != nil {
-			return nil, db.fail("list retries", err)
+			return nil, ms.db.fail("list retries", err)
 		}
 		for _, t := range []struct {
 			dst  *time.Time
@@ -60,7 +60,7 @@ ORDER BY next_at, msg_id`))
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, db.fail("list retries", err)
+		return nil, ms.db.fail("list retries", err)
 	}
 	return out, nil
 }
@@ -71,13 +71,13 @@ ORDER BY next_at, msg_id`))
 // waits for no retry is not in the result, so the caller can name it. The
 // attempt counts are kept: a flushed message that fails again is still
 // dead-lettered after the same number of attempts.
-func (db *DB) FlushRetries(ctx context.Context, ids []string, at time.Time) ([]string, error) {
-	if err := db.open(); err != nil {
+func (ms Messages) FlushRetries(ctx context.Context, ids []string, at time.Time) ([]string, error) {
+	if err := ms.db.open(); err != nil {
 		return nil, err
 	}
 	now := formatTime(at)
 	var flushed []string
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := ms.db.inTx(ctx, func(tx *sql.Tx) error {
 		q := `SELECT msg_id FROM attempts WHERE next_at > ?`
 		args := []any{now}
 		if len(ids) > 0 {
@@ -86,7 +86,7 @@ func (db *DB) FlushRetries(ctx context.Context, ids []string, at time.Time) ([]s
 				args = append(args, id)
 			}
 		}
-		rows, err := tx.QueryContext(ctx, db.dialect.Rebind(q), args...)
+		rows, err := tx.QueryContext(ctx, ms.db.dialect.Rebind(q), args...)
 		if err != nil {
 			return err
 		}
@@ -102,14 +102,14 @@ func (db *DB) FlushRetries(ctx context.Context, ids []string, at time.Time) ([]s
 			return err
 		}
 		for _, id := range flushed {
-			if _, err := tx.ExecContext(ctx, db.dialect.Rebind(`UPDATE attempts SET next_at = ? WHERE msg_id = ?`), now, id); err != nil {
+			if _, err := tx.ExecContext(ctx, ms.db.dialect.Rebind(`UPDATE attempts SET next_at = ? WHERE msg_id = ?`), now, id); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, db.fail("flush retries", err)
+		return nil, ms.db.fail("flush retries", err)
 	}
 	slices.Sort(flushed)
 	return flushed, nil
@@ -176,25 +176,25 @@ type StoryDelivery struct {
 	Conflict bool
 }
 
-// StoryOf returns what the ledger holds about the message msgID, or, when
+// Story returns what the ledger holds about the message msgID, or, when
 // msgID is empty, about the file that had the name file in inbox/ (a dead
 // letter without a valid msg_id). Look at Story.Empty for a message the
 // ledger never saw.
-func (db *DB) StoryOf(ctx context.Context, msgID, file string) (Story, error) {
-	if err := db.open(); err != nil {
+func (ms Messages) Story(ctx context.Context, msgID, file string) (Story, error) {
+	if err := ms.db.open(); err != nil {
 		return Story{}, err
 	}
 	st := Story{MsgID: msgID}
 	if msgID != "" {
-		r, ok, err := db.Processed(ctx, msgID)
+		r, ok, err := ms.Processed(ctx, msgID)
 		if err != nil {
 			return Story{}, err
 		}
 		if ok {
 			st.Processed = &r
 			var ino sql.NullInt64
-			if err := db.sql.QueryRowContext(ctx, db.dialect.Rebind(`SELECT ino FROM processed WHERE msg_id = ?`), msgID).Scan(&ino); err != nil {
-				return Story{}, db.fail("processed row "+msgID, err)
+			if err := ms.db.sql.QueryRowContext(ctx, ms.db.dialect.Rebind(`SELECT ino FROM processed WHERE msg_id = ?`), msgID).Scan(&ino); err != nil {
+				return Story{}, ms.db.fail("processed row "+msgID, err)
 			}
 			st.ProcessedIno = uint64(ino.Int64)
 		}
@@ -203,12 +203,12 @@ func (db *DB) StoryOf(ctx context.Context, msgID, file string) (Story, error) {
 	if msgID == "" {
 		where, arg = `file = ?`, clean(file)
 	}
-	rows, err := db.sql.QueryContext(ctx, db.dialect.Rebind(`SELECT `+deadLetterColumns+`, outcome, conflict
+	rows, err := ms.db.sql.QueryContext(ctx, ms.db.dialect.Rebind(`SELECT `+deadLetterColumns+`, outcome, conflict
 FROM deliveries
 WHERE outcome <> 'processed' AND `+where+`
 ORDER BY id`), arg)
 	if err != nil {
-		return Story{}, db.fail("deliveries of "+arg, err)
+		return Story{}, ms.db.fail("deliveries of "+arg, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -230,7 +230,7 @@ ORDER BY id`), arg)
 		)
 		if err := rows.Scan(&d.ID, &d.File, &ino, &reason, &field, &detail, &at, &d.Claim, &d.Consumer,
 			&id, &hash, &size, &attempts, &first, &last, &outcome, &conflict); err != nil {
-			return Story{}, db.fail("deliveries of "+arg, err)
+			return Story{}, ms.db.fail("deliveries of "+arg, err)
 		}
 		d.Ino, d.Reason = uint64(ino.Int64), spool.Reason(reason.String)
 		d.Field, d.Detail, d.MsgID, d.ContentHash = field.String, detail.String, id.String, hash.String
@@ -252,10 +252,10 @@ ORDER BY id`), arg)
 		st.Deliveries = append(st.Deliveries, d)
 	}
 	if err := rows.Err(); err != nil {
-		return Story{}, db.fail("deliveries of "+arg, err)
+		return Story{}, ms.db.fail("deliveries of "+arg, err)
 	}
 	if msgID != "" {
-		retries, err := db.Retries(ctx)
+		retries, err := ms.Retries(ctx)
 		if err != nil {
 			return Story{}, err
 		}
@@ -269,7 +269,7 @@ ORDER BY id`), arg)
 	if msgID == "" && !slices.Contains(files, file) {
 		files = append(files, file)
 	}
-	replays, err := db.Replays(ctx)
+	replays, err := ms.db.Replays().List(ctx)
 	if err != nil {
 		return Story{}, err
 	}
@@ -284,17 +284,17 @@ ORDER BY id`), arg)
 // MsgIDOfFile returns the msg_id the ledger recorded for a file of that
 // name in inbox/ (its processed row or another delivery), and false when it
 // recorded none.
-func (db *DB) MsgIDOfFile(ctx context.Context, file string) (string, bool, error) {
-	if err := db.open(); err != nil {
+func (ms Messages) MsgIDOfFile(ctx context.Context, file string) (string, bool, error) {
+	if err := ms.db.open(); err != nil {
 		return "", false, err
 	}
 	var id sql.NullString
-	err := db.sql.QueryRowContext(ctx, db.dialect.Rebind(`SELECT msg_id FROM claims WHERE file = ? AND msg_id IS NOT NULL`), clean(file)).Scan(&id)
+	err := ms.db.sql.QueryRowContext(ctx, ms.db.dialect.Rebind(`SELECT msg_id FROM claims WHERE file = ? AND msg_id IS NOT NULL`), clean(file)).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", false, nil
 	}
 	if err != nil {
-		return "", false, db.fail(fmt.Sprintf("msg_id of file %s", clean(file)), err)
+		return "", false, ms.db.fail(fmt.Sprintf("msg_id of file %s", clean(file)), err)
 	}
 	return id.String, id.Valid, nil
 }

@@ -15,10 +15,21 @@ import (
 // rate, be cancelled and resume after a kill (package task,
 // docs/DESIGN.md, "Tasks"). It moves its files in chunks; each chunk is
 // a replay intent or a discard batch of its own, begun together with the
-// task's cursor in one transaction (BeginTaskChunk, StartTask:
-// taskmove.go), and finishing the chunk (FinishReplay, FinishDiscard, by
+// task's cursor in one transaction (Tasks.BeginChunk, Tasks.Start:
+// taskmove.go), and finishing the chunk (ReplayLog.Finish, DiscardLog.Finish, by
 // whichever run finishes it) counts its files in the task in the same
 // transaction.
+
+// Tasks is the ledger's tasks (tables spool_tasks and spool_task_files)
+// and the queue's approval policy for them (spool_approval_policy): a
+// task's exact file set,
+// recorded when it is created and never changed after, its state, moved
+// only along the transitions Tasks.Move allows, and its cursor, advanced
+// only together with the chunk that moves its files. Reached by DB.Tasks.
+type Tasks struct{ db *DB }
+
+// Tasks returns the ledger's tasks.
+func (db *DB) Tasks() Tasks { return Tasks{db} }
 
 // Task states, as stored in spool_tasks.state.
 const (
@@ -47,7 +58,7 @@ var ErrTaskNotFound = errors.New("no such task")
 
 // ErrTaskState is wrapped by the transitions when the task is not in a
 // state they start from (it was approved, cancelled or finished meanwhile),
-// and by BeginTaskChunk when the task is no longer
+// and by Tasks.BeginChunk when the task is no longer
 // running or its cursor moved (another run took that chunk).
 var ErrTaskState = errors.New("task is not in that state")
 
@@ -120,11 +131,11 @@ type TaskChunk struct {
 	Changed  map[int]string
 }
 
-// CreateTask commits a task in state (TaskWaiting or TaskApproved) with
+// Create commits a task in state (TaskWaiting or TaskApproved) with
 // its file set, and returns its id. ID, the counts, EndedBy, Ended,
 // Detail and Updated of t are ignored, and Next must be 0.
-func (db *DB) CreateTask(ctx context.Context, t TaskRecord, files []TaskFile) (int64, error) {
-	if err := db.open(); err != nil {
+func (ts Tasks) Create(ctx context.Context, t TaskRecord, files []TaskFile) (int64, error) {
+	if err := ts.db.open(); err != nil {
 		return 0, err
 	}
 	switch {
@@ -134,12 +145,12 @@ func (db *DB) CreateTask(ctx context.Context, t TaskRecord, files []TaskFile) (i
 		return 0, fmt.Errorf("create task: cursor %d: a new task has begun nothing", t.Next)
 	}
 	var id int64
-	err := db.inTx(ctx, func(tx *sql.Tx) (err error) {
-		id, err = db.insertTask(ctx, tx, t, files)
+	err := ts.db.inTx(ctx, func(tx *sql.Tx) (err error) {
+		id, err = ts.db.insertTask(ctx, tx, t, files)
 		return err
 	})
 	if err != nil {
-		return 0, db.fail("create task", err)
+		return 0, ts.db.fail("create task", err)
 	}
 	return id, nil
 }
@@ -186,22 +197,22 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', '', ?) RETURNING id`),
 const taskColumns = `id, kind, state, request, files, skipped, digest, by_user, by_os, by_role, via, note, created_at,
 approved_by, approved_at, ended_by, ended_at, next_idx, done, missing, changed, detail, updated_at`
 
-// Task returns task id, or an error wrapping ErrTaskNotFound.
-func (db *DB) Task(ctx context.Context, id int64) (TaskRecord, error) {
-	if err := db.open(); err != nil {
+// Get returns task id, or an error wrapping ErrTaskNotFound.
+func (ts Tasks) Get(ctx context.Context, id int64) (TaskRecord, error) {
+	if err := ts.db.open(); err != nil {
 		return TaskRecord{}, err
 	}
-	ts, err := db.tasks(ctx, fmt.Sprintf("read task %d", id), ` WHERE id = ?`, id)
+	rows, err := ts.db.tasks(ctx, fmt.Sprintf("read task %d", id), ` WHERE id = ?`, id)
 	if err != nil {
 		return TaskRecord{}, err
 	}
-	if len(ts) == 0 {
+	if len(rows) == 0 {
 		return TaskRecord{}, fmt.Errorf("task %d: %w", id, ErrTaskNotFound)
 	}
-	return ts[0], nil
+	return rows[0], nil
 }
 
-// TaskQuery selects tasks for Tasks; the zero value is every task.
+// TaskQuery selects tasks for Tasks.List; the zero value is every task.
 type TaskQuery struct {
 	// States keeps the tasks in one of these states; empty for all.
 	States []string
@@ -212,9 +223,9 @@ type TaskQuery struct {
 	Limit int
 }
 
-// Tasks returns the tasks q selects, newest first (by ID). It only reads.
-func (db *DB) Tasks(ctx context.Context, q TaskQuery) ([]TaskRecord, error) {
-	if err := db.open(); err != nil {
+// List returns the tasks q selects, newest first (by ID). It only reads.
+func (ts Tasks) List(ctx context.Context, q TaskQuery) ([]TaskRecord, error) {
+	if err := ts.db.open(); err != nil {
 		return nil, err
 	}
 	where, args := ` WHERE 1 = 1`, []any{}
@@ -232,7 +243,7 @@ func (db *DB) Tasks(ctx context.Context, q TaskQuery) ([]TaskRecord, error) {
 	if q.Limit > 0 {
 		where += fmt.Sprintf(` LIMIT %d`, q.Limit)
 	}
-	return db.tasks(ctx, "list tasks", where, args...)
+	return ts.db.tasks(ctx, "list tasks", where, args...)
 }
 
 func (db *DB) tasks(ctx context.Context, op, where string, args ...any) ([]TaskRecord, error) {
@@ -276,11 +287,11 @@ func (db *DB) tasks(ctx context.Context, op, where string, args ...any) ([]TaskR
 	return out, nil
 }
 
-// TaskFiles returns the files of task id's set with from <= Idx < to, in
+// Files returns the files of task id's set with from <= Idx < to, in
 // Idx order (to <= 0 for all from from).
-func (db *DB) TaskFiles(ctx context.Context, id int64, from, to int) ([]TaskFile, error) {
+func (ts Tasks) Files(ctx context.Context, id int64, from, to int) ([]TaskFile, error) {
 	op := fmt.Sprintf("list files of task %d", id)
-	if err := db.open(); err != nil {
+	if err := ts.db.open(); err != nil {
 		return nil, err
 	}
 	q, args := `SELECT idx, file, ino, content_hash, size, msg_id, reason, changed_why FROM spool_task_files
@@ -289,9 +300,9 @@ WHERE task_id = ? AND idx >= ?`, []any{id, from}
 		q += ` AND idx < ?`
 		args = append(args, to)
 	}
-	rows, err := db.sql.QueryContext(ctx, db.dialect.Rebind(q+` ORDER BY idx`), args...)
+	rows, err := ts.db.sql.QueryContext(ctx, ts.db.dialect.Rebind(q+` ORDER BY idx`), args...)
 	if err != nil {
-		return nil, db.fail(op, err)
+		return nil, ts.db.fail(op, err)
 	}
 	defer rows.Close()
 	var out []TaskFile
@@ -301,18 +312,18 @@ WHERE task_id = ? AND idx >= ?`, []any{id, from}
 			ino sql.NullInt64
 		)
 		if err := rows.Scan(&f.Idx, &f.File, &ino, &f.ContentHash, &f.Size, &f.MsgID, &f.Reason, &f.ChangedWhy); err != nil {
-			return nil, db.fail(op, err)
+			return nil, ts.db.fail(op, err)
 		}
 		f.Ino = uint64(ino.Int64)
 		out = append(out, f)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, db.fail(op, err)
+		return nil, ts.db.fail(op, err)
 	}
 	return out, nil
 }
 
-// TaskTransition is a change of a task's state by MoveTask.
+// TaskTransition is a change of a task's state by Tasks.Move.
 type TaskTransition struct {
 	// From are the states the task may be in; To is the state it gets.
 	From []string
@@ -326,13 +337,13 @@ type TaskTransition struct {
 	At time.Time
 }
 
-// MoveTask changes task id's state as tr says, in one statement that
+// Move changes task id's state as tr says, in one statement that
 // holds only while the task is in one of tr.From: otherwise it changes
 // nothing and fails with an error wrapping ErrTaskState (or
 // ErrTaskNotFound). Reaching done, cancelled or failed sets Ended.
-func (db *DB) MoveTask(ctx context.Context, id int64, tr TaskTransition) error {
+func (ts Tasks) Move(ctx context.Context, id int64, tr TaskTransition) error {
 	op := fmt.Sprintf("task %d: %s", id, tr.To)
-	if err := db.open(); err != nil {
+	if err := ts.db.open(); err != nil {
 		return err
 	}
 	if !slices.Contains(TaskStates, tr.To) || len(tr.From) == 0 {
@@ -359,17 +370,17 @@ func (db *DB) MoveTask(ctx context.Context, id int64, tr TaskTransition) error {
 	for _, s := range tr.From {
 		args = append(args, s)
 	}
-	res, err := db.sql.ExecContext(ctx, db.dialect.Rebind(`UPDATE spool_tasks SET `+set+` WHERE id = ? AND state IN (?`+
+	res, err := ts.db.sql.ExecContext(ctx, ts.db.dialect.Rebind(`UPDATE spool_tasks SET `+set+` WHERE id = ? AND state IN (?`+
 		strings.Repeat(", ?", len(tr.From)-1)+`)`), args...)
 	if err != nil {
-		return db.fail(op, err)
+		return ts.db.fail(op, err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return db.fail(op, err)
+		return ts.db.fail(op, err)
 	}
 	if n == 0 {
-		if _, err := db.Task(ctx, id); err != nil {
+		if _, err := ts.Get(ctx, id); err != nil {
 			return err
 		}
 		return fmt.Errorf("%s: %w", op, ErrTaskState)
@@ -377,7 +388,7 @@ func (db *DB) MoveTask(ctx context.Context, id int64, tr TaskTransition) error {
 	return nil
 }
 
-// beginChunk is the part of BeginTaskChunk on the
+// beginChunk is the part of Tasks.BeginChunk on the
 // task: in tx, it moves the cursor of running task c.Task from c.From to
 // c.To and records c.Changed, or fails with ErrTaskState.
 func (db *DB) beginChunk(ctx context.Context, tx *sql.Tx, c TaskChunk, at time.Time) error {
@@ -407,14 +418,14 @@ WHERE id = ? AND state = 'running' AND next_idx = ?`), c.To, len(c.Changed), for
 	return nil
 }
 
-// AdvanceTask moves the cursor of a chunk that moves no file (each of its
-// files was found changed), as BeginTaskChunk would.
-func (db *DB) AdvanceTask(ctx context.Context, c TaskChunk) error {
-	if err := db.open(); err != nil {
+// Advance moves the cursor of a chunk that moves no file (each of its
+// files was found changed), as Tasks.BeginChunk would.
+func (ts Tasks) Advance(ctx context.Context, c TaskChunk) error {
+	if err := ts.db.open(); err != nil {
 		return err
 	}
-	if err := db.inTx(ctx, func(tx *sql.Tx) error { return db.beginChunk(ctx, tx, c, time.Now()) }); err != nil {
-		return db.fail(fmt.Sprintf("advance task %d", c.Task), err)
+	if err := ts.db.inTx(ctx, func(tx *sql.Tx) error { return ts.db.beginChunk(ctx, tx, c, time.Now()) }); err != nil {
+		return ts.db.fail(fmt.Sprintf("advance task %d", c.Task), err)
 	}
 	return nil
 }

@@ -10,9 +10,9 @@ import (
 // A task moves its files in chunks, each a replay intent or a discard
 // batch of its own (the chunk's move), begun in the transaction that
 // moves the task's cursor past it, so that a chunk is begun once however
-// many runs try it (BeginTaskChunk). A task asked and run at once is
+// many runs try it (Tasks.BeginChunk). A task asked and run at once is
 // recorded in the transaction that begins its first move, with the
-// action's audit row (StartTask): a run killed at any instant has either
+// action's audit row (Tasks.Start): a run killed at any instant has either
 // recorded nothing or a task with its move under way, which the next
 // replay, discard, consume or fsck --repair finishes. Finishing a move,
 // by whichever run finishes it, counts its files in the task and ends
@@ -35,7 +35,7 @@ type TaskMove struct {
 // size is the number of files of m.
 func (m TaskMove) size() int { return len(m.Replay) + len(m.Discard) }
 
-// TaskStart is a task recorded and begun at once (StartTask).
+// TaskStart is a task recorded and begun at once (Tasks.Start).
 type TaskStart struct {
 	// Task is the task, recorded running with its cursor past Move's
 	// files and created at Move.At: its ID, State, Next, Created, counts
@@ -45,11 +45,11 @@ type TaskStart struct {
 	// Move is its first chunk, the files of the set from Idx 0.
 	Move TaskMove
 	// Audit is the audit row of the action that asks and runs the task,
-	// written started (AuditBegin's) with the task's id.
+	// written started (AuditLog.Begin's) with the task's id.
 	Audit AuditEntry
 }
 
-// TaskStarted holds the ids StartTask recorded: the task's, its first
+// TaskStarted holds the ids Tasks.Start recorded: the task's, its first
 // move's (a replay intent's or discard batch's) and the audit row's.
 type TaskStarted struct {
 	Task, Move, Audit int64
@@ -104,28 +104,28 @@ func (db *DB) beginMove(ctx context.Context, link *taskLink, m TaskMove) (int64,
 	return 0, fmt.Errorf("begin move: kind %q with %d replay and %d discard items", m.Kind, len(m.Replay), len(m.Discard))
 }
 
-// BeginTaskChunk commits move m as chunk c of a running task: in the same
+// BeginChunk commits move m as chunk c of a running task: in the same
 // transaction it moves the task's cursor from c.From to c.To (and records
 // the files found changed), so that the chunk is begun exactly once. It
 // returns the move's id (the intent's or the batch's). It fails with an
 // error wrapping ErrTaskState, committing nothing, when the task is no
 // longer running or its cursor is not at c.From.
-func (db *DB) BeginTaskChunk(ctx context.Context, c TaskChunk, m TaskMove) (int64, error) {
-	return db.beginMove(ctx, &taskLink{chunk: &c}, m)
+func (ts Tasks) BeginChunk(ctx context.Context, c TaskChunk, m TaskMove) (int64, error) {
+	return ts.db.beginMove(ctx, &taskLink{chunk: &c}, m)
 }
 
-// StartTask records task s.Task with its file set, running, its first
+// Start records task s.Task with its file set, running, its first
 // move s.Move begun and the action's audit row started, in one
 // transaction: a task asked and run at once (package task's Service.Do),
 // so that no run killed before its first move leaves a task behind, nor a
 // move without its task or its audit. The move must hold the first files
 // of the set, and not more than it has.
-func (db *DB) StartTask(ctx context.Context, s TaskStart) (TaskStarted, error) {
+func (ts Tasks) Start(ctx context.Context, s TaskStart) (TaskStarted, error) {
 	if n := s.Move.size(); n == 0 || n > len(s.Files) {
 		return TaskStarted{}, fmt.Errorf("start task: a first move of %d files for a set of %d", n, len(s.Files))
 	}
 	link := &taskLink{start: &s}
-	move, err := db.beginMove(ctx, link, s.Move)
+	move, err := ts.db.beginMove(ctx, link, s.Move)
 	if err != nil {
 		return TaskStarted{}, err
 	}

@@ -20,7 +20,7 @@ const HoldInterval = time.Second
 
 // HoldState is what the pause and hold gauges show.
 type HoldState struct {
-	// Paused says whether the queue is paused; HeldIDs counts the msg_ids
+	// Paused says whether the queue is paused; Holding.HeldIDs counts the msg_ids
 	// held.
 	Paused  bool
 	HeldIDs int

@@ -263,7 +263,7 @@ func OpenLedger(ctx context.Context, dir string, o Options) (*ledger.DB, error) 
 // It takes the queue's replay lock only when a replay is unfinished, so a
 // start that has nothing to finish writes nothing in error/.
 func Start(ctx context.Context, d *queue.Dir, l *ledger.DB, o Options) error {
-	intents, err := l.UnfinishedReplays(ctx)
+	intents, err := l.Replays().Unfinished(ctx)
 	if err != nil {
 		return fmt.Errorf("start queue %s: %w", d.Path(), err)
 	}

@@ -294,7 +294,7 @@ func TestConsumeStartsTheQueue(t *testing.T) {
 	}
 	ino := fi.Sys().(*syscall.Stat_t).Ino
 	// A replay killed right after it committed its intent (step 1).
-	if _, err := q.Ledger.StartTask(t.Context(), ledger.TaskStart{
+	if _, err := q.Ledger.Tasks().Start(t.Context(), ledger.TaskStart{
 		Task:  ledger.TaskRecord{Kind: "replay", Files: 1, By: "alice", Via: ledger.AuditCLI},
 		Files: []ledger.TaskFile{{Idx: 0, File: "dead.json", Ino: ino}},
 		Move:  ledger.TaskMove{Kind: "replay", By: "alice", Note: "fixed", At: time.Now(), Replay: []ledger.ReplayItem{{Idx: 0, File: "dead.json", Ino: ino}}},
@@ -338,7 +338,7 @@ func TestConsumeStartsTheQueue(t *testing.T) {
 	if _, err := os.Stat(temp); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the stale temp file is still there: %v", err)
 	}
-	left, err := q.Ledger.UnfinishedReplays(t.Context())
+	left, err := q.Ledger.Replays().Unfinished(t.Context())
 	if err != nil || len(left) != 0 {
 		t.Errorf("unfinished replays after Consume: %d, %v", len(left), err)
 	}

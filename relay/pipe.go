@@ -10,15 +10,15 @@ import (
 
 // The relay's loop, pipe.run. One goroutine owns every field of pipe:
 //
-//   - it looks for aggregates with work (OutboxHeads) and takes their
-//     leases (AcquireLeases, one commit for all);
+//   - it looks for aggregates with work (Outbox.Heads) and takes their
+//     leases (Outbox.AcquireLeases, one commit for all);
 //   - a reader goroutine reads each held aggregate's rows in id order,
 //     Batch at a time, and makes their events' documents (Event.Body),
 //     ahead of the sending: one read per aggregate under way at a time,
 //     asked for on reads (capacity Aggregates) and answered on readDone
 //     (the same), so that neither side ever blocks on the other. It holds
 //     the lease, so it reads on from the last row read
-//     (OutboxRowsAfter) without waiting for marks;
+//     (Outbox.RowsAfter) without waiting for marks;
 //   - it sends: one event of each aggregate in turn while fewer than
 //     Window are in flight; to a Pipeline many of one aggregate at once, in
 //     order, to a plain Target one of an aggregate at a time (a goroutine
@@ -32,7 +32,7 @@ import (
 //     so that none is marked published before k is;
 //   - the marks, with the renewal of the leases held and the release of
 //     the aggregates finished, are committed in one transaction
-//     (CommitPublished) by a goroutine of their own, one commit at a time,
+//     (Outbox.CommitPublished) by a goroutine of their own, one commit at a time,
 //     while sending goes on; its outcome comes back on committed. An
 //     aggregate released is not taken again before that commit is in, so
 //     that its acknowledged rows are never read as unpublished.
@@ -262,7 +262,7 @@ const busyLooks = 5
 // It returns how many it took.
 func (p *pipe) look(ctx context.Context) (int, error) {
 	o := &p.r.o
-	heads, err := p.r.db.OutboxHeads(ctx, o.Policy == PolicySkip, maxHeads)
+	heads, err := p.r.db.Outbox().Heads(ctx, o.Policy == PolicySkip, maxHeads)
 	if err != nil {
 		return 0, err
 	}
@@ -286,7 +286,7 @@ func (p *pipe) look(ctx context.Context) (int, error) {
 			want = append(want, h.Aggregate)
 		}
 	}
-	held, err := p.r.db.AcquireLeases(ctx, p.r.owner, want, now, now.Add(o.Lease))
+	held, err := p.r.db.Outbox().AcquireLeases(ctx, p.r.owner, want, now, now.Add(o.Lease))
 	if err != nil {
 		return 0, err
 	}
@@ -370,7 +370,7 @@ func (p *pipe) read(w *work) {
 // event's document made ahead (a failure to make one is the send's).
 func (p *pipe) reader(ctx context.Context) {
 	for req := range p.reads {
-		rows, err := p.r.db.OutboxRowsAfter(ctx, req.w.name, req.after, p.r.o.Batch)
+		rows, err := p.r.db.Outbox().RowsAfter(ctx, req.w.name, req.after, p.r.o.Batch)
 		res := readRes{w: req.w, full: len(rows) == p.r.o.Batch, err: err}
 		for _, row := range rows {
 			e := &Event{ID: EventID(p.r.queueID, row.ID), Row: row}
@@ -515,7 +515,7 @@ func (p *pipe) maybeCommit(ctx context.Context) {
 	p.marks, p.release = nil, nil
 	p.committing, p.lastCommit = true, now
 	go func() {
-		lost, err := p.r.db.CommitPublished(ctx, p.r.owner, c)
+		lost, err := p.r.db.Outbox().CommitPublished(ctx, p.r.owner, c)
 		p.committed <- commitResult{lost: lost, released: c.Release, at: now, err: err}
 	}()
 }

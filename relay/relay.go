@@ -157,7 +157,7 @@ func (r *Relay) fail(ctx context.Context, row *ledger.OutboxRow, perr error) (bo
 		if !spool.IsPermanent(perr) {
 			reason = fmt.Sprintf("%d attempts failed, the last: %v", row.Attempts+1, perr)
 		}
-		if err := r.db.Park(ctx, row.ID, reason, now); err != nil {
+		if err := r.db.Outbox().Park(ctx, row.ID, reason, now); err != nil {
 			return true, err
 		}
 		if r.o.OnParked != nil {
@@ -169,5 +169,5 @@ func (r *Relay) fail(ctx context.Context, row *ledger.OutboxRow, perr error) (bo
 	if next.IsZero() {
 		next = now.Add(time.Second)
 	}
-	return false, r.db.FailPublish(ctx, row.ID, perr.Error(), next)
+	return false, r.db.Outbox().FailPublish(ctx, row.ID, perr.Error(), next)
 }

@@ -164,7 +164,7 @@ func TestResumeFinishesInterruptedReplays(t *testing.T) {
 	ctx := t.Context()
 	p := mustResolve(t, d, l, replay.Selection{Names: []string{"bad.json"}})
 	items := []ledger.ReplayItem{{Idx: 0, File: "bad.json", Ino: p.Steps[0].Ino}}
-	if _, err := l.StartTask(ctx, ledger.TaskStart{
+	if _, err := l.Tasks().Start(ctx, ledger.TaskStart{
 		Task:  ledger.TaskRecord{Kind: "replay", Files: 1, By: "carol", Via: ledger.AuditCLI},
 		Files: []ledger.TaskFile{{Idx: 0, File: "bad.json", Ino: p.Steps[0].Ino}},
 		Move:  ledger.TaskMove{Kind: "replay", By: "carol", At: p.Steps[0].At, Replay: items},
@@ -186,7 +186,7 @@ func TestResumeFinishesInterruptedReplays(t *testing.T) {
 	if got := steps(all); !slices.Equal(got, []string{"-late.json", "refund.json"}) {
 		t.Errorf("after Resume, error/ holds %v", got)
 	}
-	if log, err := l.Replays(ctx); err != nil || len(log) != 1 || log[0].By != "carol" {
+	if log, err := l.Replays().List(ctx); err != nil || len(log) != 1 || log[0].By != "carol" {
 		t.Errorf("replay log: %+v, %v; want carol's one replay", log, err)
 	}
 }

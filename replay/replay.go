@@ -22,8 +22,8 @@
 // record of that.
 //
 // Step 1 is package task's, the one runner of replays and discards: it
-// commits the intent as a chunk of a task (ledger.DB.StartTask,
-// BeginTaskChunk) and then calls Finish, which does steps 2 to 4. Resume
+// commits the intent as a chunk of a task (ledger.Tasks.Start,
+// Tasks.BeginChunk) and then calls Finish, which does steps 2 to 4. Resume
 // runs Finish on every intent a killed run left unfinished.
 package replay
 
@@ -54,7 +54,7 @@ func Resume(ctx context.Context, d *queue.Dir, l *ledger.DB) (_ []Finished, err 
 
 // ResumeLocked is Resume for a caller that holds the replay lock.
 func ResumeLocked(ctx context.Context, d *queue.Dir, l *ledger.DB) ([]Finished, error) {
-	intents, err := l.UnfinishedReplays(ctx)
+	intents, err := l.Replays().Unfinished(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("resume replays: %w", err)
 	}
@@ -91,7 +91,7 @@ func Finish(ctx context.Context, d *queue.Dir, l *ledger.DB, in ledger.ReplayInt
 		if err := d.Sync(queue.Error); err != nil {
 			return nil, err
 		}
-		if err := l.StageReplay(ctx, in.ID); err != nil {
+		if err := l.Replays().Stage(ctx, in.ID); err != nil {
 			return nil, err
 		}
 	}
@@ -134,7 +134,7 @@ func Finish(ctx context.Context, d *queue.Dir, l *ledger.DB, in ledger.ReplayInt
 	if err := d.Sync(queue.Inbox, queue.Error); err != nil {
 		return nil, err
 	}
-	if err := l.FinishReplay(ctx, in.ID, recs, now); err != nil {
+	if err := l.Replays().Finish(ctx, in.ID, recs, now); err != nil {
 		return nil, err
 	}
 	return recs, nil

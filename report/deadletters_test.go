@@ -393,7 +393,7 @@ func TestErrorsHistory(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("release a.json: %v, %v", ok, err)
 	}
-	if err := l.RecordReplay(ctx, ledger.Replay{File: "a.json", NewName: newName, Ino: inoA, By: "alice", Note: "retry"}); err != nil {
+	if err := l.Replays().Record(ctx, ledger.Replay{File: "a.json", NewName: newName, Ino: inoA, By: "alice", Note: "retry"}); err != nil {
 		t.Fatal(err)
 	}
 	if st := drainWith(t, d, l, "m1"); st.DeadLetters != 1 {

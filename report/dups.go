@@ -22,7 +22,7 @@ func WriteDups(w io.Writer, ids []string) error {
 }
 
 // WriteConflictsCSV writes conflicting redeliveries (from
-// ledger.DB.Conflicts, sorted by msg_id then time) as CSV with the header
+// ledger.Messages.Conflicts, sorted by msg_id then time) as CSV with the header
 // msg_id,processed_file,processed_hash,duplicate_file,duplicate_hash,at.
 // The processed side is empty when its row was pruned; at is when the
 // duplicate was inspected, RFC 3339 UTC with microseconds.

@@ -90,7 +90,7 @@ func Errors(ctx context.Context, d *queue.Dir, l *ledger.DB) ([]ErrorRow, error)
 	if len(entries) > 0 {
 		// One read of the replay log rather than one per file: it is small
 		// next to the deliveries, and has no index on ino.
-		all, err := l.Replays(ctx)
+		all, err := l.Replays().List(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("errors report: %w", err)
 		}
@@ -103,7 +103,7 @@ func Errors(ctx context.Context, d *queue.Dir, l *ledger.DB) ([]ErrorRow, error)
 	}
 	rows := make([]ErrorRow, 0, len(entries))
 	for _, e := range entries {
-		recs, err := l.DeadLetterHistory(ctx, e.Ino)
+		recs, err := l.DeadLetters().History(ctx, e.Ino)
 		if err != nil {
 			return nil, fmt.Errorf("errors report: %s: %w", e.Name, err)
 		}

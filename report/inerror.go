@@ -12,7 +12,7 @@ import (
 
 // InError checks records of dead letters against error/ as it is, for
 // whoever lists them from the ledger's index (the HTTP API and the
-// console, through ledger.DeadLetterQuery.Check and DeadLetterGroups) and
+// console, through ledger.DeadLetterQuery.Check and DeadLetters.Groups) and
 // for spool fsck: a record lists a file only while that file is in
 // error/. The file of a record is in error/ when error/ holds, under the
 // record's name or that name with a collision suffix ("a~2.json"), a file
@@ -102,7 +102,7 @@ func (c *InError) Check(ctx context.Context, files []ledger.DeadLetterFile) ([]b
 	if len(inos) == 0 {
 		return present, nil
 	}
-	names, err := c.l.DeadLetterNames(ctx, inos)
+	names, err := c.l.DeadLetters().Names(ctx, inos)
 	if err != nil {
 		return nil, fmt.Errorf("check dead letters: %w", err)
 	}

@@ -45,7 +45,7 @@ func ReplayPlan(ctx context.Context, d *queue.Dir, l *ledger.DB, c spool.Contrac
 			keys = append(keys, out[i].Key)
 		}
 	}
-	done, err := l.ProcessedIDs(ctx, keys)
+	done, err := l.Messages().ProcessedIDs(ctx, keys)
 	if err != nil {
 		return nil, fmt.Errorf("replay plan: %w", err)
 	}

@@ -7,7 +7,7 @@ import (
 	"github.com/spoolq/spool/ledger"
 )
 
-// WriteReplaysCSV writes the replay log (from ledger.DB.Replays, oldest
+// WriteReplaysCSV writes the replay log (from ledger.ReplayLog.List, oldest
 // first) as CSV with the header at,file,new_name,by,note: when (RFC 3339
 // UTC with microseconds), the name in error/, the name it got in inbox/,
 // who replayed it and why.

@@ -339,7 +339,7 @@ func TestWriteOrderCheck(t *testing.T) {
 func TestOrderCheckLab(t *testing.T) {
 	d, l := setup(t)
 	consumeLab(t, d, l)
-	ps, err := l.OrderCheck(context.Background())
+	ps, err := l.Messages().OrderCheck(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,7 +359,7 @@ func TestWriteDups(t *testing.T) {
 	}
 	d, l := setup(t)
 	consumeLab(t, d, l)
-	ids, err := l.Duplicates(context.Background())
+	ids, err := l.Messages().Duplicates(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

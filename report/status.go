@@ -33,7 +33,7 @@ type StatusReport struct {
 	// StaleTemps those whose writer is gone: spool fsck --repair, enqueue
 	// and consume remove them.
 	Temps, StaleTemps int
-	// UnfinishedReplays counts replays killed before they finished.
+	// ReplayLog.Unfinished counts replays killed before they finished.
 	UnfinishedReplays int
 	// Discards counts the dead letters discarded on purpose (spool
 	// discard) and the discards killed before they finished.
@@ -49,7 +49,7 @@ type StatusReport struct {
 	NoOutbox bool
 	Parked   []ledger.ParkedRow
 	// Pause is the queue's pause (spool pause); Held counts the messages
-	// in held/ and HeldIDs the msg_ids held (spool hold).
+	// in held/ and Holding.HeldIDs the msg_ids held (spool hold).
 	Pause   ledger.PauseState
 	Held    int
 	HeldIDs int
@@ -90,15 +90,15 @@ func Status(ctx context.Context, d *queue.Dir, l *ledger.DB) (StatusReport, erro
 		return r, fmt.Errorf("status: %w", err)
 	}
 	r.Oldest = oldest
-	st, err := l.Stats(ctx)
+	st, err := l.Messages().Stats(ctx)
 	if err != nil {
 		return r, fmt.Errorf("status: %w", err)
 	}
 	r.Ledger = st
-	if r.Pause, err = l.PauseState(ctx); err != nil {
+	if r.Pause, err = l.Holding().PauseState(ctx); err != nil {
 		return r, fmt.Errorf("status: %w", err)
 	}
-	ids, err := l.HeldIDs(ctx)
+	ids, err := l.Holding().HeldIDs(ctx)
 	if err != nil {
 		return r, fmt.Errorf("status: %w", err)
 	}
@@ -113,29 +113,29 @@ func Status(ctx context.Context, d *queue.Dir, l *ledger.DB) (StatusReport, erro
 			r.StaleTemps++
 		}
 	}
-	unfinished, err := l.UnfinishedReplays(ctx)
+	unfinished, err := l.Replays().Unfinished(ctx)
 	if err != nil {
 		return r, fmt.Errorf("status: %w", err)
 	}
 	r.UnfinishedReplays = len(unfinished)
-	if r.Discards, err = l.DiscardCounts(ctx); err != nil {
+	if r.Discards, err = l.Discards().Counts(ctx); err != nil {
 		return r, fmt.Errorf("status: %w", err)
 	}
-	retries, err := l.Retries(ctx)
+	retries, err := l.Messages().Retries(ctx)
 	if err != nil {
 		return r, fmt.Errorf("status: %w", err)
 	}
 	if r.Retries = len(retries); r.Retries > 0 {
 		r.NextRetry = retries[0].NextAt
 	}
-	r.Outbox, err = l.OutboxStats(ctx)
+	r.Outbox, err = l.Outbox().Stats(ctx)
 	switch {
 	case errors.Is(err, ledger.ErrNoOutbox):
 		r.NoOutbox = true
 	case err != nil:
 		return r, fmt.Errorf("status: %w", err)
 	case r.Outbox.Parked > 0:
-		if r.Parked, err = l.ParkedRows(ctx, maxParkedShown); err != nil {
+		if r.Parked, err = l.Outbox().ParkedRows(ctx, maxParkedShown); err != nil {
 			return r, fmt.Errorf("status: %w", err)
 		}
 	}

@@ -55,18 +55,18 @@ func (m MessageStory) Found() bool {
 // the message's files in the stages by the inodes the ledger recorded and
 // by their names. Look at Found for a message the queue never saw.
 func Story(ctx context.Context, d *queue.Dir, l *ledger.DB, arg string) (MessageStory, error) {
-	st, err := l.StoryOf(ctx, arg, "")
+	st, err := l.Messages().Story(ctx, arg, "")
 	if err != nil {
 		return MessageStory{}, err
 	}
 	if st.Empty() {
-		id, ok, err := l.MsgIDOfFile(ctx, arg)
+		id, ok, err := l.Messages().MsgIDOfFile(ctx, arg)
 		if err != nil {
 			return MessageStory{}, err
 		}
 		if !ok {
 			// A message waiting for a retry has no delivery recorded yet.
-			retries, err := l.Retries(ctx)
+			retries, err := l.Messages().Retries(ctx)
 			if err != nil {
 				return MessageStory{}, err
 			}
@@ -77,9 +77,9 @@ func Story(ctx context.Context, d *queue.Dir, l *ledger.DB, arg string) (Message
 			}
 		}
 		if ok {
-			st, err = l.StoryOf(ctx, id, "")
+			st, err = l.Messages().Story(ctx, id, "")
 		} else {
-			st, err = l.StoryOf(ctx, "", arg)
+			st, err = l.Messages().Story(ctx, "", arg)
 		}
 		if err != nil {
 			return MessageStory{}, err
@@ -92,7 +92,7 @@ func Story(ctx context.Context, d *queue.Dir, l *ledger.DB, arg string) (Message
 	if id == "" {
 		id = arg
 	}
-	if m.Discards, err = l.DiscardsOf(ctx, id, append(st.Files(), arg)); err != nil {
+	if m.Discards, err = l.Discards().Of(ctx, id, append(st.Files(), arg)); err != nil {
 		return MessageStory{}, err
 	}
 	for _, b := range m.Discards {
@@ -102,7 +102,7 @@ func Story(ctx context.Context, d *queue.Dir, l *ledger.DB, arg string) (Message
 			}
 			if st.Empty() {
 				// Its dead-letter record has no msg_id: found by the name.
-				if m.Story, err = l.StoryOf(ctx, "", it.File); err != nil {
+				if m.Story, err = l.Messages().Story(ctx, "", it.File); err != nil {
 					return MessageStory{}, err
 				}
 				st = m.Story

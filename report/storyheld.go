@@ -16,7 +16,7 @@ import (
 // of held files of that name (in held/ or as it was in inbox/) or of its
 // msg_id, each file also as a place, and the hold of its msg_id.
 func addHeld(ctx context.Context, d *queue.Dir, l *ledger.DB, m *MessageStory, arg string) error {
-	recs, err := l.HeldFiles(ctx)
+	recs, err := l.Holding().HeldFiles(ctx)
 	if err != nil {
 		return err
 	}
@@ -43,7 +43,7 @@ func addHeld(ctx context.Context, d *queue.Dir, l *ledger.DB, m *MessageStory, a
 	if m.MsgID != "" {
 		id = m.MsgID
 	}
-	ids, err := l.HeldIDs(ctx)
+	ids, err := l.Holding().HeldIDs(ctx)
 	if err != nil {
 		return err
 	}

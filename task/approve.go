@@ -83,7 +83,7 @@ func (s *Service) Approve(ctx context.Context, who Identity, id int64, digest st
 	if err != nil {
 		return t, err
 	}
-	err = s.Ledger.MoveTask(ctx, id, ledger.TaskTransition{From: []string{StateWaiting}, To: StateApproved, By: who.Name})
+	err = s.Ledger.Tasks().Move(ctx, id, ledger.TaskTransition{From: []string{StateWaiting}, To: StateApproved, By: who.Name})
 	err = s.close(ctx, aid, ledger.AuditCounts{"selected": int64(t.Files)}, fmt.Sprintf("task %d approved, asked by %s", id, t.By), err)
 	return s.now(ctx, id, err)
 }
@@ -110,7 +110,7 @@ func (s *Service) changed(ctx context.Context, who Identity, id int64, from, to 
 			err = uerr
 		}
 	}()
-	files, err := s.Ledger.TaskFiles(ctx, id, from, to)
+	files, err := s.Ledger.Tasks().Files(ctx, id, from, to)
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +182,7 @@ func (s *Service) Cancel(ctx context.Context, who Identity, id int64) (Task, err
 	if err != nil {
 		return t, err
 	}
-	err = s.Ledger.MoveTask(ctx, id, ledger.TaskTransition{From: []string{StateWaiting, StateApproved, StateRunning},
+	err = s.Ledger.Tasks().Move(ctx, id, ledger.TaskTransition{From: []string{StateWaiting, StateApproved, StateRunning},
 		To: StateCancelled, By: who.Name, Detail: "cancelled by " + who.Name})
 	if errors.Is(err, ErrState) {
 		// Finished or cancelled meanwhile.

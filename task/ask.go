@@ -75,7 +75,7 @@ func (s *Service) Create(ctx context.Context, who Identity, req Request) (t Task
 //     records it, and returned;
 //   - else the task is recorded running, its first chunk begun and the
 //     action's audit row (action the kind, with the task's id) started,
-//     in one transaction (ledger.DB.StartTask); opt.OnStart is given the
+//     in one transaction (ledger.Tasks.Start); opt.OnStart is given the
 //     task before its first file moves, and the task runs to its end as
 //     Run runs it, in the same audited action, closed with its counts.
 //
@@ -146,7 +146,7 @@ func (s *Service) ask(ctx context.Context, who Identity, req Request, opt RunOpt
 		return Task{}, err
 	}
 	CloseInterrupted(ctx, s.Ledger, string(req.Kind))
-	started, err := s.Ledger.StartTask(ctx, ledger.TaskStart{Task: rec, Files: p.Files, Move: move,
+	started, err := s.Ledger.Tasks().Start(ctx, ledger.TaskStart{Task: rec, Files: p.Files, Move: move,
 		Audit: s.entry(who, by, string(req.Kind), 0, requestSelection(req, &p))})
 	if err != nil {
 		return Task{}, fmt.Errorf("%s: %w (nothing was changed)", req.Kind, err)
@@ -187,13 +187,13 @@ func (s *Service) create(ctx context.Context, who Identity, by string, req Reque
 		rec.State = StateWaiting
 		detail = fmt.Sprintf("waits for approval: %d files, over %s_over %d", p.Count, req.Kind, p.policy.over(req.Kind))
 	}
-	id, err := s.Ledger.CreateTask(ctx, rec, p.Files)
+	id, err := s.Ledger.Tasks().Create(ctx, rec, p.Files)
 	if err != nil {
 		return Task{}, err
 	}
 	if err := s.requested(ctx, who, by, req, p, id, fmt.Sprintf("task %d %s", id, detail)); err != nil {
 		// Not left to run unaudited.
-		_ = s.Ledger.MoveTask(context.WithoutCancel(ctx), id, ledger.TaskTransition{From: []string{StateWaiting, StateApproved},
+		_ = s.Ledger.Tasks().Move(context.WithoutCancel(ctx), id, ledger.TaskTransition{From: []string{StateWaiting, StateApproved},
 			To: StateCancelled, By: who.Name, Detail: "its request could not be audited"})
 		return Task{}, fmt.Errorf("task %d: %w (cancelled: a task is not run unaudited)", id, err)
 	}

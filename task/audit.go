@@ -78,7 +78,7 @@ func (s *Service) refuse(ctx context.Context, who Identity, action string, task 
 }
 
 func (s *Service) refuseCounts(ctx context.Context, who Identity, action string, task int64, sel map[string]any, counts ledger.AuditCounts, err error) error {
-	if _, aerr := s.Ledger.AuditRecord(context.WithoutCancel(ctx), s.entry(who, "", action, task, sel), ledger.AuditRefused, counts, err.Error()); aerr != nil {
+	if _, aerr := s.Ledger.Audit().Record(context.WithoutCancel(ctx), s.entry(who, "", action, task, sel), ledger.AuditRefused, counts, err.Error()); aerr != nil {
 		return errors.Join(err, fmt.Errorf("audit %s: %w", action, aerr))
 	}
 	return err
@@ -90,7 +90,7 @@ func (s *Service) refuseCounts(ctx context.Context, who Identity, action string,
 // fails.
 func (s *Service) begin(ctx context.Context, who Identity, action string, task int64, sel map[string]any) (int64, error) {
 	CloseInterrupted(ctx, s.Ledger, action)
-	id, err := s.Ledger.AuditBegin(ctx, s.entry(who, "", action, task, sel))
+	id, err := s.Ledger.Audit().Begin(ctx, s.entry(who, "", action, task, sel))
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w (nothing was changed: an action is not done unaudited)", action, err)
 	}
@@ -117,7 +117,7 @@ func (s *Service) close(ctx context.Context, aid int64, counts ledger.AuditCount
 // closeAs closes row aid with outcome, counts and detail, and returns
 // err joined with the audit's failure.
 func (s *Service) closeAs(ctx context.Context, aid int64, outcome string, counts ledger.AuditCounts, detail string, err error) error {
-	if aerr := s.Ledger.AuditEnd(context.WithoutCancel(ctx), aid, outcome, counts, detail); aerr != nil {
+	if aerr := s.Ledger.Audit().End(context.WithoutCancel(ctx), aid, outcome, counts, detail); aerr != nil {
 		err = errors.Join(err, fmt.Errorf("audit: %w", aerr))
 	}
 	return err
@@ -126,7 +126,7 @@ func (s *Service) closeAs(ctx context.Context, aid int64, outcome string, counts
 // requested writes the closed row of who's request req (for by),
 // resolved to p and recorded as task id, with detail.
 func (s *Service) requested(ctx context.Context, who Identity, by string, req Request, p Preview, id int64, detail string) error {
-	_, err := s.Ledger.AuditRecord(ctx, s.entry(who, by, string(req.Kind), id, requestSelection(req, &p)), ledger.AuditOK, s.requestCounts(req, p), detail)
+	_, err := s.Ledger.Audit().Record(ctx, s.entry(who, by, string(req.Kind), id, requestSelection(req, &p)), ledger.AuditOK, s.requestCounts(req, p), detail)
 	return err
 }
 
@@ -137,7 +137,7 @@ func (s *Service) requested(ctx context.Context, who Identity, by string, req Re
 // is left as it is (spool audit still shows it interrupted), and the
 // action that calls it goes on.
 func CloseInterrupted(ctx context.Context, l *ledger.DB, by string) {
-	rows, err := l.AuditList(ctx, ledger.AuditQuery{Outcome: ledger.AuditStarted})
+	rows, err := l.Audit().List(ctx, ledger.AuditQuery{Outcome: ledger.AuditStarted})
 	if err != nil {
 		return
 	}
@@ -146,7 +146,7 @@ func CloseInterrupted(ctx context.Context, l *ledger.DB, by string) {
 			continue
 		}
 		detail := fmt.Sprintf("process %d on %s ended without an outcome; found by %s (pid %d)", r.PID, r.Host, by, os.Getpid())
-		_ = l.AuditEnd(ctx, r.ID, ledger.AuditInterrupted, r.Counts, detail) // closed meanwhile: ErrAuditClosed, fine
+		_ = l.Audit().End(ctx, r.ID, ledger.AuditInterrupted, r.Counts, detail) // closed meanwhile: ErrAuditClosed, fine
 	}
 }
 

@@ -291,7 +291,7 @@ func TestQueuePolicy(t *testing.T) {
 	if p, err := s.Preview(ctx, task.Request{Kind: task.Replay, Selection: task.Selection{All: true}}); err != nil || p.NeedsApproval {
 		t.Fatalf("preview after replay_over=none: %+v, %v", p, err)
 	}
-	rows, err := l.AuditList(context.WithoutCancel(ctx), ledger.AuditQuery{})
+	rows, err := l.Audit().List(context.WithoutCancel(ctx), ledger.AuditQuery{})
 	if err != nil {
 		t.Fatal(err)
 	}

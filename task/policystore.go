@@ -38,7 +38,7 @@ type PolicyRecord struct {
 // LedgerPolicy returns the approval policy l holds (its Set false, and
 // the limits NoPolicy's, when it holds none).
 func LedgerPolicy(ctx context.Context, l *ledger.DB) (PolicyRecord, error) {
-	lp, ok, err := l.ApprovalPolicy(ctx)
+	lp, ok, err := l.Tasks().ApprovalPolicy(ctx)
 	if err != nil || !ok {
 		return PolicyRecord{Policy: NoPolicy}, err
 	}
@@ -122,7 +122,7 @@ func (s *Service) QueuePolicy(ctx context.Context, who Identity, conf Policy, fi
 		next := PolicyRecord{Policy: conf, SetBy: who.Name, Source: ledger.PolicyFromConfig}
 		sel := map[string]any{"file": file, "old": nil, "new": conf.fields()}
 		detail := fmt.Sprintf("adopted the approval section of %s: %s", file, conf.Settings())
-		err = s.Ledger.SetApprovalPolicy(ctx, nil, next.ledgerRecord(), s.entry(who, "", PolicyAction, 0, sel), detail)
+		err = s.Ledger.Tasks().SetApprovalPolicy(ctx, nil, next.ledgerRecord(), s.entry(who, "", PolicyAction, 0, sel), detail)
 		if errors.Is(err, ledger.ErrPolicyChanged) && attempt == 0 {
 			// Another process adopted it, or set one, meanwhile: compare
 			// with that.
@@ -157,7 +157,7 @@ func (s *Service) SetPolicy(ctx context.Context, who Identity, from PolicyRecord
 	}
 	next := PolicyRecord{Policy: to, SetBy: who.Name, SetAt: time.Now(), Source: ledger.PolicySet}
 	detail := fmt.Sprintf("approval policy %s -> %s", from.Settings(), to.Settings())
-	if err := s.Ledger.SetApprovalPolicy(ctx, old, next.ledgerRecord(), s.entry(who, "", PolicyAction, 0, sel), detail); err != nil {
+	if err := s.Ledger.Tasks().SetApprovalPolicy(ctx, old, next.ledgerRecord(), s.entry(who, "", PolicyAction, 0, sel), detail); err != nil {
 		return from, err
 	}
 	return LedgerPolicy(ctx, s.Ledger)

@@ -15,7 +15,7 @@ import (
 )
 
 // This file is the one runner of replays and discards: chunk begins each
-// chunk's move (ledger.DB.BeginTaskChunk, or StartTask for Do's first)
+// chunk's move (ledger.Tasks.BeginChunk, or Tasks.Start for Do's first)
 // and finish hands it to package replay or discard, which move the files
 // (replay.Finish, discard.Finish). Everything runs on the caller's
 // goroutine, one chunk at a time, each under the queue's replay lock
@@ -86,7 +86,7 @@ func (s *Service) Run(ctx context.Context, who Identity, id int64, opt RunOption
 	sel := map[string]any{"task": id, "kind": t.Kind, "files": t.Files, "digest": t.Digest, "by": t.By}
 	switch t.State {
 	case StateApproved, StateFailed:
-		if err := s.Ledger.MoveTask(ctx, id, ledger.TaskTransition{From: []string{t.State}, To: StateRunning, By: who.Name}); err != nil && !errors.Is(err, ErrState) {
+		if err := s.Ledger.Tasks().Move(ctx, id, ledger.TaskTransition{From: []string{t.State}, To: StateRunning, By: who.Name}); err != nil && !errors.Is(err, ErrState) {
 			return t, err
 		}
 	case StateRunning:
@@ -134,7 +134,7 @@ func (s *Service) ended(ctx context.Context, aid, id int64, counts ledger.AuditC
 		outcome, detail = ledger.AuditInterrupted, err.Error()
 	case err != nil:
 		outcome, detail = ledger.AuditFailed, err.Error()
-		if merr := s.Ledger.MoveTask(end, id, ledger.TaskTransition{From: []string{StateRunning}, To: StateFailed, Detail: err.Error()}); merr == nil {
+		if merr := s.Ledger.Tasks().Move(end, id, ledger.TaskTransition{From: []string{StateRunning}, To: StateFailed, Detail: err.Error()}); merr == nil {
 			t.State = StateFailed
 		}
 	case t.State == StateCancelled:
@@ -215,13 +215,13 @@ func (s *Service) chunk(ctx context.Context, who Identity, t Task, size int, to 
 	}
 	if t.Next >= t.Files {
 		// Every chunk begun, and finished above.
-		if err := s.Ledger.MoveTask(ctx, t.ID, ledger.TaskTransition{From: []string{StateRunning}, To: StateDone}); err != nil && !errors.Is(err, ErrState) {
+		if err := s.Ledger.Tasks().Move(ctx, t.ID, ledger.TaskTransition{From: []string{StateRunning}, To: StateDone}); err != nil && !errors.Is(err, ErrState) {
 			return c, false, err
 		}
 		c.Task, err = s.Get(ctx, t.ID)
 		return c, false, err
 	}
-	files, err := s.Ledger.TaskFiles(ctx, t.ID, t.Next, t.Next+size)
+	files, err := s.Ledger.Tasks().Files(ctx, t.ID, t.Next, t.Next+size)
 	if err != nil {
 		return c, false, err
 	}
@@ -241,12 +241,12 @@ func (s *Service) chunk(ctx context.Context, who Identity, t Task, size int, to 
 		keep = append(keep, f)
 	}
 	if len(keep) == 0 {
-		err = s.Ledger.AdvanceTask(ctx, lc)
+		err = s.Ledger.Tasks().Advance(ctx, lc)
 	} else {
 		var m ledger.TaskMove
 		if m, err = s.taskMove(t, keep, to); err == nil {
 			var id int64
-			if id, err = s.Ledger.BeginTaskChunk(ctx, lc, m); err == nil {
+			if id, err = s.Ledger.Tasks().BeginChunk(ctx, lc, m); err == nil {
 				err = s.finish(ctx, id, m, to, &c)
 			}
 		}
@@ -349,7 +349,7 @@ func (s *Service) FinishReplays(ctx context.Context, who Identity, opt RunOption
 // each through opt's OnResumed and OnResumedDiscard. The caller holds the
 // replay lock.
 func (s *Service) finishInterrupted(ctx context.Context, who Identity, opt RunOptions, discards bool) error {
-	intents, err := s.Ledger.UnfinishedReplays(ctx)
+	intents, err := s.Ledger.Replays().Unfinished(ctx)
 	if err != nil {
 		return err
 	}
@@ -378,7 +378,7 @@ func (s *Service) finishInterrupted(ctx context.Context, who Identity, opt RunOp
 	if !discards {
 		return nil
 	}
-	batches, err := s.Ledger.UnfinishedDiscards(ctx)
+	batches, err := s.Ledger.Discards().Unfinished(ctx)
 	if err != nil || len(batches) == 0 {
 		return err
 	}

@@ -139,7 +139,7 @@ type Service struct {
 
 // Get returns task id, or an error wrapping ErrNotFound.
 func (s *Service) Get(ctx context.Context, id int64) (Task, error) {
-	r, err := s.Ledger.Task(ctx, id)
+	r, err := s.Ledger.Tasks().Get(ctx, id)
 	if err != nil {
 		return Task{}, err
 	}
@@ -148,7 +148,7 @@ func (s *Service) Get(ctx context.Context, id int64) (Task, error) {
 
 // List returns the tasks q selects, newest first.
 func (s *Service) List(ctx context.Context, q ledger.TaskQuery) ([]Task, error) {
-	rs, err := s.Ledger.Tasks(ctx, q)
+	rs, err := s.Ledger.Tasks().List(ctx, q)
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +196,7 @@ func (s *Service) Page(ctx context.Context, t Task, offset, limit int) (FilePage
 	if limit > 0 {
 		to = offset + limit
 	}
-	fs, err := s.Ledger.TaskFiles(ctx, t.ID, offset, to)
+	fs, err := s.Ledger.Tasks().Files(ctx, t.ID, offset, to)
 	if err != nil {
 		return FilePage{}, err
 	}

@@ -115,7 +115,7 @@ func TestApprovalFlow(t *testing.T) {
 	if got, want := names(t, d, queue.Inbox), []string{"d000.json", "d002.json", "d004.json"}; !slices.Equal(got, want) {
 		t.Fatalf("inbox %q, want %q", got, want)
 	}
-	rows, err := l.AuditList(ctx, ledger.AuditQuery{})
+	rows, err := l.Audit().List(ctx, ledger.AuditQuery{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +278,7 @@ func TestDiscardTo(t *testing.T) {
 	if got := names(t, d, queue.Error); !slices.Equal(got, []string{"d002.json"}) {
 		t.Fatalf("error/ %q", got)
 	}
-	bs, err := l.DiscardsOf(ctx, "m000", nil)
+	bs, err := l.Discards().Of(ctx, "m000", nil)
 	if err != nil || len(bs) != 1 || bs[0].ToDir != kept || bs[0].Items[0].Outcome != ledger.DiscardMoved || bs[0].Items[0].ContentHash == "" {
 		t.Fatalf("discards of m000: %+v, %v", bs, err)
 	}
@@ -290,7 +290,7 @@ func TestDiscardTo(t *testing.T) {
 
 // TestOneMoveTask: a replay run at once (Service.Do, without a rate) is a
 // task like the others; killed after its first and only chunk was begun
-// (here: begun as Do begins it, with ledger.DB.StartTask), it is listed
+// (here: begun as Do begins it, with ledger.Tasks.Start), it is listed
 // running with every file begun, a cancel is refused (the move finishes
 // all or nothing) and audited, and finishing the move (as the next
 // replay, consume or fsck --repair would) ends it done.
@@ -310,7 +310,7 @@ func TestOneMoveTask(t *testing.T) {
 		files = append(files, ledger.TaskFile{Idx: i, File: n, Ino: ino})
 	}
 	// What Do commits before its first move: the run killed here.
-	st, err := l.StartTask(ctx, ledger.TaskStart{
+	st, err := l.Tasks().Start(ctx, ledger.TaskStart{
 		Task:  ledger.TaskRecord{Kind: "replay", Files: 3, By: "alice", Via: ledger.AuditCLI, Request: `{"kind":"replay","selection":{"all":true}}`},
 		Files: files,
 		Move:  ledger.TaskMove{Kind: "replay", By: "alice", At: time.Now(), Replay: items},
@@ -327,7 +327,7 @@ func TestOneMoveTask(t *testing.T) {
 	if _, err := s.Cancel(ctx, task.CLI("bob"), id); !errors.Is(err, task.ErrState) {
 		t.Fatalf("cancel of a move under way: %v, want ErrState", err)
 	}
-	rows, err := l.AuditList(ctx, ledger.AuditQuery{})
+	rows, err := l.Audit().List(ctx, ledger.AuditQuery{})
 	if err != nil || len(rows) == 0 || rows[len(rows)-1].Action != "cancel" || rows[len(rows)-1].Outcome != ledger.AuditRefused {
 		t.Fatalf("audit after the refused cancel: %+v, %v", rows, err)
 	}
@@ -363,7 +363,7 @@ func TestDoAtRate(t *testing.T) {
 		if got := names(t, d, queue.Inbox); len(got) != 4 {
 			t.Fatalf("rate %v: inbox %q", c.rate, got)
 		}
-		rows, err := l.AuditList(t.Context(), ledger.AuditQuery{})
+		rows, err := l.Audit().List(t.Context(), ledger.AuditQuery{})
 		if err != nil || len(rows) != 1 || rows[0].Action != "replay" || rows[0].Task != tk.ID || rows[0].Outcome != ledger.AuditOK || rows[0].Counts["done"] != 4 {
 			t.Fatalf("rate %v: audit %+v, %v", c.rate, rows, err)
 		}

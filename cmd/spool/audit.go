@@ -74,7 +74,7 @@ func runAudit(ctx context.Context, e *env, args []string) (err error) {
 		return err
 	}
 	defer done(&err)
-	rows, err := l.AuditList(ctx, ledger.AuditQuery{Since: since})
+	rows, err := l.Audit().List(ctx, ledger.AuditQuery{Since: since})
 	if err != nil {
 		return err
 	}

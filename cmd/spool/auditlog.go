@@ -62,7 +62,7 @@ func beginAudit(ctx context.Context, e *env, l *ledger.DB, actor, action string,
 		return nil, err
 	}
 	task.CloseInterrupted(ctx, l, e.cmd.name)
-	id, err := l.AuditBegin(ctx, entry)
+	id, err := l.Audit().Begin(ctx, entry)
 	if err != nil {
 		return nil, fmt.Errorf("%w (nothing was changed: an action is not done unaudited)", err)
 	}
@@ -84,7 +84,7 @@ func (r *auditRun) end(ctx context.Context, e *env, err *error) {
 	default:
 		outcome, detail = ledger.AuditFailed, oneLine((*err).Error())
 	}
-	if eerr := r.l.AuditEnd(context.WithoutCancel(ctx), r.id, outcome, r.Counts, detail); eerr != nil {
+	if eerr := r.l.Audit().End(context.WithoutCancel(ctx), r.id, outcome, r.Counts, detail); eerr != nil {
 		if *err == nil {
 			*err = eerr
 		} else {

@@ -78,7 +78,7 @@ func runBackup(ctx context.Context, e *env, args []string) (err error) {
 	}
 	defer done(&err)
 	var nse *ledger.NoSnapshotError
-	if err := l.CanSnapshot(); errors.As(err, &nse) {
+	if err := l.Backup().CanSnapshot(); errors.As(err, &nse) {
 		return refuse(err, "%v: back it up with %s (or the server's own backups); spool backup copies SQLite ledgers", err, nse.Tool)
 	} else if err != nil {
 		return err
@@ -112,7 +112,7 @@ func runBackup(ctx context.Context, e *env, args []string) (err error) {
 		run.Counts["replays"], run.Counts["bytes"] = out.Replays, out.Bytes
 	}()
 	err = queue.CreateFile(*to, *force, func(tmp string) error {
-		if err := l.SnapshotInto(ctx, tmp); err != nil {
+		if err := l.Backup().SnapshotInto(ctx, tmp); err != nil {
 			return err
 		}
 		rows, err := sqlite.VerifyCopy(ctx, tmp, qid)

@@ -51,7 +51,7 @@ func runDups(ctx context.Context, e *env, args []string) (err error) {
 	}
 	defer done(&err)
 	if *conflicts {
-		cs, err := l.Conflicts(ctx)
+		cs, err := l.Messages().Conflicts(ctx)
 		if err != nil {
 			return err
 		}
@@ -68,7 +68,7 @@ func runDups(ctx context.Context, e *env, args []string) (err error) {
 		}
 		return nil
 	}
-	ids, err := l.Duplicates(ctx)
+	ids, err := l.Messages().Duplicates(ctx)
 	if err != nil {
 		return err
 	}

@@ -54,7 +54,7 @@ func runFlush(ctx context.Context, e *env, args []string) (err error) {
 		return err
 	}
 	defer run.end(ctx, e, &err)
-	flushed, err := l.FlushRetries(ctx, ids, time.Now())
+	flushed, err := l.Messages().FlushRetries(ctx, ids, time.Now())
 	if err != nil {
 		return err
 	}

@@ -191,7 +191,7 @@ func refusals(t *testing.T, q string) refusalState {
 		}
 	}
 	withLedger(t, q, func(l *ledger.DB) {
-		rows, err := l.AuditList(context.Background(), ledger.AuditQuery{})
+		rows, err := l.Audit().List(context.Background(), ledger.AuditQuery{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -209,7 +209,7 @@ func requireRefusedOnly(t *testing.T, q string, before refusalState) {
 		t.Fatalf("a refused replay or discard changed the queue:\nbefore:\n%s\nafter:\n%s", before.files, after.files)
 	}
 	withLedger(t, q, func(l *ledger.DB) {
-		rows, err := l.AuditList(context.Background(), ledger.AuditQuery{})
+		rows, err := l.Audit().List(context.Background(), ledger.AuditQuery{})
 		if err != nil {
 			t.Fatal(err)
 		}

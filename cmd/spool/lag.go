@@ -142,7 +142,7 @@ func lagPaused(ctx context.Context, e *env, d *queue.Dir, db string) *bool {
 		e.warn("paused: null: %v", err)
 		return nil
 	}
-	p, err := l.PauseState(ctx)
+	p, err := l.Holding().PauseState(ctx)
 	if cerr := l.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("close ledger: %w", cerr)
 	}

@@ -155,7 +155,7 @@ func startEndpoints(ctx context.Context, f *listenFlags, log *slog.Logger, m *me
 // outboxSource reads l's outbox for its gauges.
 func outboxSource(l *ledger.DB) metrics.OutboxSource {
 	return func(ctx context.Context) (metrics.OutboxState, error) {
-		st, err := l.OutboxStats(ctx)
+		st, err := l.Outbox().Stats(ctx)
 		if errors.Is(err, ledger.ErrNoOutbox) {
 			return metrics.OutboxState{}, metrics.ErrNoOutboxGauges
 		}
@@ -185,7 +185,7 @@ func holdSource(l *ledger.DB) metrics.HoldSource {
 // fails then).
 func pausedOf(l *ledger.DB) func(context.Context) (string, bool) {
 	return func(ctx context.Context) (string, bool) {
-		p, err := l.PauseState(ctx)
+		p, err := l.Holding().PauseState(ctx)
 		if err != nil || !p.Paused {
 			return "", false
 		}

@@ -117,7 +117,7 @@ func cliIdentity(ctx context.Context, s *task.Service, action string, by string,
 	if jerr != nil {
 		return who, errors.Join(err, jerr)
 	}
-	if _, aerr := s.Ledger.AuditRecord(ctx, ledger.AuditEntry{Actor: who.Name, Via: ledger.AuditCLI, Action: action,
+	if _, aerr := s.Ledger.Audit().Record(ctx, ledger.AuditEntry{Actor: who.Name, Via: ledger.AuditCLI, Action: action,
 		Selection: string(text), Host: s.Host, PID: s.PID}, ledger.AuditRefused, nil, refusal); aerr != nil {
 		return who, errors.Join(err, aerr)
 	}

@@ -55,7 +55,7 @@ func runOrderCheck(ctx context.Context, e *env, args []string) (err error) {
 		return err
 	}
 	defer done(&err)
-	problems, err := l.OrderCheck(ctx)
+	problems, err := l.Messages().OrderCheck(ctx)
 	if err != nil {
 		return err
 	}

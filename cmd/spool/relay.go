@@ -118,7 +118,7 @@ func runRelay(ctx context.Context, e *env, args []string) (err error) {
 	}
 	defer done(&err)
 	if *unpark {
-		n, err := l.Unpark(ctx, *aggregate)
+		n, err := l.Outbox().Unpark(ctx, *aggregate)
 		if err != nil {
 			return err
 		}

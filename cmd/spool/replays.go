@@ -40,7 +40,7 @@ func runReplays(ctx context.Context, e *env, args []string) (err error) {
 		return err
 	}
 	defer done(&err)
-	rs, err := l.Replays(ctx)
+	rs, err := l.Replays().List(ctx)
 	if err != nil {
 		return err
 	}

@@ -14,9 +14,9 @@ import (
 	"github.com/spoolq/spool/queue"
 )
 
-// testAuditLifecycle: AuditBegin writes a started row with everything the
-// entry said, AuditEnd closes it once with its outcome, counts, detail and
-// end time, AuditRecord writes a closed row in one call, and AuditList
+// testAuditLifecycle: AuditLog.Begin writes a started row with everything the
+// entry said, AuditLog.End closes it once with its outcome, counts, detail and
+// end time, AuditLog.Record writes a closed row in one call, and AuditLog.List
 // gives them back oldest first with each of its filters; bad entries and
 // outcomes are refused and write nothing.
 func testAuditLifecycle(t *testing.T, db *ledger.DB) {
@@ -24,13 +24,13 @@ func testAuditLifecycle(t *testing.T, db *ledger.DB) {
 	t0 := time.Date(2026, 3, 1, 10, 0, 0, 123456000, time.UTC)
 	e := ledger.AuditEntry{At: t0, Actor: "alice", Via: ledger.AuditCLI, Action: "replay",
 		Selection: `{"reason":"parse","names":["a.json"]}`, Host: "h1", PID: 4242}
-	id, err := db.AuditBegin(ctx, e)
+	id, err := db.Audit().Begin(ctx, e)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows, err := db.AuditList(ctx, ledger.AuditQuery{})
+	rows, err := db.Audit().List(ctx, ledger.AuditQuery{})
 	if err != nil || len(rows) != 1 {
-		t.Fatalf("AuditList = %v, %v; want one row", rows, err)
+		t.Fatalf("Audit().List = %v, %v; want one row", rows, err)
 	}
 	r := rows[0]
 	if r.ID != id || r.Outcome != ledger.AuditStarted || !r.At.Equal(t0) || r.Actor != "alice" || r.Role != "" ||
@@ -40,18 +40,18 @@ func testAuditLifecycle(t *testing.T, db *ledger.DB) {
 	}
 	before := time.Now().Add(-time.Second)
 	counts := ledger.AuditCounts{"selected": 3, "done": 2, "skipped": 1}
-	if err := db.AuditEnd(ctx, id, ledger.AuditOK, counts, "2 replayed, 1 gone"); err != nil {
+	if err := db.Audit().End(ctx, id, ledger.AuditOK, counts, "2 replayed, 1 gone"); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.AuditEnd(ctx, id, ledger.AuditFailed, nil, "again"); !errors.Is(err, ledger.ErrAuditClosed) {
-		t.Errorf("second AuditEnd = %v, want ErrAuditClosed", err)
+	if err := db.Audit().End(ctx, id, ledger.AuditFailed, nil, "again"); !errors.Is(err, ledger.ErrAuditClosed) {
+		t.Errorf("second Audit().End = %v, want ErrAuditClosed", err)
 	}
-	if err := db.AuditEnd(ctx, id+1000, ledger.AuditOK, nil, ""); !errors.Is(err, ledger.ErrAuditClosed) {
-		t.Errorf("AuditEnd of an unknown row = %v, want ErrAuditClosed", err)
+	if err := db.Audit().End(ctx, id+1000, ledger.AuditOK, nil, ""); !errors.Is(err, ledger.ErrAuditClosed) {
+		t.Errorf("Audit().End of an unknown row = %v, want ErrAuditClosed", err)
 	}
-	rows, err = db.AuditList(ctx, ledger.AuditQuery{})
+	rows, err = db.Audit().List(ctx, ledger.AuditQuery{})
 	if err != nil || len(rows) != 1 {
-		t.Fatalf("AuditList = %v, %v", rows, err)
+		t.Fatalf("Audit().List = %v, %v", rows, err)
 	}
 	r = rows[0]
 	if r.Outcome != ledger.AuditOK || !maps.Equal(r.Counts, counts) || r.Detail != "2 replayed, 1 gone" ||
@@ -61,7 +61,7 @@ func testAuditLifecycle(t *testing.T, db *ledger.DB) {
 
 	// A refusal in one call, with a role, a task and an empty selection.
 	t1 := t0.Add(time.Hour)
-	rid, err := db.AuditRecord(ctx, ledger.AuditEntry{At: t1, Actor: "bob", Role: "operator", Via: ledger.AuditHTTP,
+	rid, err := db.Audit().Record(ctx, ledger.AuditEntry{At: t1, Actor: "bob", Role: "operator", Via: ledger.AuditHTTP,
 		Action: "approve", Task: 7}, ledger.AuditRefused, ledger.AuditCounts{"selected": 12}, "own request")
 	if err != nil {
 		t.Fatal(err)
@@ -76,34 +76,34 @@ func testAuditLifecycle(t *testing.T, db *ledger.DB) {
 		{Actor: "a", Via: "cli"},
 		{Actor: "a", Via: "cli", Action: "flush", Selection: `{"names":`},
 	} {
-		if _, err := db.AuditBegin(ctx, bad); err == nil {
-			t.Errorf("AuditBegin(%+v) = nil error", bad)
+		if _, err := db.Audit().Begin(ctx, bad); err == nil {
+			t.Errorf("Audit().Begin(%+v) = nil error", bad)
 		}
 	}
-	if _, err := db.AuditRecord(ctx, e, ledger.AuditStarted, nil, ""); err == nil {
-		t.Error("AuditRecord with outcome started: nil error")
+	if _, err := db.Audit().Record(ctx, e, ledger.AuditStarted, nil, ""); err == nil {
+		t.Error("Audit().Record with outcome started: nil error")
 	}
-	sid, err := db.AuditBegin(ctx, ledger.AuditEntry{At: t1.Add(time.Hour), Actor: "carol", Via: "cli", Action: "flush"})
+	sid, err := db.Audit().Begin(ctx, ledger.AuditEntry{At: t1.Add(time.Hour), Actor: "carol", Via: "cli", Action: "flush"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.AuditEnd(ctx, sid, "done", nil, ""); err == nil {
-		t.Error("AuditEnd with an unknown outcome: nil error")
+	if err := db.Audit().End(ctx, sid, "done", nil, ""); err == nil {
+		t.Error("Audit().End with an unknown outcome: nil error")
 	}
 	// An interrupted row may still get its true outcome, once.
-	if err := db.AuditEnd(ctx, sid, ledger.AuditInterrupted, nil, "process gone"); err != nil {
+	if err := db.Audit().End(ctx, sid, ledger.AuditInterrupted, nil, "process gone"); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.AuditEnd(ctx, sid, ledger.AuditFailed, ledger.AuditCounts{"done": 0}, "disk full"); err != nil {
-		t.Fatalf("AuditEnd after interrupted: %v", err)
+	if err := db.Audit().End(ctx, sid, ledger.AuditFailed, ledger.AuditCounts{"done": 0}, "disk full"); err != nil {
+		t.Fatalf("Audit().End after interrupted: %v", err)
 	}
-	if err := db.AuditEnd(ctx, sid, ledger.AuditOK, nil, ""); !errors.Is(err, ledger.ErrAuditClosed) {
-		t.Errorf("AuditEnd after failed = %v, want ErrAuditClosed", err)
+	if err := db.Audit().End(ctx, sid, ledger.AuditOK, nil, ""); !errors.Is(err, ledger.ErrAuditClosed) {
+		t.Errorf("Audit().End after failed = %v, want ErrAuditClosed", err)
 	}
 
-	all, err := db.AuditList(ctx, ledger.AuditQuery{})
+	all, err := db.Audit().List(ctx, ledger.AuditQuery{})
 	if err != nil || len(all) != 3 {
-		t.Fatalf("AuditList = %d rows, %v; want 3", len(all), err)
+		t.Fatalf("Audit().List = %d rows, %v; want 3", len(all), err)
 	}
 	if all[1].ID != rid || all[1].Outcome != ledger.AuditRefused || all[1].Role != "operator" || all[1].Via != "http" ||
 		all[1].Task != 7 || all[1].Selection != "{}" || all[1].Counts["selected"] != 12 || !all[1].Ended.Equal(t1) {
@@ -114,7 +114,7 @@ func testAuditLifecycle(t *testing.T, db *ledger.DB) {
 	}
 	ids := func(q ledger.AuditQuery) []int64 {
 		t.Helper()
-		rs, err := db.AuditList(ctx, q)
+		rs, err := db.Audit().List(ctx, q)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,12 +139,12 @@ func testAuditLifecycle(t *testing.T, db *ledger.DB) {
 		"since to none": {ledger.AuditQuery{Since: t1.Add(2 * time.Hour)}, nil},
 	} {
 		if got := ids(c.q); !slices.Equal(got, c.want) {
-			t.Errorf("%s: AuditList ids = %v, want %v", name, got, c.want)
+			t.Errorf("%s: Audit().List ids = %v, want %v", name, got, c.want)
 		}
 	}
 }
 
-// testAuditFilters: AuditList's Actor keeps one identity's rows, without
+// testAuditFilters: AuditLog.List's Actor keeps one identity's rows, without
 // case, and a name without a realm keeps that name's rows in every realm
 // (LIKE's wildcards in it taken as text); Until bounds At, before it.
 func testAuditFilters(t *testing.T, db *ledger.DB) {
@@ -152,7 +152,7 @@ func testAuditFilters(t *testing.T, db *ledger.DB) {
 	t0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	var ids []int64
 	for i, actor := range []string{"token:olga", "os:Olga", "olga", "token:ada", "token:o_ga", "token:xolga", "token:100%"} {
-		id, err := db.AuditRecord(ctx, ledger.AuditEntry{At: t0.Add(time.Duration(i) * time.Minute), Actor: actor,
+		id, err := db.Audit().Record(ctx, ledger.AuditEntry{At: t0.Add(time.Duration(i) * time.Minute), Actor: actor,
 			Via: ledger.AuditHTTP, Action: "read"}, ledger.AuditRefused, nil, "")
 		if err != nil {
 			t.Fatal(err)
@@ -177,7 +177,7 @@ func testAuditFilters(t *testing.T, db *ledger.DB) {
 		"actor after":      {ledger.AuditQuery{Actor: "olga", After: ids[0]}, []int64{ids[1], ids[2]}},
 		"until to nothing": {ledger.AuditQuery{Until: t0}, nil},
 	} {
-		rs, err := db.AuditList(ctx, c.q)
+		rs, err := db.Audit().List(ctx, c.q)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -186,7 +186,7 @@ func testAuditFilters(t *testing.T, db *ledger.DB) {
 			got = append(got, r.ID)
 		}
 		if !slices.Equal(got, c.want) {
-			t.Errorf("%s: AuditList ids = %v, want %v", name, got, c.want)
+			t.Errorf("%s: Audit().List ids = %v, want %v", name, got, c.want)
 		}
 	}
 }
@@ -198,16 +198,16 @@ func testAuditFilters(t *testing.T, db *ledger.DB) {
 func testAuditText(t *testing.T, db *ledger.DB) {
 	ctx := t.Context()
 	sel := `{"names":["\u001b]0;x\u0007.json","caf` + "\xe9" + `.json"]}`
-	id, err := db.AuditBegin(ctx, ledger.AuditEntry{Actor: "r\xe9mi", Via: "cli", Action: "replay", Selection: sel})
+	id, err := db.Audit().Begin(ctx, ledger.AuditEntry{Actor: "r\xe9mi", Via: "cli", Action: "replay", Selection: sel})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.AuditEnd(ctx, id, ledger.AuditFailed, nil, "rename \x1b[2J\x00.json: gone"); err != nil {
+	if err := db.Audit().End(ctx, id, ledger.AuditFailed, nil, "rename \x1b[2J\x00.json: gone"); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := db.AuditList(ctx, ledger.AuditQuery{})
+	rows, err := db.Audit().List(ctx, ledger.AuditQuery{})
 	if err != nil || len(rows) != 1 {
-		t.Fatalf("AuditList = %v, %v", rows, err)
+		t.Fatalf("Audit().List = %v, %v", rows, err)
 	}
 	r := rows[0]
 	if r.Actor != "r\uFFFDmi" || r.Detail != "rename \x1b[2J\uFFFD.json: gone" ||
@@ -217,7 +217,7 @@ func testAuditText(t *testing.T, db *ledger.DB) {
 }
 
 // testAuditConcurrent: rows begun and ended from several goroutines at
-// once each get their own id, in the order AuditList returns them, and
+// once each get their own id, in the order AuditLog.List returns them, and
 // every one keeps its own outcome.
 func testAuditConcurrent(t *testing.T, db *ledger.DB) {
 	ctx := t.Context()
@@ -228,9 +228,9 @@ func testAuditConcurrent(t *testing.T, db *ledger.DB) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			id, err := db.AuditBegin(ctx, ledger.AuditEntry{Actor: "op", Via: "cli", Action: "flush", PID: i + 1})
+			id, err := db.Audit().Begin(ctx, ledger.AuditEntry{Actor: "op", Via: "cli", Action: "flush", PID: i + 1})
 			if err == nil {
-				err = db.AuditEnd(ctx, id, ledger.AuditOK, ledger.AuditCounts{"done": int64(i + 1)}, "")
+				err = db.Audit().End(ctx, id, ledger.AuditOK, ledger.AuditCounts{"done": int64(i + 1)}, "")
 			}
 			errs[i] = err
 		}()
@@ -239,9 +239,9 @@ func testAuditConcurrent(t *testing.T, db *ledger.DB) {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := db.AuditList(ctx, ledger.AuditQuery{})
+	rows, err := db.Audit().List(ctx, ledger.AuditQuery{})
 	if err != nil || len(rows) != n {
-		t.Fatalf("AuditList = %d rows, %v; want %d", len(rows), err, n)
+		t.Fatalf("Audit().List = %d rows, %v; want %d", len(rows), err, n)
 	}
 	seen := map[int]bool{}
 	for i, r := range rows {
@@ -292,7 +292,7 @@ func testAuditBind(t *testing.T, a, b *ledger.DB) {
 	if _, err := ledger.BindAudited(ctx, b, d, ledger.BindCheck, e); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := a.AuditList(ctx, ledger.AuditQuery{})
+	rows, err := a.Audit().List(ctx, ledger.AuditQuery{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +316,7 @@ func testAuditBind(t *testing.T, a, b *ledger.DB) {
 	if _, err := ledger.Bind(ctx, a, d, ledger.BindNew); err != nil {
 		t.Fatal(err)
 	}
-	rows, err = a.AuditList(ctx, ledger.AuditQuery{After: r.ID})
+	rows, err = a.Audit().List(ctx, ledger.AuditQuery{After: r.ID})
 	if err != nil || len(rows) != 1 || rows[0].Action != ledger.AuditNewLedger || rows[0].Actor != "ops" {
 		t.Fatalf("audit after BindNew: %+v, %v; want one new-ledger row", rows, err)
 	}

@@ -8,8 +8,8 @@ import (
 	"github.com/spoolq/spool/ledger"
 )
 
-// testAuditSpan: AuditRecordSpan writes one closed row from its entry's
-// At to the end it is given, with its counts, as AuditList gives it back;
+// testAuditSpan: AuditLog.RecordSpan writes one closed row from its entry's
+// At to the end it is given, with its counts, as AuditLog.List gives it back;
 // an end before the beginning and an unknown outcome are refused and
 // write nothing.
 func testAuditSpan(t *testing.T, db *ledger.DB) {
@@ -19,19 +19,19 @@ func testAuditSpan(t *testing.T, db *ledger.DB) {
 	e := ledger.AuditEntry{At: from, Actor: "-", Via: ledger.AuditHTTP, Action: "login",
 		Selection: `{"client":"192.0.2.7"}`, Host: "h1", PID: 7}
 	counts := ledger.AuditCounts{"refused": 4999}
-	id, err := db.AuditRecordSpan(ctx, e, ledger.AuditRefused, counts, "refused 4999 times more", to)
+	id, err := db.Audit().RecordSpan(ctx, e, ledger.AuditRefused, counts, "refused 4999 times more", to)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.AuditRecordSpan(ctx, e, ledger.AuditRefused, counts, "", from.Add(-time.Second)); err == nil {
-		t.Error("AuditRecordSpan ending before it begins: nil error")
+	if _, err := db.Audit().RecordSpan(ctx, e, ledger.AuditRefused, counts, "", from.Add(-time.Second)); err == nil {
+		t.Error("Audit().RecordSpan ending before it begins: nil error")
 	}
-	if _, err := db.AuditRecordSpan(ctx, e, ledger.AuditStarted, counts, "", to); err == nil {
-		t.Error("AuditRecordSpan with outcome started: nil error")
+	if _, err := db.Audit().RecordSpan(ctx, e, ledger.AuditStarted, counts, "", to); err == nil {
+		t.Error("Audit().RecordSpan with outcome started: nil error")
 	}
-	rows, err := db.AuditList(ctx, ledger.AuditQuery{})
+	rows, err := db.Audit().List(ctx, ledger.AuditQuery{})
 	if err != nil || len(rows) != 1 {
-		t.Fatalf("AuditList = %v, %v; want the one row", rows, err)
+		t.Fatalf("Audit().List = %v, %v; want the one row", rows, err)
 	}
 	r := rows[0]
 	if r.ID != id || r.Outcome != ledger.AuditRefused || !r.At.Equal(from) || !r.Ended.Equal(to) ||

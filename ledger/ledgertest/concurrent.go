@@ -86,7 +86,7 @@ func testConcurrent(t *testing.T, db *ledger.DB) {
 	if st := stats(t, db); st.Processed != want.Processed || st.Duplicates != want.Duplicates || st.DeadLetters != 0 {
 		t.Errorf("Stats = %+v, want %+v", st, want)
 	}
-	if ps, err := db.OrderCheck(t.Context()); err != nil || len(ps) != 0 {
-		t.Errorf("OrderCheck = %+v, %v, want no problems", ps, err)
+	if ps, err := db.Messages().OrderCheck(t.Context()); err != nil || len(ps) != 0 {
+		t.Errorf("Messages().OrderCheck = %+v, %v, want no problems", ps, err)
 	}
 }

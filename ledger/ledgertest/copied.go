@@ -9,7 +9,7 @@ import (
 	"github.com/spoolq/spool/ledger"
 )
 
-// testEachDeadLetterFile: EachDeadLetterFile lists the inode and file of
+// testEachDeadLetterFile: DeadLetters.EachFile lists the inode and file of
 // every dead-letter record, inodes above int64 intact, and no other
 // delivery (fsck matches the files of a copied error/ to them by name).
 func testEachDeadLetterFile(t *testing.T, db *ledger.DB) {
@@ -22,7 +22,7 @@ func testEachDeadLetterFile(t *testing.T, db *ledger.DB) {
 	p.Ino = 43
 	record(t, db, p)
 	var got []string
-	err := db.EachDeadLetterFile(t.Context(), func(ino uint64, file string) error {
+	err := db.DeadLetters().EachFile(t.Context(), func(ino uint64, file string) error {
 		got = append(got, fmt.Sprintf("%d %s", ino, file))
 		return nil
 	})
@@ -32,6 +32,6 @@ func testEachDeadLetterFile(t *testing.T, db *ledger.DB) {
 	slices.Sort(got)
 	want := []string{"42 a.json", "42 a~2.json", fmt.Sprintf("%d huge.json", big)}
 	if !slices.Equal(got, want) {
-		t.Errorf("EachDeadLetterFile = %q, want %q", got, want)
+		t.Errorf("DeadLetters().EachFile = %q, want %q", got, want)
 	}
 }

@@ -16,7 +16,7 @@ import (
 // testDeadLetterExits: a dead letter whose file was edited to a new inode
 // leaves the dead-letter index when a file of its name is replayed or
 // discarded, unless two current records share the name; one retired by
-// RetireDeadLetters leaves it, once however often it is retired; a page
+// DeadLetters.Retire leaves it, once however often it is retired; a page
 // read with a Check is filled past the records it leaves out, and the
 // groups count only those it keeps.
 func testDeadLetterExits(t *testing.T, db *ledger.DB) {
@@ -42,7 +42,7 @@ func testDeadLetterExits(t *testing.T, db *ledger.DB) {
 		t.Helper()
 		var claims []string
 		for before := int64(0); ; {
-			page, next, err := db.DeadLetterPage(ctx, ledger.DeadLetterQuery{Limit: 3, Before: before})
+			page, next, err := db.DeadLetters().Page(ctx, ledger.DeadLetterQuery{Limit: 3, Before: before})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -64,12 +64,12 @@ func testDeadLetterExits(t *testing.T, db *ledger.DB) {
 		{File: "dup.json", NewName: "dup.json", Ino: 901, By: "op", At: at},
 		{File: "e~2.json", NewName: "e.json", Ino: 903, By: "op", At: at},
 	} {
-		if err := db.RecordReplay(ctx, r); err != nil {
+		if err := db.Replays().Record(ctx, r); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// b.json edited (inode 902) and discarded.
-	st, err := db.StartTask(ctx, ledger.TaskStart{
+	st, err := db.Tasks().Start(ctx, ledger.TaskStart{
 		Task: ledger.TaskRecord{Kind: "discard", Request: `{"kind":"discard","selection":{"names":["b.json"]}}`, Files: 1, Digest: "db",
 			By: "op", Via: ledger.AuditCLI, Note: "poison"},
 		Files: []ledger.TaskFile{{Idx: 0, File: "b.json", Ino: 902, ContentHash: "bb", Size: 1, Reason: string(spool.ReasonParse)}},
@@ -80,7 +80,7 @@ func testDeadLetterExits(t *testing.T, db *ledger.DB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.FinishDiscard(ctx, st.Move, []ledger.DiscardItem{{Idx: 0, File: "b.json", Ino: 902, Outcome: ledger.DiscardDeleted}}, at); err != nil {
+	if err := db.Discards().Finish(ctx, st.Move, []ledger.DiscardItem{{Idx: 0, File: "b.json", Ino: 902, Outcome: ledger.DiscardDeleted}}, at); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := current(), "c7 c6 c5 c4 c3 c2"; got != want {
@@ -88,18 +88,18 @@ func testDeadLetterExits(t *testing.T, db *ledger.DB) {
 	}
 	// c.json removed by hand, found by fsck --repair; retired twice.
 	for range 2 {
-		if err := db.RetireDeadLetters(ctx, []int64{ids["c2"]}, ledger.ExitRemoved, "fsck", at); err != nil {
+		if err := db.DeadLetters().Retire(ctx, []int64{ids["c2"]}, ledger.ExitRemoved, "fsck", at); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if got, want := current(), "c7 c6 c5 c4 c3"; got != want {
-		t.Errorf("after RetireDeadLetters: %q, want %q", got, want)
+		t.Errorf("after DeadLetters().Retire: %q, want %q", got, want)
 	}
 	if got := column(t, db, `SELECT how FROM dead_letter_exits ORDER BY delivery_id`); !slices.Equal(got, []string{"replayed", "discarded", "removed"}) {
 		t.Errorf("exits = %q", got)
 	}
-	if err := db.RetireDeadLetters(ctx, []int64{ids["c0"]}, "gone", "fsck", at); err == nil {
-		t.Error("RetireDeadLetters took an exit of no kind")
+	if err := db.DeadLetters().Retire(ctx, []int64{ids["c0"]}, "gone", "fsck", at); err == nil {
+		t.Error("DeadLetters().Retire took an exit of no kind")
 	}
 
 	// A check that finds only e.json and g.json: the page of 1 skips f.json.
@@ -112,7 +112,7 @@ func testDeadLetterExits(t *testing.T, db *ledger.DB) {
 	}
 	var got []string
 	for before := int64(0); ; {
-		page, next, err := db.DeadLetterPage(ctx, ledger.DeadLetterQuery{Limit: 1, Before: before, Check: check})
+		page, next, err := db.DeadLetters().Page(ctx, ledger.DeadLetterQuery{Limit: 1, Before: before, Check: check})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,7 +127,7 @@ func testDeadLetterExits(t *testing.T, db *ledger.DB) {
 	if want := []string{"g.json", "e.json"}; !slices.Equal(got, want) {
 		t.Errorf("checked pages = %q, want %q", got, want)
 	}
-	groups, err := db.DeadLetterGroups(ctx, check)
+	groups, err := db.DeadLetters().Groups(ctx, check)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func testDeadLetterExits(t *testing.T, db *ledger.DB) {
 		t.Errorf("checked groups = %+v, want one of 2", groups)
 	}
 	var all []string
-	if err := db.CurrentDeadLetters(ctx, func(files []ledger.DeadLetterFile) error {
+	if err := db.DeadLetters().Current(ctx, func(files []ledger.DeadLetterFile) error {
 		for _, f := range files {
 			all = append(all, f.File)
 		}
@@ -144,18 +144,18 @@ func testDeadLetterExits(t *testing.T, db *ledger.DB) {
 		t.Fatal(err)
 	}
 	if want := []string{"g.json", "f.json", "e.json", "dup.json", "dup.json"}; !slices.Equal(all, want) {
-		t.Errorf("CurrentDeadLetters = %q, want %q", all, want)
+		t.Errorf("DeadLetters().Current = %q, want %q", all, want)
 	}
-	still, err := db.StillCurrent(ctx, []int64{ids["c0"], ids["c2"], ids["c5"], ids["c7"]})
+	still, err := db.DeadLetters().StillCurrent(ctx, []int64{ids["c0"], ids["c2"], ids["c5"], ids["c7"]})
 	if err != nil || len(still) != 2 || !still[ids["c5"]] || !still[ids["c7"]] {
-		t.Errorf("StillCurrent = %v, %v; want those of c5 and c7", still, err)
+		t.Errorf("DeadLetters().StillCurrent = %v, %v; want those of c5 and c7", still, err)
 	}
-	names, err := db.DeadLetterNames(ctx, []uint64{200, 900, 204})
+	names, err := db.DeadLetters().Names(ctx, []uint64{200, 900, 204})
 	if err != nil || len(names) != 2 || names[200][0] != "a.json" || names[204][0] != "dup.json" {
-		t.Errorf("DeadLetterNames = %v, %v", names, err)
+		t.Errorf("DeadLetters().Names = %v, %v", names, err)
 	}
-	exits, err := db.ErrorExits(ctx)
+	exits, err := db.DeadLetters().ErrorExits(ctx)
 	if err != nil || len(exits) != 4 {
-		t.Errorf("ErrorExits = %+v, %v; want the 3 replays and the discard", exits, err)
+		t.Errorf("DeadLetters().ErrorExits = %+v, %v; want the 3 replays and the discard", exits, err)
 	}
 }

@@ -10,11 +10,11 @@ import (
 	"github.com/spoolq/spool/ledger"
 )
 
-// testDeadLetterPage: DeadLetterPage lists the current dead letters
+// testDeadLetterPage: DeadLetters.Page lists the current dead letters
 // newest first a page at a time, leaving out one replayed, one
 // discarded and the older record of one dead-lettered again (its newer record is listed);
 // its filters keep what they say (a LIKE wildcard in the text is a plain
-// character, case is ignored); DeadLetterGroups counts them by reason and signature.
+// character, case is ignored); DeadLetters.Groups counts them by reason and signature.
 func testDeadLetterPage(t *testing.T, db *ledger.DB) {
 	ctx := t.Context()
 	base := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
@@ -30,7 +30,7 @@ func testDeadLetterPage(t *testing.T, db *ledger.DB) {
 	}
 	record(t, db, batch...)
 	// f1 replayed, f2 dead-lettered again under a new claim.
-	if err := db.RecordReplay(ctx, ledger.Replay{File: "f1.json", NewName: "f1.json", Ino: 101, By: "op", At: base.Add(time.Hour)}); err != nil {
+	if err := db.Replays().Record(ctx, ledger.Replay{File: "f1.json", NewName: "f1.json", Ino: 101, By: "op", At: base.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	again := rejected("c2b", "f2.json", 102, spool.ReasonParse, "", "bad byte at offset 2")
@@ -44,7 +44,7 @@ func testDeadLetterPage(t *testing.T, db *ledger.DB) {
 
 	var got []string
 	for before := int64(0); ; {
-		page, next, err := db.DeadLetterPage(ctx, ledger.DeadLetterQuery{Limit: 3, Before: before})
+		page, next, err := db.DeadLetters().Page(ctx, ledger.DeadLetterQuery{Limit: 3, Before: before})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +74,7 @@ func testDeadLetterPage(t *testing.T, db *ledger.DB) {
 		{ledger.DeadLetterQuery{Text: "O-3"}, "c3"},
 		{ledger.DeadLetterQuery{Since: base.Add(4 * time.Minute), Until: base.Add(7 * time.Minute)}, "c6 c5"},
 	} {
-		page, _, err := db.DeadLetterPage(ctx, c.q)
+		page, _, err := db.DeadLetters().Page(ctx, c.q)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,10 +83,10 @@ func testDeadLetterPage(t *testing.T, db *ledger.DB) {
 			claims = append(claims, r.Claim)
 		}
 		if strings.Join(claims, " ") != c.want {
-			t.Errorf("DeadLetterPage(%+v) = %q, want %q", c.q, claims, c.want)
+			t.Errorf("DeadLetters().Page(%+v) = %q, want %q", c.q, claims, c.want)
 		}
 	}
-	groups, err := db.DeadLetterGroups(ctx, nil)
+	groups, err := db.DeadLetters().Groups(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

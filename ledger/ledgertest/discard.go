@@ -12,7 +12,7 @@ import (
 // testDiscard: a discard batch goes pending, staged (with the items found
 // gone marked missing), done (with each item's outcome); only finished
 // batches count, unfinished ones are listed with their items for a
-// resume, a second finish records nothing, and DiscardsOf finds a
+// resume, a second finish records nothing, and DiscardLog.Of finds a
 // message's items by msg_id, or by name among those without one.
 func testDiscard(t *testing.T, db *ledger.DB) {
 	ctx := t.Context()
@@ -33,24 +33,24 @@ func testDiscard(t *testing.T, db *ledger.DB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s, err := db.DiscardCounts(ctx); err != nil || s != (ledger.DiscardStats{Pending: 1}) {
+	if s, err := db.Discards().Counts(ctx); err != nil || s != (ledger.DiscardStats{Pending: 1}) {
 		t.Errorf("DiscardCounts pending = %+v, %v; want 1 pending", s, err)
 	}
-	un, err := db.UnfinishedDiscards(ctx)
+	un, err := db.Discards().Unfinished(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := ledger.DiscardBatch{ID: id, By: "alice", Note: "poison from upstream", Created: at, State: ledger.IntentPending,
 		ToDir: "/srv/kept", Items: items}
 	if len(un) != 1 || !reflect.DeepEqual(un[0], want) {
-		t.Fatalf("UnfinishedDiscards =\n%+v\nwant\n%+v", un, want)
+		t.Fatalf("Discards().Unfinished =\n%+v\nwant\n%+v", un, want)
 	}
-	if err := db.StageDiscard(ctx, id, []int{2}); err != nil {
+	if err := db.Discards().Stage(ctx, id, []int{2}); err != nil {
 		t.Fatal(err)
 	}
-	un, err = db.UnfinishedDiscards(ctx)
+	un, err = db.Discards().Unfinished(ctx)
 	if err != nil || len(un) != 1 || un[0].State != ledger.IntentStaged || un[0].Items[2].Outcome != ledger.DiscardMissing || un[0].Items[0].Outcome != "" {
-		t.Fatalf("after StageDiscard: %+v, %v", un, err)
+		t.Fatalf("after Discards().Stage: %+v, %v", un, err)
 	}
 	done := []ledger.DiscardItem{items[0], items[1], items[2]}
 	done[0].Outcome, done[0].NewName = ledger.DiscardMoved, "a~2.json"
@@ -59,51 +59,51 @@ func testDiscard(t *testing.T, db *ledger.DB) {
 	fin := at.Add(time.Second)
 	bad := append([]ledger.DiscardItem(nil), done...)
 	bad[0].Outcome = "lost"
-	if err := db.FinishDiscard(ctx, id, bad, fin); err == nil {
-		t.Error("FinishDiscard with an unknown outcome: nil error, want one")
+	if err := db.Discards().Finish(ctx, id, bad, fin); err == nil {
+		t.Error("Discards().Finish with an unknown outcome: nil error, want one")
 	}
-	if err := db.FinishDiscard(ctx, id, done, fin); err != nil {
+	if err := db.Discards().Finish(ctx, id, done, fin); err != nil {
 		t.Fatal(err)
 	}
 	// Finished already: nothing is recorded again.
 	again := append([]ledger.DiscardItem(nil), done...)
 	again[0].NewName = "other.json"
-	if err := db.FinishDiscard(ctx, id, again, fin.Add(time.Hour)); err != nil {
+	if err := db.Discards().Finish(ctx, id, again, fin.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if un, err := db.UnfinishedDiscards(ctx); err != nil || len(un) != 0 {
-		t.Errorf("UnfinishedDiscards after finish = %+v, %v; want none", un, err)
+	if un, err := db.Discards().Unfinished(ctx); err != nil || len(un) != 0 {
+		t.Errorf("Discards().Unfinished after finish = %+v, %v; want none", un, err)
 	}
-	if s, err := db.DiscardCounts(ctx); err != nil || s != (ledger.DiscardStats{Files: 2, Batches: 1}) {
+	if s, err := db.Discards().Counts(ctx); err != nil || s != (ledger.DiscardStats{Files: 2, Batches: 1}) {
 		t.Errorf("DiscardCounts = %+v, %v; want 2 files in 1 batch", s, err)
 	}
-	of, err := db.DiscardsOf(ctx, "a", nil)
+	of, err := db.Discards().Of(ctx, "a", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantA := ledger.DiscardBatch{ID: id, By: "alice", Note: "poison from upstream", Created: at, State: ledger.IntentDone,
 		ToDir: "/srv/kept", Finished: fin, Items: done[:1]}
 	if len(of) != 1 || !reflect.DeepEqual(of[0], wantA) {
-		t.Errorf("DiscardsOf(a) =\n%+v\nwant\n%+v", of, wantA)
+		t.Errorf("Discards().Of(a) =\n%+v\nwant\n%+v", of, wantA)
 	}
 	// By name, only among items without a msg_id: a.json has one.
-	of, err = db.DiscardsOf(ctx, "nothing", []string{"bad.json", "a.json"})
+	of, err = db.Discards().Of(ctx, "nothing", []string{"bad.json", "a.json"})
 	if err != nil || len(of) != 1 || len(of[0].Items) != 1 || of[0].Items[0].File != "bad.json" {
-		t.Errorf("DiscardsOf(bad.json) = %+v, %v; want only bad.json", of, err)
+		t.Errorf("Discards().Of(bad.json) = %+v, %v; want only bad.json", of, err)
 	}
-	if of, err := db.DiscardsOf(ctx, "", nil); err != nil || len(of) != 0 {
-		t.Errorf("DiscardsOf() = %+v, %v; want none", of, err)
+	if of, err := db.Discards().Of(ctx, "", nil); err != nil || len(of) != 0 {
+		t.Errorf("Discards().Of() = %+v, %v; want none", of, err)
 	}
 }
 
 // startDiscard begins a discard batch of items, the whole of a task asked
-// and run at once (ledger.DB.StartTask), and returns the batch's id.
+// and run at once (ledger.Tasks.Start), and returns the batch's id.
 func startDiscard(t *testing.T, db *ledger.DB, by, note, toDir string, at time.Time, items []ledger.DiscardItem) (int64, error) {
 	files := make([]ledger.TaskFile, len(items))
 	for i, it := range items {
 		files[i] = ledger.TaskFile{Idx: it.Idx, File: it.File, Ino: it.Ino, ContentHash: it.ContentHash, Size: it.Size, MsgID: it.MsgID, Reason: it.Reason}
 	}
-	st, err := db.StartTask(t.Context(), ledger.TaskStart{
+	st, err := db.Tasks().Start(t.Context(), ledger.TaskStart{
 		Task:  ledger.TaskRecord{Kind: "discard", Files: len(files), By: cmp.Or(by, "-"), Via: ledger.AuditCLI, Note: note},
 		Files: files,
 		Move:  ledger.TaskMove{Kind: "discard", By: by, Note: note, ToDir: toDir, At: at, Discard: items},

@@ -174,7 +174,7 @@ func testClosed(t *testing.T, db *ledger.DB) {
 	if _, _, err := db.ClaimOutcome(t.Context(), "c1", "m1"); !errors.Is(err, spool.ErrLedgerClosed) {
 		t.Errorf("ClaimOutcome after Close = %v, want ErrLedgerClosed", err)
 	}
-	if _, err := db.Stats(t.Context()); !errors.Is(err, spool.ErrLedgerClosed) {
+	if _, err := db.Messages().Stats(t.Context()); !errors.Is(err, spool.ErrLedgerClosed) {
 		t.Errorf("Stats after Close = %v, want ErrLedgerClosed", err)
 	}
 	if err := db.Close(); err != nil {

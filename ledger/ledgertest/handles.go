@@ -119,8 +119,8 @@ func testConcurrentOpen(t *testing.T, dsn string) {
 }
 
 // testOrderCheckSQLOrder: OrderCheckSQL run as an operator would (sqlite3,
-// psql) returns OrderCheck's rows; under a byte-order collation in
-// OrderCheck's order, else in that order within each order_no.
+// psql) returns Messages.OrderCheck's rows; under a byte-order collation in
+// Messages.OrderCheck's order, else in that order within each order_no.
 func testOrderCheckSQLOrder(t *testing.T, db *ledger.DB, byteOrder func(*testing.T, *ledger.DB) bool) {
 	var ds []*spool.Delivery
 	for i, m := range []struct {
@@ -141,12 +141,12 @@ func testOrderCheckSQLOrder(t *testing.T, db *ledger.DB, byteOrder func(*testing
 		{OrderNo: "a", Seq: "1", Problem: ledger.ProblemMissing},
 		{OrderNo: "b", Seq: "2", Problem: ledger.ProblemMissing},
 	}
-	check, err := db.OrderCheck(t.Context())
+	check, err := db.Messages().OrderCheck(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(check, want) {
-		t.Errorf("OrderCheck =\n%+v\nwant\n%+v", check, want)
+		t.Errorf("Messages().OrderCheck =\n%+v\nwant\n%+v", check, want)
 	}
 	got, err := RunOrderCheckSQL(t, db)
 	if err != nil {

@@ -35,7 +35,7 @@ func testHeaders(t *testing.T, db *ledger.DB) {
 			t.Errorf("Processed(%s).Headers = %+v (found %v), want %+v", id, r.Headers, ok, want)
 		}
 	}
-	rows, err := db.OutboxRows(t.Context(), "hdr", 10)
+	rows, err := db.Outbox().RowsAfter(t.Context(), "hdr", 0, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,23 +48,23 @@ func testHeaders(t *testing.T, db *ledger.DB) {
 	// still comes with them; the others go. Once published, they go too.
 	ctx := t.Context()
 	edge := time.Now().Add(time.Hour)
-	if n, err := db.Prune(ctx, ledger.Prune{Before: edge}); err != nil || n.Processed != 2 {
+	if n, err := db.Fsck().Prune(ctx, ledger.Prune{Before: edge}); err != nil || n.Processed != 2 {
 		t.Fatalf("prune with two events pending: %+v, %v; want the 2 processed rows that emitted nothing", n, err)
 	}
 	if _, ok := processedRow(t, db, "h-plain"); ok {
 		t.Error("h-plain's processed row survived a prune past it")
 	}
-	if rows, err := db.OutboxRows(ctx, "hdr", 10); err != nil || len(rows) != 2 || rows[0].Cause != work.Message.Headers {
+	if rows, err := db.Outbox().RowsAfter(ctx, "hdr", 0, 10); err != nil || len(rows) != 2 || rows[0].Cause != work.Message.Headers {
 		t.Fatalf("outbox rows after the prune: %+v, %v; want h-work's headers still their cause", rows, err)
 	}
 	now := time.Now()
-	if ok, err := db.AcquireLease(ctx, "r", "hdr", now, now.Add(time.Minute)); err != nil || !ok {
+	if ok, err := takeLease(ctx, db, "r", "hdr", now, now.Add(time.Minute)); err != nil || !ok {
 		t.Fatalf("lease hdr: %v %v", ok, err)
 	}
-	if held, err := db.MarkPublished(ctx, "r", "hdr", []int64{rows[0].ID, rows[1].ID}, "dir:///x", now, now.Add(time.Minute)); err != nil || !held {
+	if held, err := markPublished(ctx, db, "r", "hdr", []int64{rows[0].ID, rows[1].ID}, "dir:///x", now, now.Add(time.Minute)); err != nil || !held {
 		t.Fatalf("mark hdr published: %v %v", held, err)
 	}
-	if n, err := db.Prune(ctx, ledger.Prune{Before: edge}); err != nil || n.Processed != 2 || n.Outbox != 2 {
+	if n, err := db.Fsck().Prune(ctx, ledger.Prune{Before: edge}); err != nil || n.Processed != 2 || n.Outbox != 2 {
 		t.Errorf("prune once published: %+v, %v; want the 2 processed rows and the 2 events", n, err)
 	}
 }

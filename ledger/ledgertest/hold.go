@@ -30,9 +30,9 @@ func testHolds(t *testing.T, db *ledger.DB) {
 	at := time.Date(2026, 12, 1, 10, 0, 0, 123456000, time.UTC)
 	alice := ledger.Holder{By: "os:alice", Via: ledger.AuditCLI, Note: "downstream outage", At: at}
 	entry := ledger.AuditEntry{Actor: "os:alice", Via: ledger.AuditCLI, Action: "pause", Selection: `{"note":"downstream outage"}`}
-	before, changed, err := db.SetPause(ctx, true, alice, entry)
+	before, changed, err := db.Holding().SetPause(ctx, true, alice, entry)
 	if err != nil || !changed || before.Paused {
-		t.Fatalf("SetPause(true) = %+v, %v, %v; want changed from not paused", before, changed, err)
+		t.Fatalf("Holding().SetPause(true) = %+v, %v, %v; want changed from not paused", before, changed, err)
 	}
 	h, err = db.Holds(ctx, v0)
 	if err != nil || h.Paused == nil || h.Paused.By != "os:alice" || h.Paused.Note != "downstream outage" || !h.Paused.At.Equal(at) ||
@@ -41,22 +41,22 @@ func testHolds(t *testing.T, db *ledger.DB) {
 	}
 	bob := ledger.Holder{By: "token:bob", Role: "operator", Via: ledger.AuditHTTP, Note: "again"}
 	again := ledger.AuditEntry{Actor: "token:bob", Role: "operator", Via: ledger.AuditHTTP, Action: "pause"}
-	before, changed, err = db.SetPause(ctx, true, bob, again)
+	before, changed, err = db.Holding().SetPause(ctx, true, bob, again)
 	if err != nil || changed || !before.Paused || before.By != "os:alice" {
-		t.Fatalf("a second SetPause(true) = %+v, %v, %v; want unchanged, paused by os:alice", before, changed, err)
+		t.Fatalf("a second Holding().SetPause(true) = %+v, %v, %v; want unchanged, paused by os:alice", before, changed, err)
 	}
-	if p, err := db.PauseState(ctx); err != nil || !p.Paused || p.By != "os:alice" || p.Note != "downstream outage" || p.Version != h.Version {
+	if p, err := db.Holding().PauseState(ctx); err != nil || !p.Paused || p.By != "os:alice" || p.Note != "downstream outage" || p.Version != h.Version {
 		t.Fatalf("PauseState after a second pause = %+v, %v; want the first pause, the version unchanged", p, err)
 	}
 	resume := ledger.AuditEntry{Actor: "token:bob", Role: "operator", Via: ledger.AuditHTTP, Action: "resume"}
-	if before, changed, err := db.SetPause(ctx, false, bob, resume); err != nil || !changed || !before.Paused {
-		t.Fatalf("SetPause(false) = %+v, %v, %v", before, changed, err)
+	if before, changed, err := db.Holding().SetPause(ctx, false, bob, resume); err != nil || !changed || !before.Paused {
+		t.Fatalf("Holding().SetPause(false) = %+v, %v, %v", before, changed, err)
 	}
-	p, err := db.PauseState(ctx)
+	p, err := db.Holding().PauseState(ctx)
 	if err != nil || p.Paused || p.By != "token:bob" || p.Role != "operator" || p.Version <= h.Version {
 		t.Fatalf("PauseState after a resume = %+v, %v; want not paused, resumed by token:bob", p, err)
 	}
-	rows, err := db.AuditList(ctx, ledger.AuditQuery{})
+	rows, err := db.Audit().List(ctx, ledger.AuditQuery{})
 	if err != nil || len(rows) != 3 {
 		t.Fatalf("audit rows = %+v, %v; want 3 (pause, pause again, resume)", rows, err)
 	}
@@ -71,23 +71,23 @@ func testHolds(t *testing.T, db *ledger.DB) {
 
 	// Held msg_ids.
 	v := p.Version
-	added, err := db.HoldMsgIDs(ctx, []string{"m-1", "m-2"}, alice)
+	added, err := db.Holding().HoldMsgIDs(ctx, []string{"m-1", "m-2"}, alice)
 	if err != nil || !slices.Equal(added, []string{"m-1", "m-2"}) {
-		t.Fatalf("HoldMsgIDs = %v, %v", added, err)
+		t.Fatalf("Holding().HoldMsgIDs = %v, %v", added, err)
 	}
-	if added, err := db.HoldMsgIDs(ctx, []string{"m-2", "m-3"}, bob); err != nil || !slices.Equal(added, []string{"m-3"}) {
-		t.Fatalf("HoldMsgIDs of one held already = %v, %v; want [m-3]", added, err)
+	if added, err := db.Holding().HoldMsgIDs(ctx, []string{"m-2", "m-3"}, bob); err != nil || !slices.Equal(added, []string{"m-3"}) {
+		t.Fatalf("Holding().HoldMsgIDs of one held already = %v, %v; want [m-3]", added, err)
 	}
-	if _, err := db.HoldMsgIDs(ctx, []string{" "}, bob); err == nil {
-		t.Error("HoldMsgIDs of a blank key: nil error")
+	if _, err := db.Holding().HoldMsgIDs(ctx, []string{" "}, bob); err == nil {
+		t.Error("Holding().HoldMsgIDs of a blank key: nil error")
 	}
 	h, err = db.Holds(ctx, v)
 	if err != nil || h.Version <= v || len(h.MsgIDs) != 3 || h.Paused != nil {
 		t.Fatalf("Holds after holding 3 msg_ids = %+v, %v", h, err)
 	}
-	ids, err := db.HeldIDs(ctx)
+	ids, err := db.Holding().HeldIDs(ctx)
 	if err != nil || len(ids) != 3 || ids[1].MsgID != "m-2" || ids[1].By != "os:alice" || ids[2].By != "token:bob" || ids[2].Role != "operator" {
-		t.Fatalf("HeldIDs = %+v, %v; want m-2 held by its first holder", ids, err)
+		t.Fatalf("Holding().HeldIDs = %+v, %v; want m-2 held by its first holder", ids, err)
 	}
 
 	// A consumer sets deliveries aside while their msg_id is held.
@@ -98,13 +98,13 @@ func testHolds(t *testing.T, db *ledger.DB) {
 	if ok, err := db.RecordHeld(ctx, spool.HeldAside{File: "z.json", Ino: 78, Origin: "z.json", MsgID: "other"}); err != nil || ok {
 		t.Fatalf("RecordHeld of a msg_id not held = %v, %v; want false", ok, err)
 	}
-	id, err := db.RecordHeldFile(ctx, ledger.HeldFile{File: "b.json", Ino: 79, Origin: "b.json", Cause: ledger.HeldByFile, Holder: bob})
+	id, err := db.Holding().RecordHeldFile(ctx, ledger.HeldFile{File: "b.json", Ino: 79, Origin: "b.json", Cause: ledger.HeldByFile, Holder: bob})
 	if err != nil || id == 0 {
-		t.Fatalf("RecordHeldFile = %d, %v", id, err)
+		t.Fatalf("Holding().RecordHeldFile = %d, %v", id, err)
 	}
-	files, err := db.HeldFiles(ctx)
+	files, err := db.Holding().HeldFiles(ctx)
 	if err != nil || len(files) != 2 {
-		t.Fatalf("HeldFiles = %+v, %v; want 2", files, err)
+		t.Fatalf("Holding().HeldFiles = %+v, %v; want 2", files, err)
 	}
 	if f := files[0]; f.File != "a~2.json" || f.Ino != 77 || f.Origin != "a.json" || f.MsgID != "m-1" || f.Cause != ledger.HeldByMsgID ||
 		f.By != "os:alice" || f.Note != "downstream outage" {
@@ -113,18 +113,18 @@ func testHolds(t *testing.T, db *ledger.DB) {
 	if f := files[1]; f.ID != id || f.MsgID != "" || f.Cause != ledger.HeldByFile || f.By != "token:bob" || f.Via != ledger.AuditHTTP {
 		t.Errorf("the file held by name = %+v", f)
 	}
-	removed, err := db.ReleaseMsgIDs(ctx, []string{"m-1", "nope"})
+	removed, err := db.Holding().ReleaseMsgIDs(ctx, []string{"m-1", "nope"})
 	if err != nil || !slices.Equal(removed, []string{"m-1"}) {
-		t.Fatalf("ReleaseMsgIDs = %v, %v; want [m-1]", removed, err)
+		t.Fatalf("Holding().ReleaseMsgIDs = %v, %v; want [m-1]", removed, err)
 	}
 	if ok, err := db.RecordHeld(ctx, spool.HeldAside{File: "a~3.json", Ino: 80, Origin: "a.json", MsgID: "m-1"}); err != nil || ok {
 		t.Fatalf("RecordHeld after the release = %v, %v; want false", ok, err)
 	}
-	if err := db.ForgetHeldFiles(ctx, []int64{files[0].ID, files[1].ID}); err != nil {
+	if err := db.Holding().ForgetHeldFiles(ctx, []int64{files[0].ID, files[1].ID}); err != nil {
 		t.Fatal(err)
 	}
-	if files, err := db.HeldFiles(ctx); err != nil || len(files) != 0 {
-		t.Fatalf("HeldFiles after ForgetHeldFiles = %+v, %v", files, err)
+	if files, err := db.Holding().HeldFiles(ctx); err != nil || len(files) != 0 {
+		t.Fatalf("Holding().HeldFiles after Holding().ForgetHeldFiles = %+v, %v", files, err)
 	}
 }
 
@@ -141,9 +141,9 @@ func testHoldRace(t *testing.T, a, b *ledger.DB) {
 		for i, db := range []*ledger.DB{a, b} {
 			wg.Go(func() {
 				h := ledger.Holder{By: "os:op", Via: ledger.AuditCLI}
-				_, c, err := db.SetPause(ctx, round%2 == 0, h, ledger.AuditEntry{Actor: "os:op", Via: ledger.AuditCLI, Action: "pause"})
+				_, c, err := db.Holding().SetPause(ctx, round%2 == 0, h, ledger.AuditEntry{Actor: "os:op", Via: ledger.AuditCLI, Action: "pause"})
 				if err != nil {
-					t.Errorf("round %d: SetPause: %v", round, err)
+					t.Errorf("round %d: Holding().SetPause: %v", round, err)
 				}
 				changed[i] = c
 			})
@@ -156,7 +156,7 @@ func testHoldRace(t *testing.T, a, b *ledger.DB) {
 	holder := ledger.Holder{By: "os:op", Via: ledger.AuditCLI}
 	for round := range 20 {
 		id := "race-" + string(rune('a'+round))
-		if _, err := a.HoldMsgIDs(ctx, []string{id}, holder); err != nil {
+		if _, err := a.Holding().HoldMsgIDs(ctx, []string{id}, holder); err != nil {
 			t.Fatal(err)
 		}
 		var (
@@ -175,12 +175,12 @@ func testHoldRace(t *testing.T, a, b *ledger.DB) {
 		wg.Go(func() {
 			// As package hold releases: the hold, then the files it finds.
 			var err error
-			if removed, err = a.ReleaseMsgIDs(ctx, []string{id}); err != nil {
-				t.Errorf("ReleaseMsgIDs: %v", err)
+			if removed, err = a.Holding().ReleaseMsgIDs(ctx, []string{id}); err != nil {
+				t.Errorf("Holding().ReleaseMsgIDs: %v", err)
 			}
-			files, err := a.HeldFiles(ctx)
+			files, err := a.Holding().HeldFiles(ctx)
 			if err != nil {
-				t.Errorf("HeldFiles: %v", err)
+				t.Errorf("Holding().HeldFiles: %v", err)
 			}
 			for _, f := range files {
 				if f.MsgID == id {

@@ -38,7 +38,7 @@ type Backend struct {
 	Fresh func(t *testing.T) string
 	// ByteOrder reports whether db sorts text in byte order (SQLite;
 	// PostgreSQL under a "C" collation; a binary column on MySQL), so
-	// that OrderCheckSQL's own ORDER BY gives OrderCheck's order. Nil:
+	// that OrderCheckSQL's own ORDER BY gives Messages.OrderCheck's order. Nil:
 	// only the order within each order_no is checked.
 	ByteOrder func(t *testing.T, db *ledger.DB) bool
 }
@@ -242,7 +242,7 @@ func outcomes(res ...spool.Result) []spool.Outcome {
 
 func processedRow(t *testing.T, db *ledger.DB, msgID string) (ledger.Row, bool) {
 	t.Helper()
-	r, ok, err := db.Processed(t.Context(), msgID)
+	r, ok, err := db.Messages().Processed(t.Context(), msgID)
 	if err != nil {
 		t.Fatalf("Processed(%q): %v", msgID, err)
 	}
@@ -260,7 +260,7 @@ func claimOutcome(t *testing.T, db *ledger.DB, claim, msgID string) (spool.Outco
 
 func stats(t *testing.T, db *ledger.DB) ledger.Stats {
 	t.Helper()
-	st, err := db.Stats(t.Context())
+	st, err := db.Messages().Stats(t.Context())
 	if err != nil {
 		t.Fatalf("Stats: %v", err)
 	}
@@ -483,7 +483,7 @@ func testDuplicates(t *testing.T, db *ledger.DB) {
 	// "b" and "10" come back a third time: still listed once.
 	again = append(again, valid("third-b", msg{ID: "b"}), valid("third-10", msg{ID: "10"}))
 	record(t, db, first...)
-	got, err := db.Duplicates(t.Context())
+	got, err := db.Messages().Duplicates(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -493,7 +493,7 @@ func testDuplicates(t *testing.T, db *ledger.DB) {
 	record(t, db, again...)
 	// A processed message and a dead letter are not duplicates.
 	record(t, db, valid("only", msg{ID: "only"}), rejected("dead", "dead.json", 1, spool.ReasonParse, "", "x"))
-	got, err = db.Duplicates(t.Context())
+	got, err = db.Messages().Duplicates(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -585,14 +585,14 @@ func testStats(t *testing.T, db *ledger.DB) {
 
 func testRecordReplay(t *testing.T, db *ledger.DB) {
 	at := time.Date(2025, 3, 1, 12, 30, 45, 123456789, time.FixedZone("CET", 3600))
-	if err := db.RecordReplay(t.Context(), ledger.Replay{File: "a.json", NewName: "a~2.json", Ino: 9, By: "alice", Note: "fixed upstream", At: at}); err != nil {
+	if err := db.Replays().Record(t.Context(), ledger.Replay{File: "a.json", NewName: "a~2.json", Ino: 9, By: "alice", Note: "fixed upstream", At: at}); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.RecordReplay(t.Context(), ledger.Replay{File: "b.json", NewName: "b.json", By: "bob"}); err != nil {
+	if err := db.Replays().Record(t.Context(), ledger.Replay{File: "b.json", NewName: "b.json", By: "bob"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.RecordReplay(t.Context(), ledger.Replay{File: "c.json", NewName: "c.json"}); err == nil {
-		t.Error("RecordReplay without By: nil error, want one")
+	if err := db.Replays().Record(t.Context(), ledger.Replay{File: "c.json", NewName: "c.json"}); err == nil {
+		t.Error("Replays().Record without By: nil error, want one")
 	}
 	rows, err := db.SQL().QueryContext(t.Context(), "SELECT file, new_name, ino, by_user, note, at FROM replays ORDER BY id")
 	if err != nil {

@@ -95,15 +95,15 @@ func testOrderCheck(t *testing.T, fresh func(t *testing.T) *ledger.DB) {
 			t.Parallel()
 			db := fresh(t)
 			recordOrders(t, db, tc.msgs)
-			got, err := db.OrderCheck(t.Context())
+			got, err := db.Messages().OrderCheck(t.Context())
 			if err != nil {
-				t.Fatalf("OrderCheck: %v", err)
+				t.Fatalf("Messages().OrderCheck: %v", err)
 			}
 			if len(got) == 0 && len(tc.want) == 0 {
 				return
 			}
 			if !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("OrderCheck =\n%+v\nwant\n%+v", got, tc.want)
+				t.Errorf("Messages().OrderCheck =\n%+v\nwant\n%+v", got, tc.want)
 			}
 		})
 	}
@@ -127,7 +127,7 @@ func recordOrders(t *testing.T, db *ledger.DB, msgs []seqMsg) {
 }
 
 // testOrderCheckSQLAgrees runs OrderCheckSQL as an operator would and checks
-// it returns OrderCheck's rows, in the same order within each order_no (the
+// it returns Messages.OrderCheck's rows, in the same order within each order_no (the
 // order of order_no itself follows the engine's collation).
 func testOrderCheckSQLAgrees(t *testing.T, db *ledger.DB) {
 	for _, tc := range orderCases {
@@ -135,7 +135,7 @@ func testOrderCheckSQLAgrees(t *testing.T, db *ledger.DB) {
 			recordOrders(t, db, tc.msgs)
 		}
 	}
-	want, err := db.OrderCheck(t.Context())
+	want, err := db.Messages().OrderCheck(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}

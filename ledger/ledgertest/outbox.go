@@ -36,7 +36,7 @@ func testOutboxEmit(t *testing.T, db *ledger.DB) {
 	if err := spool.Emit(t.Context(), nil, nil, spool.Event{Aggregate: "x", Type: "y"}); !errors.Is(err, spool.ErrNoEmitter) {
 		t.Errorf("Emit outside a handler: %v, want ErrNoEmitter", err)
 	}
-	rows, err := db.OutboxRows(t.Context(), "order-a", 10)
+	rows, err := db.Outbox().RowsAfter(t.Context(), "order-a", 0, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func testOutboxEmit(t *testing.T, db *ledger.DB) {
 	if c := rows[0].CreatedAt; c.Before(before) || c.After(time.Now().Add(time.Second)) {
 		t.Errorf("created_at %v is not the insert's time", c)
 	}
-	if bad, _ := db.OutboxRows(t.Context(), "order-b", 10); len(bad) != 0 {
+	if bad, _ := db.Outbox().RowsAfter(t.Context(), "order-b", 0, 10); len(bad) != 0 {
 		t.Errorf("the failed message's event stayed: %+v", bad)
 	}
 	// An INSERT naming only the three columns of the README, as a --sql
@@ -57,7 +57,7 @@ func testOutboxEmit(t *testing.T, db *ledger.DB) {
 	if _, err := db.SQL().ExecContext(t.Context(), db.Dialect().Rebind(`INSERT INTO outbox (aggregate, type, payload) VALUES (?, 'payment', ?)`), "order-c", `{}`); err != nil {
 		t.Fatal(err)
 	}
-	if r, err := db.OutboxRows(t.Context(), "order-c", 10); err != nil || len(r) != 1 || r[0].CreatedAt.IsZero() {
+	if r, err := db.Outbox().RowsAfter(t.Context(), "order-c", 0, 10); err != nil || len(r) != 1 || r[0].CreatedAt.IsZero() {
 		t.Errorf("a three-column insert: %+v, %v", r, err)
 	}
 }
@@ -71,7 +71,7 @@ func testOutboxRelay(t *testing.T, db *ledger.DB) {
 			t.Fatal(err)
 		}
 	}
-	heads, err := db.OutboxHeads(ctx, false, 10)
+	heads, err := db.Outbox().Heads(ctx, false, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,76 +83,76 @@ func testOutboxRelay(t *testing.T, db *ledger.DB) {
 		t.Fatalf("heads = %q, want A, B, C", aggs)
 	}
 	now := time.Now()
-	if ok, err := db.AcquireLease(ctx, "r1", "A", now, now.Add(time.Minute)); err != nil || !ok {
+	if ok, err := takeLease(ctx, db, "r1", "A", now, now.Add(time.Minute)); err != nil || !ok {
 		t.Fatalf("r1 takes A: %v %v", ok, err)
 	}
-	if ok, err := db.AcquireLease(ctx, "r2", "A", now, now.Add(time.Minute)); err != nil || ok {
+	if ok, err := takeLease(ctx, db, "r2", "A", now, now.Add(time.Minute)); err != nil || ok {
 		t.Fatalf("r2 takes A while r1 holds it: %v %v", ok, err)
 	}
-	rows, err := db.OutboxRows(ctx, "A", 2)
+	rows, err := db.Outbox().RowsAfter(ctx, "A", 0, 2)
 	if err != nil || len(rows) != 2 {
 		t.Fatalf("rows of A: %+v %v", rows, err)
 	}
-	if held, err := db.MarkPublished(ctx, "r1", "A", []int64{rows[0].ID, rows[1].ID}, "dir:///x", now, now.Add(time.Minute)); err != nil || !held {
+	if held, err := markPublished(ctx, db, "r1", "A", []int64{rows[0].ID, rows[1].ID}, "dir:///x", now, now.Add(time.Minute)); err != nil || !held {
 		t.Fatalf("mark: %v %v", held, err)
 	}
 	// r1's lease runs out; r2 takes A over and r1 learns it when it marks.
 	later := now.Add(2 * time.Minute)
-	if ok, err := db.AcquireLease(ctx, "r2", "A", later, later.Add(time.Minute)); err != nil || !ok {
+	if ok, err := takeLease(ctx, db, "r2", "A", later, later.Add(time.Minute)); err != nil || !ok {
 		t.Fatalf("r2 takes A after r1's lease ran out: %v %v", ok, err)
 	}
-	rest, err := db.OutboxRows(ctx, "A", 10)
+	rest, err := db.Outbox().RowsAfter(ctx, "A", 0, 10)
 	if err != nil || len(rest) != 1 {
 		t.Fatalf("rows of A after two were published: %+v %v", rest, err)
 	}
-	if held, err := db.MarkPublished(ctx, "r1", "A", []int64{rest[0].ID}, "dir:///x", later, later.Add(time.Minute)); err != nil || held {
+	if held, err := markPublished(ctx, db, "r1", "A", []int64{rest[0].ID}, "dir:///x", later, later.Add(time.Minute)); err != nil || held {
 		t.Fatalf("r1 marks without its lease: held %v, %v", held, err)
 	}
 	// B fails once, then for good: parked, it blocks B (and only B) unless
 	// parked rows are skipped.
-	b, _ := db.OutboxRows(ctx, "B", 1)
-	if err := db.FailPublish(ctx, b[0].ID, "refused", later.Add(time.Second)); err != nil {
+	b, _ := db.Outbox().RowsAfter(ctx, "B", 0, 1)
+	if err := db.Outbox().FailPublish(ctx, b[0].ID, "refused", later.Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Park(ctx, b[0].ID, "400 Bad Request", later); err != nil {
+	if err := db.Outbox().Park(ctx, b[0].ID, "400 Bad Request", later); err != nil {
 		t.Fatal(err)
 	}
-	heads, _ = db.OutboxHeads(ctx, false, 10)
+	heads, _ = db.Outbox().Heads(ctx, false, 10)
 	if len(heads) != 2 || heads[0].Aggregate != "B" || !heads[0].Parked || heads[1].Aggregate != "C" {
 		t.Errorf("heads with B parked (blocking) = %+v", heads)
 	}
-	heads, _ = db.OutboxHeads(ctx, true, 10)
+	heads, _ = db.Outbox().Heads(ctx, true, 10)
 	if len(heads) != 1 || heads[0].Aggregate != "C" {
 		t.Errorf("heads with B parked (skipped) = %+v", heads)
 	}
-	st, err := db.OutboxStats(ctx)
+	st, err := db.Outbox().Stats(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st.Pending != 1 || st.Parked != 1 || st.Published != 3 || st.Oldest.IsZero() {
 		t.Errorf("stats = %+v, want 1 pending (C), 1 parked, 3 published", st)
 	}
-	parked, err := db.ParkedRows(ctx, 10)
+	parked, err := db.Outbox().ParkedRows(ctx, 10)
 	if err != nil || len(parked) != 1 || parked[0].Reason != "400 Bad Request" || parked[0].Attempts != 2 {
 		t.Errorf("parked rows = %+v, %v", parked, err)
 	}
-	if n, err := db.Unpark(ctx, "B"); err != nil || n != 1 {
+	if n, err := db.Outbox().Unpark(ctx, "B"); err != nil || n != 1 {
 		t.Errorf("unpark B: %d %v", n, err)
 	}
-	if err := db.ReleaseLease(ctx, "r2", "A"); err != nil {
+	if _, err := db.Outbox().CommitPublished(ctx, "r2", ledger.OutboxCommit{Release: []string{"A"}}); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := db.AcquireLease(ctx, "r3", "A", now, now.Add(time.Minute)); err != nil || !ok {
+	if ok, err := takeLease(ctx, db, "r3", "A", now, now.Add(time.Minute)); err != nil || !ok {
 		t.Errorf("r3 takes A after r2 released it: %v %v", ok, err)
 	}
 	// Prune removes the rows published before the window's edge (the two
 	// marked at now, not the one marked at later), never an unpublished
 	// one; a dry run counts the same rows and removes nothing.
 	edge := now.Add(time.Minute)
-	if n, err := db.Prune(ctx, ledger.Prune{Before: edge, DryRun: true}); err != nil || n.Outbox != 2 {
+	if n, err := db.Fsck().Prune(ctx, ledger.Prune{Before: edge, DryRun: true}); err != nil || n.Outbox != 2 {
 		t.Errorf("dry-run prune: %+v, %v; want 2 outbox rows", n, err)
 	}
-	if n, err := db.Prune(ctx, ledger.Prune{Before: edge}); err != nil || n.Outbox != 2 || n.Total() != 2 {
+	if n, err := db.Fsck().Prune(ctx, ledger.Prune{Before: edge}); err != nil || n.Outbox != 2 || n.Total() != 2 {
 		t.Errorf("prune: %+v, %v; want 2 outbox rows", n, err)
 	}
 	if got := column(t, db, "SELECT aggregate FROM outbox ORDER BY id"); !reflect.DeepEqual(got, []string{"B", "C", "A"}) {
@@ -210,7 +210,7 @@ func testEmitLimits(t *testing.T, db *ledger.DB) {
 			t.Errorf("%s: %+v, want a dead letter (handler) at the first attempt with %q", id, r, want[id])
 		}
 	}
-	rows, err := db.OutboxRows(t.Context(), atLimit, 10)
+	rows, err := db.Outbox().RowsAfter(t.Context(), atLimit, 0, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,4 +220,18 @@ func testEmitLimits(t *testing.T, db *ledger.DB) {
 	if n := count(t, db, "SELECT COUNT(*) FROM outbox"); n != 1 {
 		t.Errorf("outbox holds %d rows, want the one that fits", n)
 	}
+}
+
+// takeLease is AcquireLeases for the one aggregate agg: whether owner
+// holds its lease now.
+func takeLease(ctx context.Context, db *ledger.DB, owner, agg string, now, expires time.Time) (bool, error) {
+	held, err := db.Outbox().AcquireLeases(ctx, owner, []string{agg}, now, expires)
+	return len(held) == 1, err
+}
+
+// markPublished is CommitPublished of the rows ids of agg, renewing
+// owner's lease on it: whether owner still held the lease.
+func markPublished(ctx context.Context, db *ledger.DB, owner, agg string, ids []int64, target string, at, expires time.Time) (bool, error) {
+	lost, err := db.Outbox().CommitPublished(ctx, owner, ledger.OutboxCommit{Published: ids, Target: target, At: at, Renew: []string{agg}, Expires: expires})
+	return len(lost) == 0, err
 }

@@ -67,14 +67,14 @@ func testOutboxCommitOrder(t *testing.T, db *ledger.DB) {
 		committed = true
 	case <-time.After(500 * time.Millisecond):
 	}
-	rows, err := db.OutboxRows(ctx, "A", 10)
+	rows, err := db.Outbox().RowsAfter(ctx, "A", 0, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(rows) != 0 {
 		t.Errorf("with the first transaction open, the relay reads A's rows %+v: it would publish them before the first's", rows)
 	}
-	if b, err := db.OutboxRows(ctx, "B", 10); err != nil || len(b) != 1 {
+	if b, err := db.Outbox().RowsAfter(ctx, "B", 0, 10); err != nil || len(b) != 1 {
 		t.Errorf("B's row, committed beside the open transaction: %+v, %v", b, err)
 	}
 	if err := first.Commit(); err != nil {
@@ -90,7 +90,7 @@ func testOutboxCommitOrder(t *testing.T, db *ledger.DB) {
 			t.Fatal("the second transaction did not commit after the first")
 		}
 	}
-	rows, err = db.OutboxRows(ctx, "A", 10)
+	rows, err = db.Outbox().RowsAfter(ctx, "A", 0, 10)
 	if err != nil {
 		t.Fatal(err)
 	}

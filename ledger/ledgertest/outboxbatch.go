@@ -20,48 +20,48 @@ func testOutboxBatch(t *testing.T, db *ledger.DB) {
 		}
 	}
 	now := time.Now()
-	held, err := db.AcquireLeases(ctx, "r1", []string{"A", "B"}, now, now.Add(time.Minute))
+	held, err := db.Outbox().AcquireLeases(ctx, "r1", []string{"A", "B"}, now, now.Add(time.Minute))
 	if err != nil || !reflect.DeepEqual(held, []string{"A", "B"}) {
 		t.Fatalf("r1 takes A and B: %q, %v", held, err)
 	}
-	if held, err := db.AcquireLeases(ctx, "r2", []string{"B", "C"}, now, now.Add(time.Minute)); err != nil || !reflect.DeepEqual(held, []string{"C"}) {
+	if held, err := db.Outbox().AcquireLeases(ctx, "r2", []string{"B", "C"}, now, now.Add(time.Minute)); err != nil || !reflect.DeepEqual(held, []string{"C"}) {
 		t.Fatalf("r2 asks for B and C while r1 holds B: %q, %v; want C", held, err)
 	}
-	a, err := db.OutboxRows(ctx, "A", 1)
+	a, err := db.Outbox().RowsAfter(ctx, "A", 0, 1)
 	if err != nil || len(a) != 1 {
 		t.Fatalf("A's first row: %+v, %v", a, err)
 	}
-	rest, err := db.OutboxRowsAfter(ctx, "A", a[0].ID, 10)
+	rest, err := db.Outbox().RowsAfter(ctx, "A", a[0].ID, 10)
 	if err != nil || len(rest) != 2 || rest[0].ID <= a[0].ID {
 		t.Fatalf("A's rows after its first: %+v, %v; want the other two", rest, err)
 	}
-	b, _ := db.OutboxRows(ctx, "B", 1)
-	lost, err := db.CommitPublished(ctx, "r1", ledger.OutboxCommit{
+	b, _ := db.Outbox().RowsAfter(ctx, "B", 0, 1)
+	lost, err := db.Outbox().CommitPublished(ctx, "r1", ledger.OutboxCommit{
 		Published: []int64{a[0].ID, b[0].ID}, Target: "kafka://k/t", At: now,
 		Renew: []string{"A"}, Expires: now.Add(time.Minute), Release: []string{"B"},
 	})
 	if err != nil || len(lost) != 0 {
 		t.Fatalf("commit: lost %q, %v", lost, err)
 	}
-	if got, _ := db.OutboxRows(ctx, "A", 10); len(got) != 2 {
+	if got, _ := db.Outbox().RowsAfter(ctx, "A", 0, 10); len(got) != 2 {
 		t.Errorf("A after its first row was marked: %d rows, want 2", len(got))
 	}
-	if got, _ := db.OutboxRows(ctx, "B", 10); len(got) != 0 {
+	if got, _ := db.Outbox().RowsAfter(ctx, "B", 0, 10); len(got) != 0 {
 		t.Errorf("B after its row was marked: %d rows, want none", len(got))
 	}
 	// B was released: r2 takes it at once. A's lease runs out: r2 takes it,
 	// and r1 learns at its next commit, whose marks count all the same.
 	later := now.Add(2 * time.Minute)
-	if held, err := db.AcquireLeases(ctx, "r2", []string{"A", "B"}, later, later.Add(time.Minute)); err != nil || !reflect.DeepEqual(held, []string{"A", "B"}) {
+	if held, err := db.Outbox().AcquireLeases(ctx, "r2", []string{"A", "B"}, later, later.Add(time.Minute)); err != nil || !reflect.DeepEqual(held, []string{"A", "B"}) {
 		t.Fatalf("r2 takes A (run out) and B (released): %q, %v", held, err)
 	}
-	lost, err = db.CommitPublished(ctx, "r1", ledger.OutboxCommit{
+	lost, err = db.Outbox().CommitPublished(ctx, "r1", ledger.OutboxCommit{
 		Published: []int64{rest[0].ID}, Target: "kafka://k/t", At: later, Renew: []string{"A"}, Expires: later.Add(time.Minute),
 	})
 	if err != nil || !reflect.DeepEqual(lost, []string{"A"}) {
 		t.Fatalf("r1 commits after losing A: lost %q, %v; want A", lost, err)
 	}
-	if got, _ := db.OutboxRows(ctx, "A", 10); len(got) != 1 {
+	if got, _ := db.Outbox().RowsAfter(ctx, "A", 0, 10); len(got) != 1 {
 		t.Errorf("A after r1's late mark: %d rows, want 1", len(got))
 	}
 }

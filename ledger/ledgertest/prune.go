@@ -8,7 +8,7 @@ import (
 	"github.com/spoolq/spool/ledger"
 )
 
-// testPruneFiles: EachPruneFile marks pruned exactly the files of the
+// testPruneFiles: Fsck.EachPruneFile marks pruned exactly the files of the
 // rows Prune then removes (an old processed row, an old duplicate), not
 // a recent row's file nor one of a claim kept in flight.
 func testPruneFiles(t *testing.T, db *ledger.DB) {
@@ -26,29 +26,29 @@ func testPruneFiles(t *testing.T, db *ledger.DB) {
 	files := func(p ledger.Prune) map[uint64]bool {
 		t.Helper()
 		out := map[uint64]bool{}
-		if err := db.EachPruneFile(t.Context(), p, func(ino uint64, file string, pruned bool) error {
+		if err := db.Fsck().EachPruneFile(t.Context(), p, func(ino uint64, file string, pruned bool) error {
 			out[ino] = pruned
 			return nil
 		}); err != nil {
-			t.Fatalf("EachPruneFile: %v", err)
+			t.Fatalf("Fsck().EachPruneFile: %v", err)
 		}
 		return out
 	}
 	before := time.Now().Add(-time.Hour)
 	want := map[uint64]bool{oldRow.Ino: true, oldDup.Ino: true, recent.Ino: false}
 	if got := files(ledger.Prune{Before: before}); !maps.Equal(got, want) {
-		t.Errorf("EachPruneFile = %v, want %v", got, want)
+		t.Errorf("Fsck().EachPruneFile = %v, want %v", got, want)
 	}
 	want[oldRow.Ino] = false
 	if got := files(ledger.Prune{Before: before, KeepClaims: []string{"c1"}}); !maps.Equal(got, want) {
-		t.Errorf("EachPruneFile keeping claim c1 = %v, want %v", got, want)
+		t.Errorf("Fsck().EachPruneFile keeping claim c1 = %v, want %v", got, want)
 	}
-	n, err := db.Prune(t.Context(), ledger.Prune{Before: before})
+	n, err := db.Fsck().Prune(t.Context(), ledger.Prune{Before: before})
 	if err != nil || n != (ledger.Pruned{Processed: 1, Deliveries: 1}) {
 		t.Fatalf("Prune = %+v, %v", n, err)
 	}
 	if got := files(ledger.Prune{Before: before}); !maps.Equal(got, map[uint64]bool{recent.Ino: false}) {
-		t.Errorf("EachPruneFile after Prune = %v, want only the recent file, kept", got)
+		t.Errorf("Fsck().EachPruneFile after Prune = %v, want only the recent file, kept", got)
 	}
 }
 
@@ -60,7 +60,7 @@ func testPruneHorizon(t *testing.T, db *ledger.DB) {
 	ctx := t.Context()
 	horizon := func() time.Time {
 		t.Helper()
-		h, err := db.PruneHorizon(ctx)
+		h, err := db.Fsck().PruneHorizon(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -72,14 +72,14 @@ func testPruneHorizon(t *testing.T, db *ledger.DB) {
 		t.Fatal(err)
 	}
 	edge := time.Now().Add(-24 * time.Hour).UTC().Truncate(time.Microsecond)
-	if _, err := db.Prune(ctx, ledger.Prune{Before: edge, DryRun: true}); err != nil || !horizon().IsZero() {
+	if _, err := db.Fsck().Prune(ctx, ledger.Prune{Before: edge, DryRun: true}); err != nil || !horizon().IsZero() {
 		t.Fatalf("a dry run: %v, horizon %v; want none", err, horizon())
 	}
-	if _, err := db.Prune(ctx, ledger.Prune{Before: edge.Add(-72 * time.Hour)}); err != nil || !horizon().IsZero() {
+	if _, err := db.Fsck().Prune(ctx, ledger.Prune{Before: edge.Add(-72 * time.Hour)}); err != nil || !horizon().IsZero() {
 		t.Fatalf("a prune removing nothing: %v, horizon %v; want none", err, horizon())
 	}
 	files := edge.Add(90*time.Second + 500*time.Nanosecond)
-	if n, err := db.Prune(ctx, ledger.Prune{Before: edge, FilesBefore: files}); err != nil || n.Processed != 1 {
+	if n, err := db.Fsck().Prune(ctx, ledger.Prune{Before: edge, FilesBefore: files}); err != nil || n.Processed != 1 {
 		t.Fatalf("Prune = %+v, %v", n, err)
 	}
 	// Rounded up to the ledger's microseconds: no file changed before it
@@ -90,7 +90,7 @@ func testPruneHorizon(t *testing.T, db *ledger.DB) {
 	if _, err := db.SQL().ExecContext(ctx, db.Dialect().Rebind(`UPDATE processed SET processed_at = ?`), old); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := db.Prune(ctx, ledger.Prune{Before: edge.Add(-time.Hour)}); err != nil || n.Processed != 1 {
+	if n, err := db.Fsck().Prune(ctx, ledger.Prune{Before: edge.Add(-time.Hour)}); err != nil || n.Processed != 1 {
 		t.Fatalf("second Prune = %+v, %v", n, err)
 	}
 	if got, want := horizon(), files.Truncate(time.Microsecond).Add(time.Microsecond); !got.Equal(want) {

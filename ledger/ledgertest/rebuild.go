@@ -12,7 +12,7 @@ import (
 
 // testRebuild: a ledger marked as being rebuilt (ledger.BeginRebuild) is
 // bound to its queue before its first row, refused by Bind in every mode
-// with ErrRebuilding, half-filled or not, until EndRebuild; BeginRebuild
+// with ErrRebuilding, half-filled or not, until Fsck.EndRebuild; BeginRebuild
 // again on a marked ledger keeps the mark (a killed rebuild resumed).
 func testRebuild(t *testing.T, db *ledger.DB) {
 	dir := filepath.Join(t.TempDir(), "q")
@@ -36,7 +36,7 @@ func testRebuild(t *testing.T, db *ledger.DB) {
 	if lid, err := db.QueueID(ctx); err != nil || lid != id {
 		t.Fatalf("after BeginRebuild the ledger's queue is %q (%v), want %q", lid, err, id)
 	}
-	mark, err := db.Rebuilding(ctx)
+	mark, err := db.Fsck().Rebuilding(ctx)
 	if err != nil || mark == "" {
 		t.Fatalf("Rebuilding = %q, %v after BeginRebuild", mark, err)
 	}
@@ -55,7 +55,7 @@ func testRebuild(t *testing.T, db *ledger.DB) {
 		}
 	}
 	refused("empty")
-	if err := db.EndRebuild(ctx); err != nil {
+	if err := db.Fsck().EndRebuild(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ledger.Bind(ctx, db, d, ledger.BindWrite); !errors.Is(err, ledger.ErrNewLedger) {
@@ -64,7 +64,7 @@ func testRebuild(t *testing.T, db *ledger.DB) {
 	if _, err := ledger.BeginRebuild(ctx, db, d, "test"); err != nil {
 		t.Fatal(err)
 	}
-	if mark, err = db.Rebuilding(ctx); err != nil || mark == "" {
+	if mark, err = db.Fsck().Rebuilding(ctx); err != nil || mark == "" {
 		t.Fatalf("Rebuilding = %q, %v after BeginRebuild", mark, err)
 	}
 	record(t, db, valid("c1", msg{ID: "a", OrderNo: "o", Seq: 1, Amount: "1"}))
@@ -72,16 +72,16 @@ func testRebuild(t *testing.T, db *ledger.DB) {
 	if _, err := ledger.BeginRebuild(ctx, db, d, "again"); err != nil {
 		t.Fatal(err)
 	}
-	if again, _ := db.Rebuilding(ctx); again != mark {
+	if again, _ := db.Fsck().Rebuilding(ctx); again != mark {
 		t.Errorf("a resumed rebuild changed the mark from %q to %q", mark, again)
 	}
 	refused("resumed")
-	if err := db.EndRebuild(ctx); err != nil {
+	if err := db.Fsck().EndRebuild(ctx); err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range modes {
 		if got, err := ledger.Bind(ctx, db, d, m.mode); err != nil || got != id {
-			t.Errorf("after EndRebuild: Bind (%s) = %q, %v; want %q", m.name, got, err, id)
+			t.Errorf("after Fsck().EndRebuild: Bind (%s) = %q, %v; want %q", m.name, got, err, id)
 		}
 	}
 }

@@ -18,9 +18,9 @@ func testRejectKey(t *testing.T, db *ledger.DB) {
 	long := rejected("c2", "b.json", 301, spool.ReasonMissingField, "order_no", "required field is missing")
 	long.Reject.MsgID = strings.Repeat("k", 3000) // over every MaxKey
 	record(t, db, d, long)
-	st, err := db.StoryOf(ctx, "a2", "")
+	st, err := db.Messages().Story(ctx, "a2", "")
 	if err != nil || len(st.Deliveries) != 1 || st.Deliveries[0].File != "a.json" || st.Deliveries[0].MsgID != "a2" {
-		t.Errorf("StoryOf(a2) = %+v, %v; want its dead letter", st, err)
+		t.Errorf("Messages().Story(a2) = %+v, %v; want its dead letter", st, err)
 	}
 	if limit := db.Dialect().MaxKey(); limit > 0 {
 		if n := count(t, db, `SELECT COUNT(*) FROM deliveries WHERE file = 'b.json' AND msg_id IS NULL`); n != 1 {

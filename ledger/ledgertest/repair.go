@@ -13,7 +13,7 @@ import (
 	"github.com/spoolq/spool/ledger"
 )
 
-// repairFile is a file of done/ as fsck --repair hands it to RepairDone:
+// repairFile is a file of done/ as fsck --repair hands it to Fsck.RepairDone:
 // the message id, its body's amount (another amount: a conflict), its
 // name and when it reached done/.
 func repairFile(id, amount, name string, at time.Time) ledger.RepairedFile {
@@ -29,7 +29,7 @@ func repairFile(id, amount, name string, at time.Time) ledger.RepairedFile {
 // each duplicate's file with its conflict mark, sorted.
 func repairedView(t *testing.T, db *ledger.DB, msgID string) string {
 	t.Helper()
-	st, err := db.StoryOf(t.Context(), msgID, "")
+	st, err := db.Messages().Story(t.Context(), msgID, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func repairedView(t *testing.T, db *ledger.DB, msgID string) string {
 	return "processed " + st.Processed.File + "; " + strings.Join(dups, "; ")
 }
 
-// testRepairDoneOrder: RepairDone takes, of the files that carry one
+// testRepairDoneOrder: Fsck.RepairDone takes, of the files that carry one
 // msg_id, the one that reached done/ first (then the first by name) for
 // the processed one, and records the others as its duplicates, conflicts
 // when their content differs from its, whatever order the files come in
@@ -66,8 +66,8 @@ func testRepairDoneOrder(t *testing.T, db *ledger.DB) {
 	at := t0.Add(time.Hour)
 	// The worst order: latest first, one call each.
 	for i := len(files) - 1; i >= 0; i-- {
-		if _, err := db.RepairDone(t.Context(), files[i:i+1], "test", at); err != nil {
-			t.Fatalf("RepairDone %s: %v", files[i].Name, err)
+		if _, err := db.Fsck().RepairDone(t.Context(), files[i:i+1], "test", at); err != nil {
+			t.Fatalf("Fsck().RepairDone %s: %v", files[i].Name, err)
 		}
 	}
 	for id, w := range want {
@@ -80,12 +80,12 @@ func testRepairDoneOrder(t *testing.T, db *ledger.DB) {
 	for _, f := range files[:3] {
 		one = append(one, repairFile("k2", string(f.Message.Amount), f.Name, f.At))
 	}
-	out, err := db.RepairDone(t.Context(), one, "test", at)
+	out, err := db.Fsck().RepairDone(t.Context(), one, "test", at)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(out, []ledger.RepairOutcome{ledger.RepairedProcessed, ledger.RepairedDuplicate, ledger.RepairedDuplicate}) {
-		t.Errorf("RepairDone in order: %v", out)
+		t.Errorf("Fsck().RepairDone in order: %v", out)
 	}
 	if got := repairedView(t, db, "k2"); got != want["k"] {
 		t.Errorf("k2 repaired in order: %s\nwant %s", got, want["k"])
@@ -94,8 +94,8 @@ func testRepairDoneOrder(t *testing.T, db *ledger.DB) {
 	// file that reached done/ earlier.
 	record(t, db, valid("c1", msg{ID: "u", Amount: "1"}))
 	early := repairFile("u", "5", "early.json", t0.Add(-time.Hour))
-	if out, err := db.RepairDone(t.Context(), []ledger.RepairedFile{early}, "test", at); err != nil || out[0] != ledger.RepairedDuplicate {
-		t.Fatalf("RepairDone of a consumer's msg_id: %v, %v; want a duplicate", out, err)
+	if out, err := db.Fsck().RepairDone(t.Context(), []ledger.RepairedFile{early}, "test", at); err != nil || out[0] != ledger.RepairedDuplicate {
+		t.Fatalf("Fsck().RepairDone of a consumer's msg_id: %v, %v; want a duplicate", out, err)
 	}
 	if got := repairedView(t, db, "u"); got != "processed u.json; duplicate early.json conflict=true" {
 		t.Errorf("u: %s", got)

@@ -56,7 +56,7 @@ func CheckBackupTarget(to, live string, force bool) error {
 }
 
 // VerifyCopy opens the copy of a ledger at path, read-only, and checks
-// that it is sound (CheckIntegrity) and bound to the queue qid; it returns
+// that it is sound (Backup.CheckIntegrity) and bound to the queue qid; it returns
 // its rows. A backup is trusted only once its copy passes.
 func VerifyCopy(ctx context.Context, path, qid string) (rows ledger.Rows, err error) {
 	c, err := ledger.Open(ctx, ledger.FileScheme+":"+path, ledger.OpenOptions{ReadOnly: true, MustExist: true})
@@ -68,7 +68,7 @@ func VerifyCopy(ctx context.Context, path, qid string) (rows ledger.Rows, err er
 			err = fmt.Errorf("check the copy: close: %w", cerr)
 		}
 	}()
-	if err := c.CheckIntegrity(ctx); err != nil {
+	if err := c.Backup().CheckIntegrity(ctx); err != nil {
 		return ledger.Rows{}, fmt.Errorf("check the copy: %w", err)
 	}
 	id, err := c.QueueID(ctx)
@@ -78,7 +78,7 @@ func VerifyCopy(ctx context.Context, path, qid string) (rows ledger.Rows, err er
 	if id != qid {
 		return ledger.Rows{}, fmt.Errorf("check the copy: it is bound to queue %q, the live ledger to %q", id, qid)
 	}
-	if rows, err = c.CountRows(ctx); err != nil {
+	if rows, err = c.Backup().CountRows(ctx); err != nil {
 		return ledger.Rows{}, fmt.Errorf("check the copy: %w", err)
 	}
 	return rows, nil

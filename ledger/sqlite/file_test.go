@@ -294,7 +294,7 @@ func TestReadOnlyWALWithoutShm(t *testing.T) {
 		t.Fatalf("read-only open of a ledger with a -wal and no -shm: %v", err)
 	}
 	defer ro.Close()
-	ids, err := ro.ProcessedIDs(t.Context(), []string{"m-" + t.Name()})
+	ids, err := ro.Messages().ProcessedIDs(t.Context(), []string{"m-" + t.Name()})
 	if err != nil {
 		t.Fatal(err)
 	}
