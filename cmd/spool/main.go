@@ -90,6 +90,8 @@ type env struct {
 	// fromEnv lists the flags set from the environment (applyEnv), so
 	// that an error about one names its variable.
 	fromEnv []string
+	// fs is the command's flag set once parsed, for given.
+	fs *flag.FlagSet
 }
 
 // warn prints a one-line warning to stderr in the format of errors.
@@ -195,6 +197,7 @@ func (e *env) parse(fs *flag.FlagSet, args []string) ([]string, error) {
 		e.capture(fs)
 		return nil, errHelp
 	}
+	e.fs = fs
 	pos, err := parseInterleaved(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		if e.long {
