@@ -5,10 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/spoolq/spool/hold"
-	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/queue"
 )
 
@@ -83,22 +81,13 @@ func pauseQueue(ctx context.Context, e *env, dir, db, note string, paused bool) 
 	case paused && c.Changed:
 		fmt.Fprintf(e.stdout, "queue %s paused: its consumers stop claiming and calling within a second; those under way finish. spool resume %s lets them go on\n", dir, shellWord(dir))
 	case paused:
-		fmt.Fprintf(e.stdout, "queue %s is paused already, %s; nothing changed\n", dir, pausedBy(b))
+		fmt.Fprintf(e.stdout, "queue %s is paused already, %s; nothing changed\n", dir, hold.PausedBy(b))
 	case c.Changed:
-		fmt.Fprintf(e.stdout, "queue %s resumed (it was paused %s): its consumers go on within a second\n", dir, pausedBy(b))
+		fmt.Fprintf(e.stdout, "queue %s resumed (it was paused %s): its consumers go on within a second\n", dir, hold.PausedBy(b))
 	default:
 		fmt.Fprintf(e.stdout, "queue %s is not paused; nothing changed (spool resume DIR ID runs a task)\n", dir)
 	}
 	return nil
-}
-
-// pausedBy says who paused, when, and why.
-func pausedBy(p ledger.PauseState) string {
-	s := fmt.Sprintf("by %s since %s", cell(p.By), p.At.UTC().Format(time.RFC3339))
-	if p.Note != "" {
-		s += ": " + cell(p.Note)
-	}
-	return s
 }
 
 // holdService opens the queue at dir and its ledger for writing, with
