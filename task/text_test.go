@@ -52,3 +52,26 @@ func TestWritePreview(t *testing.T) {
 		t.Errorf("not dry: wrote %q", b.String())
 	}
 }
+
+// TestPolicyMatches: the configuration's section agrees with the ledger's
+// policy when either has none, or when they are the same.
+func TestPolicyMatches(t *testing.T) {
+	ten := task.Policy{Set: true, ReplayOver: 10, DiscardOver: -1}
+	five := task.Policy{Set: true, ReplayOver: 5, DiscardOver: -1}
+	for _, c := range []struct {
+		ledger, conf task.Policy
+		want         bool
+	}{
+		{task.NoPolicy, ten, true}, {ten, task.NoPolicy, true}, {ten, ten, true}, {ten, five, false},
+	} {
+		if got := (task.PolicyRecord{Policy: c.ledger}).Matches(c.conf); got != c.want {
+			t.Errorf("ledger %s, conf %s: Matches %v, want %v", c.ledger.Settings(), c.conf.Settings(), got, c.want)
+		}
+	}
+	var b bytes.Buffer
+	task.WritePolicy(&b, task.PolicyRecord{Policy: task.NoPolicy}, ten, "/q/spool.conf")
+	want := "replay_over=10 discard_over=none\nnot in the ledger yet: the approval section of /q/spool.conf, adopted by the next replay, discard or approve\n"
+	if b.String() != want {
+		t.Errorf("wrote %q, want %q", b.String(), want)
+	}
+}

@@ -121,7 +121,7 @@ func taskService(ctx context.Context, dir, db string, cf *contractFlags, readOnl
 	if err != nil {
 		return nil, nil, err
 	}
-	conf, file, err := confPolicy(dir)
+	conf, file, err := queueopen.ApprovalPolicy(dir)
 	if err != nil {
 		return nil, nil, err
 	}
