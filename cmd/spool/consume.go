@@ -215,7 +215,7 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 		e.warn("%s", line)
 	}
 	// The clients' own lines too, in the same format.
-	clientLogs.use(logger)
+	clientLogs.Use(logger)
 	dir := pos[0]
 	d, err := openQueue(dir)
 	if err != nil {

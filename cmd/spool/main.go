@@ -25,7 +25,7 @@ func main() {
 	// spool's logger, not straight to stderr (clientlog.go).
 	routeClientLogs(os.Stderr)
 	code := run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	clientLogs.flush()
+	clientLogs.Flush()
 	os.Exit(code)
 }
 

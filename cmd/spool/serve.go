@@ -122,7 +122,7 @@ func runServe(ctx context.Context, e *env, args []string) (err error) {
 		e.log = logger
 	}
 	// The clients' own lines too, in the same format.
-	clientLogs.use(logger)
+	clientLogs.Use(logger)
 	o := ledgerOpts{use: readLedger, readOnly: true}
 	if tokens != nil {
 		// The API writes the audit's rows and runs tasks.
