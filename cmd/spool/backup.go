@@ -105,7 +105,7 @@ func runBackup(ctx context.Context, e *env, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	defer run.end(ctx, e, &err)
+	defer endAudit(ctx, e, run, &err)
 	var out backupJSON
 	defer func() {
 		run.Counts["processed"], run.Counts["deliveries"] = out.Processed, out.Deliveries

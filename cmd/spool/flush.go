@@ -53,7 +53,7 @@ func runFlush(ctx context.Context, e *env, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	defer run.end(ctx, e, &err)
+	defer endAudit(ctx, e, run, &err)
 	flushed, err := l.FlushRetries(ctx, ids, time.Now())
 	if err != nil {
 		return err

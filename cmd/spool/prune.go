@@ -9,6 +9,7 @@ import (
 
 	"github.com/spoolq/spool/fsck"
 	"github.com/spoolq/spool/ledger"
+	"github.com/spoolq/spool/task"
 )
 
 var pruneCommand = &command{
@@ -94,13 +95,13 @@ func runPrune(ctx context.Context, e *env, args []string) (err error) {
 	defer closeLedger(l, &err)
 	before := time.Now().Add(-window)
 	if !*dryRun {
-		var run *auditRun
+		var run *task.Action
 		run, err = beginAudit(ctx, e, l, "", auditPrune, map[string]any{"older_than": *olderThan,
 			"before": before.UTC().Format(time.RFC3339), "files": *files})
 		if err != nil {
 			return err
 		}
-		defer run.end(ctx, e, &err)
+		defer endAudit(ctx, e, run, &err)
 		var n fsck.Pruned
 		n, err = fsck.Prune(ctx, d, l, ledger.Prune{Before: before, KeepClaims: inFlight}, *files)
 		run.Counts["processed"], run.Counts["deliveries"] = n.Rows.Processed, n.Rows.Deliveries
