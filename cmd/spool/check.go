@@ -143,20 +143,20 @@ func checkQueue(ctx context.Context, w io.Writer, dir, db string, watch bool, pr
 	// openQueue refused stages on two filesystems already.
 	if err := (metrics.Ready{Dir: d}).Check(ctx); err != nil {
 		problem(err)
-	} else if space, err := freeSpace(dir); err != nil {
+	} else if space, err := metrics.FreeSpace(dir); err != nil {
 		problem(err)
 	} else {
 		fmt.Fprintf(w, "stages\tone filesystem, each takes a new file; %s\n", space)
-		if p := space.problem(dir); p != "" {
+		if p := space.Problem(dir); p != "" {
 			problem(errors.New(p))
 		}
 	}
 
-	if u, err := inotifyUsage(os.Getuid()); err != nil {
+	if u, err := metrics.InotifyUsage(os.Getuid()); err != nil {
 		fmt.Fprintf(w, "inotify\tunknown: %v\n", err)
 	} else {
 		fmt.Fprintf(w, "inotify\t%s\n", u)
-		if p := u.problem(); watch && p != "" {
+		if p := u.Problem(); watch && p != "" {
 			problem(errors.New(p))
 		}
 	}
