@@ -42,3 +42,34 @@ func typed[O any, P interface {
 // given reports whether the command line set the flag name of the
 // command's flag set (see the function given).
 func (e *env) given(name string) bool { return e.fs != nil && given(e.fs, name) }
+
+// dirOpts are the options of a command of one queue: DIR, the one
+// positional argument, and --db.
+type dirOpts struct {
+	dir string
+	db  *string
+}
+
+func (o *dirOpts) flags(fs *flag.FlagSet) { o.db = addDBFlag(fs) }
+
+func (o *dirOpts) validate(e *env, pos []string) error {
+	if err := e.positionals(pos, 1, 1, "DIR"); err != nil {
+		return err
+	}
+	o.dir = pos[0]
+	return nil
+}
+
+// reportOpts are a report's: a queue's dirOpts, -o FILE and --json.
+type reportOpts struct {
+	dirOpts
+	out    *string
+	asJSON *bool
+}
+
+// bind registers -o, --json (its usage json) and --db.
+func (o *reportOpts) bind(fs *flag.FlagSet, json string) {
+	o.out = addOutputFlag(fs)
+	o.asJSON = fs.Bool("json", false, json)
+	o.dirOpts.flags(fs)
+}
