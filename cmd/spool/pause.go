@@ -34,24 +34,22 @@ paused" and exits 0; its summary line counts what it did.
 
 A queue paused already stays paused by whoever paused it first (the
 command says so, exit 0). Every pause is an audit row (action pause).`,
+	run: typed[pauseOpts](),
 }
 
-func init() {
-	pauseCommand.run = runPause
+// pauseOpts are spool pause's.
+type pauseOpts struct {
+	dirOpts
+	note *string
 }
 
-func runPause(ctx context.Context, e *env, args []string) (err error) {
-	flags := e.flagSet()
-	note := flags.String("note", "", "why the queue is paused (`TEXT`), shown with the pause")
-	db := addDBFlag(flags)
-	pos, err := e.parse(flags, args)
-	if err != nil {
-		return err
-	}
-	if err := e.positionals(pos, 1, 1, "DIR"); err != nil {
-		return err
-	}
-	return pauseQueue(ctx, e, pos[0], *db, *note, true)
+func (o *pauseOpts) flags(fs *flag.FlagSet) {
+	o.note = fs.String("note", "", "why the queue is paused (`TEXT`), shown with the pause")
+	o.dirOpts.flags(fs)
+}
+
+func (o *pauseOpts) run(ctx context.Context, e *env) error {
+	return pauseQueue(ctx, e, o.dir, *o.db, *o.note, true)
 }
 
 // runResumeQueue is spool resume DIR, without a task ID.
