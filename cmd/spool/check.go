@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -41,21 +42,28 @@ problem: the first consume creates it.
 Prints: the lines queue, ledger, stages and inotify, then the settings by
 group, each as FLAG VALUE FROM ("(none)" for an empty value; a password in
 a URL masked).`,
+	run: typed[checkOpts](),
 }
 
-func init() { checkCommand.run = runCheck }
+// checkOpts are spool check's: consume's flags, checked as consume
+// would check them.
+type checkOpts struct {
+	dirOpts
+	cfl *consumeFlags
+}
 
-func runCheck(ctx context.Context, e *env, args []string) (err error) {
-	flags := e.flagSet()
-	cfl := addConsumeFlags(flags)
-	pos, err := e.parse(flags, args)
-	if err != nil {
-		return err
-	}
+func (o *checkOpts) flags(fs *flag.FlagSet) { o.cfl = addConsumeFlags(fs) }
+
+func (o *checkOpts) validate(e *env, pos []string) error {
 	if err := e.positionals(pos, 1, 1, "DIR"); err != nil {
 		return err
 	}
-	dir := pos[0]
+	o.dir = pos[0]
+	return nil
+}
+
+func (o *checkOpts) run(ctx context.Context, e *env) (err error) {
+	dir, cfl, flags := o.dir, o.cfl, e.fs
 	var problems []string
 	problem := func(err error) { problems = append(problems, err.Error()) }
 	// The environment as consume reads it (check is not a command with
