@@ -317,7 +317,7 @@ func (o *consumeOpts) run(ctx context.Context, e *env) (err error) {
 		if lerr != nil {
 			return lerr
 		}
-		defer func() { // err: runConsume's result
+		defer func() { // err: the run's result
 			if serr := ep.stop(); serr != nil && err == nil {
 				err = serr
 			}
