@@ -134,7 +134,7 @@ func (o *holdOpts) run(ctx context.Context, e *env) (err error) {
 		return err
 	}
 	defer done(&err)
-	res, err := s.Hold(ctx, currentOperator().identity(), o.r)
+	res, err := s.Hold(ctx, currentOperator().Identity(), o.r)
 	if err != nil {
 		return err
 	}
@@ -170,7 +170,7 @@ func (o *releaseOpts) run(ctx context.Context, e *env) (err error) {
 		return err
 	}
 	defer done(&err)
-	res, err := s.Release(ctx, currentOperator().identity(), o.r)
+	res, err := s.Release(ctx, currentOperator().Identity(), o.r)
 	if err != nil {
 		return err
 	}

@@ -64,7 +64,7 @@ func pauseQueue(ctx context.Context, e *env, dir, db, note string, paused bool) 
 		return err
 	}
 	defer done(&err)
-	who := currentOperator().identity()
+	who := currentOperator().Identity()
 	var c hold.Change
 	if paused {
 		c, err = s.Pause(ctx, who, note)

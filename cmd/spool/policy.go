@@ -121,7 +121,7 @@ func ledgerPolicy(ctx context.Context, dir string, l *ledger.DB) (task.Policy, e
 // the OS user running spool.
 func queuePolicy(ctx context.Context, l *ledger.DB, conf task.Policy, file string, adopt bool) (task.Policy, error) {
 	s := &task.Service{Ledger: l, Host: queue.Host(), PID: os.Getpid()}
-	p, err := s.QueuePolicy(ctx, currentOperator().identity(), conf, file, adopt)
+	p, err := s.QueuePolicy(ctx, currentOperator().Identity(), conf, file, adopt)
 	if errors.Is(err, task.ErrPolicyMismatch) {
 		return p, &usageError{msg: err.Error()}
 	}

@@ -283,7 +283,7 @@ func runTask(ctx context.Context, e *env, s *task.Service, who task.Identity, id
 // stale temp files are removed.
 func startQueue(ctx context.Context, e *env, d *queue.Dir, l *ledger.DB) error {
 	s := &task.Service{Dir: d, Ledger: l, Contract: spool.DefaultContract(), Host: queue.Host(), PID: os.Getpid()}
-	if err := s.FinishReplays(ctx, currentOperator().identity(), runOptions(e)); err != nil {
+	if err := s.FinishReplays(ctx, currentOperator().Identity(), runOptions(e)); err != nil {
 		return err
 	}
 	return queueopen.Start(ctx, d, l, startReports(e))
