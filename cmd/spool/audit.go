@@ -47,7 +47,7 @@ task (null when none).
 
 Only reads: it works for a user who may read the queue and its ledger
 but not write them.`,
-	run: typed[auditOpts](),
+	opts: newOpts[auditOpts],
 }
 
 // auditOpts are spool audit's.

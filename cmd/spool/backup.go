@@ -40,7 +40,7 @@ server's tool (pg_dump, mariadb-dump).
 Prints: backed up LEDGER to FILE: N bytes, processed=P deliveries=D
 replays=R, queue ID, integrity ok. --json prints one object: ledger, file,
 bytes, queue_id, processed, deliveries, replays, integrity.`,
-	run: typed[backupOpts](),
+	opts: newOpts[backupOpts],
 }
 
 // backupJSON is what spool backup --json prints.

@@ -71,7 +71,7 @@ bench fsyncs done/ after each move it is told of), for --arrivals messages
 --gap apart and for --steady at --steady-rate a second: p50, p99, max. The
 load average at the start is printed with them; --poll INTERVAL measures
 polling instead of notifications.`,
-	run: typed[benchOpts](),
+	opts: newOpts[benchOpts],
 }
 
 // benchOpts are spool bench's: the options of each of its measurements

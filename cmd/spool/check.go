@@ -42,7 +42,7 @@ problem: the first consume creates it.
 Prints: the lines queue, ledger, stages and inotify, then the settings by
 group, each as FLAG VALUE FROM ("(none)" for an empty value; a password in
 a URL masked).`,
-	run: typed[checkOpts](),
+	opts: newOpts[checkOpts],
 }
 
 // checkOpts are spool check's: consume's flags, checked as consume

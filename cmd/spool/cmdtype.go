@@ -9,34 +9,37 @@ import (
 // binds to the command's flag set, validate checks with the positional
 // arguments (a usage error, exit 2, before anything is opened), and run
 // carries out, ending in the library call that does the work. Help,
-// completion and man pages read the flags flags binds, so a flag is
-// defined once.
+// completion and man pages read the flags flags binds (commandFlags), so
+// a flag is defined once.
 type options interface {
 	flags(fs *flag.FlagSet)
 	validate(e *env, pos []string) error
 	run(ctx context.Context, e *env) error
 }
 
-// typed is the run of a command of options O: a fresh O for each run,
-// its flags parsed from args (anywhere among the positionals), validated,
-// then run.
-func typed[O any, P interface {
+// newOpts is a command's options constructor, newOpts[O]: a fresh O for
+// each run, and for each reading of its flags.
+func newOpts[O any, P interface {
 	*O
 	options
-}]() func(context.Context, *env, []string) error {
-	return func(ctx context.Context, e *env, args []string) error {
-		o := P(new(O))
-		fs := e.flagSet()
-		o.flags(fs)
-		pos, err := e.parse(fs, args)
-		if err != nil {
-			return err
-		}
-		if err := o.validate(e, pos); err != nil {
-			return err
-		}
-		return o.run(ctx, e)
+}]() options {
+	return P(new(O))
+}
+
+// run runs the command: a fresh options value, its flags parsed from
+// args (anywhere among the positionals), validated, then run.
+func (c *command) run(ctx context.Context, e *env, args []string) error {
+	o := c.opts()
+	fs := e.flagSet()
+	o.flags(fs)
+	pos, err := e.parse(fs, args)
+	if err != nil {
+		return err
 	}
+	if err := o.validate(e, pos); err != nil {
+		return err
+	}
+	return o.run(ctx, e)
 }
 
 // given reports whether the command line set the flag name of the

@@ -27,7 +27,7 @@ shell's startup file:
   fish  spool completion fish > ~/.config/fish/completions/spool.fish
 Commands complete after spool, flags after a command, and the rest as
 file names.`,
-	run: typed[completionOpts](),
+	opts: newOpts[completionOpts],
 }
 
 var manCommand = &command{
@@ -40,7 +40,7 @@ of commands and exit statuses, and spool-COMMAND.1 for each command, from
 the same text as spool help. make install (or make install-man) writes
 them into $(PREFIX)/share/man/man1; nothing generated is kept in the
 repository.`,
-	run: typed[manOpts](),
+	opts: newOpts[manOpts],
 }
 
 // completionOpts are spool completion's: the shell named.

@@ -179,7 +179,7 @@ lists every metric.
 The contract comes from DIR/spool.conf and the contract flags.
 Prints: processed=N duplicates=N dead-letters=N recovered=N, and with
 --watch a second line rescans=N overflows=N`,
-	run: typed[consumeOpts](),
+	opts: newOpts[consumeOpts],
 }
 
 // consumeOpts are spool consume's: its many flags (consumeFlags).

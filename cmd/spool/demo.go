@@ -35,7 +35,7 @@ orders.csv, in a queue whose spool.conf says {"format": "csv"}: each row
 is a message, the truncated event is a row cut short and the one without
 amount a row with an empty amount, each a dead letter of its own
 (orders~L20.csv, orders~L21.csv), and the file goes to done/.`,
-	run: typed[demoOpts](),
+	opts: newOpts[demoOpts],
 }
 
 // demoOpts are spool demo's: a DIR, or none for a temporary one.

@@ -57,7 +57,7 @@ Prints one line per file, in the order given (name order for --reason and
   discarded NAME (sha256 HASH)
   discarded NAME -> DIR2/NEWNAME (sha256 HASH)     (--to)
   would discard NAME (reason R, sha256 HASH)       (--dry-run)`,
-	run: typed[discardOpts](),
+	opts: newOpts[discardOpts],
 }
 
 // discardOpts are spool discard's.

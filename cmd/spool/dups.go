@@ -29,7 +29,7 @@ otherwise. A plain duplicate (same body) is not a conflict.
 duplicate_file_b64: the name's bytes in base64 when it is not UTF-8).
 Text and CSV print a name holding a control character or bytes that are
 not UTF-8 Go-quoted ("\x1b..."); --json carries it exactly.`,
-	run: typed[dupsOpts](),
+	opts: newOpts[dupsOpts],
 }
 
 // dupsOpts are spool dups's.

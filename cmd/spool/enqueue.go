@@ -24,7 +24,7 @@ named NAME.json not starting with '.'), so a bad argument changes nothing.
 A name already in inbox/ gets a ~N suffix.
 
 Prints the name each file got in inbox/, one a line.`,
-	run: typed[enqueueOpts](),
+	opts: newOpts[enqueueOpts],
 }
 
 // enqueueOpts are spool enqueue's: the queue and the files.

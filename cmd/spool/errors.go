@@ -42,7 +42,7 @@ UTC; unknown values are null.
 --group-by reason is the triage view: CSV reason,count,first,last, one row
 per reason of the files in error/, most frequent first, with the earliest
 first failure and the latest last failure.`,
-	run: typed[errorsOpts](),
+	opts: newOpts[errorsOpts],
 }
 
 // errorsOpts are spool errors's: the list, or one of its views.

@@ -25,7 +25,7 @@ the time it had; restart it, or flush before it claims.
 Prints: flushed N retries, then each msg_id. A msg_id named that waits for
 no retry (unknown, processed, dead-lettered or already due) is reported on
 stderr, and the exit status is then 1; the others are flushed all the same.`,
-	run: typed[flushOpts](),
+	opts: newOpts[flushOpts],
 }
 
 // flushOpts are spool flush's: the queue and the msg_ids (none: all).

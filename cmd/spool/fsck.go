@@ -73,7 +73,7 @@ The contract (DIR/spool.conf and the contract flags) parses the files of
 done/ that have no record. --json prints the report as one JSON object;
 with --repair, the repairs made are in it too, one line each, as
 "repairs".`,
-	run: typed[fsckOpts](),
+	opts: newOpts[fsckOpts],
 }
 
 // fsckOpts are spool fsck's.

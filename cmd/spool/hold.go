@@ -37,7 +37,7 @@ time is held when it falls due.
 
 --note TEXT says why. Every hold is an audit row (action hold). spool
 holds DIR lists what is held, spool status counts it.`,
-	run: typed[holdOpts](),
+	opts: newOpts[holdOpts],
 }
 
 var releaseCommand = &command{
@@ -58,7 +58,7 @@ Prints each file released with its name in inbox/. A name or msg_id that
 is not held is said on stderr, and the exit status is then 1; the others
 are released all the same. Every release is an audit row (action
 release).`,
-	run: typed[releaseOpts](),
+	opts: newOpts[releaseOpts],
 }
 
 var holdsCommand = &command{
@@ -79,7 +79,7 @@ msg_ids [{msg_id, by, role, via, note, at}], files [{file, origin,
 msg_id, cause, by, role, via, note, at, size, recorded}], and
 stale_records (records whose file is gone from held/: removed by hand,
 which spool fsck reports).`,
-	run: typed[holdsOpts](),
+	opts: newOpts[holdsOpts],
 }
 
 // holdArgs are the options of hold and release: DIR [FILE...] and

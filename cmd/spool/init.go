@@ -34,7 +34,7 @@ skipped with a warning, and the exit status is then 1.
 
 Prints: initialized DIR[; wrote DIR/spool.conf][; copied N messages from
 SRC into inbox/[, skipped M]] ("1 message" for one).`,
-	run: typed[initOpts](),
+	opts: newOpts[initOpts],
 }
 
 // initOpts are spool init's.

@@ -49,7 +49,7 @@ cost one lstat per waiting message; the line stays exactly the same.
 
 --json reads the ledger for paused alone (one row; --db names it as for
 the other commands); the line never reads it.`,
-	run: typed[lagOpts](),
+	opts: newOpts[lagOpts],
 }
 
 // lagOpts are spool lag's.

@@ -25,7 +25,7 @@ run from-to, is absent), and exits 1.
 
 --sql prints the portable query instead (it runs unchanged in sqlite3 and
 psql); DIR is then optional and need not exist.`,
-	run: typed[orderCheckOpts](),
+	opts: newOpts[orderCheckOpts],
 }
 
 // orderCheckOpts are spool order-check's: DIR, or with --sql none.

@@ -34,7 +34,7 @@ paused" and exits 0; its summary line counts what it did.
 
 A queue paused already stays paused by whoever paused it first (the
 command says so, exit 0). Every pause is an audit row (action pause).`,
-	run: typed[pauseOpts](),
+	opts: newOpts[pauseOpts],
 }
 
 // pauseOpts are spool pause's.

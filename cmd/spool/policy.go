@@ -40,7 +40,7 @@ out keeps its value), as the OS user, an approver on the command line
 (a uid without a passwd name is refused, exit 2), with an audit row that
 holds the old and the new values, written in the transaction that
 changes it. It prints "approval policy: OLD -> NEW".`,
-	run: typed[policyOpts](),
+	opts: newOpts[policyOpts],
 }
 
 // policyOpts are spool policy's: show or set, the queue, and set's

@@ -56,7 +56,7 @@ Prints: pruned N rows older than TIME: processed=P deliveries=D, with
 removed). Without --files, when files of done/ stay without their rows, a
 second line: kept K files in done/ (B bytes) without their rows, and the
 command that removes them.`,
-	run: typed[pruneOpts](),
+	opts: newOpts[pruneOpts],
 }
 
 // pruneOpts are spool prune's.

@@ -62,7 +62,7 @@ spool_relay_failures_total by target), /healthz and /readyz, as consume's.
 
 Without --watch it exits once every row is published or parked. Prints:
 published=N failed=N parked=N.`,
-	run: typed[relayOpts](),
+	opts: newOpts[relayOpts],
 }
 
 // relayOpts are spool relay's.

@@ -59,7 +59,7 @@ Prints one line per file, in the order given (name order for --reason and
   replayed NAME -> inbox/NEWNAME
   would replay NAME                      (--dry-run)
   skip NAME: msg_id X already processed`,
-	run: typed[replayOpts](),
+	opts: newOpts[replayOpts],
 }
 
 // deadOpts are the options replay and discard share: the queue, the

@@ -20,7 +20,7 @@ it (--by, or the OS user) and why (--note).
 
 --json prints one JSON array instead, with the keys at, file, new_name, ino,
 by and note (null when none was given).`,
-	run: typed[replaysOpts](),
+	opts: newOpts[replaysOpts],
 }
 
 // replaysOpts are spool replays's.

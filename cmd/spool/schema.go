@@ -29,7 +29,7 @@ Fields appear in order of first appearance, files taken in name order.
 
 The contract comes from DIR/spool.conf and the contract flags. --db is
 accepted for symmetry with the other commands and not used.`,
-	run: typed[schemaOpts](),
+	opts: newOpts[schemaOpts],
 }
 
 // schemaOpts are spool schema's.

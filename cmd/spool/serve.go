@@ -83,7 +83,7 @@ connection takes the slot of the one that waited longest on its client.
 --tls-cert FILE --tls-key FILE serve everything over HTTPS instead (PEM
 files, read again at the next handshake after they change, so a renewal
 needs no restart); the console's cookie is then Secure.`,
-	run: typed[serveOpts](),
+	opts: newOpts[serveOpts],
 }
 
 // serveOpts are spool serve's.

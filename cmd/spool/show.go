@@ -44,7 +44,7 @@ file, msg_id, reason, content_hash, size, by, note, state, outcome, to,
 new_name}] (spool discard: outcome deleted, moved or missing; to and
 new_name where --to put it), held [{file, origin, cause, by, via, note,
 at}] and msg_id_held {by, via, note, at} or null.`,
-	run: typed[showOpts](),
+	opts: newOpts[showOpts],
 }
 
 // showOpts are spool show's: the queue and a message's msg_id or file.

@@ -68,7 +68,7 @@ include the ones replayed or discarded since.
 
 A DIR/spool.conf that consume would refuse (a misspelt key) is a warning
 on stderr, pointing at spool check DIR; the status is still printed.`,
-	run: typed[statusOpts](),
+	opts: newOpts[statusOpts],
 }
 
 // statusOpts are spool status's.

@@ -41,7 +41,7 @@ msg_id, body hash and size, and how many more there are.
 --json prints one JSON array of the tasks, with every field; with ID, the
 task as GET /api/v1/tasks/ID answers it, its first N files under
 "file_list".`,
-	run: typed[tasksOpts](),
+	opts: newOpts[tasksOpts],
 }
 
 var approveCommand = &command{
@@ -74,7 +74,7 @@ changed since the request (gone from error/, replaced, its body edited):
 those are named, and nothing is moved blindly; ask again to see the queue
 as it is now. Answering anything but y at the question approves nothing
 (exit 1).`,
-	run: typed[approveOpts](),
+	opts: newOpts[approveOpts],
 }
 
 var cancelCommand = &command{
@@ -88,7 +88,7 @@ every file of the task is then moved and recorded, or still in error/
 under its own name. Refused (exit 1) for a task that is done, cancelled
 or failed, and for a running task whose every file is in a chunk begun
 (a task without --rate is one chunk, all or nothing).`,
-	run: typed[cancelOpts](),
+	opts: newOpts[cancelOpts],
 }
 
 var resumeCommand = &command{
@@ -110,7 +110,7 @@ set moves once. ID is a task's number, as spool tasks lists them.
 The two share a name as their opposites do (pause and resume a queue,
 cancel and resume a task): the number of arguments says which is meant,
 and a second argument that is not a task's number is refused (exit 2).`,
-	run: typed[resumeOpts](),
+	opts: newOpts[resumeOpts],
 }
 
 // defaultFiles is how many files of a task's set the approver's view

@@ -31,7 +31,7 @@ read (else exit 2: chmod 600 it), and must parse; a NAME already in it,
 in any case, is refused (exit 2): remove its line to replace its token.
 The line is appended in one write and fsynced before the token is
 printed; adds at once take turns on a lock of the file.`,
-	run: typed[tokenOpts](),
+	opts: newOpts[tokenOpts],
 }
 
 // tokenOpts are spool token add's.

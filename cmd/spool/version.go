@@ -13,7 +13,7 @@ var versionCommand = &command{
 	help: `
 Prints the module version spool was built as (or (devel) for a build from a
 source tree), with the VCS revision and the Go version when known.`,
-	run: typed[versionOpts](),
+	opts: newOpts[versionOpts],
 }
 
 // versionOpts are spool version's: none.
