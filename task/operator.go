@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"os"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"sync"
 
 	"github.com/spoolq/spool/ledger"
+	"github.com/spoolq/spool/queue"
+	"golang.org/x/sys/unix"
 )
 
 // Operator is who runs a program on the command line, as the OS says
@@ -77,8 +80,9 @@ func (o Operator) named(by string) bool {
 }
 
 // IdentityError refuses an operator for an action: a uid without a
-// passwd name, or a --by naming someone else, under an approval policy.
-// It wraps ErrBadRequest: the command line must change.
+// passwd name, or a --by naming someone else, under an approval policy;
+// an operator who may not write the error/ a discard empties. It wraps
+// ErrBadRequest: the command line (or who runs it) must change.
 type IdentityError struct{ Reason string }
 
 func (e *IdentityError) Error() string { return e.Reason }
@@ -128,4 +132,18 @@ func (s *Service) OperatorIdentity(ctx context.Context, o Operator, action, by s
 		return who, errors.Join(err, aerr)
 	}
 	return who, err
+}
+
+// CheckDiscardAccess refuses, before anything is opened or recorded, a
+// discard of the queue at dir by o when o may not write its error/:
+// discarding removes files from error/ and records them in the ledger,
+// which needs write access to both. A missing error/ is left for the
+// discard to report. The refusal is an *IdentityError (ErrBadRequest).
+func CheckDiscardAccess(dir string, o Operator) error {
+	errDir := filepath.Join(dir, string(queue.Error))
+	if err := unix.Access(errDir, unix.W_OK|unix.X_OK); err != nil && !errors.Is(err, unix.ENOENT) {
+		return &IdentityError{Reason: fmt.Sprintf("%s: %s may not write it (%v): discarding removes files from error/ and records them in the ledger, which needs write access to both; run it as the queue's owner",
+			errDir, o.Actor(), err)}
+	}
+	return nil
 }

@@ -3,6 +3,8 @@ package task_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -54,5 +56,34 @@ func TestOperatorIdentity(t *testing.T) {
 	}
 	if refused != 2 {
 		t.Errorf("%d refusals audited, want 2", refused)
+	}
+}
+
+// TestCheckDiscardAccess: an error/ its operator may write, or none, lets
+// a discard go on; one it may not (tested where this process is not
+// root, whom permissions do not stop) is refused, naming the operator.
+func TestCheckDiscardAccess(t *testing.T) {
+	dir := t.TempDir()
+	o := task.Operator{Name: "alice", UID: 1000}
+	if err := task.CheckDiscardAccess(dir, o); err != nil {
+		t.Errorf("no error/: %v", err)
+	}
+	errDir := filepath.Join(dir, "error")
+	if err := os.Mkdir(errDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := task.CheckDiscardAccess(dir, o); err != nil {
+		t.Errorf("a writable error/: %v", err)
+	}
+	if os.Geteuid() == 0 {
+		return
+	}
+	if err := os.Chmod(errDir, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Chmod(errDir, 0o755) })
+	err := task.CheckDiscardAccess(dir, o)
+	if !errors.Is(err, task.ErrBadRequest) || !strings.Contains(err.Error(), "os:alice may not write it") {
+		t.Errorf("a read-only error/: %v", err)
 	}
 }

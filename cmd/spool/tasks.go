@@ -6,11 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/ledger"
@@ -151,12 +148,9 @@ func askTask(ctx context.Context, e *env, cf *contractFlags, r taskRun) (err err
 		return taskUsage(err)
 	}
 	if !r.dryRun && r.req.Kind == task.Discard {
-		// Refused before the ledger is opened or anything recorded:
-		// removing files from error/ needs write access to it.
-		errDir := filepath.Join(r.dir, string(queue.Error))
-		if err := unix.Access(errDir, unix.W_OK|unix.X_OK); err != nil && !errors.Is(err, unix.ENOENT) {
-			return &usageError{msg: fmt.Sprintf("%s: %s may not write it (%v): discarding removes files from error/ and records them in the ledger, which needs write access to both; run it as the queue's owner",
-				errDir, osUser(), err)}
+		// Refused before the ledger is opened or anything recorded.
+		if err := task.CheckDiscardAccess(r.dir, currentOperator()); err != nil {
+			return err
 		}
 	}
 	s, done, err := taskService(ctx, r.dir, r.db, cf, r.dryRun)
