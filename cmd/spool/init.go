@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/spoolq/spool/queue"
+	"github.com/spoolq/spool/queueopen"
 )
 
 var initCommand = &command{
@@ -74,7 +75,7 @@ func (o *initOpts) validate(e *env, pos []string) (err error) {
 	if o.conf != nil {
 		// Refuse before creating anything, so that a refusal changes
 		// nothing.
-		if exists, same, err := sameConfig(filepath.Join(dir, configName), o.conf); err != nil {
+		if exists, same, err := queueopen.SameConfig(dir, o.conf); err != nil {
 			return err
 		} else if exists && !same && !*o.force {
 			_, err := writeConfigFile(dir, o.conf, false)
