@@ -37,6 +37,7 @@ func SameConfig(dir string, data []byte) (exists, same bool, err error) {
 // consumer of the queue, and its keys decide what is a duplicate.
 type OtherContractError struct{ Path string }
 
+// Error names the file.
 func (e *OtherContractError) Error() string {
 	return fmt.Sprintf("%s holds another contract", e.Path)
 }

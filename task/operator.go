@@ -85,6 +85,7 @@ func (o Operator) named(by string) bool {
 // ErrBadRequest: the command line (or who runs it) must change.
 type IdentityError struct{ Reason string }
 
+// Error is the reason, one line.
 func (e *IdentityError) Error() string { return e.Reason }
 
 // Unwrap makes an *IdentityError match ErrBadRequest.
