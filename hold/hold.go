@@ -191,7 +191,7 @@ func (s *Service) Hold(ctx context.Context, who task.Identity, r Request) (Resul
 		for _, id := range r.MsgIDs {
 			it := Item{MsgID: id, Done: slices.Contains(added, id)}
 			if !it.Done {
-				it.Why = "held already"
+				it.Why = HeldAlready
 			}
 			st, err := s.Ledger.Messages().Story(ctx, id, "")
 			if err != nil {

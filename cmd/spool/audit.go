@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -46,35 +47,40 @@ task (null when none).
 
 Only reads: it works for a user who may read the queue and its ledger
 but not write them.`,
+	opts: newOpts[auditOpts],
 }
 
-func init() { auditCommand.run = runAudit }
+// auditOpts are spool audit's.
+type auditOpts struct {
+	reportOpts
+	sinceFlag *string
+	since     time.Time
+}
 
-func runAudit(ctx context.Context, e *env, args []string) (err error) {
-	flags := e.flagSet()
-	out := addOutputFlag(flags)
-	asJSON := flags.Bool("json", false, "one JSON array of objects")
-	sinceFlag := flags.String("since", "", "only the actions begun at or after `T`: an RFC 3339 time, or a duration ago (24h, 7d)")
-	db := addDBFlag(flags)
-	pos, err := e.parse(flags, args)
-	if err != nil {
+func (o *auditOpts) flags(fs *flag.FlagSet) {
+	o.sinceFlag = fs.String("since", "", "only the actions begun at or after `T`: an RFC 3339 time, or a duration ago (24h, 7d)")
+	o.bind(fs, "one JSON array of objects")
+}
+
+func (o *auditOpts) validate(e *env, pos []string) (err error) {
+	if err := o.reportOpts.validate(e, pos); err != nil {
 		return err
 	}
-	if err := e.positionals(pos, 1, 1, "DIR"); err != nil {
-		return err
-	}
-	var since time.Time
-	if given(flags, "since") {
-		if since, err = parseSince(*sinceFlag, time.Now()); err != nil {
+	if e.given("since") {
+		if o.since, err = parseSince(*o.sinceFlag, time.Now()); err != nil {
 			return e.usage("--since: %v", err)
 		}
 	}
-	_, l, done, err := openBound(ctx, pos[0], *db, ledgerOpts{use: readLedger, readOnly: true})
+	return nil
+}
+
+func (o *auditOpts) run(ctx context.Context, e *env) (err error) {
+	_, l, done, err := openBound(ctx, o.dir, *o.db, ledgerOpts{use: readLedger, readOnly: true})
 	if err != nil {
 		return err
 	}
 	defer done(&err)
-	rows, err := l.Audit().List(ctx, ledger.AuditQuery{Since: since})
+	rows, err := l.Audit().List(ctx, ledger.AuditQuery{Since: o.since})
 	if err != nil {
 		return err
 	}
@@ -82,8 +88,8 @@ func runAudit(ctx context.Context, e *env, args []string) (err error) {
 	for i, r := range rows {
 		entries[i] = report.AuditEntry{AuditRow: r, Gone: r.Outcome == ledger.AuditStarted && task.ProcessGone(r.Host, r.PID)}
 	}
-	return e.output(*out, func(w io.Writer) error {
-		if *asJSON {
+	return e.output(*o.out, func(w io.Writer) error {
+		if *o.asJSON {
 			return report.WriteAuditJSON(w, entries)
 		}
 		return report.WriteAuditTable(w, entries)

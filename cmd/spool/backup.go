@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -39,9 +40,8 @@ server's tool (pg_dump, mariadb-dump).
 Prints: backed up LEDGER to FILE: N bytes, processed=P deliveries=D
 replays=R, queue ID, integrity ok. --json prints one object: ledger, file,
 bytes, queue_id, processed, deliveries, replays, integrity.`,
+	opts: newOpts[backupOpts],
 }
-
-func init() { backupCommand.run = runBackup }
 
 // backupJSON is what spool backup --json prints.
 type backupJSON struct {
@@ -55,23 +55,32 @@ type backupJSON struct {
 	Integrity  string `json:"integrity"`
 }
 
-func runBackup(ctx context.Context, e *env, args []string) (err error) {
-	flags := e.flagSet()
-	to := flags.String("to", "", "write the copy to `FILE`; required, and refused when FILE exists unless --force")
-	force := flags.Bool("force", false, "replace FILE when it exists (never the live ledger)")
-	asJSON := flags.Bool("json", false, "one JSON object (see above)")
-	db := addDBFlag(flags)
-	pos, err := e.parse(flags, args)
-	if err != nil {
+// backupOpts are spool backup's.
+type backupOpts struct {
+	dirOpts
+	to            *string
+	force, asJSON *bool
+}
+
+func (o *backupOpts) flags(fs *flag.FlagSet) {
+	o.to = fs.String("to", "", "write the copy to `FILE`; required, and refused when FILE exists unless --force")
+	o.force = fs.Bool("force", false, "replace FILE when it exists (never the live ledger)")
+	o.asJSON = fs.Bool("json", false, "one JSON object (see above)")
+	o.dirOpts.flags(fs)
+}
+
+func (o *backupOpts) validate(e *env, pos []string) error {
+	if err := o.dirOpts.validate(e, pos); err != nil {
 		return err
 	}
-	if err := e.positionals(pos, 1, 1, "DIR"); err != nil {
-		return err
-	}
-	if *to == "" {
+	if *o.to == "" {
 		return e.usage("missing --to FILE: where to write the copy")
 	}
-	dir := pos[0]
+	return nil
+}
+
+func (o *backupOpts) run(ctx context.Context, e *env) (err error) {
+	dir, db, to, force, asJSON := o.dir, o.db, o.to, o.force, o.asJSON
 	_, l, done, err := openBound(ctx, dir, *db, ledgerOpts{use: readLedger})
 	if err != nil {
 		return err
@@ -105,7 +114,7 @@ func runBackup(ctx context.Context, e *env, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	defer run.end(ctx, e, &err)
+	defer endAudit(ctx, e, run, &err)
 	var out backupJSON
 	defer func() {
 		run.Counts["processed"], run.Counts["deliveries"] = out.Processed, out.Deliveries

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -41,21 +42,28 @@ problem: the first consume creates it.
 Prints: the lines queue, ledger, stages and inotify, then the settings by
 group, each as FLAG VALUE FROM ("(none)" for an empty value; a password in
 a URL masked).`,
+	opts: newOpts[checkOpts],
 }
 
-func init() { checkCommand.run = runCheck }
+// checkOpts are spool check's: consume's flags, checked as consume
+// would check them.
+type checkOpts struct {
+	dirOpts
+	cfl *consumeFlags
+}
 
-func runCheck(ctx context.Context, e *env, args []string) (err error) {
-	flags := e.flagSet()
-	cfl := addConsumeFlags(flags)
-	pos, err := e.parse(flags, args)
-	if err != nil {
-		return err
-	}
+func (o *checkOpts) flags(fs *flag.FlagSet) { o.cfl = addConsumeFlags(fs) }
+
+func (o *checkOpts) validate(e *env, pos []string) error {
 	if err := e.positionals(pos, 1, 1, "DIR"); err != nil {
 		return err
 	}
-	dir := pos[0]
+	o.dir = pos[0]
+	return nil
+}
+
+func (o *checkOpts) run(ctx context.Context, e *env) (err error) {
+	dir, cfl, flags := o.dir, o.cfl, e.fs
 	var problems []string
 	problem := func(err error) { problems = append(problems, err.Error()) }
 	// The environment as consume reads it (check is not a command with
@@ -143,20 +151,20 @@ func checkQueue(ctx context.Context, w io.Writer, dir, db string, watch bool, pr
 	// openQueue refused stages on two filesystems already.
 	if err := (metrics.Ready{Dir: d}).Check(ctx); err != nil {
 		problem(err)
-	} else if space, err := freeSpace(dir); err != nil {
+	} else if space, err := metrics.FreeSpace(dir); err != nil {
 		problem(err)
 	} else {
 		fmt.Fprintf(w, "stages\tone filesystem, each takes a new file; %s\n", space)
-		if p := space.problem(dir); p != "" {
+		if p := space.Problem(dir); p != "" {
 			problem(errors.New(p))
 		}
 	}
 
-	if u, err := inotifyUsage(os.Getuid()); err != nil {
+	if u, err := metrics.InotifyUsage(os.Getuid()); err != nil {
 		fmt.Fprintf(w, "inotify\tunknown: %v\n", err)
 	} else {
 		fmt.Fprintf(w, "inotify\t%s\n", u)
-		if p := u.problem(); watch && p != "" {
+		if p := u.Problem(); watch && p != "" {
 			problem(errors.New(p))
 		}
 	}

@@ -27,6 +27,7 @@ shell's startup file:
   fish  spool completion fish > ~/.config/fish/completions/spool.fish
 Commands complete after spool, flags after a command, and the rest as
 file names.`,
+	opts: newOpts[completionOpts],
 }
 
 var manCommand = &command{
@@ -39,22 +40,23 @@ of commands and exit statuses, and spool-COMMAND.1 for each command, from
 the same text as spool help. make install (or make install-man) writes
 them into $(PREFIX)/share/man/man1; nothing generated is kept in the
 repository.`,
+	opts: newOpts[manOpts],
 }
 
-func init() {
-	completionCommand.run = runCompletion
-	manCommand.run = runMan
-}
+// completionOpts are spool completion's: the shell named.
+type completionOpts struct{ shell string }
 
-func runCompletion(_ context.Context, e *env, args []string) error {
-	flags := e.flagSet()
-	pos, err := e.parse(flags, args)
-	if err != nil {
-		return err
-	}
+func (*completionOpts) flags(*flag.FlagSet) {}
+
+func (o *completionOpts) validate(e *env, pos []string) error {
 	if err := e.positionals(pos, 1, 1, "SHELL"); err != nil {
 		return err
 	}
+	o.shell = pos[0]
+	return nil
+}
+
+func (o *completionOpts) run(_ context.Context, e *env) error {
 	var names []string
 	cmdFlags := map[string][]string{}
 	for _, c := range commands {
@@ -64,7 +66,7 @@ func runCompletion(_ context.Context, e *env, args []string) error {
 		}
 	}
 	w := e.stdout
-	switch pos[0] {
+	switch o.shell {
 	case "bash":
 		fmt.Fprintf(w, "# bash completion for spool (spool completion bash)\n_spool() {\n")
 		fmt.Fprintf(w, "  local cur=${COMP_WORDS[COMP_CWORD]}\n")
@@ -101,7 +103,7 @@ func runCompletion(_ context.Context, e *env, args []string) error {
 			}
 		}
 	default:
-		return e.usage("unknown shell %q: want bash, zsh or fish", pos[0])
+		return e.usage("unknown shell %q: want bash, zsh or fish", o.shell)
 	}
 	return nil
 }
@@ -115,19 +117,24 @@ func firstLine(s string) string {
 	return s
 }
 
-func runMan(_ context.Context, e *env, args []string) error {
-	flags := e.flagSet()
-	pos, err := e.parse(flags, args)
-	if err != nil {
-		return err
-	}
+// manOpts are spool man's: the directory the pages go to.
+type manOpts struct{ dir string }
+
+func (*manOpts) flags(*flag.FlagSet) {}
+
+func (o *manOpts) validate(e *env, pos []string) error {
 	if err := e.positionals(pos, 1, 1, "DIR"); err != nil {
 		return err
 	}
-	dir := pos[0]
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		return e.usage("%s: not a directory", dir)
+	o.dir = pos[0]
+	if fi, err := os.Stat(o.dir); err != nil || !fi.IsDir() {
+		return e.usage("%s: not a directory", o.dir)
 	}
+	return nil
+}
+
+func (o *manOpts) run(_ context.Context, e *env) error {
+	dir := o.dir
 	date := time.Now().UTC().Format("2006-01-02")
 	if err := writeManFile(filepath.Join(dir, "spool.1"), func(w io.Writer) { manIndex(w, date) }); err != nil {
 		return err

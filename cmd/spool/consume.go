@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -178,24 +179,31 @@ lists every metric.
 The contract comes from DIR/spool.conf and the contract flags.
 Prints: processed=N duplicates=N dead-letters=N recovered=N, and with
 --watch a second line rescans=N overflows=N`,
+	opts: newOpts[consumeOpts],
 }
 
-func init() { consumeCommand.run = runConsume }
+// consumeOpts are spool consume's: its many flags (consumeFlags).
+type consumeOpts struct {
+	dirOpts
+	cfl     *consumeFlags
+	relaxed bool
+}
 
-func runConsume(ctx context.Context, e *env, args []string) (err error) {
-	flags := e.flagSet()
-	cfl := addConsumeFlags(flags)
-	pos, err := e.parse(flags, args)
-	if err != nil {
-		return err
-	}
+func (o *consumeOpts) flags(fs *flag.FlagSet) { o.cfl = addConsumeFlags(fs) }
+
+// validate checks every flag (consumeFlags.check) before the queue or
+// the ledger is touched.
+func (o *consumeOpts) validate(e *env, pos []string) (err error) {
 	if err := e.positionals(pos, 1, 1, "DIR"); err != nil {
 		return err
 	}
-	relaxed, err := cfl.check(e, flags)
-	if err != nil {
-		return err
-	}
+	o.dir = pos[0]
+	o.relaxed, err = o.cfl.check(e, e.fs)
+	return err
+}
+
+func (o *consumeOpts) run(ctx context.Context, e *env) (err error) {
+	cfl, relaxed, flags := o.cfl, o.relaxed, e.fs
 	hf, nf, lf, listen := cfl.handler, cfl.notify, cfl.log, cfl.listen
 	defer cfl.dedup.close()
 	// The logger, the notifier and the progress bar write to stderr from
@@ -215,8 +223,8 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 		e.warn("%s", line)
 	}
 	// The clients' own lines too, in the same format.
-	clientLogs.use(logger)
-	dir := pos[0]
+	clientLogs.Use(logger)
+	dir := o.dir
 	d, err := openQueue(dir)
 	if err != nil {
 		return err
@@ -309,7 +317,7 @@ func runConsume(ctx context.Context, e *env, args []string) (err error) {
 		if lerr != nil {
 			return lerr
 		}
-		defer func() { // err: runConsume's result
+		defer func() { // err: the run's result
 			if serr := ep.stop(); serr != nil && err == nil {
 				err = serr
 			}

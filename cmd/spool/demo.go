@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -34,28 +35,39 @@ orders.csv, in a queue whose spool.conf says {"format": "csv"}: each row
 is a message, the truncated event is a row cut short and the one without
 amount a row with an empty amount, each a dead letter of its own
 (orders~L20.csv, orders~L21.csv), and the file goes to done/.`,
+	opts: newOpts[demoOpts],
 }
 
-func init() { demoCommand.run = runDemo }
+// demoOpts are spool demo's: a DIR, or none for a temporary one.
+type demoOpts struct {
+	dirOpts
+	cf     *contractFlags
+	format *string
+}
 
-func runDemo(ctx context.Context, e *env, args []string) (err error) {
-	flags := e.flagSet()
-	db := addDBFlag(flags)
-	cf := addContractFlags(flags)
-	format := flags.String("format", "", "write the sample as the rows of one batch file: `csv`")
-	pos, err := e.parse(flags, args)
-	if err != nil {
-		return err
-	}
-	if *format != "" && *format != "csv" {
-		return e.usage("--format %q: want csv", *format)
+func (o *demoOpts) flags(fs *flag.FlagSet) {
+	o.dirOpts.flags(fs)
+	o.cf = addContractFlags(fs)
+	o.format = fs.String("format", "", "write the sample as the rows of one batch file: `csv`")
+}
+
+func (o *demoOpts) validate(e *env, pos []string) error {
+	if *o.format != "" && *o.format != "csv" {
+		return e.usage("--format %q: want csv", *o.format)
 	}
 	if err := e.positionals(pos, 0, 1, "DIR"); err != nil {
 		return err
 	}
-	var dir string
 	if len(pos) == 1 {
-		dir = pos[0]
+		o.dir = pos[0]
+	}
+	return nil
+}
+
+func (o *demoOpts) run(ctx context.Context, e *env) (err error) {
+	db, cf, format := o.db, o.cf, o.format
+	dir := o.dir
+	if dir != "" {
 		if err := checkEmpty(dir); err != nil {
 			return err
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -56,47 +57,44 @@ Prints one line per file, in the order given (name order for --reason and
   discarded NAME (sha256 HASH)
   discarded NAME -> DIR2/NEWNAME (sha256 HASH)     (--to)
   would discard NAME (reason R, sha256 HASH)       (--dry-run)`,
+	opts: newOpts[discardOpts],
 }
 
-func init() { discardCommand.run = runDiscard }
+// discardOpts are spool discard's.
+type discardOpts struct {
+	deadOpts
+	to  *string
+	req task.Request
+}
 
-func runDiscard(ctx context.Context, e *env, args []string) (err error) {
-	flags := e.flagSet()
-	reason := flags.String("reason", "", "discard every dead letter with reason `R`")
-	all := flags.Bool("all", false, "discard every dead letter in error/")
-	dryRun := flags.Bool("dry-run", false, "print what would be discarded; change nothing")
-	note := flags.String("note", "", "why, for the ledger (required)")
-	to := flags.String("to", "", "move the files into `DIR2` (outside the queue, on its filesystem, closed to other users) instead of deleting them")
-	by := flags.String("by", "", "who discards, for the ledger (default: the OS user)")
-	tf := addTaskFlags(flags)
-	cf := addContractFlags(flags)
-	db := addDBFlag(flags)
-	pos, err := e.parse(flags, args)
-	if err != nil {
+func (o *discardOpts) flags(fs *flag.FlagSet) {
+	o.bind(fs, "discard")
+	o.note = fs.String("note", "", "why, for the ledger (required)")
+	o.to = fs.String("to", "", "move the files into `DIR2` (outside the queue, on its filesystem, closed to other users) instead of deleting them")
+	o.by = fs.String("by", "", "who discards, for the ledger (default: the OS user)")
+}
+
+func (o *discardOpts) validate(e *env, pos []string) (err error) {
+	if err := o.deadOpts.validate(e, pos); err != nil {
 		return err
 	}
-	if len(pos) == 0 {
-		return e.usage("missing DIR")
-	}
-	sel, err := tf.selection(e, pos[1:], *reason, given(flags, "reason"), *all)
-	if err != nil {
-		return err
-	}
-	if strings.TrimSpace(*note) == "" {
+	if strings.TrimSpace(*o.note) == "" {
 		return e.usage("--note TEXT is required: say why these dead letters go, for the ledger")
 	}
-	req := task.Request{Kind: task.Discard, Selection: sel, Note: *note, Rate: tf.rate, By: *by}
-	if given(flags, "to") {
-		if *to == "" {
+	o.req = task.Request{Kind: task.Discard, Selection: o.sel, Note: *o.note, Rate: o.tf.rate, By: *o.by}
+	if e.given("to") {
+		if *o.to == "" {
 			return e.usage("--to is empty")
 		}
 		// The ledger records the absolute path: a resume may run elsewhere.
-		if req.To, err = filepath.Abs(*to); err != nil {
+		if o.req.To, err = filepath.Abs(*o.to); err != nil {
 			return err
 		}
 	}
-	return askTask(ctx, e, cf, taskRun{dir: pos[0], db: *db, dryRun: *dryRun, plain: !tf.any(), req: req})
+	return nil
 }
+
+func (o *discardOpts) run(ctx context.Context, e *env) error { return o.ask(ctx, e, o.req) }
 
 // printDiscards prints one line per file of a batch.
 func printDiscards(e *env, b ledger.DiscardBatch) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"io"
 
 	"github.com/spoolq/spool/report"
@@ -28,35 +29,33 @@ otherwise. A plain duplicate (same body) is not a conflict.
 duplicate_file_b64: the name's bytes in base64 when it is not UTF-8).
 Text and CSV print a name holding a control character or bytes that are
 not UTF-8 Go-quoted ("\x1b..."); --json carries it exactly.`,
+	opts: newOpts[dupsOpts],
 }
 
-func init() { dupsCommand.run = runDups }
+// dupsOpts are spool dups's.
+type dupsOpts struct {
+	reportOpts
+	conflicts *bool
+}
 
-func runDups(ctx context.Context, e *env, args []string) (err error) {
-	flags := e.flagSet()
-	out := addOutputFlag(flags)
-	conflicts := flags.Bool("conflicts", false, "CSV of the redeliveries whose body differs; exit 1 when there is one")
-	asJSON := flags.Bool("json", false, "one JSON array: of msg_id strings, or with --conflicts of objects with the CSV's keys")
-	db := addDBFlag(flags)
-	pos, err := e.parse(flags, args)
-	if err != nil {
-		return err
-	}
-	if err := e.positionals(pos, 1, 1, "DIR"); err != nil {
-		return err
-	}
-	_, l, done, err := openBound(ctx, pos[0], *db, ledgerOpts{use: readLedger, readOnly: true})
+func (o *dupsOpts) flags(fs *flag.FlagSet) {
+	o.conflicts = fs.Bool("conflicts", false, "CSV of the redeliveries whose body differs; exit 1 when there is one")
+	o.bind(fs, "one JSON array: of msg_id strings, or with --conflicts of objects with the CSV's keys")
+}
+
+func (o *dupsOpts) run(ctx context.Context, e *env) (err error) {
+	_, l, done, err := openBound(ctx, o.dir, *o.db, ledgerOpts{use: readLedger, readOnly: true})
 	if err != nil {
 		return err
 	}
 	defer done(&err)
-	if *conflicts {
+	if *o.conflicts {
 		cs, err := l.Messages().Conflicts(ctx)
 		if err != nil {
 			return err
 		}
-		if err := e.output(*out, func(w io.Writer) error {
-			if *asJSON {
+		if err := e.output(*o.out, func(w io.Writer) error {
+			if *o.asJSON {
 				return report.WriteConflictsJSON(w, cs)
 			}
 			return report.WriteConflictsCSV(w, cs)
@@ -72,8 +71,8 @@ func runDups(ctx context.Context, e *env, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	return e.output(*out, func(w io.Writer) error {
-		if *asJSON {
+	return e.output(*o.out, func(w io.Writer) error {
+		if *o.asJSON {
 			return report.WriteDupsJSON(w, ids)
 		}
 		return report.WriteDups(w, ids)

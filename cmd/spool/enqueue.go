@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io/fs"
 	"os"
@@ -23,29 +24,35 @@ named NAME.json not starting with '.'), so a bad argument changes nothing.
 A name already in inbox/ gets a ~N suffix.
 
 Prints the name each file got in inbox/, one a line.`,
+	opts: newOpts[enqueueOpts],
 }
 
-func init() { enqueueCommand.run = runEnqueue }
+// enqueueOpts are spool enqueue's: the queue and the files.
+type enqueueOpts struct {
+	dir  string
+	srcs []string
+}
 
-func runEnqueue(_ context.Context, e *env, args []string) (err error) {
-	flags := e.flagSet()
-	pos, err := e.parse(flags, args)
-	if err != nil {
-		return err
-	}
+func (*enqueueOpts) flags(*flag.FlagSet) {}
+
+func (o *enqueueOpts) validate(e *env, pos []string) error {
 	if len(pos) == 0 {
 		return e.usage("missing DIR")
 	}
 	if len(pos) == 1 {
 		return e.usage("missing FILE")
 	}
-	d, err := openQueue(pos[0])
+	o.dir, o.srcs = pos[0], pos[1:]
+	return nil
+}
+
+func (o *enqueueOpts) run(_ context.Context, e *env) (err error) {
+	d, err := openQueue(o.dir)
 	if err != nil {
 		return err
 	}
 	defer closeQueue(d, &err)
-	srcs := pos[1:]
-	for _, src := range srcs {
+	for _, src := range o.srcs {
 		if err := checkSource(d, src); err != nil {
 			return err
 		}
@@ -59,7 +66,7 @@ func runEnqueue(_ context.Context, e *env, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	for _, src := range srcs {
+	for _, src := range o.srcs {
 		name, err := d.Enqueue(src)
 		if err != nil {
 			return err

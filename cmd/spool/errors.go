@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"io"
 
 	"github.com/spoolq/spool/report"
@@ -41,28 +42,32 @@ UTC; unknown values are null.
 --group-by reason is the triage view: CSV reason,count,first,last, one row
 per reason of the files in error/, most frequent first, with the earliest
 first failure and the latest last failure.`,
+	opts: newOpts[errorsOpts],
 }
 
-func init() { errorsCommand.run = runErrors }
+// errorsOpts are spool errors's: the list, or one of its views.
+type errorsOpts struct {
+	reportOpts
+	detail, long    *bool
+	groupBy, format *string
+	// table: the list as a table, not CSV.
+	table bool
+}
 
-func runErrors(ctx context.Context, e *env, args []string) (err error) {
-	flags := e.flagSet()
-	out := addOutputFlag(flags)
-	detail := flags.Bool("detail", false, "add the columns field,detail to the CSV")
-	long := flags.Bool("long", false, "a readable table with attempts, times, consumer and history")
-	asJSON := flags.Bool("json", false, "one JSON array of objects with every recorded field")
-	groupBy := flags.String("group-by", "", "`reason`: CSV reason,count,first,last, most frequent first")
-	format := flags.String("format", "", "`csv` or table, for the list and --detail (default: with --detail, table at a terminal, csv elsewhere)")
-	db := addDBFlag(flags)
-	pos, err := e.parse(flags, args)
-	if err != nil {
-		return err
-	}
-	if err := e.positionals(pos, 1, 1, "DIR"); err != nil {
+func (o *errorsOpts) flags(fs *flag.FlagSet) {
+	o.detail = fs.Bool("detail", false, "add the columns field,detail to the CSV")
+	o.long = fs.Bool("long", false, "a readable table with attempts, times, consumer and history")
+	o.groupBy = fs.String("group-by", "", "`reason`: CSV reason,count,first,last, most frequent first")
+	o.format = fs.String("format", "", "`csv` or table, for the list and --detail (default: with --detail, table at a terminal, csv elsewhere)")
+	o.bind(fs, "one JSON array of objects with every recorded field")
+}
+
+func (o *errorsOpts) validate(e *env, pos []string) error {
+	if err := o.reportOpts.validate(e, pos); err != nil {
 		return err
 	}
 	views := 0
-	for _, on := range []bool{*detail, *long, *asJSON, *groupBy != ""} {
+	for _, on := range []bool{*o.detail, *o.long, *o.asJSON, *o.groupBy != ""} {
 		if on {
 			views++
 		}
@@ -70,21 +75,25 @@ func runErrors(ctx context.Context, e *env, args []string) (err error) {
 	if views > 1 {
 		return e.usage("--detail, --long, --json and --group-by are exclusive")
 	}
-	if *groupBy != "" && *groupBy != "reason" {
-		return e.usage("--group-by %q: only reason is supported", *groupBy)
+	if *o.groupBy != "" && *o.groupBy != "reason" {
+		return e.usage("--group-by %q: only reason is supported", *o.groupBy)
 	}
-	table := *detail && *out == "" && isTerminal(e.stdout)
+	o.table = *o.detail && *o.out == "" && isTerminal(e.stdout)
 	switch {
-	case given(flags, "format") && (*long || *asJSON || *groupBy != ""):
+	case e.given("format") && (*o.long || *o.asJSON || *o.groupBy != ""):
 		return e.usage("--format is for the list and --detail, not --long, --json or --group-by")
-	case *format == "table":
-		table = true
-	case *format == "csv":
-		table = false
-	case given(flags, "format"):
-		return e.usage("--format %q: want csv or table", *format)
+	case *o.format == "table":
+		o.table = true
+	case *o.format == "csv":
+		o.table = false
+	case e.given("format"):
+		return e.usage("--format %q: want csv or table", *o.format)
 	}
-	d, l, done, err := openBound(ctx, pos[0], *db, ledgerOpts{use: readLedger, readOnly: true})
+	return nil
+}
+
+func (o *errorsOpts) run(ctx context.Context, e *env) (err error) {
+	d, l, done, err := openBound(ctx, o.dir, *o.db, ledgerOpts{use: readLedger, readOnly: true})
 	if err != nil {
 		return err
 	}
@@ -93,18 +102,18 @@ func runErrors(ctx context.Context, e *env, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	return e.output(*out, func(w io.Writer) error {
+	return e.output(*o.out, func(w io.Writer) error {
 		switch {
-		case *long:
+		case *o.long:
 			return report.WriteErrorsLong(w, rows)
-		case *asJSON:
+		case *o.asJSON:
 			return report.WriteErrorsJSON(w, rows)
-		case *groupBy != "":
+		case *o.groupBy != "":
 			return report.WriteReasonGroupsCSV(w, report.GroupByReason(rows))
 		}
-		if table {
-			return report.WriteErrorsTable(w, rows, *detail)
+		if o.table {
+			return report.WriteErrorsTable(w, rows, *o.detail)
 		}
-		return report.WriteErrorsCSV(w, rows, *detail)
+		return report.WriteErrorsCSV(w, rows, *o.detail)
 	})
 }

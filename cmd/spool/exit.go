@@ -3,8 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/hold"
@@ -13,6 +11,7 @@ import (
 	"github.com/spoolq/spool/queue"
 	"github.com/spoolq/spool/queueopen"
 	"github.com/spoolq/spool/relay"
+	"github.com/spoolq/spool/report"
 	"github.com/spoolq/spool/task"
 )
 
@@ -126,46 +125,6 @@ func finish(e *env, err error) int {
 	return code
 }
 
-// oneLine keeps an error message on one line: scripts and log collectors
-// read stderr a line at a time.
-// Any other control character (an escape sequence in a file name a
-// producer chose) and any byte that is not UTF-8 is written \xNN, so that
-// no message can drive the terminal that shows it.
-func oneLine(s string) string {
-	s = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(s)
-	return strings.TrimSpace(escapeControls(s))
-}
-
-// escapeControls writes the C0 and C1 control characters, DEL and the
-// bytes that are not UTF-8 of s as \xNN (a C1 rune as its code point
-// \u00NN), leaving everything else, tabs included, as it is.
-func escapeControls(s string) string {
-	clean := true
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if (r == utf8.RuneError && n == 1) || (r < 0x20 && r != '\t') || (r >= 0x7f && r < 0xa0) {
-			clean = false
-			break
-		}
-		i += n
-	}
-	if clean {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && n == 1:
-			fmt.Fprintf(&b, "\\x%02x", s[i])
-		case (r < 0x20 && r != '\t') || r == 0x7f:
-			fmt.Fprintf(&b, "\\x%02x", r)
-		case r >= 0x80 && r < 0xa0:
-			fmt.Fprintf(&b, "\\u%04x", r)
-		default:
-			b.WriteString(s[i : i+n])
-		}
-		i += n
-	}
-	return b.String()
-}
+// oneLine keeps a message on one line, its control characters escaped
+// (report.OneLine).
+func oneLine(s string) string { return report.OneLine(s) }

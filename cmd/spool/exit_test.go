@@ -52,9 +52,3 @@ func TestExitCode(t *testing.T) {
 		}
 	}
 }
-
-func TestOneLine(t *testing.T) {
-	if got := oneLine("a\nb\r\nc\rd\n"); got != "a b c d" {
-		t.Errorf("oneLine = %q", got)
-	}
-}

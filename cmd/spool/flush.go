@@ -25,26 +25,30 @@ the time it had; restart it, or flush before it claims.
 Prints: flushed N retries, then each msg_id. A msg_id named that waits for
 no retry (unknown, processed, dead-lettered or already due) is reported on
 stderr, and the exit status is then 1; the others are flushed all the same.`,
+	opts: newOpts[flushOpts],
 }
 
-func init() { flushCommand.run = runFlush }
+// flushOpts are spool flush's: the queue and the msg_ids (none: all).
+type flushOpts struct {
+	dirOpts
+	ids []string
+}
 
-func runFlush(ctx context.Context, e *env, args []string) (err error) {
-	flags := e.flagSet()
-	db := addDBFlag(flags)
-	pos, err := e.parse(flags, args)
-	if err != nil {
-		return err
-	}
+func (o *flushOpts) validate(e *env, pos []string) error {
 	if err := e.positionals(pos, 1, -1, "DIR"); err != nil {
 		return err
 	}
-	_, l, done, err := openBound(ctx, pos[0], *db, ledgerOpts{use: writeLedger})
+	o.dir, o.ids = pos[0], pos[1:]
+	return nil
+}
+
+func (o *flushOpts) run(ctx context.Context, e *env) (err error) {
+	_, l, done, err := openBound(ctx, o.dir, *o.db, ledgerOpts{use: writeLedger})
 	if err != nil {
 		return err
 	}
 	defer done(&err)
-	ids := pos[1:]
+	ids := o.ids
 	sel := map[string]any{"all": true}
 	if len(ids) > 0 {
 		sel = map[string]any{"msg_ids": ids}
@@ -53,7 +57,7 @@ func runFlush(ctx context.Context, e *env, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	defer run.end(ctx, e, &err)
+	defer endAudit(ctx, e, run, &err)
 	flushed, err := l.Messages().FlushRetries(ctx, ids, time.Now())
 	if err != nil {
 		return err

@@ -3,16 +3,15 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
-	"io/fs"
-	"os"
-	"strings"
 
 	"github.com/spoolq/spool/fsck"
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/queue"
 	"github.com/spoolq/spool/queueopen"
 	"github.com/spoolq/spool/report"
+	"github.com/spoolq/spool/task"
 )
 
 var fsckCommand = &command{
@@ -74,153 +73,110 @@ The contract (DIR/spool.conf and the contract flags) parses the files of
 done/ that have no record. --json prints the report as one JSON object;
 with --repair, the repairs made are in it too, one line each, as
 "repairs".`,
+	opts: newOpts[fsckOpts],
 }
 
-func init() { fsckCommand.run = runFsck }
+// fsckOpts are spool fsck's.
+type fsckOpts struct {
+	dir    string
+	repair *bool
+	asJSON *bool
+	cf     *contractFlags
+	db     *string
+}
 
-func runFsck(ctx context.Context, e *env, args []string) (err error) {
-	flags := e.flagSet()
-	repair := flags.Bool("repair", false, "repair what can be repaired without guessing")
-	asJSON := flags.Bool("json", false, "print the report as JSON")
-	cf := addContractFlags(flags)
-	db := addDBFlag(flags)
-	pos, err := e.parse(flags, args)
-	if err != nil {
-		return err
-	}
+func (o *fsckOpts) flags(fs *flag.FlagSet) {
+	o.repair = fs.Bool("repair", false, "repair what can be repaired without guessing")
+	o.asJSON = fs.Bool("json", false, "print the report as JSON")
+	o.cf = addContractFlags(fs)
+	o.db = addDBFlag(fs)
+}
+
+func (o *fsckOpts) validate(e *env, pos []string) error {
 	if err := e.positionals(pos, 1, 1, "DIR"); err != nil {
 		return err
 	}
-	dir := pos[0]
+	o.dir = pos[0]
+	return nil
+}
+
+func (o *fsckOpts) run(ctx context.Context, e *env) (err error) {
+	dir, db := o.dir, *o.db
 	d, err := openQueue(dir)
 	if err != nil {
 		return err
 	}
 	defer closeQueue(d, &err)
-	contract, err := cf.contract(dir)
+	contract, err := o.cf.contract(dir)
 	if err != nil {
 		return err
 	}
-	if !*repair {
-		if r := missingLedger(d, *db); r != nil {
-			return writeFsck(e, r, *db, *asJSON)
+	if path, ok := queueopen.SQLiteFile(d.Path(), db); ok && !*o.repair {
+		if r := fsck.MissingLedger(d, path, db != "", fsckLine(d.Path(), db)); r != nil {
+			return writeFsck(e, r, db, *o.asJSON)
 		}
 	}
-	l, err := openLedgerWith(ctx, dir, *db, ledgerOpts{use: map[bool]ledgerUse{false: readLedger, true: writeLedger}[*repair]})
+	l, err := openLedgerWith(ctx, dir, db, ledgerOpts{use: map[bool]ledgerUse{false: readLedger, true: writeLedger}[*o.repair]})
 	if err != nil {
 		if errors.Is(err, ledger.ErrNoLedger) {
-			return refuse(err, "%s holds no spool ledger (is --db right?)", queueopen.LedgerName(dir, *db))
+			return refuse(err, "%s holds no spool ledger (is --db right?)", queueopen.LedgerName(dir, db))
 		}
 		return err
 	}
 	defer closeLedger(l, &err)
-	o := fsck.Options{Contract: contract}
+	fo := fsck.Options{Contract: contract}
 	var r *fsck.Report
 	// With --json the repairs go into the one JSON object, as "repairs",
 	// so that stdout stays one value a tool can parse.
 	var repairs []string
-	if *repair {
-		o.Log = func(line string) { fmt.Fprintln(e.stdout, cell(line)) }
-		if *asJSON {
+	if *o.repair {
+		fo.Log = func(line string) { fmt.Fprintln(e.stdout, cell(line)) }
+		if *o.asJSON {
 			repairs = []string{}
-			o.Log = func(line string) { repairs = append(repairs, line) }
+			fo.Log = func(line string) { repairs = append(repairs, line) }
 		}
-		r, err = repairAudited(ctx, e, d, l, o)
+		r, err = repairAudited(ctx, e, d, l, fo)
 	} else {
-		r, err = fsck.Check(ctx, d, l, o)
+		r, err = fsck.Check(ctx, d, l, fo)
 	}
 	if errors.Is(err, queue.ErrBadID) {
-		return badIDError(err, dir, *db)
+		return badIDError(err, dir, db)
 	}
 	if err != nil {
 		return err
 	}
-	if *asJSON && repairs != nil {
-		return writeFsckJSON(e, r, repairs)
+	if *o.asJSON && repairs != nil {
+		err = report.WriteJSON(e.stdout, struct {
+			*fsck.Report
+			Repairs []string `json:"repairs"`
+		}{r, repairs})
+		return checked(r, err)
 	}
-	return writeFsck(e, r, *db, *asJSON)
+	return writeFsck(e, r, db, *o.asJSON)
 }
 
-// writeFsckJSON prints the report of a --repair as JSON, with the repairs
-// made, one line each, under "repairs"; errCheckFailed when a problem is
-// left.
-func writeFsckJSON(e *env, r *fsck.Report, repairs []string) error {
-	if err := report.WriteJSON(e.stdout, struct {
-		*fsck.Report
-		Repairs []string `json:"repairs"`
-	}{r, repairs}); err != nil {
-		return err
-	}
-	if r.Problems() > 0 {
-		return errCheckFailed
-	}
-	return nil
-}
-
-// missingLedger reports a missing or empty SQLite ledger as a finding,
-// without creating it; nil when the file is there.
-func missingLedger(d *queue.Dir, db string) *fsck.Report {
-	path, ok := queueopen.SQLiteFile(d.Path(), db)
-	if !ok {
-		return nil
-	}
-	fi, err := os.Stat(path)
-	state := "does not exist"
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-	case err == nil && fi.Mode().IsRegular() && fi.Size() == 0:
-		state = "is an empty file"
-	default:
-		return nil // there, or an error the open will name
-	}
-	done, _ := d.Count(queue.Done)
-	bad, _ := d.Count(queue.Error)
-	return &fsck.Report{Queue: d.Path(), Findings: []fsck.Finding{{
-		Kind: "ledger-missing", Count: done + bad,
-		Text: fmt.Sprintf("the ledger %s %s%s: %d files in done/ and %d in error/ have no record; %s%s --repair rebuilds it",
-			path, state, map[bool]string{true: " (is --db right?)"}[db != ""], done, bad,
-			map[bool]string{true: "only if --db is right, "}[db != ""], fsckLine(d.Path(), db)),
-	}}}
-}
-
-// writeFsck prints the report of a check with --db db; errCheckFailed when
-// it holds a problem.
+// writeFsck prints the report of a check with --db db.
 func writeFsck(e *env, r *fsck.Report, db string, asJSON bool) error {
 	if asJSON {
-		if err := report.WriteJSON(e.stdout, r); err != nil {
-			return err
-		}
-	} else {
-		for _, f := range r.Findings {
-			line := fmt.Sprintf("%s: %s", f.Kind, f.Text)
-			if f.Info {
-				line = "info " + line
-			}
-			if len(f.Examples) > 0 {
-				ex := make([]string, len(f.Examples))
-				for i, x := range f.Examples {
-					ex[i] = cell(x)
-				}
-				line += "; e.g. " + strings.Join(ex, ", ")
-			}
-			fmt.Fprintln(e.stdout, line)
-		}
-		if n := r.Problems(); n > 0 {
-			fmt.Fprintf(e.stdout, "fsck %s: %d kinds of problem found (%s --repair fixes what it can)\n", cell(r.Queue), n, cell(fsckLine(r.Queue, db)))
-		} else {
-			fmt.Fprintf(e.stdout, "fsck %s: ok\n", cell(r.Queue))
-		}
+		return checked(r, report.WriteJSON(e.stdout, r))
 	}
-	if r.Problems() > 0 {
+	r.WriteText(e.stdout, fsckLine(r.Queue, db))
+	return checked(r, nil)
+}
+
+// checked is a report's end once printed (err, the failure to print):
+// errCheckFailed when it holds a problem.
+func checked(r *fsck.Report, err error) error {
+	if err == nil && r.Problems() > 0 {
 		return errCheckFailed
 	}
-	return nil
+	return err
 }
 
 // repairAudited is fsck.Repair, audited (action repair): counts repairs
 // (one per line it logs) and problems (those left after it).
 func repairAudited(ctx context.Context, e *env, d *queue.Dir, l *ledger.DB, o fsck.Options) (r *fsck.Report, err error) {
-	var run *auditRun
+	var run *task.Action
 	o.Begin = func(ctx context.Context) error {
 		var err error
 		run, err = beginAudit(ctx, e, l, "", auditRepair, nil)
@@ -233,7 +189,7 @@ func repairAudited(ctx context.Context, e *env, d *queue.Dir, l *ledger.DB, o fs
 	if run == nil {
 		return r, err // refused before any change: nothing to audit
 	}
-	defer run.end(ctx, e, &err)
+	defer endAudit(ctx, e, run, &err)
 	run.Counts["repairs"] = repairs
 	if r != nil {
 		run.Counts["problems"] = int64(r.Problems())

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -101,14 +100,13 @@ func applyEnv(fs *flag.FlagSet) (set []string, err error) {
 	return set, err
 }
 
-// commandFlags returns the flags of c, read from its flag set without
-// running it.
+// commandFlags returns the flags of c, as its options bind them,
+// without running it.
 func commandFlags(c *command) []*flag.Flag {
+	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+	c.opts().flags(fs)
 	var flags []*flag.Flag
-	e := &env{cmd: c, stdout: io.Discard, stderr: io.Discard, capture: func(fs *flag.FlagSet) {
-		fs.VisitAll(func(f *flag.Flag) { flags = append(flags, f) })
-	}}
-	_ = c.run(context.Background(), e, nil) // returns errHelp at parse
+	fs.VisitAll(func(f *flag.Flag) { flags = append(flags, f) })
 	return flags
 }
 

@@ -2,16 +2,12 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
-	"io"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spoolq/spool/hold"
-	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/queue"
-	"github.com/spoolq/spool/report"
 )
 
 var holdCommand = &command{
@@ -41,6 +37,7 @@ time is held when it falls due.
 
 --note TEXT says why. Every hold is an audit row (action hold). spool
 holds DIR lists what is held, spool status counts it.`,
+	opts: newOpts[holdOpts],
 }
 
 var releaseCommand = &command{
@@ -61,6 +58,7 @@ Prints each file released with its name in inbox/. A name or msg_id that
 is not held is said on stderr, and the exit status is then 1; the others
 are released all the same. Every release is an audit row (action
 release).`,
+	opts: newOpts[releaseOpts],
 }
 
 var holdsCommand = &command{
@@ -81,60 +79,62 @@ msg_ids [{msg_id, by, role, via, note, at}], files [{file, origin,
 msg_id, cause, by, role, via, note, at, size, recorded}], and
 stale_records (records whose file is gone from held/: removed by hand,
 which spool fsck reports).`,
+	opts: newOpts[holdsOpts],
 }
 
-func init() {
-	holdCommand.run = runHold
-	releaseCommand.run = runRelease
-	holdsCommand.run = runHolds
+// holdArgs are the options of hold and release: DIR [FILE...] and
+// --msg-id ..., with hold's --note.
+type holdArgs struct {
+	dir  string
+	r    hold.Request
+	note *string
+	cf   *contractFlags
+	db   *string
 }
 
-// holdArgs parses DIR [FILE...] --msg-id ... for hold and release.
-func holdArgs(e *env, args []string, withNote bool) (dir, db string, cf *contractFlags, r hold.Request, err error) {
-	flags := e.flagSet()
-	flags.Func("msg-id", "hold (release) the msg_id `ID`; repeat it for more", func(v string) error {
-		r.MsgIDs = append(r.MsgIDs, v)
+func (o *holdArgs) flags(fs *flag.FlagSet) {
+	fs.Func("msg-id", "hold (release) the msg_id `ID`; repeat it for more", func(v string) error {
+		o.r.MsgIDs = append(o.r.MsgIDs, v)
 		return nil
 	})
-	var note *string
-	if withNote {
-		note = flags.String("note", "", "why they are held (`TEXT`)")
-	}
-	cf = addContractFlags(flags)
-	dbf := addDBFlag(flags)
-	pos, err := e.parse(flags, args)
-	if err != nil {
-		return "", "", nil, r, err
-	}
-	if err := e.positionals(pos, 1, -1, "DIR"); err != nil {
-		return "", "", nil, r, err
-	}
-	r.Files = pos[1:]
-	if len(r.Files) == 0 && len(r.MsgIDs) == 0 {
-		return "", "", nil, r, e.usage("name a FILE or a --msg-id ID")
-	}
-	for _, f := range r.Files {
-		if err := queue.CheckName(f); err != nil {
-			return "", "", nil, r, e.usage("%v: FILE is a file's name in the stage, not a path", err)
-		}
-	}
-	if note != nil {
-		r.Note = *note
-	}
-	return pos[0], *dbf, cf, r, nil
+	o.cf = addContractFlags(fs)
+	o.db = addDBFlag(fs)
 }
 
-func runHold(ctx context.Context, e *env, args []string) (err error) {
-	dir, db, cf, r, err := holdArgs(e, args, true)
-	if err != nil {
+func (o *holdArgs) validate(e *env, pos []string) error {
+	if err := e.positionals(pos, 1, -1, "DIR"); err != nil {
 		return err
 	}
-	s, done, err := holdService(ctx, dir, db, cf)
+	o.dir, o.r.Files = pos[0], pos[1:]
+	if len(o.r.Files) == 0 && len(o.r.MsgIDs) == 0 {
+		return e.usage("name a FILE or a --msg-id ID")
+	}
+	for _, f := range o.r.Files {
+		if err := queue.CheckName(f); err != nil {
+			return e.usage("%v: FILE is a file's name in the stage, not a path", err)
+		}
+	}
+	if o.note != nil {
+		o.r.Note = *o.note
+	}
+	return nil
+}
+
+// holdOpts are spool hold's.
+type holdOpts struct{ holdArgs }
+
+func (o *holdOpts) flags(fs *flag.FlagSet) {
+	o.note = fs.String("note", "", "why they are held (`TEXT`)")
+	o.holdArgs.flags(fs)
+}
+
+func (o *holdOpts) run(ctx context.Context, e *env) (err error) {
+	s, done, err := holdService(ctx, o.dir, *o.db, o.cf)
 	if err != nil {
 		return err
 	}
 	defer done(&err)
-	res, err := s.Hold(ctx, currentOperator().identity(), r)
+	res, err := s.Hold(ctx, currentOperator().Identity(), o.r)
 	if err != nil {
 		return err
 	}
@@ -142,7 +142,7 @@ func runHold(ctx context.Context, e *env, args []string) (err error) {
 		switch {
 		case it.File != "" && it.Done:
 			fmt.Fprintf(e.stdout, "held %s as held/%s\n", cell(it.File), cell(it.Name))
-		case it.MsgID != "" && (it.Done || it.Why == "held already"):
+		case it.MsgID != "" && (it.Done || it.Why == hold.HeldAlready):
 			line := "msg_id " + cell(it.MsgID) + " held"
 			if !it.Done {
 				line += " already"
@@ -155,37 +155,22 @@ func runHold(ctx context.Context, e *env, args []string) (err error) {
 			e.warn("%s: %s", cell(it.File), it.Why)
 		}
 	}
-	// A msg_id held already is held as asked; anything else not done is
-	// a finding.
-	if res.Missing > countHeldAlready(res.Items) {
+	if res.Unmet() > 0 {
 		return errCheckFailed
 	}
 	return nil
 }
 
-// countHeldAlready counts the msg_ids a hold found held already: not
-// done, but what was asked for holds.
-func countHeldAlready(items []hold.Item) int {
-	n := 0
-	for _, it := range items {
-		if it.MsgID != "" && !it.Done && it.Why == "held already" {
-			n++
-		}
-	}
-	return n
-}
+// releaseOpts are spool release's.
+type releaseOpts struct{ holdArgs }
 
-func runRelease(ctx context.Context, e *env, args []string) (err error) {
-	dir, db, cf, r, err := holdArgs(e, args, false)
-	if err != nil {
-		return err
-	}
-	s, done, err := holdService(ctx, dir, db, cf)
+func (o *releaseOpts) run(ctx context.Context, e *env) (err error) {
+	s, done, err := holdService(ctx, o.dir, *o.db, o.cf)
 	if err != nil {
 		return err
 	}
 	defer done(&err)
-	res, err := s.Release(ctx, currentOperator().identity(), r)
+	res, err := s.Release(ctx, currentOperator().Identity(), o.r)
 	if err != nil {
 		return err
 	}
@@ -214,23 +199,34 @@ func runRelease(ctx context.Context, e *env, args []string) (err error) {
 	return nil
 }
 
-func runHolds(ctx context.Context, e *env, args []string) (err error) {
-	flags := e.flagSet()
-	asJSON := flags.Bool("json", false, "one JSON object (see above)")
-	cf := addContractFlags(flags)
-	db := addDBFlag(flags)
-	pos, err := e.parse(flags, args)
-	if err != nil {
-		return err
-	}
+// holdsOpts are spool holds's.
+type holdsOpts struct {
+	dir    string
+	asJSON *bool
+	cf     *contractFlags
+	db     *string
+}
+
+func (o *holdsOpts) flags(fs *flag.FlagSet) {
+	o.asJSON = fs.Bool("json", false, "one JSON object (see above)")
+	o.cf = addContractFlags(fs)
+	o.db = addDBFlag(fs)
+}
+
+func (o *holdsOpts) validate(e *env, pos []string) error {
 	if err := e.positionals(pos, 1, 1, "DIR"); err != nil {
 		return err
 	}
-	c, err := cf.contract(pos[0])
+	o.dir = pos[0]
+	return nil
+}
+
+func (o *holdsOpts) run(ctx context.Context, e *env) (err error) {
+	c, err := o.cf.contract(o.dir)
 	if err != nil {
 		return err
 	}
-	d, l, done, err := openBound(ctx, pos[0], *db, ledgerOpts{use: readLedger, readOnly: true})
+	d, l, done, err := openBound(ctx, o.dir, *o.db, ledgerOpts{use: readLedger, readOnly: true})
 	if err != nil {
 		return err
 	}
@@ -239,127 +235,8 @@ func runHolds(ctx context.Context, e *env, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		return e.output("", func(w io.Writer) error { return report.WriteJSON(w, holdsJSONOf(st)) })
+	if *o.asJSON {
+		return e.output("", st.WriteJSON)
 	}
-	return e.output("", func(w io.Writer) error { return writeHolds(w, st) })
-}
-
-// holdsJSON is spool holds --json; its field names are stable.
-type holdsJSON struct {
-	Paused *holderJSON    `json:"paused"`
-	MsgIDs []heldIDJSON   `json:"msg_ids"`
-	Files  []heldFileJSON `json:"files"`
-	Stale  []heldFileJSON `json:"stale_records"`
-}
-
-type holderJSON struct {
-	By   string    `json:"by"`
-	Role string    `json:"role"`
-	Via  string    `json:"via"`
-	Note string    `json:"note"`
-	At   time.Time `json:"at"`
-}
-
-func holderOf(h ledger.Holder) holderJSON {
-	return holderJSON{By: h.By, Role: h.Role, Via: h.Via, Note: h.Note, At: h.At.UTC()}
-}
-
-type heldIDJSON struct {
-	MsgID string `json:"msg_id"`
-	holderJSON
-}
-
-type heldFileJSON struct {
-	File   string  `json:"file"`
-	Origin *string `json:"origin"`
-	MsgID  *string `json:"msg_id"`
-	Cause  *string `json:"cause"`
-	*holderJSON
-	Size     int64 `json:"size"`
-	Recorded bool  `json:"recorded"`
-}
-
-func optionalText(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
-// holdsJSONOf is st as spool holds --json prints it.
-func holdsJSONOf(st hold.State) holdsJSON {
-	out := holdsJSON{MsgIDs: []heldIDJSON{}, Files: []heldFileJSON{}, Stale: []heldFileJSON{}}
-	if st.Pause.Paused {
-		h := holderOf(st.Pause.Holder)
-		out.Paused = &h
-	}
-	for _, id := range st.MsgIDs {
-		out.MsgIDs = append(out.MsgIDs, heldIDJSON{MsgID: id.MsgID, holderJSON: holderOf(id.Holder)})
-	}
-	for _, f := range st.Files {
-		j := heldFileJSON{File: f.Name, MsgID: optionalText(f.MsgID), Size: f.Size, Recorded: f.Record != nil}
-		if r := f.Record; r != nil {
-			h := holderOf(r.Holder)
-			j.Origin, j.Cause, j.holderJSON = optionalText(r.Origin), optionalText(r.Cause), &h
-		}
-		out.Files = append(out.Files, j)
-	}
-	for _, r := range st.Stale {
-		h := holderOf(r.Holder)
-		out.Stale = append(out.Stale, heldFileJSON{File: r.File, Origin: optionalText(r.Origin), MsgID: optionalText(r.MsgID),
-			Cause: optionalText(r.Cause), holderJSON: &h, Recorded: true})
-	}
-	return out
-}
-
-// writeHolds prints st for people.
-func writeHolds(w io.Writer, st hold.State) error {
-	if p := st.Pause; p.Paused {
-		fmt.Fprintf(w, "paused %s\n", pausedBy(p))
-	} else {
-		fmt.Fprintln(w, "not paused")
-	}
-	fmt.Fprintf(w, "msg_ids held: %d\n", len(st.MsgIDs))
-	for _, id := range st.MsgIDs {
-		fmt.Fprintf(w, "  %s  by %s, %s%s\n", cell(id.MsgID), cell(id.By), id.At.UTC().Format(time.RFC3339), noteText(id.Note))
-	}
-	fmt.Fprintf(w, "files in held/: %d\n", len(st.Files))
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	if len(st.Files) > 0 {
-		fmt.Fprintln(tw, "  FILE\tWAS\tMSG_ID\tHELD BY\tAT\tWHY")
-	}
-	for _, f := range st.Files {
-		if r := f.Record; r != nil {
-			why := r.Note
-			if r.Cause == ledger.HeldByMsgID {
-				why = strings.TrimSpace("its msg_id is held " + r.Note)
-			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", cell(f.Name), cell(r.Origin), cell(dash(f.MsgID)), cell(r.By),
-				r.At.UTC().Format(time.RFC3339), cell(dash(why)))
-			continue
-		}
-		fmt.Fprintf(tw, "  %s\t-\t%s\t-\t-\tno record (a hold killed half-way, or moved here by hand): held all the same\n", cell(f.Name), cell(dash(f.MsgID)))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if len(st.Stale) > 0 {
-		fmt.Fprintf(w, "records without their file in held/: %d (removed by hand; spool fsck --repair forgets them)\n", len(st.Stale))
-	}
-	return nil
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-func noteText(n string) string {
-	if n == "" {
-		return ""
-	}
-	return ": " + cell(n)
+	return e.output("", st.WriteText)
 }

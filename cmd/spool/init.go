@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 
 	"github.com/spoolq/spool/queue"
+	"github.com/spoolq/spool/queueopen"
 )
 
 var initCommand = &command{
@@ -33,54 +35,70 @@ skipped with a warning, and the exit status is then 1.
 
 Prints: initialized DIR[; wrote DIR/spool.conf][; copied N messages from
 SRC into inbox/[, skipped M]] ("1 message" for one).`,
+	opts: newOpts[initOpts],
 }
 
-func init() { initCommand.run = runInit }
+// initOpts are spool init's.
+type initOpts struct {
+	dirOpts
+	from      *string
+	newLedger *bool
+	cf        *contractFlags
+	force     *bool
+	// conf is the spool.conf the contract flags write, nil without them.
+	conf []byte
+}
 
-func runInit(ctx context.Context, e *env, args []string) (err error) {
-	flags := e.flagSet()
-	from := flags.String("from", "", "copy the message files of directory `SRC` into inbox/")
-	db := addDBFlag(flags)
-	newLedger := addNewLedgerFlag(flags)
-	cf := addContractFlags(flags)
-	force := flags.Bool("force", false, "with contract flags: replace a DIR/spool.conf that holds another contract")
-	pos, err := e.parse(flags, args)
-	if err != nil {
+func (o *initOpts) flags(flags *flag.FlagSet) {
+	o.from = flags.String("from", "", "copy the message files of directory `SRC` into inbox/")
+	o.dirOpts.flags(flags)
+	o.newLedger = addNewLedgerFlag(flags)
+	o.cf = addContractFlags(flags)
+	o.force = flags.Bool("force", false, "with contract flags: replace a DIR/spool.conf that holds another contract")
+}
+
+// validate refuses before anything is created, so that a refusal changes
+// nothing: a contract that differs from DIR/spool.conf's without --force,
+// a --from that is no directory.
+func (o *initOpts) validate(e *env, pos []string) (err error) {
+	if err := o.dirOpts.validate(e, pos); err != nil {
 		return err
 	}
-	if err := e.positionals(pos, 1, 1, "DIR"); err != nil {
-		return err
-	}
-	dir := pos[0]
-	conf, err := cf.configFile()
+	dir := o.dir
+	o.conf, err = o.cf.configFile()
 	if err != nil {
 		return e.usage("%v", err)
 	}
-	if *force && conf == nil {
+	if *o.force && o.conf == nil {
 		return e.usage("--force needs contract flags: it replaces the spool.conf they write")
 	}
-	if conf != nil {
+	if o.conf != nil {
 		// Refuse before creating anything, so that a refusal changes
 		// nothing.
-		if exists, same, err := sameConfig(filepath.Join(dir, configName), conf); err != nil {
+		if exists, same, err := queueopen.SameConfig(dir, o.conf); err != nil {
 			return err
-		} else if exists && !same && !*force {
-			_, err := writeConfigFile(dir, conf, false)
+		} else if exists && !same && !*o.force {
+			_, err := writeConfigFile(dir, o.conf, false)
 			return err
 		}
 	}
 	// Check the source before creating anything, so a typo changes nothing.
-	if *from != "" {
-		fi, err := os.Stat(*from)
+	if *o.from != "" {
+		fi, err := os.Stat(*o.from)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			return &inputError{path: *from, err: errors.New("no such directory")}
+			return &inputError{path: *o.from, err: errors.New("no such directory")}
 		case err != nil:
 			return fmt.Errorf("--from: %w", err)
 		case !fi.IsDir():
-			return e.usage("--from %s: not a directory", *from)
+			return e.usage("--from %s: not a directory", *o.from)
 		}
 	}
+	return nil
+}
+
+func (o *initOpts) run(ctx context.Context, e *env) (err error) {
+	dir, from, db, newLedger, force, conf := o.dir, o.from, o.db, o.newLedger, o.force, o.conf
 	if err := queue.Init(dir); err != nil {
 		return err
 	}

@@ -5,11 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"reflect"
 
-	"github.com/spoolq/spool/queue"
 	"github.com/spoolq/spool/queueopen"
 )
 
@@ -69,52 +65,13 @@ func (cf *contractFlags) configFile() ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// sameConfig reports whether the spool.conf at path says what data says:
-// the same contract, however it is written (a file that also holds an
-// approval policy included). A missing file says nothing.
-func sameConfig(path string, data []byte) (exists, same bool, err error) {
-	was, err := queueopen.ReadConfig(filepath.Dir(path))
-	var ce *queueopen.ConfigError
-	switch {
-	case errors.As(err, &ce) && !ce.Invalid:
-		return true, false, err
-	case err != nil:
-		return true, false, nil // a broken file says otherwise
-	case was == nil:
-		return false, false, nil
-	}
-	want, err := queueopen.ParseConfig(data)
-	if err != nil {
-		return true, false, err
-	}
-	return true, reflect.DeepEqual(was.Contract, want.Contract), nil
-}
-
-// writeConfigFile writes data to DIR/spool.conf atomically and durably,
-// unless the file there says the same already; a file that says otherwise
-// is replaced only with force: it is the contract of every consumer of
-// the queue, and its keys decide what is a duplicate. It returns whether
-// it wrote.
+// writeConfigFile is queueopen.WriteConfig, its refusal of another
+// contract worded for the command line.
 func writeConfigFile(dir string, data []byte, force bool) (bool, error) {
-	path := filepath.Join(dir, configName)
-	exists, same, err := sameConfig(path, data)
-	switch {
-	case err != nil:
-		return false, err
-	case same:
-		return false, nil
-	case exists && !force:
-		return false, &usageError{msg: fmt.Sprintf("%s holds another contract than these flags give, and every consumer of the queue reads it. Try: spool check %s to see it, or --force to replace it", path, dir)}
+	wrote, err := queueopen.WriteConfig(dir, data, force)
+	var oc *queueopen.OtherContractError
+	if errors.As(err, &oc) {
+		return false, &usageError{msg: fmt.Sprintf("%s holds another contract than these flags give, and every consumer of the queue reads it. Try: spool check %s to see it, or --force to replace it", oc.Path, dir)}
 	}
-	err = queue.CreateFile(path, exists, func(tmp string) error {
-		if err := os.WriteFile(tmp, data, 0o644); err != nil {
-			return err
-		}
-		// CreateFile made it 0600; every consumer's user reads it.
-		return os.Chmod(tmp, 0o644)
-	})
-	if err != nil {
-		return false, err
-	}
-	return true, nil
+	return wrote, err
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -48,86 +49,60 @@ cost one lstat per waiting message; the line stays exactly the same.
 
 --json reads the ledger for paused alone (one row; --db names it as for
 the other commands); the line never reads it.`,
+	opts: newOpts[lagOpts],
 }
 
-func init() { lagCommand.run = runLag }
-
-// lagJSON is the object of spool lag --json; its field names are stable.
-type lagJSON struct {
-	Inbox            int      `json:"inbox"`
-	Processing       int      `json:"processing"`
-	Error            int      `json:"error"`
-	OldestAgeSeconds *float64 `json:"oldest_age_seconds"`
-	Threshold        uint64   `json:"threshold"`
-	MaxAgeSeconds    *float64 `json:"max_age_seconds"`
-	Over             bool     `json:"over"`
-	Held             int      `json:"held"`
-	Paused           *bool    `json:"paused"`
+// lagOpts are spool lag's.
+type lagOpts struct {
+	dir       string
+	threshold uint64
+	maxAge    *time.Duration
+	asJSON    *bool
+	db        *string
 }
 
-func runLag(ctx context.Context, e *env, args []string) (err error) {
-	flags := e.flagSet()
-	maxAge := flags.Duration("max-age", 0, "also exit 1 when the oldest message in inbox/ is older than `DURATION` (by modification time)")
-	asJSON := flags.Bool("json", false, "print one JSON object instead of the line (see above)")
-	db := addDBFlag(flags)
-	pos, err := e.parse(flags, args)
-	if err != nil {
-		return err
-	}
+func (o *lagOpts) flags(fs *flag.FlagSet) {
+	o.maxAge = fs.Duration("max-age", 0, "also exit 1 when the oldest message in inbox/ is older than `DURATION` (by modification time)")
+	o.asJSON = fs.Bool("json", false, "print one JSON object instead of the line (see above)")
+	o.db = addDBFlag(fs)
+}
+
+func (o *lagOpts) validate(e *env, pos []string) (err error) {
 	if err := e.positionals(pos, 2, 2, "DIR", "THRESHOLD"); err != nil {
 		return err
 	}
-	threshold, perr := strconv.ParseUint(pos[1], 10, 64)
-	if perr != nil {
+	o.dir = pos[0]
+	if o.threshold, err = strconv.ParseUint(pos[1], 10, 64); err != nil {
 		return e.usage("THRESHOLD %q: want a non-negative integer", pos[1])
 	}
-	ageSet := given(flags, "max-age")
-	if *maxAge < 0 {
-		return e.usage("--max-age %v: want a duration of 0 or more", *maxAge)
+	if *o.maxAge < 0 {
+		return e.usage("--max-age %v: want a duration of 0 or more", *o.maxAge)
 	}
-	d, err := openQueue(pos[0])
+	if !e.given("max-age") {
+		*o.maxAge = -1 // no bound
+	}
+	return nil
+}
+
+func (o *lagOpts) run(ctx context.Context, e *env) (err error) {
+	d, err := openQueue(o.dir)
 	if err != nil {
 		return err
 	}
 	defer closeQueue(d, &err)
-	var n [3]int
-	for i, s := range []queue.Stage{queue.Inbox, queue.Processing, queue.Error} {
-		if n[i], err = d.Count(s); err != nil {
-			return err
-		}
+	lag, err := report.MeasureLag(ctx, d, o.threshold, *o.maxAge, *o.asJSON)
+	if err != nil {
+		return err
 	}
-	over := uint64(n[0]) > threshold
-	out := lagJSON{Inbox: n[0], Processing: n[1], Error: n[2], Threshold: threshold}
-	if ageSet || *asJSON {
-		// Only now is a file stat'ed: the plain line reads names alone.
-		oldest, err := report.OldestInbox(ctx, d)
-		if err != nil {
-			return err
-		}
-		if !oldest.IsZero() {
-			age := max(time.Since(oldest), 0)
-			secs := report.Seconds(age)
-			out.OldestAgeSeconds = &secs
-			over = over || ageSet && age > *maxAge
-		}
-		if ageSet {
-			secs := report.Seconds(*maxAge)
-			out.MaxAgeSeconds = &secs
-		}
-	}
-	out.Over = over
-	if *asJSON {
-		if out.Held, err = d.Count(queue.Held); err != nil {
-			return err
-		}
-		out.Paused = lagPaused(ctx, e, d, *db)
-		if err := e.output("", func(w io.Writer) error { return report.WriteJSON(w, out) }); err != nil {
+	if *o.asJSON {
+		lag.Paused = lagPaused(ctx, e, d, *o.db)
+		if err := e.output("", func(w io.Writer) error { return report.WriteJSON(w, lag) }); err != nil {
 			return err
 		}
 	} else {
-		fmt.Fprintf(e.stdout, "inbox=%d processing=%d error=%d\n", n[0], n[1], n[2])
+		fmt.Fprintf(e.stdout, "inbox=%d processing=%d error=%d\n", lag.Inbox, lag.Processing, lag.Error)
 	}
-	if over {
+	if lag.Over {
 		return errCheckFailed
 	}
 	return nil

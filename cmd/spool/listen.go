@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/endpoint"
+	"github.com/spoolq/spool/hold"
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/metrics"
 )
@@ -189,7 +190,7 @@ func pausedOf(l *ledger.DB) func(context.Context) (string, bool) {
 		if err != nil || !p.Paused {
 			return "", false
 		}
-		return pausedBy(p), true
+		return hold.PausedBy(p), true
 	}
 }
 

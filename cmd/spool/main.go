@@ -25,7 +25,7 @@ func main() {
 	// spool's logger, not straight to stderr (clientlog.go).
 	routeClientLogs(os.Stderr)
 	code := run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	clientLogs.flush()
+	clientLogs.Flush()
 	os.Exit(code)
 }
 
@@ -47,7 +47,8 @@ type command struct {
 	// and the rest after: a command of many flags (consume) shows what a
 	// first run needs on the first screen.
 	groups []flagGroup
-	run    func(ctx context.Context, e *env, args []string) error
+	// opts returns a fresh value of the command's options (newOpts).
+	opts func() options
 }
 
 // commands lists the subcommands in the order `spool help` shows them.
@@ -84,12 +85,11 @@ type env struct {
 	// long makes -h print the whole help (spool help COMMAND), not the
 	// synopsis and flags.
 	long bool
-	// capture, when set, receives the command's flag set at parse
-	// instead of parsing (completion and man pages read the flags).
-	capture func(*flag.FlagSet)
 	// fromEnv lists the flags set from the environment (applyEnv), so
 	// that an error about one names its variable.
 	fromEnv []string
+	// fs is the command's flag set once parsed, for given.
+	fs *flag.FlagSet
 }
 
 // warn prints a one-line warning to stderr in the format of errors.
@@ -191,10 +191,7 @@ func (e *env) flagSet() *flag.FlagSet {
 // parse parses args with flags anywhere among the positionals. -h prints
 // the command's help on stdout and returns errHelp.
 func (e *env) parse(fs *flag.FlagSet, args []string) ([]string, error) {
-	if e.capture != nil {
-		e.capture(fs)
-		return nil, errHelp
-	}
+	e.fs = fs
 	pos, err := parseInterleaved(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		if e.long {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"io"
 
 	"github.com/spoolq/spool/ledger"
@@ -24,33 +25,35 @@ run from-to, is absent), and exits 1.
 
 --sql prints the portable query instead (it runs unchanged in sqlite3 and
 psql); DIR is then optional and need not exist.`,
+	opts: newOpts[orderCheckOpts],
 }
 
-func init() { orderCheckCommand.run = runOrderCheck }
+// orderCheckOpts are spool order-check's: DIR, or with --sql none.
+type orderCheckOpts struct {
+	reportOpts
+	sql *bool
+}
 
-func runOrderCheck(ctx context.Context, e *env, args []string) (err error) {
-	flags := e.flagSet()
-	out := addOutputFlag(flags)
-	sql := flags.Bool("sql", false, "print the order-check SQL instead of running it")
-	asJSON := flags.Bool("json", false, `one JSON object {"ok": bool, "problems": [{"order_no", "seq", "problem"}]}`)
-	db := addDBFlag(flags)
-	pos, err := e.parse(flags, args)
-	if err != nil {
-		return err
+func (o *orderCheckOpts) flags(fs *flag.FlagSet) {
+	o.sql = fs.Bool("sql", false, "print the order-check SQL instead of running it")
+	o.bind(fs, `one JSON object {"ok": bool, "problems": [{"order_no", "seq", "problem"}]}`)
+}
+
+func (o *orderCheckOpts) validate(e *env, pos []string) error {
+	if *o.sql {
+		return e.positionals(pos, 0, 1, "DIR")
 	}
-	if *sql {
-		if err := e.positionals(pos, 0, 1, "DIR"); err != nil {
-			return err
-		}
-		return e.output(*out, func(w io.Writer) error {
+	return o.reportOpts.validate(e, pos)
+}
+
+func (o *orderCheckOpts) run(ctx context.Context, e *env) (err error) {
+	if *o.sql {
+		return e.output(*o.out, func(w io.Writer) error {
 			_, err := io.WriteString(w, ledger.OrderCheckSQL)
 			return err
 		})
 	}
-	if err := e.positionals(pos, 1, 1, "DIR"); err != nil {
-		return err
-	}
-	_, l, done, err := openBound(ctx, pos[0], *db, ledgerOpts{use: readLedger, readOnly: true})
+	_, l, done, err := openBound(ctx, o.dir, *o.db, ledgerOpts{use: readLedger, readOnly: true})
 	if err != nil {
 		return err
 	}
@@ -60,8 +63,8 @@ func runOrderCheck(ctx context.Context, e *env, args []string) (err error) {
 		return err
 	}
 	ok := true
-	if err := e.output(*out, func(w io.Writer) (err error) {
-		if *asJSON {
+	if err := e.output(*o.out, func(w io.Writer) (err error) {
+		if *o.asJSON {
 			ok, err = report.WriteOrderCheckJSON(w, problems)
 			return err
 		}

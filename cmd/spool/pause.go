@@ -5,10 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/spoolq/spool/hold"
-	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/queue"
 )
 
@@ -36,24 +34,22 @@ paused" and exits 0; its summary line counts what it did.
 
 A queue paused already stays paused by whoever paused it first (the
 command says so, exit 0). Every pause is an audit row (action pause).`,
+	opts: newOpts[pauseOpts],
 }
 
-func init() {
-	pauseCommand.run = runPause
+// pauseOpts are spool pause's.
+type pauseOpts struct {
+	dirOpts
+	note *string
 }
 
-func runPause(ctx context.Context, e *env, args []string) (err error) {
-	flags := e.flagSet()
-	note := flags.String("note", "", "why the queue is paused (`TEXT`), shown with the pause")
-	db := addDBFlag(flags)
-	pos, err := e.parse(flags, args)
-	if err != nil {
-		return err
-	}
-	if err := e.positionals(pos, 1, 1, "DIR"); err != nil {
-		return err
-	}
-	return pauseQueue(ctx, e, pos[0], *db, *note, true)
+func (o *pauseOpts) flags(fs *flag.FlagSet) {
+	o.note = fs.String("note", "", "why the queue is paused (`TEXT`), shown with the pause")
+	o.dirOpts.flags(fs)
+}
+
+func (o *pauseOpts) run(ctx context.Context, e *env) error {
+	return pauseQueue(ctx, e, o.dir, *o.db, *o.note, true)
 }
 
 // runResumeQueue is spool resume DIR, without a task ID.
@@ -68,7 +64,7 @@ func pauseQueue(ctx context.Context, e *env, dir, db, note string, paused bool) 
 		return err
 	}
 	defer done(&err)
-	who := currentOperator().identity()
+	who := currentOperator().Identity()
 	var c hold.Change
 	if paused {
 		c, err = s.Pause(ctx, who, note)
@@ -83,22 +79,13 @@ func pauseQueue(ctx context.Context, e *env, dir, db, note string, paused bool) 
 	case paused && c.Changed:
 		fmt.Fprintf(e.stdout, "queue %s paused: its consumers stop claiming and calling within a second; those under way finish. spool resume %s lets them go on\n", dir, shellWord(dir))
 	case paused:
-		fmt.Fprintf(e.stdout, "queue %s is paused already, %s; nothing changed\n", dir, pausedBy(b))
+		fmt.Fprintf(e.stdout, "queue %s is paused already, %s; nothing changed\n", dir, hold.PausedBy(b))
 	case c.Changed:
-		fmt.Fprintf(e.stdout, "queue %s resumed (it was paused %s): its consumers go on within a second\n", dir, pausedBy(b))
+		fmt.Fprintf(e.stdout, "queue %s resumed (it was paused %s): its consumers go on within a second\n", dir, hold.PausedBy(b))
 	default:
 		fmt.Fprintf(e.stdout, "queue %s is not paused; nothing changed (spool resume DIR ID runs a task)\n", dir)
 	}
 	return nil
-}
-
-// pausedBy says who paused, when, and why.
-func pausedBy(p ledger.PauseState) string {
-	s := fmt.Sprintf("by %s since %s", cell(p.By), p.At.UTC().Format(time.RFC3339))
-	if p.Note != "" {
-		s += ": " + cell(p.Note)
-	}
-	return s
 }
 
 // holdService opens the queue at dir and its ledger for writing, with

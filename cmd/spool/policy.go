@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
-	"time"
 
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/queue"
@@ -42,18 +40,25 @@ out keeps its value), as the OS user, an approver on the command line
 (a uid without a passwd name is refused, exit 2), with an audit row that
 holds the old and the new values, written in the transaction that
 changes it. It prints "approval policy: OLD -> NEW".`,
+	opts: newOpts[policyOpts],
 }
 
-func init() { policyCommand.run = runPolicy }
+// policyOpts are spool policy's: show or set, the queue, and set's
+// settings.
+type policyOpts struct {
+	set      bool
+	dir      string
+	settings []string
+	asJSON   *bool
+	db       *string
+}
 
-func runPolicy(ctx context.Context, e *env, args []string) (err error) {
-	flags := e.flagSet()
-	asJSON := flags.Bool("json", false, "show: print the policy as one JSON object")
-	db := addDBFlag(flags)
-	pos, err := e.parse(flags, args)
-	if err != nil {
-		return err
-	}
+func (o *policyOpts) flags(fs *flag.FlagSet) {
+	o.asJSON = fs.Bool("json", false, "show: print the policy as one JSON object")
+	o.db = addDBFlag(fs)
+}
+
+func (o *policyOpts) validate(e *env, pos []string) error {
 	if len(pos) == 0 {
 		return e.usage("missing show or set")
 	}
@@ -62,33 +67,26 @@ func runPolicy(ctx context.Context, e *env, args []string) (err error) {
 		if err := e.positionals(pos[1:], 1, 1, "DIR"); err != nil {
 			return err
 		}
-		return showPolicy(ctx, e, pos[1], *db, *asJSON)
+		o.dir = pos[1]
+		return nil
 	case "set":
 		if len(pos) < 3 {
 			return e.usage("want spool policy set DIR replay_over=N discard_over=N (one setting at least)")
 		}
-		if given(flags, "json") {
+		if e.given("json") {
 			return e.usage("--json is for spool policy show")
 		}
-		return setPolicy(ctx, e, pos[1], *db, pos[2:])
+		o.set, o.dir, o.settings = true, pos[1], pos[2:]
+		return nil
 	}
 	return e.usage("%q: want show or set", pos[0])
 }
 
-// confPolicy is the approval section of the queue at dir's spool.conf,
-// read strictly with the rest of the file (Set false when it has none),
-// and the file's path.
-func confPolicy(dir string) (task.Policy, string, error) {
-	path := filepath.Join(dir, configName)
-	c, err := queueopen.ReadConfig(dir) // every key checked, "approval" among them
-	if err != nil || c == nil || c.Approval == nil {
-		return task.NoPolicy, path, err
+func (o *policyOpts) run(ctx context.Context, e *env) error {
+	if o.set {
+		return setPolicy(ctx, e, o.dir, *o.db, o.settings)
 	}
-	p, err := task.ParsePolicy(c.Approval)
-	if err != nil {
-		return task.NoPolicy, path, &queueopen.ConfigError{Path: path, Err: err, Invalid: true}
-	}
-	return p, path, nil
+	return showPolicy(ctx, e, o.dir, *o.db, *o.asJSON)
 }
 
 // openPolicyLedger opens the queue at dir and its ledger for writing
@@ -111,7 +109,7 @@ func openPolicyLedger(ctx context.Context, dir, db string, write bool) (*ledger.
 // writing already (a task service's, serve's): the ledger's, which adopts
 // spool.conf's section the first time it sees one (queuePolicy).
 func ledgerPolicy(ctx context.Context, dir string, l *ledger.DB) (task.Policy, error) {
-	conf, file, err := confPolicy(dir)
+	conf, file, err := queueopen.ApprovalPolicy(dir)
 	if err != nil {
 		return task.NoPolicy, err
 	}
@@ -123,47 +121,15 @@ func ledgerPolicy(ctx context.Context, dir string, l *ledger.DB) (task.Policy, e
 // the OS user running spool.
 func queuePolicy(ctx context.Context, l *ledger.DB, conf task.Policy, file string, adopt bool) (task.Policy, error) {
 	s := &task.Service{Ledger: l, Host: queue.Host(), PID: os.Getpid()}
-	p, err := s.QueuePolicy(ctx, currentOperator().identity(), conf, file, adopt)
+	p, err := s.QueuePolicy(ctx, currentOperator().Identity(), conf, file, adopt)
 	if errors.Is(err, task.ErrPolicyMismatch) {
 		return p, &usageError{msg: err.Error()}
 	}
 	return p, err
 }
 
-// policyJSON is spool policy show --json.
-type policyJSON struct {
-	// Policy is the ledger's, null when it holds none; each limit null
-	// for none.
-	Policy *policyLimits `json:"policy"`
-	SetBy  string        `json:"set_by,omitempty"`
-	SetAt  *time.Time    `json:"set_at,omitempty"`
-	Source string        `json:"source,omitempty"`
-	// Config is spool.conf's approval section, null when it has none;
-	// Matches whether it is the ledger's policy (true without one).
-	Config  *policyLimits `json:"config"`
-	Matches bool          `json:"config_matches"`
-}
-
-type policyLimits struct {
-	ReplayOver  *int `json:"replay_over"`
-	DiscardOver *int `json:"discard_over"`
-}
-
-func limitsOf(p task.Policy) *policyLimits {
-	if !p.Set {
-		return nil
-	}
-	limit := func(n int) *int {
-		if n < 0 {
-			return nil
-		}
-		return &n
-	}
-	return &policyLimits{ReplayOver: limit(p.ReplayOver), DiscardOver: limit(p.DiscardOver)}
-}
-
 func showPolicy(ctx context.Context, e *env, dir, db string, asJSON bool) (err error) {
-	conf, file, err := confPolicy(dir)
+	conf, file, err := queueopen.ApprovalPolicy(dir)
 	if err != nil {
 		return err
 	}
@@ -176,33 +142,14 @@ func showPolicy(ctx context.Context, e *env, dir, db string, asJSON bool) (err e
 	if err != nil {
 		return err
 	}
-	matches := !rec.Set || !conf.Set || conf == rec.Policy
 	if asJSON {
-		out := policyJSON{Policy: limitsOf(rec.Policy), Config: limitsOf(conf), Matches: matches}
-		if rec.Set {
-			at := rec.SetAt.UTC()
-			out.SetBy, out.SetAt, out.Source = rec.SetBy, &at, rec.Source
-		}
-		enc := json.NewEncoder(e.stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(out); err != nil {
+		if err := task.WritePolicyJSON(e.stdout, rec, conf); err != nil {
 			return err
 		}
 	} else {
-		switch {
-		case rec.Set:
-			how := "spool policy set"
-			if rec.Source == ledger.PolicyFromConfig {
-				how = "adopted from " + configName
-			}
-			fmt.Fprintf(e.stdout, "%s\nset by %s at %s (%s)\n", rec.Settings(), cell(rec.SetBy), rec.SetAt.UTC().Format(time.RFC3339), how)
-		case conf.Set:
-			fmt.Fprintf(e.stdout, "%s\nnot in the ledger yet: the approval section of %s, adopted by the next replay, discard or approve\n", conf.Settings(), file)
-		default:
-			fmt.Fprintln(e.stdout, "no policy: replays and discards need no approval")
-		}
+		task.WritePolicy(e.stdout, rec, conf, file)
 	}
-	if !matches {
+	if !rec.Matches(conf) {
 		e.warn("the approval section of %s (%s) differs from the ledger's policy (%s): commands refuse (exit 2) until it says the same or is removed",
 			file, conf.Settings(), rec.Settings())
 		return errCheckFailed
@@ -211,7 +158,7 @@ func showPolicy(ctx context.Context, e *env, dir, db string, asJSON bool) (err e
 }
 
 func setPolicy(ctx context.Context, e *env, dir, db string, settings []string) (err error) {
-	conf, file, err := confPolicy(dir)
+	conf, file, err := queueopen.ApprovalPolicy(dir)
 	if err != nil {
 		return err
 	}
@@ -233,26 +180,13 @@ func setPolicy(ctx context.Context, e *env, dir, db string, settings []string) (
 	if err != nil {
 		return err
 	}
-	from, err := task.LedgerPolicy(ctx, l)
-	if err != nil {
-		return err
-	}
-	to := from.Policy
-	if !from.Set && conf.Set {
-		// Not adopted yet: the section is what the queue has, and the
-		// settings change that.
-		to = conf
-	}
-	for _, set := range settings {
-		if to, err = to.With(set); err != nil {
-			return e.usage("%v", err)
-		}
-	}
-	now, err := s.SetPolicy(ctx, who, from, to)
-	if errors.Is(err, ledger.ErrPolicyChanged) {
+	from, now, err := s.ChangePolicy(ctx, who, conf, settings)
+	switch {
+	case errors.Is(err, ledger.ErrPolicyChanged):
 		return fmt.Errorf("%w: nothing was changed; run it again to change the policy as it is now", err)
-	}
-	if err != nil {
+	case errors.Is(err, task.ErrBadRequest):
+		return e.usage("%v", err)
+	case err != nil:
 		return err
 	}
 	fmt.Fprintf(e.stdout, "approval policy: %s -> %s\n", from.Settings(), now.Settings())

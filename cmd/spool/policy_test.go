@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spoolq/spool/queueopen"
 	"github.com/spoolq/spool/task"
 )
 
@@ -32,7 +33,7 @@ func TestApprovalConfig(t *testing.T) {
 		dir := t.TempDir()
 		path := filepath.Join(dir, configName)
 		write(t, path, c.conf)
-		p, _, err := confPolicy(dir)
+		p, _, err := queueopen.ApprovalPolicy(dir)
 		_, cerr := addContractFlags(flag.NewFlagSet("t", flag.ContinueOnError)).contract(dir)
 		if c.sub == "" {
 			if err != nil || cerr != nil || p != c.want {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/spoolq/spool/fsck"
 	"github.com/spoolq/spool/ledger"
+	"github.com/spoolq/spool/task"
 )
 
 var pruneCommand = &command{
@@ -54,31 +56,40 @@ Prints: pruned N rows older than TIME: processed=P deliveries=D, with
 removed). Without --files, when files of done/ stay without their rows, a
 second line: kept K files in done/ (B bytes) without their rows, and the
 command that removes them.`,
+	opts: newOpts[pruneOpts],
 }
 
-func init() { pruneCommand.run = runPrune }
+// pruneOpts are spool prune's.
+type pruneOpts struct {
+	dirOpts
+	olderThan     *string
+	dryRun, files *bool
+	window        time.Duration
+}
 
-func runPrune(ctx context.Context, e *env, args []string) (err error) {
-	flags := e.flagSet()
-	olderThan := flags.String("older-than", "", "the dedup window: remove rows older than `DURATION` (e.g. 30d, 36h); required")
-	dryRun := flags.Bool("dry-run", false, "count what would be removed; remove nothing")
-	files := flags.Bool("files", false, "also remove the files of done/ that the pruned rows record (never error/, never a file without a record)")
-	db := addDBFlag(flags)
-	pos, err := e.parse(flags, args)
-	if err != nil {
+func (o *pruneOpts) flags(fs *flag.FlagSet) {
+	o.olderThan = fs.String("older-than", "", "the dedup window: remove rows older than `DURATION` (e.g. 30d, 36h); required")
+	o.dryRun = fs.Bool("dry-run", false, "count what would be removed; remove nothing")
+	o.files = fs.Bool("files", false, "also remove the files of done/ that the pruned rows record (never error/, never a file without a record)")
+	o.dirOpts.flags(fs)
+}
+
+func (o *pruneOpts) validate(e *env, pos []string) (err error) {
+	if err := o.dirOpts.validate(e, pos); err != nil {
 		return err
 	}
-	if err := e.positionals(pos, 1, 1, "DIR"); err != nil {
-		return err
-	}
-	if *olderThan == "" {
+	if *o.olderThan == "" {
 		return e.usage("missing --older-than DURATION: prune removes nothing without an explicit window")
 	}
-	window, err := parseWindow(*olderThan)
-	if err != nil {
+	if o.window, err = parseWindow(*o.olderThan); err != nil {
 		return e.usage("--older-than: %v", err)
 	}
-	d, err := openQueue(pos[0])
+	return nil
+}
+
+func (o *pruneOpts) run(ctx context.Context, e *env) (err error) {
+	olderThan, dryRun, files, db, window := o.olderThan, o.dryRun, o.files, o.db, o.window
+	d, err := openQueue(o.dir)
 	if err != nil {
 		return err
 	}
@@ -94,13 +105,13 @@ func runPrune(ctx context.Context, e *env, args []string) (err error) {
 	defer closeLedger(l, &err)
 	before := time.Now().Add(-window)
 	if !*dryRun {
-		var run *auditRun
+		var run *task.Action
 		run, err = beginAudit(ctx, e, l, "", auditPrune, map[string]any{"older_than": *olderThan,
 			"before": before.UTC().Format(time.RFC3339), "files": *files})
 		if err != nil {
 			return err
 		}
-		defer run.end(ctx, e, &err)
+		defer endAudit(ctx, e, run, &err)
 		var n fsck.Pruned
 		n, err = fsck.Prune(ctx, d, l, ledger.Prune{Before: before, KeepClaims: inFlight}, *files)
 		run.Counts["processed"], run.Counts["deliveries"] = n.Rows.Processed, n.Rows.Deliveries
@@ -111,13 +122,13 @@ func runPrune(ctx context.Context, e *env, args []string) (err error) {
 		if err != nil {
 			return err
 		}
-		return e.printPruned("pruned", before, n, *files, pruneCommandLine(pos[0], *db, *olderThan))
+		return e.printPruned("pruned", before, n, *files, pruneCommandLine(o.dir, *db, *olderThan))
 	}
 	n, err := fsck.Prune(ctx, d, l, ledger.Prune{Before: before, KeepClaims: inFlight, DryRun: true}, *files)
 	if err != nil {
 		return err
 	}
-	return e.printPruned("would prune", before, n, *files, pruneCommandLine(pos[0], *db, *olderThan))
+	return e.printPruned("would prune", before, n, *files, pruneCommandLine(o.dir, *db, *olderThan))
 }
 
 // printPruned prints prune's line, and without files, what it leaves in

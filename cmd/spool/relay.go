@@ -62,37 +62,47 @@ spool_relay_failures_total by target), /healthz and /readyz, as consume's.
 
 Without --watch it exits once every row is published or parked. Prints:
 published=N failed=N parked=N.`,
+	opts: newOpts[relayOpts],
 }
 
-func init() { relayCommand.run = runRelay }
+// relayOpts are spool relay's.
+type relayOpts struct {
+	dirOpts
+	to, onPark, aggregate      *string
+	watch, unpark              *bool
+	lease, retryBase, poll     *time.Duration
+	batch, window, maxAttempts *int
+	listen                     *listenFlags
+	policy                     relay.Policy
+}
 
-func runRelay(ctx context.Context, e *env, args []string) (err error) {
-	flags := e.flagSet()
-	to := flags.String("to", "", "the `TARGET` URL to publish to (required)")
-	watch := flags.Bool("watch", false, "keep running and publish new rows as they commit, until SIGINT or SIGTERM")
-	onPark := flags.String("on-park", "block", "what a parked row does to its aggregate: `block` its later rows, or skip it")
-	lease := flags.Duration("lease", relay.DefaultLease, "how long a relay holds an aggregate without renewing it; another relay takes it over after")
-	batch := flags.Int("batch", 256, "rows of an aggregate read from the ledger at a time")
-	window := flags.Int("window", 0, "events in flight at most, sent and not yet acknowledged (default: 256 for nats, amqp and kafka, 8 aggregates at once for dir and http)")
-	maxAttempts := flags.Int("max-attempts", spool.DefaultRetryMaxAttempts, "failed publishes of a row before it is parked")
-	retryBase := flags.Duration("retry-base", spool.DefaultRetryBase, "the first retry's delay bound; each next one doubles, up to 5m")
-	poll := flags.Duration("poll", 200*time.Millisecond, "how often to look for new aggregates (with --watch) or retries due; 5 times that while busy and nothing new was found")
-	unpark := flags.Bool("unpark", false, "put the parked rows back into the relay's work (all, or --aggregate's) and exit")
-	aggregate := flags.String("aggregate", "", "with --unpark: only this aggregate's rows")
-	listen := addListenFlags(flags, "")
-	db := addDBFlag(flags)
-	pos, err := e.parse(flags, args)
-	if err != nil {
+func (o *relayOpts) flags(flags *flag.FlagSet) {
+	o.to = flags.String("to", "", "the `TARGET` URL to publish to (required)")
+	o.watch = flags.Bool("watch", false, "keep running and publish new rows as they commit, until SIGINT or SIGTERM")
+	o.onPark = flags.String("on-park", "block", "what a parked row does to its aggregate: `block` its later rows, or skip it")
+	o.lease = flags.Duration("lease", relay.DefaultLease, "how long a relay holds an aggregate without renewing it; another relay takes it over after")
+	o.batch = flags.Int("batch", 256, "rows of an aggregate read from the ledger at a time")
+	o.window = flags.Int("window", 0, "events in flight at most, sent and not yet acknowledged (default: 256 for nats, amqp and kafka, 8 aggregates at once for dir and http)")
+	o.maxAttempts = flags.Int("max-attempts", spool.DefaultRetryMaxAttempts, "failed publishes of a row before it is parked")
+	o.retryBase = flags.Duration("retry-base", spool.DefaultRetryBase, "the first retry's delay bound; each next one doubles, up to 5m")
+	o.poll = flags.Duration("poll", 200*time.Millisecond, "how often to look for new aggregates (with --watch) or retries due; 5 times that while busy and nothing new was found")
+	o.unpark = flags.Bool("unpark", false, "put the parked rows back into the relay's work (all, or --aggregate's) and exit")
+	o.aggregate = flags.String("aggregate", "", "with --unpark: only this aggregate's rows")
+	o.listen = addListenFlags(flags, "")
+	o.dirOpts.flags(flags)
+}
+
+func (o *relayOpts) validate(e *env, pos []string) error {
+	if err := o.dirOpts.validate(e, pos); err != nil {
 		return err
 	}
-	if err := e.positionals(pos, 1, 1, "DIR"); err != nil {
-		return err
-	}
-	policy := relay.PolicyBlock
+	to, onPark, aggregate, unpark, lease, retryBase, poll, batch, window, maxAttempts, listen :=
+		o.to, o.onPark, o.aggregate, o.unpark, o.lease, o.retryBase, o.poll, o.batch, o.window, o.maxAttempts, o.listen
+	o.policy = relay.PolicyBlock
 	switch *onPark {
 	case "block":
 	case "skip":
-		policy = relay.PolicySkip
+		o.policy = relay.PolicySkip
 	default:
 		return e.usage("--on-park %q: want block or skip", *onPark)
 	}
@@ -112,7 +122,13 @@ func runRelay(ctx context.Context, e *env, args []string) (err error) {
 	if *unpark && listen.addr != "" {
 		return e.usage("--unpark exits after unparking: give it no --listen")
 	}
-	d, l, done, err := openBound(ctx, pos[0], *db, ledgerOpts{use: writeLedger})
+	return nil
+}
+
+func (o *relayOpts) run(ctx context.Context, e *env) (err error) {
+	to, aggregate, watch, unpark, lease, retryBase, poll, batch, window, maxAttempts, listen, db, policy :=
+		o.to, o.aggregate, o.watch, o.unpark, o.lease, o.retryBase, o.poll, o.batch, o.window, o.maxAttempts, o.listen, o.db, o.policy
+	d, l, done, err := openBound(ctx, o.dir, *db, ledgerOpts{use: writeLedger})
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 
 	"github.com/spoolq/spool/queue"
 	"github.com/spoolq/spool/queueopen"
@@ -58,34 +59,63 @@ Prints one line per file, in the order given (name order for --reason and
   replayed NAME -> inbox/NEWNAME
   would replay NAME                      (--dry-run)
   skip NAME: msg_id X already processed`,
+	opts: newOpts[replayOpts],
 }
 
-func init() { replayCommand.run = runReplay }
+// deadOpts are the options replay and discard share: the queue, the
+// selection (FILE names, --reason or --all, and the filters), --dry-run,
+// --by and --note; validate makes them a task.Request.
+type deadOpts struct {
+	dir         string
+	reason      *string
+	all, dryRun *bool
+	by, note    *string
+	tf          *taskFlags
+	cf          *contractFlags
+	db          *string
+	sel         task.Selection
+}
 
-func runReplay(ctx context.Context, e *env, args []string) (err error) {
-	flags := e.flagSet()
-	reason := flags.String("reason", "", "replay every dead letter with reason `R`")
-	all := flags.Bool("all", false, "replay every dead letter in error/")
-	dryRun := flags.Bool("dry-run", false, "print what would be replayed; change nothing")
-	force := flags.Bool("force", false, "requeue dead letters whose msg_id is already processed")
-	by := flags.String("by", "", "who replays, for the ledger (default: the OS user)")
-	note := flags.String("note", "", "why, for the ledger")
-	tf := addTaskFlags(flags)
-	cf := addContractFlags(flags)
-	db := addDBFlag(flags)
-	pos, err := e.parse(flags, args)
-	if err != nil {
-		return err
-	}
+// bind registers the flags of a replay or discard (the verb's) but for
+// reason's, all's and dry-run's usage, which say the verb.
+func (o *deadOpts) bind(fs *flag.FlagSet, verb string) {
+	o.reason = fs.String("reason", "", verb+" every dead letter with reason `R`")
+	o.all = fs.Bool("all", false, verb+" every dead letter in error/")
+	o.dryRun = fs.Bool("dry-run", false, "print what would be "+verb+"ed; change nothing")
+	o.tf = addTaskFlags(fs)
+	o.cf = addContractFlags(fs)
+	o.db = addDBFlag(fs)
+}
+
+func (o *deadOpts) validate(e *env, pos []string) (err error) {
 	if len(pos) == 0 {
 		return e.usage("missing DIR")
 	}
-	sel, err := tf.selection(e, pos[1:], *reason, given(flags, "reason"), *all)
-	if err != nil {
-		return err
-	}
-	return askTask(ctx, e, cf, taskRun{dir: pos[0], db: *db, dryRun: *dryRun, plain: !tf.any(),
-		req: task.Request{Kind: task.Replay, Selection: sel, Note: *note, Force: *force, Rate: tf.rate, By: *by}})
+	o.dir = pos[0]
+	o.sel, err = o.tf.selection(e, pos[1:], *o.reason, e.given("reason"), *o.all)
+	return err
+}
+
+// ask hands req to the task service (askTask).
+func (o *deadOpts) ask(ctx context.Context, e *env, req task.Request) error {
+	return askTask(ctx, e, o.cf, taskRun{dir: o.dir, db: *o.db, dryRun: *o.dryRun, plain: !o.tf.any(), req: req})
+}
+
+// replayOpts are spool replay's.
+type replayOpts struct {
+	deadOpts
+	force *bool
+}
+
+func (o *replayOpts) flags(fs *flag.FlagSet) {
+	o.bind(fs, "replay")
+	o.force = fs.Bool("force", false, "requeue dead letters whose msg_id is already processed")
+	o.by = fs.String("by", "", "who replays, for the ledger (default: the OS user)")
+	o.note = fs.String("note", "", "why, for the ledger")
+}
+
+func (o *replayOpts) run(ctx context.Context, e *env) error {
+	return o.ask(ctx, e, task.Request{Kind: task.Replay, Selection: o.sel, Note: *o.note, Force: *o.force, Rate: o.tf.rate, By: *o.by})
 }
 
 // warnFinished says on stderr that a replay a killed run left unfinished

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"io"
 
 	"github.com/spoolq/spool/report"
@@ -19,23 +20,16 @@ it (--by, or the OS user) and why (--note).
 
 --json prints one JSON array instead, with the keys at, file, new_name, ino,
 by and note (null when none was given).`,
+	opts: newOpts[replaysOpts],
 }
 
-func init() { replaysCommand.run = runReplays }
+// replaysOpts are spool replays's.
+type replaysOpts struct{ reportOpts }
 
-func runReplays(ctx context.Context, e *env, args []string) (err error) {
-	flags := e.flagSet()
-	out := addOutputFlag(flags)
-	asJSON := flags.Bool("json", false, "one JSON array of objects")
-	db := addDBFlag(flags)
-	pos, err := e.parse(flags, args)
-	if err != nil {
-		return err
-	}
-	if err := e.positionals(pos, 1, 1, "DIR"); err != nil {
-		return err
-	}
-	_, l, done, err := openBound(ctx, pos[0], *db, ledgerOpts{use: readLedger, readOnly: true})
+func (o *replaysOpts) flags(fs *flag.FlagSet) { o.bind(fs, "one JSON array of objects") }
+
+func (o *replaysOpts) run(ctx context.Context, e *env) (err error) {
+	_, l, done, err := openBound(ctx, o.dir, *o.db, ledgerOpts{use: readLedger, readOnly: true})
 	if err != nil {
 		return err
 	}
@@ -44,8 +38,8 @@ func runReplays(ctx context.Context, e *env, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	return e.output(*out, func(w io.Writer) error {
-		if *asJSON {
+	return e.output(*o.out, func(w io.Writer) error {
+		if *o.asJSON {
 			return report.WriteReplaysJSON(w, rs)
 		}
 		return report.WriteReplaysCSV(w, rs)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"io"
 
 	"github.com/spoolq/spool/queueopen"
@@ -28,29 +29,27 @@ Fields appear in order of first appearance, files taken in name order.
 
 The contract comes from DIR/spool.conf and the contract flags. --db is
 accepted for symmetry with the other commands and not used.`,
+	opts: newOpts[schemaOpts],
 }
 
-func init() { schemaCommand.run = runSchema }
+// schemaOpts are spool schema's.
+type schemaOpts struct {
+	reportOpts
+	cf *contractFlags
+}
 
-func runSchema(ctx context.Context, e *env, args []string) (err error) {
-	flags := e.flagSet()
-	out := addOutputFlag(flags)
-	asJSON := flags.Bool("json", false, "one JSON array of {field, type, role} objects")
-	cf := addContractFlags(flags)
-	addDBFlag(flags)
-	pos, err := e.parse(flags, args)
-	if err != nil {
-		return err
-	}
-	if err := e.positionals(pos, 1, 1, "DIR"); err != nil {
-		return err
-	}
-	d, err := openQueue(pos[0])
+func (o *schemaOpts) flags(fs *flag.FlagSet) {
+	o.bind(fs, "one JSON array of {field, type, role} objects")
+	o.cf = addContractFlags(fs)
+}
+
+func (o *schemaOpts) run(ctx context.Context, e *env) (err error) {
+	d, err := openQueue(o.dir)
 	if err != nil {
 		return err
 	}
 	defer closeQueue(d, &err)
-	c, conf, err := cf.contractFrom(pos[0])
+	c, conf, err := o.cf.contractFrom(o.dir)
 	if err != nil {
 		return err
 	}
@@ -62,8 +61,8 @@ func runSchema(ctx context.Context, e *env, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	return e.output(*out, func(w io.Writer) error {
-		if *asJSON {
+	return e.output(*o.out, func(w io.Writer) error {
+		if *o.asJSON {
 			return report.WriteSchemaJSON(w, rows)
 		}
 		return report.WriteSchemaCSV(w, rows)

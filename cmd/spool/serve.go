@@ -83,38 +83,48 @@ connection takes the slot of the one that waited longest on its client.
 --tls-cert FILE --tls-key FILE serve everything over HTTPS instead (PEM
 files, read again at the next handshake after they change, so a renewal
 needs no restart); the console's cookie is then Secure.`,
+	opts: newOpts[serveOpts],
 }
 
-func init() { serveCommand.run = runServe }
+// serveOpts are spool serve's.
+type serveOpts struct {
+	dirOpts
+	lf       *logFlags
+	hf       *listenFlags
+	authFile *string
+	tokens   task.Tokens
+}
 
-func runServe(ctx context.Context, e *env, args []string) (err error) {
-	flags := e.flagSet()
-	lf := addLogFlags(flags)
-	hf := addListenFlags(flags, "; required")
-	db := addDBFlag(flags)
-	authFile := flags.String("auth", "", "serve the API under /api/v1 and the console at / to the identities of the token `FILE` (lines NAME ROLE SHA256-OF-TOKEN [os=USER], mode 0600)")
-	pos, err := e.parse(flags, args)
-	if err != nil {
+func (o *serveOpts) flags(flags *flag.FlagSet) {
+	o.lf = addLogFlags(flags)
+	o.hf = addListenFlags(flags, "; required")
+	o.dirOpts.flags(flags)
+	o.authFile = flags.String("auth", "", "serve the API under /api/v1 and the console at / to the identities of the token `FILE` (lines NAME ROLE SHA256-OF-TOKEN [os=USER], mode 0600)")
+}
+
+func (o *serveOpts) validate(e *env, pos []string) (err error) {
+	if err := o.dirOpts.validate(e, pos); err != nil {
 		return err
 	}
-	if err := e.positionals(pos, 1, 1, "DIR"); err != nil {
+	if err := o.lf.check(e); err != nil {
 		return err
 	}
-	if err := lf.check(e); err != nil {
+	if err := o.hf.check(e, true); err != nil {
 		return err
 	}
-	if err := hf.check(e, true); err != nil {
-		return err
-	}
-	var tokens task.Tokens
-	if given(flags, "auth") {
-		if *authFile == "" {
+	if e.given("auth") {
+		if *o.authFile == "" {
 			return e.usage("--auth is empty: want the token file's path")
 		}
-		if tokens, err = console.LoadTokens(*authFile); err != nil {
+		if o.tokens, err = console.LoadTokens(*o.authFile); err != nil {
 			return e.usage("--auth: %v", err)
 		}
 	}
+	return nil
+}
+
+func (o *serveOpts) run(ctx context.Context, e *env) (err error) {
+	lf, hf, db, tokens := o.lf, o.hf, o.db, o.tokens
 	stderr := &stderrWriter{w: e.stderr}
 	e.stderr = stderr
 	logger := lf.logger(stderr)
@@ -122,13 +132,13 @@ func runServe(ctx context.Context, e *env, args []string) (err error) {
 		e.log = logger
 	}
 	// The clients' own lines too, in the same format.
-	clientLogs.use(logger)
-	o := ledgerOpts{use: readLedger, readOnly: true}
+	clientLogs.Use(logger)
+	lo := ledgerOpts{use: readLedger, readOnly: true}
 	if tokens != nil {
 		// The API writes the audit's rows and runs tasks.
-		o = ledgerOpts{use: writeLedger}
+		lo = ledgerOpts{use: writeLedger}
 	}
-	d, l, done, err := openBound(ctx, pos[0], *db, o)
+	d, l, done, err := openBound(ctx, o.dir, *db, lo)
 	if err != nil {
 		return err
 	}
@@ -146,7 +156,7 @@ func runServe(ctx context.Context, e *env, args []string) (err error) {
 	m := metrics.New()
 	var more func(*http.ServeMux)
 	if tokens != nil {
-		srv, err := newConsole(ctx, pos[0], d, l, tokens, m, hf.refresh, logger)
+		srv, err := newConsole(ctx, o.dir, d, l, tokens, m, hf.refresh, logger)
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"io"
 	"time"
 
@@ -43,35 +44,44 @@ file, msg_id, reason, content_hash, size, by, note, state, outcome, to,
 new_name}] (spool discard: outcome deleted, moved or missing; to and
 new_name where --to put it), held [{file, origin, cause, by, via, note,
 at}] and msg_id_held {by, via, note, at} or null.`,
+	opts: newOpts[showOpts],
 }
 
-func init() { showCommand.run = runShow }
+// showOpts are spool show's: the queue and a message's msg_id or file.
+type showOpts struct {
+	dirOpts
+	what   string
+	asJSON *bool
+}
 
-func runShow(ctx context.Context, e *env, args []string) (err error) {
-	flags := e.flagSet()
-	asJSON := flags.Bool("json", false, "one JSON object (see above)")
-	db := addDBFlag(flags)
-	pos, err := e.parse(flags, args)
-	if err != nil {
-		return err
-	}
+func (o *showOpts) flags(fs *flag.FlagSet) {
+	o.asJSON = fs.Bool("json", false, "one JSON object (see above)")
+	o.dirOpts.flags(fs)
+}
+
+func (o *showOpts) validate(e *env, pos []string) error {
 	if err := e.positionals(pos, 2, 2, "DIR", "MSG_ID or FILE"); err != nil {
 		return err
 	}
-	d, l, done, err := openBound(ctx, pos[0], *db, ledgerOpts{use: readLedger})
+	o.dir, o.what = pos[0], pos[1]
+	return nil
+}
+
+func (o *showOpts) run(ctx context.Context, e *env) (err error) {
+	d, l, done, err := openBound(ctx, o.dir, *o.db, ledgerOpts{use: readLedger})
 	if err != nil {
 		return err
 	}
 	defer done(&err)
-	m, err := report.Story(ctx, d, l, pos[1])
+	m, err := report.Story(ctx, d, l, o.what)
 	if err != nil {
 		return err
 	}
 	if !m.Found() {
-		return &inputError{path: report.Shown(pos[1]), err: errors.New("the queue knows nothing of it (no ledger record, no file of that name)")}
+		return &inputError{path: report.Shown(o.what), err: errors.New("the queue knows nothing of it (no ledger record, no file of that name)")}
 	}
 	now := time.Now()
-	if *asJSON {
+	if *o.asJSON {
 		return e.output("", func(w io.Writer) error { return report.WriteJSON(w, m.JSON(now)) })
 	}
 	return e.output("", func(w io.Writer) error { return report.WriteStory(w, m, now) })

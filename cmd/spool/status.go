@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"io"
 
 	"github.com/spoolq/spool/queueopen"
@@ -67,22 +68,22 @@ include the ones replayed or discarded since.
 
 A DIR/spool.conf that consume would refuse (a misspelt key) is a warning
 on stderr, pointing at spool check DIR; the status is still printed.`,
+	opts: newOpts[statusOpts],
 }
 
-func init() { statusCommand.run = runStatus }
+// statusOpts are spool status's.
+type statusOpts struct {
+	dirOpts
+	asJSON *bool
+}
 
-func runStatus(ctx context.Context, e *env, args []string) (err error) {
-	flags := e.flagSet()
-	asJSON := flags.Bool("json", false, "one JSON object with every field of the report (see above)")
-	db := addDBFlag(flags)
-	pos, err := e.parse(flags, args)
-	if err != nil {
-		return err
-	}
-	if err := e.positionals(pos, 1, 1, "DIR"); err != nil {
-		return err
-	}
-	d, l, done, err := openBound(ctx, pos[0], *db, ledgerOpts{use: readLedger, readOnly: true})
+func (o *statusOpts) flags(fs *flag.FlagSet) {
+	o.asJSON = fs.Bool("json", false, "one JSON object with every field of the report (see above)")
+	o.dirOpts.flags(fs)
+}
+
+func (o *statusOpts) run(ctx context.Context, e *env) (err error) {
+	d, l, done, err := openBound(ctx, o.dir, *o.db, ledgerOpts{use: readLedger, readOnly: true})
 	if err != nil {
 		return err
 	}
@@ -93,10 +94,10 @@ func runStatus(ctx context.Context, e *env, args []string) (err error) {
 	}
 	// A status that looks fine over a spool.conf every consumer refuses
 	// says too little.
-	if _, cerr := queueopen.ReadConfig(pos[0]); cerr != nil {
-		e.warn("consume refuses %v. Try: spool check %s", cerr, pos[0])
+	if _, cerr := queueopen.ReadConfig(o.dir); cerr != nil {
+		e.warn("consume refuses %v. Try: spool check %s", cerr, o.dir)
 	}
-	if *asJSON {
+	if *o.asJSON {
 		return e.output("", func(w io.Writer) error { return report.WriteJSON(w, r.JSON()) })
 	}
 	return e.output("", func(w io.Writer) error { return report.WriteStatus(w, r) })

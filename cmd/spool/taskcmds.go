@@ -4,12 +4,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
-	"text/tabwriter"
-	"time"
 
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/task"
@@ -43,6 +41,7 @@ msg_id, body hash and size, and how many more there are.
 --json prints one JSON array of the tasks, with every field; with ID, the
 task as GET /api/v1/tasks/ID answers it, its first N files under
 "file_list".`,
+	opts: newOpts[tasksOpts],
 }
 
 var approveCommand = &command{
@@ -75,6 +74,7 @@ changed since the request (gone from error/, replaced, its body edited):
 those are named, and nothing is moved blindly; ask again to see the queue
 as it is now. Answering anything but y at the question approves nothing
 (exit 1).`,
+	opts: newOpts[approveOpts],
 }
 
 var cancelCommand = &command{
@@ -88,6 +88,7 @@ every file of the task is then moved and recorded, or still in error/
 under its own name. Refused (exit 1) for a task that is done, cancelled
 or failed, and for a running task whose every file is in a chunk begun
 (a task without --rate is one chunk, all or nothing).`,
+	opts: newOpts[cancelOpts],
 }
 
 var resumeCommand = &command{
@@ -109,69 +110,80 @@ set moves once. ID is a task's number, as spool tasks lists them.
 The two share a name as their opposites do (pause and resume a queue,
 cancel and resume a task): the number of arguments says which is meant,
 and a second argument that is not a task's number is refused (exit 2).`,
-}
-
-func init() {
-	tasksCommand.run = runTasks
-	approveCommand.run = runApprove
-	cancelCommand.run = runCancel
-	resumeCommand.run = runResume
+	opts: newOpts[resumeOpts],
 }
 
 // defaultFiles is how many files of a task's set the approver's view
 // lists unless --files says otherwise.
 const defaultFiles = 20
 
-func runTasks(ctx context.Context, e *env, args []string) (err error) {
-	flags := e.flagSet()
-	asJSON := flags.Bool("json", false, "one JSON array of the tasks (with ID: the task and its first files)")
-	files := flags.Int("files", defaultFiles, "with ID, list the first `N` files of the set (0: all)")
-	db := addDBFlag(flags)
-	pos, err := e.parse(flags, args)
-	if err != nil {
-		return err
-	}
+// tasksOpts are spool tasks's: the queue, a task's ID (0: all), and how
+// to print.
+type tasksOpts struct {
+	dir    string
+	id     int64
+	asJSON *bool
+	files  *int
+	db     *string
+}
+
+func (o *tasksOpts) flags(fs *flag.FlagSet) {
+	o.asJSON = fs.Bool("json", false, "one JSON array of the tasks (with ID: the task and its first files)")
+	o.files = fs.Int("files", defaultFiles, "with ID, list the first `N` files of the set (0: all)")
+	o.db = addDBFlag(fs)
+}
+
+func (o *tasksOpts) validate(e *env, pos []string) (err error) {
 	if err := e.positionals(pos, 1, 2, "DIR"); err != nil {
 		return err
 	}
-	var id int64
+	o.dir = pos[0]
 	if len(pos) == 2 {
-		if id, err = taskID(e, pos[1]); err != nil {
+		if o.id, err = taskID(e, pos[1]); err != nil {
 			return err
 		}
 	}
-	if *files < 0 {
-		return e.usage("--files %d: want a number of files >= 0 (0: all)", *files)
-	}
+	return checkFiles(e, *o.files)
+}
+
+func (o *tasksOpts) run(ctx context.Context, e *env) (err error) {
 	// Reading needs neither the contract nor the policy.
-	d, l, done, err := openBound(ctx, pos[0], *db, ledgerOpts{use: readLedger, readOnly: true})
+	d, l, done, err := openBound(ctx, o.dir, *o.db, ledgerOpts{use: readLedger, readOnly: true})
 	if err != nil {
 		return err
 	}
 	defer done(&err)
 	s := &task.Service{Dir: d, Ledger: l}
-	if id != 0 {
-		v, err := s.View(ctx, id, *files)
+	if o.id != 0 {
+		v, err := s.View(ctx, o.id, *o.files)
 		if err != nil {
 			return err
 		}
-		if *asJSON {
+		if *o.asJSON {
 			return writeJSON(e, v)
 		}
-		writeView(e, pos[0], v)
+		task.WriteView(e.stdout, o.dir, v)
 		return nil
 	}
 	ts, err := s.List(ctx, ledger.TaskQuery{})
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	if *o.asJSON {
 		if ts == nil {
 			ts = []task.Task{}
 		}
 		return writeJSON(e, ts)
 	}
-	return writeTasks(e.stdout, ts)
+	return task.WriteList(e.stdout, ts)
+}
+
+// checkFiles refuses a negative --files.
+func checkFiles(e *env, files int) error {
+	if files < 0 {
+		return e.usage("--files %d: want a number of files >= 0 (0: all)", files)
+	}
+	return nil
 }
 
 // writeJSON prints v as indented JSON.
@@ -179,122 +191,6 @@ func writeJSON(e *env, v any) error {
 	enc := json.NewEncoder(e.stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
-}
-
-// writeTasks prints tasks as a table, one line each.
-func writeTasks(w io.Writer, ts []task.Task) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tKIND\tSTATE\tFILES\tBEGUN\tDONE\tGONE\tCHANGED\tBY\tAPPROVED BY\tASKED\tWHAT\tNOTE")
-	for _, t := range ts {
-		approved := t.ApprovedBy
-		if approved == "" {
-			approved = "-"
-		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Kind, t.State, t.Files, t.Next, t.Done,
-			t.Missing, t.Changed, cell(t.By), cell(approved), t.Created.UTC().Format(time.RFC3339), cell(what(t.Request)), cell(t.Request.Note))
-	}
-	return tw.Flush()
-}
-
-// what says in one line what a request asked: its selection, its filters
-// and the options given.
-func what(r task.Request) string {
-	s := r.Selection
-	var parts []string
-	switch {
-	case len(s.Names) == 1:
-		parts = append(parts, s.Names[0])
-	case len(s.Names) > 1:
-		parts = append(parts, fmt.Sprintf("%d names", len(s.Names)))
-	case s.Reason != "":
-		parts = append(parts, "reason "+s.Reason)
-	case s.All:
-		parts = append(parts, "all")
-	}
-	for _, f := range []struct{ name, val string }{{"since", timeText(s.Since)}, {"until", timeText(s.Until)},
-		{"detail-match", s.DetailMatch}, {"msg-id", s.MsgID}, {"order-no", s.OrderNo}, {"to", r.To}} {
-		if f.val != "" {
-			parts = append(parts, fmt.Sprintf("--%s %s", f.name, f.val))
-		}
-	}
-	if r.Force {
-		parts = append(parts, "--force")
-	}
-	if r.Rate > 0 {
-		parts = append(parts, fmt.Sprintf("--rate %g", r.Rate))
-	}
-	return strings.Join(parts, " ")
-}
-
-// timeText is t in RFC 3339 UTC, "" for none.
-func timeText(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return t.UTC().Format(time.RFC3339)
-}
-
-// writeView prints task v as an approver sees it: what it does, to which
-// files, asked by whom and why.
-func writeView(e *env, dir string, v task.View) {
-	t, w := v.Task, e.stdout
-	fmt.Fprintf(w, "task %d: %s of %d files, %s\n", t.ID, t.Kind, t.Files, t.State)
-	asked := cell(t.By)
-	if t.Role != "" {
-		asked += " (" + t.Role + ")"
-	}
-	fmt.Fprintf(w, "  asked by   %s via %s, %s\n", asked, t.Via, timeText(t.Created))
-	why := t.Request.Note
-	if why == "" {
-		why = "-"
-	}
-	fmt.Fprintf(w, "  why        %s\n", cell(why))
-	fmt.Fprintf(w, "  selection  %s\n", cell(what(task.Request{Selection: t.Request.Selection})))
-	if t.Kind == task.Discard {
-		to := "none: the files are deleted"
-		if t.Request.To != "" {
-			to = cell(t.Request.To) + " (moved there with their own modes; the directory is closed to other users)"
-		}
-		fmt.Fprintf(w, "  to         %s\n", to)
-	} else {
-		force := "no"
-		if t.Request.Force {
-			force = "yes: dead letters whose msg_id is processed already are replayed too"
-		}
-		fmt.Fprintf(w, "  force      %s (%d selected left out: processed already)\n", force, t.Skipped)
-	}
-	rate := "no limit: the set moves as one chunk, all or nothing"
-	if t.Request.Rate > 0 {
-		rate = fmt.Sprintf("%g files a second, in chunks a cancel can stop between", t.Request.Rate)
-	}
-	fmt.Fprintf(w, "  rate       %s\n", rate)
-	fmt.Fprintf(w, "  digest     sha256 %s\n", t.Digest)
-	if t.ApprovedBy != "" {
-		fmt.Fprintf(w, "  approved   by %s, %s\n", cell(t.ApprovedBy), timeText(t.Approved))
-	}
-	if t.State != task.StateWaiting && t.State != task.StateApproved {
-		fmt.Fprintf(w, "  progress   %d begun, %d done, %d gone before, %d changed since the request\n", t.Next, t.Done, t.Missing, t.Changed)
-	}
-	if t.Detail != "" {
-		fmt.Fprintf(w, "  detail     %s\n", cell(t.Detail))
-	}
-	fmt.Fprintf(w, "  files      %d:\n", t.Files)
-	for _, f := range v.FileList.Items {
-		var about []string
-		for _, a := range []struct{ k, v string }{{"reason", f.Reason}, {"msg_id", f.MsgID}} {
-			if a.v != "" {
-				about = append(about, a.k+" "+cell(a.v))
-			}
-		}
-		about = append(about, "sha256 "+hashText(f.SHA256), fmt.Sprintf("%d bytes", f.Size))
-		if f.Changed != "" {
-			about = append(about, "changed: "+f.Changed)
-		}
-		fmt.Fprintf(w, "    %s (%s)\n", cell(f.File), strings.Join(about, ", "))
-	}
-	if more := t.Files - len(v.FileList.Items); more > 0 {
-		fmt.Fprintf(w, "    and %d more (spool tasks %s %d --files 0 lists them all)\n", more, dir, t.ID)
-	}
 }
 
 // taskID parses a task's ID.
@@ -306,46 +202,41 @@ func taskID(e *env, s string) (int64, error) {
 	return id, nil
 }
 
-// taskArgs parses DIR ID and --db for cancel and resume.
-func taskArgs(e *env, args []string) (dir string, id int64, db string, err error) {
-	flags := e.flagSet()
-	dbf := addDBFlag(flags)
-	pos, err := e.parse(flags, args)
-	if err != nil {
-		return "", 0, "", err
-	}
-	if err := e.positionals(pos, 2, 2, "DIR", "ID"); err != nil {
-		return "", 0, "", err
-	}
-	id, err = taskID(e, pos[1])
-	return pos[0], id, *dbf, err
+// approveOpts are spool approve's: the queue, the task, and how to
+// confirm.
+type approveOpts struct {
+	dir    string
+	id     int64
+	yes    *bool
+	digest *string
+	files  *int
+	db     *string
 }
 
-func runApprove(ctx context.Context, e *env, args []string) (err error) {
-	flags := e.flagSet()
-	yes := flags.Bool("yes", false, "approve without asking (a script): what is printed is approved")
-	digest := flags.String("digest", "", "approve only a set of this `SHA256` digest (as spool tasks DIR ID printed it)")
-	files := flags.Int("files", defaultFiles, "list the first `N` files of the set (0: all)")
-	db := addDBFlag(flags)
-	pos, err := e.parse(flags, args)
-	if err != nil {
-		return err
-	}
+func (o *approveOpts) flags(fs *flag.FlagSet) {
+	o.yes = fs.Bool("yes", false, "approve without asking (a script): what is printed is approved")
+	o.digest = fs.String("digest", "", "approve only a set of this `SHA256` digest (as spool tasks DIR ID printed it)")
+	o.files = fs.Int("files", defaultFiles, "list the first `N` files of the set (0: all)")
+	o.db = addDBFlag(fs)
+}
+
+func (o *approveOpts) validate(e *env, pos []string) (err error) {
 	if err := e.positionals(pos, 2, 2, "DIR", "ID"); err != nil {
 		return err
 	}
-	id, err := taskID(e, pos[1])
-	if err != nil {
+	o.dir = pos[0]
+	if o.id, err = taskID(e, pos[1]); err != nil {
 		return err
 	}
-	if given(flags, "digest") && strings.TrimSpace(*digest) == "" {
+	if e.given("digest") && strings.TrimSpace(*o.digest) == "" {
 		return e.usage("--digest is empty")
 	}
-	if *files < 0 {
-		return e.usage("--files %d: want a number of files >= 0 (0: all)", *files)
-	}
-	dir := pos[0]
-	s, done, err := taskService(ctx, dir, *db, nil, false)
+	return checkFiles(e, *o.files)
+}
+
+func (o *approveOpts) run(ctx context.Context, e *env) (err error) {
+	dir, id := o.dir, o.id
+	s, done, err := taskService(ctx, dir, *o.db, nil, false)
 	if err != nil {
 		return err
 	}
@@ -359,16 +250,16 @@ func runApprove(ctx context.Context, e *env, args []string) (err error) {
 	if _, err := s.Review(ctx, who, id); err != nil {
 		return err
 	}
-	v, err := s.View(ctx, id, *files)
+	v, err := s.View(ctx, id, *o.files)
 	if err != nil {
 		return err
 	}
-	writeView(e, dir, v)
+	task.WriteView(e.stdout, dir, v)
 	sum := v.Digest
-	if given(flags, "digest") {
-		sum = *digest
+	if e.given("digest") {
+		sum = *o.digest
 	}
-	if !*yes {
+	if !*o.yes {
 		if !isTerminal(e.stdin) {
 			return &usageError{msg: fmt.Sprintf("task %d: no terminal to ask on: give --yes to approve it as printed (sha256 %s)", id, v.Digest)}
 		}
@@ -387,12 +278,26 @@ func runApprove(ctx context.Context, e *env, args []string) (err error) {
 	return runTask(ctx, e, s, who, id, dir)
 }
 
-func runCancel(ctx context.Context, e *env, args []string) (err error) {
-	dir, id, db, err := taskArgs(e, args)
-	if err != nil {
+// cancelOpts are spool cancel's: the queue and the task.
+type cancelOpts struct {
+	dir string
+	id  int64
+	db  *string
+}
+
+func (o *cancelOpts) flags(fs *flag.FlagSet) { o.db = addDBFlag(fs) }
+
+func (o *cancelOpts) validate(e *env, pos []string) (err error) {
+	if err := e.positionals(pos, 2, 2, "DIR", "ID"); err != nil {
 		return err
 	}
-	s, done, err := taskService(ctx, dir, db, nil, false)
+	o.dir = pos[0]
+	o.id, err = taskID(e, pos[1])
+	return err
+}
+
+func (o *cancelOpts) run(ctx context.Context, e *env) (err error) {
+	s, done, err := taskService(ctx, o.dir, *o.db, nil, false)
 	if err != nil {
 		return err
 	}
@@ -401,7 +306,7 @@ func runCancel(ctx context.Context, e *env, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	t, err := s.Cancel(ctx, who, id)
+	t, err := s.Cancel(ctx, who, o.id)
 	if err != nil {
 		return err
 	}
@@ -409,29 +314,40 @@ func runCancel(ctx context.Context, e *env, args []string) (err error) {
 	return nil
 }
 
-func runResume(ctx context.Context, e *env, args []string) (err error) {
-	flags := e.flagSet()
-	note := flags.String("note", "", "without ID: why the queue is resumed (`TEXT`), in the audit")
-	dbf := addDBFlag(flags)
-	pos, err := e.parse(flags, args)
-	if err != nil {
-		return err
-	}
+// resumeOpts are spool resume's: the queue, and a task's ID (0: resume
+// the queue).
+type resumeOpts struct {
+	dir  string
+	id   int64
+	note *string
+	db   *string
+}
+
+func (o *resumeOpts) flags(fs *flag.FlagSet) {
+	o.note = fs.String("note", "", "without ID: why the queue is resumed (`TEXT`), in the audit")
+	o.db = addDBFlag(fs)
+}
+
+func (o *resumeOpts) validate(e *env, pos []string) (err error) {
 	if err := e.positionals(pos, 1, 2, "DIR", "ID"); err != nil {
 		return err
 	}
+	o.dir = pos[0]
 	if len(pos) == 1 {
-		return runResumeQueue(ctx, e, pos[0], *dbf, *note)
+		return nil
 	}
-	if given(flags, "note") {
+	if e.given("note") {
 		return e.usage("--note is for resuming a queue (spool resume DIR --note TEXT), not a task")
 	}
-	dir, db := pos[0], *dbf
-	id, err := taskID(e, pos[1])
-	if err != nil {
-		return err
+	o.id, err = taskID(e, pos[1])
+	return err
+}
+
+func (o *resumeOpts) run(ctx context.Context, e *env) (err error) {
+	if o.id == 0 {
+		return runResumeQueue(ctx, e, o.dir, *o.db, *o.note)
 	}
-	s, done, err := taskService(ctx, dir, db, nil, false)
+	s, done, err := taskService(ctx, o.dir, *o.db, nil, false)
 	if err != nil {
 		return err
 	}
@@ -440,8 +356,8 @@ func runResume(ctx context.Context, e *env, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	if _, err := s.Get(ctx, id); err != nil {
+	if _, err := s.Get(ctx, o.id); err != nil {
 		return err
 	}
-	return runTask(ctx, e, s, who, id, dir)
+	return runTask(ctx, e, s, who, o.id, o.dir)
 }

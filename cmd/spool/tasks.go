@@ -6,11 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/ledger"
@@ -121,7 +118,7 @@ func taskService(ctx context.Context, dir, db string, cf *contractFlags, readOnl
 	if err != nil {
 		return nil, nil, err
 	}
-	conf, file, err := confPolicy(dir)
+	conf, file, err := queueopen.ApprovalPolicy(dir)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -151,12 +148,9 @@ func askTask(ctx context.Context, e *env, cf *contractFlags, r taskRun) (err err
 		return taskUsage(err)
 	}
 	if !r.dryRun && r.req.Kind == task.Discard {
-		// Refused before the ledger is opened or anything recorded:
-		// removing files from error/ needs write access to it.
-		errDir := filepath.Join(r.dir, string(queue.Error))
-		if err := unix.Access(errDir, unix.W_OK|unix.X_OK); err != nil && !errors.Is(err, unix.ENOENT) {
-			return &usageError{msg: fmt.Sprintf("%s: %s may not write it (%v): discarding removes files from error/ and records them in the ledger, which needs write access to both; run it as the queue's owner",
-				errDir, osUser(), err)}
+		// Refused before the ledger is opened or anything recorded.
+		if err := task.CheckDiscardAccess(r.dir, currentOperator()); err != nil {
+			return err
 		}
 	}
 	s, done, err := taskService(ctx, r.dir, r.db, cf, r.dryRun)
@@ -201,56 +195,17 @@ func askTask(ctx context.Context, e *env, cf *contractFlags, r taskRun) (err err
 		fmt.Fprintf(e.stdout, "task %d: %s of %d files waits for approval (sha256 %s): spool approve %s %d\n",
 			t.ID, t.Kind, t.Files, t.Digest, r.dir, t.ID)
 	case !plain:
-		printEnd(e, t)
+		task.WriteEnd(e.stdout, t)
 	}
 	return nil
 }
 
-// printPreview prints the files p selected, each with what is (would be)
-// done, in the selection's order: the skipped ones always (a replay's
-// "skip NAME: msg_id X already processed"), the others on a dry run. A
-// selection of nothing is one warning.
+// printPreview prints the files p selected (task.WritePreview), and
+// warns when it selected nothing.
 func printPreview(e *env, req task.Request, p task.Preview, dry bool) {
-	if p.Count == 0 && p.Skipped == 0 {
-		sel := req.Selection
-		switch {
-		case sel.All && !sel.Filtered():
-			e.warn("error/ holds no dead letter: nothing to %s", req.Kind)
-		case sel.Reason != "" && !sel.Filtered():
-			e.warn("no dead letter in error/ has reason %q: nothing to %s", sel.Reason, req.Kind)
-		default:
-			e.warn("no dead letter in error/ matches: nothing to %s", req.Kind)
-		}
-		return
+	if warning := task.WritePreview(e.stdout, req, p, dry); warning != "" {
+		e.warn("%s", warning)
 	}
-	skips := p.Skips
-	for i := 0; i <= len(p.Files); i++ {
-		for len(skips) > 0 && skips[0].At == i {
-			fmt.Fprintf(e.stdout, "skip %s: msg_id %s already processed\n", cell(skips[0].File), cell(skips[0].MsgID))
-			skips = skips[1:]
-		}
-		if !dry || i == len(p.Files) {
-			continue
-		}
-		f := p.Files[i]
-		if req.Kind == task.Replay {
-			fmt.Fprintf(e.stdout, "would replay %s\n", cell(f.File))
-			continue
-		}
-		where := ""
-		if req.To != "" {
-			where = ", to " + cell(req.To)
-		}
-		fmt.Fprintf(e.stdout, "would discard %s (reason %s, sha256 %s%s)\n", cell(f.File), cell(f.Reason), hashText(f.ContentHash), where)
-	}
-}
-
-// hashText is a body's hash as printed: the hex SHA-256, or why none.
-func hashText(h string) string {
-	if h == "" {
-		return "none: not a regular file, or not readable"
-	}
-	return h
 }
 
 // approvalNote is the dry run's word on the policy.
@@ -313,18 +268,8 @@ func runTask(ctx context.Context, e *env, s *task.Service, who task.Identity, id
 		}
 		return err
 	}
-	printEnd(e, t)
+	task.WriteEnd(e.stdout, t)
 	return nil
-}
-
-// printEnd prints how task t ended.
-func printEnd(e *env, t task.Task) {
-	past := "replayed"
-	if t.Kind == task.Discard {
-		past = "discarded"
-	}
-	fmt.Fprintf(e.stdout, "task %d %s: %d of %d files %s, %d gone before, %d changed since the request\n",
-		t.ID, t.State, t.Done, t.Files, past, t.Missing, t.Changed)
 }
 
 // startQueue is queueopen.Start for a consumer: the replays killed runs
@@ -332,7 +277,7 @@ func printEnd(e *env, t task.Task) {
 // stale temp files are removed.
 func startQueue(ctx context.Context, e *env, d *queue.Dir, l *ledger.DB) error {
 	s := &task.Service{Dir: d, Ledger: l, Contract: spool.DefaultContract(), Host: queue.Host(), PID: os.Getpid()}
-	if err := s.FinishReplays(ctx, currentOperator().identity(), runOptions(e)); err != nil {
+	if err := s.FinishReplays(ctx, currentOperator().Identity(), runOptions(e)); err != nil {
 		return err
 	}
 	return queueopen.Start(ctx, d, l, startReports(e))

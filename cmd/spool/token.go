@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 
 	"github.com/spoolq/spool/task"
@@ -30,32 +31,39 @@ read (else exit 2: chmod 600 it), and must parse; a NAME already in it,
 in any case, is refused (exit 2): remove its line to replace its token.
 The line is appended in one write and fsynced before the token is
 printed; adds at once take turns on a lock of the file.`,
+	opts: newOpts[tokenOpts],
 }
 
-func init() { tokenCommand.run = runToken }
+// tokenOpts are spool token add's.
+type tokenOpts struct {
+	path, name string
+	role       task.Role
+	osUserName *string
+}
 
-func runToken(_ context.Context, e *env, args []string) error {
-	flags := e.flagSet()
-	osUserName := flags.String("os", "", "the OS user `USER` the token's holder is (os=USER on the line), for four eyes")
-	pos, err := e.parse(flags, args)
-	if err != nil {
-		return err
-	}
+func (o *tokenOpts) flags(fs *flag.FlagSet) {
+	o.osUserName = fs.String("os", "", "the OS user `USER` the token's holder is (os=USER on the line), for four eyes")
+}
+
+func (o *tokenOpts) validate(e *env, pos []string) (err error) {
 	if len(pos) == 0 || pos[0] != "add" {
 		return e.usage("want spool token add TOKENFILE NAME ROLE")
 	}
 	if err := e.positionals(pos[1:], 3, 3, "TOKENFILE", "NAME", "ROLE"); err != nil {
 		return err
 	}
-	path, name := pos[1], pos[2]
-	role, err := task.ParseRole(pos[3])
-	if err != nil {
+	o.path, o.name = pos[1], pos[2]
+	if o.role, err = task.ParseRole(pos[3]); err != nil {
 		return e.usage("%v", err)
 	}
-	if given(flags, "os") && *osUserName == "" {
+	if e.given("os") && *o.osUserName == "" {
 		return e.usage("--os is empty: want the OS user's name")
 	}
-	token, err := task.AddToken(path, name, role, *osUserName)
+	return nil
+}
+
+func (o *tokenOpts) run(_ context.Context, e *env) error {
+	token, err := task.AddToken(o.path, o.name, o.role, *o.osUserName)
 	if errors.Is(err, task.ErrTokenRefused) {
 		// Nothing written: the command line or the file must change.
 		return &usageError{msg: err.Error()}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"runtime/debug"
 )
@@ -12,19 +13,17 @@ var versionCommand = &command{
 	help: `
 Prints the module version spool was built as (or (devel) for a build from a
 source tree), with the VCS revision and the Go version when known.`,
+	opts: newOpts[versionOpts],
 }
 
-func init() { versionCommand.run = runVersion }
+// versionOpts are spool version's: none.
+type versionOpts struct{}
 
-func runVersion(_ context.Context, e *env, args []string) error {
-	flags := e.flagSet()
-	pos, err := e.parse(flags, args)
-	if err != nil {
-		return err
-	}
-	if err := e.positionals(pos, 0, 0); err != nil {
-		return err
-	}
+func (*versionOpts) flags(*flag.FlagSet) {}
+
+func (*versionOpts) validate(e *env, pos []string) error { return e.positionals(pos, 0, 0) }
+
+func (*versionOpts) run(_ context.Context, e *env) error {
 	fmt.Fprintln(e.stdout, "spool "+version())
 	return nil
 }

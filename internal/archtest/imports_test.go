@@ -58,7 +58,7 @@ var services = map[string]bool{
 // helpers are the internal packages that sit beside the layers: for
 // cmd/spool, internal/bench and the tests.
 var helpers = map[string]bool{
-	"internal/sample": true, "internal/spelling": true, "internal/pagecache": true,
+	"internal/sample": true, "internal/spelling": true, "internal/pagecache": true, "internal/clientlog": true,
 	"internal/testenv": true, "internal/e2e": true, "internal/archtest": true,
 }
 

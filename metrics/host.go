@@ -1,4 +1,4 @@
-package main
+package metrics
 
 import (
 	"bufio"
@@ -11,6 +11,10 @@ import (
 	"syscall"
 )
 
+// The host's resources a consumer needs besides the queue (spool check
+// reports them): free space and inodes on the queue's filesystem, and the
+// user's inotify limits for a watching consumer.
+
 // The least free space and inodes on the queue's filesystem that spool
 // check takes for enough: below them a consumer is a burst away from
 // failing to move a file or to write its ledger's journal.
@@ -19,24 +23,27 @@ const (
 	minFreeInodes = 1024
 )
 
-// fsSpace is the free space of the filesystem holding path, as an
+// Space is the free space of the filesystem holding a path, as an
 // unprivileged user may use it; inodes is 0 for a filesystem that does
 // not count them (btrfs reports 0 in all).
-type fsSpace struct {
+type Space struct {
 	bytes, inodes uint64
 	countsInodes  bool
 }
 
-func freeSpace(path string) (fsSpace, error) {
+// FreeSpace is the free space of the filesystem holding path.
+func FreeSpace(path string) (Space, error) {
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(path, &st); err != nil {
-		return fsSpace{}, fmt.Errorf("statfs %s: %w", path, err)
+		return Space{}, fmt.Errorf("statfs %s: %w", path, err)
 	}
-	return fsSpace{bytes: st.Bavail * uint64(st.Bsize), inodes: st.Ffree, countsInodes: st.Files > 0}, nil
+	return Space{bytes: st.Bavail * uint64(st.Bsize), inodes: st.Ffree, countsInodes: st.Files > 0}, nil
 }
 
-// problem says what is short, "" when nothing is.
-func (s fsSpace) problem(path string) string {
+// Problem says what is short for a queue at path, "" when nothing is:
+// less than 64 MiB, or (on a filesystem that counts them) fewer than 1024
+// inodes.
+func (s Space) Problem(path string) string {
 	switch {
 	case s.bytes < minFreeBytes:
 		return fmt.Sprintf("%s: only %s free on its filesystem", path, iec(s.bytes))
@@ -46,7 +53,8 @@ func (s fsSpace) problem(path string) string {
 	return ""
 }
 
-func (s fsSpace) String() string {
+// String says the free bytes (with a binary unit) and inodes.
+func (s Space) String() string {
 	if !s.countsInodes {
 		return iec(s.bytes) + " free"
 	}
@@ -70,21 +78,21 @@ func iec(n uint64) string {
 // inotifyProc is where the kernel's per-user inotify limits are.
 const inotifyProc = "/proc/sys/fs/inotify"
 
-// inotifyUse is how much of the per-user inotify limits this user's
+// InotifyUse is how much of the per-user inotify limits this user's
 // processes hold: consume --watch takes one instance and one watch (on
 // inbox/) more, and falls back to polling when it cannot.
-type inotifyUse struct {
+type InotifyUse struct {
 	instances, watches       int
 	maxInstances, maxWatches int
 }
 
-// inotifyUsage counts the inotify instances and watches of the processes
+// InotifyUsage counts the inotify instances and watches of the processes
 // of uid, from /proc/PID/fd and fdinfo: the limits are per user, shared by
 // every program the user runs (an editor, a file manager, other
 // consumers). Processes of other users, whose fd directories this user
 // may not read, do not count against its limits anyway.
-func inotifyUsage(uid int) (inotifyUse, error) {
-	var u inotifyUse
+func InotifyUsage(uid int) (InotifyUse, error) {
+	var u InotifyUse
 	for _, l := range []struct {
 		name string
 		dst  *int
@@ -142,9 +150,10 @@ func countWatches(path string) int {
 	return n
 }
 
-// problem says why consume --watch could not have its notifications, ""
-// when it can.
-func (u inotifyUse) problem() string {
+// Problem says why consume --watch could not have its notifications
+// (the user holds the limit of instances or of watches already), with
+// the sysctl that raises it; "" when it can.
+func (u InotifyUse) Problem() string {
 	switch {
 	case u.instances >= u.maxInstances:
 		return fmt.Sprintf("--watch: this user's processes hold %d inotify instances, the limit (%s/max_user_instances): consume would poll inbox/ instead. Try: sysctl fs.inotify.max_user_instances=%d", u.instances, inotifyProc, 2*u.maxInstances)
@@ -154,7 +163,8 @@ func (u inotifyUse) problem() string {
 	return ""
 }
 
-func (u inotifyUse) String() string {
+// String says the instances and watches in use against their limits.
+func (u InotifyUse) String() string {
 	return fmt.Sprintf("%d of %d instances and %d of %d watches in use by this user (--watch takes 1 of each)",
 		u.instances, u.maxInstances, u.watches, u.maxWatches)
 }

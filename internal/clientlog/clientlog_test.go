@@ -1,4 +1,4 @@
-package main
+package clientlog
 
 import (
 	"bytes"
@@ -10,13 +10,16 @@ import (
 	"time"
 )
 
+// every is the interval of the tests' Routers.
+const every = 5 * time.Second
+
 // TestClientLogRepeats: a client's line is let through once every
-// clientLogEvery, whatever its numbers; the next says how many were held
+// interval, whatever its numbers; the next says how many were held
 // back; another text or another client is another line; flush says what
 // is still held back.
 func TestClientLogRepeats(t *testing.T) {
 	var out bytes.Buffer
-	c := newClientLog(slog.New(slog.NewJSONHandler(&out, nil)))
+	c := New(slog.New(slog.NewJSONHandler(&out, nil)), every)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	c.now = func() time.Time { return now }
 	l := slog.New(c)
@@ -30,13 +33,13 @@ func TestClientLogRepeats(t *testing.T) {
 	dial(3)
 	l.Warn("closing bad idle connection: EOF", "client", "mysql")
 	l.Warn("connection pool: failed to dial after 1 attempts: dial tcp 127.0.0.1:6379", "client", "other")
-	at(clientLogEvery)
+	at(every)
 	dial(4)
-	at(clientLogEvery + time.Second)
+	at(every + time.Second)
 	dial(5)
 	l.Warn("closing bad idle connection: EOF", "client", "mysql")
-	at(clientLogEvery + 2*time.Second)
-	c.flush()
+	at(every + 2*time.Second)
+	c.Flush()
 
 	type rec struct {
 		Msg        string `json:"msg"`
@@ -72,10 +75,10 @@ func TestClientLogRepeats(t *testing.T) {
 // TestClientLogTarget: the lines go to the logger given last, at its level.
 func TestClientLogTarget(t *testing.T) {
 	var first, second bytes.Buffer
-	c := newClientLog(slog.New(slog.NewTextHandler(&first, nil)))
+	c := New(slog.New(slog.NewTextHandler(&first, nil)), every)
 	l := slog.New(c)
 	l.Warn("one", "client", "redis")
-	c.use(slog.New(slog.NewJSONHandler(&second, &slog.HandlerOptions{Level: slog.LevelError})))
+	c.Use(slog.New(slog.NewJSONHandler(&second, &slog.HandlerOptions{Level: slog.LevelError})))
 	l.Warn("two", "client", "redis")
 	l.Error("three", "client", "redis")
 	if !strings.Contains(first.String(), "msg=one client=redis") || strings.Contains(first.String(), "two") {
@@ -90,7 +93,7 @@ func TestClientLogTarget(t *testing.T) {
 // a line written in pieces once whole.
 func TestLogLines(t *testing.T) {
 	var out bytes.Buffer
-	w := &logLines{l: slog.New(slog.NewJSONHandler(&out, nil))}
+	w := &LogLines{L: slog.New(slog.NewJSONHandler(&out, nil))}
 	std := log.New(w, "", 0)
 	std.Print("http: TLS handshake error")
 	_, _ = w.Write([]byte("a line "))

@@ -1,0 +1,72 @@
+package queueopen
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+
+	"github.com/spoolq/spool/queue"
+)
+
+// SameConfig reports whether the spool.conf of the queue at dir says
+// what data says: the same contract, however it is written (a file that
+// also holds an approval policy included). A missing file says nothing;
+// a broken one says otherwise. An error is a file that cannot be read.
+func SameConfig(dir string, data []byte) (exists, same bool, err error) {
+	was, err := ReadConfig(dir)
+	var ce *ConfigError
+	switch {
+	case errors.As(err, &ce) && !ce.Invalid:
+		return true, false, err
+	case err != nil:
+		return true, false, nil // a broken file says otherwise
+	case was == nil:
+		return false, false, nil
+	}
+	want, err := ParseConfig(data)
+	if err != nil {
+		return true, false, err
+	}
+	return true, reflect.DeepEqual(was.Contract, want.Contract), nil
+}
+
+// OtherContractError refuses to replace a spool.conf (Path) that holds
+// another contract than the one to write: it is the contract of every
+// consumer of the queue, and its keys decide what is a duplicate.
+type OtherContractError struct{ Path string }
+
+// Error names the file.
+func (e *OtherContractError) Error() string {
+	return fmt.Sprintf("%s holds another contract", e.Path)
+}
+
+// WriteConfig writes data to the spool.conf of the queue at dir,
+// atomically and durably (queue.CreateFile), mode 0644 since every
+// consumer's user reads it, unless the file there says the same already
+// (SameConfig); a file that says otherwise is replaced only with force,
+// else an *OtherContractError. It returns whether it wrote.
+func WriteConfig(dir string, data []byte, force bool) (bool, error) {
+	path := filepath.Join(dir, ConfigName)
+	exists, same, err := SameConfig(dir, data)
+	switch {
+	case err != nil:
+		return false, err
+	case same:
+		return false, nil
+	case exists && !force:
+		return false, &OtherContractError{Path: path}
+	}
+	err = queue.CreateFile(path, exists, func(tmp string) error {
+		if err := os.WriteFile(tmp, data, 0o644); err != nil {
+			return err
+		}
+		// CreateFile made it 0600; every consumer's user reads it.
+		return os.Chmod(tmp, 0o644)
+	})
+	if err != nil {
+		return false, err
+	}
+	return true, nil
+}
