@@ -15,7 +15,7 @@ import (
 )
 
 // Limits bound what a client of the metrics and health endpoints, and of
-// serve --auth's console, can hold: a connection that sends
+// --auth's console, can hold: a connection that sends
 // nothing, a slow one, an idle keep-alive one, how many one address has
 // open, and how many are open at once.
 type Limits struct {
@@ -53,7 +53,7 @@ var EndpointLimits = Limits{
 	PerAddr:    16,
 }
 
-// ConsoleLimits are serve --auth's: its API takes small JSON bodies and
+// ConsoleLimits are --auth's (serve, consume): its API takes small JSON bodies and
 // answers pages of the ledger, and a browser keeps up to 6 connections
 // to a host, a few operators behind one NAT more.
 var ConsoleLimits = Limits{

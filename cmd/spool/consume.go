@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -174,7 +175,9 @@ over HTTP while consume runs, as spool serve does for a queue without a
 consumer (spool help serve); the bound address is logged as a record
 "listening" with addr. A scrape reads cached values and lists nothing: the
 stages are listed in the background (--metrics-refresh). docs/OPERATIONS.md
-lists every metric.
+lists every metric. With --auth FILE it also serves the JSON API under
+/api/v1 and the web console at /, with their charts, as spool serve --auth
+does (spool help serve).
 
 The contract comes from DIR/spool.conf and the contract flags.
 Prints: processed=N duplicates=N dead-letters=N recovered=N, and with
@@ -313,7 +316,16 @@ func (o *consumeOpts) run(ctx context.Context, e *env) (err error) {
 	if listen.addr != "" {
 		m := metrics.New()
 		cfg.Observer = m
-		ep, lerr := startEndpoints(ctx, listen, logger, m, d, l, nil)
+		var more func(*http.ServeMux)
+		if tokens := cfl.auth.tokens; tokens != nil {
+			srv, cerr := newConsole(ctx, dir, d, l, c, file, tokens, m, listen.refresh, logger)
+			if cerr != nil {
+				return cerr
+			}
+			defer srv.Close()
+			more = srv.Register
+		}
+		ep, lerr := startEndpoints(ctx, listen, logger, m, d, l, more)
 		if lerr != nil {
 			return lerr
 		}

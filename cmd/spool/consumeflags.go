@@ -25,6 +25,7 @@ type consumeFlags struct {
 	notify          *notifyFlags
 	shutdownTimeout *time.Duration
 	listen          *listenFlags
+	auth            *authFlag
 	dedup           *dedupFlag
 	lease           *time.Duration
 }
@@ -47,6 +48,7 @@ func addConsumeFlags(fs *flag.FlagSet) *consumeFlags {
 	f.notify = addNotifyFlags(fs)
 	f.shutdownTimeout = fs.Duration("shutdown-timeout", defaultShutdownTimeout, "at SIGINT/SIGTERM, cancel the calls still running after `DURATION` and exit 4 (0: wait for them)")
 	f.listen = addListenFlags(fs, "")
+	f.auth = addAuthFlag(fs, ", with --listen, as spool serve --auth does")
 	f.dedup = addDedupFlag(fs)
 	f.lease = fs.Duration("lease", queue.DefaultLease, "how long (`DURATION`) this consumer's session stays alive without a renewal before another host takes its claims over (renewed every third; handler timeouts must stay under it)")
 	return f
@@ -57,7 +59,7 @@ func addConsumeFlags(fs *flag.FlagSet) *consumeFlags {
 var consumeGroups = []flagGroup{
 	{"Contract (DIR/spool.conf, which spool init writes; a flag wins)", []string{"key", "order-key", "seq", "amount", "require", "max-size"}},
 	{"Handlers (at most one of --exec, --sql, --post)", []string{"exec", "exec-timeout", "sql", "sql-timeout", "post", "post-timeout"}},
-	{"Service", []string{"watch", "min-age", "poll", "db", "log-format", "log-level", "shutdown-timeout", "on-dead-letter", "on-dead-letter-timeout", "listen", "tls-cert", "tls-key"}},
+	{"Service", []string{"watch", "min-age", "poll", "db", "log-format", "log-level", "shutdown-timeout", "on-dead-letter", "on-dead-letter-timeout", "listen", "tls-cert", "tls-key", "auth"}},
 	{"Retries", []string{"retry-base", "retry-cap", "retry-max", "retry-jitter", "retry-wait", "pause-after"}},
 	{"Concurrency", []string{"concurrency", "ordered", "rate", "workers", "batch"}},
 	{"Advanced", nil}, // the rest
@@ -80,13 +82,15 @@ func (f *consumeFlags) check(e *env, fs *flag.FlagSet) (relaxed bool, err error)
 		return false, e.usage("--min-age %v: want 0 (off) or more", *f.minAge)
 	case *f.lease < 3*time.Second:
 		return false, e.usage("--lease %v: want 3s or more (it is renewed every third of it)", *f.lease)
+	case given(fs, "auth") && f.listen.addr == "":
+		return false, e.usage("--auth needs --listen: the API and the console are served at its address")
 	}
 	f.handler.lease = *f.lease
 	if relaxed, err = e.relaxed(*f.durability); err != nil {
 		return false, err
 	}
 	for _, check := range []func(*env) error{f.handler.check, f.notify.check, f.log.check,
-		func(e *env) error { return f.listen.check(e, false) }, f.dedup.check} {
+		func(e *env) error { return f.listen.check(e, false) }, f.auth.check, f.dedup.check} {
 		if err := check(e); err != nil {
 			return false, err
 		}

@@ -13,10 +13,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spoolq/spool/console"
 	"github.com/spoolq/spool/endpoint"
 	"github.com/spoolq/spool/hold"
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/metrics"
+	"github.com/spoolq/spool/task"
 )
 
 // listenFlags are the flags of the metrics and health endpoints, on
@@ -36,6 +38,33 @@ func addListenFlags(fs *flag.FlagSet, what string) *listenFlags {
 	fs.StringVar(&f.tlsKey, "tls-key", "", "with --tls-cert: the certificate's private key, PEM `FILE`")
 	fs.DurationVar(&f.refresh, "metrics-refresh", metrics.DefaultRefresh, "list each stage for the queue gauges at most this often (`DURATION`; a stage whose listing took T waits at least 100×T)")
 	return f
+}
+
+// authFlag is --auth, of serve and consume: the token file of the API
+// and the console, which the endpoints of --listen serve beside /metrics.
+type authFlag struct {
+	file   *string
+	tokens task.Tokens // loaded by check; nil without --auth
+}
+
+// addAuthFlag registers --auth on fs; what ends its usage.
+func addAuthFlag(fs *flag.FlagSet, what string) *authFlag {
+	return &authFlag{file: fs.String("auth", "", "serve the API under /api/v1 and the console at / to the identities of the token `FILE` (lines NAME ROLE SHA256-OF-TOKEN [os=USER], mode 0600)"+what)}
+}
+
+// check loads the token file, refusing an empty or unreadable one as a
+// usage error (exit 2).
+func (a *authFlag) check(e *env) (err error) {
+	if !e.given("auth") {
+		return nil
+	}
+	if *a.file == "" {
+		return e.usage("--auth is empty: want the token file's path")
+	}
+	if a.tokens, err = console.LoadTokens(*a.file); err != nil {
+		return e.usage("--auth: %v", err)
+	}
+	return nil
 }
 
 // check validates the flags; need says --listen is required.

@@ -10,11 +10,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/console"
 	"github.com/spoolq/spool/hold"
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/metrics"
 	"github.com/spoolq/spool/queue"
+	"github.com/spoolq/spool/queueopen"
 	"github.com/spoolq/spool/task"
 )
 
@@ -89,17 +91,16 @@ needs no restart); the console's cookie is then Secure.`,
 // serveOpts are spool serve's.
 type serveOpts struct {
 	dirOpts
-	lf       *logFlags
-	hf       *listenFlags
-	authFile *string
-	tokens   task.Tokens
+	lf   *logFlags
+	hf   *listenFlags
+	auth *authFlag
 }
 
 func (o *serveOpts) flags(flags *flag.FlagSet) {
 	o.lf = addLogFlags(flags)
 	o.hf = addListenFlags(flags, "; required")
 	o.dirOpts.flags(flags)
-	o.authFile = flags.String("auth", "", "serve the API under /api/v1 and the console at / to the identities of the token `FILE` (lines NAME ROLE SHA256-OF-TOKEN [os=USER], mode 0600)")
+	o.auth = addAuthFlag(flags, "")
 }
 
 func (o *serveOpts) validate(e *env, pos []string) (err error) {
@@ -112,19 +113,11 @@ func (o *serveOpts) validate(e *env, pos []string) (err error) {
 	if err := o.hf.check(e, true); err != nil {
 		return err
 	}
-	if e.given("auth") {
-		if *o.authFile == "" {
-			return e.usage("--auth is empty: want the token file's path")
-		}
-		if o.tokens, err = console.LoadTokens(*o.authFile); err != nil {
-			return e.usage("--auth: %v", err)
-		}
-	}
-	return nil
+	return o.auth.check(e)
 }
 
 func (o *serveOpts) run(ctx context.Context, e *env) (err error) {
-	lf, hf, db, tokens := o.lf, o.hf, o.db, o.tokens
+	lf, hf, db, tokens := o.lf, o.hf, o.db, o.auth.tokens
 	stderr := &stderrWriter{w: e.stderr}
 	e.stderr = stderr
 	logger := lf.logger(stderr)
@@ -156,7 +149,11 @@ func (o *serveOpts) run(ctx context.Context, e *env) (err error) {
 	m := metrics.New()
 	var more func(*http.ServeMux)
 	if tokens != nil {
-		srv, err := newConsole(ctx, o.dir, d, l, tokens, m, hf.refresh, logger)
+		c, conf, err := addContractFlags(flag.NewFlagSet("serve", flag.ContinueOnError)).contractFrom(o.dir)
+		if err != nil {
+			return err
+		}
+		srv, err := newConsole(ctx, o.dir, d, l, c, conf, tokens, m, hf.refresh, logger)
 		if err != nil {
 			return err
 		}
@@ -173,16 +170,12 @@ func (o *serveOpts) run(ctx context.Context, e *env) (err error) {
 	return ep.stop()
 }
 
-// newConsole is serve --auth's API and console over d and l.
-// Its charts sample the gauges of m every refresh, as often as they change.
-// Its tasks run under the queue's contract and approval policy (spool.conf);
-// the tasks a killed serve left approved or running are resumed.
-func newConsole(ctx context.Context, dir string, d *queue.Dir, l *ledger.DB, tokens task.Tokens, m *metrics.Metrics, refresh time.Duration, logger *slog.Logger) (*console.Server, error) {
-	cf := addContractFlags(flag.NewFlagSet("serve", flag.ContinueOnError))
-	c, conf, err := cf.contractFrom(dir)
-	if err != nil {
-		return nil, err
-	}
+// newConsole is the API and console of serve --auth and consume --auth
+// over d and l. Its charts sample the gauges of m every refresh, as often
+// as they change. Its tasks run under the contract c (of spool.conf conf)
+// and the queue's approval policy; the tasks a killed serve or consumer
+// left approved or running are resumed.
+func newConsole(ctx context.Context, dir string, d *queue.Dir, l *ledger.DB, c spool.Contract, conf *queueopen.Config, tokens task.Tokens, m *metrics.Metrics, refresh time.Duration, logger *slog.Logger) (*console.Server, error) {
 	// The ledger's policy, adopting spool.conf's section the first time;
 	// the service reads the ledger's again at each request, so that spool
 	// policy set applies to a serve that runs on.

@@ -236,3 +236,44 @@ func TestConsoleCharts(t *testing.T) {
 		t.Errorf("the charts after a restart: %d, want %q in\n%s", code, want, svg)
 	}
 }
+
+// TestConsumeServesConsole: consume --watch --listen --auth serves the API
+// and the console beside its metrics, as serve --auth does, so a queue
+// with a consumer needs no second process for its charts: the series
+// follow the consumer's own work, the overview page and a dead letter's
+// listing answer the token, and an anonymous request is refused. --auth
+// without --listen is a usage error.
+func TestConsumeServesConsole(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	q := dir + "/q"
+	mustRun(t, 0, "init", q)
+	tokens := tokenFile(t, dir, "tokens", tokenLine("vic", "viewer", "vic-token"))
+	if r := run(t, "consume", q, "--auth", tokens); r.code != 2 || !strings.Contains(r.stderr, "--auth needs --listen") {
+		t.Fatalf("--auth without --listen: want exit 2 naming --listen\n%s", r)
+	}
+	p, base := startListening(t, "consume", q, "--watch", "--listen", "127.0.0.1:0", "--auth", tokens, "--metrics-refresh", "1s")
+	const processed, dead = 20, 3
+	for i := range processed {
+		putMessage(t, q, fmt.Sprintf("m-%03d.json", i), orderMessage(fmt.Sprintf("m-%03d", i), "o", i+1, "1.00"))
+	}
+	for i := range dead {
+		putMessage(t, q, fmt.Sprintf("broken-%03d.json", i), `{"msg_id":`)
+	}
+	waitFor(t, cmdTimeout, "the consumer's work sampled", func() bool {
+		a := getSeries(t, base, "vic-token", "1h")
+		return a.last("depth.done") == processed && a.last("depth.error") == dead && a.top("rate.processed") > 0
+	})
+	if code, body := apiCall(t, base, "", "GET", "/api/v1/series?window=1h", ""); code != 401 {
+		t.Errorf("GET series without a token: %d %s, want 401", code, body)
+	}
+	if code, body := apiCall(t, base, "vic-token", "GET", "/api/v1/dead-letters", ""); code != 200 || strings.Count(body, `"file": "broken-`) != dead {
+		t.Errorf("GET dead-letters: %d %s, want the %d dead letters", code, body, dead)
+	}
+	if code, _ := get(t, base, "/metrics"); code != 200 {
+		t.Errorf("GET /metrics beside the console: %d", code)
+	}
+	if st := parseStats(t, stopWatcher(t, p)); st.Processed != processed || st.DeadLetters != dead {
+		t.Errorf("consume: %+v, want %d processed and %d dead letters", st, processed, dead)
+	}
+}
