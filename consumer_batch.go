@@ -115,40 +115,114 @@ func (c *Consumer) consumeBatch(s *queue.Session, cl *queue.Claim, claimed time.
 		}
 		c.log.Info("batch file resumed", "file", cl.Name, "position", p.Position, "dead_letters_written", n)
 	}
+	// Read ahead: the next chunk is read, parsed and its dead letters
+	// written while this one commits (readChunks), and the chunks are
+	// committed in file order, each with the position after its last
+	// record.
+	chunks, quit, exited := make(chan batchChunk), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		b.readChunks(ctx, rd, chunks, quit)
+	}()
+	stopReading := func() {
+		if quit != nil {
+			close(quit)
+			<-exited // the reader uses the file and writes into error/
+			quit = nil
+		}
+	}
+	defer stopReading()
+	for ch := range chunks {
+		switch {
+		case ch.err != nil:
+			return ch.err
+		case ch.whole != nil:
+			return b.whole(ctx, *ch.whole)
+		}
+		b.pending = ch.recs
+		if len(ch.recs) > 0 {
+			b.p.Position = ch.position
+		}
+		if err := b.commit(ctx); err != nil {
+			return err
+		}
+		if ch.last {
+			return b.finish(queue.Done)
+		}
+		if c.batchStop != nil && c.batchStop.Err() != nil {
+			// A graceful stop: the rest of the file waits for the next
+			// run, which resumes after what is committed (and takes the
+			// dead letters read ahead and written as its own, as after a
+			// crash: writeDeadLetter).
+			stopReading()
+			return b.giveBack()
+		}
+	}
+	return fmt.Errorf("consume batch file %s: the reader stopped before the end", cl.Name)
+}
+
+// batchChunk is what readChunks hands the committing goroutine: a chunk of
+// records with the position after its last, or the file's end (last),
+// a whole-file failure, or an error that fails the run.
+type batchChunk struct {
+	recs     []batchRecord
+	position string
+	last     bool
+	whole    *BatchRecord
+	err      error
+}
+
+// readChunks reads rd to its end in chunks of BatchSize records, each
+// record made a delivery and its dead letter written (add), and sends
+// them in file order on chunks, which it closes; it stops early once
+// quit is closed. It runs beside the commits of the chunks before: their
+// order, and each chunk's position, are the file's.
+func (b *batchRun) readChunks(ctx context.Context, rd BatchReader, chunks chan<- batchChunk, quit <-chan struct{}) {
+	defer close(chunks)
+	send := func(ch batchChunk) bool {
+		select {
+		case chunks <- ch:
+			return true
+		case <-quit:
+			return false
+		}
+	}
+	size := max(1, b.c.cfg.BatchSize)
+	var ch batchChunk
 	for {
 		rec, err := rd.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return fmt.Errorf("consume batch file %s: %w", cl.Name, err)
+			send(batchChunk{err: fmt.Errorf("consume batch file %s: %w", b.cl.Name, err)})
+			return
 		}
 		if rec.Whole {
-			return b.whole(ctx, rec)
+			send(batchChunk{whole: &rec})
+			return
 		}
-		if err := b.add(ctx, rec); err != nil {
-			return err
+		br, err := b.add(ctx, rec)
+		if err != nil {
+			send(batchChunk{err: err})
+			return
 		}
-		if len(b.pending) >= c.cfg.BatchSize {
-			if err := b.commit(ctx); err != nil {
-				return err
+		ch.recs = append(ch.recs, br)
+		ch.position = rec.After
+		if len(ch.recs) >= size {
+			if !send(ch) {
+				return
 			}
-			if c.batchStop != nil && c.batchStop.Err() != nil {
-				// A graceful stop: the rest of the file waits for the
-				// next run, which resumes after what is committed.
-				return b.giveBack()
-			}
+			ch = batchChunk{recs: make([]batchRecord, 0, size)}
 		}
 	}
-	if err := b.commit(ctx); err != nil {
-		return err
-	}
-	return b.finish(queue.Done)
+	ch.last = true
+	send(ch)
 }
 
-// add turns rec into a delivery of the pending chunk, writing its dead
-// letter first when it is one.
-func (b *batchRun) add(ctx context.Context, rec BatchRecord) error {
+// add turns rec into a delivery of a chunk, writing its dead letter first
+// when it is one.
+func (b *batchRun) add(ctx context.Context, rec BatchRecord) (batchRecord, error) {
 	c := b.c
 	d := &Delivery{
 		Claim: b.p.Batch + "#" + strconv.FormatInt(rec.Index, 10), File: b.cl.Name + "#" + rec.Origin,
@@ -177,13 +251,11 @@ func (b *batchRun) add(ctx context.Context, rec BatchRecord) error {
 		// larger batch, had written). The look is an fstatat or two.
 		stored, ino, err := b.writeDeadLetter(ctx, rec, true)
 		if err != nil {
-			return err
+			return br, err
 		}
 		d.File, d.Ino, br.stored = stored, ino, stored
 	}
-	b.p.Position = rec.After
-	b.pending = append(b.pending, br)
-	return nil
+	return br, nil
 }
 
 // originText spells a BatchRecord.Origin for a detail: "line 17",
