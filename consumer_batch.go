@@ -149,16 +149,12 @@ func (c *Consumer) consumeBatch(s *queue.Session, cl *queue.Claim, claimed time.
 		if ch.last {
 			return b.finish(queue.Done)
 		}
-		if c.batchStop != nil && c.batchStop.Err() != nil {
-			// A graceful stop: the rest of the file waits for the next
-			// run, which resumes after what is committed (and takes the
-			// dead letters read ahead and written as its own, as after a
-			// crash: writeDeadLetter).
-			stopReading()
-			return b.giveBack()
-		}
 	}
-	return fmt.Errorf("consume batch file %s: the reader stopped before the end", cl.Name)
+	// The reader stopped short for a graceful stop, once what it had
+	// read was sent and committed: the rest of the file waits for the
+	// next run, which resumes after it.
+	stopReading()
+	return b.giveBack()
 }
 
 // batchChunk is what readChunks hands the committing goroutine: a chunk of
@@ -176,7 +172,11 @@ type batchChunk struct {
 // record made a delivery and its dead letter written (add), and sends
 // them in file order on chunks, which it closes; it stops early once
 // quit is closed. It runs beside the commits of the chunks before: their
-// order, and each chunk's position, are the file's.
+// order, and each chunk's position, are the file's. On a graceful stop
+// (batchStop), once a first chunk is sent, it sends the records it holds
+// as a chunk of their own and stops: every dead letter it wrote is in a
+// chunk sent, which the committing goroutine commits before it gives the
+// file back.
 func (b *batchRun) readChunks(ctx context.Context, rd BatchReader, chunks chan<- batchChunk, quit <-chan struct{}) {
 	defer close(chunks)
 	send := func(ch batchChunk) bool {
@@ -188,8 +188,14 @@ func (b *batchRun) readChunks(ctx context.Context, rd BatchReader, chunks chan<-
 		}
 	}
 	size := max(1, b.c.cfg.BatchSize)
+	stop := b.c.batchStop
 	var ch batchChunk
+	sent := false
 	for {
+		if sent && stop != nil && stop.Err() != nil {
+			send(ch)
+			return
+		}
 		rec, err := rd.Next()
 		if errors.Is(err, io.EOF) {
 			break
@@ -213,6 +219,7 @@ func (b *batchRun) readChunks(ctx context.Context, rd BatchReader, chunks chan<-
 			if !send(ch) {
 				return
 			}
+			sent = true
 			ch = batchChunk{recs: make([]batchRecord, 0, size)}
 		}
 	}
