@@ -60,6 +60,9 @@ type batchRecord struct {
 	rec BatchRecord
 	// stored is the dead letter's name in error/, once written.
 	stored string
+	// unwritten is the content of a dead letter to write before the
+	// chunk's commit (writeDeadLetters); nil once written.
+	unwritten []byte
 }
 
 // batchRun is the consumption of one claimed batch file.
@@ -193,6 +196,9 @@ func (b *batchRun) readChunks(ctx context.Context, rd BatchReader, chunks chan<-
 	sent := false
 	for {
 		if sent && stop != nil && stop.Err() != nil {
+			if err := b.writeDeadLetters(&ch); err != nil {
+				ch = batchChunk{err: err}
+			}
 			send(ch)
 			return
 		}
@@ -216,6 +222,10 @@ func (b *batchRun) readChunks(ctx context.Context, rd BatchReader, chunks chan<-
 		ch.recs = append(ch.recs, br)
 		ch.position = rec.After
 		if len(ch.recs) >= size {
+			if err := b.writeDeadLetters(&ch); err != nil {
+				send(batchChunk{err: err})
+				return
+			}
 			if !send(ch) {
 				return
 			}
@@ -223,12 +233,47 @@ func (b *batchRun) readChunks(ctx context.Context, rd BatchReader, chunks chan<-
 			ch = batchChunk{recs: make([]batchRecord, 0, size)}
 		}
 	}
+	if err := b.writeDeadLetters(&ch); err != nil {
+		send(batchChunk{err: err})
+		return
+	}
 	ch.last = true
 	send(ch)
 }
 
-// add turns rec into a delivery of a chunk, writing its dead letter first
-// when it is one.
+// writeDeadLetters writes the dead letters of ch that add left to write,
+// all at once (Dir.WriteStageFiles: each file synced, the directories
+// once), before the chunk goes to its commit, and names them in their
+// deliveries.
+func (b *batchRun) writeDeadLetters(ch *batchChunk) error {
+	var files []queue.StageFile
+	var which []int
+	for i := range ch.recs {
+		if content := ch.recs[i].unwritten; content != nil {
+			files = append(files, queue.StageFile{Name: ch.recs[i].rec.DeadLetter, Fill: func(w io.Writer) error {
+				_, err := w.Write(content)
+				return err
+			}})
+			which = append(which, i)
+		}
+	}
+	if len(files) == 0 {
+		return nil
+	}
+	stored, err := b.c.dir.WriteStageFiles(queue.Error, files)
+	if err != nil {
+		return fmt.Errorf("dead letters of %s: %w", b.cl.Name, err)
+	}
+	for k, i := range which {
+		br := &ch.recs[i]
+		br.d.File, br.d.Ino, br.stored, br.unwritten = stored[k].Name, stored[k].Ino, stored[k].Name, nil
+	}
+	return nil
+}
+
+// add turns rec into a delivery of a chunk; when it is a dead letter,
+// it takes the copy of it an earlier run wrote, or leaves its content to
+// write before the chunk's commit (writeDeadLetters).
 func (b *batchRun) add(ctx context.Context, rec BatchRecord) (batchRecord, error) {
 	c := b.c
 	d := &Delivery{
@@ -256,11 +301,15 @@ func (b *batchRun) add(ctx context.Context, rec BatchRecord) (batchRecord, error
 		// once found a second copy when the resumed run's first commit
 		// ended the look before the record that an earlier run, with a
 		// larger batch, had written). The look is an fstatat or two.
-		stored, ino, err := b.writeDeadLetter(ctx, rec, true)
+		stored, ino, content, err := b.lookDeadLetter(ctx, rec)
 		if err != nil {
 			return br, err
 		}
-		d.File, d.Ino, br.stored = stored, ino, stored
+		if stored == "" {
+			br.unwritten = content
+		} else {
+			d.File, d.Ino, br.stored = stored, ino, stored
+		}
 	}
 	return br, nil
 }
@@ -287,31 +336,44 @@ func (b *batchRun) writeDeadLetter(ctx context.Context, rec BatchRecord, check b
 		}
 		return stored, ino, nil
 	}
-	var buf bytes.Buffer
-	if err := rec.WriteDeadLetter(&buf); err != nil {
-		return "", 0, fmt.Errorf("dead letter of %s %s: %w", b.cl.Name, rec.Origin, err)
+	stored, ino, content, err := b.lookDeadLetter(ctx, rec)
+	if err != nil || stored != "" {
+		return stored, ino, err
 	}
-	copies, err := c.dir.Copies(queue.Error, rec.DeadLetter, buf.Bytes())
-	if err != nil {
-		return "", 0, fmt.Errorf("dead letter of %s %s: %w", b.cl.Name, rec.Origin, err)
-	}
-	for _, cp := range copies {
-		known, err := c.batchLedger.DeadLetterIno(ctx, cp.Ino)
-		if err != nil {
-			return "", 0, fmt.Errorf("ledger: %w", err)
-		}
-		if !known {
-			return cp.Name, cp.Ino, nil // ours, from before the crash
-		}
-	}
-	stored, ino, err := c.dir.WriteStage(queue.Error, rec.DeadLetter, func(w io.Writer) error {
-		_, err := w.Write(buf.Bytes())
+	stored, ino, err = c.dir.WriteStage(queue.Error, rec.DeadLetter, func(w io.Writer) error {
+		_, err := w.Write(content)
 		return err
 	})
 	if err != nil {
 		return "", 0, fmt.Errorf("dead letter of %s %s: %w", b.cl.Name, rec.Origin, err)
 	}
 	return stored, ino, nil
+}
+
+// lookDeadLetter finds the dead letter of rec that an earlier run wrote
+// before it died: a file of the same bytes under its name or a collision
+// name of it, whose inode no dead letter is recorded with. Without one,
+// stored is "" and content is what to write.
+func (b *batchRun) lookDeadLetter(ctx context.Context, rec BatchRecord) (stored string, ino uint64, content []byte, err error) {
+	c := b.c
+	var buf bytes.Buffer
+	if err := rec.WriteDeadLetter(&buf); err != nil {
+		return "", 0, nil, fmt.Errorf("dead letter of %s %s: %w", b.cl.Name, rec.Origin, err)
+	}
+	copies, err := c.dir.Copies(queue.Error, rec.DeadLetter, buf.Bytes())
+	if err != nil {
+		return "", 0, nil, fmt.Errorf("dead letter of %s %s: %w", b.cl.Name, rec.Origin, err)
+	}
+	for _, cp := range copies {
+		known, err := c.batchLedger.DeadLetterIno(ctx, cp.Ino)
+		if err != nil {
+			return "", 0, nil, fmt.Errorf("ledger: %w", err)
+		}
+		if !known {
+			return cp.Name, cp.Ino, nil, nil // ours, from before the crash
+		}
+	}
+	return "", 0, buf.Bytes(), nil
 }
 
 // commit records the pending chunk with the progress after it, then
