@@ -172,7 +172,8 @@ type batchChunk struct {
 }
 
 // readChunks reads rd to its end in chunks of BatchSize records, each
-// record made a delivery and its dead letter written (add), and sends
+// record made a delivery (add) and the chunk's dead letters written
+// (writeDeadLetters) before it is sent, and sends
 // them in file order on chunks, which it closes; it stops early once
 // quit is closed. It runs beside the commits of the chunks before: their
 // order, and each chunk's position, are the file's. On a graceful stop
