@@ -60,6 +60,9 @@ type batchRecord struct {
 	rec BatchRecord
 	// stored is the dead letter's name in error/, once written.
 	stored string
+	// unwritten is the content of a dead letter to write before the
+	// chunk's commit (writeDeadLetters); nil once written.
+	unwritten []byte
 }
 
 // batchRun is the consumption of one claimed batch file.
@@ -115,40 +118,164 @@ func (c *Consumer) consumeBatch(s *queue.Session, cl *queue.Claim, claimed time.
 		}
 		c.log.Info("batch file resumed", "file", cl.Name, "position", p.Position, "dead_letters_written", n)
 	}
+	// Read ahead: the next chunk is read, parsed and its dead letters
+	// written while this one commits (readChunks), and the chunks are
+	// committed in file order, each with the position after its last
+	// record.
+	chunks, quit, exited := make(chan batchChunk), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		b.readChunks(ctx, rd, chunks, quit)
+	}()
+	stopReading := func() {
+		if quit != nil {
+			close(quit)
+			<-exited // the reader uses the file and writes into error/
+			quit = nil
+		}
+	}
+	defer stopReading()
+	for ch := range chunks {
+		switch {
+		case ch.err != nil:
+			return ch.err
+		case ch.whole != nil:
+			return b.whole(ctx, *ch.whole)
+		}
+		b.pending = ch.recs
+		if len(ch.recs) > 0 {
+			b.p.Position = ch.position
+		}
+		if err := b.commit(ctx); err != nil {
+			return err
+		}
+		if ch.last {
+			return b.finish(queue.Done)
+		}
+	}
+	// The reader stopped short for a graceful stop, once what it had
+	// read was sent and committed: the rest of the file waits for the
+	// next run, which resumes after it.
+	stopReading()
+	return b.giveBack()
+}
+
+// batchChunk is what readChunks hands the committing goroutine: a chunk of
+// records with the position after its last, or the file's end (last),
+// a whole-file failure, or an error that fails the run.
+type batchChunk struct {
+	recs     []batchRecord
+	position string
+	last     bool
+	whole    *BatchRecord
+	err      error
+}
+
+// readChunks reads rd to its end in chunks of BatchSize records, each
+// record made a delivery (add) and the chunk's dead letters written
+// (writeDeadLetters) before it is sent, and sends
+// them in file order on chunks, which it closes; it stops early once
+// quit is closed. It runs beside the commits of the chunks before: their
+// order, and each chunk's position, are the file's. On a graceful stop
+// (batchStop), once a first chunk is sent, it sends the records it holds
+// as a chunk of their own and stops: every dead letter it wrote is in a
+// chunk sent, which the committing goroutine commits before it gives the
+// file back.
+func (b *batchRun) readChunks(ctx context.Context, rd BatchReader, chunks chan<- batchChunk, quit <-chan struct{}) {
+	defer close(chunks)
+	send := func(ch batchChunk) bool {
+		select {
+		case chunks <- ch:
+			return true
+		case <-quit:
+			return false
+		}
+	}
+	size := max(1, b.c.cfg.BatchSize)
+	stop := b.c.batchStop
+	var ch batchChunk
+	sent := false
 	for {
+		if sent && stop != nil && stop.Err() != nil {
+			if err := b.writeDeadLetters(&ch); err != nil {
+				ch = batchChunk{err: err}
+			}
+			send(ch)
+			return
+		}
 		rec, err := rd.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return fmt.Errorf("consume batch file %s: %w", cl.Name, err)
+			send(batchChunk{err: fmt.Errorf("consume batch file %s: %w", b.cl.Name, err)})
+			return
 		}
 		if rec.Whole {
-			return b.whole(ctx, rec)
+			send(batchChunk{whole: &rec})
+			return
 		}
-		if err := b.add(ctx, rec); err != nil {
-			return err
+		br, err := b.add(ctx, rec)
+		if err != nil {
+			send(batchChunk{err: err})
+			return
 		}
-		if len(b.pending) >= c.cfg.BatchSize {
-			if err := b.commit(ctx); err != nil {
-				return err
+		ch.recs = append(ch.recs, br)
+		ch.position = rec.After
+		if len(ch.recs) >= size {
+			if err := b.writeDeadLetters(&ch); err != nil {
+				send(batchChunk{err: err})
+				return
 			}
-			if c.batchStop != nil && c.batchStop.Err() != nil {
-				// A graceful stop: the rest of the file waits for the
-				// next run, which resumes after what is committed.
-				return b.giveBack()
+			if !send(ch) {
+				return
 			}
+			sent = true
+			ch = batchChunk{recs: make([]batchRecord, 0, size)}
 		}
 	}
-	if err := b.commit(ctx); err != nil {
-		return err
+	if err := b.writeDeadLetters(&ch); err != nil {
+		send(batchChunk{err: err})
+		return
 	}
-	return b.finish(queue.Done)
+	ch.last = true
+	send(ch)
 }
 
-// add turns rec into a delivery of the pending chunk, writing its dead
-// letter first when it is one.
-func (b *batchRun) add(ctx context.Context, rec BatchRecord) error {
+// writeDeadLetters writes the dead letters of ch that add left to write,
+// all at once (Dir.WriteStageFiles: each file synced, the directories
+// once), before the chunk goes to its commit, and names them in their
+// deliveries.
+func (b *batchRun) writeDeadLetters(ch *batchChunk) error {
+	var files []queue.StageFile
+	var which []int
+	for i := range ch.recs {
+		if content := ch.recs[i].unwritten; content != nil {
+			files = append(files, queue.StageFile{Name: ch.recs[i].rec.DeadLetter, Fill: func(w io.Writer) error {
+				_, err := w.Write(content)
+				return err
+			}})
+			which = append(which, i)
+		}
+	}
+	if len(files) == 0 {
+		return nil
+	}
+	stored, err := b.c.dir.WriteStageFiles(queue.Error, files)
+	if err != nil {
+		return fmt.Errorf("dead letters of %s: %w", b.cl.Name, err)
+	}
+	for k, i := range which {
+		br := &ch.recs[i]
+		br.d.File, br.d.Ino, br.stored, br.unwritten = stored[k].Name, stored[k].Ino, stored[k].Name, nil
+	}
+	return nil
+}
+
+// add turns rec into a delivery of a chunk; when it is a dead letter,
+// it takes the copy of it an earlier run wrote, or leaves its content to
+// write before the chunk's commit (writeDeadLetters).
+func (b *batchRun) add(ctx context.Context, rec BatchRecord) (batchRecord, error) {
 	c := b.c
 	d := &Delivery{
 		Claim: b.p.Batch + "#" + strconv.FormatInt(rec.Index, 10), File: b.cl.Name + "#" + rec.Origin,
@@ -175,15 +302,17 @@ func (b *batchRun) add(ctx context.Context, rec BatchRecord) error {
 		// once found a second copy when the resumed run's first commit
 		// ended the look before the record that an earlier run, with a
 		// larger batch, had written). The look is an fstatat or two.
-		stored, ino, err := b.writeDeadLetter(ctx, rec, true)
+		stored, ino, content, err := b.lookDeadLetter(ctx, rec)
 		if err != nil {
-			return err
+			return br, err
 		}
-		d.File, d.Ino, br.stored = stored, ino, stored
+		if stored == "" {
+			br.unwritten = content
+		} else {
+			d.File, d.Ino, br.stored = stored, ino, stored
+		}
 	}
-	b.p.Position = rec.After
-	b.pending = append(b.pending, br)
-	return nil
+	return br, nil
 }
 
 // originText spells a BatchRecord.Origin for a detail: "line 17",
@@ -208,31 +337,44 @@ func (b *batchRun) writeDeadLetter(ctx context.Context, rec BatchRecord, check b
 		}
 		return stored, ino, nil
 	}
-	var buf bytes.Buffer
-	if err := rec.WriteDeadLetter(&buf); err != nil {
-		return "", 0, fmt.Errorf("dead letter of %s %s: %w", b.cl.Name, rec.Origin, err)
+	stored, ino, content, err := b.lookDeadLetter(ctx, rec)
+	if err != nil || stored != "" {
+		return stored, ino, err
 	}
-	copies, err := c.dir.Copies(queue.Error, rec.DeadLetter, buf.Bytes())
-	if err != nil {
-		return "", 0, fmt.Errorf("dead letter of %s %s: %w", b.cl.Name, rec.Origin, err)
-	}
-	for _, cp := range copies {
-		known, err := c.batchLedger.DeadLetterIno(ctx, cp.Ino)
-		if err != nil {
-			return "", 0, fmt.Errorf("ledger: %w", err)
-		}
-		if !known {
-			return cp.Name, cp.Ino, nil // ours, from before the crash
-		}
-	}
-	stored, ino, err := c.dir.WriteStage(queue.Error, rec.DeadLetter, func(w io.Writer) error {
-		_, err := w.Write(buf.Bytes())
+	stored, ino, err = c.dir.WriteStage(queue.Error, rec.DeadLetter, func(w io.Writer) error {
+		_, err := w.Write(content)
 		return err
 	})
 	if err != nil {
 		return "", 0, fmt.Errorf("dead letter of %s %s: %w", b.cl.Name, rec.Origin, err)
 	}
 	return stored, ino, nil
+}
+
+// lookDeadLetter finds the dead letter of rec that an earlier run wrote
+// before it died: a file of the same bytes under its name or a collision
+// name of it, whose inode no dead letter is recorded with. Without one,
+// stored is "" and content is what to write.
+func (b *batchRun) lookDeadLetter(ctx context.Context, rec BatchRecord) (stored string, ino uint64, content []byte, err error) {
+	c := b.c
+	var buf bytes.Buffer
+	if err := rec.WriteDeadLetter(&buf); err != nil {
+		return "", 0, nil, fmt.Errorf("dead letter of %s %s: %w", b.cl.Name, rec.Origin, err)
+	}
+	copies, err := c.dir.Copies(queue.Error, rec.DeadLetter, buf.Bytes())
+	if err != nil {
+		return "", 0, nil, fmt.Errorf("dead letter of %s %s: %w", b.cl.Name, rec.Origin, err)
+	}
+	for _, cp := range copies {
+		known, err := c.batchLedger.DeadLetterIno(ctx, cp.Ino)
+		if err != nil {
+			return "", 0, nil, fmt.Errorf("ledger: %w", err)
+		}
+		if !known {
+			return cp.Name, cp.Ino, nil, nil // ours, from before the crash
+		}
+	}
+	return "", 0, buf.Bytes(), nil
 }
 
 // commit records the pending chunk with the progress after it, then

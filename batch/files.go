@@ -91,9 +91,15 @@ func (fr *fileReader) Next() (spool.BatchRecord, error) {
 	if rec.Whole {
 		return out, nil
 	}
-	dl := fr.rd.DeadLetter(rec)
-	out.DeadLetter = dl.Name
+	// The name now, the content only for a record that fails: most
+	// never do.
+	out.DeadLetter = fr.name
+	if fr.fs.f.kind() != JSON {
+		out.DeadLetter = deadLetterName(fr.name, rec)
+	}
+	rd := fr.rd
 	out.WriteDeadLetter = func(w io.Writer) error {
+		dl := rd.DeadLetter(rec)
 		if dl.Content != nil {
 			_, err := w.Write(dl.Content)
 			return err
@@ -145,6 +151,83 @@ func seqNumber(obj []byte, name string) []byte {
 	if name == "" {
 		return obj
 	}
+	if out, ok := seqNumberCompact(obj, name); ok {
+		return out
+	}
+	return seqNumberSplit(obj, name)
+}
+
+// seqNumberCompact is seqNumber for the objects this package builds for
+// CSV and XML records: no whitespace between tokens, and member names
+// written as json.Marshal writes them (printable ASCII without an
+// escape). It changes the seq value in place, which then gives the bytes
+// seqNumberSplit's re-encoding would, without a json.Decoder; false for
+// any other object, left to seqNumberSplit.
+func seqNumberCompact(obj []byte, name string) ([]byte, bool) {
+	if len(obj) < 2 || obj[0] != '{' {
+		return nil, false
+	}
+	if len(obj) == 2 && obj[1] == '}' {
+		return obj, true
+	}
+	var spans [][2]int // the seq values to unquote
+	j := jsonText{data: obj, pos: 1}
+	for {
+		if j.pos >= len(obj) || obj[j.pos] != '"' {
+			return nil, false
+		}
+		ns := j.pos
+		if !j.str() {
+			return nil, false
+		}
+		raw := obj[ns+1 : j.pos-1]
+		for _, c := range raw {
+			if c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+				return nil, false
+			}
+		}
+		if j.pos >= len(obj) || obj[j.pos] != ':' {
+			return nil, false
+		}
+		j.pos++
+		vs := j.pos
+		if vs >= len(obj) || obj[vs] == ' ' || obj[vs] == '\t' || obj[vs] == '\r' || obj[vs] == '\n' || !j.value(0) {
+			return nil, false
+		}
+		v := obj[vs:j.pos]
+		if string(raw) == name && len(v) >= 3 && v[0] == '"' && isDecimal(v[1:len(v)-1]) {
+			spans = append(spans, [2]int{vs, j.pos})
+		}
+		if j.pos >= len(obj) {
+			return nil, false
+		}
+		c := obj[j.pos]
+		j.pos++
+		if c == '}' {
+			if j.pos != len(obj) {
+				return nil, false
+			}
+			break
+		}
+		if c != ',' {
+			return nil, false
+		}
+	}
+	if len(spans) == 0 {
+		return obj, true
+	}
+	out := make([]byte, 0, len(obj))
+	last := 0
+	for _, sp := range spans {
+		out = append(append(out, obj[last:sp[0]]...), obj[sp[0]+1:sp[1]-1]...)
+		last = sp[1]
+	}
+	return append(out, obj[last:]...), true
+}
+
+// seqNumberSplit is seqNumber for any object: split into its members by
+// a json.Decoder, and joined again when changed.
+func seqNumberSplit(obj []byte, name string) []byte {
 	members, ok := splitObject(obj)
 	if !ok {
 		return obj
@@ -238,7 +321,11 @@ func joinObject(members []objMember) []byte {
 
 // String writes p as ParsePosition reads it: "record:offset:line".
 func (p Position) String() string {
-	return fmt.Sprintf("%d:%d:%d", p.Record, p.Offset, p.Line)
+	b := make([]byte, 0, 32)
+	b = strconv.AppendInt(b, p.Record, 10)
+	b = strconv.AppendInt(append(b, ':'), p.Offset, 10)
+	b = strconv.AppendInt(append(b, ':'), p.Line, 10)
+	return string(b)
 }
 
 // ParsePosition reads a Position written by Position.String.

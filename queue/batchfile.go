@@ -46,6 +46,57 @@ func (d *Dir) WriteStage(s Stage, name string, fill func(io.Writer) error) (stri
 	return stored, st.Ino, nil
 }
 
+// StageFile is one file for WriteStageFiles: the name it is wanted
+// under, and what writes its content.
+type StageFile struct {
+	Name string
+	Fill func(io.Writer) error
+}
+
+// WriteStageFiles is WriteStage for several files of stage s at once,
+// with the same care, but for the directories' fsyncs, done once after
+// the last file rather than after each: each file is written into a temp
+// file in the queue directory, fsynced, and renamed into s without
+// replacing (a collision gets a suffixed name); then s and the queue
+// directory are fsynced, so that once it returns nil every file survives
+// a power cut. It returns each file's stored name and inode, in order.
+// On an error the files renamed in before it stay, the directories
+// synced as far as they could be, and the error names the file.
+func (d *Dir) WriteStageFiles(s Stage, files []StageFile) ([]StoredCopy, error) {
+	out := make([]StoredCopy, 0, len(files))
+	dirfd, tmpfd := d.fd(s), d.fd(s)
+	if s != Inbox {
+		tmpfd = d.root
+	}
+	var err error
+	for _, f := range files {
+		var stored string
+		stored, err = writeUnsynced(tmpfd, dirfd, TempPrefix,
+			func(w *os.File) error { return f.Fill(w) },
+			// Nothing in a stage is ever replaced (writeFrom).
+			func(tmp string) (string, error) { return moveUniqueAs(tmpfd, tmp, dirfd, f.Name) })
+		if err != nil {
+			err = fmt.Errorf("write %s/%s: %w", s, f.Name, err)
+			break
+		}
+		var st unix.Stat_t
+		if err = unix.Fstatat(dirfd, stored, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			err = fmt.Errorf("stat %s/%s: %w", s, stored, err)
+			break
+		}
+		out = append(out, StoredCopy{Name: stored, Ino: st.Ino})
+	}
+	if len(out) > 0 {
+		if serr := syncDirs(tmpfd, dirfd); serr != nil && err == nil {
+			err = fmt.Errorf("write %s: %w", s, serr)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // StoredCopy is a file of a stage found by Copies.
 type StoredCopy struct {
 	Name string

@@ -3,11 +3,13 @@
 package queue
 
 import (
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -84,5 +86,56 @@ func TestBatchFileHelpers(t *testing.T) {
 	}
 	if !strings.HasSuffix(suffixed("a.json", 2), "~2.json") || suffixed("noext", 2) != "noext~2" {
 		t.Errorf("suffixed: %q, %q", suffixed("a.json", 2), suffixed("noext", 2))
+	}
+}
+
+// TestWriteStageFiles: several files written at once get the names,
+// collision suffixes and inodes WriteStage would give them, in order,
+// with their content, and no temp file is left in the queue directory.
+func TestWriteStageFiles(t *testing.T) {
+	d := newQueue(t)
+	write := func(s string) func(io.Writer) error {
+		return func(w io.Writer) error { _, err := io.WriteString(w, s); return err }
+	}
+	if _, _, err := d.WriteStage(Error, "a~L2.csv", write("old")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := d.WriteStageFiles(Error, []StageFile{
+		{Name: "a~L2.csv", Fill: write("h\n2\n")},
+		{Name: "a~L5.csv", Fill: write("h\n5\n")},
+		{Name: "a~L5.csv", Fill: write("h\n5 again\n")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct{ name, content string }{{"a~L2~2.csv", "h\n2\n"}, {"a~L5.csv", "h\n5\n"}, {"a~L5~2.csv", "h\n5 again\n"}}
+	if len(got) != len(want) {
+		t.Fatalf("WriteStageFiles = %+v, want %d files", got, len(want))
+	}
+	for i, w := range want {
+		p := filepath.Join(d.StagePath(Error), w.name)
+		fi, err := os.Stat(p)
+		if err != nil || got[i].Name != w.name {
+			t.Fatalf("file %d: %+v, %v; want %s", i, got[i], err, w.name)
+		}
+		if ino := fi.Sys().(*syscall.Stat_t).Ino; ino != got[i].Ino {
+			t.Errorf("file %d: inode %d, the file has %d", i, got[i].Ino, ino)
+		}
+		if b, _ := os.ReadFile(p); string(b) != w.content {
+			t.Errorf("file %d: %q, want %q", i, b, w.content)
+		}
+	}
+	ents, err := os.ReadDir(d.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), TempPrefix) {
+			t.Errorf("temp file %s left", e.Name())
+		}
+	}
+	fail := errors.New("no content")
+	if _, err := d.WriteStageFiles(Error, []StageFile{{Name: "b~L1.csv", Fill: func(io.Writer) error { return fail }}}); !errors.Is(err, fail) {
+		t.Fatalf("WriteStageFiles with a failing fill = %v, want %v", err, fail)
 	}
 }

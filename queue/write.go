@@ -149,6 +149,18 @@ func ReplaceFile(path string, fill func(io.Writer) error) error {
 // name; a failure to fsync returns the name the file was published under
 // with the error.
 func writeAtomic(tmpdir, dest int, prefix string, fill func(*os.File) error, publish func(tmp string) (string, error)) (string, error) {
+	final, err := writeUnsynced(tmpdir, dest, prefix, fill, publish)
+	if err != nil {
+		return final, err
+	}
+	return final, syncDirs(tmpdir, dest)
+}
+
+// writeUnsynced is writeAtomic up to the publish, its content synced
+// first, without syncing the directories after it: for several files
+// published at once, whose directories are synced once after the last
+// (syncDirs).
+func writeUnsynced(tmpdir, dest int, prefix string, fill func(*os.File) error, publish func(tmp string) (string, error)) (string, error) {
 	var rnd [8]byte
 	if _, err := rand.Read(rnd[:]); err != nil {
 		return "", err
@@ -185,13 +197,19 @@ func writeAtomic(tmpdir, dest int, prefix string, fill func(*os.File) error, pub
 	if err != nil {
 		return fail(err)
 	}
+	return final, nil
+}
+
+// syncDirs fsyncs dest, where writeUnsynced published, then tmpdir,
+// where its temp file was, when it is another directory.
+func syncDirs(tmpdir, dest int) error {
 	if err := unix.Fsync(dest); err != nil {
-		return final, fmt.Errorf("sync: %w", err)
+		return fmt.Errorf("sync: %w", err)
 	}
 	if tmpdir != dest {
 		if err := unix.Fsync(tmpdir); err != nil {
-			return final, fmt.Errorf("sync: %w", err)
+			return fmt.Errorf("sync: %w", err)
 		}
 	}
-	return final, nil
+	return nil
 }
