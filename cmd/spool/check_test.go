@@ -36,7 +36,7 @@ func TestConfigFileFromFlags(t *testing.T) {
 		if err := fs.Parse(c.args); err != nil {
 			t.Fatal(err)
 		}
-		got, err := cf.configFile()
+		got, err := cf.configFile(nil)
 		switch {
 		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
 			t.Errorf("%q: error %v, want one saying %q", c.args, err, c.err)

@@ -15,7 +15,7 @@ import (
 
 var initCommand = &command{
 	name:    "init",
-	args:    "DIR [contract flags [--force]] [--from SRC] [--db PATH]",
+	args:    "DIR [contract and format flags [--force]] [--from SRC] [--db PATH]",
 	summary: "create a queue, its ledger and its spool.conf; optionally copy SRC/*.json into inbox/",
 	help: `
 Creates DIR with its stages (inbox, processing, done, error, and held
@@ -27,7 +27,11 @@ belongs to another queue is refused (exit 2). The contract flags (--key,
 the contract every consumer of the queue reads, with the keys they give
 (a key left out keeps its default), atomically; one that says the same
 already is left as it is, and one that says otherwise is refused (exit 2,
-nothing changed) unless --force. 'spool check DIR' then checks the setup. With --from, every message
+nothing changed) unless --force. The format flags (--format, --encoding,
+--include, --delimiter, --comment, --record, --done-file, --hash-key)
+write the keys of a queue of batch files into the same spool.conf, as
+spool init DIR --format csv --encoding shift_jis --done-file '{name}.done'.
+'spool check DIR' then checks the setup. With --from, every message
 file of SRC (NAME.json, not starting with '.') is copied into inbox/
 atomically, as a new delivery: a name already in inbox/ gets a ~N suffix.
 Symbolic links are followed, as cp does; anything not a regular file is
@@ -44,6 +48,7 @@ type initOpts struct {
 	from      *string
 	newLedger *bool
 	cf        *contractFlags
+	ff        *formatFlags
 	force     *bool
 	// conf is the spool.conf the contract flags write, nil without them.
 	conf []byte
@@ -54,7 +59,8 @@ func (o *initOpts) flags(flags *flag.FlagSet) {
 	o.dirOpts.flags(flags)
 	o.newLedger = addNewLedgerFlag(flags)
 	o.cf = addContractFlags(flags)
-	o.force = flags.Bool("force", false, "with contract flags: replace a DIR/spool.conf that holds another contract")
+	o.ff = addFormatFlags(flags)
+	o.force = flags.Bool("force", false, "with contract or format flags: replace a DIR/spool.conf that holds another contract")
 }
 
 // validate refuses before anything is created, so that a refusal changes
@@ -65,12 +71,12 @@ func (o *initOpts) validate(e *env, pos []string) (err error) {
 		return err
 	}
 	dir := o.dir
-	o.conf, err = o.cf.configFile()
+	o.conf, err = o.cf.configFile(o.ff)
 	if err != nil {
 		return e.usage("%v", err)
 	}
 	if *o.force && o.conf == nil {
-		return e.usage("--force needs contract flags: it replaces the spool.conf they write")
+		return e.usage("--force needs contract or format flags: it replaces the spool.conf they write")
 	}
 	if o.conf != nil {
 		// Refuse before creating anything, so that a refusal changes

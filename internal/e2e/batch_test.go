@@ -5,7 +5,9 @@ package e2e
 import (
 	"bytes"
 	"compress/gzip"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -537,5 +539,39 @@ func TestBatchInitFrom(t *testing.T) {
 	}
 	if got := stageNames(t, q, inbox); !slices.Equal(got, []string{"a.csv"}) {
 		t.Errorf("inbox/ holds %q, want a.csv", got)
+	}
+}
+
+// TestBatchInitFlags: spool init's format flags write the batch keys of
+// spool.conf, which check shows and consume reads: a Shift_JIS CSV file
+// announced by its done-file, with a record of its own characters; a
+// combination the format refuses is exit 2 with nothing written.
+func TestBatchInitFlags(t *testing.T) {
+	t.Parallel()
+	q := filepath.Join(t.TempDir(), "q")
+	if r := run(t, "init", q, "--format", "csv", "--record", "Order"); r.code != 2 || !strings.Contains(r.stderr, "record is for xml") {
+		t.Fatalf("init --format csv --record: want exit 2 naming record\n%s", r)
+	}
+	if _, err := os.Stat(q); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a refused init created %s: %v", q, err)
+	}
+	mustRun(t, 0, "init", q, "--format", "csv", "--encoding", "shift_jis", "--include", "*.csv,*.csv.gz", "--done-file", "{name}.done")
+	if r := mustRun(t, 0, "check", q); !strings.Contains(r.stdout, "csv") || !strings.Contains(r.stdout, "shift_jis") {
+		t.Fatalf("check does not show the format:\n%s", r)
+	}
+	sjis, err := japanese.ShiftJIS.NewEncoder().String("msg_id,order_no,seq,amount,name\nm1,o1,1,1.00,東京\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	putBytes(t, q, "orders.csv", []byte(sjis))
+	if st := parseStats(t, mustRun(t, 0, "consume", q)); st != (consumeStats{}) {
+		t.Fatalf("before its done-file: %+v, want nothing", st)
+	}
+	putBytes(t, q, "orders.csv.done", nil)
+	if st := parseStats(t, mustRun(t, 0, "consume", q)); st != (consumeStats{Processed: 1}) {
+		t.Fatalf("%+v, want the record processed", st)
+	}
+	if n := queryLedger(t, filepath.Join(q, "ledger.db"), `SELECT COUNT(*) FROM processed WHERE msg_id = 'm1' AND instr(payload, ?) > 0`, `"name":"東京"`); n != 1 {
+		t.Fatal("the record's own characters are not in the ledger")
 	}
 }
