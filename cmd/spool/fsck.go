@@ -78,26 +78,17 @@ with --repair, the repairs made are in it too, one line each, as
 
 // fsckOpts are spool fsck's.
 type fsckOpts struct {
-	dir    string
+	dirOpts
 	repair *bool
 	asJSON *bool
 	cf     *contractFlags
-	db     *string
 }
 
 func (o *fsckOpts) flags(fs *flag.FlagSet) {
 	o.repair = fs.Bool("repair", false, "repair what can be repaired without guessing")
 	o.asJSON = fs.Bool("json", false, "print the report as JSON")
 	o.cf = addContractFlags(fs)
-	o.db = addDBFlag(fs)
-}
-
-func (o *fsckOpts) validate(e *env, pos []string) error {
-	if err := e.positionals(pos, 1, 1, "DIR"); err != nil {
-		return err
-	}
-	o.dir = pos[0]
-	return nil
+	o.dirOpts.flags(fs)
 }
 
 func (o *fsckOpts) run(ctx context.Context, e *env) (err error) {

@@ -201,24 +201,15 @@ func (o *releaseOpts) run(ctx context.Context, e *env) (err error) {
 
 // holdsOpts are spool holds's.
 type holdsOpts struct {
-	dir    string
+	dirOpts
 	asJSON *bool
 	cf     *contractFlags
-	db     *string
 }
 
 func (o *holdsOpts) flags(fs *flag.FlagSet) {
 	o.asJSON = fs.Bool("json", false, "one JSON object (see above)")
 	o.cf = addContractFlags(fs)
-	o.db = addDBFlag(fs)
-}
-
-func (o *holdsOpts) validate(e *env, pos []string) error {
-	if err := e.positionals(pos, 1, 1, "DIR"); err != nil {
-		return err
-	}
-	o.dir = pos[0]
-	return nil
+	o.dirOpts.flags(fs)
 }
 
 func (o *holdsOpts) run(ctx context.Context, e *env) (err error) {
