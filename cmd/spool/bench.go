@@ -17,7 +17,7 @@ import (
 
 var benchCommand = &command{
 	name:    "bench",
-	args:    "[--relay URL [--relay URL...] [--aggregates A]] [--n N] [--dup F] [--poison F] [--floor] [--rounds R] [--cold] [--durability full|relaxed] [--handler post|exec --latency D --concurrency C [--procs P] [--db URL]] [--watch [--idle D] [--arrivals N --gap D] [--steady-rate N --steady D] [--poll D]]",
+	args:    "[--relay URL [--relay URL...] [--aggregates A]] [--n N] [--dup F] [--poison F] [--floor] [--rounds R] [--cold] [--syscalls] [--durability full|relaxed] [--handler post|exec --latency D --concurrency C [--procs P] [--db URL]] [--watch [--idle D] [--arrivals N --gap D] [--steady-rate N --steady D] [--poll D]]",
 	summary: "drain a generated queue and report throughput, latency, memory",
 	help: `
 Generates a queue of N realistic ~200-byte messages (with fractions of
@@ -38,7 +38,10 @@ run, so that the messages are read from the disk, as they are when a
 backlog has sat for a while. --format jsonl|csv writes the messages as the
 records of one batch file instead (the same redeliveries and poison) and
 drains it as a queue of that format; the floors still move a file a
-message.
+message. --syscalls also counts the process's system calls per message,
+spool's and the floors', with the kernel's raw_syscalls:sys_enter
+tracepoint (as root, with tracefs mounted); a counted call is a little
+slower, so quote the rates of a run without it.
 
 --handler post|exec measures consumers with an external handler instead:
 post calls an HTTP endpoint in this process that answers after --latency;
@@ -104,6 +107,7 @@ func (b *benchOpts) flags(flags *flag.FlagSet) {
 	flags.IntVar(&o.Rounds, "rounds", 1, "measure `R` times, interleaved, and print the medians")
 	flags.BoolVar(&o.Keep, "keep", false, "keep the temporary queues")
 	flags.StringVar(&o.Format, "format", "", "write the messages as the records of one batch file, `jsonl` or `csv`, and drain it as a queue of batch files")
+	flags.BoolVar(&o.Syscalls, "syscalls", false, "count the system calls per message (kernel tracepoint; as root)")
 	flags.BoolVar(&o.Cold, "cold", false, "evict each generated queue's files from the page cache before its run, as for a backlog that sat on disk")
 	flags.StringVar(&co.Handler, "handler", "", "measure an external handler, `post` or `exec`, instead of the plain drain")
 	flags.DurationVar(&co.Latency, "latency", 20*time.Millisecond, "with --handler: how long each call takes, `DURATION`")
@@ -176,8 +180,8 @@ func (b *benchOpts) validateCalls(e *env) error {
 		return checkConcurrency(e, co.Concurrency)
 	case co.Procs < 1:
 		return e.usage("--procs %d: want 1 or more consumers", co.Procs)
-	case o.Floor || o.Rounds > 1 || o.Cold || o.Relaxed:
-		return e.usage("--handler measures one durable run: no --floor, --rounds, --cold or relaxed durability")
+	case o.Floor || o.Rounds > 1 || o.Cold || o.Relaxed || o.Syscalls:
+		return e.usage("--handler measures one durable run: no --floor, --rounds, --cold, --syscalls or relaxed durability")
 	}
 	co.N, co.DupFrac, co.PoisonFrac, co.Seed, co.Parent, co.Keep, co.Batch = o.N, o.DupFrac, o.PoisonFrac, o.Seed, o.Parent, o.Keep, o.Batch
 	return nil
@@ -198,8 +202,8 @@ func (b *benchOpts) validateWatch(e *env) error {
 		return e.usage("want --arrivals >= 1 and --steady-rate >= 1")
 	case wo.Poll < 0:
 		return e.usage("--poll %v: want a positive interval", wo.Poll)
-	case o.Floor || o.Rounds > 1 || o.Cold || o.Relaxed:
-		return e.usage("--watch measures one durable run: no --floor, --rounds, --cold or relaxed durability")
+	case o.Floor || o.Rounds > 1 || o.Cold || o.Relaxed || o.Syscalls:
+		return e.usage("--watch measures one durable run: no --floor, --rounds, --cold, --syscalls or relaxed durability")
 	}
 	wo.Parent, wo.Keep = o.Parent, o.Keep
 	return nil
@@ -208,7 +212,7 @@ func (b *benchOpts) validateWatch(e *env) error {
 // validateRelay checks bench --relay's options.
 func (b *benchOpts) validateRelay(e *env) error {
 	ro := &b.ro
-	for _, name := range []string{"dup", "poison", "seed", "floor", "workers", "batch", "keep", "cold", "handler", "latency",
+	for _, name := range []string{"dup", "poison", "seed", "floor", "workers", "batch", "keep", "cold", "syscalls", "handler", "latency",
 		"concurrency", "procs", "db", "db-delay", "watch", "durability"} {
 		if e.given(name) {
 			return e.usage("--%s is not for --relay, which measures the outbox relay against a broker's client", name)

@@ -71,6 +71,11 @@ type Options struct {
 	// message. The floors still move a file a message: the ratio says
 	// what a batch file saves.
 	Format string
+	// Syscalls counts the process's system calls during each run (see
+	// syscallCounter). Off by default: a counted system call takes the
+	// kernel's slower traced path, so the rates and CPU of a counting run
+	// are a little worse than an uncounted one's.
+	Syscalls bool
 }
 
 // Run is one measured drain.
@@ -85,6 +90,18 @@ type Run struct {
 	ServerCPU  time.Duration
 	ServerSeen bool
 	P50, P99   time.Duration // per message, claim to done/error (spool only)
+	// Syscalls is how many system calls the whole process made during
+	// the run, when Options.Syscalls counted them (SyscallsSeen).
+	Syscalls     uint64
+	SyscallsSeen bool
+}
+
+// SyscallsPerMessage is the run's system calls per message.
+func (r Run) SyscallsPerMessage() float64 {
+	if r.N == 0 {
+		return 0
+	}
+	return float64(r.Syscalls) / float64(r.N)
 }
 
 // CPUPerMessage is the processor time spent per message, on all cores: on a
@@ -94,6 +111,41 @@ func (r Run) CPUPerMessage() time.Duration {
 		return 0
 	}
 	return r.CPU / time.Duration(r.N)
+}
+
+// meter measures one run: its wall time, the process's CPU time and,
+// with a counter, its system calls.
+type meter struct {
+	start time.Time
+	cpu   time.Duration
+	sc    *syscallCounter
+	calls uint64
+}
+
+// startMeter starts measuring; sc may be nil (no counting).
+func startMeter(sc *syscallCounter) (m meter, err error) {
+	m.sc = sc
+	if sc != nil {
+		if m.calls, err = sc.Count(); err != nil {
+			return m, err
+		}
+	}
+	m.start, m.cpu = time.Now(), cpuTime()
+	return m, nil
+}
+
+// stop fills run's Elapsed, CPU and system calls since startMeter.
+func (m meter) stop(run *Run) error {
+	run.Elapsed, run.CPU = time.Since(m.start), cpuTime()-m.cpu
+	if m.sc == nil {
+		return nil
+	}
+	calls, err := m.sc.Count()
+	if err != nil {
+		return err
+	}
+	run.Syscalls, run.SyscallsSeen = calls-m.calls, true
+	return nil
 }
 
 // cpuTime is the process's user and system time so far.
@@ -124,6 +176,9 @@ type Report struct {
 	Expected sample.Expected // the same in every round: same seed
 	Rounds   []Round
 	PeakRSS  int64 // bytes, the process's high-water mark after the drains
+	// SyscallsNote says why Options.Syscalls counted nothing; "" when it
+	// counted or was not asked.
+	SyscallsNote string
 }
 
 // Exact reports whether a round's outcome counts are the generated ones: a
@@ -165,6 +220,15 @@ func (r Report) Median(f func(Round) float64) float64 {
 // spool, then runs the floors, each on a queue of its own.
 func Bench(ctx context.Context, o Options) (Report, error) {
 	rep := Report{Options: o}
+	var sc *syscallCounter
+	if o.Syscalls {
+		var err error
+		if sc, err = openSyscallCounter(); err != nil {
+			rep.SyscallsNote = err.Error()
+		} else {
+			defer sc.Close()
+		}
+	}
 	parent := o.Parent
 	if parent == "" {
 		parent = os.TempDir()
@@ -184,7 +248,7 @@ func Bench(ctx context.Context, o Options) (Report, error) {
 		if perRound {
 			dir = filepath.Join(root, fmt.Sprintf("round-%d", i+1))
 		}
-		round, exp, err := bench(ctx, dir, o, i == 0)
+		round, exp, err := bench(ctx, dir, o, sc, i == 0)
 		if err != nil {
 			return rep, err
 		}
@@ -203,7 +267,7 @@ func Bench(ctx context.Context, o Options) (Report, error) {
 }
 
 // bench is one round, in root.
-func bench(ctx context.Context, root string, o Options, first bool) (Round, sample.Expected, error) {
+func bench(ctx context.Context, root string, o Options, sc *syscallCounter, first bool) (Round, sample.Expected, error) {
 	var round Round
 	gen := sample.Options{DupFrac: o.DupFrac, PoisonFrac: o.PoisonFrac, Seed: o.Seed}
 	// Each queue is generated right before its run and flushed first, so
@@ -237,7 +301,7 @@ func bench(ctx context.Context, root string, o Options, first bool) (Round, samp
 	if !first {
 		o.CPUProfile = nil
 	}
-	if round.Spool, round.Got, err = drain(ctx, qdir, o); err != nil {
+	if round.Spool, round.Got, err = drain(ctx, qdir, o, sc); err != nil {
 		return round, exp, err
 	}
 	if !o.Floor {
@@ -245,13 +309,13 @@ func bench(ctx context.Context, root string, o Options, first bool) (Round, samp
 	}
 	for _, f := range []struct {
 		name string
-		run  func(string) (Run, error)
+		run  func(string, *syscallCounter) (Run, error)
 	}{{"floor-os", floorOS}, {"floor-dirfd", floorDirfd}} {
 		dir, _, err := prepare(f.name)
 		if err != nil {
 			return round, exp, err
 		}
-		r, err := f.run(dir)
+		r, err := f.run(dir, sc)
 		if err != nil {
 			return round, exp, err
 		}
@@ -292,7 +356,7 @@ func evict(dir string) error {
 	})
 }
 
-func drain(ctx context.Context, dir string, o Options) (run Run, st spool.Stats, err error) {
+func drain(ctx context.Context, dir string, o Options, sc *syscallCounter) (run Run, st spool.Stats, err error) {
 	run = Run{Name: "spool"}
 	d, err := queue.Open(dir)
 	if err != nil {
@@ -353,9 +417,14 @@ func drain(ctx context.Context, dir string, o Options) (run Run, st spool.Stats,
 		}
 	}
 	srv0, seen0 := postgres.ServerCPU(o.DB)
-	start, cpu := time.Now(), cpuTime()
+	m, err := startMeter(sc)
+	if err != nil {
+		return run, spool.Stats{}, err
+	}
 	st, err = c.Drain(ctx)
-	run.Elapsed, run.CPU = time.Since(start), cpuTime()-cpu
+	if merr := m.stop(&run); err == nil {
+		err = merr
+	}
 	if srv1, seen1 := postgres.ServerCPU(o.DB); seen0 && seen1 {
 		run.ServerCPU, run.ServerSeen = srv1-srv0, true
 	}
@@ -373,7 +442,7 @@ func drain(ctx context.Context, dir string, o Options) (run Run, st spool.Stats,
 
 // floorOS is the minimal consumer with package os: rename in, read, rename
 // out; no parsing, no ledger, no fsync, one goroutine.
-func floorOS(dir string) (Run, error) {
+func floorOS(dir string, sc *syscallCounter) (Run, error) {
 	run := Run{Name: "floor (os)"}
 	inbox, proc, done := filepath.Join(dir, "inbox"), filepath.Join(dir, "processing"), filepath.Join(dir, "done")
 	f, err := os.Open(inbox)
@@ -381,7 +450,10 @@ func floorOS(dir string) (Run, error) {
 		return run, err
 	}
 	defer f.Close()
-	start, cpu := time.Now(), cpuTime()
+	m, err := startMeter(sc)
+	if err != nil {
+		return run, err
+	}
 	for {
 		names, err := f.Readdirnames(queue.ScanChunk)
 		for _, n := range names {
@@ -400,14 +472,13 @@ func floorOS(dir string) (Run, error) {
 			break
 		}
 	}
-	run.Elapsed, run.CPU = time.Since(start), cpuTime()-cpu
-	return run, nil
+	return run, m.stop(&run)
 }
 
 // floorDirfd is floorOS with dirfd-relative system calls on open directory
 // descriptors, which skip path resolution from the root: the physical
 // limit of this loop on this machine.
-func floorDirfd(dir string) (Run, error) {
+func floorDirfd(dir string, sc *syscallCounter) (Run, error) {
 	run := Run{Name: "floor (dirfd)"}
 	var fds [3]int
 	for i, s := range []string{"inbox", "processing", "done"} {
@@ -424,7 +495,10 @@ func floorDirfd(dir string) (Run, error) {
 	}
 	defer f.Close()
 	buf := make([]byte, 64<<10)
-	start, cpu := time.Now(), cpuTime()
+	m, err := startMeter(sc)
+	if err != nil {
+		return run, err
+	}
 	for {
 		names, err := f.Readdirnames(queue.ScanChunk)
 		for _, n := range names {
@@ -457,7 +531,9 @@ func floorDirfd(dir string) (Run, error) {
 			break
 		}
 	}
-	run.Elapsed, run.CPU = time.Since(start), cpuTime()-cpu
+	if err := m.stop(&run); err != nil {
+		return run, err
+	}
 	if run.N == 0 {
 		return run, errors.New("floor: nothing to drain")
 	}

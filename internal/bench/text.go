@@ -34,9 +34,9 @@ func (r Report) Write(w io.Writer, o Options) {
 		if len(r.Rounds) > 1 {
 			fmt.Fprintf(w, "round      %d of %d\n", i+1, len(r.Rounds))
 		}
-		fmt.Fprintf(w, "spool      %8.0f msg/s  %8s  cpu %5.1fµs/msg  p50 %s  p99 %s\n",
+		fmt.Fprintf(w, "spool      %8.0f msg/s  %8s  cpu %5.1fµs/msg%s  p50 %s  p99 %s\n",
 			round.Spool.Rate(), round.Spool.Elapsed.Round(time.Millisecond), micros(round.Spool.CPUPerMessage()),
-			round.Spool.P50.Round(time.Microsecond), round.Spool.P99.Round(time.Microsecond))
+			syscallsText(round.Spool), round.Spool.P50.Round(time.Microsecond), round.Spool.P99.Round(time.Microsecond))
 		if round.Spool.ServerSeen {
 			fmt.Fprintf(w, "server     cpu %5.1fµs/msg (the PostgreSQL backends of the --db database on this machine, any client's, during the drain)\n",
 				micros(round.Spool.ServerCPU/time.Duration(max(round.Spool.N, 1))))
@@ -47,14 +47,17 @@ func (r Report) Write(w io.Writer, o Options) {
 		fmt.Fprintf(w, "disk       cold reads=%d read-ahead=%d (messages found outside the page cache when read, before claimed)\n",
 			round.Got.ColdReads, round.Got.ReadAhead)
 		for j, f := range round.Floors {
-			fmt.Fprintf(w, "%-14s %8.0f msg/s  %8s  cpu %5.1fµs/msg  spool/floor %.2f\n",
-				f.Name, f.Rate(), f.Elapsed.Round(time.Millisecond), micros(f.CPUPerMessage()), round.Ratio(j))
+			fmt.Fprintf(w, "%-14s %8.0f msg/s  %8s  cpu %5.1fµs/msg%s  spool/floor %.2f\n",
+				f.Name, f.Rate(), f.Elapsed.Round(time.Millisecond), micros(f.CPUPerMessage()), syscallsText(f), round.Ratio(j))
 		}
 	}
 	if len(r.Rounds) > 1 {
 		fmt.Fprintf(w, "median of %d rounds: spool %.0f msg/s  cpu %.1fµs/msg", len(r.Rounds),
 			r.Median(func(r Round) float64 { return r.Spool.Rate() }),
 			r.Median(func(r Round) float64 { return micros(r.Spool.CPUPerMessage()) }))
+		if r.Rounds[0].Spool.SyscallsSeen {
+			fmt.Fprintf(w, "  syscalls %.1f/msg", r.Median(func(r Round) float64 { return r.Spool.SyscallsPerMessage() }))
+		}
 		for j, f := range r.Rounds[0].Floors {
 			fmt.Fprintf(w, "  spool/%s %.2f", f.Name,
 				r.Median(func(r Round) float64 { return r.Ratio(j) }))
@@ -62,6 +65,18 @@ func (r Report) Write(w io.Writer, o Options) {
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintf(w, "peak RSS   %.1f MiB\n", float64(r.PeakRSS)/(1<<20))
+	if r.SyscallsNote != "" {
+		fmt.Fprintf(w, "syscalls   not counted: %s\n", strings.TrimPrefix(r.SyscallsNote, "count system calls: "))
+	}
+}
+
+// syscallsText is a run's system calls per message, as a column of its
+// line, when they were counted.
+func syscallsText(r Run) string {
+	if !r.SyscallsSeen {
+		return ""
+	}
+	return fmt.Sprintf("  syscalls %4.1f/msg", r.SyscallsPerMessage())
 }
 
 // Write writes r, the outcome of Calls(o): the run's parameters, spool's
