@@ -14,10 +14,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/spoolq/spool/internal/testenv"
 	"golang.org/x/text/encoding/japanese"
 	"golang.org/x/text/encoding/korean"
+	"golang.org/x/text/encoding/simplifiedchinese"
 )
 
 // Batch files (docs/DESIGN.md, "Batch files: the consumer"): a queue whose
@@ -90,18 +94,24 @@ func checkFsck(t *testing.T, q string, args ...string) {
 	}
 }
 
-// TestBatchCSV: a CSV of 2 000 rows with 10 of the wrong column count
-// gives 1 990 processed records and 10 one-record dead letters named after
-// their lines, the file in done/; sent again, it is all duplicates (and the
-// same bad rows again); a bad row fixed and replayed is processed.
+// TestBatchCSV: a CSV of 2 000 rows (SPOOL_TEST_LONG=1: 200 000, run by
+// the plain build) with 10 of the wrong column count gives the other rows
+// processed and 10 one-record dead letters named after their lines, the
+// file in done/; sent again, it is all duplicates (and the same bad rows
+// again); a bad row fixed and replayed is processed.
 func TestBatchCSV(t *testing.T) {
 	t.Parallel()
+	rows, sp := 2000, spoolAt{bin: spoolBin}
+	if testenv.IsLong() {
+		rows, sp = 200_000, longSpool(t)
+	}
 	q := batchQueue(t, `{"format": "csv"}`)
-	data, badLines := ordersCSV(2000, func(i int) bool { return i%200 == 17 })
+	data, badLines := ordersCSV(rows, func(i int) bool { return i%(rows/10) == 17 })
+	good := rows - len(badLines)
 	putBytes(t, q, "orders.csv", data)
-	st := parseStats(t, mustRun(t, 0, "consume", q))
-	if st != (consumeStats{Processed: 1990, DeadLetters: 10}) {
-		t.Fatalf("first run: %+v, want 1990 processed and 10 dead letters", st)
+	st := parseStats(t, sp.mustRun(t, 0, "consume", q))
+	if len(badLines) != 10 || st != (consumeStats{Processed: good, DeadLetters: 10}) {
+		t.Fatalf("first run: %+v, want %d processed and 10 dead letters (of %d bad rows)", st, good, len(badLines))
 	}
 	var want []string
 	for _, l := range badLines {
@@ -126,8 +136,8 @@ func TestBatchCSV(t *testing.T) {
 		t.Fatalf("dead letter %s is %q, want the header and one row", want[0], dl)
 	}
 	db := filepath.Join(q, "ledger.db")
-	if n := queryLedger(t, db, `SELECT COUNT(*) FROM processed`); n != 1990 {
-		t.Fatalf("%d processed rows, want 1990", n)
+	if n := queryLedger(t, db, `SELECT COUNT(*) FROM processed`); n != good {
+		t.Fatalf("%d processed rows, want %d", n, good)
 	}
 	// The origin of each record is in the ledger, and spool show shows it.
 	if n := queryLedger(t, db, `SELECT COUNT(*) FROM processed WHERE msg_id = 'm5' AND file = 'orders.csv#L6' AND seq = 5 AND amount = '5.05'`); n != 1 {
@@ -144,35 +154,42 @@ func TestBatchCSV(t *testing.T) {
 
 	// The same file again: a file of duplicates.
 	putBytes(t, q, "orders.csv", data)
-	st = parseStats(t, mustRun(t, 0, "consume", q))
-	if st != (consumeStats{Duplicates: 1990, DeadLetters: 10}) {
-		t.Fatalf("second run: %+v, want 1990 duplicates and 10 dead letters", st)
+	st = parseStats(t, sp.mustRun(t, 0, "consume", q))
+	if st != (consumeStats{Duplicates: good, DeadLetters: 10}) {
+		t.Fatalf("second run: %+v, want %d duplicates and 10 dead letters", st, good)
 	}
-	if n := queryLedger(t, db, `SELECT COUNT(*) FROM processed`); n != 1990 {
-		t.Fatalf("%d processed rows after the redelivery, want 1990", n)
+	if n := queryLedger(t, db, `SELECT COUNT(*) FROM processed`); n != good {
+		t.Fatalf("%d processed rows after the redelivery, want %d", n, good)
 	}
 	if got := len(stageNames(t, q, errorStage)); got != 20 {
 		t.Fatalf("error/ holds %d files, want 20", got)
 	}
 	checkFsck(t, q)
 
-	// A bad row fixed in an editor, and replayed: the dead letter is a
-	// batch file of one record.
-	path := filepath.Join(q, errorStage, want[0])
-	fixed := bytes.TrimSuffix(dl, []byte("\n"))
-	fixed = append(fixed, []byte(",9.99\n")...)
-	if err := os.WriteFile(path, fixed, 0o644); err != nil {
-		t.Fatal(err)
+	// Each bad row of the first run fixed in an editor, and all replayed
+	// at once: a dead letter is a batch file of one record.
+	for _, name := range want {
+		path := filepath.Join(q, errorStage, name)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fixed := append(bytes.TrimSuffix(b, []byte("\n")), ",9.99\n"...)
+		if err := os.WriteFile(path, fixed, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	mustRun(t, 0, "replay", q, want[0])
-	st = parseStats(t, mustRun(t, 0, "consume", q))
-	if st != (consumeStats{Processed: 1}) {
-		t.Fatalf("after the replay: %+v, want 1 processed", st)
+	sp.mustRun(t, 0, append([]string{"replay", q}, want...)...)
+	st = parseStats(t, sp.mustRun(t, 0, "consume", q))
+	if st != (consumeStats{Processed: 10}) {
+		t.Fatalf("after the replay: %+v, want the 10 fixed rows processed", st)
 	}
-	line, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(want[0], "orders~L"), ".csv"))
-	id := "m" + strconv.Itoa(line-1)
-	if n := queryLedger(t, db, `SELECT COUNT(*) FROM processed WHERE msg_id = ? AND amount = '9.99'`, id); n != 1 {
-		t.Fatalf("the fixed row %s was not processed", id)
+	for _, name := range want {
+		line, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(name, "orders~L"), ".csv"))
+		id := "m" + strconv.Itoa(line-1)
+		if n := queryLedger(t, db, `SELECT COUNT(*) FROM processed WHERE msg_id = ? AND amount = '9.99'`, id); n != 1 {
+			t.Fatalf("the fixed row %s (%s) was not processed", id, name)
+		}
 	}
 	checkFsck(t, q)
 }
@@ -199,6 +216,14 @@ func TestBatchJSONLTruncated(t *testing.T) {
 		t.Fatalf("done/ holds %q", got)
 	}
 	checkFsck(t, q)
+	// The cut line completed in an editor and replayed.
+	if err := os.WriteFile(filepath.Join(q, errorStage, "feed~L101.jsonl"), []byte(`{"msg_id":"j101","order_no":"o","seq":101,"amount":"1.00"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, 0, "replay", q, "feed~L101.jsonl")
+	if st := parseStats(t, mustRun(t, 0, "consume", q)); st != (consumeStats{Processed: 1}) {
+		t.Fatalf("the completed line, replayed: %+v, want 1 processed", st)
+	}
 	// spool enqueue takes the names the format includes, and those only.
 	src := filepath.Join(t.TempDir(), "more.jsonl")
 	if err := os.WriteFile(src, []byte(`{"msg_id":"j200","order_no":"o","seq":1,"amount":"1.00"}`+"\n"), 0o644); err != nil {
@@ -250,8 +275,9 @@ func TestBatchGzipCSV(t *testing.T) {
 	checkFsck(t, q)
 }
 
-// TestBatchEncodings: EUC-KR and Shift_JIS files have their characters
-// kept exactly in the ledger, in UTF-8.
+// TestBatchEncodings: EUC-KR, Shift_JIS and GB18030 files (the last with
+// a character outside the BMP, four bytes in GB18030) have their
+// characters kept exactly in the ledger, in UTF-8.
 func TestBatchEncodings(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -260,6 +286,7 @@ func TestBatchEncodings(t *testing.T) {
 	}{
 		{"euc-kr", "서울 주문", func(s string) ([]byte, error) { return korean.EUCKR.NewEncoder().Bytes([]byte(s)) }},
 		{"shift_jis", "東京の注文", func(s string) ([]byte, error) { return japanese.ShiftJIS.NewEncoder().Bytes([]byte(s)) }},
+		{"gb18030", "北京订单 𠀀", func(s string) ([]byte, error) { return simplifiedchinese.GB18030.NewEncoder().Bytes([]byte(s)) }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.label, func(t *testing.T) {
@@ -402,6 +429,26 @@ func TestBatchXML(t *testing.T) {
 		t.Fatal("x8 is not recorded from orders.xml#E8 with seq 8")
 	}
 	checkFsck(t, q)
+	// The dead letter is an XML file of the one record; the entity that
+	// broke it fixed, it is replayed and processed.
+	path := filepath.Join(q, errorStage, "orders~E7.xml")
+	dl, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(dl, []byte("<Order msg_id=\"x7\">")) || bytes.Count(dl, []byte("<Order ")) != 1 {
+		t.Fatalf("the dead letter is not the one record:\n%s", dl)
+	}
+	if err := os.WriteFile(path, bytes.Replace(dl, []byte("&bogus;"), []byte("&amp;"), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, 0, "replay", q, "orders~E7.xml")
+	if st := parseStats(t, mustRun(t, 0, "consume", q)); st != (consumeStats{Processed: 1}) {
+		t.Fatalf("the fixed record, replayed: %+v, want 1 processed", st)
+	}
+	if n := queryLedger(t, db, `SELECT COUNT(*) FROM processed WHERE msg_id = 'x7' AND seq = 7`); n != 1 {
+		t.Fatal("x7 was not processed after its replay")
+	}
 }
 
 // TestBatchSQLHandler: a batch file's records run the --sql handler in
@@ -574,4 +621,45 @@ func TestBatchInitFlags(t *testing.T) {
 	if n := queryLedger(t, filepath.Join(q, "ledger.db"), `SELECT COUNT(*) FROM processed WHERE msg_id = 'm1' AND instr(payload, ?) > 0`, `"name":"東京"`); n != 1 {
 		t.Fatal("the record's own characters are not in the ledger")
 	}
+}
+
+// TestBatchInPlaceMinAge: a producer that cannot rename writes its CSV in
+// place under its final name, a piece at a time, each piece ending in the
+// middle of a row. A watching consumer with --min-age takes the file only
+// once it has not changed for that long: every row once, none cut short
+// into a dead letter. (Without --min-age such a file is taken half-written:
+// TestInPlaceWriterHint.)
+func TestBatchInPlaceMinAge(t *testing.T) {
+	t.Parallel()
+	q := batchQueue(t, `{"format": "csv"}`)
+	data, _ := ordersCSV(1000, func(int) bool { return false })
+	p := start(t, "consume", q, "--watch", "--min-age", "3s")
+	f, err := os.OpenFile(filepath.Join(q, inbox, "orders.csv"), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const pieces = 20
+	size := len(data)/pieces + 1
+	for off := 0; off < len(data); off += size {
+		piece := data[off:min(off+size, len(data))]
+		if _, err := f.Write(piece); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond) // the producer's pace, not a wait for a result
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, cmdTimeout, "the file in done/", func() bool { return len(stageNames(t, q, done)) == 1 })
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	r := p.wait(t)
+	if st := parseStats(t, r); r.code != 0 || st != (consumeStats{Processed: 1000}) {
+		t.Fatalf("%+v, want the 1000 rows processed and nothing else\n%s", st, r)
+	}
+	if got := stageNames(t, q, errorStage); len(got) != 0 {
+		t.Fatalf("error/ holds %q: a row was taken before the producer finished", got)
+	}
+	checkFsck(t, q)
 }
