@@ -15,7 +15,7 @@ import (
 // same transaction (spool_batch_progress, migration 045): the records
 // committed and the position after them are one, so that a consumer
 // killed anywhere resumes after the last record committed, never before
-// nor after it. See spool.BatchLedger.
+// nor after it. See spool.Ledger.
 func (db *DB) RecordBatch(ctx context.Context, batch []*spool.Delivery, w spool.Work, p spool.BatchProgress) ([]spool.Result, error) {
 	if err := db.open(); err != nil {
 		return nil, err
@@ -66,7 +66,7 @@ func (db *DB) RecordBatch(ctx context.Context, batch []*spool.Delivery, w spool.
 }
 
 // BatchProgress returns the progress kept for the batch file identity
-// file; see spool.BatchLedger.
+// file; see spool.Ledger.
 func (db *DB) BatchProgress(ctx context.Context, file string) (spool.BatchProgress, bool, error) {
 	if err := db.open(); err != nil {
 		return spool.BatchProgress{}, false, err
@@ -83,7 +83,7 @@ func (db *DB) BatchProgress(ctx context.Context, file string) (spool.BatchProgre
 }
 
 // DeadLetterIno reports whether a dead letter is recorded with inode ino;
-// see spool.BatchLedger.
+// see spool.Ledger.
 func (db *DB) DeadLetterIno(ctx context.Context, ino uint64) (bool, error) {
 	if err := db.open(); err != nil {
 		return false, err
@@ -99,7 +99,7 @@ func (db *DB) DeadLetterIno(ctx context.Context, ino uint64) (bool, error) {
 // SetDeadLetterFile names the file that stands for the dead letter of
 // claim in error/, and its inode: a batch file's record its handler
 // dead-lettered, whose one-record file is written after the commit that
-// decided it. See spool.BatchLedger.
+// decided it. See spool.Ledger.
 func (db *DB) SetDeadLetterFile(ctx context.Context, claim, file string, ino uint64) error {
 	if err := db.open(); err != nil {
 		return err
@@ -126,7 +126,7 @@ func (db *DB) SetDeadLetterFile(ctx context.Context, claim, file string, ino uin
 // BatchProgress.Batch) still recorded under their record's origin, a file
 // name starting with origin (the batch file's name and "#"): those whose
 // one-record file was not written when their consumer died. See
-// spool.BatchLedger.
+// spool.Ledger.
 func (db *DB) UnwrittenDeadLetters(ctx context.Context, batch, origin string) ([]string, error) {
 	if err := db.open(); err != nil {
 		return nil, err

@@ -20,9 +20,7 @@ import (
 // held) and spool_held_files (the files in held/, with who held them and
 // why). The files themselves are in the queue's held/ stage; package hold
 // moves them and writes the audit, and the consumer reads the pause and
-// the held msg_ids through spool.HoldLedger.
-
-var _ spool.HoldLedger = (*DB)(nil)
+// the held msg_ids through spool.Ledger's Holds.
 
 // Holding is the operator's pause of the queue and holds of messages, as
 // the operator's commands see them (tables spool_pause, spool_held_ids,
@@ -380,7 +378,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`),
 // its msg_id is held, with that hold's holder and note, provided the
 // msg_id is still held: the hold's row is locked against Holding.ReleaseMsgIDs
 // until the record commits. It reports false, recording nothing, when
-// the msg_id was released meanwhile; see spool.HoldLedger.
+// the msg_id was released meanwhile; see spool.Ledger.
 func (db *DB) RecordHeld(ctx context.Context, h spool.HeldAside) (bool, error) {
 	if err := db.open(); err != nil {
 		return false, err
@@ -466,7 +464,7 @@ func (hs Holding) ForgetHeldFiles(ctx context.Context, ids []int64) error {
 }
 
 // Holds returns the queue's pause and held msg_ids for a consumer's poll;
-// see spool.HoldLedger. The set is read only when version is not the
+// see spool.Ledger. The set is read only when version is not the
 // current one.
 func (db *DB) Holds(ctx context.Context, version int64) (spool.Holds, error) {
 	if err := db.open(); err != nil {

@@ -40,12 +40,12 @@ func newLeases(d Dialect) *leases {
 }
 
 // HoldsLeases reports whether the engine keeps leases; see
-// spool.LeaseLedger.
+// spool.Ledger.
 func (db *DB) HoldsLeases() bool { return db.lease.ok }
 
 func micros(d time.Duration) int64 { return d.Microseconds() }
 
-// AcquireSessionLease creates session's lease; see spool.LeaseLedger.
+// AcquireSessionLease creates session's lease; see spool.Ledger.
 func (db *DB) AcquireSessionLease(ctx context.Context, session string, d time.Duration) error {
 	if err := db.leaseOp(); err != nil {
 		return err
@@ -60,7 +60,7 @@ func (db *DB) AcquireSessionLease(ctx context.Context, session string, d time.Du
 	return nil
 }
 
-// RenewSessionLease renews session's lease; see spool.LeaseLedger.
+// RenewSessionLease renews session's lease; see spool.Ledger.
 func (db *DB) RenewSessionLease(ctx context.Context, session string, d time.Duration) error {
 	if err := db.leaseOp(); err != nil {
 		return err
@@ -80,7 +80,7 @@ func (db *DB) RenewSessionLease(ctx context.Context, session string, d time.Dura
 	return nil
 }
 
-// TakeOverSessionLease takes session's expired lease over; see spool.LeaseLedger.
+// TakeOverSessionLease takes session's expired lease over; see spool.Ledger.
 func (db *DB) TakeOverSessionLease(ctx context.Context, session string) (spool.LeaseState, error) {
 	if err := db.leaseOp(); err != nil {
 		return spool.LeaseUnknown, err
@@ -102,7 +102,7 @@ func (db *DB) TakeOverSessionLease(ctx context.Context, session string) (spool.L
 	return spool.LeaseLive, nil
 }
 
-// DropSessionLease removes session's lease; see spool.LeaseLedger.
+// DropSessionLease removes session's lease; see spool.Ledger.
 func (db *DB) DropSessionLease(ctx context.Context, session string) error {
 	if err := db.leaseOp(); err != nil {
 		return err

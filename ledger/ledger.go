@@ -24,11 +24,10 @@ const TimeLayout = "2006-01-02T15:04:05.000000Z"
 // committed.
 var ErrBadDelivery = errors.New("bad delivery")
 
-// DB is a ledger on a SQL database. It implements spool.Ledger and the
-// root's other ledger interfaces for the consumer, whose methods stay on
-// DB because the consumer asserts them on the ledger it is given; what
-// commands and reports read and write is in its stores (Audit, Outbox,
-// Tasks, Replays, Discards, DeadLetters, Holding, Messages, Fsck, Backup).
+// DB is a ledger on a SQL database. It implements spool.Ledger for the
+// consumer; what commands and reports read and write is in its stores
+// (Audit, Outbox, Tasks, Replays, Discards, DeadLetters, Holding,
+// Messages, Fsck, Backup).
 // It is safe for concurrent use, by goroutines and by processes sharing
 // the database, and so are its stores.
 type DB struct {
@@ -57,10 +56,7 @@ type DB struct {
 	lease *leases
 }
 
-var (
-	_ spool.ConcurrentLedger = (*DB)(nil)
-	_ spool.LeaseLedger      = (*DB)(nil)
-)
+var _ spool.Ledger = (*DB)(nil)
 
 // ErrNoLedger is wrapped by New, with Options.MustExist, for a database
 // that holds no ledger yet (on a Dialect that is a MissingTable, only
@@ -205,7 +201,7 @@ func (db *DB) Record(ctx context.Context, batch []*spool.Delivery) ([]spool.Resu
 }
 
 // RecordWork is Record with business work in the transaction; see
-// spool.WorkLedger.
+// spool.Ledger.
 func (db *DB) RecordWork(ctx context.Context, batch []*spool.Delivery, w spool.Work) ([]spool.Result, error) {
 	if err := db.open(); err != nil {
 		return nil, err
@@ -263,7 +259,7 @@ func (db *DB) ClaimOutcome(ctx context.Context, claim, msgID string) (spool.Outc
 
 // ClaimReject returns the reason recorded for the dead letter of claim,
 // with its msg_id when the record has one, and false when the claim is
-// not recorded as one; see spool.RejectLedger.
+// not recorded as one; see spool.Ledger.
 func (db *DB) ClaimReject(ctx context.Context, claim string) (*spool.RejectError, bool, error) {
 	if err := db.open(); err != nil {
 		return nil, false, err
@@ -329,7 +325,7 @@ func clean(s string) string {
 }
 
 // RetrySchedule returns the msg_ids waiting for a retry and when each is
-// due; see spool.WorkLedger.
+// due; see spool.Ledger.
 func (db *DB) RetrySchedule(ctx context.Context) (map[string]time.Time, error) {
 	if err := db.open(); err != nil {
 		return nil, err

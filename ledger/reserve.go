@@ -17,7 +17,7 @@ const (
 )
 
 // Reserve records a batch's dead letters and duplicates and reserves the
-// msg_ids of its other valid deliveries for owner; see spool.CallLedger.
+// msg_ids of its other valid deliveries for owner; see spool.Ledger.
 //
 // The reservation is inserted before processed is read: on PostgreSQL, an
 // insert that meets the reservation of a transaction settling the same
@@ -159,7 +159,7 @@ func (db *DB) reserveTx(ctx context.Context, tx *sql.Tx, batch []*spool.Delivery
 }
 
 // Settle commits the outcomes of reserved deliveries' calls and removes
-// their reservations; see spool.CallLedger.
+// their reservations; see spool.Ledger.
 func (db *DB) Settle(ctx context.Context, batch []*spool.Delivery, errs []error, decide func(spool.Failure) spool.Verdict) ([]spool.Result, error) {
 	if err := db.open(); err != nil {
 		return nil, err
@@ -282,7 +282,7 @@ func (db *DB) settleTx(ctx context.Context, tx *sql.Tx, batch []*spool.Delivery,
 }
 
 // ReservationOwners lists the sessions holding reservations; see
-// spool.CallLedger.
+// spool.Ledger.
 func (db *DB) ReservationOwners(ctx context.Context) ([]string, error) {
 	if err := db.open(); err != nil {
 		return nil, err
@@ -307,7 +307,7 @@ func (db *DB) ReservationOwners(ctx context.Context) ([]string, error) {
 }
 
 // ReleaseReservations removes a dead session's reservations; see
-// spool.CallLedger.
+// spool.Ledger.
 func (db *DB) ReleaseReservations(ctx context.Context, owner string) (int, error) {
 	if err := db.open(); err != nil {
 		return 0, err
@@ -324,7 +324,7 @@ func (db *DB) ReleaseReservations(ctx context.Context, owner string) (int, error
 }
 
 // ReleaseClaims removes the reservations owner holds for claims; see
-// spool.ClaimReleaser.
+// spool.Ledger.
 func (db *DB) ReleaseClaims(ctx context.Context, owner string, claims []string) (int, error) {
 	if err := db.open(); err != nil {
 		return 0, err

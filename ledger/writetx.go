@@ -95,7 +95,7 @@ func (db *DB) beginWrite(ctx context.Context) (*sql.Tx, func(), error) {
 }
 
 // ConcurrentWrites is how many of the consumer's write transactions may
-// usefully run at once on this ledger (spool.ConcurrentLedger): 1 on a
+// usefully run at once on this ledger (spool.Ledger): 1 on a
 // single-writer engine (SQLite), whose writers take turns; on an engine
 // whose transactions lock rows, the pool's connections less two, left
 // for the transaction that reserves the next batch and for recovery's and
