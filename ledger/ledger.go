@@ -24,10 +24,11 @@ const TimeLayout = "2006-01-02T15:04:05.000000Z"
 // committed.
 var ErrBadDelivery = errors.New("bad delivery")
 
-// DB is a ledger on a SQL database. It implements spool.Ledger for the
-// consumer; what commands and reports read and write is in its stores
-// (Audit, Outbox, Tasks, Replays, Discards, DeadLetters, Holding,
-// Messages, Fsck, Backup).
+// DB is a ledger on a SQL database. DB itself opens, migrates, names
+// and describes it; what each of its users reads and writes is in a store
+// reached by an accessor: the consumer's spool.Ledger (Consumer), and
+// what commands and reports need (Audit, Outbox, Tasks, Replays,
+// Discards, DeadLetters, Holding, Messages, Fsck, Backup).
 // It is safe for concurrent use, by goroutines and by processes sharing
 // the database, and so are its stores.
 type DB struct {
@@ -55,8 +56,6 @@ type DB struct {
 	// (lease.go).
 	lease *leases
 }
-
-var _ spool.Ledger = (*DB)(nil)
 
 // ErrNoLedger is wrapped by New, with Options.MustExist, for a database
 // that holds no ledger yet (on a Dialect that is a MissingTable, only
@@ -196,30 +195,30 @@ func (db *DB) fail(op string, err error) error {
 // duplicate. The processed inserts themselves run in msg_id order, so that
 // two batches sharing msg_ids lock them in the same order and cannot deadlock
 // on PostgreSQL.
-func (db *DB) Record(ctx context.Context, batch []*spool.Delivery) ([]spool.Result, error) {
-	return db.RecordWork(ctx, batch, spool.Work{})
+func (l Consumer) Record(ctx context.Context, batch []*spool.Delivery) ([]spool.Result, error) {
+	return l.RecordWork(ctx, batch, spool.Work{})
 }
 
 // RecordWork is Record with business work in the transaction; see
 // spool.Ledger.
-func (db *DB) RecordWork(ctx context.Context, batch []*spool.Delivery, w spool.Work) ([]spool.Result, error) {
-	if err := db.open(); err != nil {
+func (l Consumer) RecordWork(ctx context.Context, batch []*spool.Delivery, w spool.Work) ([]spool.Result, error) {
+	if err := l.db.open(); err != nil {
 		return nil, err
 	}
 	if w.Handler != nil && w.Decide == nil {
 		return nil, errors.New("record batch: work has a handler but no Decide")
 	}
 	for i, d := range batch {
-		if err := db.checkDelivery(d); err != nil {
+		if err := l.db.checkDelivery(d); err != nil {
 			return nil, fmt.Errorf("record batch: delivery %d: %w", i, err)
 		}
 	}
 	if len(batch) == 0 {
 		return nil, nil
 	}
-	res, err := db.record(ctx, db.screenKeys(batch), w)
+	res, err := l.db.record(ctx, l.db.screenKeys(batch), w)
 	if err != nil {
-		return nil, db.fail("record batch", err)
+		return nil, l.db.fail("record batch", err)
 	}
 	out := make([]spool.Result, len(batch))
 	for i, d := range batch {
@@ -232,27 +231,27 @@ func (db *DB) RecordWork(ctx context.Context, batch []*spool.Delivery, w spool.W
 // claim was never recorded; see spool.Ledger. A processed claim is the one
 // named by its msg_id's processed row; any other outcome has a deliveries
 // row keyed by the claim.
-func (db *DB) ClaimOutcome(ctx context.Context, claim, msgID string) (spool.Outcome, bool, error) {
-	if err := db.open(); err != nil {
+func (l Consumer) ClaimOutcome(ctx context.Context, claim, msgID string) (spool.Outcome, bool, error) {
+	if err := l.db.open(); err != nil {
 		return "", false, err
 	}
 	if msgID != "" {
 		var owner string
-		err := db.sql.QueryRowContext(ctx, db.q.processedClaim, msgID).Scan(&owner)
+		err := l.db.sql.QueryRowContext(ctx, l.db.q.processedClaim, msgID).Scan(&owner)
 		switch {
 		case err == nil && owner == claim:
 			return spool.OutcomeProcessed, true, nil
 		case err != nil && !errors.Is(err, sql.ErrNoRows):
-			return "", false, db.fail("claim outcome "+claim, err)
+			return "", false, l.db.fail("claim outcome "+claim, err)
 		}
 	}
 	var o string
-	err := db.sql.QueryRowContext(ctx, db.q.claimOutcome, claim).Scan(&o)
+	err := l.db.sql.QueryRowContext(ctx, l.db.q.claimOutcome, claim).Scan(&o)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", false, nil
 	}
 	if err != nil {
-		return "", false, db.fail("claim outcome "+claim, err)
+		return "", false, l.db.fail("claim outcome "+claim, err)
 	}
 	return spool.Outcome(o), true, nil
 }
@@ -260,17 +259,17 @@ func (db *DB) ClaimOutcome(ctx context.Context, claim, msgID string) (spool.Outc
 // ClaimReject returns the reason recorded for the dead letter of claim,
 // with its msg_id when the record has one, and false when the claim is
 // not recorded as one; see spool.Ledger.
-func (db *DB) ClaimReject(ctx context.Context, claim string) (*spool.RejectError, bool, error) {
-	if err := db.open(); err != nil {
+func (l Consumer) ClaimReject(ctx context.Context, claim string) (*spool.RejectError, bool, error) {
+	if err := l.db.open(); err != nil {
 		return nil, false, err
 	}
 	var reason, field, detail, msgID sql.NullString
-	err := db.sql.QueryRowContext(ctx, db.q.claimReject, claim).Scan(&reason, &field, &detail, &msgID)
+	err := l.db.sql.QueryRowContext(ctx, l.db.q.claimReject, claim).Scan(&reason, &field, &detail, &msgID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, false, db.fail("claim reject "+claim, err)
+		return nil, false, l.db.fail("claim reject "+claim, err)
 	}
 	return &spool.RejectError{Reason: spool.Reason(reason.String), Field: field.String, Detail: detail.String, MsgID: msgID.String}, true, nil
 }
@@ -326,11 +325,11 @@ func clean(s string) string {
 
 // RetrySchedule returns the msg_ids waiting for a retry and when each is
 // due; see spool.Ledger.
-func (db *DB) RetrySchedule(ctx context.Context) (map[string]time.Time, error) {
-	if err := db.open(); err != nil {
+func (l Consumer) RetrySchedule(ctx context.Context) (map[string]time.Time, error) {
+	if err := l.db.open(); err != nil {
 		return nil, err
 	}
-	rows, err := db.sql.QueryContext(ctx, db.q.retrySchedule)
+	rows, err := l.db.sql.QueryContext(ctx, l.db.q.retrySchedule)
 	if err != nil {
 		return nil, fmt.Errorf("retry schedule: %w", err)
 	}

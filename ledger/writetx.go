@@ -101,9 +101,9 @@ func (db *DB) beginWrite(ctx context.Context) (*sql.Tx, func(), error) {
 // for the transaction that reserves the next batch and for recovery's and
 // reports' queries. A consumer with a Caller commits that many groups of
 // outcomes at once, and a plain drain records that many batches at once.
-func (db *DB) ConcurrentWrites() int {
-	if db.writeTurn != nil {
+func (l Consumer) ConcurrentWrites() int {
+	if l.db.writeTurn != nil {
 		return 1
 	}
-	return max(1, db.sql.Stats().MaxOpenConnections-2)
+	return max(1, l.db.sql.Stats().MaxOpenConnections-2)
 }

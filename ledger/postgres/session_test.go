@@ -56,7 +56,7 @@ func weakenSession(t *testing.T, weaken string) {
 		for _, id := range batch {
 			ds = append(ds, delivery("c-"+id, id))
 		}
-		res, err := db.RecordWork(t.Context(), ds, work)
+		res, err := db.Consumer().RecordWork(t.Context(), ds, work)
 		if err != nil {
 			t.Fatalf("RecordWork %v: %v", batch, err)
 		}
