@@ -95,7 +95,12 @@ type Turn interface {
 }
 
 // New returns a ledger on db, whose engine is d, after bringing its schema
-// up to date with Migrate (unless o says otherwise). The ledger owns db
+// up to date (unless o says otherwise): in one transaction, it applies the
+// dialect's migrations not yet listed in schema_migrations, which is
+// idempotent and safe when several processes open the ledger at once (the
+// transaction holds the write lock, SQLite, or an advisory lock,
+// PostgreSQL, from its first statement, so a second migrator waits and
+// then finds nothing to do). The ledger owns db
 // from then on: Close closes it. On error the caller still owns db.
 //
 // db's write transactions must take the write lock when they begin

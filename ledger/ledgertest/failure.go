@@ -2,7 +2,6 @@ package ledgertest
 
 import (
 	"errors"
-	"io/fs"
 	"reflect"
 	"testing"
 
@@ -138,29 +137,6 @@ func testViews(t *testing.T, db *ledger.DB) {
 	if n := count(t, db, "SELECT COUNT(*) FROM dead_letters WHERE reason = 'too-large' AND detail = '2 MiB'"); n != 1 {
 		t.Errorf("dead_letters view rows = %d, want 1", n)
 	}
-}
-
-// testMigrate: Migrate is idempotent, also when run concurrently, and
-// records every migration once.
-func testMigrate(t *testing.T, db *ledger.DB) {
-	files, err := fs.Glob(db.Dialect().Migrations(), "*.up.sql")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("migrations of %s: %q, %v", db.Dialect().Name(), files, err)
-	}
-	errs := make(chan error, 4)
-	for range 4 {
-		go func() { errs <- db.Migrate(t.Context()) }()
-	}
-	for range 4 {
-		if err := <-errs; err != nil {
-			t.Errorf("Migrate: %v", err)
-		}
-	}
-	if n := count(t, db, "SELECT COUNT(*) FROM schema_migrations"); n != int64(len(files)) {
-		t.Errorf("schema_migrations rows = %d, want %d", n, len(files))
-	}
-	// The schema still works.
-	record(t, db, valid("c1", msg{ID: "m1"}))
 }
 
 func testClosed(t *testing.T, db *ledger.DB) {

@@ -71,7 +71,6 @@ func Run(t *testing.T, b Backend) {
 		{"EmptyBatch", testEmptyBatch},
 		{"UncleanText", testUncleanText},
 		{"Views", testViews},
-		{"Migrate", testMigrate},
 		{"Closed", testClosed},
 		{"Concurrent", testConcurrent},
 		{"WorkCommitsTogether", testWorkCommitsTogether},
