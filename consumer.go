@@ -309,10 +309,10 @@ type Config struct {
 	// Batch, when set, says which claimed files are batch files and reads
 	// their records, each a message of its own (docs/DESIGN.md, "Batch
 	// files: the consumer"); queueopen sets it from spool.conf's format.
-	// The ledger keeps their progress (Ledger.RecordBatch); a Caller cannot be set
-	// (not yet: a batch file's records are recorded in transactions of
-	// their own, and a Caller's calls run outside any). Nil: every file
-	// is one JSON message.
+	// The ledger keeps their progress (Ledger.RecordBatch); a Caller
+	// cannot be set (not yet: a batch file's records are recorded in
+	// transactions of their own, and a Caller's calls run outside any).
+	// Nil: every file is one JSON message.
 	Batch BatchFiles
 	// Logger receives operational events. Nil: discard.
 	Logger *slog.Logger

@@ -306,8 +306,8 @@ func (l Consumer) ReservationOwners(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// ReleaseReservations removes a dead session's reservations; see
-// spool.Ledger.
+// ReleaseReservations removes every reservation owner holds, and returns
+// how many there were; see spool.Ledger.
 func (l Consumer) ReleaseReservations(ctx context.Context, owner string) (int, error) {
 	if err := l.db.open(); err != nil {
 		return 0, err
