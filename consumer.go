@@ -250,7 +250,7 @@ type Config struct {
 	// claimed as soon as it is seen.
 	MinAge time.Duration
 	// Handler, when set, does the business work of each message inside the
-	// ledger transaction (Ledger.RecordWork). Nil: the ledger's processed
+	// ledger transaction (Ledger.Record). Nil: the ledger's processed
 	// row is the only work.
 	Handler Handler
 	// Caller, when set, does the business work of each message outside

@@ -82,17 +82,14 @@ func (c *Consumer) record(ctx context.Context, items []item, owner string) (err 
 	defer func() { c.settleWindow(ctx, items, owner, err != nil) }()
 	var res []Result
 	start := time.Now()
-	if c.working() {
+	var w Work // no work: the processed row alone
+	if c.cfg.Handler != nil {
 		// The consumer decides what a handler's failure makes of a
 		// message, by its retry policy; the ledger records the verdict.
-		w := Work{Handler: c.cfg.Handler, Decide: c.cfg.Retry.Decide}
-		if w.Handler != nil {
-			w.Handler = observed{h: w.Handler, kind: kindOf(w.Handler), o: c.cfg.Observer}
-		}
-		res, err = c.ledger.RecordWork(ctx, batch, w)
-	} else {
-		res, err = c.ledger.Record(ctx, batch)
+		w = Work{Handler: observed{h: c.cfg.Handler, kind: kindOf(c.cfg.Handler), o: c.cfg.Observer},
+			Decide: c.cfg.Retry.Decide}
 	}
+	res, err = c.ledger.Record(ctx, batch, w)
 	if err != nil {
 		return fmt.Errorf("ledger: %w", err) // the ledger names the operation
 	}

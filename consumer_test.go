@@ -256,9 +256,9 @@ type batchSizes struct {
 	sizes []int
 }
 
-func (b *batchSizes) Record(ctx context.Context, batch []*spool.Delivery) ([]spool.Result, error) {
+func (b *batchSizes) Record(ctx context.Context, batch []*spool.Delivery, w spool.Work) ([]spool.Result, error) {
 	b.sizes = append(b.sizes, len(batch))
-	return b.Ledger.Record(ctx, batch)
+	return b.Ledger.Record(ctx, batch, w)
 }
 
 // TestBatchBytesBound: a batch closes once its claimed files reach

@@ -110,7 +110,7 @@ type Result struct {
 // batch progress without Config.Batch) are simply not called. The
 // consumer does not close its ledger: whoever opened it does.
 //
-// Every write (Record, RecordWork, RecordBatch, RecordHeld, Reserve,
+// Every write (Record, RecordBatch, RecordHeld, Reserve,
 // Settle) commits in one durable transaction before it returns a nil
 // error (I3), and commits nothing of its batch when it fails. After
 // AcquireSessionLease(session), on an engine that HoldsLeases, each of
@@ -128,19 +128,20 @@ type Ledger interface {
 	// record. On error there are no results. Deliveries within a batch
 	// are applied in slice order, so of two deliveries of one msg_id the
 	// earlier one is processed. Record does not modify the deliveries.
-	Record(ctx context.Context, batch []*Delivery) ([]Result, error)
-	// RecordWork is Record with w.Handler called for every delivery that
-	// inserts its processed row, inside a savepoint of the batch's
-	// transaction. On success the result is OutcomeProcessed. When the
-	// handler fails, the savepoint is rolled back (the processed row and
-	// the handler's writes with it), the ledger counts the attempt, and
-	// w.Decide says what becomes of the message: a dead letter, recorded
-	// with the verdict's reason, the error as its detail and the attempts
-	// made; or a retry, recorded with the attempt count and the verdict's
-	// RetryAt for RetrySchedule. The result carries the verdict, the
-	// attempts and the error. A verdict that is neither a dead letter with
-	// a reason nor a retry with a time fails the batch.
-	RecordWork(ctx context.Context, batch []*Delivery, w Work) ([]Result, error)
+	//
+	// With w.Handler set, it is called for every delivery that inserts
+	// its processed row, inside a savepoint of the batch's transaction;
+	// the zero Work records alone. On success the result is
+	// OutcomeProcessed. When the handler fails, the savepoint is rolled
+	// back (the processed row and the handler's writes with it), the
+	// ledger counts the attempt, and w.Decide says what becomes of the
+	// message: a dead letter, recorded with the verdict's reason, the
+	// error as its detail and the attempts made; or a retry, recorded
+	// with the attempt count and the verdict's RetryAt for RetrySchedule.
+	// The result carries the verdict, the attempts and the error. A
+	// verdict that is neither a dead letter with a reason nor a retry
+	// with a time fails the batch.
+	Record(ctx context.Context, batch []*Delivery, w Work) ([]Result, error)
 	// ClaimOutcome returns the outcome recorded for a claim identity, and
 	// false when the claim was never recorded (its consumer died before the
 	// commit, so the message must be consumed again). msgID is the key of
@@ -180,7 +181,7 @@ type Ledger interface {
 	Reserve(ctx context.Context, batch []*Delivery, owner string) ([]Result, error)
 	// Settle commits what the calls of reserved deliveries came to,
 	// errs[i] for batch[i]: a nil error inserts the processed row; a
-	// failure is counted and decided by decide, as in RecordWork. Each
+	// failure is counted and decided by decide, as in Record. Each
 	// delivery's reservation is removed in the same transaction.
 	Settle(ctx context.Context, batch []*Delivery, errs []error, decide func(Failure) Verdict) ([]Result, error)
 	// ReservationOwners lists the sessions that hold reservations.
@@ -233,7 +234,7 @@ type Ledger interface {
 	// release never misses a file set aside as it ran.
 	RecordHeld(ctx context.Context, h HeldAside) (bool, error)
 
-	// RecordBatch is RecordWork with p, a batch file's progress, written
+	// RecordBatch is Record with p, a batch file's progress, written
 	// in the same transaction, so that the records committed and the
 	// position after them are one.
 	RecordBatch(ctx context.Context, batch []*Delivery, w Work, p BatchProgress) ([]Result, error)
@@ -256,7 +257,7 @@ type Ledger interface {
 // ErrLedgerClosed is returned by a ledger used after Close.
 var ErrLedgerClosed = errors.New("ledger closed")
 
-// Work is what a Ledger's RecordWork runs for each first delivery inside the
+// Work is what a Ledger's Record runs for each first delivery inside the
 // transaction that records its batch, and how the failures of that work are
 // decided.
 type Work struct {

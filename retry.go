@@ -77,7 +77,7 @@ func backoffBound(base, limit time.Duration, n int) time.Duration {
 func (r Retry) Exhausted(attempts int) bool { return attempts >= r.withDefaults().MaxAttempts }
 
 // Failure is one failed attempt of a handler at a message, as a Ledger's
-// RecordWork hands it to Work.Decide, and Settle to its decide.
+// Record hands it to Work.Decide, and Settle to its decide.
 type Failure struct {
 	// Err is the handler's error; a panic is a permanent *PanicError.
 	Err error

@@ -11,7 +11,7 @@ import (
 	"github.com/spoolq/spool"
 )
 
-// RecordBatch is RecordWork with a batch file's progress written in the
+// RecordBatch is Record with a batch file's progress written in the
 // same transaction (spool_batch_progress, migration 045): the records
 // committed and the position after them are one, so that a consumer
 // killed anywhere resumes after the last record committed, never before

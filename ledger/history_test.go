@@ -120,7 +120,7 @@ func poison(claim, file string, ino uint64, reason spool.Reason, field, detail s
 
 func mustRecord(t *testing.T, db *ledger.DB, batch ...*spool.Delivery) []spool.Result {
 	t.Helper()
-	res, err := db.Consumer().Record(t.Context(), batch)
+	res, err := db.Consumer().Record(t.Context(), batch, spool.Work{})
 	if err != nil {
 		t.Fatalf("Record: %v", err)
 	}
@@ -134,7 +134,7 @@ func failWork(t *testing.T, db *ledger.DB, d *spool.Delivery, msg string) {
 	h := spool.HandlerFunc(func(context.Context, *sql.Tx, *spool.Delivery) error {
 		return spool.Permanent(errors.New(msg))
 	})
-	res, err := db.Consumer().RecordWork(t.Context(), []*spool.Delivery{d}, spool.Work{Handler: h, Decide: spool.Retry{MaxAttempts: 1}.Decide})
+	res, err := db.Consumer().Record(t.Context(), []*spool.Delivery{d}, spool.Work{Handler: h, Decide: spool.Retry{MaxAttempts: 1}.Decide})
 	if err != nil {
 		t.Fatalf("RecordWork: %v", err)
 	}

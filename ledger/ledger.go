@@ -188,8 +188,9 @@ func (db *DB) fail(op string, err error) error {
 	return fmt.Errorf("%s: %w", op, err)
 }
 
-// Record commits batch in one transaction and returns what became of each
-// delivery, results[i] for batch[i]; see spool.Ledger. On error nothing of
+// Record commits batch in one transaction, with w's business work in it,
+// and returns what became of each delivery, results[i] for batch[i]; see
+// spool.Ledger. On error nothing of
 // the batch is committed and there are no results. When it returns a nil
 // error the commit is as durable as the engine is configured to make it
 // (I3: the SQLite backend syncs every commit). The deliveries are not
@@ -200,13 +201,7 @@ func (db *DB) fail(op string, err error) error {
 // duplicate. The processed inserts themselves run in msg_id order, so that
 // two batches sharing msg_ids lock them in the same order and cannot deadlock
 // on PostgreSQL.
-func (l Consumer) Record(ctx context.Context, batch []*spool.Delivery) ([]spool.Result, error) {
-	return l.RecordWork(ctx, batch, spool.Work{})
-}
-
-// RecordWork is Record with business work in the transaction; see
-// spool.Ledger.
-func (l Consumer) RecordWork(ctx context.Context, batch []*spool.Delivery, w spool.Work) ([]spool.Result, error) {
+func (l Consumer) Record(ctx context.Context, batch []*spool.Delivery, w spool.Work) ([]spool.Result, error) {
 	if err := l.db.open(); err != nil {
 		return nil, err
 	}

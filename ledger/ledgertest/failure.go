@@ -17,7 +17,7 @@ func testFailingBatch(t *testing.T, db *ledger.DB) {
 	// The same claim again, after its processed row went in: refused
 	// part-way through the transaction.
 	c := valid("c1", msg{ID: "m1", OrderNo: "A", Seq: 1, Amount: "1"})
-	res, err := db.Consumer().Record(t.Context(), []*spool.Delivery{a, b, c})
+	res, err := db.Consumer().Record(t.Context(), []*spool.Delivery{a, b, c}, spool.Work{})
 	if err == nil {
 		t.Fatal("Record with a claim twice: nil error, want one")
 	}
@@ -60,7 +60,7 @@ func testClaimRecordedTwice(t *testing.T, db *ledger.DB) {
 	record(t, db, first)
 	other := valid("c9", msg{ID: "m9"})
 	again := valid("c1", msg{ID: "m1"})
-	res, err := db.Consumer().Record(t.Context(), []*spool.Delivery{other, again})
+	res, err := db.Consumer().Record(t.Context(), []*spool.Delivery{other, again}, spool.Work{})
 	if err == nil {
 		t.Fatal("Record of an already recorded claim: nil error, want one")
 	}
@@ -87,7 +87,7 @@ func testBadDelivery(t *testing.T, db *ledger.DB) {
 	for name, bad := range map[string]*spool.Delivery{
 		"no claim": noClaim, "neither": neither, "both": both, "no msg_id": noID, "no reason": noReason, "nil": nil,
 	} {
-		res, err := db.Consumer().Record(t.Context(), []*spool.Delivery{good, bad})
+		res, err := db.Consumer().Record(t.Context(), []*spool.Delivery{good, bad}, spool.Work{})
 		if !errors.Is(err, ledger.ErrBadDelivery) {
 			t.Errorf("Record(%s) = %v, want ErrBadDelivery", name, err)
 		}
@@ -101,7 +101,7 @@ func testBadDelivery(t *testing.T, db *ledger.DB) {
 }
 
 func testEmptyBatch(t *testing.T, db *ledger.DB) {
-	if res, err := db.Consumer().Record(t.Context(), nil); err != nil || len(res) != 0 {
+	if res, err := db.Consumer().Record(t.Context(), nil, spool.Work{}); err != nil || len(res) != 0 {
 		t.Errorf("Record(nil) = %+v, %v, want no results and nil", res, err)
 	}
 }
@@ -144,7 +144,7 @@ func testClosed(t *testing.T, db *ledger.DB) {
 		t.Fatalf("Close: %v", err)
 	}
 	d := valid("c1", msg{ID: "m1"})
-	if _, err := db.Consumer().Record(t.Context(), []*spool.Delivery{d}); !errors.Is(err, spool.ErrLedgerClosed) {
+	if _, err := db.Consumer().Record(t.Context(), []*spool.Delivery{d}, spool.Work{}); !errors.Is(err, spool.ErrLedgerClosed) {
 		t.Errorf("Record after Close = %v, want ErrLedgerClosed", err)
 	}
 	if _, _, err := db.Consumer().ClaimOutcome(t.Context(), "c1", "m1"); !errors.Is(err, spool.ErrLedgerClosed) {

@@ -46,7 +46,7 @@ func testTwoHandles(t *testing.T, a, b *ledger.DB) {
 				for _, id := range ids[:n] {
 					ds = append(ds, valid(fmt.Sprintf("h%d-%s", i, id), msg{ID: id}))
 				}
-				res, err := db.Consumer().Record(t.Context(), ds)
+				res, err := db.Consumer().Record(t.Context(), ds, spool.Work{})
 				if err != nil {
 					t.Errorf("handle %d: Record: %v", i, err)
 					return

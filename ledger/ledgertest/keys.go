@@ -115,7 +115,7 @@ func testLongKey(t *testing.T, db *ledger.DB) {
 	}
 
 	long := valid(randomKey(limit+1), msg{ID: "claimed"})
-	if _, err := db.Consumer().Record(t.Context(), []*spool.Delivery{long}); !errors.Is(err, ledger.ErrBadDelivery) {
+	if _, err := db.Consumer().Record(t.Context(), []*spool.Delivery{long}, spool.Work{}); !errors.Is(err, ledger.ErrBadDelivery) {
 		t.Errorf("a claim of %d bytes: %v, want ErrBadDelivery", limit+1, err)
 	}
 }

@@ -75,7 +75,7 @@ func testLeases(t *testing.T, a, b *ledger.DB) {
 			t.Errorf("%s after the takeover: %v, want ErrLeaseLost", what, err)
 		}
 	}
-	_, err = a.Consumer().Record(ctx, []*spool.Delivery{mine(valid("c-3", msg{ID: "three"}))})
+	_, err = a.Consumer().Record(ctx, []*spool.Delivery{mine(valid("c-3", msg{ID: "three"}))}, spool.Work{})
 	lost("record", err)
 	_, err = a.Consumer().Reserve(ctx, []*spool.Delivery{mine(valid("c-4", msg{ID: "four"}))}, own)
 	lost("reserve", err)
@@ -102,7 +102,7 @@ func testLeases(t *testing.T, a, b *ledger.DB) {
 		t.Errorf("take over a dropped lease: %v, %v; want LeaseUnknown", st, err)
 	}
 	// Gone is lost too, for the handle that held it.
-	_, err = a.Consumer().Record(ctx, []*spool.Delivery{mine(valid("c-6", msg{ID: "six"}))})
+	_, err = a.Consumer().Record(ctx, []*spool.Delivery{mine(valid("c-6", msg{ID: "six"}))}, spool.Work{})
 	lost("record after the drop", err)
 	_, err = a.Consumer().Settle(ctx, []*spool.Delivery{mine(valid("c-2", msg{ID: "two"}))}, []error{nil}, spool.Retry{}.Decide)
 	lost("settle after the drop", err)

@@ -221,7 +221,7 @@ func rejected(claim, file string, ino uint64, reason spool.Reason, field, detail
 // record records batch and returns its results, one per delivery.
 func record(t *testing.T, db *ledger.DB, batch ...*spool.Delivery) []spool.Result {
 	t.Helper()
-	res, err := db.Consumer().Record(t.Context(), batch)
+	res, err := db.Consumer().Record(t.Context(), batch, spool.Work{})
 	if err != nil {
 		t.Fatalf("Record: %v", err)
 	}

@@ -56,7 +56,7 @@ func BenchmarkRecordBatch(b *testing.B) {
 			}
 			n++
 		}
-		if _, err := db.Consumer().Record(ctx, batch); err != nil {
+		if _, err := db.Consumer().Record(ctx, batch, spool.Work{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -96,7 +96,7 @@ func BenchmarkRecordWorkBatch(b *testing.B) {
 			batch[i] = benchDelivery("c"+id, "m"+id, session)
 			n++
 		}
-		if _, err := db.Consumer().RecordWork(ctx, batch, work); err != nil {
+		if _, err := db.Consumer().Record(ctx, batch, work); err != nil {
 			b.Fatal(err)
 		}
 	}
