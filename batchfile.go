@@ -1,7 +1,6 @@
 package spool
 
 import (
-	"context"
 	"io"
 )
 
@@ -87,27 +86,4 @@ type BatchProgress struct {
 	// Position is the BatchRecord.After of the last record committed
 	// ("" before the first).
 	Position string
-}
-
-// BatchLedger is a WorkLedger that keeps batch files' progress. A
-// consumer of a queue with batch files requires it.
-type BatchLedger interface {
-	WorkLedger
-	// RecordBatch is RecordWork with p written in the same transaction,
-	// so that the records committed and the position after them are one.
-	RecordBatch(ctx context.Context, batch []*Delivery, w Work, p BatchProgress) ([]Result, error)
-	// BatchProgress returns the progress kept for the file identity
-	// file, and false when there is none.
-	BatchProgress(ctx context.Context, file string) (BatchProgress, bool, error)
-	// DeadLetterIno reports whether a dead letter is recorded with the
-	// inode ino (Delivery.Ino).
-	DeadLetterIno(ctx context.Context, ino uint64) (bool, error)
-	// SetDeadLetterFile names the file in error/, and its inode, of the
-	// dead letter recorded for claim: a record its handler dead-lettered,
-	// whose file is written after the commit.
-	SetDeadLetterFile(ctx context.Context, claim, file string, ino uint64) error
-	// UnwrittenDeadLetters returns the claims of batch's dead letters
-	// whose file column still starts with origin (the batch file's name
-	// and "#"): recorded, their file not yet written or named.
-	UnwrittenDeadLetters(ctx context.Context, batch, origin string) ([]string, error)
 }

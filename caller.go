@@ -119,65 +119,6 @@ func callSafely(ctx context.Context, c Caller, d *Delivery) (err error) {
 	return c.Call(ctx, d)
 }
 
-// CallLedger is a WorkLedger that can reserve msg_ids for calls made
-// outside its transactions. Consumers with a Caller require it.
-type CallLedger interface {
-	WorkLedger
-	// Reserve records, in one durable transaction, the batch's dead
-	// letters and its duplicates (valid deliveries whose msg_id processed
-	// holds already), and reserves for owner (the consumer's session) the
-	// msg_id of every other valid delivery: results[i].Outcome is the
-	// recorded outcome, OutcomeReserved (call it now), or OutcomeBusy (the
-	// msg_id is reserved already, by anyone, for another delivery: present
-	// it again later). Of two deliveries of one msg_id in the batch, the
-	// earlier is the one reserved.
-	Reserve(ctx context.Context, batch []*Delivery, owner string) ([]Result, error)
-	// Settle commits, in one durable transaction, what the calls of
-	// reserved deliveries came to, errs[i] for batch[i]: a nil error inserts
-	// the processed row; a failure is counted and decided by decide, as in
-	// RecordWork. Each delivery's reservation is removed in the same
-	// transaction.
-	Settle(ctx context.Context, batch []*Delivery, errs []error, decide func(Failure) Verdict) ([]Result, error)
-	// ReservationOwners lists the sessions that hold reservations.
-	ReservationOwners(ctx context.Context) ([]string, error)
-	// ReleaseReservations removes the reservations of owner, and returns
-	// how many there were: a session known to be dead and recovered, or
-	// the consumer's own session at a graceful stop that cut no call
-	// short, once none of its calls is in flight, before it gives back
-	// the claims it did not call.
-	ReleaseReservations(ctx context.Context, owner string) (int, error)
-}
-
-// ClaimReleaser is a CallLedger that removes single reservations. A
-// recovery then releases at once the msg_ids of a dead session's claims
-// whose call never started (reserved, waiting for a slot, their order key
-// or a pause: a consumer reserves a batch ahead of its calls), and holds
-// only those whose call may still run; and a graceful stop whose shutdown
-// timeout cut calls short gives back the claims it never called, keeping
-// the reservations of those it cut. Without it, every msg_id of the dead
-// session (or of the stop) is held until its calls cannot be running.
-type ClaimReleaser interface {
-	CallLedger
-	// ReleaseClaims removes the reservations that owner holds for the
-	// claims (Delivery.Claim), and returns how many there were.
-	ReleaseClaims(ctx context.Context, owner string, claims []string) (int, error)
-}
-
-// ConcurrentLedger is a CallLedger that says how many of its write
-// transactions (Reserve, Settle) may usefully run at once: the consumer
-// then reserves the next batches and commits that many groups of outcomes
-// side by side, which an engine whose transactions lock rows (PostgreSQL)
-// needs to keep hundreds of calls busy. A CallLedger that does not
-// implement it runs one write at a time, as a single-writer engine
-// (SQLite) must. A Ledger with the same method is given that many Record
-// calls at once by a drain without a Handler or a Caller, never two at
-// once that share a msg_id.
-type ConcurrentLedger interface {
-	CallLedger
-	// ConcurrentWrites is that number, at least 1.
-	ConcurrentWrites() int
-}
-
 // reservationRecheck is how long a delivery whose msg_id another delivery
 // has reserved waits, held in processing/, before it is presented to the
 // ledger again.

@@ -250,12 +250,12 @@ type Config struct {
 	// claimed as soon as it is seen.
 	MinAge time.Duration
 	// Handler, when set, does the business work of each message inside the
-	// ledger transaction; the ledger must then be a WorkLedger. Nil: the
-	// ledger's processed row is the only work.
+	// ledger transaction (Ledger.Record). Nil: the ledger's processed
+	// row is the only work.
 	Handler Handler
 	// Caller, when set, does the business work of each message outside
-	// any ledger transaction (see Caller); the ledger must then be a
-	// CallLedger. At most one of Handler and Caller may be set.
+	// any ledger transaction (see Caller), its msg_ids reserved in the
+	// ledger (Ledger.Reserve). At most one of Handler and Caller may be set.
 	Caller Caller
 	// Concurrency is how many Caller calls may run at once in this
 	// consumer, whatever the batch size or the number of workers.
@@ -309,10 +309,10 @@ type Config struct {
 	// Batch, when set, says which claimed files are batch files and reads
 	// their records, each a message of its own (docs/DESIGN.md, "Batch
 	// files: the consumer"); queueopen sets it from spool.conf's format.
-	// The ledger must then be a BatchLedger, and a Caller cannot be set
-	// (not yet: a batch file's records are recorded in transactions of
-	// their own, and a Caller's calls run outside any). Nil: every file
-	// is one JSON message.
+	// The ledger keeps their progress (Ledger.RecordBatch); a Caller
+	// cannot be set (not yet: a batch file's records are recorded in
+	// transactions of their own, and a Caller's calls run outside any).
+	// Nil: every file is one JSON message.
 	Batch BatchFiles
 	// Logger receives operational events. Nil: discard.
 	Logger *slog.Logger
@@ -321,7 +321,7 @@ type Config struct {
 	// there; for progress, metrics and notifications. It must be quick and
 	// safe for concurrent use, and must not modify d. It is also called for
 	// a dead letter that recovery moved to error/ because its consumer died
-	// after recording it (see RejectLedger): d then holds only Claim and
+	// after recording it (see Ledger.ClaimReject): d then holds only Claim and
 	// File, and the run counts it as recovered, not as a dead letter.
 	OnDelivery func(d *Delivery, r Result, stored string)
 	// OnStart, when set, is called once per Drain or Watch when consuming
@@ -333,9 +333,9 @@ type Config struct {
 	// rescans as they happen, for metrics. Nil: NopObserver.
 	Observer Observer
 	// HoldInterval is how often a Drain or Watch reads the operator's
-	// pause of the queue and the msg_ids held from a HoldLedger (see
-	// HoldLedger): a pause or a hold reaches the consumer within about
-	// that long. Zero: DefaultHoldInterval. Unused with another ledger.
+	// pause of the queue and the msg_ids held (see Ledger.Holds): a pause
+	// or a hold reaches the consumer within about that long. Zero:
+	// DefaultHoldInterval.
 	HoldInterval time.Duration
 }
 
@@ -374,7 +374,7 @@ type Stats struct {
 	// Paused is set when a Drain ended because an operator paused the
 	// queue (spool pause): it claimed nothing from then on, finished what
 	// it had started, gave back what it had not called, and returned nil,
-	// with processing/ as a graceful stop leaves it (see HoldLedger).
+	// with processing/ as a graceful stop leaves it (see Ledger.Holds).
 	Paused bool
 }
 
@@ -396,22 +396,18 @@ func (s *Stats) add(o Outcome) {
 
 // Consumer drains a queue directory into a ledger, keeping I1 to I7.
 type Consumer struct {
-	dir        *queue.Dir
-	ledger     Ledger
-	work       WorkLedger // the ledger, when a Handler or a Caller is configured
-	callLedger CallLedger // the ledger, when a Caller is configured
-	// batchLedger is the ledger, when Config.Batch is set; batchStats
-	// counts what batch files' records became, for the pass to add to
-	// its Stats (consumer_batch.go).
-	batchLedger BatchLedger
-	batchMu     sync.Mutex
-	batchStats  Stats
+	dir    *queue.Dir
+	ledger Ledger
+	// batchStats counts what batch files' records became, for the pass
+	// to add to its Stats (consumer_batch.go).
+	batchMu    sync.Mutex
+	batchStats Stats
 	// batchStop is the context of the pass running, which a batch file
 	// being read checks between its commits; written by pass before its
 	// claiming stage starts.
 	batchStop context.Context
 	gate      *gate      // paces the Caller's calls, across passes
-	holds     *holdWatch // the operator's pause and holds; nil without a HoldLedger
+	holds     *holdWatch // the operator's pause and holds
 	win       *windowGuard
 	cfg       Config
 	log       *slog.Logger
@@ -528,11 +524,6 @@ func NewConsumer(dir *queue.Dir, l Ledger, cfg Config) (*Consumer, error) {
 		return nil, errors.New("consumer: set a Handler or a Caller, not both")
 	}
 	if cfg.Caller != nil {
-		cl, ok := l.(CallLedger)
-		if !ok {
-			return nil, fmt.Errorf("consumer: a caller needs a ledger that reserves msg_ids (%T does not)", l)
-		}
-		c.work, c.callLedger = cl, cl
 		c.gate = newGate(cfg, log)
 		if t, ok := cfg.Caller.(TimeoutCaller); ok && t.CallTimeout() >= cfg.Lease {
 			return nil, fmt.Errorf("consumer: %w: %v, lease %v", ErrTimeoutBeyondLease, t.CallTimeout(), cfg.Lease)
@@ -542,20 +533,16 @@ func NewConsumer(dir *queue.Dir, l Ledger, cfg Config) (*Consumer, error) {
 		if cfg.Caller != nil {
 			return nil, errors.New("consumer: batch files (spool.conf's format) cannot be consumed with a caller (--post, --exec) yet: use a handler in the ledger's transaction (--sql), or none")
 		}
-		bl, ok := l.(BatchLedger)
-		if !ok {
-			return nil, fmt.Errorf("consumer: batch files need a ledger that keeps their progress (%T does not)", l)
-		}
-		c.batchLedger = bl
-	}
-	if cfg.Handler != nil {
-		wl, ok := l.(WorkLedger)
-		if !ok {
-			return nil, fmt.Errorf("consumer: a handler needs a ledger that runs work in its transaction (%T does not)", l)
-		}
-		c.work = wl
 	}
 	return c, nil
+}
+
+// working reports whether business work is configured, a Handler or a
+// Caller: only then may a message fail and wait for a retry, so only then
+// does the ledger's retry schedule matter, and a handler's writes keep
+// record transactions one at a time (recordWrites).
+func (c *Consumer) working() bool {
+	return c.cfg.Handler != nil || c.cfg.Caller != nil
 }
 
 // Drain consumes inbox/ until a pass finds nothing to claim, then returns.

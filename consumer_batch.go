@@ -22,7 +22,7 @@ import (
 //     "#" and the record's index, and whose file column names its origin
 //     ("orders.csv#L17");
 //   - the transaction that commits them also writes the file's progress,
-//     the position after the last of them (BatchLedger.RecordBatch), so
+//     the position after the last of them (Ledger.RecordBatch), so
 //     that a consumer killed anywhere resumes where it stopped: its claim
 //     goes back to inbox/ by recovery, as an unrecorded claim does, and
 //     the next claim of the same file (name, inode, size, modification
@@ -94,7 +94,7 @@ func (c *Consumer) consumeBatch(s *queue.Session, cl *queue.Claim, claimed time.
 		}
 	}
 	file := batchFileID(cl)
-	p, found, err := c.batchLedger.BatchProgress(ctx, file)
+	p, found, err := c.ledger.BatchProgress(ctx, file)
 	if err != nil {
 		return fmt.Errorf("ledger: %w", err)
 	}
@@ -366,7 +366,7 @@ func (b *batchRun) lookDeadLetter(ctx context.Context, rec BatchRecord) (stored 
 		return "", 0, nil, fmt.Errorf("dead letter of %s %s: %w", b.cl.Name, rec.Origin, err)
 	}
 	for _, cp := range copies {
-		known, err := c.batchLedger.DeadLetterIno(ctx, cp.Ino)
+		known, err := c.ledger.DeadLetterIno(ctx, cp.Ino)
 		if err != nil {
 			return "", 0, nil, fmt.Errorf("ledger: %w", err)
 		}
@@ -393,7 +393,7 @@ func (b *batchRun) commit(ctx context.Context) error {
 		w.Handler = observed{h: w.Handler, kind: kindOf(w.Handler), o: c.cfg.Observer}
 	}
 	start := time.Now()
-	res, err := c.batchLedger.RecordBatch(ctx, batch, w, b.p)
+	res, err := c.ledger.RecordBatch(ctx, batch, w, b.p)
 	if err != nil {
 		return fmt.Errorf("ledger: %w", err)
 	}
@@ -440,7 +440,7 @@ func (b *batchRun) writeRecorded(ctx context.Context, claim string, rec BatchRec
 	if err != nil {
 		return "", err
 	}
-	if err := b.c.batchLedger.SetDeadLetterFile(ctx, claim, stored, ino); err != nil {
+	if err := b.c.ledger.SetDeadLetterFile(ctx, claim, stored, ino); err != nil {
 		return "", fmt.Errorf("ledger: %w", err)
 	}
 	return stored, nil
@@ -452,7 +452,7 @@ func (b *batchRun) writeRecorded(ctx context.Context, claim string, rec BatchRec
 // of them. It returns how many it wrote.
 func (b *batchRun) writeUnwritten(ctx context.Context) (int, error) {
 	c := b.c
-	claims, err := c.batchLedger.UnwrittenDeadLetters(ctx, b.p.Batch, b.cl.Name+"#")
+	claims, err := c.ledger.UnwrittenDeadLetters(ctx, b.p.Batch, b.cl.Name+"#")
 	if err != nil || len(claims) == 0 {
 		if err != nil {
 			err = fmt.Errorf("ledger: %w", err)
@@ -518,7 +518,7 @@ func (b *batchRun) whole(ctx context.Context, rec BatchRecord) error {
 	c := b.c
 	d := &Delivery{Claim: b.cl.ID, File: b.cl.Name, Ino: b.cl.Ino, Consumer: b.s.ID(), Size: b.cl.Size,
 		Claimed: b.claimed, At: time.Now().UTC(), Reject: rec.Reject}
-	res, err := c.batchLedger.RecordBatch(ctx, []*Delivery{d}, Work{}, b.p)
+	res, err := c.ledger.RecordBatch(ctx, []*Delivery{d}, Work{}, b.p)
 	if err != nil {
 		return fmt.Errorf("ledger: %w", err)
 	}

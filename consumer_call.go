@@ -128,10 +128,10 @@ func (p *pipeline) callAll() int {
 }
 
 // writes is how many of the consumer's write transactions the ledger runs
-// at once (ConcurrentLedger; 1 if it does not say): so many reserves, and
-// so many commits of outcomes, may run at once.
+// at once (Ledger.ConcurrentWrites): so many reserves, and so many commits
+// of outcomes, may run at once.
 func (cs *callStage) writes() int {
-	return concurrentWrites(cs.p.c.callLedger)
+	return concurrentWrites(cs.p.c.ledger)
 }
 
 // reserveAhead is the loop of callAll where the ledger runs k write
@@ -229,7 +229,7 @@ func (cs *callStage) reserve(b inspected) ([]item, error) {
 		return nil, nil
 	}
 	start := time.Now()
-	res, err := c.callLedger.Reserve(p.work, batch, p.s.ID())
+	res, err := c.ledger.Reserve(p.work, batch, p.s.ID())
 	if err == nil && len(res) != len(batch) {
 		err = fmt.Errorf("%d reservations for a batch of %d", len(res), len(batch))
 	}
@@ -494,16 +494,7 @@ func (cs *callStage) giveBack() error {
 	if len(back) == 0 {
 		return nil
 	}
-	cr, releaser := c.callLedger.(ClaimReleaser)
 	cut := p.sd.cancelled.Load() > 0
-	if cut && !releaser {
-		// Their reservations cannot be told from those of the calls cut
-		// short: they stay with them, for recovery, which holds them all
-		// until the calls cannot be running.
-		c.log.Info("stopping: claims not called left for recovery with the calls cut short (the ledger releases no single reservation)",
-			"claims", len(back))
-		return nil
-	}
 	// All the session's reservations when no call was cut short: every
 	// one it still holds is of these claims. Else theirs alone.
 	var err error
@@ -512,9 +503,9 @@ func (cs *callStage) giveBack() error {
 		for i, it := range back {
 			claims[i] = it.d.Claim
 		}
-		_, err = cr.ReleaseClaims(p.work, p.s.ID(), claims)
+		_, err = c.ledger.ReleaseClaims(p.work, p.s.ID(), claims)
 	} else {
-		_, err = c.callLedger.ReleaseReservations(p.work, p.s.ID())
+		_, err = c.ledger.ReleaseReservations(p.work, p.s.ID())
 	}
 	if err != nil {
 		return fmt.Errorf("give back claims not called: %w", err)

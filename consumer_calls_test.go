@@ -15,7 +15,7 @@ import (
 // reserves ahead and settles from two goroutines (SQLite takes them in
 // turns), the paths a PostgreSQL ledger takes, here under the race
 // detector.
-type parallelLedger struct{ *ledger.DB }
+type parallelLedger struct{ ledger.Consumer }
 
 func (parallelLedger) ConcurrentWrites() int { return 2 }
 
@@ -49,7 +49,7 @@ func TestCallerParallelWrites(t *testing.T) {
 				last[d.Message.OrderNo] = d.Message.Seq
 				return nil
 			})
-			c, err := spool.NewConsumer(f.dir, parallelLedger{f.ledger}, spool.Config{
+			c, err := spool.NewConsumer(f.dir, parallelLedger{f.ledger.Consumer()}, spool.Config{
 				Caller: caller, Concurrency: 16, BatchSize: 32, Ordered: ordered,
 			})
 			if err != nil {

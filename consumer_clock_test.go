@@ -86,7 +86,7 @@ func TestRecoverDuringPass(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			started := make(chan struct{})
-			c, err := spool.NewConsumer(b.dir, b.ledger, spool.Config{
+			c, err := spool.NewConsumer(b.dir, b.ledger.Consumer(), spool.Config{
 				Handler: spool.HandlerFunc(b.handle), BatchSize: 5,
 				// The consumer died after this one's first recovery.
 				OnStart: func() { close(started) },
@@ -157,7 +157,7 @@ func TestRecoverDuringPass(t *testing.T) {
 // failingOutcomes is a ledger whose ClaimOutcome, which recovery asks about
 // each orphaned claim, fails for the claims of the dead session.
 type failingOutcomes struct {
-	*ledger.DB
+	ledger.Consumer
 }
 
 var errOutcome = errors.New("the ledger failed")
@@ -166,7 +166,7 @@ func (l failingOutcomes) ClaimOutcome(ctx context.Context, claim, msgID string) 
 	if strings.HasPrefix(claim, "deadbeef") {
 		return "", false, errOutcome
 	}
-	return l.DB.ClaimOutcome(ctx, claim, msgID)
+	return l.Consumer.ClaimOutcome(ctx, claim, msgID)
 }
 
 // TestRecoverClockFailureEndsRun: a recovery on the clock that fails ends
@@ -178,7 +178,7 @@ func TestRecoverClockFailureEndsRun(t *testing.T) {
 	const n, k = 120, 3
 	b := newSlowBacklog(t, n)
 	started := make(chan struct{})
-	c, err := spool.NewConsumer(b.dir, failingOutcomes{b.ledger}, spool.Config{
+	c, err := spool.NewConsumer(b.dir, failingOutcomes{b.ledger.Consumer()}, spool.Config{
 		Handler: spool.HandlerFunc(b.handle), BatchSize: 5,
 		OnStart: func() { close(started) },
 	})
@@ -206,7 +206,7 @@ func TestRecoverClockFailureEndsRun(t *testing.T) {
 	}
 	// The next run, on a ledger that answers, finishes everything.
 	quick := spool.HandlerFunc(func(context.Context, *sql.Tx, *spool.Delivery) error { return nil })
-	c2, err := spool.NewConsumer(b.dir, b.ledger, spool.Config{Handler: quick})
+	c2, err := spool.NewConsumer(b.dir, b.ledger.Consumer(), spool.Config{Handler: quick})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -247,10 +247,10 @@ func (c *Consumer) holdBusy(cl *queue.Claim) {
 // before its retry is due (after a restart, or from another consumer) is
 // held rather than tried early.
 func (c *Consumer) loadSchedule(ctx context.Context) error {
-	if c.work == nil {
+	if !c.working() {
 		return nil
 	}
-	sched, err := c.work.RetrySchedule(ctx)
+	sched, err := c.ledger.RetrySchedule(ctx)
 	if err != nil {
 		return fmt.Errorf("load retry schedule: %w", err)
 	}

@@ -59,6 +59,6 @@ type timedCaller time.Duration
 func (timedCaller) Call(context.Context, *Delivery) error { return nil }
 func (c timedCaller) CallTimeout() time.Duration          { return time.Duration(c) }
 
-// callLedgerStub is a CallLedger that NewConsumer accepts; its methods are
+// callLedgerStub is a Ledger that NewConsumer accepts; its methods are
 // never called.
-type callLedgerStub struct{ CallLedger }
+type callLedgerStub struct{ Ledger }

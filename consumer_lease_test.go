@@ -20,7 +20,7 @@ import (
 // fails while down is set: a database restarting or failing over, or the
 // consumer's role locked, at the moment a session starts.
 type flakyLeases struct {
-	*ledger.DB
+	ledger.Consumer
 	mu       sync.Mutex
 	down     bool
 	acquired int
@@ -75,7 +75,7 @@ func (b *syncBuffer) String() string {
 // being the retry.
 func TestWatchWaitsForLedgerAtSessionStart(t *testing.T) {
 	f := newFixture(t, nil)
-	l := &flakyLeases{DB: f.ledger, down: true}
+	l := &flakyLeases{Consumer: f.ledger.Consumer(), down: true}
 
 	c, err := spool.NewConsumer(f.dir, l, spool.Config{})
 	if err != nil {

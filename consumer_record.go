@@ -15,7 +15,7 @@ import (
 // it only drains ready, leaving the claims for recovery. It returns how
 // many messages the batches claimed.
 func (p *pipeline) recordAll() int {
-	if p.c.callLedger != nil {
+	if p.c.cfg.Caller != nil {
 		return p.callAll()
 	}
 	if k := p.c.recordWrites(); k > 1 {
@@ -82,17 +82,14 @@ func (c *Consumer) record(ctx context.Context, items []item, owner string) (err 
 	defer func() { c.settleWindow(ctx, items, owner, err != nil) }()
 	var res []Result
 	start := time.Now()
-	if c.work != nil {
+	var w Work // no work: the processed row alone
+	if c.cfg.Handler != nil {
 		// The consumer decides what a handler's failure makes of a
 		// message, by its retry policy; the ledger records the verdict.
-		w := Work{Handler: c.cfg.Handler, Decide: c.cfg.Retry.Decide}
-		if w.Handler != nil {
-			w.Handler = observed{h: w.Handler, kind: kindOf(w.Handler), o: c.cfg.Observer}
-		}
-		res, err = c.work.RecordWork(ctx, batch, w)
-	} else {
-		res, err = c.ledger.Record(ctx, batch)
+		w = Work{Handler: observed{h: c.cfg.Handler, kind: kindOf(c.cfg.Handler), o: c.cfg.Observer},
+			Decide: c.cfg.Retry.Decide}
 	}
+	res, err = c.ledger.Record(ctx, batch, w)
 	if err != nil {
 		return fmt.Errorf("ledger: %w", err) // the ledger names the operation
 	}
@@ -116,20 +113,17 @@ func (c *Consumer) record(ctx context.Context, items []item, owner string) (err 
 // engine, since the handler's own writes in two transactions at once could
 // meet in ways a serial run never shows them.
 func (c *Consumer) recordWrites() int {
-	if c.work != nil {
+	if c.working() {
 		return 1
 	}
 	return concurrentWrites(c.ledger)
 }
 
 // concurrentWrites is how many write transactions the ledger l says may
-// usefully run at once (ConcurrentLedger's method), or 1 when it says
-// nothing.
-func concurrentWrites(l any) int {
-	if w, ok := l.(interface{ ConcurrentWrites() int }); ok {
-		return max(1, w.ConcurrentWrites())
-	}
-	return 1
+// usefully run at once (Ledger.ConcurrentWrites), at least 1 whatever it
+// says.
+func concurrentWrites(l Ledger) int {
+	return max(1, l.ConcurrentWrites())
 }
 
 // recording is one batch's record transaction in flight.

@@ -60,15 +60,14 @@ func (c *Consumer) recover(ctx context.Context, st *Stats) error {
 // others are held (releaseDeadReservations). A reservation of a session
 // whose claim was not recovered (it was settled meanwhile) is not there.
 func (c *Consumer) releaseUncalled(ctx context.Context, uncalled map[string][]string) error {
-	cr, ok := c.callLedger.(ClaimReleaser)
-	if !ok {
-		return nil
+	if c.cfg.Caller == nil {
+		return nil // as releaseDeadReservations: a consumer without a Caller releases none
 	}
 	for o, claims := range uncalled {
 		if o == c.ownSession() {
 			continue
 		}
-		n, err := cr.ReleaseClaims(ctx, o, claims)
+		n, err := c.ledger.ReleaseClaims(ctx, o, claims)
 		if err != nil {
 			return fmt.Errorf("recover reservations: %w", err)
 		}
@@ -87,7 +86,7 @@ func (c *Consumer) releaseUncalled(ctx context.Context, uncalled map[string][]st
 // (one that joined before the ledger kept leases) is judged by its
 // directory, as without a ledger's leases.
 type ledgerLiveness struct {
-	ll  LeaseLedger
+	ll  Ledger // one that HoldsLeases
 	log interface {
 		Info(msg string, args ...any)
 	}
@@ -115,20 +114,17 @@ func (v ledgerLiveness) Cleared(ctx context.Context, session string) error {
 // reportRecovered reports the dead letters recovery moved to error/ as the
 // consumer that recorded them would have, had it lived to move them: one
 // "dead letter" line each, the Observer, OnDelivery (and so an operator's
-// notification). The reason is the ledger's record of it (RejectLedger).
+// notification). The reason is the ledger's record of it (Ledger.ClaimReject).
 func (c *Consumer) reportRecovered(ctx context.Context, dead []queue.RecoveredFile) error {
-	rl, _ := c.ledger.(RejectLedger)
 	for _, f := range dead {
 		d := &Delivery{Claim: f.Claim, File: f.Name}
 		r := Result{Outcome: OutcomeDeadLetter}
-		if rl != nil {
-			rej, ok, err := rl.ClaimReject(ctx, f.Claim)
-			if err != nil {
-				return fmt.Errorf("recover %s: %w", f.Name, err)
-			}
-			if ok {
-				r.Reject = rej
-			}
+		rej, ok, err := c.ledger.ClaimReject(ctx, f.Claim)
+		if err != nil {
+			return fmt.Errorf("recover %s: %w", f.Name, err)
+		}
+		if ok {
+			r.Reject = rej
 		}
 		reason, detail := "", ""
 		if r.Reject != nil {
@@ -183,10 +179,6 @@ func (c *Consumer) reportRecovered(ctx context.Context, dead []queue.RecoveredFi
 // consumer's own session is never taken for dead. A consumer without a
 // Caller only removes the calls locks nothing needs any more.
 func (c *Consumer) releaseDeadReservations(ctx context.Context) error {
-	cl, ok := c.ledger.(CallLedger)
-	if !ok {
-		return nil
-	}
 	// Listed before the owners: a session gone from processing/ takes no
 	// reservation any more, so one that is not among the owners read
 	// after this holds none and never will.
@@ -194,10 +186,10 @@ func (c *Consumer) releaseDeadReservations(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("recover reservations: %w", err)
 	}
-	if c.callLedger == nil && len(locks) == 0 {
+	if c.cfg.Caller == nil && len(locks) == 0 {
 		return nil // a consumer without a Caller asks the ledger only for them
 	}
-	owners, err := cl.ReservationOwners(ctx)
+	owners, err := c.ledger.ReservationOwners(ctx)
 	if err != nil {
 		return fmt.Errorf("recover reservations: %w", err)
 	}
@@ -205,7 +197,7 @@ func (c *Consumer) releaseDeadReservations(ctx context.Context) error {
 	present := make(map[string]bool, len(owners))
 	for _, o := range owners {
 		present[o] = true
-		if o == own || c.callLedger == nil {
+		if o == own || c.cfg.Caller == nil {
 			continue
 		}
 		live, err := c.dir.HasSession(o)
@@ -219,7 +211,7 @@ func (c *Consumer) releaseDeadReservations(ctx context.Context) error {
 		if !ended {
 			continue
 		}
-		n, err := c.callLedger.ReleaseReservations(ctx, o)
+		n, err := c.ledger.ReleaseReservations(ctx, o)
 		if err != nil {
 			return fmt.Errorf("recover reservations: %w", err)
 		}

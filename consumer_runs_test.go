@@ -34,7 +34,7 @@ func TestRateDeadlineCallsNothingTwice(t *testing.T) {
 		calls.Add(1)
 		return nil
 	})
-	c, err := spool.NewConsumer(f.dir, f.ledger, spool.Config{Caller: caller, Rate: 1, Concurrency: 4,
+	c, err := spool.NewConsumer(f.dir, f.ledger.Consumer(), spool.Config{Caller: caller, Rate: 1, Concurrency: 4,
 		Retry: spool.Retry{Base: time.Millisecond, Cap: time.Millisecond, MaxAttempts: 3}})
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +80,7 @@ func TestConcurrentRunsRefused(t *testing.T) {
 		}
 		return nil
 	})
-	c, err := spool.NewConsumer(f.dir, f.ledger, spool.Config{Caller: caller,
+	c, err := spool.NewConsumer(f.dir, f.ledger.Consumer(), spool.Config{Caller: caller,
 		Retry: spool.Retry{Base: 20 * time.Millisecond, Cap: 20 * time.Millisecond, NoJitter: true}})
 	if err != nil {
 		t.Fatal(err)
@@ -152,7 +152,7 @@ func TestLeaseRenewalFailureHoldsCalls(t *testing.T) {
 		}
 		return nil
 	})
-	c, err := spool.NewConsumer(f.dir, f.ledger, spool.Config{Caller: caller, Concurrency: 1,
+	c, err := spool.NewConsumer(f.dir, f.ledger.Consumer(), spool.Config{Caller: caller, Concurrency: 1,
 		Lease: 300 * time.Millisecond, Logger: log})
 	if err != nil {
 		t.Fatal(err)

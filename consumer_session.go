@@ -19,7 +19,7 @@ import (
 // leaseKeeper renews a session's lease every third of Config.Lease, in a
 // goroutine of its own, and says whether the lease holds. The lease is the
 // session directory's mtime (queue.Session.Touch), and, on a ledger that
-// keeps leases (a LeaseLedger shared by hosts), the session's lease row,
+// keeps leases (Ledger.HoldsLeases: one shared by hosts), the session's lease row,
 // judged by the database's clock: there it is the row that other hosts
 // go by.
 //
@@ -38,7 +38,7 @@ import (
 type leaseKeeper struct {
 	s   *queue.Session
 	c   *Consumer
-	ll  LeaseLedger // nil: the directory's mtime alone
+	ll  Ledger // one that HoldsLeases; nil: the directory's mtime alone
 	mu  sync.Mutex
 	ok  chan struct{} // closed while the lease holds
 	end chan struct{} // closed by stop
@@ -427,7 +427,7 @@ func (r *recoverer) halt(st *Stats) {
 var errPaused = errors.New("the queue is paused")
 
 // holdWatch is what a consumer knows of the operator's pause of its queue
-// and of the msg_ids held (HoldLedger, hold.go): read at the start of a
+// and of the msg_ids held (Ledger.Holds, hold.go): read at the start of a
 // run (begin) and then every Config.HoldInterval by a goroutine of its own
 // (loop), so that no claim and no call waits for the ledger. It outlives
 // a run, so that a consumer run again says a pause once, not at each run.
@@ -441,7 +441,6 @@ var errPaused = errors.New("the queue is paused")
 // the lookup takes no lock.
 type holdWatch struct {
 	c     *Consumer
-	l     HoldLedger
 	every time.Duration
 
 	ids atomic.Pointer[map[string]struct{}]
@@ -458,11 +457,7 @@ type holdWatch struct {
 }
 
 func newHoldWatch(c *Consumer) *holdWatch {
-	l, ok := c.ledger.(HoldLedger)
-	if !ok {
-		return nil
-	}
-	return &holdWatch{c: c, l: l, every: c.cfg.HoldInterval, change: make(chan struct{})}
+	return &holdWatch{c: c, every: c.cfg.HoldInterval, change: make(chan struct{})}
 }
 
 // watchHolds begins a run's reading of the pause and holds: it reads them
@@ -473,9 +468,6 @@ func newHoldWatch(c *Consumer) *holdWatch {
 // drain's context is replaced by one that a pause cancels.
 func (c *Consumer) watchHolds(ctx context.Context, watch bool) (context.Context, func(st *Stats), error) {
 	h := c.holds
-	if h == nil {
-		return ctx, func(*Stats) {}, nil
-	}
 	var cancel context.CancelCauseFunc
 	run := ctx
 	if !watch {
@@ -528,7 +520,7 @@ func (h *holdWatch) read(ctx context.Context, watch bool) error {
 		version = -1 // no set read yet: ask for it
 	}
 	h.mu.Unlock()
-	got, err := h.l.Holds(ctx, version)
+	got, err := h.c.ledger.Holds(ctx, version)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if err != nil {
@@ -576,9 +568,6 @@ func (h *holdWatch) read(ctx context.Context, watch bool) error {
 // is done, and errStopScan once stop is closed.
 func (c *Consumer) holdWait(ctx context.Context, stop <-chan struct{}) error {
 	h := c.holds
-	if h == nil {
-		return nil
-	}
 	for {
 		h.mu.Lock()
 		ok, ch := h.known && h.paused == nil, h.change
@@ -616,9 +605,6 @@ func (h *holdWatch) isHeld(msgID string) bool {
 // fails the run.
 func (c *Consumer) heldAside(s *queue.Session, cl *queue.Claim, d *Delivery) (bool, error) {
 	h := c.holds
-	if h == nil {
-		return false, nil
-	}
 	id := ""
 	switch {
 	case d.Message != nil:
@@ -634,7 +620,7 @@ func (c *Consumer) heldAside(s *queue.Session, cl *queue.Claim, d *Delivery) (bo
 		return false, err
 	}
 	// The ledger's work is never cut short by a stop (see runSession).
-	ok, err := h.l.RecordHeld(context.Background(), HeldAside{File: name, Ino: cl.Ino, Origin: cl.Name, MsgID: id, Consumer: s.ID()})
+	ok, err := h.c.ledger.RecordHeld(context.Background(), HeldAside{File: name, Ino: cl.Ino, Origin: cl.Name, MsgID: id, Consumer: s.ID()})
 	if err == nil && ok {
 		c.log.Info("held aside: its msg_id is held (spool release DIR --msg-id ID releases it)",
 			"file", cl.Name, "held_as", name, "msg_id", id)

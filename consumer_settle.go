@@ -76,7 +76,7 @@ func (cs *callStage) settle(group []called) ([]item, error) {
 		batch[i], errs[i] = g.it.d, g.err
 	}
 	start := time.Now()
-	res, err := c.callLedger.Settle(p.work, batch, errs, c.cfg.Retry.Decide)
+	res, err := c.ledger.Settle(p.work, batch, errs, c.cfg.Retry.Decide)
 	if err == nil && len(res) != len(batch) {
 		err = fmt.Errorf("%d results for %d calls", len(res), len(batch))
 	}

@@ -65,7 +65,7 @@ func TestStopGivesBackUncalled(t *testing.T) {
 		<-finish
 		return nil
 	})
-	c, err := spool.NewConsumer(f.dir, f.ledger, spool.Config{Caller: caller, Concurrency: 4, Ordered: true})
+	c, err := spool.NewConsumer(f.dir, f.ledger.Consumer(), spool.Config{Caller: caller, Concurrency: 4, Ordered: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func (c *calledAt) calls() (n int, ids map[string][]time.Time) {
 // short. It returns the msg_ids of the calls cut.
 func stopCut(t *testing.T, f *fixture, caller spool.Caller, started <-chan string) map[string]bool {
 	t.Helper()
-	c, err := spool.NewConsumer(f.dir, f.ledger, spool.Config{Caller: caller, Concurrency: 4, ShutdownTimeout: 50 * time.Millisecond})
+	c, err := spool.NewConsumer(f.dir, f.ledger.Consumer(), spool.Config{Caller: caller, Concurrency: 4, ShutdownTimeout: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func TestStopTimeoutHoldsCut(t *testing.T) {
 
 	const bound = 300 * time.Millisecond
 	var rec calledAt
-	c, err := spool.NewConsumer(f.dir, f.ledger, spool.Config{Caller: boundCaller{rec.call, bound}, Concurrency: 4})
+	c, err := spool.NewConsumer(f.dir, f.ledger.Consumer(), spool.Config{Caller: boundCaller{rec.call, bound}, Concurrency: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +264,7 @@ func TestStopTimeoutHoldsWhileLocked(t *testing.T) {
 	var rec calledAt
 	holding := make(chan struct{})
 	log := slog.New(&onMessage{prefix: "holding the msg_ids", do: func() { close(holding) }})
-	c, err := spool.NewConsumer(f.dir, f.ledger, spool.Config{Caller: lockingCaller{boundCaller{rec.call, time.Minute}},
+	c, err := spool.NewConsumer(f.dir, f.ledger.Consumer(), spool.Config{Caller: lockingCaller{boundCaller{rec.call, time.Minute}},
 		Concurrency: 4, Logger: log})
 	if err != nil {
 		t.Fatal(err)

@@ -93,7 +93,7 @@ func TestHandlerTransientThenSuccess(t *testing.T) {
 		}
 		return nil
 	})
-	c, err := spool.NewConsumer(f.dir, f.ledger, spool.Config{Handler: h, RetryWait: time.Minute,
+	c, err := spool.NewConsumer(f.dir, f.ledger.Consumer(), spool.Config{Handler: h, RetryWait: time.Minute,
 		Retry: spool.Retry{Base: 20 * time.Millisecond, Cap: time.Second, MaxAttempts: 5, NoJitter: true}})
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +131,7 @@ func TestHandlerPermanentAndPanic(t *testing.T) {
 		}
 		return nil
 	})
-	c, err := spool.NewConsumer(f.dir, f.ledger, spool.Config{Handler: h})
+	c, err := spool.NewConsumer(f.dir, f.ledger.Consumer(), spool.Config{Handler: h})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestHandlerPermanentAndPanic(t *testing.T) {
 func TestHandlerRetriesExhausted(t *testing.T) {
 	f := newFixture(t, map[string]string{"a.json": msg("A", "O1", 1)})
 	h := spool.HandlerFunc(func(context.Context, *sql.Tx, *spool.Delivery) error { return errors.New("still locked") })
-	c, err := spool.NewConsumer(f.dir, f.ledger, spool.Config{Handler: h, RetryWait: time.Minute,
+	c, err := spool.NewConsumer(f.dir, f.ledger.Consumer(), spool.Config{Handler: h, RetryWait: time.Minute,
 		Retry: spool.Retry{Base: time.Millisecond, Cap: 5 * time.Millisecond, MaxAttempts: 3}})
 	if err != nil {
 		t.Fatal(err)
@@ -203,7 +203,7 @@ func TestBackoffDoesNotBlock(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var done atomic.Int32
-	c, err := spool.NewConsumer(f.dir, f.ledger, spool.Config{Handler: h, BatchSize: 10,
+	c, err := spool.NewConsumer(f.dir, f.ledger.Consumer(), spool.Config{Handler: h, BatchSize: 10,
 		Retry: spool.Retry{Base: time.Hour, Cap: time.Hour, MaxAttempts: 5},
 		OnDelivery: func(*spool.Delivery, spool.Result, string) {
 			if done.Add(1) == 100 {
@@ -228,7 +228,7 @@ func TestBackoffDoesNotBlock(t *testing.T) {
 		t.Fatalf("attempts = %d, want 1", got)
 	}
 	// A new consumer claims it early and holds it rather than trying it.
-	c2, err := spool.NewConsumer(f.dir, f.ledger, spool.Config{Handler: h})
+	c2, err := spool.NewConsumer(f.dir, f.ledger.Consumer(), spool.Config{Handler: h})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,9 +256,9 @@ type batchSizes struct {
 	sizes []int
 }
 
-func (b *batchSizes) Record(ctx context.Context, batch []*spool.Delivery) ([]spool.Result, error) {
+func (b *batchSizes) Record(ctx context.Context, batch []*spool.Delivery, w spool.Work) ([]spool.Result, error) {
 	b.sizes = append(b.sizes, len(batch))
-	return b.Ledger.Record(ctx, batch)
+	return b.Ledger.Record(ctx, batch, w)
 }
 
 // TestBatchBytesBound: a batch closes once its claimed files reach
@@ -279,7 +279,7 @@ func TestBatchBytesBound(t *testing.T) {
 			}
 			msgs["m21-big.json"] = fmt.Sprintf(`{"msg_id":"big","order_no":"O","seq":30,"amount":"1","pad":%q}`, pad(5000))
 			f := newFixture(t, msgs)
-			l := &batchSizes{Ledger: f.ledger}
+			l := &batchSizes{Ledger: f.ledger.Consumer()}
 			// Two messages stay under the bound, the third crosses it.
 			c, err := spool.NewConsumer(f.dir, l, spool.Config{Workers: workers, BatchBytes: int64(2*size + 1)})
 			if err != nil {
@@ -321,7 +321,7 @@ func TestWaitingClaimDoesNotSpin(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	const poll = 50 * time.Millisecond
-	c, err := spool.NewConsumer(f.dir, f.ledger, spool.Config{Handler: h, PollInterval: poll,
+	c, err := spool.NewConsumer(f.dir, f.ledger.Consumer(), spool.Config{Handler: h, PollInterval: poll,
 		Retry: spool.Retry{Base: time.Hour, Cap: time.Hour, MaxAttempts: 5, NoJitter: true}})
 	if err != nil {
 		t.Fatal(err)
@@ -360,7 +360,7 @@ func TestWaitingClaimDoesNotSpin(t *testing.T) {
 	if _, err := f.ledger.SQL().Exec(`UPDATE attempts SET next_at = '2000-01-01T00:00:00.000000Z'`); err != nil {
 		t.Fatal(err)
 	}
-	c2, err := spool.NewConsumer(f.dir, f.ledger, spool.Config{Handler: h})
+	c2, err := spool.NewConsumer(f.dir, f.ledger.Consumer(), spool.Config{Handler: h})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ func TestMinAgeDrain(t *testing.T) {
 	if _, err := f.dir.WriteFile(queue.Inbox, "b.json", []byte(msg("b", "B", 1))); err != nil {
 		t.Fatal(err)
 	}
-	c, err := spool.NewConsumer(f.dir, f.ledger, spool.Config{MinAge: time.Second})
+	c, err := spool.NewConsumer(f.dir, f.ledger.Consumer(), spool.Config{MinAge: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

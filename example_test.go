@@ -131,7 +131,7 @@ func ExampleConsumer_Drain() {
 			m.MsgID, m.OrderNo, string(m.Amount))
 		return err // transient: retried with backoff
 	})
-	c, err := spool.NewConsumer(dir, l, spool.Config{Handler: pay})
+	c, err := spool.NewConsumer(dir, l.Consumer(), spool.Config{Handler: pay})
 	if err != nil {
 		panic(err)
 	}
@@ -200,7 +200,7 @@ func ExampleCaller() {
 		booked[d.Message.MsgID]++ // a real service would dedupe on the msg_id too
 		return nil
 	})
-	c, err := spool.NewConsumer(dir, l, spool.Config{Caller: book})
+	c, err := spool.NewConsumer(dir, l.Consumer(), spool.Config{Caller: book})
 	if err != nil {
 		panic(err)
 	}

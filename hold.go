@@ -1,7 +1,6 @@
 package spool
 
 import (
-	"context"
 	"time"
 )
 
@@ -9,7 +8,7 @@ import (
 // consumers (spool pause), and hold single messages aside (spool hold),
 // on every host at once: both live in the ledger, which every consumer of
 // the queue reads (docs/DESIGN.md, "Pause and hold"). A consumer reads
-// them through HoldLedger, once at the start of a run and then every
+// them through Ledger.Holds, once at the start of a run and then every
 // DefaultHoldInterval, in a goroutine of its own (consumer_session.go), so
 // that claiming stays free of ledger reads: a held file is in held/,
 // which no consumer scans, and a held msg_id is a lookup in a set in
@@ -54,23 +53,4 @@ type HeldAside struct {
 	MsgID  string
 	// Consumer is the session that moved it.
 	Consumer string
-}
-
-// HoldLedger is a Ledger that keeps the operator's pause of the queue
-// and holds of messages. A consumer whose ledger is one reads them every
-// Config.HoldInterval and honours them; one whose ledger is not is never
-// paused and holds nothing.
-type HoldLedger interface {
-	Ledger
-	// Holds returns the queue's pause and held msg_ids. When version is
-	// the ledger's current Version, MsgIDs is nil: a poll of an unchanged
-	// ledger reads one row.
-	Holds(ctx context.Context, version int64) (Holds, error)
-	// RecordHeld records a delivery a consumer moved into held/ because
-	// its msg_id was held, in one transaction that first checks, locking
-	// it against a release, that the msg_id is still held. It reports
-	// false, and records nothing, when it is not (released meanwhile):
-	// the consumer then puts the file back into inbox/ itself, so that a
-	// release never misses a file set aside as it ran.
-	RecordHeld(ctx context.Context, h HeldAside) (bool, error)
 }

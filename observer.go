@@ -87,7 +87,7 @@ func callResult(err error) string {
 }
 
 // observed is a Handler that tells the Observer of each call: the consumer
-// wraps its Handler in it for RecordWork, whose savepoints call it.
+// wraps its Handler in it for Ledger.Record, whose savepoints call it.
 type observed struct {
 	h    Handler
 	kind string

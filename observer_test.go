@@ -100,7 +100,7 @@ func TestObserver(t *testing.T) {
 			rec := newRecorder()
 			cfg := tc.cfg
 			cfg.Observer, cfg.BatchSize = rec, 1 // one batch a message: a2 is a duplicate of a
-			c, err := spool.NewConsumer(f.dir, f.ledger, cfg)
+			c, err := spool.NewConsumer(f.dir, f.ledger.Consumer(), cfg)
 			if err != nil {
 				t.Fatal(err)
 			}

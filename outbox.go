@@ -31,7 +31,7 @@ type Event struct {
 }
 
 // Emitter inserts e into the outbox in tx, msgID being the message that
-// caused it ("" for none). A WorkLedger with an outbox gives its Emitter
+// caused it ("" for none). A Ledger with an outbox gives its Emitter
 // to a Handler as the Outbox of the delivery it hands it; Emit uses it.
 type Emitter func(ctx context.Context, tx *sql.Tx, msgID string, e Event) error
 

@@ -76,8 +76,8 @@ func backoffBound(base, limit time.Duration, n int) time.Duration {
 // not be tried again.
 func (r Retry) Exhausted(attempts int) bool { return attempts >= r.withDefaults().MaxAttempts }
 
-// Failure is one failed attempt of a handler at a message, as a WorkLedger
-// hands it to Work.Decide.
+// Failure is one failed attempt of a handler at a message, as a Ledger's
+// Record hands it to Work.Decide, and Settle to its decide.
 type Failure struct {
 	// Err is the handler's error; a panic is a permanent *PanicError.
 	Err error

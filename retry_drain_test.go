@@ -34,7 +34,7 @@ func TestDrainLeavesRetryNotDue(t *testing.T) {
 	cfg := spool.Config{Handler: h, Retry: spool.Retry{Base: time.Hour, Cap: time.Hour, MaxAttempts: 5, NoJitter: true}}
 	drain := func() spool.Stats {
 		t.Helper()
-		c, err := spool.NewConsumer(f.dir, f.ledger, cfg)
+		c, err := spool.NewConsumer(f.dir, f.ledger.Consumer(), cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,7 +78,7 @@ func TestDrainLeavesRetryNotDue(t *testing.T) {
 	// RetryWait: a drain waits for the retries due within it.
 	g := newFixture(t, map[string]string{"c.json": msg("C", "O2", 1)})
 	var n atomic.Int32
-	c, err := spool.NewConsumer(g.dir, g.ledger, spool.Config{RetryWait: time.Minute,
+	c, err := spool.NewConsumer(g.dir, g.ledger.Consumer(), spool.Config{RetryWait: time.Minute,
 		Handler: spool.HandlerFunc(func(context.Context, *sql.Tx, *spool.Delivery) error {
 			if n.Add(1) == 1 {
 				return errors.New("once")

@@ -72,7 +72,7 @@ func scaleQueue(tb testing.TB, n int) (http.Handler, int) {
 			b = append(b, &spool.Delivery{Claim: fmt.Sprintf("c-%d", j), File: fmt.Sprintf("m-%07d.json", j), Ino: inos[j],
 				Consumer: "c-1@h", Size: 10, Reject: rej, Claimed: at, At: at.Add(time.Duration(j) * time.Millisecond)})
 		}
-		if _, err := l.Record(ctx, b); err != nil {
+		if _, err := l.Consumer().Record(ctx, b, spool.Work{}); err != nil {
 			tb.Fatal(err)
 		}
 	}

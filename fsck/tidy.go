@@ -49,7 +49,7 @@ func (c *checker) replays(ctx context.Context) (*finding, error) {
 func (c *checker) deadClaims(ctx context.Context) (*finding, error) {
 	f := c.newFinding(DeadClaims, false)
 	if c.repair {
-		cons, err := spool.NewConsumer(c.d, c.l, spool.Config{Contract: c.o.Contract, Lease: c.o.Lease})
+		cons, err := spool.NewConsumer(c.d, c.l.Consumer(), spool.Config{Contract: c.o.Contract, Lease: c.o.Lease})
 		if err != nil {
 			return nil, err
 		}

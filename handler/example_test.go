@@ -136,7 +136,7 @@ ON CONFLICT (order_no) DO UPDATE SET cents = cents + excluded.cents, last = excl
 	if err != nil {
 		panic(err)
 	}
-	c, err := spool.NewConsumer(dir, l, spool.Config{Handler: h})
+	c, err := spool.NewConsumer(dir, l.Consumer(), spool.Config{Handler: h})
 	if err != nil {
 		panic(err)
 	}

@@ -45,7 +45,7 @@ sh -c 'readlink /proc/self/fd/3' > ` + out + `/child`,
 		Queue:   root,
 	}
 	var session string
-	c, err := spool.NewConsumer(d, l, spool.Config{Caller: h, OnDelivery: func(dl *spool.Delivery, _ spool.Result, _ string) {
+	c, err := spool.NewConsumer(d, l.Consumer(), spool.Config{Caller: h, OnDelivery: func(dl *spool.Delivery, _ spool.Result, _ string) {
 		session = dl.Consumer
 	}})
 	if err != nil {

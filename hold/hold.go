@@ -8,7 +8,7 @@
 //
 // A pause is one row of the ledger (ledger.Holding.SetPause, with its audit
 // row in the same transaction), which every consumer of the queue reads
-// every second (spool.HoldLedger): they stop claiming and calling, finish
+// every second (spool.Ledger): they stop claiming and calling, finish
 // what is under way, and go on once it is resumed. A held file is moved
 // from inbox/ into the queue's held/ stage (queue.Dir.Hold), which no
 // consumer scans, and then recorded (ledger.Holding.RecordHeldFile); a release

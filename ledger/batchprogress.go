@@ -11,13 +11,13 @@ import (
 	"github.com/spoolq/spool"
 )
 
-// RecordBatch is RecordWork with a batch file's progress written in the
+// RecordBatch is Record with a batch file's progress written in the
 // same transaction (spool_batch_progress, migration 045): the records
 // committed and the position after them are one, so that a consumer
 // killed anywhere resumes after the last record committed, never before
-// nor after it. See spool.BatchLedger.
-func (db *DB) RecordBatch(ctx context.Context, batch []*spool.Delivery, w spool.Work, p spool.BatchProgress) ([]spool.Result, error) {
-	if err := db.open(); err != nil {
+// nor after it. See spool.Ledger.
+func (l Consumer) RecordBatch(ctx context.Context, batch []*spool.Delivery, w spool.Work, p spool.BatchProgress) ([]spool.Result, error) {
+	if err := l.db.open(); err != nil {
 		return nil, err
 	}
 	if p.File == "" || p.Batch == "" {
@@ -27,13 +27,13 @@ func (db *DB) RecordBatch(ctx context.Context, batch []*spool.Delivery, w spool.
 		return nil, errors.New("record batch file: work has a handler but no Decide")
 	}
 	for i, d := range batch {
-		if err := db.checkDelivery(d); err != nil {
+		if err := l.db.checkDelivery(d); err != nil {
 			return nil, fmt.Errorf("record batch file %s: delivery %d: %w", p.File, i, err)
 		}
 	}
 	now := formatTime(time.Now())
 	progress := func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, db.dialect.Rebind(`UPDATE spool_batch_progress SET position = ?, at = ? WHERE file = ?`), p.Position, now, p.File)
+		res, err := tx.ExecContext(ctx, l.db.dialect.Rebind(`UPDATE spool_batch_progress SET position = ?, at = ? WHERE file = ?`), p.Position, now, p.File)
 		if err != nil {
 			return fmt.Errorf("progress of %s: %w", p.File, err)
 		}
@@ -42,21 +42,21 @@ func (db *DB) RecordBatch(ctx context.Context, batch []*spool.Delivery, w spool.
 		} else if n > 0 {
 			return nil
 		}
-		_, err = tx.ExecContext(ctx, db.dialect.Rebind(`INSERT INTO spool_batch_progress (file, batch, position, at) VALUES (?, ?, ?, ?)`), p.File, p.Batch, p.Position, now)
+		_, err = tx.ExecContext(ctx, l.db.dialect.Rebind(`INSERT INTO spool_batch_progress (file, batch, position, at) VALUES (?, ?, ?, ?)`), p.File, p.Batch, p.Position, now)
 		if err != nil {
 			return fmt.Errorf("progress of %s: %w", p.File, err)
 		}
 		return nil
 	}
 	if len(batch) == 0 {
-		if err := db.writeTx(ctx, progress); err != nil {
-			return nil, db.fail("record batch file", err)
+		if err := l.db.writeTx(ctx, progress); err != nil {
+			return nil, l.db.fail("record batch file", err)
 		}
 		return nil, nil
 	}
-	res, err := db.recordWith(ctx, db.screenKeys(batch), w, progress)
+	res, err := l.db.recordWith(ctx, l.db.screenKeys(batch), w, progress)
 	if err != nil {
-		return nil, db.fail("record batch file", err)
+		return nil, l.db.fail("record batch file", err)
 	}
 	out := make([]spool.Result, len(batch))
 	for i, d := range batch {
@@ -66,32 +66,32 @@ func (db *DB) RecordBatch(ctx context.Context, batch []*spool.Delivery, w spool.
 }
 
 // BatchProgress returns the progress kept for the batch file identity
-// file; see spool.BatchLedger.
-func (db *DB) BatchProgress(ctx context.Context, file string) (spool.BatchProgress, bool, error) {
-	if err := db.open(); err != nil {
+// file; see spool.Ledger.
+func (l Consumer) BatchProgress(ctx context.Context, file string) (spool.BatchProgress, bool, error) {
+	if err := l.db.open(); err != nil {
 		return spool.BatchProgress{}, false, err
 	}
 	p := spool.BatchProgress{File: file}
-	err := db.sql.QueryRowContext(ctx, db.dialect.Rebind(`SELECT batch, position FROM spool_batch_progress WHERE file = ?`), file).Scan(&p.Batch, &p.Position)
+	err := l.db.sql.QueryRowContext(ctx, l.db.dialect.Rebind(`SELECT batch, position FROM spool_batch_progress WHERE file = ?`), file).Scan(&p.Batch, &p.Position)
 	if errors.Is(err, sql.ErrNoRows) {
 		return spool.BatchProgress{}, false, nil
 	}
 	if err != nil {
-		return spool.BatchProgress{}, false, db.fail("batch progress "+file, err)
+		return spool.BatchProgress{}, false, l.db.fail("batch progress "+file, err)
 	}
 	return p, true, nil
 }
 
 // DeadLetterIno reports whether a dead letter is recorded with inode ino;
-// see spool.BatchLedger.
-func (db *DB) DeadLetterIno(ctx context.Context, ino uint64) (bool, error) {
-	if err := db.open(); err != nil {
+// see spool.Ledger.
+func (l Consumer) DeadLetterIno(ctx context.Context, ino uint64) (bool, error) {
+	if err := l.db.open(); err != nil {
 		return false, err
 	}
 	var n int
-	err := db.sql.QueryRowContext(ctx, db.dialect.Rebind(`SELECT COUNT(*) FROM deliveries WHERE outcome = 'dead-letter' AND ino = ?`), nullIno(ino)).Scan(&n)
+	err := l.db.sql.QueryRowContext(ctx, l.db.dialect.Rebind(`SELECT COUNT(*) FROM deliveries WHERE outcome = 'dead-letter' AND ino = ?`), nullIno(ino)).Scan(&n)
 	if err != nil {
-		return false, db.fail("dead letter by inode", err)
+		return false, l.db.fail("dead letter by inode", err)
 	}
 	return n > 0, nil
 }
@@ -99,13 +99,13 @@ func (db *DB) DeadLetterIno(ctx context.Context, ino uint64) (bool, error) {
 // SetDeadLetterFile names the file that stands for the dead letter of
 // claim in error/, and its inode: a batch file's record its handler
 // dead-lettered, whose one-record file is written after the commit that
-// decided it. See spool.BatchLedger.
-func (db *DB) SetDeadLetterFile(ctx context.Context, claim, file string, ino uint64) error {
-	if err := db.open(); err != nil {
+// decided it. See spool.Ledger.
+func (l Consumer) SetDeadLetterFile(ctx context.Context, claim, file string, ino uint64) error {
+	if err := l.db.open(); err != nil {
 		return err
 	}
-	err := db.writeTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, db.dialect.Rebind(`UPDATE deliveries SET file = ?, ino = ? WHERE claim = ? AND outcome = 'dead-letter'`), clean(file), nullIno(ino), claim)
+	err := l.db.writeTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, l.db.dialect.Rebind(`UPDATE deliveries SET file = ?, ino = ? WHERE claim = ? AND outcome = 'dead-letter'`), clean(file), nullIno(ino), claim)
 		if err != nil {
 			return err
 		}
@@ -117,7 +117,7 @@ func (db *DB) SetDeadLetterFile(ctx context.Context, claim, file string, ino uin
 		return nil
 	})
 	if err != nil {
-		return db.fail("set dead letter file", err)
+		return l.db.fail("set dead letter file", err)
 	}
 	return nil
 }
@@ -126,21 +126,21 @@ func (db *DB) SetDeadLetterFile(ctx context.Context, claim, file string, ino uin
 // BatchProgress.Batch) still recorded under their record's origin, a file
 // name starting with origin (the batch file's name and "#"): those whose
 // one-record file was not written when their consumer died. See
-// spool.BatchLedger.
-func (db *DB) UnwrittenDeadLetters(ctx context.Context, batch, origin string) ([]string, error) {
-	if err := db.open(); err != nil {
+// spool.Ledger.
+func (l Consumer) UnwrittenDeadLetters(ctx context.Context, batch, origin string) ([]string, error) {
+	if err := l.db.open(); err != nil {
 		return nil, err
 	}
-	rows, err := db.sql.QueryContext(ctx, db.dialect.Rebind(`SELECT claim, file FROM deliveries WHERE outcome = 'dead-letter' AND claim LIKE ?`), likePrefix(batch+"#"))
+	rows, err := l.db.sql.QueryContext(ctx, l.db.dialect.Rebind(`SELECT claim, file FROM deliveries WHERE outcome = 'dead-letter' AND claim LIKE ?`), likePrefix(batch+"#"))
 	if err != nil {
-		return nil, db.fail("unwritten dead letters", err)
+		return nil, l.db.fail("unwritten dead letters", err)
 	}
 	defer rows.Close()
 	var out []string
 	for rows.Next() {
 		var claim, file string
 		if err := rows.Scan(&claim, &file); err != nil {
-			return nil, db.fail("unwritten dead letters", err)
+			return nil, l.db.fail("unwritten dead letters", err)
 		}
 		// LIKE's wildcards in the prefix match more: keep the exact ones.
 		if strings.HasPrefix(claim, batch+"#") && strings.HasPrefix(file, origin) {
@@ -148,7 +148,7 @@ func (db *DB) UnwrittenDeadLetters(ctx context.Context, batch, origin string) ([
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, db.fail("unwritten dead letters", err)
+		return nil, l.db.fail("unwritten dead letters", err)
 	}
 	return out, nil
 }

@@ -48,7 +48,7 @@ func TestBindBesideFirstCommit(t *testing.T) {
 			defer wg.Done()
 			<-start
 			d := delivery(fmt.Sprintf("c%d", round), fmt.Sprintf("m%d", round))
-			if _, err := first.Record(t.Context(), []*spool.Delivery{d}); err != nil {
+			if _, err := first.Consumer().Record(t.Context(), []*spool.Delivery{d}, spool.Work{}); err != nil {
 				t.Errorf("Record: %v", err)
 			}
 			// The move into done/, after the commit, as a consumer does.

@@ -98,7 +98,7 @@ type Dialect interface {
 	// Contract.Parse keeps every message to.
 	MaxKey() int
 	// Leases returns how the engine keeps consumers' leases by its own
-	// clock, for a ledger shared by hosts (see spool.LeaseLedger); false
+	// clock, for a ledger shared by hosts (see spool.Ledger); false
 	// for an engine whose ledger is one host's (SQLite), where a
 	// session's directory lock is its liveness.
 	Leases() (LeaseSQL, bool)

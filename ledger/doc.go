@@ -36,13 +36,12 @@
 //	duplicates    view: the duplicate deliveries
 //	dead_letters  view: the dead-letter deliveries
 //
-// DB's own methods are what opens and describes a ledger and the
-// consumer's side, the methods of the root package's ledger interfaces
-// (spool.Ledger, WorkLedger, CallLedger, HoldLedger, LeaseLedger,
-// BatchLedger). The rest is in stores, each a small value type named by
-// what it holds and reached by an accessor of DB: Audit (AuditLog),
-// Outbox, Tasks, Replays (ReplayLog), Discards (DiscardLog), DeadLetters,
-// Holding, Messages, Fsck and Backup, as in db.Audit().Begin(ctx, e).
+// DB's own methods are what opens and describes a ledger. The rest is in
+// stores, each a small value type named by what it holds and reached by
+// an accessor of DB: Consumer (the root package's spool.Ledger, which
+// spool.NewConsumer is given), Audit (AuditLog), Outbox, Tasks, Replays
+// (ReplayLog), Discards (DiscardLog), DeadLetters, Holding, Messages,
+// Fsck and Backup, as in db.Audit().Begin(ctx, e).
 //
 // Timestamps are stored as TEXT in TimeLayout, so they sort as text and read
 // the same on every engine; money is TEXT, exactly as sent.

@@ -35,7 +35,7 @@ func ExampleMessages_OrderCheck() {
 			Message: &spool.Message{MsgID: id, OrderNo: "A", Seq: seq, Amount: "9.99", Raw: []byte("{}")},
 		})
 	}
-	if _, err := db.Record(ctx, batch); err != nil {
+	if _, err := db.Consumer().Record(ctx, batch, spool.Work{}); err != nil {
 		panic(err)
 	}
 	problems, err := db.Messages().OrderCheck(ctx)

@@ -120,7 +120,7 @@ func poison(claim, file string, ino uint64, reason spool.Reason, field, detail s
 
 func mustRecord(t *testing.T, db *ledger.DB, batch ...*spool.Delivery) []spool.Result {
 	t.Helper()
-	res, err := db.Record(t.Context(), batch)
+	res, err := db.Consumer().Record(t.Context(), batch, spool.Work{})
 	if err != nil {
 		t.Fatalf("Record: %v", err)
 	}
@@ -134,7 +134,7 @@ func failWork(t *testing.T, db *ledger.DB, d *spool.Delivery, msg string) {
 	h := spool.HandlerFunc(func(context.Context, *sql.Tx, *spool.Delivery) error {
 		return spool.Permanent(errors.New(msg))
 	})
-	res, err := db.RecordWork(t.Context(), []*spool.Delivery{d}, spool.Work{Handler: h, Decide: spool.Retry{MaxAttempts: 1}.Decide})
+	res, err := db.Consumer().Record(t.Context(), []*spool.Delivery{d}, spool.Work{Handler: h, Decide: spool.Retry{MaxAttempts: 1}.Decide})
 	if err != nil {
 		t.Fatalf("RecordWork: %v", err)
 	}
@@ -398,10 +398,10 @@ func testPrune(t *testing.T, db *ledger.DB) {
 		t.Errorf("after prune: %v, want %v", state, want)
 	}
 	// I7: recovery still finds the in-flight claim's outcome.
-	if o, ok, err := db.ClaimOutcome(ctx, "c2", "m2"); err != nil || !ok || o != spool.OutcomeProcessed {
+	if o, ok, err := db.Consumer().ClaimOutcome(ctx, "c2", "m2"); err != nil || !ok || o != spool.OutcomeProcessed {
 		t.Errorf("ClaimOutcome(c2) = %s, %v, %v", o, ok, err)
 	}
-	if o, ok, err := db.ClaimOutcome(ctx, "c5", "m1"); err != nil || !ok || o != spool.OutcomeDuplicate {
+	if o, ok, err := db.Consumer().ClaimOutcome(ctx, "c5", "m1"); err != nil || !ok || o != spool.OutcomeDuplicate {
 		t.Errorf("ClaimOutcome(c5) = %s, %v, %v", o, ok, err)
 	}
 	// The cost: m1 is forgotten, so a redelivery is processed again.

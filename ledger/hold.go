@@ -20,9 +20,7 @@ import (
 // held) and spool_held_files (the files in held/, with who held them and
 // why). The files themselves are in the queue's held/ stage; package hold
 // moves them and writes the audit, and the consumer reads the pause and
-// the held msg_ids through spool.HoldLedger.
-
-var _ spool.HoldLedger = (*DB)(nil)
+// the held msg_ids through spool.Ledger's Holds.
 
 // Holding is the operator's pause of the queue and holds of messages, as
 // the operator's commands see them (tables spool_pause, spool_held_ids,
@@ -380,15 +378,15 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`),
 // its msg_id is held, with that hold's holder and note, provided the
 // msg_id is still held: the hold's row is locked against Holding.ReleaseMsgIDs
 // until the record commits. It reports false, recording nothing, when
-// the msg_id was released meanwhile; see spool.HoldLedger.
-func (db *DB) RecordHeld(ctx context.Context, h spool.HeldAside) (bool, error) {
-	if err := db.open(); err != nil {
+// the msg_id was released meanwhile; see spool.Ledger.
+func (l Consumer) RecordHeld(ctx context.Context, h spool.HeldAside) (bool, error) {
+	if err := l.db.open(); err != nil {
 		return false, err
 	}
 	held := false
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := l.db.inTx(ctx, func(tx *sql.Tx) error {
 		f := HeldFile{File: h.File, Ino: h.Ino, Origin: h.Origin, MsgID: h.MsgID, Cause: HeldByMsgID}
-		err := tx.QueryRowContext(ctx, db.dialect.Rebind(`SELECT by_user, by_role, via, note FROM spool_held_ids WHERE msg_id = ?`)+db.forShare(), h.MsgID).
+		err := tx.QueryRowContext(ctx, l.db.dialect.Rebind(`SELECT by_user, by_role, via, note FROM spool_held_ids WHERE msg_id = ?`)+l.db.forShare(), h.MsgID).
 			Scan(&f.By, &f.Role, &f.Via, &f.Note)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
@@ -397,11 +395,11 @@ func (db *DB) RecordHeld(ctx context.Context, h spool.HeldAside) (bool, error) {
 			return err
 		}
 		held = true
-		_, err = db.insertHeld(ctx, tx, f)
+		_, err = l.db.insertHeld(ctx, tx, f)
 		return err
 	})
 	if err != nil {
-		return false, db.fail("record held "+h.File, err)
+		return false, l.db.fail("record held "+h.File, err)
 	}
 	return held, nil
 }
@@ -466,15 +464,15 @@ func (hs Holding) ForgetHeldFiles(ctx context.Context, ids []int64) error {
 }
 
 // Holds returns the queue's pause and held msg_ids for a consumer's poll;
-// see spool.HoldLedger. The set is read only when version is not the
+// see spool.Ledger. The set is read only when version is not the
 // current one.
-func (db *DB) Holds(ctx context.Context, version int64) (spool.Holds, error) {
-	if err := db.open(); err != nil {
+func (l Consumer) Holds(ctx context.Context, version int64) (spool.Holds, error) {
+	if err := l.db.open(); err != nil {
 		return spool.Holds{}, err
 	}
-	p, err := readPause(ctx, db.sql, "")
+	p, err := readPause(ctx, l.db.sql, "")
 	if err != nil {
-		return spool.Holds{}, db.fail("read holds", err)
+		return spool.Holds{}, l.db.fail("read holds", err)
 	}
 	out := spool.Holds{Version: p.Version}
 	if p.Paused {
@@ -483,21 +481,21 @@ func (db *DB) Holds(ctx context.Context, version int64) (spool.Holds, error) {
 	if version == p.Version {
 		return out, nil
 	}
-	rows, err := db.sql.QueryContext(ctx, `SELECT msg_id FROM spool_held_ids`)
+	rows, err := l.db.sql.QueryContext(ctx, `SELECT msg_id FROM spool_held_ids`)
 	if err != nil {
-		return spool.Holds{}, db.fail("read holds", err)
+		return spool.Holds{}, l.db.fail("read holds", err)
 	}
 	defer rows.Close()
 	out.MsgIDs = map[string]struct{}{}
 	for rows.Next() {
 		var id string
 		if err := rows.Scan(&id); err != nil {
-			return spool.Holds{}, db.fail("read holds", err)
+			return spool.Holds{}, l.db.fail("read holds", err)
 		}
 		out.MsgIDs[id] = struct{}{}
 	}
 	if err := rows.Err(); err != nil {
-		return spool.Holds{}, db.fail("read holds", err)
+		return spool.Holds{}, l.db.fail("read holds", err)
 	}
 	return out, nil
 }

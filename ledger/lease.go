@@ -40,39 +40,39 @@ func newLeases(d Dialect) *leases {
 }
 
 // HoldsLeases reports whether the engine keeps leases; see
-// spool.LeaseLedger.
-func (db *DB) HoldsLeases() bool { return db.lease.ok }
+// spool.Ledger.
+func (l Consumer) HoldsLeases() bool { return l.db.lease.ok }
 
 func micros(d time.Duration) int64 { return d.Microseconds() }
 
-// AcquireSessionLease creates session's lease; see spool.LeaseLedger.
-func (db *DB) AcquireSessionLease(ctx context.Context, session string, d time.Duration) error {
-	if err := db.leaseOp(); err != nil {
+// AcquireSessionLease creates session's lease; see spool.Ledger.
+func (l Consumer) AcquireSessionLease(ctx context.Context, session string, d time.Duration) error {
+	if err := l.db.leaseOp(); err != nil {
 		return err
 	}
-	q := db.dialect.Rebind(`INSERT INTO session_leases (session, expires, taken) VALUES (?, ` + db.lease.sql.Later + `, 0)`)
-	if _, err := db.sql.ExecContext(ctx, q, session, micros(d)); err != nil {
-		return db.fail("acquire lease of "+session, err)
+	q := l.db.dialect.Rebind(`INSERT INTO session_leases (session, expires, taken) VALUES (?, ` + l.db.lease.sql.Later + `, 0)`)
+	if _, err := l.db.sql.ExecContext(ctx, q, session, micros(d)); err != nil {
+		return l.db.fail("acquire lease of "+session, err)
 	}
-	db.lease.mu.Lock()
-	db.lease.held[session] = true
-	db.lease.mu.Unlock()
+	l.db.lease.mu.Lock()
+	l.db.lease.held[session] = true
+	l.db.lease.mu.Unlock()
 	return nil
 }
 
-// RenewSessionLease renews session's lease; see spool.LeaseLedger.
-func (db *DB) RenewSessionLease(ctx context.Context, session string, d time.Duration) error {
-	if err := db.leaseOp(); err != nil {
+// RenewSessionLease renews session's lease; see spool.Ledger.
+func (l Consumer) RenewSessionLease(ctx context.Context, session string, d time.Duration) error {
+	if err := l.db.leaseOp(); err != nil {
 		return err
 	}
-	q := db.dialect.Rebind(`UPDATE session_leases SET expires = ` + db.lease.sql.Later + ` WHERE session = ? AND taken = 0`)
-	r, err := db.sql.ExecContext(ctx, q, micros(d), session)
+	q := l.db.dialect.Rebind(`UPDATE session_leases SET expires = ` + l.db.lease.sql.Later + ` WHERE session = ? AND taken = 0`)
+	r, err := l.db.sql.ExecContext(ctx, q, micros(d), session)
 	if err != nil {
-		return db.fail("renew lease of "+session, err)
+		return l.db.fail("renew lease of "+session, err)
 	}
 	n, err := r.RowsAffected()
 	if err != nil {
-		return db.fail("renew lease of "+session, err)
+		return l.db.fail("renew lease of "+session, err)
 	}
 	if n == 0 {
 		return fmt.Errorf("renew lease of %s: %w", session, spool.ErrLeaseLost)
@@ -80,39 +80,39 @@ func (db *DB) RenewSessionLease(ctx context.Context, session string, d time.Dura
 	return nil
 }
 
-// TakeOverSessionLease takes session's expired lease over; see spool.LeaseLedger.
-func (db *DB) TakeOverSessionLease(ctx context.Context, session string) (spool.LeaseState, error) {
-	if err := db.leaseOp(); err != nil {
+// TakeOverSessionLease takes session's expired lease over; see spool.Ledger.
+func (l Consumer) TakeOverSessionLease(ctx context.Context, session string) (spool.LeaseState, error) {
+	if err := l.db.leaseOp(); err != nil {
 		return spool.LeaseUnknown, err
 	}
-	q := db.dialect.Rebind(`UPDATE session_leases SET taken = 1 WHERE session = ? AND taken = 0 AND expires < ` + db.lease.sql.Now)
-	if _, err := db.sql.ExecContext(ctx, q, session); err != nil {
-		return spool.LeaseUnknown, db.fail("take over lease of "+session, err)
+	q := l.db.dialect.Rebind(`UPDATE session_leases SET taken = 1 WHERE session = ? AND taken = 0 AND expires < ` + l.db.lease.sql.Now)
+	if _, err := l.db.sql.ExecContext(ctx, q, session); err != nil {
+		return spool.LeaseUnknown, l.db.fail("take over lease of "+session, err)
 	}
 	var taken int
-	err := db.sql.QueryRowContext(ctx, db.dialect.Rebind(`SELECT taken FROM session_leases WHERE session = ?`), session).Scan(&taken)
+	err := l.db.sql.QueryRowContext(ctx, l.db.dialect.Rebind(`SELECT taken FROM session_leases WHERE session = ?`), session).Scan(&taken)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return spool.LeaseUnknown, nil
 	case err != nil:
-		return spool.LeaseUnknown, db.fail("take over lease of "+session, err)
+		return spool.LeaseUnknown, l.db.fail("take over lease of "+session, err)
 	case taken != 0:
 		return spool.LeaseTaken, nil
 	}
 	return spool.LeaseLive, nil
 }
 
-// DropSessionLease removes session's lease; see spool.LeaseLedger.
-func (db *DB) DropSessionLease(ctx context.Context, session string) error {
-	if err := db.leaseOp(); err != nil {
+// DropSessionLease removes session's lease; see spool.Ledger.
+func (l Consumer) DropSessionLease(ctx context.Context, session string) error {
+	if err := l.db.leaseOp(); err != nil {
 		return err
 	}
-	if _, err := db.sql.ExecContext(ctx, db.dialect.Rebind(`DELETE FROM session_leases WHERE session = ?`), session); err != nil {
-		return db.fail("drop lease of "+session, err)
+	if _, err := l.db.sql.ExecContext(ctx, l.db.dialect.Rebind(`DELETE FROM session_leases WHERE session = ?`), session); err != nil {
+		return l.db.fail("drop lease of "+session, err)
 	}
-	db.lease.mu.Lock()
-	delete(db.lease.held, session)
-	db.lease.mu.Unlock()
+	l.db.lease.mu.Lock()
+	delete(l.db.lease.held, session)
+	l.db.lease.mu.Unlock()
 	return nil
 }
 

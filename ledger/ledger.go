@@ -24,11 +24,11 @@ const TimeLayout = "2006-01-02T15:04:05.000000Z"
 // committed.
 var ErrBadDelivery = errors.New("bad delivery")
 
-// DB is a ledger on a SQL database. It implements spool.Ledger and the
-// root's other ledger interfaces for the consumer, whose methods stay on
-// DB because the consumer asserts them on the ledger it is given; what
-// commands and reports read and write is in its stores (Audit, Outbox,
-// Tasks, Replays, Discards, DeadLetters, Holding, Messages, Fsck, Backup).
+// DB is a ledger on a SQL database. DB itself opens, migrates, names
+// and describes it; what each of its users reads and writes is in a store
+// reached by an accessor: the consumer's spool.Ledger (Consumer), and
+// what commands and reports need (Audit, Outbox, Tasks, Replays,
+// Discards, DeadLetters, Holding, Messages, Fsck, Backup).
 // It is safe for concurrent use, by goroutines and by processes sharing
 // the database, and so are its stores.
 type DB struct {
@@ -56,11 +56,6 @@ type DB struct {
 	// (lease.go).
 	lease *leases
 }
-
-var (
-	_ spool.ConcurrentLedger = (*DB)(nil)
-	_ spool.LeaseLedger      = (*DB)(nil)
-)
 
 // ErrNoLedger is wrapped by New, with Options.MustExist, for a database
 // that holds no ledger yet (on a Dialect that is a MissingTable, only
@@ -100,7 +95,12 @@ type Turn interface {
 }
 
 // New returns a ledger on db, whose engine is d, after bringing its schema
-// up to date with Migrate (unless o says otherwise). The ledger owns db
+// up to date (unless o says otherwise): in one transaction, it applies the
+// dialect's migrations not yet listed in schema_migrations, which is
+// idempotent and safe when several processes open the ledger at once (the
+// transaction holds the write lock, SQLite, or an advisory lock,
+// PostgreSQL, from its first statement, so a second migrator waits and
+// then finds nothing to do). The ledger owns db
 // from then on: Close closes it. On error the caller still owns db.
 //
 // db's write transactions must take the write lock when they begin
@@ -188,8 +188,9 @@ func (db *DB) fail(op string, err error) error {
 	return fmt.Errorf("%s: %w", op, err)
 }
 
-// Record commits batch in one transaction and returns what became of each
-// delivery, results[i] for batch[i]; see spool.Ledger. On error nothing of
+// Record commits batch in one transaction, with w's business work in it,
+// and returns what became of each delivery, results[i] for batch[i]; see
+// spool.Ledger. On error nothing of
 // the batch is committed and there are no results. When it returns a nil
 // error the commit is as durable as the engine is configured to make it
 // (I3: the SQLite backend syncs every commit). The deliveries are not
@@ -200,30 +201,24 @@ func (db *DB) fail(op string, err error) error {
 // duplicate. The processed inserts themselves run in msg_id order, so that
 // two batches sharing msg_ids lock them in the same order and cannot deadlock
 // on PostgreSQL.
-func (db *DB) Record(ctx context.Context, batch []*spool.Delivery) ([]spool.Result, error) {
-	return db.RecordWork(ctx, batch, spool.Work{})
-}
-
-// RecordWork is Record with business work in the transaction; see
-// spool.WorkLedger.
-func (db *DB) RecordWork(ctx context.Context, batch []*spool.Delivery, w spool.Work) ([]spool.Result, error) {
-	if err := db.open(); err != nil {
+func (l Consumer) Record(ctx context.Context, batch []*spool.Delivery, w spool.Work) ([]spool.Result, error) {
+	if err := l.db.open(); err != nil {
 		return nil, err
 	}
 	if w.Handler != nil && w.Decide == nil {
 		return nil, errors.New("record batch: work has a handler but no Decide")
 	}
 	for i, d := range batch {
-		if err := db.checkDelivery(d); err != nil {
+		if err := l.db.checkDelivery(d); err != nil {
 			return nil, fmt.Errorf("record batch: delivery %d: %w", i, err)
 		}
 	}
 	if len(batch) == 0 {
 		return nil, nil
 	}
-	res, err := db.record(ctx, db.screenKeys(batch), w)
+	res, err := l.db.record(ctx, l.db.screenKeys(batch), w)
 	if err != nil {
-		return nil, db.fail("record batch", err)
+		return nil, l.db.fail("record batch", err)
 	}
 	out := make([]spool.Result, len(batch))
 	for i, d := range batch {
@@ -236,45 +231,45 @@ func (db *DB) RecordWork(ctx context.Context, batch []*spool.Delivery, w spool.W
 // claim was never recorded; see spool.Ledger. A processed claim is the one
 // named by its msg_id's processed row; any other outcome has a deliveries
 // row keyed by the claim.
-func (db *DB) ClaimOutcome(ctx context.Context, claim, msgID string) (spool.Outcome, bool, error) {
-	if err := db.open(); err != nil {
+func (l Consumer) ClaimOutcome(ctx context.Context, claim, msgID string) (spool.Outcome, bool, error) {
+	if err := l.db.open(); err != nil {
 		return "", false, err
 	}
 	if msgID != "" {
 		var owner string
-		err := db.sql.QueryRowContext(ctx, db.q.processedClaim, msgID).Scan(&owner)
+		err := l.db.sql.QueryRowContext(ctx, l.db.q.processedClaim, msgID).Scan(&owner)
 		switch {
 		case err == nil && owner == claim:
 			return spool.OutcomeProcessed, true, nil
 		case err != nil && !errors.Is(err, sql.ErrNoRows):
-			return "", false, db.fail("claim outcome "+claim, err)
+			return "", false, l.db.fail("claim outcome "+claim, err)
 		}
 	}
 	var o string
-	err := db.sql.QueryRowContext(ctx, db.q.claimOutcome, claim).Scan(&o)
+	err := l.db.sql.QueryRowContext(ctx, l.db.q.claimOutcome, claim).Scan(&o)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", false, nil
 	}
 	if err != nil {
-		return "", false, db.fail("claim outcome "+claim, err)
+		return "", false, l.db.fail("claim outcome "+claim, err)
 	}
 	return spool.Outcome(o), true, nil
 }
 
 // ClaimReject returns the reason recorded for the dead letter of claim,
 // with its msg_id when the record has one, and false when the claim is
-// not recorded as one; see spool.RejectLedger.
-func (db *DB) ClaimReject(ctx context.Context, claim string) (*spool.RejectError, bool, error) {
-	if err := db.open(); err != nil {
+// not recorded as one; see spool.Ledger.
+func (l Consumer) ClaimReject(ctx context.Context, claim string) (*spool.RejectError, bool, error) {
+	if err := l.db.open(); err != nil {
 		return nil, false, err
 	}
 	var reason, field, detail, msgID sql.NullString
-	err := db.sql.QueryRowContext(ctx, db.q.claimReject, claim).Scan(&reason, &field, &detail, &msgID)
+	err := l.db.sql.QueryRowContext(ctx, l.db.q.claimReject, claim).Scan(&reason, &field, &detail, &msgID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, false, db.fail("claim reject "+claim, err)
+		return nil, false, l.db.fail("claim reject "+claim, err)
 	}
 	return &spool.RejectError{Reason: spool.Reason(reason.String), Field: field.String, Detail: detail.String, MsgID: msgID.String}, true, nil
 }
@@ -329,12 +324,12 @@ func clean(s string) string {
 }
 
 // RetrySchedule returns the msg_ids waiting for a retry and when each is
-// due; see spool.WorkLedger.
-func (db *DB) RetrySchedule(ctx context.Context) (map[string]time.Time, error) {
-	if err := db.open(); err != nil {
+// due; see spool.Ledger.
+func (l Consumer) RetrySchedule(ctx context.Context) (map[string]time.Time, error) {
+	if err := l.db.open(); err != nil {
 		return nil, err
 	}
-	rows, err := db.sql.QueryContext(ctx, db.q.retrySchedule)
+	rows, err := l.db.sql.QueryContext(ctx, l.db.q.retrySchedule)
 	if err != nil {
 		return nil, fmt.Errorf("retry schedule: %w", err)
 	}

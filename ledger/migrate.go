@@ -51,22 +51,6 @@ func loadMigrations(fsys fs.FS) ([]migration, error) {
 	return ms, nil
 }
 
-// Migrate brings the schema up to date by applying, in one transaction, the
-// dialect's migrations not yet listed in schema_migrations. It is idempotent,
-// and safe when several processes run it at once: the transaction holds the
-// write lock (SQLite) or an advisory lock (PostgreSQL) from its first
-// statement, so a second migrator waits and then finds nothing to do. New
-// calls it; call it again only to re-check.
-func (db *DB) Migrate(ctx context.Context) error {
-	if err := db.open(); err != nil {
-		return err
-	}
-	if err := migrate(ctx, db.sql, db.dialect); err != nil {
-		return db.fail("migrate", err)
-	}
-	return nil
-}
-
 func migrate(ctx context.Context, sqlDB *sql.DB, d Dialect) error {
 	ms, err := loadMigrations(d.Migrations())
 	if err != nil {

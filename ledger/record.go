@@ -171,7 +171,7 @@ func firstOfEach(batch []*spool.Delivery, res []result) ([]int, map[string]int) 
 	return candidates, first
 }
 
-// ErrBadVerdict is wrapped by RecordWork when Work.Decide returned a
+// ErrBadVerdict is wrapped by Record when Work.Decide returned a
 // verdict it cannot record: neither a dead letter with a reason nor a retry
 // with a time. Nothing of the batch is committed.
 var ErrBadVerdict = errors.New("bad verdict")

@@ -17,7 +17,7 @@ const (
 )
 
 // Reserve records a batch's dead letters and duplicates and reserves the
-// msg_ids of its other valid deliveries for owner; see spool.CallLedger.
+// msg_ids of its other valid deliveries for owner; see spool.Ledger.
 //
 // The reservation is inserted before processed is read: on PostgreSQL, an
 // insert that meets the reservation of a transaction settling the same
@@ -25,21 +25,21 @@ const (
 // read committed) then sees that transaction's processed row. Read first,
 // the processed row could be missed and the msg_id reserved and called a
 // second time.
-func (db *DB) Reserve(ctx context.Context, batch []*spool.Delivery, owner string) ([]spool.Result, error) {
-	if err := db.open(); err != nil {
+func (l Consumer) Reserve(ctx context.Context, batch []*spool.Delivery, owner string) ([]spool.Result, error) {
+	if err := l.db.open(); err != nil {
 		return nil, err
 	}
 	for i, d := range batch {
-		if err := db.checkDelivery(d); err != nil {
+		if err := l.db.checkDelivery(d); err != nil {
 			return nil, fmt.Errorf("reserve: delivery %d: %w", i, err)
 		}
 	}
 	if len(batch) == 0 {
 		return nil, nil
 	}
-	res, err := db.reserve(ctx, db.screenKeys(batch), owner)
+	res, err := l.db.reserve(ctx, l.db.screenKeys(batch), owner)
 	if err != nil {
-		return nil, db.fail("reserve", err)
+		return nil, l.db.fail("reserve", err)
 	}
 	out := make([]spool.Result, len(batch))
 	for i, d := range batch {
@@ -159,9 +159,9 @@ func (db *DB) reserveTx(ctx context.Context, tx *sql.Tx, batch []*spool.Delivery
 }
 
 // Settle commits the outcomes of reserved deliveries' calls and removes
-// their reservations; see spool.CallLedger.
-func (db *DB) Settle(ctx context.Context, batch []*spool.Delivery, errs []error, decide func(spool.Failure) spool.Verdict) ([]spool.Result, error) {
-	if err := db.open(); err != nil {
+// their reservations; see spool.Ledger.
+func (l Consumer) Settle(ctx context.Context, batch []*spool.Delivery, errs []error, decide func(spool.Failure) spool.Verdict) ([]spool.Result, error) {
+	if err := l.db.open(); err != nil {
 		return nil, err
 	}
 	if len(errs) != len(batch) {
@@ -171,22 +171,22 @@ func (db *DB) Settle(ctx context.Context, batch []*spool.Delivery, errs []error,
 		return nil, fmt.Errorf("settle: no Decide")
 	}
 	for i, d := range batch {
-		if err := db.checkDelivery(d); err != nil {
+		if err := l.db.checkDelivery(d); err != nil {
 			return nil, fmt.Errorf("settle: delivery %d: %w", i, err)
 		}
 		if d.Message == nil {
 			return nil, fmt.Errorf("settle: delivery %d: %w: %s: not a valid message", i, ErrBadDelivery, d.File)
 		}
-		if err := db.checkKey(d); err != nil {
+		if err := l.db.checkKey(d); err != nil {
 			return nil, fmt.Errorf("settle: delivery %d: %w", i, err)
 		}
 	}
 	if len(batch) == 0 {
 		return nil, nil
 	}
-	res, err := db.settle(ctx, batch, errs, decide)
+	res, err := l.db.settle(ctx, batch, errs, decide)
 	if err != nil {
-		return nil, db.fail("settle", err)
+		return nil, l.db.fail("settle", err)
 	}
 	out := make([]spool.Result, len(batch))
 	for i, d := range batch {
@@ -282,51 +282,51 @@ func (db *DB) settleTx(ctx context.Context, tx *sql.Tx, batch []*spool.Delivery,
 }
 
 // ReservationOwners lists the sessions holding reservations; see
-// spool.CallLedger.
-func (db *DB) ReservationOwners(ctx context.Context) ([]string, error) {
-	if err := db.open(); err != nil {
+// spool.Ledger.
+func (l Consumer) ReservationOwners(ctx context.Context) ([]string, error) {
+	if err := l.db.open(); err != nil {
 		return nil, err
 	}
-	rows, err := db.sql.QueryContext(ctx, reservationOwners)
+	rows, err := l.db.sql.QueryContext(ctx, reservationOwners)
 	if err != nil {
-		return nil, db.fail("reservation owners", err)
+		return nil, l.db.fail("reservation owners", err)
 	}
 	defer rows.Close()
 	var out []string
 	for rows.Next() {
 		var o string
 		if err := rows.Scan(&o); err != nil {
-			return nil, db.fail("reservation owners", err)
+			return nil, l.db.fail("reservation owners", err)
 		}
 		out = append(out, o)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, db.fail("reservation owners", err)
+		return nil, l.db.fail("reservation owners", err)
 	}
 	return out, nil
 }
 
-// ReleaseReservations removes a dead session's reservations; see
-// spool.CallLedger.
-func (db *DB) ReleaseReservations(ctx context.Context, owner string) (int, error) {
-	if err := db.open(); err != nil {
+// ReleaseReservations removes every reservation owner holds, and returns
+// how many there were; see spool.Ledger.
+func (l Consumer) ReleaseReservations(ctx context.Context, owner string) (int, error) {
+	if err := l.db.open(); err != nil {
 		return 0, err
 	}
-	r, err := db.sql.ExecContext(ctx, db.dialect.Rebind(ownerReservations), owner)
+	r, err := l.db.sql.ExecContext(ctx, l.db.dialect.Rebind(ownerReservations), owner)
 	if err != nil {
-		return 0, db.fail("release reservations of "+owner, err)
+		return 0, l.db.fail("release reservations of "+owner, err)
 	}
 	n, err := r.RowsAffected()
 	if err != nil {
-		return 0, db.fail("release reservations of "+owner, err)
+		return 0, l.db.fail("release reservations of "+owner, err)
 	}
 	return int(n), nil
 }
 
 // ReleaseClaims removes the reservations owner holds for claims; see
-// spool.ClaimReleaser.
-func (db *DB) ReleaseClaims(ctx context.Context, owner string, claims []string) (int, error) {
-	if err := db.open(); err != nil {
+// spool.Ledger.
+func (l Consumer) ReleaseClaims(ctx context.Context, owner string, claims []string) (int, error) {
+	if err := l.db.open(); err != nil {
 		return 0, err
 	}
 	total := 0
@@ -336,14 +336,14 @@ func (db *DB) ReleaseClaims(ctx context.Context, owner string, claims []string) 
 		for _, c := range chunk {
 			args = append(args, c)
 		}
-		r, err := db.sql.ExecContext(ctx, db.dialect.Rebind(
+		r, err := l.db.sql.ExecContext(ctx, l.db.dialect.Rebind(
 			"DELETE FROM reservations WHERE owner = ? AND claim IN ("+placeholders(len(chunk))+")"), args...)
 		if err != nil {
-			return total, db.fail("release reservations of "+owner, err)
+			return total, l.db.fail("release reservations of "+owner, err)
 		}
 		n, err := r.RowsAffected()
 		if err != nil {
-			return total, db.fail("release reservations of "+owner, err)
+			return total, l.db.fail("release reservations of "+owner, err)
 		}
 		total += int(n)
 	}

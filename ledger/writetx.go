@@ -95,15 +95,15 @@ func (db *DB) beginWrite(ctx context.Context) (*sql.Tx, func(), error) {
 }
 
 // ConcurrentWrites is how many of the consumer's write transactions may
-// usefully run at once on this ledger (spool.ConcurrentLedger): 1 on a
+// usefully run at once on this ledger (spool.Ledger): 1 on a
 // single-writer engine (SQLite), whose writers take turns; on an engine
 // whose transactions lock rows, the pool's connections less two, left
 // for the transaction that reserves the next batch and for recovery's and
 // reports' queries. A consumer with a Caller commits that many groups of
 // outcomes at once, and a plain drain records that many batches at once.
-func (db *DB) ConcurrentWrites() int {
-	if db.writeTurn != nil {
+func (l Consumer) ConcurrentWrites() int {
+	if l.db.writeTurn != nil {
 		return 1
 	}
-	return max(1, db.sql.Stats().MaxOpenConnections-2)
+	return max(1, l.db.sql.Stats().MaxOpenConnections-2)
 }

@@ -185,5 +185,5 @@ func (q *Queue) Consumer(cfg spool.Config) (*spool.Consumer, error) {
 		}
 		cfg.Batch = b
 	}
-	return spool.NewConsumer(q.Dir, q.Ledger, cfg)
+	return spool.NewConsumer(q.Dir, q.Ledger.Consumer(), cfg)
 }

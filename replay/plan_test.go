@@ -54,7 +54,7 @@ func deadLetters(t *testing.T) (*queue.Dir, *ledger.DB) {
 				t.Fatal(err)
 			}
 		}
-		c, err := spool.NewConsumer(d, l, spool.Config{Handler: refuseNegative})
+		c, err := spool.NewConsumer(d, l.Consumer(), spool.Config{Handler: refuseNegative})
 		if err != nil {
 			t.Fatal(err)
 		}

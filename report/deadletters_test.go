@@ -352,7 +352,7 @@ func drainWith(t *testing.T, d *queue.Dir, l *ledger.DB, fail ...string) spool.S
 		}
 		return nil
 	})
-	c, err := spool.NewConsumer(d, l, spool.Config{Handler: h, Retry: spool.Retry{MaxAttempts: 1}})
+	c, err := spool.NewConsumer(d, l.Consumer(), spool.Config{Handler: h, Retry: spool.Retry{MaxAttempts: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,7 @@ func TestInError(t *testing.T) {
 			Reject: &spool.RejectError{Reason: spool.ReasonParse, Detail: "bad"}, At: time.Now()},
 		&spool.Delivery{Claim: "new", File: "taken.json", Ino: ino("taken.json"), Consumer: "c@h", Size: 2,
 			Reject: &spool.RejectError{Reason: spool.ReasonParse, Detail: "bad"}, At: time.Now()})
-	if _, err := l.Record(ctx, batch); err != nil {
+	if _, err := l.Consumer().Record(ctx, batch, spool.Work{}); err != nil {
 		t.Fatal(err)
 	}
 	// edited.json is edited as sed -i does; gone.json removed by hand.

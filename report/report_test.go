@@ -53,7 +53,7 @@ func consumeLab(t *testing.T, d *queue.Dir, l *ledger.DB) {
 			t.Fatal(err)
 		}
 	}
-	c, err := spool.NewConsumer(d, l, spool.Config{})
+	c, err := spool.NewConsumer(d, l.Consumer(), spool.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

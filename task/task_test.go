@@ -58,7 +58,7 @@ func deadQueue(t *testing.T, n int) (*queue.Dir, *ledger.DB) {
 	refuse := spool.HandlerFunc(func(_ context.Context, _ *sql.Tx, dl *spool.Delivery) error {
 		return spool.Permanent(fmt.Errorf("refused %s", dl.Message.MsgID))
 	})
-	c, err := spool.NewConsumer(d, l, spool.Config{Handler: refuse})
+	c, err := spool.NewConsumer(d, l.Consumer(), spool.Config{Handler: refuse})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -97,12 +97,6 @@ func (w *Redis) SetPrefix(prefix string) { w.prefix = prefix }
 // Addr is the window's HOST:PORT, for messages.
 func (w *Redis) Addr() string { return w.addr }
 
-// TTL is how long the window remembers a msg_id as done.
-func (w *Redis) TTL() time.Duration { return w.ttl }
-
-// InFlight is how long a msg_id is held in flight for its owner.
-func (w *Redis) InFlight() time.Duration { return w.inFlight }
-
 // Close closes the window's connections.
 func (w *Redis) Close() error { return w.c.Close() }
 

@@ -343,7 +343,7 @@ func (o *consumeOpts) run(ctx context.Context, e *env) (err error) {
 	// Once everything that may refuse the run has passed, so that a
 	// refusal stays the one line of stderr.
 	logConfig(logger, abs, effectiveConfig(flags, e.fromEnv, &c, file))
-	consumer, err := spool.NewConsumer(d, l, cfg)
+	consumer, err := spool.NewConsumer(d, l.Consumer(), cfg)
 	if err != nil {
 		return err
 	}

@@ -117,7 +117,7 @@ func (o *demoOpts) run(ctx context.Context, e *env) (err error) {
 			return err
 		}
 	}
-	consumer, err := spool.NewConsumer(d, l, spool.Config{Contract: c, Batch: batchFiles})
+	consumer, err := spool.NewConsumer(d, l.Consumer(), spool.Config{Contract: c, Batch: batchFiles})
 	if err != nil {
 		return err
 	}

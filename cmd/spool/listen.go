@@ -198,7 +198,7 @@ func outboxSource(l *ledger.DB) metrics.OutboxSource {
 func holdSource(l *ledger.DB) metrics.HoldSource {
 	version, ids := int64(-1), 0
 	return func(ctx context.Context) (metrics.HoldState, error) {
-		h, err := l.Holds(ctx, version)
+		h, err := l.Consumer().Holds(ctx, version)
 		if err != nil {
 			return metrics.HoldState{}, err
 		}

@@ -42,7 +42,7 @@ func drain(t *testing.T, q string, fail ...string) spool.Stats {
 		}
 		return nil
 	})
-	c, err := spool.NewConsumer(d, l, spool.Config{Handler: h, Retry: spool.Retry{MaxAttempts: 1}})
+	c, err := spool.NewConsumer(d, l.Consumer(), spool.Config{Handler: h, Retry: spool.Retry{MaxAttempts: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}

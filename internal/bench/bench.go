@@ -394,7 +394,7 @@ func drain(ctx context.Context, dir string, o Options, sc *syscallCounter) (run 
 			return run, spool.Stats{}, fmt.Errorf("bench: %w", err)
 		}
 	}
-	c, err := spool.NewConsumer(d, l, spool.Config{
+	c, err := spool.NewConsumer(d, l.Consumer(), spool.Config{
 		Workers: o.Workers, BatchSize: o.Batch, Relaxed: o.Relaxed, Batch: files,
 		OnDelivery: func(dl *spool.Delivery, _ spool.Result, _ string) {
 			d := time.Since(dl.Claimed)

@@ -230,7 +230,7 @@ func callDrain(ctx context.Context, dir, dsn string, o CallOptions, url, command
 			return spool.Stats{}, err
 		}
 	}
-	c, err := spool.NewConsumer(d, l, spool.Config{Caller: caller, Concurrency: o.Concurrency, BatchSize: o.Batch})
+	c, err := spool.NewConsumer(d, l.Consumer(), spool.Config{Caller: caller, Concurrency: o.Concurrency, BatchSize: o.Batch})
 	if err != nil {
 		return spool.Stats{}, err
 	}

@@ -113,7 +113,7 @@ func Watch(ctx context.Context, o WatchOptions) (WatchReport, error) {
 
 	col := newCollector(len(names))
 	var rescans rescanCounter
-	c, err := spool.NewConsumer(d, l, spool.Config{
+	c, err := spool.NewConsumer(d, l.Consumer(), spool.Config{
 		Poll: o.Poll > 0, PollInterval: o.Poll, Observer: &rescans,
 		OnDelivery: func(dl *spool.Delivery, _ spool.Result, _ string) { col.seen <- dl.File },
 	})

@@ -15,33 +15,33 @@ import (
 // DeadLetterIno finds a dead letter by its inode, and nothing else.
 func testBatchProgress(t *testing.T, db *ledger.DB) {
 	ctx := t.Context()
-	if _, ok, err := db.BatchProgress(ctx, "f:1:2:3"); err != nil || ok {
+	if _, ok, err := db.Consumer().BatchProgress(ctx, "f:1:2:3"); err != nil || ok {
 		t.Fatalf("BatchProgress of a new ledger = %v, %v; want none", ok, err)
 	}
 	p := spool.BatchProgress{File: "f:1:2:3", Batch: "s:1:2", Position: "2:40:3"}
-	res, err := db.RecordBatch(ctx, []*spool.Delivery{valid("s:1:2#0", msg{ID: "r0"}), rejected("s:1:2#1", "f~L3.csv", 901, spool.ReasonParse, "", "line 3: bad")}, spool.Work{}, p)
+	res, err := db.Consumer().RecordBatch(ctx, []*spool.Delivery{valid("s:1:2#0", msg{ID: "r0"}), rejected("s:1:2#1", "f~L3.csv", 901, spool.ReasonParse, "", "line 3: bad")}, spool.Work{}, p)
 	if err != nil || len(res) != 2 || res[0].Outcome != spool.OutcomeProcessed || res[1].Outcome != spool.OutcomeDeadLetter {
 		t.Fatalf("RecordBatch = %+v, %v; want processed and a dead letter", res, err)
 	}
-	if got, ok, err := db.BatchProgress(ctx, p.File); err != nil || !ok || got != p {
+	if got, ok, err := db.Consumer().BatchProgress(ctx, p.File); err != nil || !ok || got != p {
 		t.Fatalf("BatchProgress = %+v, %v, %v; want %+v", got, ok, err, p)
 	}
 	// A failing batch: its claim s:1:2#0 is recorded already.
 	q := p
 	q.Position = "3:60:4"
-	if _, err := db.RecordBatch(ctx, []*spool.Delivery{valid("s:1:2#2", msg{ID: "r2"}), rejected("s:1:2#1", "f~L3.csv", 902, spool.ReasonParse, "", "again")}, spool.Work{}, q); err == nil {
+	if _, err := db.Consumer().RecordBatch(ctx, []*spool.Delivery{valid("s:1:2#2", msg{ID: "r2"}), rejected("s:1:2#1", "f~L3.csv", 902, spool.ReasonParse, "", "again")}, spool.Work{}, q); err == nil {
 		t.Fatal("RecordBatch with a claim recorded twice: nil error, want one")
 	}
-	if got, _, err := db.BatchProgress(ctx, p.File); err != nil || got != p {
+	if got, _, err := db.Consumer().BatchProgress(ctx, p.File); err != nil || got != p {
 		t.Fatalf("BatchProgress after a failed batch = %+v, %v; want it unchanged, %+v", got, err, p)
 	}
 	if _, ok := processedRow(t, db, "r2"); ok {
 		t.Fatal("r2 processed by a batch that failed")
 	}
-	if _, err := db.RecordBatch(ctx, []*spool.Delivery{valid("s:1:2#2", msg{ID: "r2"})}, spool.Work{}, q); err != nil {
+	if _, err := db.Consumer().RecordBatch(ctx, []*spool.Delivery{valid("s:1:2#2", msg{ID: "r2"})}, spool.Work{}, q); err != nil {
 		t.Fatal(err)
 	}
-	if got, _, err := db.BatchProgress(ctx, p.File); err != nil || got != q {
+	if got, _, err := db.Consumer().BatchProgress(ctx, p.File); err != nil || got != q {
 		t.Fatalf("BatchProgress after the next batch = %+v, %v; want %+v", got, err, q)
 	}
 	if _, ok := processedRow(t, db, "r2"); !ok {
@@ -49,42 +49,42 @@ func testBatchProgress(t *testing.T, db *ledger.DB) {
 	}
 	e := q
 	e.Position = "4:61:5"
-	if res, err := db.RecordBatch(ctx, nil, spool.Work{}, e); err != nil || len(res) != 0 {
+	if res, err := db.Consumer().RecordBatch(ctx, nil, spool.Work{}, e); err != nil || len(res) != 0 {
 		t.Fatalf("RecordBatch of no records = %v, %v", res, err)
 	}
-	if got, _, err := db.BatchProgress(ctx, p.File); err != nil || got != e {
+	if got, _, err := db.Consumer().BatchProgress(ctx, p.File); err != nil || got != e {
 		t.Fatalf("BatchProgress after an empty batch = %+v, %v; want %+v", got, err, e)
 	}
 	for ino, want := range map[uint64]bool{901: true, 902: false, 0: false} {
-		if got, err := db.DeadLetterIno(ctx, ino); err != nil || got != want {
+		if got, err := db.Consumer().DeadLetterIno(ctx, ino); err != nil || got != want {
 			t.Errorf("DeadLetterIno(%d) = %v, %v; want %v", ino, got, err, want)
 		}
 	}
 	// A record its handler dead-lettered is recorded under its origin
 	// until its file is written and named.
 	h := rejected("s:1:2#3", "f#L5", 77, spool.ReasonHandler, "", "order closed")
-	if _, err := db.RecordBatch(ctx, []*spool.Delivery{h}, spool.Work{}, e); err != nil {
+	if _, err := db.Consumer().RecordBatch(ctx, []*spool.Delivery{h}, spool.Work{}, e); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := db.UnwrittenDeadLetters(ctx, "s:1:2", "f#"); err != nil || !slices.Equal(got, []string{"s:1:2#3"}) {
+	if got, err := db.Consumer().UnwrittenDeadLetters(ctx, "s:1:2", "f#"); err != nil || !slices.Equal(got, []string{"s:1:2#3"}) {
 		t.Fatalf("UnwrittenDeadLetters = %q, %v; want s:1:2#3 (s:1:2#1 names its file)", got, err)
 	}
-	if got, err := db.UnwrittenDeadLetters(ctx, "s:1", "f#"); err != nil || len(got) != 0 {
+	if got, err := db.Consumer().UnwrittenDeadLetters(ctx, "s:1", "f#"); err != nil || len(got) != 0 {
 		t.Fatalf("UnwrittenDeadLetters of another batch = %q, %v", got, err)
 	}
-	if err := db.SetDeadLetterFile(ctx, "s:1:2#3", "f~L5.csv", 903); err != nil {
+	if err := db.Consumer().SetDeadLetterFile(ctx, "s:1:2#3", "f~L5.csv", 903); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := db.UnwrittenDeadLetters(ctx, "s:1:2", "f#"); err != nil || len(got) != 0 {
+	if got, err := db.Consumer().UnwrittenDeadLetters(ctx, "s:1:2", "f#"); err != nil || len(got) != 0 {
 		t.Fatalf("UnwrittenDeadLetters once written = %q, %v", got, err)
 	}
-	if ok, err := db.DeadLetterIno(ctx, 903); err != nil || !ok {
+	if ok, err := db.Consumer().DeadLetterIno(ctx, 903); err != nil || !ok {
 		t.Fatalf("DeadLetterIno(903) = %v, %v after SetDeadLetterFile", ok, err)
 	}
-	if err := db.SetDeadLetterFile(ctx, "s:1:2#0", "f~L2.csv", 904); err == nil {
+	if err := db.Consumer().SetDeadLetterFile(ctx, "s:1:2#0", "f~L2.csv", 904); err == nil {
 		t.Error("SetDeadLetterFile of a processed record: nil error, want one")
 	}
-	if _, err := db.RecordBatch(ctx, nil, spool.Work{}, spool.BatchProgress{File: "x"}); err == nil {
+	if _, err := db.Consumer().RecordBatch(ctx, nil, spool.Work{}, spool.BatchProgress{File: "x"}); err == nil {
 		t.Error("RecordBatch without a batch identity: nil error, want one")
 	}
 }

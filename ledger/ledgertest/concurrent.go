@@ -42,7 +42,7 @@ func testConcurrent(t *testing.T, db *ledger.DB) {
 			}
 			for len(ds) > 0 {
 				n := min(batch, len(ds))
-				res, err := db.Record(t.Context(), ds[:n])
+				res, err := db.Consumer().Record(t.Context(), ds[:n], spool.Work{})
 				if err != nil {
 					t.Errorf("worker %d: Record: %v", w, err)
 					return

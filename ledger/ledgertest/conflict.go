@@ -10,8 +10,8 @@ import (
 )
 
 // testConflictResult: a duplicate whose content differs from the processed
-// row's comes back with Result.Conflict set, by Record, RecordWork and
-// Reserve alike; an identical redelivery and a first delivery do not.
+// row's comes back with Result.Conflict set, by Record with and
+// without a handler and by Reserve alike; an identical redelivery and a first delivery do not.
 // Metrics count conflicts from this flag, so it must agree with the
 // deliveries row's conflict column.
 func testConflictResult(t *testing.T, db *ledger.DB) {
@@ -24,7 +24,7 @@ func testConflictResult(t *testing.T, db *ledger.DB) {
 		return recordWork(t, db, spool.Work{Handler: h, Decide: spool.Retry{}.Decide}, batch...)
 	}
 	reserved := func(batch []*spool.Delivery) []spool.Result {
-		res, err := db.Reserve(ctx, batch, "s1")
+		res, err := db.Consumer().Reserve(ctx, batch, "s1")
 		if err != nil {
 			t.Fatalf("reserve: %v", err)
 		}
@@ -33,7 +33,7 @@ func testConflictResult(t *testing.T, db *ledger.DB) {
 	for i, path := range []struct {
 		name string
 		run  func([]*spool.Delivery) []spool.Result
-	}{{"Record", noHandler}, {"RecordWork", withHandler}, {"Reserve", reserved}} {
+	}{{"Record", noHandler}, {"RecordHandler", withHandler}, {"Reserve", reserved}} {
 		n := string(rune('a' + i))
 		same := valid("c-same-"+n, msg{ID: "m", Amount: "1.00"})
 		other := valid("c-other-"+n, msg{ID: "m", Amount: "2.00"})

@@ -2,7 +2,6 @@ package ledgertest
 
 import (
 	"errors"
-	"io/fs"
 	"reflect"
 	"testing"
 
@@ -18,7 +17,7 @@ func testFailingBatch(t *testing.T, db *ledger.DB) {
 	// The same claim again, after its processed row went in: refused
 	// part-way through the transaction.
 	c := valid("c1", msg{ID: "m1", OrderNo: "A", Seq: 1, Amount: "1"})
-	res, err := db.Record(t.Context(), []*spool.Delivery{a, b, c})
+	res, err := db.Consumer().Record(t.Context(), []*spool.Delivery{a, b, c}, spool.Work{})
 	if err == nil {
 		t.Fatal("Record with a claim twice: nil error, want one")
 	}
@@ -61,7 +60,7 @@ func testClaimRecordedTwice(t *testing.T, db *ledger.DB) {
 	record(t, db, first)
 	other := valid("c9", msg{ID: "m9"})
 	again := valid("c1", msg{ID: "m1"})
-	res, err := db.Record(t.Context(), []*spool.Delivery{other, again})
+	res, err := db.Consumer().Record(t.Context(), []*spool.Delivery{other, again}, spool.Work{})
 	if err == nil {
 		t.Fatal("Record of an already recorded claim: nil error, want one")
 	}
@@ -88,7 +87,7 @@ func testBadDelivery(t *testing.T, db *ledger.DB) {
 	for name, bad := range map[string]*spool.Delivery{
 		"no claim": noClaim, "neither": neither, "both": both, "no msg_id": noID, "no reason": noReason, "nil": nil,
 	} {
-		res, err := db.Record(t.Context(), []*spool.Delivery{good, bad})
+		res, err := db.Consumer().Record(t.Context(), []*spool.Delivery{good, bad}, spool.Work{})
 		if !errors.Is(err, ledger.ErrBadDelivery) {
 			t.Errorf("Record(%s) = %v, want ErrBadDelivery", name, err)
 		}
@@ -102,7 +101,7 @@ func testBadDelivery(t *testing.T, db *ledger.DB) {
 }
 
 func testEmptyBatch(t *testing.T, db *ledger.DB) {
-	if res, err := db.Record(t.Context(), nil); err != nil || len(res) != 0 {
+	if res, err := db.Consumer().Record(t.Context(), nil, spool.Work{}); err != nil || len(res) != 0 {
 		t.Errorf("Record(nil) = %+v, %v, want no results and nil", res, err)
 	}
 }
@@ -140,38 +139,15 @@ func testViews(t *testing.T, db *ledger.DB) {
 	}
 }
 
-// testMigrate: Migrate is idempotent, also when run concurrently, and
-// records every migration once.
-func testMigrate(t *testing.T, db *ledger.DB) {
-	files, err := fs.Glob(db.Dialect().Migrations(), "*.up.sql")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("migrations of %s: %q, %v", db.Dialect().Name(), files, err)
-	}
-	errs := make(chan error, 4)
-	for range 4 {
-		go func() { errs <- db.Migrate(t.Context()) }()
-	}
-	for range 4 {
-		if err := <-errs; err != nil {
-			t.Errorf("Migrate: %v", err)
-		}
-	}
-	if n := count(t, db, "SELECT COUNT(*) FROM schema_migrations"); n != int64(len(files)) {
-		t.Errorf("schema_migrations rows = %d, want %d", n, len(files))
-	}
-	// The schema still works.
-	record(t, db, valid("c1", msg{ID: "m1"}))
-}
-
 func testClosed(t *testing.T, db *ledger.DB) {
 	if err := db.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
 	d := valid("c1", msg{ID: "m1"})
-	if _, err := db.Record(t.Context(), []*spool.Delivery{d}); !errors.Is(err, spool.ErrLedgerClosed) {
+	if _, err := db.Consumer().Record(t.Context(), []*spool.Delivery{d}, spool.Work{}); !errors.Is(err, spool.ErrLedgerClosed) {
 		t.Errorf("Record after Close = %v, want ErrLedgerClosed", err)
 	}
-	if _, _, err := db.ClaimOutcome(t.Context(), "c1", "m1"); !errors.Is(err, spool.ErrLedgerClosed) {
+	if _, _, err := db.Consumer().ClaimOutcome(t.Context(), "c1", "m1"); !errors.Is(err, spool.ErrLedgerClosed) {
 		t.Errorf("ClaimOutcome after Close = %v, want ErrLedgerClosed", err)
 	}
 	if _, err := db.Messages().Stats(t.Context()); !errors.Is(err, spool.ErrLedgerClosed) {

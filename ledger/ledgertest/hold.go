@@ -19,12 +19,12 @@ import (
 // held files are listed and forgotten by id.
 func testHolds(t *testing.T, db *ledger.DB) {
 	ctx := t.Context()
-	h, err := db.Holds(ctx, -1)
+	h, err := db.Consumer().Holds(ctx, -1)
 	if err != nil || h.Paused != nil || h.MsgIDs == nil || len(h.MsgIDs) != 0 {
 		t.Fatalf("Holds of a new ledger = %+v, %v; want not paused, an empty set", h, err)
 	}
 	v0 := h.Version
-	if h, err := db.Holds(ctx, v0); err != nil || h.MsgIDs != nil {
+	if h, err := db.Consumer().Holds(ctx, v0); err != nil || h.MsgIDs != nil {
 		t.Fatalf("Holds at the current version = %+v, %v; want no set", h, err)
 	}
 	at := time.Date(2026, 12, 1, 10, 0, 0, 123456000, time.UTC)
@@ -34,7 +34,7 @@ func testHolds(t *testing.T, db *ledger.DB) {
 	if err != nil || !changed || before.Paused {
 		t.Fatalf("Holding().SetPause(true) = %+v, %v, %v; want changed from not paused", before, changed, err)
 	}
-	h, err = db.Holds(ctx, v0)
+	h, err = db.Consumer().Holds(ctx, v0)
 	if err != nil || h.Paused == nil || h.Paused.By != "os:alice" || h.Paused.Note != "downstream outage" || !h.Paused.At.Equal(at) ||
 		h.Version == v0 || h.MsgIDs == nil {
 		t.Fatalf("Holds after a pause = %+v (%+v), %v; want paused by os:alice, a new version and the set", h, h.Paused, err)
@@ -81,7 +81,7 @@ func testHolds(t *testing.T, db *ledger.DB) {
 	if _, err := db.Holding().HoldMsgIDs(ctx, []string{" "}, bob); err == nil {
 		t.Error("Holding().HoldMsgIDs of a blank key: nil error")
 	}
-	h, err = db.Holds(ctx, v)
+	h, err = db.Consumer().Holds(ctx, v)
 	if err != nil || h.Version <= v || len(h.MsgIDs) != 3 || h.Paused != nil {
 		t.Fatalf("Holds after holding 3 msg_ids = %+v, %v", h, err)
 	}
@@ -91,11 +91,11 @@ func testHolds(t *testing.T, db *ledger.DB) {
 	}
 
 	// A consumer sets deliveries aside while their msg_id is held.
-	ok, err := db.RecordHeld(ctx, spool.HeldAside{File: "a~2.json", Ino: 77, Origin: "a.json", MsgID: "m-1", Consumer: "s1"})
+	ok, err := db.Consumer().RecordHeld(ctx, spool.HeldAside{File: "a~2.json", Ino: 77, Origin: "a.json", MsgID: "m-1", Consumer: "s1"})
 	if err != nil || !ok {
 		t.Fatalf("RecordHeld of a held msg_id = %v, %v", ok, err)
 	}
-	if ok, err := db.RecordHeld(ctx, spool.HeldAside{File: "z.json", Ino: 78, Origin: "z.json", MsgID: "other"}); err != nil || ok {
+	if ok, err := db.Consumer().RecordHeld(ctx, spool.HeldAside{File: "z.json", Ino: 78, Origin: "z.json", MsgID: "other"}); err != nil || ok {
 		t.Fatalf("RecordHeld of a msg_id not held = %v, %v; want false", ok, err)
 	}
 	id, err := db.Holding().RecordHeldFile(ctx, ledger.HeldFile{File: "b.json", Ino: 79, Origin: "b.json", Cause: ledger.HeldByFile, Holder: bob})
@@ -117,7 +117,7 @@ func testHolds(t *testing.T, db *ledger.DB) {
 	if err != nil || !slices.Equal(removed, []string{"m-1"}) {
 		t.Fatalf("Holding().ReleaseMsgIDs = %v, %v; want [m-1]", removed, err)
 	}
-	if ok, err := db.RecordHeld(ctx, spool.HeldAside{File: "a~3.json", Ino: 80, Origin: "a.json", MsgID: "m-1"}); err != nil || ok {
+	if ok, err := db.Consumer().RecordHeld(ctx, spool.HeldAside{File: "a~3.json", Ino: 80, Origin: "a.json", MsgID: "m-1"}); err != nil || ok {
 		t.Fatalf("RecordHeld after the release = %v, %v; want false", ok, err)
 	}
 	if err := db.Holding().ForgetHeldFiles(ctx, []int64{files[0].ID, files[1].ID}); err != nil {
@@ -166,7 +166,7 @@ func testHoldRace(t *testing.T, a, b *ledger.DB) {
 			seen     int // records of id the releaser found after its release
 		)
 		wg.Go(func() {
-			ok, err := b.RecordHeld(ctx, spool.HeldAside{File: id + ".json", Ino: 1, Origin: id + ".json", MsgID: id})
+			ok, err := b.Consumer().RecordHeld(ctx, spool.HeldAside{File: id + ".json", Ino: 1, Origin: id + ".json", MsgID: id})
 			if err != nil {
 				t.Errorf("RecordHeld: %v", err)
 			}

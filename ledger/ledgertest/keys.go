@@ -93,7 +93,7 @@ func testLongKey(t *testing.T, db *ledger.DB) {
 	}
 
 	reserved := randomKey(limit)
-	rr, err := db.Reserve(t.Context(), []*spool.Delivery{valid("c-res", msg{ID: reserved}), valid("c-over-2", msg{ID: over + "y"})}, "s1")
+	rr, err := db.Consumer().Reserve(t.Context(), []*spool.Delivery{valid("c-res", msg{ID: reserved}), valid("c-over-2", msg{ID: over + "y"})}, "s1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func testLongKey(t *testing.T, db *ledger.DB) {
 	}
 
 	long := valid(randomKey(limit+1), msg{ID: "claimed"})
-	if _, err := db.Record(t.Context(), []*spool.Delivery{long}); !errors.Is(err, ledger.ErrBadDelivery) {
+	if _, err := db.Consumer().Record(t.Context(), []*spool.Delivery{long}, spool.Work{}); !errors.Is(err, ledger.ErrBadDelivery) {
 		t.Errorf("a claim of %d bytes: %v, want ErrBadDelivery", limit+1, err)
 	}
 }

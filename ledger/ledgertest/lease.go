@@ -23,8 +23,8 @@ func testLeases(t *testing.T, a, b *ledger.DB) {
 	const lease = 1500 * time.Millisecond
 	const own = "s-own@host-a"
 	mine := func(d *spool.Delivery) *spool.Delivery { d.Consumer = own; return d }
-	if !a.HoldsLeases() {
-		if err := a.AcquireSessionLease(ctx, own, lease); err == nil {
+	if !a.Consumer().HoldsLeases() {
+		if err := a.Consumer().AcquireSessionLease(ctx, own, lease); err == nil {
 			t.Fatal("AcquireSessionLease on an engine that keeps no leases: no error")
 		}
 		if got := record(t, a, mine(valid("c-1", msg{ID: "one"}))); got[0].Outcome != spool.OutcomeProcessed {
@@ -32,29 +32,29 @@ func testLeases(t *testing.T, a, b *ledger.DB) {
 		}
 		return
 	}
-	if st, err := b.TakeOverSessionLease(ctx, own); err != nil || st != spool.LeaseUnknown {
+	if st, err := b.Consumer().TakeOverSessionLease(ctx, own); err != nil || st != spool.LeaseUnknown {
 		t.Fatalf("take over a lease never acquired: %v, %v; want LeaseUnknown", st, err)
 	}
-	if err := a.AcquireSessionLease(ctx, own, lease); err != nil {
+	if err := a.Consumer().AcquireSessionLease(ctx, own, lease); err != nil {
 		t.Fatalf("acquire: %v", err)
 	}
 	if got := record(t, a, mine(valid("c-1", msg{ID: "one"}))); got[0].Outcome != spool.OutcomeProcessed {
 		t.Fatalf("record under a live lease: %v", got)
 	}
-	res, err := a.Reserve(ctx, []*spool.Delivery{mine(valid("c-2", msg{ID: "two"}))}, own)
+	res, err := a.Consumer().Reserve(ctx, []*spool.Delivery{mine(valid("c-2", msg{ID: "two"}))}, own)
 	if err != nil || res[0].Outcome != spool.OutcomeReserved {
 		t.Fatalf("reserve under a live lease: %v, %v", res, err)
 	}
-	if st, err := b.TakeOverSessionLease(ctx, own); err != nil || st != spool.LeaseLive {
+	if st, err := b.Consumer().TakeOverSessionLease(ctx, own); err != nil || st != spool.LeaseLive {
 		t.Fatalf("take over a live lease: %v, %v; want LeaseLive", st, err)
 	}
-	if err := a.RenewSessionLease(ctx, own, lease); err != nil {
+	if err := a.Consumer().RenewSessionLease(ctx, own, lease); err != nil {
 		t.Fatalf("renew a live lease: %v", err)
 	}
 	// Expired by the database's clock: the takeover waits for it.
 	deadline := time.Now().Add(10 * lease)
 	for {
-		st, err := b.TakeOverSessionLease(ctx, own)
+		st, err := b.Consumer().TakeOverSessionLease(ctx, own)
 		if err != nil {
 			t.Fatalf("take over: %v", err)
 		}
@@ -66,7 +66,7 @@ func testLeases(t *testing.T, a, b *ledger.DB) {
 		}
 		time.Sleep(lease / 10)
 	}
-	if st, err := b.TakeOverSessionLease(ctx, own); err != nil || st != spool.LeaseTaken {
+	if st, err := b.Consumer().TakeOverSessionLease(ctx, own); err != nil || st != spool.LeaseTaken {
 		t.Fatalf("take over again: %v, %v; want LeaseTaken", st, err)
 	}
 	lost := func(what string, err error) {
@@ -75,13 +75,13 @@ func testLeases(t *testing.T, a, b *ledger.DB) {
 			t.Errorf("%s after the takeover: %v, want ErrLeaseLost", what, err)
 		}
 	}
-	_, err = a.Record(ctx, []*spool.Delivery{mine(valid("c-3", msg{ID: "three"}))})
+	_, err = a.Consumer().Record(ctx, []*spool.Delivery{mine(valid("c-3", msg{ID: "three"}))}, spool.Work{})
 	lost("record", err)
-	_, err = a.Reserve(ctx, []*spool.Delivery{mine(valid("c-4", msg{ID: "four"}))}, own)
+	_, err = a.Consumer().Reserve(ctx, []*spool.Delivery{mine(valid("c-4", msg{ID: "four"}))}, own)
 	lost("reserve", err)
-	_, err = a.Settle(ctx, []*spool.Delivery{mine(valid("c-2", msg{ID: "two"}))}, []error{nil}, spool.Retry{}.Decide)
+	_, err = a.Consumer().Settle(ctx, []*spool.Delivery{mine(valid("c-2", msg{ID: "two"}))}, []error{nil}, spool.Retry{}.Decide)
 	lost("settle", err)
-	lost("renew", a.RenewSessionLease(ctx, own, lease))
+	lost("renew", a.Consumer().RenewSessionLease(ctx, own, lease))
 	if n := count(t, a, "SELECT COUNT(*) FROM processed"); n != 1 {
 		t.Errorf("processed rows: %d, want 1 (only the record made before the takeover)", n)
 	}
@@ -95,15 +95,15 @@ func testLeases(t *testing.T, a, b *ledger.DB) {
 	if got := record(t, a, valid("c-5", msg{ID: "five"})); got[0].Outcome != spool.OutcomeProcessed {
 		t.Errorf("record of a session without a lease: %v", got)
 	}
-	if err := b.DropSessionLease(ctx, own); err != nil {
+	if err := b.Consumer().DropSessionLease(ctx, own); err != nil {
 		t.Fatalf("drop: %v", err)
 	}
-	if st, err := b.TakeOverSessionLease(ctx, own); err != nil || st != spool.LeaseUnknown {
+	if st, err := b.Consumer().TakeOverSessionLease(ctx, own); err != nil || st != spool.LeaseUnknown {
 		t.Errorf("take over a dropped lease: %v, %v; want LeaseUnknown", st, err)
 	}
 	// Gone is lost too, for the handle that held it.
-	_, err = a.Record(ctx, []*spool.Delivery{mine(valid("c-6", msg{ID: "six"}))})
+	_, err = a.Consumer().Record(ctx, []*spool.Delivery{mine(valid("c-6", msg{ID: "six"}))}, spool.Work{})
 	lost("record after the drop", err)
-	_, err = a.Settle(ctx, []*spool.Delivery{mine(valid("c-2", msg{ID: "two"}))}, []error{nil}, spool.Retry{}.Decide)
+	_, err = a.Consumer().Settle(ctx, []*spool.Delivery{mine(valid("c-2", msg{ID: "two"}))}, []error{nil}, spool.Retry{}.Decide)
 	lost("settle after the drop", err)
 }

@@ -71,7 +71,6 @@ func Run(t *testing.T, b Backend) {
 		{"EmptyBatch", testEmptyBatch},
 		{"UncleanText", testUncleanText},
 		{"Views", testViews},
-		{"Migrate", testMigrate},
 		{"Closed", testClosed},
 		{"Concurrent", testConcurrent},
 		{"WorkCommitsTogether", testWorkCommitsTogether},
@@ -222,7 +221,7 @@ func rejected(claim, file string, ino uint64, reason spool.Reason, field, detail
 // record records batch and returns its results, one per delivery.
 func record(t *testing.T, db *ledger.DB, batch ...*spool.Delivery) []spool.Result {
 	t.Helper()
-	res, err := db.Record(t.Context(), batch)
+	res, err := db.Consumer().Record(t.Context(), batch, spool.Work{})
 	if err != nil {
 		t.Fatalf("Record: %v", err)
 	}
@@ -251,7 +250,7 @@ func processedRow(t *testing.T, db *ledger.DB, msgID string) (ledger.Row, bool) 
 
 func claimOutcome(t *testing.T, db *ledger.DB, claim, msgID string) (spool.Outcome, bool) {
 	t.Helper()
-	o, ok, err := db.ClaimOutcome(t.Context(), claim, msgID)
+	o, ok, err := db.Consumer().ClaimOutcome(t.Context(), claim, msgID)
 	if err != nil {
 		t.Fatalf("ClaimOutcome(%q, %q): %v", claim, msgID, err)
 	}
@@ -377,12 +376,12 @@ func testClaimOutcome(t *testing.T, db *ledger.DB) {
 	}
 	// Why a claim was dead-lettered, for recovery to report it; nothing
 	// for the claims of other outcomes.
-	rej, ok, err := db.ClaimReject(t.Context(), "c3")
+	rej, ok, err := db.Consumer().ClaimReject(t.Context(), "c3")
 	if err != nil || !ok || rej.Reason != spool.ReasonParse || rej.Detail != "not JSON" || rej.Field != "" {
 		t.Errorf("ClaimReject(c3) = %+v, %v, %v; want parse, not JSON", rej, ok, err)
 	}
 	for _, claim := range []string{"c1", "c2", "c4"} {
-		if rej, ok, err := db.ClaimReject(t.Context(), claim); err != nil || ok || rej != nil {
+		if rej, ok, err := db.Consumer().ClaimReject(t.Context(), claim); err != nil || ok || rej != nil {
 			t.Errorf("ClaimReject(%s) = %+v, %v, %v; want not found", claim, rej, ok, err)
 		}
 	}

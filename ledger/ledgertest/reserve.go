@@ -12,7 +12,7 @@ import (
 
 func reserve(t *testing.T, db *ledger.DB, owner string, batch ...*spool.Delivery) []spool.Outcome {
 	t.Helper()
-	res, err := db.Reserve(context.Background(), batch, owner)
+	res, err := db.Consumer().Reserve(context.Background(), batch, owner)
 	if err != nil {
 		t.Fatalf("reserve: %v", err)
 	}
@@ -22,7 +22,7 @@ func reserve(t *testing.T, db *ledger.DB, owner string, batch ...*spool.Delivery
 func settle(t *testing.T, db *ledger.DB, batch []*spool.Delivery, errs []error) []spool.Outcome {
 	t.Helper()
 	decide := spool.Retry{NoJitter: true}.Decide
-	res, err := db.Settle(context.Background(), batch, errs, decide)
+	res, err := db.Consumer().Settle(context.Background(), batch, errs, decide)
 	if err != nil {
 		t.Fatalf("settle: %v", err)
 	}
@@ -94,7 +94,7 @@ func testSettleLostReservation(t *testing.T, db *ledger.DB) {
 	if got := reserve(t, db, "s1", x1, y1, z1); !slices.Equal(got, []spool.Outcome{spool.OutcomeReserved, spool.OutcomeReserved, spool.OutcomeReserved}) {
 		t.Fatalf("reserve: %v, want all reserved", got)
 	}
-	if _, err := db.ReleaseReservations(context.Background(), "s1"); err != nil {
+	if _, err := db.Consumer().ReleaseReservations(context.Background(), "s1"); err != nil {
 		t.Fatalf("release: %v", err)
 	}
 	reserve(t, db, "s2", y2)
@@ -102,7 +102,7 @@ func testSettleLostReservation(t *testing.T, db *ledger.DB) {
 		t.Fatalf("settle of the other delivery of y: %v", got)
 	}
 	decide := spool.Retry{NoJitter: true}.Decide
-	res, err := db.Settle(context.Background(), []*spool.Delivery{z1, x1, y1}, []error{nil, nil, nil}, decide)
+	res, err := db.Consumer().Settle(context.Background(), []*spool.Delivery{z1, x1, y1}, []error{nil, nil, nil}, decide)
 	if err != nil {
 		t.Fatalf("settle: %v", err)
 	}
@@ -135,12 +135,12 @@ func testReleaseReservations(t *testing.T, db *ledger.DB) {
 	ctx := context.Background()
 	reserve(t, db, "dead", valid("c-x", msg{ID: "x"}), valid("c-y", msg{ID: "y"}))
 	reserve(t, db, "live", valid("c-z", msg{ID: "z"}))
-	owners, err := db.ReservationOwners(ctx)
+	owners, err := db.Consumer().ReservationOwners(ctx)
 	slices.Sort(owners)
 	if err != nil || !slices.Equal(owners, []string{"dead", "live"}) {
 		t.Fatalf("owners %v, %v", owners, err)
 	}
-	if n, err := db.ReleaseReservations(ctx, "dead"); err != nil || n != 2 {
+	if n, err := db.Consumer().ReleaseReservations(ctx, "dead"); err != nil || n != 2 {
 		t.Fatalf("release: %d, %v; want 2", n, err)
 	}
 	if got := reserve(t, db, "other", valid("c-x2", msg{ID: "x"}), valid("c-z2", msg{ID: "z"})); !slices.Equal(got, []spool.Outcome{spool.OutcomeReserved, spool.OutcomeBusy}) {
@@ -155,10 +155,10 @@ func testReleaseClaims(t *testing.T, db *ledger.DB) {
 	ctx := context.Background()
 	reserve(t, db, "dead", valid("c-x", msg{ID: "x"}), valid("c-y", msg{ID: "y"}), valid("c-w", msg{ID: "w"}))
 	reserve(t, db, "live", valid("c-z", msg{ID: "z"}))
-	if n, err := db.ReleaseClaims(ctx, "dead", []string{"c-x", "c-w", "c-z", "c-none"}); err != nil || n != 2 {
+	if n, err := db.Consumer().ReleaseClaims(ctx, "dead", []string{"c-x", "c-w", "c-z", "c-none"}); err != nil || n != 2 {
 		t.Fatalf("ReleaseClaims: %d, %v; want 2", n, err)
 	}
-	if n, err := db.ReleaseClaims(ctx, "dead", nil); err != nil || n != 0 {
+	if n, err := db.Consumer().ReleaseClaims(ctx, "dead", nil); err != nil || n != 0 {
 		t.Fatalf("ReleaseClaims of none: %d, %v", n, err)
 	}
 	got := reserve(t, db, "other", valid("c-x2", msg{ID: "x"}), valid("c-y2", msg{ID: "y"}),

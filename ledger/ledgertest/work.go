@@ -86,12 +86,12 @@ func deadLetter(reason spool.Reason) func(spool.Failure) spool.Verdict {
 
 func recordWork(t *testing.T, db *ledger.DB, w spool.Work, batch ...*spool.Delivery) []spool.Result {
 	t.Helper()
-	res, err := db.RecordWork(t.Context(), batch, w)
+	res, err := db.Consumer().Record(t.Context(), batch, w)
 	if err != nil {
-		t.Fatalf("RecordWork: %v", err)
+		t.Fatalf("Record: %v", err)
 	}
 	if len(res) != len(batch) {
-		t.Fatalf("RecordWork: %d results for %d deliveries", len(res), len(batch))
+		t.Fatalf("Record: %d results for %d deliveries", len(res), len(batch))
 	}
 	return res
 }
@@ -145,9 +145,9 @@ func testWorkCommitsTogether(t *testing.T, db *ledger.DB) {
 	if got, want := column(t, db, "SELECT msg_id FROM processed ORDER BY msg_id"), []string{"m1", "m2"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("processed rows = %q, want %q", got, want)
 	}
-	// Without a handler, RecordWork is Record.
+	// Without a handler, Record records alone.
 	if res := recordWork(t, db, spool.Work{}, valid("c5", msg{ID: "m5"})); res[0].Outcome != spool.OutcomeProcessed {
-		t.Errorf("RecordWork without a handler: %q, want processed", res[0].Outcome)
+		t.Errorf("Record without a handler: %q, want processed", res[0].Outcome)
 	}
 }
 
@@ -174,9 +174,9 @@ func testWorkRollsBackTogether(t *testing.T, db *ledger.DB) {
 	}
 	// A batch that fails after its handlers ran (c1's claim was recorded
 	// already) commits none of their writes.
-	_, err := db.RecordWork(t.Context(), []*spool.Delivery{valid("c3", msg{ID: "later"}), valid("c2", msg{ID: "good"})}, w)
+	_, err := db.Consumer().Record(t.Context(), []*spool.Delivery{valid("c3", msg{ID: "later"}), valid("c2", msg{ID: "good"})}, w)
 	if err == nil {
-		t.Fatal("RecordWork with a claim recorded twice: nil error, want one")
+		t.Fatal("Record with a handler and a claim recorded twice: nil error, want one")
 	}
 	if got, want := column(t, db, "SELECT msg_id FROM work"), []string{"good"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("work rows after a failed batch = %q, want %q", got, want)
@@ -284,7 +284,7 @@ func testRetryScheduled(t *testing.T, db *ledger.DB) {
 	if !r.RetryAt.Equal(f.At.Add(time.Hour)) {
 		t.Errorf("RetryAt = %v, want the verdict's %v", r.RetryAt, f.At.Add(time.Hour))
 	}
-	sched, err := db.RetrySchedule(t.Context())
+	sched, err := db.Consumer().RetrySchedule(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +321,7 @@ func testRetryDue(t *testing.T, db *ledger.DB) {
 	dec := &decider{verdict: retryIn(time.Millisecond)}
 	w := spool.Work{Handler: h, Decide: dec.decide}
 	recordWork(t, db, w, valid("c1", msg{ID: "ok"}), valid("c2", msg{ID: "gives-up"}))
-	sched, err := db.RetrySchedule(t.Context())
+	sched, err := db.Consumer().RetrySchedule(t.Context())
 	if err != nil || len(sched) != 2 {
 		t.Fatalf("RetrySchedule = %v, %v, want both", sched, err)
 	}
@@ -337,7 +337,7 @@ func testRetryDue(t *testing.T, db *ledger.DB) {
 		r.Reject.Reason != spool.ReasonRetriesExhausted || r.Reject.Detail != "locked" || !r.RetryAt.IsZero() {
 		t.Errorf("the last attempt: %+v, want a retries-exhausted dead letter after 2 attempts", r)
 	}
-	if sched, err := db.RetrySchedule(t.Context()); err != nil || len(sched) != 0 {
+	if sched, err := db.Consumer().RetrySchedule(t.Context()); err != nil || len(sched) != 0 {
 		t.Errorf("RetrySchedule after both were decided = %v, %v, want empty", sched, err)
 	}
 	if got, want := column(t, db, "SELECT msg_id FROM work"), []string{"ok"}; !reflect.DeepEqual(got, want) {
@@ -362,12 +362,12 @@ func testBadVerdict(t *testing.T, db *ledger.DB) {
 		"zero":                       {},
 	} {
 		w := spool.Work{Handler: h, Decide: func(spool.Failure) spool.Verdict { return v }}
-		res, err := db.RecordWork(t.Context(), []*spool.Delivery{valid("ok", msg{ID: "ok"}), valid("c1", msg{ID: "m1"})}, w)
+		res, err := db.Consumer().Record(t.Context(), []*spool.Delivery{valid("ok", msg{ID: "ok"}), valid("c1", msg{ID: "m1"})}, w)
 		if !errors.Is(err, ledger.ErrBadVerdict) || res != nil {
 			t.Errorf("%s: %+v, %v, want ErrBadVerdict and no results", name, res, err)
 		}
 	}
-	if res, err := db.RecordWork(t.Context(), []*spool.Delivery{valid("c1", msg{ID: "m1"})}, spool.Work{Handler: h}); err == nil || res != nil {
+	if res, err := db.Consumer().Record(t.Context(), []*spool.Delivery{valid("c1", msg{ID: "m1"})}, spool.Work{Handler: h}); err == nil || res != nil {
 		t.Errorf("work without Decide: %+v, %v, want an error", res, err)
 	}
 	for _, table := range []string{"processed", "deliveries", "attempts", "work"} {

@@ -37,7 +37,7 @@ func BenchmarkRecordBatch(b *testing.B) {
 	}
 	defer db.Close()
 	ctx := context.Background()
-	if err := db.AcquireSessionLease(ctx, session, time.Hour); err != nil {
+	if err := db.Consumer().AcquireSessionLease(ctx, session, time.Hour); err != nil {
 		b.Fatal(err)
 	}
 	n := 0
@@ -56,7 +56,7 @@ func BenchmarkRecordBatch(b *testing.B) {
 			}
 			n++
 		}
-		if _, err := db.Record(ctx, batch); err != nil {
+		if _, err := db.Consumer().Record(ctx, batch, spool.Work{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -81,7 +81,7 @@ func BenchmarkRecordWorkBatch(b *testing.B) {
 	if _, err := db.SQL().ExecContext(ctx, `CREATE TABLE lines (msg_id TEXT PRIMARY KEY, amount NUMERIC)`); err != nil {
 		b.Fatal(err)
 	}
-	if err := db.AcquireSessionLease(ctx, session, time.Hour); err != nil {
+	if err := db.Consumer().AcquireSessionLease(ctx, session, time.Hour); err != nil {
 		b.Fatal(err)
 	}
 	work := spool.Work{Decide: spool.Retry{}.Decide, Handler: spool.HandlerFunc(func(ctx context.Context, tx *sql.Tx, d *spool.Delivery) error {
@@ -96,7 +96,7 @@ func BenchmarkRecordWorkBatch(b *testing.B) {
 			batch[i] = benchDelivery("c"+id, "m"+id, session)
 			n++
 		}
-		if _, err := db.RecordWork(ctx, batch, work); err != nil {
+		if _, err := db.Consumer().Record(ctx, batch, work); err != nil {
 			b.Fatal(err)
 		}
 	}

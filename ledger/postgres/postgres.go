@@ -48,7 +48,7 @@ var ErrNotDurable = errors.New("commits are not durable")
 // maxConns is the size of the connection pool. A consumer commits one batch
 // at a time, so one connection carries the write transaction and the others
 // serve what may run beside it (ClaimOutcome during recovery, the retry
-// schedule, a report, a concurrent Migrate). More would not make commits
+// schedule, a report). More would not make commits
 // faster, since batching already groups them, but each connection is a
 // server process, and max_connections (100 by default) is shared by every
 // consumer on every host.

@@ -163,7 +163,7 @@ func TestKeywordDSN(t *testing.T) {
 		t.Fatalf("Open(%q): %v", dsn, err)
 	}
 	defer db.Close()
-	if _, err := db.Record(t.Context(), []*spool.Delivery{delivery("c1", "m1")}); err != nil {
+	if _, err := db.Consumer().Record(t.Context(), []*spool.Delivery{delivery("c1", "m1")}, spool.Work{}); err != nil {
 		t.Fatal(err)
 	}
 	var schema string

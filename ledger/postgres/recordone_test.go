@@ -30,7 +30,7 @@ func TestRecordOneRace(t *testing.T) {
 	}
 	done := make(chan recorded, 1)
 	go func() {
-		res, err := db.Record(ctx, []*spool.Delivery{delivery("c-x", "x"), delivery("c-y", "y")})
+		res, err := db.Consumer().Record(ctx, []*spool.Delivery{delivery("c-x", "x"), delivery("c-y", "y")}, spool.Work{})
 		done <- recorded{res, err}
 	}()
 	waitOnKey(t, raw, app)

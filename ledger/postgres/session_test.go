@@ -56,13 +56,13 @@ func weakenSession(t *testing.T, weaken string) {
 		for _, id := range batch {
 			ds = append(ds, delivery("c-"+id, id))
 		}
-		res, err := db.RecordWork(t.Context(), ds, work)
+		res, err := db.Consumer().Record(t.Context(), ds, work)
 		if err != nil {
-			t.Fatalf("RecordWork %v: %v", batch, err)
+			t.Fatalf("Record %v: %v", batch, err)
 		}
 		for i, r := range res {
 			if r.Outcome != spool.OutcomeProcessed {
-				t.Fatalf("RecordWork %s: %+v, want processed", batch[i], r)
+				t.Fatalf("Record %s: %+v, want processed", batch[i], r)
 			}
 		}
 		var sync, path string

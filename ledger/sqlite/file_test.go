@@ -230,7 +230,7 @@ func leaveSidecars(t *testing.T, path string, mode fs.FileMode) {
 // recordOne records a delivery, so that the WAL has been written.
 func recordOne(t *testing.T, db *ledger.DB) {
 	t.Helper()
-	if _, err := db.Record(t.Context(), []*spool.Delivery{delivery("c-"+t.Name(), "m-"+t.Name())}); err != nil {
+	if _, err := db.Consumer().Record(t.Context(), []*spool.Delivery{delivery("c-"+t.Name(), "m-"+t.Name())}, spool.Work{}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -56,7 +56,7 @@ func recordAll(ctx context.Context, db *ledger.DB, prefix string, msgs []string,
 		for _, m := range msgs[:n] {
 			ds = append(ds, delivery(prefix+"-"+m, m))
 		}
-		res, err := db.Record(ctx, ds)
+		res, err := db.Consumer().Record(ctx, ds, spool.Work{})
 		if err != nil {
 			return processed, err
 		}
@@ -237,7 +237,7 @@ func TestOddPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Record(t.Context(), []*spool.Delivery{delivery("c1", "m1")}); err != nil {
+	if _, err := db.Consumer().Record(t.Context(), []*spool.Delivery{delivery("c1", "m1")}, spool.Work{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Close(); err != nil {
@@ -290,7 +290,7 @@ func BenchmarkRecordBatch(b *testing.B) {
 			}
 			n++
 		}
-		if _, err := db.Record(ctx, batch); err != nil {
+		if _, err := db.Consumer().Record(ctx, batch, spool.Work{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -322,7 +322,7 @@ func BenchmarkRecordKeyOrder(b *testing.B) {
 				for i, k := range ids {
 					batch[i] = delivery("c"+id(k), id(k))
 				}
-				if _, err := db.Record(ctx, batch); err != nil {
+				if _, err := db.Consumer().Record(ctx, batch, spool.Work{}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -382,13 +382,13 @@ func BenchmarkReserveSettle(b *testing.B) {
 					n++
 				}
 				t0 := time.Now()
-				if _, err := db.Reserve(ctx, batch, "owner"); err != nil {
+				if _, err := db.Consumer().Reserve(ctx, batch, "owner"); err != nil {
 					b.Fatal(err)
 				}
 				t1 := time.Now()
 				for g := batch; len(g) > 0; g = g[min(group, len(g)):] {
 					part := g[:min(group, len(g))]
-					if _, err := db.Settle(ctx, part, make([]error, len(part)), decide); err != nil {
+					if _, err := db.Consumer().Settle(ctx, part, make([]error, len(part)), decide); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -49,7 +49,7 @@ func TestTurnFileLazy(t *testing.T) {
 	if _, err := os.Stat(path + "-turn"); !os.IsNotExist(err) {
 		t.Fatalf("the turn file exists after Open alone (%v)", err)
 	}
-	if _, err := db.Record(context.Background(), []*spool.Delivery{delivery("c1", "m1")}); err != nil {
+	if _, err := db.Consumer().Record(context.Background(), []*spool.Delivery{delivery("c1", "m1")}, spool.Work{}); err != nil {
 		t.Fatal(err)
 	}
 	fi, err := os.Stat(path + "-turn")
@@ -97,7 +97,7 @@ func TestTurnThroughSymlink(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer viaLink.Close()
-	if _, err := viaLink.Record(context.Background(), []*spool.Delivery{delivery("c1", "m1")}); err != nil {
+	if _, err := viaLink.Consumer().Record(context.Background(), []*spool.Delivery{delivery("c1", "m1")}, spool.Work{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(path + "-turn"); err != nil {
