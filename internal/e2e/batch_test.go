@@ -152,11 +152,19 @@ func TestBatchCSV(t *testing.T) {
 	}
 	checkFsck(t, q)
 
-	// The same file again: a file of duplicates.
+	// The same file again: a file of duplicates. spool status shows what
+	// became of each file's records, the latest first.
 	putBytes(t, q, "orders.csv", data)
 	st = parseStats(t, sp.mustRun(t, 0, "consume", q))
 	if st != (consumeStats{Duplicates: good, DeadLetters: 10}) {
 		t.Fatalf("second run: %+v, want %d duplicates and 10 dead letters", st, good)
+	}
+	wantFiles := []batchFileCounts{{"orders.csv", 0, good, 10}, {"orders.csv", good, 0, 10}}
+	if got := statusBatchFiles(t, sp, q); !slices.Equal(got, wantFiles) {
+		t.Fatalf("spool status shows batch files %+v, want %+v", got, wantFiles)
+	}
+	if out := sp.mustRun(t, 0, "status", q).stdout; !strings.Contains(out, fmt.Sprintf("orders.csv: %d processed, 0 duplicates, 10 dead letters", good)) {
+		t.Fatalf("spool status does not show the first file's records:\n%s", out)
 	}
 	if n := queryLedger(t, db, `SELECT COUNT(*) FROM processed`); n != good {
 		t.Fatalf("%d processed rows after the redelivery, want %d", n, good)
