@@ -2,6 +2,7 @@ package spool
 
 import (
 	"io"
+	"strings"
 )
 
 // BatchFiles reads a queue's batch files: files of many records, each of
@@ -86,4 +87,30 @@ type BatchProgress struct {
 	// Position is the BatchRecord.After of the last record committed
 	// ("" before the first).
 	Position string
+	// Passed counts the records recorded before this write that the
+	// progress passes with it (a Caller's, settled one by one):
+	// RecordBatch adds them, and the outcomes of its own batch, to the
+	// file's counts, so that a record is counted in the transaction that
+	// moves the progress past it, once. Zero as BatchProgress returns it.
+	Passed BatchCounts
+}
+
+// BatchCounts counts a batch file's records by outcome.
+type BatchCounts struct {
+	Processed, Duplicates, DeadLetters int64
+}
+
+// BatchFileName is the file's name in a BatchProgress.File identity: the
+// name, then its inode, size and modification time, each after a colon
+// (a name may hold colons of its own).
+func BatchFileName(file string) string {
+	name := file
+	for range 3 {
+		i := strings.LastIndexByte(name, ':')
+		if i < 0 {
+			return file
+		}
+		name = name[:i]
+	}
+	return name
 }

@@ -34,6 +34,7 @@ func (s *Server) getSession(r *request) (int, any) {
 type ledgerCounts struct {
 	mu     sync.Mutex
 	last   ledger.Stats
+	files  []report.BatchFileJSON // the batch files last committed, the latest first
 	lastAt time.Time
 }
 
@@ -52,6 +53,15 @@ func (s *Server) getOverview(r *request) (int, any) {
 		st, err := s.o.Ledger.Messages().Stats(r.Context())
 		if err != nil {
 			return s.failed(r, err)
+		}
+		files, err := s.o.Ledger.Messages().RecentBatchFiles(r.Context(), maxBatchFiles)
+		if err != nil {
+			return s.failed(r, err)
+		}
+		rs.files = make([]report.BatchFileJSON, 0, len(files))
+		for _, f := range files {
+			rs.files = append(rs.files, report.BatchFileJSON{File: f.Name, Processed: f.Processed,
+				Duplicates: f.Duplicates, DeadLetters: f.DeadLetters, LastCommit: f.At.UTC()})
 		}
 		rs.last, rs.lastAt = st, now
 	}
@@ -77,10 +87,15 @@ func (s *Server) getOverview(r *request) (int, any) {
 		"stages": stages,
 		"ledger": map[string]any{"processed": rs.last.Processed, "duplicates": rs.last.Duplicates,
 			"dead_letters_recorded": rs.last.DeadLetters, "dead_letters_by_reason": by},
-		"rates": rates,
-		"at":    now.UTC().Format(ledger.TimeLayout),
+		"rates":       rates,
+		"batch_files": rs.files,
+		"at":          now.UTC().Format(ledger.TimeLayout),
 	}
 }
+
+// maxBatchFiles bounds the batch files the overview lists, as spool
+// status does.
+const maxBatchFiles = 10
 
 // stages are the stages' gauges as the overview and the charts show
 // them: Options.Gauges's, nothing without it.

@@ -32,24 +32,41 @@ func (l Consumer) RecordBatch(ctx context.Context, batch []*spool.Delivery, w sp
 		}
 	}
 	now := formatTime(time.Now())
-	progress := func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, l.db.dialect.Rebind(`UPDATE spool_batch_progress SET position = ?, at = ? WHERE file = ?`), p.Position, now, p.File)
+	// The file's counts grow by the records the progress passes now: the
+	// batch's own, decided in this transaction, and p.Passed, recorded
+	// before it (migration 046).
+	progress := func(tx *sql.Tx, res []result) error {
+		n := p.Passed
+		for _, r := range res {
+			switch r.outcome {
+			case spool.OutcomeProcessed:
+				n.Processed++
+			case spool.OutcomeDuplicate:
+				n.Duplicates++
+			case spool.OutcomeDeadLetter:
+				n.DeadLetters++
+			}
+		}
+		upd, err := tx.ExecContext(ctx, l.db.dialect.Rebind(`UPDATE spool_batch_progress SET position = ?, at = ?,
+			processed = processed + ?, duplicates = duplicates + ?, dead_letters = dead_letters + ? WHERE file = ?`),
+			p.Position, now, n.Processed, n.Duplicates, n.DeadLetters, p.File)
 		if err != nil {
 			return fmt.Errorf("progress of %s: %w", p.File, err)
 		}
-		if n, err := res.RowsAffected(); err != nil {
+		if rows, err := upd.RowsAffected(); err != nil {
 			return fmt.Errorf("progress of %s: %w", p.File, err)
-		} else if n > 0 {
+		} else if rows > 0 {
 			return nil
 		}
-		_, err = tx.ExecContext(ctx, l.db.dialect.Rebind(`INSERT INTO spool_batch_progress (file, batch, position, at) VALUES (?, ?, ?, ?)`), p.File, p.Batch, p.Position, now)
+		_, err = tx.ExecContext(ctx, l.db.dialect.Rebind(`INSERT INTO spool_batch_progress (file, batch, position, at, processed, duplicates, dead_letters)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`), p.File, p.Batch, p.Position, now, n.Processed, n.Duplicates, n.DeadLetters)
 		if err != nil {
 			return fmt.Errorf("progress of %s: %w", p.File, err)
 		}
 		return nil
 	}
 	if len(batch) == 0 {
-		if err := l.db.writeTx(ctx, progress); err != nil {
+		if err := l.db.writeTx(ctx, func(tx *sql.Tx) error { return progress(tx, nil) }); err != nil {
 			return nil, l.db.fail("record batch file", err)
 		}
 		return nil, nil

@@ -51,7 +51,7 @@ func (db *DB) record(ctx context.Context, batch []*spool.Delivery, w spool.Work)
 
 // recordWith is record with also, when not nil, run last in the batch's
 // transaction: a batch file's progress (RecordBatch).
-func (db *DB) recordWith(ctx context.Context, batch []*spool.Delivery, w spool.Work, also func(tx *sql.Tx) error) ([]result, error) {
+func (db *DB) recordWith(ctx context.Context, batch []*spool.Delivery, w spool.Work, also func(tx *sql.Tx, res []result) error) ([]result, error) {
 	if w.Handler == nil && also == nil {
 		if res, done, err := db.recordOne(ctx, batch); err != nil || done {
 			return res, err
@@ -80,7 +80,7 @@ func (db *DB) recordWith(ctx context.Context, batch []*spool.Delivery, w spool.W
 			return err
 		}
 		if also != nil {
-			return also(tx)
+			return also(tx, res)
 		}
 		return nil
 	})

@@ -53,10 +53,16 @@ type StatusReport struct {
 	Pause   ledger.PauseState
 	Held    int
 	HeldIDs int
+	// BatchFiles are the batch files whose records were committed last
+	// (at most maxBatchFilesShown), with what became of their records.
+	BatchFiles []ledger.BatchFile
 }
 
 // maxParkedShown bounds the parked rows a status lists.
 const maxParkedShown = 10
+
+// maxBatchFilesShown bounds the batch files a status lists.
+const maxBatchFilesShown = 10
 
 // OldestAge is how long the oldest message has waited in inbox/, and false
 // when inbox/ is empty.
@@ -139,6 +145,9 @@ func Status(ctx context.Context, d *queue.Dir, l *ledger.DB) (StatusReport, erro
 			return r, fmt.Errorf("status: %w", err)
 		}
 	}
+	if r.BatchFiles, err = l.Messages().RecentBatchFiles(ctx, maxBatchFilesShown); err != nil {
+		return r, fmt.Errorf("status: %w", err)
+	}
 	return r, nil
 }
 
@@ -206,6 +215,21 @@ type StatusJSON struct {
 	Paused *PauseJSON `json:"paused"`
 	// Held counts what is held aside (spool hold).
 	Held HeldJSON `json:"held"`
+	// BatchFiles are the batch files whose records were committed last
+	// (at most 10, the latest first), with what became of their records
+	// so far; [] when the queue has none.
+	BatchFiles []BatchFileJSON `json:"batch_files"`
+}
+
+// BatchFileJSON is what became of one batch file's records, in a
+// StatusJSON: those committed so far, by outcome, and when the last
+// commit was.
+type BatchFileJSON struct {
+	File        string    `json:"file"`
+	Processed   int64     `json:"processed"`
+	Duplicates  int64     `json:"duplicates"`
+	DeadLetters int64     `json:"dead_letters"`
+	LastCommit  time.Time `json:"last_commit"`
 }
 
 // PauseJSON is the queue's pause, in a StatusJSON: who paused it
@@ -274,7 +298,11 @@ func (r StatusReport) JSON() StatusJSON {
 		},
 		TempFiles: r.Temps, StaleTempFiles: r.StaleTemps, InterruptedReplays: r.UnfinishedReplays,
 		RetriesWaiting: r.Retries, Discarded: r.Discards.Files, InterruptedDiscards: r.Discards.Pending,
-		Held: HeldJSON{Files: r.Held, MsgIDs: r.HeldIDs},
+		Held:       HeldJSON{Files: r.Held, MsgIDs: r.HeldIDs},
+		BatchFiles: []BatchFileJSON{},
+	}
+	for _, f := range r.BatchFiles {
+		j.BatchFiles = append(j.BatchFiles, BatchFileJSON{f.Name, f.Processed, f.Duplicates, f.DeadLetters, f.At.UTC()})
 	}
 	if p := r.Pause; p.Paused {
 		j.Paused = &PauseJSON{By: p.By, Role: p.Role, Via: p.Via, Note: p.Note, At: p.At.UTC()}
@@ -376,6 +404,14 @@ func WriteStatus(w io.Writer, r StatusReport) error {
 		if o.Parked > int64(len(r.Parked)) {
 			fmt.Fprintf(tw, "\t... and %d more (spool relay DIR --unpark puts them back)\n", o.Parked-int64(len(r.Parked)))
 		}
+	}
+	for i, f := range r.BatchFiles {
+		label := ""
+		if i == 0 {
+			label = "batch files"
+		}
+		fmt.Fprintf(tw, "%s\t%s: %d processed, %s, %s (last commit %s ago)\n", label, Terminal(f.Name),
+			f.Processed, plural(f.Duplicates, "duplicate"), plural(f.DeadLetters, "dead letter"), Age(max(r.Now.Sub(f.At), 0)))
 	}
 	fmt.Fprintf(tw, "ledger\t%d processed, %s, %s ever\n",
 		r.Ledger.Processed, plural(r.Ledger.Duplicates, "duplicate"), plural(r.Ledger.DeadLetters, "dead letter"))

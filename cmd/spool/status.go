@@ -61,6 +61,10 @@ none renamed or removed):
   held                   {"files": N, "msg_ids": N}: the messages in held/
                          and the msg_ids held (spool hold; spool holds
                          lists them)
+  batch_files            [{"file", "processed", "duplicates", "dead_letters",
+                         "last_commit"}, ...]: the batch files whose records
+                         were committed last (at most 10, the latest first)
+                         and their records so far by outcome; [] when none
 
 The text form tells the dead letters now in error/ (the error line) from
 those the ledger recorded ever (the ledger line, and by reason), which

@@ -207,8 +207,18 @@
         [el("tr", {}, el("td", {}, o.ledger.processed), el("td", {}, o.ledger.duplicates),
           el("td", {}, o.ledger.dead_letters_recorded), el("td", {}, rate(r.processed_per_second)),
           el("td", {}, rate(r.duplicates_per_second)), el("td", {}, rate(r.dead_letters_per_second)))]),
+      batchFiles(o.batch_files || []),
       el("h3", {}, "Over time"), chartTabs(), el("div", { id: "charts", class: "charts-box" }, svg));
     updated();
+  }
+  // batchFiles is what became of the records of the batch files last
+  // committed (nothing on a queue without any).
+  function batchFiles(files) {
+    if (!files.length) return null;
+    return el("div", { id: "batch-files" }, el("h3", {}, "Batch files"),
+      table(["file", "processed", "duplicates", "dead letters", "last commit"],
+        files.map(f => el("tr", {}, el("td", {}, f.file), el("td", {}, f.processed), el("td", {}, f.duplicates),
+          el("td", {}, f.dead_letters), el("td", {}, f.last_commit)))));
   }
 
   // ---- Asking for a replay or a discard ----

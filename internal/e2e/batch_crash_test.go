@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -189,7 +190,42 @@ func batchCrash(t *testing.T, sp spoolAt, backend ledgerBackend, format string, 
 	if got := stageNames(t, q, inbox); len(got) != 0 {
 		t.Fatalf("inbox/ holds %q", got)
 	}
+	// spool status counts each record once, however often its consumer
+	// was killed.
+	want := []batchFileCounts{{File: file, Processed: good, DeadLetters: len(bad)}}
+	if got := statusBatchFiles(t, sp, q, args...); !slices.Equal(got, want) {
+		t.Fatalf("spool status shows batch files %+v, want %+v", got, want)
+	}
 	checkFsck(t, q, args...)
+}
+
+// batchFileCounts is a batch file's line of spool status --json, without
+// its time.
+type batchFileCounts struct {
+	File                               string
+	Processed, Duplicates, DeadLetters int
+}
+
+// statusBatchFiles reads spool status --json's batch files of q.
+func statusBatchFiles(t *testing.T, sp spoolAt, q string, args ...string) []batchFileCounts {
+	t.Helper()
+	r := sp.mustRun(t, 0, append([]string{"status", q, "--json"}, args...)...)
+	var st struct {
+		BatchFiles []struct {
+			File        string `json:"file"`
+			Processed   int    `json:"processed"`
+			Duplicates  int    `json:"duplicates"`
+			DeadLetters int    `json:"dead_letters"`
+		} `json:"batch_files"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || st.BatchFiles == nil {
+		t.Fatalf("status --json: %v, batch_files %v\n%s", err, st.BatchFiles, r)
+	}
+	var out []batchFileCounts
+	for _, f := range st.BatchFiles {
+		out = append(out, batchFileCounts{f.File, f.Processed, f.Duplicates, f.DeadLetters})
+	}
+	return out
 }
 
 // ageTemps makes the temp files of q's directory and inbox/ (where spool

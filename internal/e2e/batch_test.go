@@ -5,6 +5,7 @@ package e2e
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -152,11 +153,33 @@ func TestBatchCSV(t *testing.T) {
 	}
 	checkFsck(t, q)
 
-	// The same file again: a file of duplicates.
+	// The same file again: a file of duplicates. spool status shows what
+	// became of each file's records, the latest first.
 	putBytes(t, q, "orders.csv", data)
 	st = parseStats(t, sp.mustRun(t, 0, "consume", q))
 	if st != (consumeStats{Duplicates: good, DeadLetters: 10}) {
 		t.Fatalf("second run: %+v, want %d duplicates and 10 dead letters", st, good)
+	}
+	wantFiles := []batchFileCounts{{"orders.csv", 0, good, 10}, {"orders.csv", good, 0, 10}}
+	if got := statusBatchFiles(t, sp, q); !slices.Equal(got, wantFiles) {
+		t.Fatalf("spool status shows batch files %+v, want %+v", got, wantFiles)
+	}
+	if out := sp.mustRun(t, 0, "status", q).stdout; !strings.Contains(out, fmt.Sprintf("orders.csv: %d processed, 0 duplicates, 10 dead letters", good)) {
+		t.Fatalf("spool status does not show the first file's records:\n%s", out)
+	}
+	// And the console's overview.
+	tokens := tokenFile(t, t.TempDir(), "tokens", tokenLine("vic", "viewer", "vic-token"))
+	_, base := startListening(t, "serve", q, "--listen", "127.0.0.1:0", "--auth", tokens)
+	code, body := apiCall(t, base, "vic-token", "GET", "/api/v1/overview", "")
+	var ov struct {
+		BatchFiles []struct {
+			File                               string
+			Processed, Duplicates, DeadLetters int
+		} `json:"batch_files"`
+	}
+	if err := json.Unmarshal([]byte(body), &ov); code != 200 || err != nil || len(ov.BatchFiles) != 2 ||
+		ov.BatchFiles[1].File != "orders.csv" || ov.BatchFiles[1].Processed != good || ov.BatchFiles[0].Duplicates != good {
+		t.Fatalf("GET overview: %d %v, batch files %+v\n%s", code, err, ov.BatchFiles, body)
 	}
 	if n := queryLedger(t, db, `SELECT COUNT(*) FROM processed`); n != good {
 		t.Fatalf("%d processed rows after the redelivery, want %d", n, good)

@@ -87,4 +87,53 @@ func testBatchProgress(t *testing.T, db *ledger.DB) {
 	if _, err := db.Consumer().RecordBatch(ctx, nil, spool.Work{}, spool.BatchProgress{File: "x"}); err == nil {
 		t.Error("RecordBatch without a batch identity: nil error, want one")
 	}
+
+	testBatchCounts(t, db, p.File)
+}
+
+// testBatchCounts: a batch file's counts are those of the records its
+// progress passed (testBatchProgress's: two processed, two dead letters,
+// the failed batch's none), plus the Passed counts of a write; another
+// file of the same records counts duplicates; RecentBatchFiles lists them
+// with the file's name, at most n.
+func testBatchCounts(t *testing.T, db *ledger.DB, file string) {
+	ctx := t.Context()
+	byName := func(n int) map[string]ledger.BatchFile {
+		t.Helper()
+		fs, err := db.Messages().RecentBatchFiles(ctx, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]ledger.BatchFile{}
+		for _, f := range fs {
+			m[f.Name] = f
+		}
+		if len(m) != len(fs) || len(fs) > n {
+			t.Fatalf("RecentBatchFiles(%d) = %+v", n, fs)
+		}
+		return m
+	}
+	f := byName(10)["f"]
+	if f.Processed != 2 || f.Duplicates != 0 || f.DeadLetters != 2 || f.At.IsZero() {
+		t.Fatalf("file f counts %+v, want 2 processed and 2 dead letters", f)
+	}
+	passed := spool.BatchProgress{File: file, Batch: "s:1:2", Position: "9:99:9",
+		Passed: spool.BatchCounts{Processed: 3, Duplicates: 1}}
+	if _, err := db.Consumer().RecordBatch(ctx, nil, spool.Work{}, passed); err != nil {
+		t.Fatal(err)
+	}
+	other := spool.BatchProgress{File: "g:h.csv:7:8:9", Batch: "s:7:8", Position: "1:10:2"}
+	if _, err := db.Consumer().RecordBatch(ctx, []*spool.Delivery{valid("s:7:8#0", msg{ID: "r0"}), valid("s:7:8#1", msg{ID: "r2"})}, spool.Work{}, other); err != nil {
+		t.Fatal(err)
+	}
+	all := byName(10)
+	if f := all["f"]; f.Processed != 5 || f.Duplicates != 1 || f.DeadLetters != 2 || f.Records() != 8 {
+		t.Errorf("file f counts %+v after Passed, want 5, 1 and 2", f)
+	}
+	if g := all["g:h.csv"]; g.Processed != 0 || g.Duplicates != 2 || g.DeadLetters != 0 {
+		t.Errorf("file g:h.csv counts %+v, want its 2 records duplicates", g)
+	}
+	if len(byName(1)) != 1 {
+		t.Error("RecentBatchFiles(1) did not stop at one")
+	}
 }
