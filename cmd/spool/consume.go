@@ -222,7 +222,7 @@ func (o *consumeOpts) run(ctx context.Context, e *env) (err error) {
 	}
 	// A SPOOL_ variable that is no setting is most likely a typo of one,
 	// which would otherwise be ignored without a word.
-	for _, line := range unknownVars(os.Environ()) {
+	for _, line := range program.UnknownVars(os.Environ()) {
 		e.warn("%s", line)
 	}
 	// The clients' own lines too, in the same format.

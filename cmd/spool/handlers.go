@@ -13,6 +13,7 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/handler"
+	"github.com/spoolq/spool/internal/cmdline"
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/queue"
 )
@@ -224,7 +225,7 @@ func (hf *handlerFlags) handler(ctx context.Context, l *ledger.DB, queue string)
 			// The default is for the engines that can bound a statement;
 			// only a --sql-timeout asked for on another is refused.
 			o.Timeout = 0
-			if given(hf.fs, "sql-timeout") {
+			if cmdline.Given(hf.fs, "sql-timeout") {
 				return nil, nil, &usageError{msg: "--sql-timeout: " + err.Error()}
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 
+	"github.com/spoolq/spool/internal/cmdline"
 	"github.com/spoolq/spool/queueopen"
 )
 
@@ -34,9 +35,9 @@ func (cf *contractFlags) configFile(ff *formatFlags) ([]byte, error) {
 		{"seq", "seq_field", func() any { return cf.seq }},
 		{"amount", "amount_field", func() any { return cf.amount }},
 		{"require", "required", func() any { return splitList(cf.require) }},
-		{"max-size", "max_size", func() any { return cf.maxSize.n }},
+		{"max-size", "max_size", func() any { return cf.maxSize.N }},
 	} {
-		if given(cf.fs, k.flag) {
+		if cmdline.Given(cf.fs, k.flag) {
 			if err := add(k.key, k.value()); err != nil {
 				return nil, err
 			}
@@ -117,7 +118,7 @@ func (f *formatFlags) keys() []struct {
 		value any
 	}
 	add := func(flag, key string, v any) {
-		if given(f.fs, flag) {
+		if cmdline.Given(f.fs, flag) {
 			out = append(out, struct {
 				key   string
 				value any

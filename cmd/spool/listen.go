@@ -16,6 +16,7 @@ import (
 	"github.com/spoolq/spool/console"
 	"github.com/spoolq/spool/endpoint"
 	"github.com/spoolq/spool/hold"
+	"github.com/spoolq/spool/internal/cmdline"
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/metrics"
 	"github.com/spoolq/spool/task"
@@ -73,9 +74,9 @@ func (f *listenFlags) check(e *env, need bool) error {
 		switch {
 		case need:
 			return e.usage("--listen ADDR is required")
-		case given(f.fs, "listen"):
+		case cmdline.Given(f.fs, "listen"):
 			return e.usage("--listen is empty: want host:port (127.0.0.1:9464 for this host alone, :9464 for every interface)")
-		case given(f.fs, "tls-cert") || given(f.fs, "tls-key"):
+		case cmdline.Given(f.fs, "tls-cert") || cmdline.Given(f.fs, "tls-key"):
 			return e.usage("--tls-cert and --tls-key need --listen")
 		}
 		return nil
@@ -102,7 +103,7 @@ func (f *listenFlags) check(e *env, need bool) error {
 func (f *listenFlags) checkTLS(e *env) error {
 	switch {
 	case f.tlsCert == "" && f.tlsKey == "":
-		if given(f.fs, "tls-cert") || given(f.fs, "tls-key") {
+		if cmdline.Given(f.fs, "tls-cert") || cmdline.Given(f.fs, "tls-key") {
 			return e.usage("--tls-cert and --tls-key are empty: want the PEM files' paths")
 		}
 		return nil
