@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/handler"
 	"github.com/spoolq/spool/internal/bench"
 	"github.com/spoolq/spool/relay"
 )
@@ -172,7 +173,7 @@ func (b *benchOpts) validateCalls(e *env) error {
 		return e.usage("--handler %q: want post or exec", co.Handler)
 	case co.Latency <= 0:
 		return e.usage("--latency %v: want a positive duration", co.Latency)
-	case co.Concurrency < 1 || co.Concurrency > maxConcurrency:
+	case co.Concurrency < 1 || co.Concurrency > handler.MaxConcurrency:
 		return checkConcurrency(e, co.Concurrency)
 	case co.Procs < 1:
 		return e.usage("--procs %d: want 1 or more consumers", co.Procs)

@@ -271,8 +271,8 @@ func (o *consumeOpts) run(ctx context.Context, e *env) (err error) {
 	}
 	cfg := spool.Config{
 		Contract: c, Workers: *cfl.workers, BatchSize: *cfl.batch, Logger: logger, Relaxed: relaxed,
-		Handler: h, Caller: caller, Concurrency: hf.concurrency, Ordered: hf.ordered, Rate: hf.perSecond, PauseAfter: hf.pauseAfterConfig(),
-		Retry: hf.retry(), RetryWait: hf.retryWait, ShutdownTimeout: *cfl.shutdownTimeout,
+		Handler: h, Caller: caller, Concurrency: hf.Concurrency, Ordered: hf.Ordered, Rate: hf.PerSecond(), PauseAfter: hf.PauseAfterConfig(),
+		Retry: hf.Retry(), RetryWait: hf.RetryWait, ShutdownTimeout: *cfl.shutdownTimeout,
 		Poll: *cfl.poll > 0, PollInterval: *cfl.poll, MinAge: *cfl.minAge, Lease: *cfl.lease,
 	}
 	// The queue's format (spool.conf), read as the contract was: batch

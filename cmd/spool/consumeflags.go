@@ -86,7 +86,7 @@ func (f *consumeFlags) check(e *env, fs *flag.FlagSet) (relaxed bool, err error)
 	case cmdline.Given(fs, "auth") && f.listen.addr == "":
 		return false, e.usage("--auth needs --listen: the API and the console are served at its address")
 	}
-	f.handler.lease = *f.lease
+	f.handler.Lease = *f.lease
 	if relaxed, err = e.relaxed(*f.durability); err != nil {
 		return false, err
 	}

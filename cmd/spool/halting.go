@@ -97,10 +97,10 @@ func (p *haltingPost) Call(ctx context.Context, d *spool.Delivery) error {
 func halting(caller spool.Caller, hf *handlerFlags) (spool.Caller, *halter) {
 	switch c := caller.(type) {
 	case *handler.Exec:
-		h := &halter{what: fmt.Sprintf("--exec %q", hf.exec)}
+		h := &halter{what: fmt.Sprintf("--exec %q", hf.Exec)}
 		return &haltingExec{Exec: c, h: h}, h
 	case *handler.Post:
-		h := &halter{what: "--post " + hf.post}
+		h := &halter{what: "--post " + hf.Post}
 		return &haltingPost{Post: c, h: h}, h
 	}
 	return caller, nil
