@@ -252,7 +252,7 @@ func (o *consumeOpts) run(ctx context.Context, e *env) (err error) {
 	if err != nil {
 		return err
 	}
-	caller, stopper := halting(caller, hf)
+	caller, stopper := hf.Halting(caller)
 	var format batch.Format
 	if file != nil {
 		format = file.Format
@@ -354,7 +354,7 @@ func (o *consumeOpts) run(ctx context.Context, e *env) (err error) {
 	runCtx, halt := context.WithCancel(sigCtx)
 	defer halt()
 	if stopper != nil {
-		stopper.halt = halt
+		stopper.Stops(halt)
 	}
 	var st spool.Stats
 	if *cfl.watch {
@@ -384,7 +384,7 @@ func (o *consumeOpts) run(ctx context.Context, e *env) (err error) {
 		fmt.Fprintf(e.stdout, "waiting-retries=%d next-retry=%s\n", st.Deferred, st.NextRetry.UTC().Format(time.RFC3339))
 	}
 	if stopper != nil && err == nil {
-		err = stopper.halted()
+		err = optionUsage(nil, stopper.Err())
 	}
 	return err
 }
