@@ -88,14 +88,14 @@ func (o *backupOpts) run(ctx context.Context, e *env) (err error) {
 	defer done(&err)
 	var nse *ledger.NoSnapshotError
 	if err := l.Backup().CanSnapshot(); errors.As(err, &nse) {
-		return refuse(err, "%v: back it up with %s (or the server's own backups); spool backup copies SQLite ledgers", err, nse.Tool)
+		return queueopen.Refuse(err, "%v: back it up with %s (or the server's own backups); spool backup copies SQLite ledgers", err, nse.Tool)
 	} else if err != nil {
 		return err
 	}
 	live, _ := queueopen.SQLiteFile(dir, *db)
 	var te *sqlite.TargetError
 	if err := sqlite.CheckBackupTarget(*to, live, *force); errors.As(err, &te) {
-		return refuse(nil, "--to %v", err)
+		return queueopen.Refuse(nil, "--to %v", err)
 	} else if err != nil {
 		return fmt.Errorf("--to %s: %w", *to, err)
 	}
