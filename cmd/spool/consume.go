@@ -330,7 +330,7 @@ func (o *consumeOpts) run(ctx context.Context, e *env) (err error) {
 			return lerr
 		}
 		defer func() { // err: the run's result
-			if serr := ep.stop(); serr != nil && err == nil {
+			if serr := ep.Stop(); serr != nil && err == nil {
 				err = serr
 			}
 		}()

@@ -167,7 +167,7 @@ func (o *serveOpts) run(ctx context.Context, e *env) (err error) {
 	sigCtx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	<-sigCtx.Done()
-	return ep.stop()
+	return ep.Stop()
 }
 
 // newConsole is the API and console of serve --auth and consume --auth
