@@ -179,11 +179,14 @@ func newConsole(ctx context.Context, dir string, d *queue.Dir, l *ledger.DB, c s
 	// The ledger's policy, adopting spool.conf's section the first time;
 	// the service reads the ledger's again at each request, so that spool
 	// policy set applies to a serve that runs on.
-	policy, err := ledgerPolicy(ctx, dir, l)
+	policy, file, err := queueopen.ApprovalPolicy(dir)
 	if err != nil {
 		return nil, err
 	}
-	svc := &task.Service{Dir: d, Ledger: l, Contract: c, Policy: policy, Host: queue.Host(), PID: os.Getpid()}
+	svc, err := queueTasks(ctx, d, l, c, policy, file, true)
+	if err != nil {
+		return nil, err
+	}
 	gauges := func() []console.StageGauge {
 		var out []console.StageGauge
 		for _, g := range m.Stages() {

@@ -133,12 +133,12 @@ func taskService(ctx context.Context, dir, db string, cf *contractFlags, readOnl
 	}
 	// The ledger's policy, which adopts spool.conf's section the first
 	// time it sees one (a dry run only reads it).
-	p, err := queuePolicy(ctx, l, conf, file, !readOnly)
+	s, err := queueTasks(ctx, d, l, c, conf, file, !readOnly)
 	if err != nil {
 		done(&err)
 		return nil, nil, err
 	}
-	return &task.Service{Dir: d, Ledger: l, Contract: c, Policy: p, Host: queue.Host(), PID: os.Getpid()}, done, nil
+	return s, done, nil
 }
 
 // askTask asks the task service for r's replay or discard as the OS user,
