@@ -4,10 +4,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"os"
 
 	"github.com/spoolq/spool/hold"
-	"github.com/spoolq/spool/queue"
 	"github.com/spoolq/spool/queueopen"
 )
 
@@ -104,5 +102,5 @@ func holdService(ctx context.Context, dir, db string, cf *contractFlags) (*hold.
 	if err != nil {
 		return nil, nil, err
 	}
-	return &hold.Service{Dir: d, Ledger: l, Contract: c, Records: conf.Batched(), Host: queue.Host(), PID: os.Getpid()}, done, nil
+	return queueopen.HoldService(d, l, c, conf), done, nil
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/console"
-	"github.com/spoolq/spool/hold"
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/metrics"
 	"github.com/spoolq/spool/queue"
@@ -199,7 +198,7 @@ func newConsole(ctx context.Context, dir string, d *queue.Dir, l *ledger.DB, c s
 		}
 		return out
 	}
-	holds := &hold.Service{Dir: d, Ledger: l, Contract: c, Records: conf.Batched(), Host: queue.Host(), PID: os.Getpid()}
+	holds := queueopen.HoldService(d, l, c, conf)
 	srv, err := console.New(console.Options{Dir: d, Ledger: l, Tokens: tokens, Tasks: svc, Holds: holds, Gauges: gauges, Log: logger,
 		Host: queue.Host(), PID: os.Getpid(), SampleEvery: refresh})
 	if err != nil {
