@@ -7,4 +7,6 @@
 // renewal needs no restart.
 //
 // It holds no handler: package metrics and package console give those.
+// Serve wires them for a queue: metrics.Mux with the ledger's readiness,
+// and the gauges of the queue, its outbox and its holds kept fresh.
 package endpoint

@@ -20,5 +20,11 @@
 // the program imports the ones it needs (ledger/sqlite for a file path,
 // ledger/postgres for a postgres:// URL), for their registration alone.
 // It never prints: what it did is reported through Options' callbacks,
-// and its refusals are *LedgerError values a program words for its users.
+// and its refusals are *LedgerError values, which Explain words for an
+// operator with what to run.
+//
+// It also builds what every face of a queue (the command line, serve's
+// API and console) works through: Init, the spool.conf text of a new
+// queue (ConfigText), and the queue's task and hold services
+// (TaskService, HoldService).
 package queueopen

@@ -354,3 +354,49 @@ func fileState(path string) Found {
 	}
 	return FoundLedger
 }
+
+// Init creates the queue at dir, or completes one (queue.Init: its
+// stages; running it again on a queue is harmless), and gives a new queue
+// its identity (queue.id) now, so that a ledger that already belongs to
+// another queue is refused as such; a queue with history that lost its
+// queue.id gets none, for its ledger may know the old one. It then
+// creates or checks the ledger o names (Attach, o.Use being Write),
+// bound to the queue, and closes it. It returns the queue open, its
+// message names those of its spool.conf's format when one can be read
+// (UseFormat); the caller closes it.
+func Init(ctx context.Context, dir string, o Options) (*queue.Dir, error) {
+	if err := queue.Init(dir); err != nil {
+		return nil, err
+	}
+	d, err := queue.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := initQueue(ctx, d, o); err != nil {
+		_ = d.Close() // the error that matters is the first
+		return nil, err
+	}
+	return d, nil
+}
+
+// initQueue is Init's work on the queue d, open.
+func initQueue(ctx context.Context, d *queue.Dir, o Options) error {
+	if conf, err := ReadConfig(d.Path()); err == nil {
+		UseFormat(d, conf)
+	}
+	if has, err := d.HasHistory(); err != nil {
+		return err
+	} else if !has {
+		if _, err := d.EnsureID(); err != nil {
+			return err
+		}
+	}
+	l, err := Attach(ctx, d, o)
+	if err != nil {
+		return err
+	}
+	if err := l.Close(); err != nil {
+		return fmt.Errorf("close ledger: %w", err)
+	}
+	return nil
+}

@@ -455,3 +455,30 @@ func TestRebuildingLedgerRefused(t *testing.T) {
 		refused(t, err, queueopen.BindRefused, ledger.ErrRebuilding)
 	}
 }
+
+// TestInit: Init creates a queue with its identity and a ledger bound to
+// it, again harmlessly, and refuses another queue's ledger.
+func TestInit(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "q")
+	for i := 0; i < 2; i++ {
+		d, err := queueopen.Init(ctx, dir, queueopen.Options{Use: queueopen.Write})
+		if err != nil {
+			t.Fatalf("Init #%d: %v", i+1, err)
+		}
+		if err := d.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{queue.IDFile, queueopen.DefaultLedger} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Errorf("after Init: %v", err)
+		}
+	}
+	other := filepath.Join(t.TempDir(), "other")
+	d, err := queueopen.Init(ctx, other, queueopen.Options{Use: queueopen.Write, DB: filepath.Join(dir, queueopen.DefaultLedger)})
+	var le *queueopen.LedgerError
+	if !errors.As(err, &le) || !errors.Is(err, ledger.ErrOtherQueue) || d != nil {
+		t.Fatalf("Init with another queue's ledger = %v, %v; want a LedgerError of ledger.ErrOtherQueue and no queue", d, err)
+	}
+}

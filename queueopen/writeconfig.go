@@ -1,6 +1,8 @@
 package queueopen
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -69,4 +71,44 @@ func WriteConfig(dir string, data []byte, force bool) (bool, error) {
 		return false, err
 	}
 	return true, nil
+}
+
+// ConfigKey is one key of a spool.conf to write, and its value, which
+// ConfigText encodes as JSON.
+type ConfigKey struct {
+	Key   string
+	Value any
+}
+
+// ConfigText returns the spool.conf that says keys, in their order, and
+// only them (a key left out keeps its default), one key a line; nil for
+// no keys. It is checked as a consumer would read it (ParseConfig, then
+// Resolve), so that no face writes a file consume refuses.
+func ConfigText(keys []ConfigKey) ([]byte, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	var b bytes.Buffer
+	b.WriteString("{\n")
+	for i, k := range keys {
+		v, err := json.Marshal(k.Value)
+		if err != nil {
+			return nil, fmt.Errorf("spool.conf %s: %w", k.Key, err)
+		}
+		sep := ","
+		if i == len(keys)-1 {
+			sep = ""
+		}
+		fmt.Fprintf(&b, "  %q: %s%s\n", k.Key, v, sep)
+	}
+	b.WriteString("}\n")
+	file, err := ParseConfig(b.Bytes())
+	if err != nil {
+		return nil, err
+	}
+	file.Path = ConfigName
+	if _, err := file.Resolve(Override{}); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }

@@ -40,3 +40,22 @@ func TestWriteConfig(t *testing.T) {
 		t.Errorf("file %q, want %q", got, b)
 	}
 }
+
+// ConfigText writes the keys given, in order, one a line, and refuses
+// what a consumer would refuse to read.
+func TestConfigText(t *testing.T) {
+	got, err := queueopen.ConfigText([]queueopen.ConfigKey{{"key_field", "id"}, {"required", []string{"id", "seq"}}, {"max_size", int64(1024)}})
+	want := "{\n  \"key_field\": \"id\",\n  \"required\": [\"id\",\"seq\"],\n  \"max_size\": 1024\n}\n"
+	if err != nil || string(got) != want {
+		t.Fatalf("ConfigText = %q, %v; want %q", got, err, want)
+	}
+	if got, err := queueopen.ConfigText(nil); got != nil || err != nil {
+		t.Errorf("ConfigText(nil) = %q, %v; want nil, nil", got, err)
+	}
+	if _, err := queueopen.ConfigText([]queueopen.ConfigKey{{"no_such_key", 1}}); err == nil {
+		t.Error("ConfigText of an unknown key: no error")
+	}
+	if _, err := queueopen.ConfigText([]queueopen.ConfigKey{{"key_field", ""}}); err == nil {
+		t.Error(`ConfigText of key_field "": no error`)
+	}
+}

@@ -6,11 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/ledger/sqlite"
-	"github.com/spoolq/spool/queue"
 	"github.com/spoolq/spool/queueopen"
 	"github.com/spoolq/spool/report"
 )
@@ -41,18 +39,6 @@ Prints: backed up LEDGER to FILE: N bytes, processed=P deliveries=D
 replays=R, queue ID, integrity ok. --json prints one object: ledger, file,
 bytes, queue_id, processed, deliveries, replays, integrity.`,
 	opts: newOpts[backupOpts],
-}
-
-// backupJSON is what spool backup --json prints.
-type backupJSON struct {
-	Ledger     string `json:"ledger"`
-	File       string `json:"file"`
-	Bytes      int64  `json:"bytes"`
-	QueueID    string `json:"queue_id"`
-	Processed  int64  `json:"processed"`
-	Deliveries int64  `json:"deliveries"`
-	Replays    int64  `json:"replays"`
-	Integrity  string `json:"integrity"`
 }
 
 // backupOpts are spool backup's.
@@ -86,28 +72,22 @@ func (o *backupOpts) run(ctx context.Context, e *env) (err error) {
 		return err
 	}
 	defer done(&err)
-	var nse *ledger.NoSnapshotError
-	if err := l.Backup().CanSnapshot(); errors.As(err, &nse) {
-		return refuse(err, "%v: back it up with %s (or the server's own backups); spool backup copies SQLite ledgers", err, nse.Tool)
-	} else if err != nil {
-		return err
-	}
 	live, _ := queueopen.SQLiteFile(dir, *db)
-	var te *sqlite.TargetError
-	if err := sqlite.CheckBackupTarget(*to, live, *force); errors.As(err, &te) {
-		return refuse(nil, "--to %v", err)
-	} else if err != nil {
-		return fmt.Errorf("--to %s: %w", *to, err)
-	}
-	qid, err := l.QueueID(ctx)
-	if err != nil {
-		return err
-	}
-	removed, err := queue.RemoveStaleTempsBeside(*to)
-	for _, n := range removed {
+	b, err := sqlite.PrepareBackup(ctx, l, live, *to, *force, func(n string) {
 		e.warn("removed %s, left beside %s by a backup that was killed", report.Shown(n), *to)
-	}
-	if err != nil {
+	})
+	var (
+		nse *ledger.NoSnapshotError
+		te  *sqlite.TargetError
+	)
+	switch {
+	case errors.As(err, &nse):
+		return queueopen.Refuse(err, "%v: back it up with %s (or the server's own backups); spool backup copies SQLite ledgers", err, nse.Tool)
+	case errors.As(err, &te):
+		return queueopen.Refuse(nil, "--to %v", err)
+	case errors.Is(err, sqlite.ErrBackupTarget):
+		return fmt.Errorf("--to %s: %w", *to, err)
+	case err != nil:
 		return err
 	}
 	run, err := beginAudit(ctx, e, l, "", auditBackup, map[string]any{"to": *to, "force": *force})
@@ -115,35 +95,16 @@ func (o *backupOpts) run(ctx context.Context, e *env) (err error) {
 		return err
 	}
 	defer endAudit(ctx, e, run, &err)
-	var out backupJSON
-	defer func() {
-		run.Counts["processed"], run.Counts["deliveries"] = out.Processed, out.Deliveries
-		run.Counts["replays"], run.Counts["bytes"] = out.Replays, out.Bytes
-	}()
-	err = queue.CreateFile(*to, *force, func(tmp string) error {
-		if err := l.Backup().SnapshotInto(ctx, tmp); err != nil {
-			return err
-		}
-		rows, err := sqlite.VerifyCopy(ctx, tmp, qid)
-		if err != nil {
-			return err
-		}
-		out = backupJSON{Ledger: live, File: *to, QueueID: qid, Processed: rows.Processed,
-			Deliveries: rows.Deliveries, Replays: rows.Replays, Integrity: "ok"}
-		return nil
-	})
+	out, err := b.Copy(ctx)
+	run.Counts["processed"], run.Counts["deliveries"] = out.Processed, out.Deliveries
+	run.Counts["replays"], run.Counts["bytes"] = out.Replays, out.Bytes
 	if err != nil {
-		return fmt.Errorf("back up %s: %w", live, err)
+		return err
 	}
-	fi, err := os.Stat(*to)
-	if err != nil {
-		return fmt.Errorf("back up %s: %w", live, err)
-	}
-	out.Bytes = fi.Size()
 	if *asJSON {
 		return e.output("", func(w io.Writer) error { return report.WriteJSON(w, out) })
 	}
 	fmt.Fprintf(e.stdout, "backed up %s to %s: %d bytes, processed=%d deliveries=%d replays=%d, queue %s, integrity ok\n",
-		live, *to, out.Bytes, out.Processed, out.Deliveries, out.Replays, qid)
+		live, *to, out.Bytes, out.Processed, out.Deliveries, out.Replays, out.QueueID)
 	return nil
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/internal/bench"
-	"github.com/spoolq/spool/relay"
 )
 
 var benchCommand = &command{
@@ -136,28 +135,22 @@ func (b *benchOpts) validate(e *env, pos []string) (err error) {
 	if o.Relaxed, err = e.relaxed(*b.durability); err != nil {
 		return err
 	}
-	if o.N < 1 || o.DupFrac < 0 || o.PoisonFrac < 0 || o.DupFrac+o.PoisonFrac > 1 {
-		return e.usage("want --n >= 1 and fractions >= 0 that sum to at most 1")
-	}
-	if o.Rounds < 1 {
-		return e.usage("want --rounds >= 1")
-	}
-	if o.Format != "" && o.Format != "jsonl" && o.Format != "csv" {
-		return e.usage("--format %q: want jsonl or csv", o.Format)
+	if err := o.Check(); err != nil {
+		return e.usage("%v", err)
 	}
 	switch {
 	case len(b.relays) > 0 || e.given("aggregates"):
 		b.ro = bench.RelayOptions{Targets: b.relays, N: o.N, Aggregates: *b.aggregates, Rounds: o.Rounds, Parent: o.Parent}
-		return b.validateRelay(e)
+		return benchUsage(e, b.ro.Check(e.given))
 	case *b.watch:
-		return b.validateWatch(e)
+		return benchUsage(e, b.wo.Check(*o, e.given))
 	}
 	if e.given("db-delay") && (!e.given("db") || *b.dbDelay <= 0) {
 		return e.usage("--db-delay wants --db and a duration above 0")
 	}
 	if b.co.Handler != "" || e.given("latency") || e.given("concurrency") || e.given("procs") {
 		b.calls = true
-		return b.validateCalls(e)
+		return benchUsage(e, b.co.Check(*o))
 	}
 	if e.given("db") && o.Relaxed {
 		return e.usage("--db measures a server's ledger, whose durability is its own: no relaxed durability")
@@ -165,73 +158,10 @@ func (b *benchOpts) validate(e *env, pos []string) (err error) {
 	return nil
 }
 
-// validateCalls checks bench --handler's options.
-func (b *benchOpts) validateCalls(e *env) error {
-	o, co := b.o, &b.co
-	switch {
-	case co.Handler != "post" && co.Handler != "exec":
-		if co.Handler == "" {
-			return e.usage("--latency, --concurrency and --procs measure a handler: add --handler post or --handler exec")
-		}
-		return e.usage("--handler %q: want post or exec", co.Handler)
-	case co.Latency <= 0:
-		return e.usage("--latency %v: want a positive duration", co.Latency)
-	case co.Concurrency < 1 || co.Concurrency > maxConcurrency:
-		return checkConcurrency(e, co.Concurrency)
-	case co.Procs < 1:
-		return e.usage("--procs %d: want 1 or more consumers", co.Procs)
-	case o.Floor || o.Rounds > 1 || o.Cold || o.Relaxed || o.Syscalls:
-		return e.usage("--handler measures one durable run: no --floor, --rounds, --cold, --syscalls or relaxed durability")
-	}
-	co.N, co.DupFrac, co.PoisonFrac, co.Seed, co.Parent, co.Keep, co.Batch = o.N, o.DupFrac, o.PoisonFrac, o.Seed, o.Parent, o.Keep, o.Batch
-	return nil
-}
-
-// validateWatch checks bench --watch's options.
-func (b *benchOpts) validateWatch(e *env) error {
-	o, wo := b.o, &b.wo
-	for _, name := range []string{"handler", "latency", "concurrency", "procs", "db", "db-delay", "cpuprofile"} {
-		if e.given(name) {
-			return e.usage("--%s is not for --watch, which measures a watching consumer without a handler", name)
-		}
-	}
-	switch {
-	case wo.Idle <= 0 || wo.Gap <= 0 || wo.Steady <= 0:
-		return e.usage("--idle, --gap and --steady want positive durations")
-	case wo.Trickle < 1 || wo.Rate < 1:
-		return e.usage("want --arrivals >= 1 and --steady-rate >= 1")
-	case wo.Poll < 0:
-		return e.usage("--poll %v: want a positive interval", wo.Poll)
-	case o.Floor || o.Rounds > 1 || o.Cold || o.Relaxed || o.Syscalls:
-		return e.usage("--watch measures one durable run: no --floor, --rounds, --cold, --syscalls or relaxed durability")
-	}
-	wo.Parent, wo.Keep = o.Parent, o.Keep
-	return nil
-}
-
-// validateRelay checks bench --relay's options.
-func (b *benchOpts) validateRelay(e *env) error {
-	ro := &b.ro
-	for _, name := range []string{"dup", "poison", "seed", "floor", "workers", "batch", "keep", "cold", "syscalls", "handler", "latency",
-		"concurrency", "procs", "db", "db-delay", "watch", "durability"} {
-		if e.given(name) {
-			return e.usage("--%s is not for --relay, which measures the outbox relay against a broker's client", name)
-		}
-	}
-	switch {
-	case len(ro.Targets) == 0:
-		return e.usage("--aggregates goes with --relay URL")
-	case ro.Aggregates < 1:
-		return e.usage("--aggregates %d: want 1 or more", ro.Aggregates)
-	}
-	if !e.given("n") {
-		ro.N = 5000
-	}
-	for _, t := range ro.Targets {
-		scheme, _, _ := strings.Cut(t, "://")
-		if scheme != "nats" && scheme != "amqp" && scheme != "amqps" && scheme != "kafka" {
-			return e.usage("--relay %s: want nats://, amqp:// or kafka://, whose official clients are the ceiling", relay.Redact(t))
-		}
+// benchUsage words a refusal of package bench's checks as a usage error.
+func benchUsage(e *env, err error) error {
+	if err != nil {
+		return e.usage("%v", err)
 	}
 	return nil
 }

@@ -68,12 +68,12 @@ func (o *checkOpts) run(ctx context.Context, e *env) (err error) {
 	problem := func(err error) { problems = append(problems, err.Error()) }
 	// The environment as consume reads it (check is not a command with
 	// env, so that a bad value is a problem found, not a usage error).
-	set, envErr := applyEnv(flags)
+	set, envErr := program.ApplyEnv(flags)
 	e.fromEnv = set
 	if envErr != nil {
 		problem(envErr)
 	}
-	problems = append(problems, unknownVars(os.Environ())...)
+	problems = append(problems, program.UnknownVars(os.Environ())...)
 	if _, err := cfl.check(e, flags); err != nil {
 		problem(err)
 	}

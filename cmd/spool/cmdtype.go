@@ -3,13 +3,15 @@ package main
 import (
 	"context"
 	"flag"
+
+	"github.com/spoolq/spool/internal/cmdline"
 )
 
 // options is a command as a type: a struct of its options, which flags
 // binds to the command's flag set, validate checks with the positional
 // arguments (a usage error, exit 2, before anything is opened), and run
 // carries out, ending in the library call that does the work. Help,
-// completion and man pages read the flags flags binds (commandFlags), so
+// completion and man pages read the flags flags binds (command.spec), so
 // a flag is defined once.
 type options interface {
 	flags(fs *flag.FlagSet)
@@ -44,7 +46,7 @@ func (c *command) run(ctx context.Context, e *env, args []string) error {
 
 // given reports whether the command line set the flag name of the
 // command's flag set (see the function given).
-func (e *env) given(name string) bool { return e.fs != nil && given(e.fs, name) }
+func (e *env) given(name string) bool { return e.fs != nil && cmdline.Given(e.fs, name) }
 
 // dirOpts are the options of a command of one queue: DIR, the one
 // positional argument, and --db.

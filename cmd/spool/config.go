@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/internal/cmdline"
 	"github.com/spoolq/spool/queueopen"
 )
 
@@ -17,7 +18,7 @@ type contractFlags struct {
 	fs                      *flag.FlagSet
 	key, order, seq, amount string
 	require                 string
-	maxSize                 sizeFlag
+	maxSize                 cmdline.Size
 }
 
 // addContractFlags registers the contract flags on fs.
@@ -64,7 +65,7 @@ func (cf *contractFlags) override() queueopen.Override {
 		case "require":
 			o.Required = splitList(cf.require)
 		case "max-size":
-			o.MaxSize = &cf.maxSize.n
+			o.MaxSize = &cf.maxSize.N
 		}
 	})
 	return o

@@ -67,7 +67,7 @@ func TestContract(t *testing.T) {
 			fs := flag.NewFlagSet("t", flag.ContinueOnError)
 			fs.SetOutput(io.Discard)
 			cf := addContractFlags(fs)
-			if _, err := parseInterleaved(fs, tt.flags); err != nil {
+			if err := fs.Parse(tt.flags); err != nil {
 				t.Fatal(err)
 			}
 			got, err := cf.contract(dir)

@@ -222,7 +222,7 @@ func (o *consumeOpts) run(ctx context.Context, e *env) (err error) {
 	}
 	// A SPOOL_ variable that is no setting is most likely a typo of one,
 	// which would otherwise be ignored without a word.
-	for _, line := range unknownVars(os.Environ()) {
+	for _, line := range program.UnknownVars(os.Environ()) {
 		e.warn("%s", line)
 	}
 	// The clients' own lines too, in the same format.
@@ -252,7 +252,7 @@ func (o *consumeOpts) run(ctx context.Context, e *env) (err error) {
 	if err != nil {
 		return err
 	}
-	caller, stopper := halting(caller, hf)
+	caller, stopper := hf.Halting(caller)
 	var format batch.Format
 	if file != nil {
 		format = file.Format
@@ -271,8 +271,8 @@ func (o *consumeOpts) run(ctx context.Context, e *env) (err error) {
 	}
 	cfg := spool.Config{
 		Contract: c, Workers: *cfl.workers, BatchSize: *cfl.batch, Logger: logger, Relaxed: relaxed,
-		Handler: h, Caller: caller, Concurrency: hf.concurrency, Ordered: hf.ordered, Rate: hf.perSecond, PauseAfter: hf.pauseAfterConfig(),
-		Retry: hf.retry(), RetryWait: hf.retryWait, ShutdownTimeout: *cfl.shutdownTimeout,
+		Handler: h, Caller: caller, Concurrency: hf.Concurrency, Ordered: hf.Ordered, Rate: hf.PerSecond(), PauseAfter: hf.PauseAfterConfig(),
+		Retry: hf.Retry(), RetryWait: hf.RetryWait, ShutdownTimeout: *cfl.shutdownTimeout,
 		Poll: *cfl.poll > 0, PollInterval: *cfl.poll, MinAge: *cfl.minAge, Lease: *cfl.lease,
 	}
 	// The queue's format (spool.conf), read as the contract was: batch
@@ -330,7 +330,7 @@ func (o *consumeOpts) run(ctx context.Context, e *env) (err error) {
 			return lerr
 		}
 		defer func() { // err: the run's result
-			if serr := ep.stop(); serr != nil && err == nil {
+			if serr := ep.Stop(); serr != nil && err == nil {
 				err = serr
 			}
 		}()
@@ -354,7 +354,7 @@ func (o *consumeOpts) run(ctx context.Context, e *env) (err error) {
 	runCtx, halt := context.WithCancel(sigCtx)
 	defer halt()
 	if stopper != nil {
-		stopper.halt = halt
+		stopper.Stops(halt)
 	}
 	var st spool.Stats
 	if *cfl.watch {
@@ -384,7 +384,7 @@ func (o *consumeOpts) run(ctx context.Context, e *env) (err error) {
 		fmt.Fprintf(e.stdout, "waiting-retries=%d next-retry=%s\n", st.Deferred, st.NextRetry.UTC().Format(time.RFC3339))
 	}
 	if stopper != nil && err == nil {
-		err = stopper.halted()
+		err = optionUsage(nil, stopper.Err())
 	}
 	return err
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/internal/cmdline"
 	"github.com/spoolq/spool/queue"
 )
 
@@ -56,13 +57,13 @@ func addConsumeFlags(fs *flag.FlagSet) *consumeFlags {
 
 // consumeGroups are consume's flags by what they are for, in the order
 // its help lists them: what a first queue needs comes first.
-var consumeGroups = []flagGroup{
-	{"Contract (DIR/spool.conf, which spool init writes; a flag wins)", []string{"key", "order-key", "seq", "amount", "require", "max-size"}},
-	{"Handlers (at most one of --exec, --sql, --post)", []string{"exec", "exec-timeout", "sql", "sql-timeout", "post", "post-timeout"}},
-	{"Service", []string{"watch", "min-age", "poll", "db", "log-format", "log-level", "shutdown-timeout", "on-dead-letter", "on-dead-letter-timeout", "listen", "tls-cert", "tls-key", "auth"}},
-	{"Retries", []string{"retry-base", "retry-cap", "retry-max", "retry-jitter", "retry-wait", "pause-after"}},
-	{"Concurrency", []string{"concurrency", "ordered", "rate", "workers", "batch"}},
-	{"Advanced", nil}, // the rest
+var consumeGroups = []cmdline.FlagGroup{
+	{Title: "Contract (DIR/spool.conf, which spool init writes; a flag wins)", Names: []string{"key", "order-key", "seq", "amount", "require", "max-size"}},
+	{Title: "Handlers (at most one of --exec, --sql, --post)", Names: []string{"exec", "exec-timeout", "sql", "sql-timeout", "post", "post-timeout"}},
+	{Title: "Service", Names: []string{"watch", "min-age", "poll", "db", "log-format", "log-level", "shutdown-timeout", "on-dead-letter", "on-dead-letter-timeout", "listen", "tls-cert", "tls-key", "auth"}},
+	{Title: "Retries", Names: []string{"retry-base", "retry-cap", "retry-max", "retry-jitter", "retry-wait", "pause-after"}},
+	{Title: "Concurrency", Names: []string{"concurrency", "ordered", "rate", "workers", "batch"}},
+	{Title: "Advanced", Names: nil}, // the rest
 }
 
 // check validates the flags without touching the queue or the ledger, so
@@ -76,16 +77,16 @@ func (f *consumeFlags) check(e *env, fs *flag.FlagSet) (relaxed bool, err error)
 		return false, e.usage("--batch %d: want 0 (default) or more", *f.batch)
 	case *f.shutdownTimeout < 0:
 		return false, e.usage("--shutdown-timeout %v: want 0 (no bound) or a positive duration", *f.shutdownTimeout)
-	case *f.poll < 0 || (given(fs, "poll") && *f.poll == 0) || (*f.poll > 0 && !*f.watch):
+	case *f.poll < 0 || (cmdline.Given(fs, "poll") && *f.poll == 0) || (*f.poll > 0 && !*f.watch):
 		return false, e.usage("--poll %v: want a positive interval, with --watch", *f.poll)
 	case *f.minAge < 0:
 		return false, e.usage("--min-age %v: want 0 (off) or more", *f.minAge)
 	case *f.lease < 3*time.Second:
 		return false, e.usage("--lease %v: want 3s or more (it is renewed every third of it)", *f.lease)
-	case given(fs, "auth") && f.listen.addr == "":
+	case cmdline.Given(fs, "auth") && f.listen.addr == "":
 		return false, e.usage("--auth needs --listen: the API and the console are served at its address")
 	}
-	f.handler.lease = *f.lease
+	f.handler.Lease = *f.lease
 	if relaxed, err = e.relaxed(*f.durability); err != nil {
 		return false, err
 	}

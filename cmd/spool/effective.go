@@ -15,6 +15,7 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/batch"
+	"github.com/spoolq/spool/internal/cmdline"
 	"github.com/spoolq/spool/queueopen"
 )
 
@@ -54,7 +55,7 @@ func effectiveConfig(fs *flag.FlagSet, fromEnv []string, c *spool.Contract, conf
 	source := func(name string, inFile bool) string {
 		switch {
 		case slices.Contains(fromEnv, name):
-			v, _ := flagVar(name)
+			v, _ := program.FlagVar(name)
 			return v
 		case set[name]:
 			return fromFlag
@@ -66,10 +67,10 @@ func effectiveConfig(fs *flag.FlagSet, fromEnv []string, c *spool.Contract, conf
 	var out []setting
 	var all []*flag.Flag
 	fs.VisitAll(func(f *flag.Flag) { all = append(all, f) })
-	for g, flags := range groupFlags(all, consumeGroups) {
+	for g, flags := range cmdline.GroupFlags(all, consumeGroups) {
 		for _, f := range flags {
 			s := setting{group: g, name: f.Name, value: flagValue(f), from: source(f.Name, false)}
-			if slices.Contains(consumeGroups[0].names, f.Name) {
+			if slices.Contains(consumeGroups[0].Names, f.Name) {
 				if c == nil {
 					continue
 				}
@@ -174,7 +175,7 @@ func (s setting) text() string {
 // groupName is the short name of a group of consumeGroups, its title up
 // to the parenthesis: Contract, Handlers.
 func groupName(g int) string {
-	name, _, _ := strings.Cut(consumeGroups[g].title, " (")
+	name, _, _ := strings.Cut(consumeGroups[g].Title, " (")
 	return name
 }
 
@@ -193,7 +194,7 @@ func writeConfig(w io.Writer, settings []setting) error {
 		if v == "" {
 			v = "(none)"
 		}
-		name := dashed(s.name)
+		name := cmdline.Dashed(s.name)
 		if s.fileOnly {
 			name = s.name
 		}

@@ -23,7 +23,7 @@ func TestUnknownVars(t *testing.T) {
 		{"SPOOL_NOTHING_LIKE_IT=1", "SPOOL_NOTHING_LIKE_IT is not a setting of spool: it is ignored"},
 		{"PATH=/bin", ""},
 	} {
-		got := unknownVars([]string{c.env})
+		got := program.UnknownVars([]string{c.env})
 		switch {
 		case c.want == "" && len(got) != 0:
 			t.Errorf("%s: %q, want nothing", c.env, got)
@@ -37,15 +37,15 @@ func TestUnknownVars(t *testing.T) {
 
 // The variables applyEnv reads are the ones the check knows: one table.
 func TestKnownVarsAreRead(t *testing.T) {
-	known := knownVars()
+	known := program.KnownVars()
 	for _, c := range commands {
 		if !c.env {
 			continue
 		}
-		for _, f := range commandFlags(c) {
-			v, read := flagVar(f.Name)
+		for _, f := range c.spec().FlagList() {
+			v, read := program.FlagVar(f.Name)
 			if _, ok := known[v]; !ok {
-				t.Errorf("%s's %s (%s) is not known", c.name, dashed(f.Name), v)
+				t.Errorf("%s's --%s (%s) is not known", c.name, f.Name, v)
 			}
 			if !read && !strings.Contains(known[v], "sets for the programs") {
 				t.Errorf("%s is not read, yet known as %q", v, known[v])

@@ -97,7 +97,7 @@ func exitCode(err error) int {
 	case errors.As(err, &usage), errors.As(err, &config), errors.As(err, &fileErr),
 		errors.Is(err, queue.ErrNotQueue), errors.Is(err, queue.ErrCrossDevice),
 		errors.Is(err, spool.ErrBadContract), errors.Is(err, queue.ErrPathLike),
-		errors.Is(err, queue.ErrNotMessageName), errors.Is(err, queue.ErrNotIncluded), errors.As(err, new(*ledgerError)),
+		errors.Is(err, queue.ErrNotMessageName), errors.Is(err, queue.ErrNotIncluded), errors.As(err, new(*queueopen.RefusalError)),
 		errors.Is(err, ledger.ErrBadDSN), errors.Is(err, relay.ErrBadTarget),
 		errors.As(err, new(*queueopen.ContractError)):
 		return exitUsage

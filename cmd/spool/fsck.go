@@ -103,14 +103,14 @@ func (o *fsckOpts) run(ctx context.Context, e *env) (err error) {
 		return err
 	}
 	if path, ok := queueopen.SQLiteFile(d.Path(), db); ok && !*o.repair {
-		if r := fsck.MissingLedger(d, path, db != "", fsckLine(d.Path(), db)); r != nil {
+		if r := fsck.MissingLedger(d, path, db != "", queueopen.FsckLine(d.Path(), db)); r != nil {
 			return writeFsck(e, r, db, *o.asJSON)
 		}
 	}
 	l, err := openLedgerWith(ctx, dir, db, ledgerOpts{use: map[bool]ledgerUse{false: readLedger, true: writeLedger}[*o.repair]})
 	if err != nil {
 		if errors.Is(err, ledger.ErrNoLedger) {
-			return refuse(err, "%s holds no spool ledger (is --db right?)", queueopen.LedgerName(dir, db))
+			return queueopen.Refuse(err, "%s holds no spool ledger (is --db right?)", queueopen.LedgerName(dir, db))
 		}
 		return err
 	}
@@ -131,7 +131,7 @@ func (o *fsckOpts) run(ctx context.Context, e *env) (err error) {
 		r, err = fsck.Check(ctx, d, l, fo)
 	}
 	if errors.Is(err, queue.ErrBadID) {
-		return badIDError(err, dir, db)
+		return queueopen.BadIDError(err, dir, db)
 	}
 	if err != nil {
 		return err
@@ -151,7 +151,7 @@ func writeFsck(e *env, r *fsck.Report, db string, asJSON bool) error {
 	if asJSON {
 		return checked(r, report.WriteJSON(e.stdout, r))
 	}
-	r.WriteText(e.stdout, fsckLine(r.Queue, db))
+	r.WriteText(e.stdout, queueopen.FsckLine(r.Queue, db))
 	return checked(r, nil)
 }
 

@@ -105,31 +105,11 @@ func (o *initOpts) validate(e *env, pos []string) (err error) {
 
 func (o *initOpts) run(ctx context.Context, e *env) (err error) {
 	dir, from, db, newLedger, force, conf := o.dir, o.from, o.db, o.newLedger, o.force, o.conf
-	if err := queue.Init(dir); err != nil {
-		return err
-	}
-	d, err := openQueue(dir)
+	d, err := queueopen.Init(ctx, dir, ledgerOpts{use: writeLedger, newLedger: *newLedger}.options(*db))
 	if err != nil {
-		return err
+		return ledgerFailure(err, dir, *db)
 	}
 	defer closeQueue(d, &err)
-	// A new queue gets its identity now, so that a ledger that already
-	// belongs to another queue is refused as such. A queue with history
-	// that lost its queue.id does not: the ledger may know the old one.
-	if has, err := d.HasHistory(); err != nil {
-		return err
-	} else if !has {
-		if _, err := d.EnsureID(); err != nil {
-			return err
-		}
-	}
-	l, err := openLedgerFor(ctx, d, *db, ledgerOpts{use: writeLedger, newLedger: *newLedger})
-	if err != nil {
-		return err
-	}
-	if err := l.Close(); err != nil {
-		return fmt.Errorf("close ledger: %w", err)
-	}
 	head := "initialized " + dir
 	if conf != nil {
 		wrote, err := writeConfigFile(dir, conf, *force)

@@ -1,30 +1,19 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 
+	"github.com/spoolq/spool/internal/cmdline"
 	"github.com/spoolq/spool/queueopen"
 )
 
 // configFile returns the spool.conf that says what the contract flags
-// given say, then the format flags ff (nil: none), and only that (a key
-// left out keeps its default), one key a line; nil when no such flag was
-// given. It is checked as consume would read it, so that init never
-// writes a file consume refuses.
+// given say, then the format flags ff (nil: none), and only that
+// (queueopen.ConfigText); nil when no such flag was given.
 func (cf *contractFlags) configFile(ff *formatFlags) ([]byte, error) {
-	var keys [][2]string
-	add := func(key string, v any) error {
-		b, err := json.Marshal(v)
-		if err != nil {
-			return fmt.Errorf("spool.conf %s: %w", key, err)
-		}
-		keys = append(keys, [2]string{key, string(b)})
-		return nil
-	}
+	var keys []queueopen.ConfigKey
 	for _, k := range []struct {
 		flag, key string
 		value     func() any
@@ -34,43 +23,16 @@ func (cf *contractFlags) configFile(ff *formatFlags) ([]byte, error) {
 		{"seq", "seq_field", func() any { return cf.seq }},
 		{"amount", "amount_field", func() any { return cf.amount }},
 		{"require", "required", func() any { return splitList(cf.require) }},
-		{"max-size", "max_size", func() any { return cf.maxSize.n }},
+		{"max-size", "max_size", func() any { return cf.maxSize.N }},
 	} {
-		if given(cf.fs, k.flag) {
-			if err := add(k.key, k.value()); err != nil {
-				return nil, err
-			}
+		if cmdline.Given(cf.fs, k.flag) {
+			keys = append(keys, queueopen.ConfigKey{Key: k.key, Value: k.value()})
 		}
 	}
 	if ff != nil {
-		for _, k := range ff.keys() {
-			if err := add(k.key, k.value); err != nil {
-				return nil, err
-			}
-		}
+		keys = append(keys, ff.keys()...)
 	}
-	if len(keys) == 0 {
-		return nil, nil
-	}
-	var b bytes.Buffer
-	b.WriteString("{\n")
-	for i, kv := range keys {
-		sep := ","
-		if i == len(keys)-1 {
-			sep = ""
-		}
-		fmt.Fprintf(&b, "  %q: %s%s\n", kv[0], kv[1], sep)
-	}
-	b.WriteString("}\n")
-	file, err := queueopen.ParseConfig(b.Bytes())
-	if err != nil {
-		return nil, err
-	}
-	file.Path = configName
-	if _, err := file.Resolve(queueopen.Override{}); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
+	return queueopen.ConfigText(keys)
 }
 
 // writeConfigFile is queueopen.WriteConfig, its refusal of another
@@ -108,20 +70,11 @@ func addFormatFlags(fs *flag.FlagSet) *formatFlags {
 
 // keys are the spool.conf keys of the format flags given, in the order
 // spool.conf's documentation lists them.
-func (f *formatFlags) keys() []struct {
-	key   string
-	value any
-} {
-	var out []struct {
-		key   string
-		value any
-	}
+func (f *formatFlags) keys() []queueopen.ConfigKey {
+	var out []queueopen.ConfigKey
 	add := func(flag, key string, v any) {
-		if given(f.fs, flag) {
-			out = append(out, struct {
-				key   string
-				value any
-			}{key, v})
+		if cmdline.Given(f.fs, flag) {
+			out = append(out, queueopen.ConfigKey{Key: key, Value: v})
 		}
 	}
 	add("format", "format", f.format)

@@ -2,20 +2,16 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"errors"
 	"flag"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/spoolq/spool/console"
 	"github.com/spoolq/spool/endpoint"
-	"github.com/spoolq/spool/hold"
+	"github.com/spoolq/spool/internal/cmdline"
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/metrics"
 	"github.com/spoolq/spool/task"
@@ -73,9 +69,9 @@ func (f *listenFlags) check(e *env, need bool) error {
 		switch {
 		case need:
 			return e.usage("--listen ADDR is required")
-		case given(f.fs, "listen"):
+		case cmdline.Given(f.fs, "listen"):
 			return e.usage("--listen is empty: want host:port (127.0.0.1:9464 for this host alone, :9464 for every interface)")
-		case given(f.fs, "tls-cert") || given(f.fs, "tls-key"):
+		case cmdline.Given(f.fs, "tls-cert") || cmdline.Given(f.fs, "tls-key"):
 			return e.usage("--tls-cert and --tls-key need --listen")
 		}
 		return nil
@@ -102,7 +98,7 @@ func (f *listenFlags) check(e *env, need bool) error {
 func (f *listenFlags) checkTLS(e *env) error {
 	switch {
 	case f.tlsCert == "" && f.tlsKey == "":
-		if given(f.fs, "tls-cert") || given(f.fs, "tls-key") {
+		if cmdline.Given(f.fs, "tls-cert") || cmdline.Given(f.fs, "tls-key") {
 			return e.usage("--tls-cert and --tls-key are empty: want the PEM files' paths")
 		}
 		return nil
@@ -119,124 +115,9 @@ func (f *listenFlags) checkTLS(e *env) error {
 	return nil
 }
 
-// watchedQueue is the queue the endpoints list and check: the consumer's
-// *queue.Dir, or serve's *queue.Follow.
-type watchedQueue interface {
-	metrics.Lister
-	metrics.Stages
-}
-
-// endpoints serves the metrics and health of a queue until stop.
-type endpoints struct {
-	srv    *http.Server
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-}
-
-// startEndpoints listens at f.addr, logs the address it bound (record
-// "listening", addr), and serves m within endpoint.EndpointLimits with the readiness of d and l; the
-// queue gauges are refreshed in the background meanwhile. more, when not
-// nil, adds routes to the endpoints' mux (serve --auth's API and console).
-func startEndpoints(ctx context.Context, f *listenFlags, log *slog.Logger, m *metrics.Metrics, d watchedQueue, l *ledger.DB, more func(*http.ServeMux)) (*endpoints, error) {
-	ln, err := net.Listen("tcp", f.addr)
-	if err != nil {
-		return nil, fmt.Errorf("metrics endpoint: %w", err) // net names the address
-	}
-	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	mux := metrics.Mux(m, metrics.Ready{Ledger: l.SQL(), Dir: d, Paused: pausedOf(l)})
-	lim := endpoint.EndpointLimits
-	if more != nil {
-		more(mux)
-		lim = endpoint.ConsoleLimits
-	}
-	ep := &endpoints{cancel: cancel, srv: endpoint.NewServer(ctx, mux, log, lim)}
-	ln = endpoint.NewListener(ln, lim, log)
-	if f.tls != nil {
-		// The handshake runs in the server's connection goroutine, under
-		// its header timeout: a client that stalls it holds a slot until
-		// then, or until a new connection needs the slot.
-		ln = tls.NewListener(ln, f.tls.Config(log))
-		log.Info("listening", "addr", ln.Addr().String(), "tls", true)
-	} else {
-		log.Info("listening", "addr", ln.Addr().String())
-	}
-	ep.wg.Add(4)
-	go func() {
-		defer ep.wg.Done()
-		m.Refresh(ctx, d, f.refresh, log)
-	}()
-	go func() {
-		defer ep.wg.Done()
-		m.RefreshOutbox(ctx, outboxSource(l), f.refresh, log)
-	}()
-	go func() {
-		defer ep.wg.Done()
-		m.RefreshHolds(ctx, holdSource(l), log)
-	}()
-	go func() {
-		defer ep.wg.Done()
-		if err := ep.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Warn("metrics endpoint stopped", "err", err)
-		}
-	}()
-	return ep, nil
-}
-
-// outboxSource reads l's outbox for its gauges.
-func outboxSource(l *ledger.DB) metrics.OutboxSource {
-	return func(ctx context.Context) (metrics.OutboxState, error) {
-		st, err := l.Outbox().Stats(ctx)
-		if errors.Is(err, ledger.ErrNoOutbox) {
-			return metrics.OutboxState{}, metrics.ErrNoOutboxGauges
-		}
-		return metrics.OutboxState{Pending: st.Pending, Oldest: st.Oldest, Parked: st.Parked}, err
-	}
-}
-
-// holdSource reads l's pause and held msg_ids for their gauges: the set
-// only when it changed (one goroutine calls it, RefreshHolds).
-func holdSource(l *ledger.DB) metrics.HoldSource {
-	version, ids := int64(-1), 0
-	return func(ctx context.Context) (metrics.HoldState, error) {
-		h, err := l.Consumer().Holds(ctx, version)
-		if err != nil {
-			return metrics.HoldState{}, err
-		}
-		if h.MsgIDs != nil {
-			ids = len(h.MsgIDs)
-		}
-		version = h.Version
-		return metrics.HoldState{Paused: h.Paused != nil, HeldIDs: ids}, nil
-	}
-}
-
-// pausedOf says, for /readyz, whether l's queue is paused, by whom and
-// why; a pause that cannot be read is not said (the ledger's own check
-// fails then).
-func pausedOf(l *ledger.DB) func(context.Context) (string, bool) {
-	return func(ctx context.Context) (string, bool) {
-		p, err := l.Holding().PauseState(ctx)
-		if err != nil || !p.Paused {
-			return "", false
-		}
-		return hold.PausedBy(p), true
-	}
-}
-
-// stop closes the endpoints, giving requests in flight a moment to end.
-func (ep *endpoints) stop() error {
-	sctx, done := context.WithTimeout(context.Background(), 2*time.Second)
-	defer done()
-	err := ep.srv.Shutdown(sctx)
-	if errors.Is(err, context.DeadlineExceeded) {
-		// A request still running (a readiness check on a hung
-		// filesystem): cut it off.
-		err = ep.srv.Close()
-	}
-	ep.cancel()
-	ep.wg.Wait()
-	if err != nil {
-		return fmt.Errorf("close metrics endpoint: %w", err)
-	}
-	return nil
+// startEndpoints serves the metrics and health of d and l at f's
+// address (endpoint.Serve); more, when not nil, adds routes to the
+// endpoints' mux (serve --auth's API and console).
+func startEndpoints(ctx context.Context, f *listenFlags, log *slog.Logger, m *metrics.Metrics, d endpoint.Queue, l *ledger.DB, more func(*http.ServeMux)) (*endpoint.Endpoints, error) {
+	return endpoint.Serve(ctx, endpoint.ServeOptions{Addr: f.addr, TLS: f.tls, Refresh: f.refresh, Log: log, Metrics: m, Queue: d, Ledger: l, More: more})
 }

@@ -18,6 +18,9 @@ import (
 	"os"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/spoolq/spool/handler"
+	"github.com/spoolq/spool/internal/cmdline"
 )
 
 func main() {
@@ -39,14 +42,14 @@ type command struct {
 	// help is the longer description for `spool help COMMAND`.
 	help string
 	// env says every flag may also come from an environment variable
-	// (envName): the daemons', consume and serve, for a systemd
+	// (cmdline.Program.EnvName): the daemons', consume and serve, for a systemd
 	// EnvironmentFile.
 	env bool
 	// groups, when set, lists the flags by what they are for, in that
 	// order, and the help shows the first paragraph of help before them
 	// and the rest after: a command of many flags (consume) shows what a
 	// first run needs on the first screen.
-	groups []flagGroup
+	groups []cmdline.FlagGroup
 	// opts returns a fresh value of the command's options (newOpts).
 	opts func() options
 }
@@ -61,6 +64,34 @@ func init() {
 		tasksCommand, approveCommand, cancelCommand, resumeCommand, pauseCommand, holdCommand, releaseCommand, holdsCommand, policyCommand, tokenCommand, flushCommand,
 		replaysCommand, auditCommand, fsckCommand, pruneCommand, backupCommand, relayCommand, demoCommand, benchCommand, completionCommand, manCommand, versionCommand,
 	}
+	for _, c := range commands {
+		program.Commands = append(program.Commands, c.spec())
+	}
+}
+
+// program is spool's command line as package cli renders it: help,
+// completion, manual pages and the SPOOL_ variables, from commands.
+var program = &cmdline.Program{
+	Name:      "spool",
+	EnvPrefix: "SPOOL_",
+	// A program run by --exec that runs spool itself would take the
+	// message's seq (SPOOL_SEQ) for --seq.
+	Reserved:     handler.Vars,
+	ReservedWhat: "which spool sets for the programs of --exec and --on-dead-letter",
+	EnvHelp:      "\nEvery flag may also be set in the environment as SPOOL_ and its name in\ncapitals, - as _ (SPOOL_MAX_SIZE=64KiB for --max-size); a flag given wins.\n",
+	ReservedHelp: "Not %s: their variables are the message's values that --exec hands its\nprogram; set them in spool.conf.\n",
+	// The tests' switches and services (internal/testenv).
+	OtherPrefixes: []string{"SPOOL_TEST_", "SPOOL_E2E_"},
+	Description:   "consume a directory message queue into an idempotent ledger",
+	ManSynopsis:   ".I COMMAND DIR\n[ARGS] [FLAGS]",
+	ExitStatus:    "0 ok, 1 a check found a problem, 2 bad usage or configuration, 3 runtime failure, 4 consume stopped at a signal with calls cut short.",
+}
+
+// spec is c as package cli reads it, its flags bound on a fresh options
+// value each time.
+func (c *command) spec() *cmdline.Command {
+	return &cmdline.Command{Name: c.name, Args: c.args, Summary: c.summary, Help: c.help, Env: c.env, Groups: c.groups,
+		Flags: func(fs *flag.FlagSet) { c.opts().flags(fs) }}
 }
 
 func lookup(name string) *command {
@@ -150,7 +181,7 @@ Commands:
 `)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, c := range commands {
-		fmt.Fprintf(tw, "  %s\t%s\n", strings.TrimSpace(c.name+" "+positionalSynopsis(c.args)), c.summary)
+		fmt.Fprintf(tw, "  %s\t%s\n", strings.TrimSpace(c.name+" "+cmdline.Synopsis(c.args)), c.summary)
 	}
 	tw.Flush()
 	fmt.Fprint(w, `
@@ -158,25 +189,6 @@ Run 'spool help COMMAND' for a command's flags. Try 'spool demo' first.
 Exit status: 0 ok, 1 a check found a problem, 2 bad usage or configuration,
 3 runtime failure, 4 consume stopped at a signal with calls cut short.
 `)
-}
-
-// positionalSynopsis drops the optional flags from a synopsis, keeping
-// the positional arguments: "DIR [-o FILE] [--sql]" -> "DIR".
-func positionalSynopsis(args string) string {
-	var keep []string
-	depth := 0
-	skipping := false
-	for _, tok := range strings.Fields(args) {
-		if depth == 0 {
-			skipping = strings.HasPrefix(tok, "[-") || strings.HasPrefix(tok, "[contract") ||
-				tok == "[FLAGS]" || strings.HasPrefix(tok, "[consume's")
-		}
-		depth += strings.Count(tok, "[") - strings.Count(tok, "]")
-		if !skipping {
-			keep = append(keep, tok)
-		}
-	}
-	return strings.Join(keep, " ")
 }
 
 // flagSet returns the command's flag set. Errors and help are handled by
@@ -192,12 +204,12 @@ func (e *env) flagSet() *flag.FlagSet {
 // the command's help on stdout and returns errHelp.
 func (e *env) parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	e.fs = fs
-	pos, err := parseInterleaved(fs, args)
+	pos, err := cmdline.Parse(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		if e.long {
-			e.writeHelp(fs)
+			program.WriteHelp(e.stdout, e.cmd.spec(), fs)
 		} else {
-			e.writeShortHelp(fs)
+			program.WriteShortHelp(e.stdout, e.cmd.spec(), fs)
 		}
 		return nil, errHelp
 	}
@@ -205,7 +217,7 @@ func (e *env) parse(fs *flag.FlagSet, args []string) ([]string, error) {
 		return nil, e.usage("%v", err)
 	}
 	if e.cmd.env {
-		set, err := applyEnv(fs)
+		set, err := program.ApplyEnv(fs)
 		if err != nil {
 			return nil, e.usage("%v", err)
 		}
@@ -218,8 +230,8 @@ func (e *env) parse(fs *flag.FlagSet, args []string) ([]string, error) {
 func (e *env) usage(format string, args ...any) error {
 	msg := fmt.Sprintf(format, args...)
 	for _, name := range e.fromEnv {
-		if strings.HasPrefix(msg, dashed(name)+" ") || strings.HasPrefix(msg, dashed(name)+":") {
-			msg += " (set by " + envName(name) + ")"
+		if strings.HasPrefix(msg, cmdline.Dashed(name)+" ") || strings.HasPrefix(msg, cmdline.Dashed(name)+":") {
+			msg += " (set by " + program.EnvName(name) + ")"
 			break
 		}
 	}

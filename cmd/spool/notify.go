@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/handler"
+	"github.com/spoolq/spool/internal/cmdline"
 )
 
 // notifyFlags are consume's flags for telling an operator about dead
@@ -27,7 +28,7 @@ func addNotifyFlags(fs *flag.FlagSet) *notifyFlags {
 
 // check validates the flags.
 func (nf *notifyFlags) check(e *env) error {
-	if given(nf.fs, "on-dead-letter") && strings.TrimSpace(nf.command) == "" {
+	if cmdline.Given(nf.fs, "on-dead-letter") && strings.TrimSpace(nf.command) == "" {
 		return e.usage("--on-dead-letter is empty")
 	}
 	if nf.timeout <= 0 {

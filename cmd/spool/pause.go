@@ -4,10 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"os"
 
 	"github.com/spoolq/spool/hold"
-	"github.com/spoolq/spool/queue"
+	"github.com/spoolq/spool/queueopen"
 )
 
 var pauseCommand = &command{
@@ -77,7 +76,7 @@ func pauseQueue(ctx context.Context, e *env, dir, db, note string, paused bool) 
 	b := c.Before
 	switch {
 	case paused && c.Changed:
-		fmt.Fprintf(e.stdout, "queue %s paused: its consumers stop claiming and calling within a second; those under way finish. spool resume %s lets them go on\n", dir, shellWord(dir))
+		fmt.Fprintf(e.stdout, "queue %s paused: its consumers stop claiming and calling within a second; those under way finish. spool resume %s lets them go on\n", dir, queueopen.ShellWord(dir))
 	case paused:
 		fmt.Fprintf(e.stdout, "queue %s is paused already, %s; nothing changed\n", dir, hold.PausedBy(b))
 	case c.Changed:
@@ -103,5 +102,5 @@ func holdService(ctx context.Context, dir, db string, cf *contractFlags) (*hold.
 	if err != nil {
 		return nil, nil, err
 	}
-	return &hold.Service{Dir: d, Ledger: l, Contract: c, Records: conf.Batched(), Host: queue.Host(), PID: os.Getpid()}, done, nil
+	return queueopen.HoldService(d, l, c, conf), done, nil
 }

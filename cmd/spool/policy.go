@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/queue"
 	"github.com/spoolq/spool/queueopen"
@@ -105,27 +106,15 @@ func openPolicyLedger(ctx context.Context, dir, db string, write bool) (*ledger.
 	return l, done, err
 }
 
-// ledgerPolicy is the policy of the queue at dir, its ledger l open for
-// writing already (a task service's, serve's): the ledger's, which adopts
-// spool.conf's section the first time it sees one (queuePolicy).
-func ledgerPolicy(ctx context.Context, dir string, l *ledger.DB) (task.Policy, error) {
-	conf, file, err := queueopen.ApprovalPolicy(dir)
-	if err != nil {
-		return task.NoPolicy, err
-	}
-	return queuePolicy(ctx, l, conf, file, true)
-}
-
-// queuePolicy is the queue's policy from its ledger l and the approval
-// section conf of its spool.conf at file (task.Service.QueuePolicy), as
-// the OS user running spool.
-func queuePolicy(ctx context.Context, l *ledger.DB, conf task.Policy, file string, adopt bool) (task.Policy, error) {
-	s := &task.Service{Ledger: l, Host: queue.Host(), PID: os.Getpid()}
-	p, err := s.QueuePolicy(ctx, currentOperator().Identity(), conf, file, adopt)
+// queueTasks is queueopen.TaskService as the OS user running spool, a
+// spool.conf whose approval section differs from the ledger's policy
+// being a usage error (exit 2).
+func queueTasks(ctx context.Context, d *queue.Dir, l *ledger.DB, c spool.Contract, conf task.Policy, file string, adopt bool) (*task.Service, error) {
+	s, err := queueopen.TaskService(ctx, d, l, c, conf, file, currentOperator().Identity(), adopt)
 	if errors.Is(err, task.ErrPolicyMismatch) {
-		return p, &usageError{msg: err.Error()}
+		return nil, &usageError{msg: err.Error()}
 	}
-	return p, err
+	return s, err
 }
 
 func showPolicy(ctx context.Context, e *env, dir, db string, asJSON bool) (err error) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spoolq/spool/fsck"
 	"github.com/spoolq/spool/ledger"
+	"github.com/spoolq/spool/queueopen"
 	"github.com/spoolq/spool/task"
 )
 
@@ -157,9 +158,9 @@ func (e *env) printPruned(verb string, before time.Time, n fsck.Pruned, files bo
 // pruneCommandLine is the spool prune command line for the queue at dir with
 // --db db and the window olderThan, its arguments quoted for a shell.
 func pruneCommandLine(dir, db, olderThan string) string {
-	c := "spool prune " + shellWord(dir) + " --older-than " + shellWord(olderThan)
+	c := "spool prune " + queueopen.ShellWord(dir) + " --older-than " + queueopen.ShellWord(olderThan)
 	if db != "" {
-		c += " --db " + shellWord(db)
+		c += " --db " + queueopen.ShellWord(db)
 	}
 	return c
 }

@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/spoolq/spool/handler"
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/queueopen"
 )
@@ -66,15 +65,6 @@ func checkListenHost(ctx context.Context, addr, host string) error {
 		if errors.As(err, &de) && de.IsNotFound {
 			return &usageError{msg: fmt.Sprintf("--listen %q: no such host %q", addr, host)}
 		}
-	}
-	return nil
-}
-
-// checkExec refuses, before anything is claimed, an --exec command whose
-// program cannot be found or executed (handler.CheckCommand).
-func checkExec(command string) error {
-	if err := handler.CheckCommand(command); err != nil {
-		return &usageError{msg: fmt.Sprintf("--exec %q: %v", command, strings.TrimPrefix(err.Error(), "check command: "))}
 	}
 	return nil
 }

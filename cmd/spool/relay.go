@@ -177,7 +177,7 @@ func (o *relayOpts) run(ctx context.Context, e *env) (err error) {
 			return err
 		}
 		defer func() {
-			if cerr := ep.stop(); cerr != nil && err == nil {
+			if cerr := ep.Stop(); cerr != nil && err == nil {
 				err = cerr
 			}
 		}()

@@ -12,7 +12,6 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/console"
-	"github.com/spoolq/spool/hold"
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/metrics"
 	"github.com/spoolq/spool/queue"
@@ -167,7 +166,7 @@ func (o *serveOpts) run(ctx context.Context, e *env) (err error) {
 	sigCtx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	<-sigCtx.Done()
-	return ep.stop()
+	return ep.Stop()
 }
 
 // newConsole is the API and console of serve --auth and consume --auth
@@ -179,11 +178,14 @@ func newConsole(ctx context.Context, dir string, d *queue.Dir, l *ledger.DB, c s
 	// The ledger's policy, adopting spool.conf's section the first time;
 	// the service reads the ledger's again at each request, so that spool
 	// policy set applies to a serve that runs on.
-	policy, err := ledgerPolicy(ctx, dir, l)
+	policy, file, err := queueopen.ApprovalPolicy(dir)
 	if err != nil {
 		return nil, err
 	}
-	svc := &task.Service{Dir: d, Ledger: l, Contract: c, Policy: policy, Host: queue.Host(), PID: os.Getpid()}
+	svc, err := queueTasks(ctx, d, l, c, policy, file, true)
+	if err != nil {
+		return nil, err
+	}
 	gauges := func() []console.StageGauge {
 		var out []console.StageGauge
 		for _, g := range m.Stages() {
@@ -196,7 +198,7 @@ func newConsole(ctx context.Context, dir string, d *queue.Dir, l *ledger.DB, c s
 		}
 		return out
 	}
-	holds := &hold.Service{Dir: d, Ledger: l, Contract: c, Records: conf.Batched(), Host: queue.Host(), PID: os.Getpid()}
+	holds := queueopen.HoldService(d, l, c, conf)
 	srv, err := console.New(console.Options{Dir: d, Ledger: l, Tokens: tokens, Tasks: svc, Holds: holds, Gauges: gauges, Log: logger,
 		Host: queue.Host(), PID: os.Getpid(), SampleEvery: refresh})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/internal/cmdline"
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/queue"
 	"github.com/spoolq/spool/queueopen"
@@ -48,7 +49,7 @@ func addTaskFlags(fs *flag.FlagSet) *taskFlags {
 // reported as a task (its id, its end), not file by file alone.
 func (tf *taskFlags) any() bool {
 	for _, n := range []string{"since", "until", "detail-match", "msg-id", "order-no", "rate"} {
-		if given(tf.fs, n) {
+		if cmdline.Given(tf.fs, n) {
 			return true
 		}
 	}
@@ -71,7 +72,7 @@ func (tf *taskFlags) selection(e *env, names []string, reason string, reasonGive
 		name, val string
 		to        *time.Time
 	}{{"since", tf.since, &s.Since}, {"until", tf.until, &s.Until}} {
-		if !given(tf.fs, f.name) {
+		if !cmdline.Given(tf.fs, f.name) {
 			continue
 		}
 		if *f.to, err = parseSince(f.val, now); err != nil {
@@ -79,11 +80,11 @@ func (tf *taskFlags) selection(e *env, names []string, reason string, reasonGive
 		}
 	}
 	for _, f := range []struct{ name, val string }{{"detail-match", tf.detail}, {"msg-id", tf.msgID}, {"order-no", tf.orderN}} {
-		if given(tf.fs, f.name) && f.val == "" {
+		if cmdline.Given(tf.fs, f.name) && f.val == "" {
 			return s, e.usage("--%s is empty", f.name)
 		}
 	}
-	if given(tf.fs, "rate") && tf.rate <= 0 {
+	if cmdline.Given(tf.fs, "rate") && tf.rate <= 0 {
 		return s, e.usage("--rate %v: want files a second > 0", tf.rate)
 	}
 	switch err := s.Check(); {
@@ -132,12 +133,12 @@ func taskService(ctx context.Context, dir, db string, cf *contractFlags, readOnl
 	}
 	// The ledger's policy, which adopts spool.conf's section the first
 	// time it sees one (a dry run only reads it).
-	p, err := queuePolicy(ctx, l, conf, file, !readOnly)
+	s, err := queueTasks(ctx, d, l, c, conf, file, !readOnly)
 	if err != nil {
 		done(&err)
 		return nil, nil, err
 	}
-	return &task.Service{Dir: d, Ledger: l, Contract: c, Policy: p, Host: queue.Host(), PID: os.Getpid()}, done, nil
+	return s, done, nil
 }
 
 // askTask asks the task service for r's replay or discard as the OS user,

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/spoolq/spool/ledger"
+	"github.com/spoolq/spool/queue"
 )
 
 // TargetError refuses the file a backup of the ledger file Live would be
@@ -22,6 +23,11 @@ type TargetError struct {
 
 func (e *TargetError) Error() string { return e.Path + " " + e.Why }
 
+// ErrBackupTarget is wrapped by CheckBackupTarget's error when the
+// target cannot even be looked at (its stat fails): the target's fault,
+// which the face words as its own ("--to FILE: ...").
+var ErrBackupTarget = errors.New("backup target")
+
 // sideFiles are the files beside an SQLite ledger that belong to it.
 var sideFiles = []string{"", "-wal", "-shm", "-turn"}
 
@@ -35,7 +41,7 @@ func CheckBackupTarget(to, live string, force bool) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("backup target: %w", err)
+		return fmt.Errorf("%w: %w", ErrBackupTarget, err)
 	}
 	for _, side := range sideFiles {
 		if li, err := os.Stat(live + side); err == nil && os.SameFile(fi, li) {
@@ -82,4 +88,85 @@ func VerifyCopy(ctx context.Context, path, qid string) (rows ledger.Rows, err er
 		return ledger.Rows{}, fmt.Errorf("check the copy: %w", err)
 	}
 	return rows, nil
+}
+
+// BackupReport is what a Backup wrote: the live ledger's file, the copy,
+// its size, the queue it is bound to and its rows, as spool backup
+// --json prints it.
+type BackupReport struct {
+	Ledger     string `json:"ledger"`
+	File       string `json:"file"`
+	Bytes      int64  `json:"bytes"`
+	QueueID    string `json:"queue_id"`
+	Processed  int64  `json:"processed"`
+	Deliveries int64  `json:"deliveries"`
+	Replays    int64  `json:"replays"`
+	Integrity  string `json:"integrity"`
+}
+
+// A BackupRun copies a ledger file into another while consumers go on
+// recording: PrepareBackup checks, Copy copies. Between the two a caller
+// records that it begins (an audit row), once nothing can refuse it.
+type BackupRun struct {
+	l             *ledger.DB
+	live, to, qid string
+	force         bool
+}
+
+// PrepareBackup checks that the ledger l, whose SQLite file is live, can
+// be copied into to (l.Backup().CanSnapshot: a *ledger.NoSnapshotError
+// for a server's ledger; CheckBackupTarget: a *TargetError), reads the
+// queue it is bound to, and removes the temp files a backup to the same
+// file killed before its rename left, telling removed of each (also when
+// the removal then fails). Nothing is written yet. A target that cannot
+// be looked at is an error wrapping ErrBackupTarget.
+func PrepareBackup(ctx context.Context, l *ledger.DB, live, to string, force bool, removed func(name string)) (*BackupRun, error) {
+	if err := l.Backup().CanSnapshot(); err != nil {
+		return nil, err
+	}
+	if err := CheckBackupTarget(to, live, force); err != nil {
+		return nil, err
+	}
+	qid, err := l.QueueID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	names, err := queue.RemoveStaleTempsBeside(to)
+	for _, n := range names {
+		removed(n)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &BackupRun{l: l, live: live, to: to, qid: qid, force: force}, nil
+}
+
+// Copy takes one consistent snapshot of the ledger (VACUUM INTO) into a
+// temp file beside the target, fsyncs it, checks it (VerifyCopy), and only
+// then renames it to the target and fsyncs the directory
+// (queue.CreateFile): the target is a whole, checked copy or does not
+// exist. The report is filled as far as the copy got.
+func (b *BackupRun) Copy(ctx context.Context) (BackupReport, error) {
+	var out BackupReport
+	err := queue.CreateFile(b.to, b.force, func(tmp string) error {
+		if err := b.l.Backup().SnapshotInto(ctx, tmp); err != nil {
+			return err
+		}
+		rows, err := VerifyCopy(ctx, tmp, b.qid)
+		if err != nil {
+			return err
+		}
+		out = BackupReport{Ledger: b.live, File: b.to, QueueID: b.qid, Processed: rows.Processed,
+			Deliveries: rows.Deliveries, Replays: rows.Replays, Integrity: "ok"}
+		return nil
+	})
+	if err != nil {
+		return out, fmt.Errorf("back up %s: %w", b.live, err)
+	}
+	fi, err := os.Stat(b.to)
+	if err != nil {
+		return out, fmt.Errorf("back up %s: %w", b.live, err)
+	}
+	out.Bytes = fi.Size()
+	return out, nil
 }

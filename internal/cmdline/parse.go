@@ -1,4 +1,4 @@
-package main
+package cmdline
 
 import (
 	"flag"
@@ -11,14 +11,14 @@ import (
 	"github.com/spoolq/spool/internal/spelling"
 )
 
-// parseInterleaved parses args into fs with flags allowed anywhere: before,
+// Parse parses args into fs with flags allowed anywhere: before,
 // between or after the positional arguments, which it returns in order.
 // Everything after "--" is positional; a lone "-" is positional (it may
 // name stdin), and so is a negative number such as "-1" unless a flag has
 // that name, so that it is refused for what it is, a bad value. A flag that takes a value consumes the next argument unless
 // written as -name=value; boolean flags never consume one. Unknown flags are
 // left for fs.Parse to report.
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+func Parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	var flags, pos []string
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -70,12 +70,12 @@ func flagError(fs *flag.FlagSet, err error) error {
 	msg := err.Error()
 	if m := unknownFlagRe.FindStringSubmatch(msg); m != nil {
 		if near := nearestFlag(fs, m[1]); near != "" {
-			return fmt.Errorf("unknown flag %s (did you mean %s?)", dashed(m[1]), dashed(near))
+			return fmt.Errorf("unknown flag %s (did you mean %s?)", Dashed(m[1]), Dashed(near))
 		}
-		return fmt.Errorf("unknown flag %s", dashed(m[1]))
+		return fmt.Errorf("unknown flag %s", Dashed(m[1]))
 	}
 	if m := noValueRe.FindStringSubmatch(msg); m != nil {
-		return fmt.Errorf("%s needs a value", dashed(m[1]))
+		return fmt.Errorf("%s needs a value", Dashed(m[1]))
 	}
 	m := badValueRe.FindStringSubmatch(msg)
 	if m == nil {
@@ -96,11 +96,11 @@ func flagError(fs *flag.FlagSet, err error) error {
 			}
 		}
 	}
-	return fmt.Errorf("%s %q: %s", dashed(name), value, why)
+	return fmt.Errorf("%s %q: %s", Dashed(name), value, why)
 }
 
-// dashed writes a flag as the usage lines do: -o, --db.
-func dashed(name string) string {
+// Dashed writes a flag as the usage lines do: -o, --db.
+func Dashed(name string) string {
 	if len(name) == 1 {
 		return "-" + name
 	}
@@ -127,10 +127,10 @@ func nearestFlag(fs *flag.FlagSet, name string) string {
 	return best
 }
 
-// given reports whether the command line set the flag name, as opposed
+// Given reports whether the command line set the flag name, as opposed
 // to leaving it at its default: an empty or zero value written on purpose
 // is refused where the default is not.
-func given(fs *flag.FlagSet, name string) bool {
+func Given(fs *flag.FlagSet, name string) bool {
 	set := false
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
 	return set
@@ -148,27 +148,31 @@ func isBoolFlag(f *flag.Flag) bool {
 	return ok && b.IsBoolFlag()
 }
 
-// sizeFlag is a byte count given as plain bytes or with a binary suffix:
+// Size is a byte count given as plain bytes or with a binary suffix:
 // 1048576, 512KiB, 1MiB, 2GiB (suffixes case-insensitive; B allowed).
-type sizeFlag struct{ n int64 }
+type Size struct{ N int64 }
 
-func (s *sizeFlag) String() string {
+// String is the count in bytes, for the flag's default.
+func (s *Size) String() string {
 	if s == nil {
 		return "0"
 	}
-	return strconv.FormatInt(s.n, 10)
+	return strconv.FormatInt(s.N, 10)
 }
 
-func (s *sizeFlag) Set(v string) error {
-	n, err := parseSize(v)
+// Set takes a count as ParseSize reads it.
+func (s *Size) Set(v string) error {
+	n, err := ParseSize(v)
 	if err != nil {
 		return err
 	}
-	s.n = n
+	s.N = n
 	return nil
 }
 
-func parseSize(v string) (int64, error) {
+// ParseSize reads a byte count as Size takes it; an error names v and
+// what is wanted.
+func ParseSize(v string) (int64, error) {
 	t := strings.TrimSpace(v)
 	mult := int64(1)
 	lower := strings.ToLower(t)

@@ -1,4 +1,4 @@
-package main
+package cmdline
 
 import (
 	"errors"
@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-func TestParseInterleaved(t *testing.T) {
+func TestParse(t *testing.T) {
 	type got struct {
 		pos        []string
 		o, db      string
@@ -48,7 +48,7 @@ func TestParseInterleaved(t *testing.T) {
 			db := fs.String("db", "", "")
 			v := fs.Bool("v", false, "")
 			n := fs.Int("n", 0, "")
-			pos, err := parseInterleaved(fs, tt.args)
+			pos, err := Parse(fs, tt.args)
 			if tt.want.errContain != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.want.errContain) {
 					t.Fatalf("err = %v, want one containing %q", err, tt.want.errContain)
@@ -65,7 +65,7 @@ func TestParseInterleaved(t *testing.T) {
 	}
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	if _, err := parseInterleaved(fs, []string{"DIR", "-h"}); !errors.Is(err, flag.ErrHelp) {
+	if _, err := Parse(fs, []string{"DIR", "-h"}); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("-h: err = %v, want flag.ErrHelp", err)
 	}
 }
@@ -81,14 +81,14 @@ func TestParseSize(t *testing.T) {
 		{"", 0, false}, {"-1", 0, false}, {"+1", 0, false}, {"1MB", 0, false}, {"1.5MiB", 0, false},
 		{"KiB", 0, false}, {"9999999999GiB", 0, false}, {"0x10", 0, false},
 	} {
-		got, err := parseSize(tt.in)
+		got, err := ParseSize(tt.in)
 		if (err == nil) != tt.ok || got != tt.want {
-			t.Errorf("parseSize(%q) = %d, %v; want %d, ok=%v", tt.in, got, err, tt.want, tt.ok)
+			t.Errorf("ParseSize(%q) = %d, %v; want %d, ok=%v", tt.in, got, err, tt.want, tt.ok)
 		}
 	}
 }
 
-func TestPositionalSynopsis(t *testing.T) {
+func TestSynopsis(t *testing.T) {
 	for in, want := range map[string]string{
 		"DIR [-o FILE] [--sql] [--db PATH]":     "DIR",
 		"DIR FILE... [--by USER] [--note TEXT]": "DIR FILE...",
@@ -96,8 +96,8 @@ func TestPositionalSynopsis(t *testing.T) {
 		"DIR THRESHOLD":                         "DIR THRESHOLD",
 		"":                                      "",
 	} {
-		if got := positionalSynopsis(in); got != want {
-			t.Errorf("positionalSynopsis(%q) = %q, want %q", in, got, want)
+		if got := Synopsis(in); got != want {
+			t.Errorf("Synopsis(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
@@ -124,7 +124,7 @@ func TestFlagTypos(t *testing.T) {
 		{[]string{"--rate-burst", "many"}, `--rate-burst "many": want a number`},
 		{[]string{"--concurrency=4x"}, `--concurrency "4x": want a whole number`},
 	} {
-		_, err := parseInterleaved(fs, c.args)
+		_, err := Parse(fs, c.args)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: err = %v, want one containing %q", c.args, err, c.want)
 		}

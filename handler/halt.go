@@ -1,4 +1,4 @@
-package main
+package handler
 
 import (
 	"context"
@@ -8,12 +8,11 @@ import (
 	"syscall"
 
 	"github.com/spoolq/spool"
-	"github.com/spoolq/spool/handler"
 )
 
-// A call of --exec or --post can fail for a reason that is no message's:
+// A call of Exec or Post (--exec, --post) can fail for a reason that is no message's:
 // the shell could not run the program (exit 126 or 127,
-// handler.ErrNotRunnable), or the process has run out of file
+// ErrNotRunnable), or the process has run out of file
 // descriptors (EMFILE, ENFILE: the pipes of a command, the socket of a
 // request). Counted against the message as any transient failure, it
 // would be retried with backoff, the calls paused, and after --retry-max
@@ -24,9 +23,9 @@ import (
 // consume exits with one line saying why: 2 for a command that cannot
 // run, 3 for the descriptors.
 
-// halter stops the consumer at the first such failure and keeps its
-// error for consume's exit.
-type halter struct {
+// Halter stops the consumer at the first such failure and keeps its
+// error for the run's result (Err).
+type Halter struct {
 	// what names the handler in the error: `--exec "CMD"`, `--post URL`.
 	what string
 	halt context.CancelFunc
@@ -36,13 +35,13 @@ type halter struct {
 
 // check looks at a call's error, and stops the consumer when it is no
 // message's fault; it returns err unchanged.
-func (h *halter) check(err error) error {
+func (h *Halter) check(err error) error {
 	var stop error
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, handler.ErrNotRunnable):
-		stop = &usageError{msg: fmt.Sprintf("%s: %v; consume stopped, the messages it was calling are back in inbox/ (fix the command and run again)", h.what, err)}
+	case errors.Is(err, ErrNotRunnable):
+		stop = &OptionError{Msg: fmt.Sprintf("%s: %v; consume stopped, the messages it was calling are back in inbox/ (fix the command and run again)", h.what, err), Content: true}
 	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
 		limit := "?"
 		var rl syscall.Rlimit
@@ -63,44 +62,49 @@ func (h *halter) check(err error) error {
 	return err
 }
 
-// halted is the error that stopped the consumer, or nil.
-func (h *halter) halted() error {
+// Stops sets what stops the consumer's run: its context's cancel. It is
+// set before the run's first call.
+func (h *Halter) Stops(cancel context.CancelFunc) { h.halt = cancel }
+
+// Err is the error that stopped the consumer, or nil: an *OptionError
+// for a command that cannot run, another error for the descriptors.
+func (h *Halter) Err() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.err
 }
 
-// haltingExec is the --exec Caller of spool consume, stopped by its
-// halter; embedding keeps Exec's other methods (Kind, the reaper's).
+// haltingExec is an Exec stopped by its Halter; embedding keeps Exec's
+// other methods (Kind, the reaper's).
 type haltingExec struct {
-	*handler.Exec
-	h *halter
+	*Exec
+	h *Halter
 }
 
 func (e *haltingExec) Call(ctx context.Context, d *spool.Delivery) error {
 	return e.h.check(e.Exec.Call(ctx, d))
 }
 
-// haltingPost is the --post Caller of spool consume, stopped by its
-// halter.
+// haltingPost is a Post stopped by its Halter.
 type haltingPost struct {
-	*handler.Post
-	h *halter
+	*Post
+	h *Halter
 }
 
 func (p *haltingPost) Call(ctx context.Context, d *spool.Delivery) error {
 	return p.h.check(p.Post.Call(ctx, d))
 }
 
-// halting wraps caller, an --exec or --post handler, with a halter;
-// others it returns as they are, with a nil halter.
-func halting(caller spool.Caller, hf *handlerFlags) (spool.Caller, *halter) {
+// Halting wraps caller, the Exec or Post that Build made, with a
+// Halter, which stops the run at a call that fails for no message's
+// fault; another caller it returns as it is, with a nil Halter.
+func (o *Options) Halting(caller spool.Caller) (spool.Caller, *Halter) {
 	switch c := caller.(type) {
-	case *handler.Exec:
-		h := &halter{what: fmt.Sprintf("--exec %q", hf.exec)}
+	case *Exec:
+		h := &Halter{what: fmt.Sprintf("--exec %q", o.Exec)}
 		return &haltingExec{Exec: c, h: h}, h
-	case *handler.Post:
-		h := &halter{what: "--post " + hf.post}
+	case *Post:
+		h := &Halter{what: "--post " + o.Post}
 		return &haltingPost{Post: c, h: h}, h
 	}
 	return caller, nil
