@@ -118,6 +118,13 @@ func (o *initOpts) run(ctx context.Context, e *env) (err error) {
 		}
 		if wrote {
 			head += "; wrote " + filepath.Join(dir, configName)
+			// --from copies the files of the format just written, not
+			// those of the spool.conf the queue was opened with.
+			c, err := queueopen.ReadConfig(dir)
+			if err != nil {
+				return err
+			}
+			queueopen.UseFormat(d, c)
 		}
 	}
 	if *from == "" {

@@ -610,6 +610,16 @@ func TestBatchInitFrom(t *testing.T) {
 	if got := stageNames(t, q, inbox); !slices.Equal(got, []string{"a.csv"}) {
 		t.Errorf("inbox/ holds %q, want a.csv", got)
 	}
+	// The format given by flag in the same init: its files are the ones
+	// copied.
+	q2 := filepath.Join(base, "q2")
+	r = mustRun(t, 0, "init", q2, "--format", "csv", "--from", src)
+	if !strings.Contains(r.stdout, "copied 1 message from") {
+		t.Errorf("init --format csv --from:\n%s", r)
+	}
+	if got := stageNames(t, q2, inbox); !slices.Equal(got, []string{"a.csv"}) {
+		t.Errorf("inbox/ holds %q, want a.csv", got)
+	}
 }
 
 // TestBatchInitFlags: spool init's format flags write the batch keys of
