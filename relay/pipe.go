@@ -13,12 +13,13 @@ import (
 //   - it looks for aggregates with work (Outbox.Heads) and takes their
 //     leases (Outbox.AcquireLeases, one commit for all);
 //   - a reader goroutine reads each held aggregate's rows in id order,
-//     Batch at a time, and makes their events' documents (Event.Body),
+//     Batch at a time (the reads asked for meanwhile in one query,
+//     Outbox.RowsAfterEach), and makes their events' documents (Event.Body),
 //     ahead of the sending: one read per aggregate under way at a time,
 //     asked for on reads (capacity Aggregates) and answered on readDone
 //     (the same), so that neither side ever blocks on the other. It holds
 //     the lease, so it reads on from the last row read
-//     (Outbox.RowsAfter) without waiting for marks;
+//     without waiting for marks;
 //   - it sends: one event of each aggregate in turn while fewer than
 //     Window are in flight; to a Pipeline many of one aggregate at once, in
 //     order, to a plain Target one of an aggregate at a time (a goroutine
@@ -367,21 +368,51 @@ func (p *pipe) read(w *work) {
 }
 
 // reader answers the reads, in the order asked: the rows, and each
-// event's document made ahead (a failure to make one is the send's).
+// event's document made ahead (a failure to make one is the send's). The
+// reads asked for while it was busy are answered together, by one query
+// (Outbox.RowsAfterEach), up to readsAtOnce of them.
 func (p *pipe) reader(ctx context.Context) {
+	var reqs []readReq
+	var reads []ledger.OutboxRead
 	for req := range p.reads {
-		rows, err := p.r.db.Outbox().RowsAfter(ctx, req.w.name, req.after, p.r.o.Batch)
-		res := readRes{w: req.w, full: len(rows) == p.r.o.Batch, err: err}
-		for _, row := range rows {
-			e := &Event{ID: EventID(p.r.queueID, row.ID), Row: row}
-			if !row.Parked {
-				_, _ = e.Body()
+		reqs = append(reqs[:0], req)
+	more:
+		for len(reqs) < readsAtOnce {
+			select {
+			case req, ok := <-p.reads:
+				if !ok {
+					break more
+				}
+				reqs = append(reqs, req)
+			default:
+				break more
 			}
-			res.events = append(res.events, e)
 		}
-		p.readDone <- res
+		reads = reads[:0]
+		for _, req := range reqs {
+			reads = append(reads, ledger.OutboxRead{Aggregate: req.w.name, After: req.after})
+		}
+		rows, err := p.r.db.Outbox().RowsAfterEach(ctx, reads, p.r.o.Batch)
+		for i, req := range reqs {
+			res := readRes{w: req.w, err: err}
+			if err == nil {
+				res.full = len(rows[i]) == p.r.o.Batch
+				res.events = make([]*Event, 0, len(rows[i]))
+				for _, row := range rows[i] {
+					e := &Event{ID: EventID(p.r.queueID, row.ID), Row: row}
+					if !row.Parked {
+						_, _ = e.Body()
+					}
+					res.events = append(res.events, e)
+				}
+			}
+			p.readDone <- res
+		}
 	}
 }
+
+// readsAtOnce bounds the reads one query answers.
+const readsAtOnce = 64
 
 // readIn takes a read's rows.
 func (p *pipe) readIn(res readRes) error {

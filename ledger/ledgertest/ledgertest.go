@@ -89,6 +89,7 @@ func Run(t *testing.T, b Backend) {
 		{"Headers", testHeaders},
 		{"OutboxRelay", testOutboxRelay},
 		{"OutboxBatch", testOutboxBatch},
+		{"OutboxRowsEach", testOutboxRowsEach},
 		{"OutboxCommitOrder", testOutboxCommitOrder},
 		{"Rebuild", testRebuild},
 		{"RepairDoneOrder", testRepairDoneOrder},
