@@ -90,6 +90,7 @@ func Run(t *testing.T, b Backend) {
 		{"OutboxRelay", testOutboxRelay},
 		{"OutboxBatch", testOutboxBatch},
 		{"OutboxRowsEach", testOutboxRowsEach},
+		{"OutboxMarkRuns", testOutboxMarkRuns},
 		{"OutboxCommitOrder", testOutboxCommitOrder},
 		{"Rebuild", testRebuild},
 		{"RepairDoneOrder", testRepairDoneOrder},
