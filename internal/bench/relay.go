@@ -308,6 +308,10 @@ type client struct {
 	close   func()
 }
 
+// clientStallWait bounds a NATS client's wait for room in its window:
+// the relay's own publish timeout.
+const clientStallWait = 10 * time.Second
+
 // natsClient publishes with nats.go's asynchronous JetStream publish.
 func natsClient(ctx context.Context, u *url.URL) (client, error) {
 	subject, stream := strings.TrimPrefix(u.Path, "/"), u.Query().Get("stream")
@@ -333,7 +337,10 @@ func natsClient(ctx context.Context, u *url.URL) (client, error) {
 				m := nats.NewMsg(subject)
 				m.Data = d.body
 				m.Header.Set(jetstream.MsgIDHeader, d.id)
-				if _, err := js.PublishMsgAsync(m); err != nil {
+				// Stalled at ClientWindow, it waits for the broker as long
+				// as the relay does for an ack (nats.go's default, 200 ms,
+				// fails the run on a loaded machine).
+				if _, err := js.PublishMsgAsync(m, jetstream.WithStallWait(clientStallWait)); err != nil {
 					return err
 				}
 			}
