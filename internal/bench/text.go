@@ -145,13 +145,24 @@ func (r RelayReport) Write(w io.Writer) {
 				r.Median(j, func(r RelayRound) float64 { return r.Client.Rate() }),
 				r.Median(j, func(r RelayRound) float64 { return micros(r.Client.CPUPerMessage()) }),
 				r.Median(j, RelayRound.Ratio))
-			if rr.Relay.ServerSeen && rr.Client.ServerSeen {
+			if r.brokerSeen(j) {
 				fmt.Fprintf(w, "%-10s broker cpu with the relay %5.1fµs/ev, with the client %5.1fµs/ev\n", "",
 					r.Median(j, func(r RelayRound) float64 { return brokerMicros(r.Relay) }),
 					r.Median(j, func(r RelayRound) float64 { return brokerMicros(r.Client) }))
 			}
 		}
 	}
+}
+
+// brokerSeen reports whether every round saw the broker's CPU for
+// target j, both parts: the median of the others would mix in zeros.
+func (r RelayReport) brokerSeen(j int) bool {
+	for _, round := range r.Rounds {
+		if !round[j].Relay.ServerSeen || !round[j].Client.ServerSeen {
+			return false
+		}
+	}
+	return true
 }
 
 // brokerMicros is the broker's CPU per event of r, in µs.
