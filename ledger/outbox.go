@@ -1,11 +1,14 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spoolq/spool"
@@ -142,30 +145,76 @@ ORDER BY o.id LIMIT ?`)
 // marks. An aggregate's rows commit
 // in id order (migration 013), so no row below after can appear later.
 func (o Outbox) RowsAfter(ctx context.Context, aggregate string, after int64, limit int) ([]OutboxRow, error) {
+	rows, err := o.RowsAfterEach(ctx, []OutboxRead{{Aggregate: aggregate, After: after}}, limit)
+	if err != nil {
+		return nil, err
+	}
+	return rows[0], nil
+}
+
+// OutboxRead is one aggregate's part of Outbox.RowsAfterEach: its rows
+// after row id After.
+type OutboxRead struct {
+	Aggregate string
+	After     int64
+}
+
+// RowsAfterEach is RowsAfter for each of reads, in one query and one
+// snapshot: out[i] is what RowsAfter(reads[i].Aggregate,
+// reads[i].After, limit) returns, limit rows at most of each. A relay
+// reading the aggregates it holds pays one statement for all, and the
+// database reads each page of their interleaved rows once, not once per
+// aggregate. At most maxInList reads at once.
+func (o Outbox) RowsAfterEach(ctx context.Context, reads []OutboxRead, limit int) ([][]OutboxRow, error) {
 	if err := o.db.open(); err != nil {
 		return nil, err
 	}
+	if len(reads) == 0 || len(reads) > maxInList {
+		return nil, fmt.Errorf("read outbox rows: %d aggregates at once, want 1 to %d", len(reads), maxInList)
+	}
 	// The causing message's headers (migration 017) come with each row:
 	// a --sql handler's INSERT names only the event, Emit only msg_id.
-	q := o.db.dialect.Rebind(`SELECT o.id, o.type, o.payload, COALESCE(o.headers, ''), COALESCE(o.msg_id, ''), o.created_at, o.attempts,
-    CASE WHEN o.parked_at IS NULL THEN 0 ELSE 1 END,
-    COALESCE(p.schema_version, ''), COALESCE(p.traceparent, ''), COALESCE(p.tenant, '')
+	// Each read is a subquery of its own, with its own bound and limit,
+	// and the index on (aggregate, id) serves each; their rows are told
+	// apart by their read's number.
+	const one = `SELECT %d AS r, o.id, o.type, o.payload, COALESCE(o.headers, '') AS headers, COALESCE(o.msg_id, '') AS msg_id, o.created_at, o.attempts,
+    CASE WHEN o.parked_at IS NULL THEN 0 ELSE 1 END AS parked,
+    COALESCE(p.schema_version, '') AS schema_version, COALESCE(p.traceparent, '') AS traceparent, COALESCE(p.tenant, '') AS tenant
 FROM outbox o LEFT JOIN processed p ON p.msg_id = o.msg_id
-WHERE o.aggregate = ? AND o.published_at IS NULL AND o.id > ? ORDER BY o.id LIMIT ?`)
-	rows, err := o.db.sql.QueryContext(ctx, q, aggregate, after, limit)
+WHERE o.aggregate = ? AND o.published_at IS NULL AND o.id > ? ORDER BY o.id LIMIT ?`
+	var q strings.Builder
+	args := make([]any, 0, 3*len(reads))
+	for i, r := range reads {
+		sub := fmt.Sprintf(one, i) // a number, which PostgreSQL types, where a parameter it cannot
+		switch {
+		case len(reads) == 1:
+			q.WriteString(sub)
+		case i == 0:
+			fmt.Fprintf(&q, "SELECT * FROM (%s) AS r%d", sub, i)
+		default:
+			fmt.Fprintf(&q, "\nUNION ALL SELECT * FROM (%s) AS r%d", sub, i)
+		}
+		args = append(args, r.Aggregate, r.After, limit)
+	}
+	rows, err := o.db.sql.QueryContext(ctx, o.db.dialect.Rebind(q.String()), args...)
 	if err != nil {
 		return nil, o.db.fail("read outbox rows", err)
 	}
 	defer rows.Close()
-	var out []OutboxRow
+	out := make([][]OutboxRow, len(reads))
 	for rows.Next() {
-		r := OutboxRow{Aggregate: aggregate}
+		var i int
+		var r OutboxRow
 		var headers, created string
 		var parked int
-		if err := rows.Scan(&r.ID, &r.Type, &r.Payload, &headers, &r.MsgID, &created, &r.Attempts, &parked,
+		if err := rows.Scan(&i, &r.ID, &r.Type, &r.Payload, &headers, &r.MsgID, &created, &r.Attempts, &parked,
 			&r.Cause.Version, &r.Cause.Trace, &r.Cause.Tenant); err != nil {
 			return nil, o.db.fail("read outbox rows", err)
 		}
+		if i < 0 || i >= len(reads) {
+			return nil, o.db.fail("read outbox rows", fmt.Errorf("row %d: read %d of %d", r.ID, i, len(reads)))
+		}
+		r.Aggregate = reads[i].Aggregate
 		r.Parked = parked != 0
 		if r.CreatedAt, err = parseTime("created_at", created); err != nil {
 			return nil, o.db.fail("read outbox rows", fmt.Errorf("row %d: %w", r.ID, err))
@@ -175,10 +224,15 @@ WHERE o.aggregate = ? AND o.published_at IS NULL AND o.id > ? ORDER BY o.id LIMI
 				return nil, o.db.fail("read outbox rows", fmt.Errorf("row %d: headers are not a JSON object of strings: %w", r.ID, err))
 			}
 		}
-		out = append(out, r)
+		out[i] = append(out[i], r)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, o.db.fail("read outbox rows", err)
+	}
+	// UNION ALL keeps no order across its parts, nor promises one within
+	// them: each read's rows are put back in id order.
+	for _, rs := range out {
+		slices.SortFunc(rs, func(a, b OutboxRow) int { return cmp.Compare(a.ID, b.ID) })
 	}
 	return out, nil
 }

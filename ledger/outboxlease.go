@@ -124,7 +124,14 @@ func (o Outbox) CommitPublished(ctx context.Context, owner string, c OutboxCommi
 	var lost []string
 	err := o.db.writeTx(ctx, func(tx *sql.Tx) error {
 		lost = lost[:0]
-		for chunk := range slices.Chunk(c.Published, maxInList) {
+		runs, scattered := idRuns(c.Published)
+		for _, r := range runs {
+			if _, err := tx.ExecContext(ctx, o.db.dialect.Rebind(`UPDATE outbox SET published_at = ?, target = ?, next_at = NULL
+WHERE published_at IS NULL AND id BETWEEN ? AND ?`), formatTime(c.At), c.Target, r[0], r[1]); err != nil {
+				return err
+			}
+		}
+		for chunk := range slices.Chunk(scattered, maxInList) {
 			args := []any{formatTime(c.At), c.Target}
 			for _, id := range chunk {
 				args = append(args, id)
@@ -173,4 +180,29 @@ WHERE published_at IS NULL AND id IN (?`+strings.Repeat(", ?", len(chunk)-1)+`)`
 		return nil, o.db.fail("mark outbox rows published", err)
 	}
 	return lost, nil
+}
+
+// minRun is the shortest run of consecutive ids idRuns gives as a range.
+const minRun = 32
+
+// idRuns splits ids into the runs of at least minRun consecutive ids,
+// as their first and last, and the rest. A relay's marks are mostly such
+// runs (its aggregates' rows interleave, and it settles them together),
+// and a database updates a range of ids in about half the time it takes
+// for the same ids listed (no list to build and look up, one seek).
+func idRuns(ids []int64) (runs [][2]int64, rest []int64) {
+	sorted := slices.Compact(slices.Sorted(slices.Values(ids)))
+	for i := 0; i < len(sorted); {
+		j := i + 1
+		for j < len(sorted) && sorted[j] == sorted[j-1]+1 {
+			j++
+		}
+		if j-i >= minRun {
+			runs = append(runs, [2]int64{sorted[i], sorted[j-1]})
+		} else {
+			rest = append(rest, sorted[i:j]...)
+		}
+		i = j
+	}
+	return runs, rest
 }

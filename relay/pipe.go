@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -15,10 +16,14 @@ import (
 //   - a reader goroutine reads each held aggregate's rows in id order,
 //     Batch at a time, and makes their events' documents (Event.Body),
 //     ahead of the sending: one read per aggregate under way at a time,
-//     asked for on reads (capacity Aggregates) and answered on readDone
-//     (the same), so that neither side ever blocks on the other. It holds
-//     the lease, so it reads on from the last row read
-//     (Outbox.RowsAfter) without waiting for marks;
+//     asked for on reads (capacity Aggregates, the reads of one turn of
+//     the loop in one message) and answered on readDone (the same), so
+//     that neither side ever blocks on the other. An aggregate's read
+//     asks for those of the others about to need one too, and the reader
+//     answers all it has been asked in one query (Outbox.RowsAfterEach):
+//     a database reads each page of the interleaved rows once. The
+//     relay holds the lease, so the reader reads on from the last row
+//     read without waiting for marks;
 //   - it sends: one event of each aggregate in turn while fewer than
 //     Window are in flight; to a Pipeline many of one aggregate at once, in
 //     order, to a plain Target one of an aggregate at a time (a goroutine
@@ -42,7 +47,8 @@ type pipe struct {
 	acks  chan ack
 	block bool // Policy is PolicyBlock
 
-	reads    chan readReq
+	reads    chan []readReq
+	toRead   []readReq // asked for this turn of the loop, sent before it waits
 	readDone chan readRes
 
 	active   []*work
@@ -128,7 +134,7 @@ func newPipe(r *Relay) *pipe {
 	p := &pipe{
 		r: r, acks: make(chan ack, r.o.Window+1), block: r.o.Policy == PolicyBlock,
 		byName: map[string]*work{}, settling: map[string]bool{}, committed: make(chan commitResult, 1),
-		reads: make(chan readReq, r.o.Aggregates), readDone: make(chan readRes, r.o.Aggregates),
+		reads: make(chan []readReq, r.o.Aggregates), readDone: make(chan readRes, r.o.Aggregates),
 	}
 	p.pl, _ = r.target.(Pipeline)
 	return p
@@ -190,6 +196,7 @@ func (p *pipe) run(ctx context.Context) error {
 				return nil
 			}
 		}
+		p.sendReads()
 		if err := p.wait(ctx, stopping, lookAt); err != nil {
 			return err
 		}
@@ -357,31 +364,94 @@ func (p *pipe) next(w *work) *Event {
 }
 
 // read asks the reader for w's rows after the last read, unless a read
-// is under way or there are none.
+// is under way or there are none; and for the rows of every other
+// aggregate held that would ask within the next Batch events, so that
+// one query answers them together.
 func (p *pipe) read(w *work) {
-	if w.reading || !w.more || w.stopped {
+	if !p.ask(w) {
 		return
 	}
+	for _, o := range p.active {
+		if o != w && len(o.events) <= 2*p.r.o.Batch {
+			p.ask(o)
+		}
+	}
+}
+
+// ask adds w's next read to those sent before the loop waits, unless a
+// read is under way or there are none; it reports whether it did.
+func (p *pipe) ask(w *work) bool {
+	if w.reading || !w.more || w.stopped {
+		return false
+	}
 	w.reading = true
-	p.reads <- readReq{w, w.after}
+	p.toRead = append(p.toRead, readReq{w, w.after})
+	return true
+}
+
+// sendReads hands the reads asked for this turn to the reader, in one
+// message: reads has room, since no aggregate has two reads under way.
+func (p *pipe) sendReads() {
+	if len(p.toRead) > 0 {
+		p.reads <- p.toRead
+		p.toRead = nil
+	}
 }
 
 // reader answers the reads, in the order asked: the rows, and each
-// event's document made ahead (a failure to make one is the send's).
+// event's document made ahead (a failure to make one is the send's). The
+// reads the loop asked for in one turn, and those asked for while the
+// reader was busy, are answered together, readsAtOnce to a query
+// (Outbox.RowsAfterEach).
 func (p *pipe) reader(ctx context.Context) {
-	for req := range p.reads {
-		rows, err := p.r.db.Outbox().RowsAfter(ctx, req.w.name, req.after, p.r.o.Batch)
-		res := readRes{w: req.w, full: len(rows) == p.r.o.Batch, err: err}
-		for _, row := range rows {
-			e := &Event{ID: EventID(p.r.queueID, row.ID), Row: row}
-			if !row.Parked {
-				_, _ = e.Body()
+	var queued []readReq
+	for asked := range p.reads {
+		queued = append(queued[:0], asked...)
+	more:
+		for {
+			select {
+			case asked, ok := <-p.reads:
+				if !ok {
+					break more
+				}
+				queued = append(queued, asked...)
+			default:
+				break more
 			}
-			res.events = append(res.events, e)
+		}
+		for reqs := range slices.Chunk(queued, readsAtOnce) {
+			p.answer(ctx, reqs)
+		}
+	}
+}
+
+// answer reads the rows of reqs in one query, and hands each read its
+// events.
+func (p *pipe) answer(ctx context.Context, reqs []readReq) {
+	reads := make([]ledger.OutboxRead, len(reqs))
+	for i, req := range reqs {
+		reads[i] = ledger.OutboxRead{Aggregate: req.w.name, After: req.after}
+	}
+	rows, err := p.r.db.Outbox().RowsAfterEach(ctx, reads, p.r.o.Batch)
+	for i, req := range reqs {
+		res := readRes{w: req.w, err: err}
+		if err == nil {
+			res.full = len(rows[i]) == p.r.o.Batch
+			res.events = make([]*Event, 0, len(rows[i]))
+			for _, row := range rows[i] {
+				e := &Event{ID: EventID(p.r.queueID, row.ID), Row: row}
+				if !row.Parked {
+					_, _ = e.Body()
+				}
+				res.events = append(res.events, e)
+			}
 		}
 		p.readDone <- res
 	}
 }
+
+// readsAtOnce bounds the reads one query answers.
+const readsAtOnce = 64
 
 // readIn takes a read's rows.
 func (p *pipe) readIn(res readRes) error {

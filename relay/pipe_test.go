@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -169,6 +170,76 @@ func TestWindowParkedBlocks(t *testing.T) {
 		}
 		if n := published(t, l, 0); n != 4+want {
 			t.Errorf("policy %d: %d rows published, want %d", policy, n, 4+want)
+		}
+	}
+}
+
+// TestWindowInterleavedAggregates: many aggregates whose rows interleave,
+// read a few rows at a time (reads of several aggregates, each at its own
+// row, answered by one query): each aggregate's events are sent in its
+// order, each once, all are published, and one aggregate's failure is
+// sent again before any later event of it.
+func TestWindowInterleavedAggregates(t *testing.T) {
+	const aggs, n = 8, 400
+	l, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ledger.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	for i := range n {
+		if _, err := l.SQL().Exec(`INSERT INTO outbox (aggregate, type, payload) VALUES (?, 't', '{}')`, fmt.Sprintf("g%d", i%aggs)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const failing = 37 // of aggregate g4 (ids count from 1)
+	w := newWindow(func(e *relay.Event, attempt int) error {
+		if e.Row.ID == failing && attempt == 1 {
+			return errors.New("stream unavailable")
+		}
+		return nil
+	})
+	r, err := relay.New(l, "q", w, relay.Options{Target: "test", Batch: 3, Retry: spool.Retry{Base: time.Millisecond}, Poll: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := r.Run(t.Context())
+	if err != nil || st.Failed != 1 || st.Published < n { // the window past the failure is acknowledged twice
+		t.Fatalf("run: %+v, %v", st, err)
+	}
+	if got := published(t, l, 0); got != n {
+		t.Fatalf("%d rows published, want %d", got, n)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	byAgg := map[int64][]int64{}
+	for _, id := range w.sent {
+		a := (id - 1) % aggs
+		byAgg[a] = append(byAgg[a], id)
+	}
+	for a := range int64(aggs) {
+		sent := byAgg[a]
+		if a != (failing-1)%aggs {
+			for i, id := range sent {
+				if want := a + 1 + int64(i)*aggs; id != want {
+					t.Fatalf("aggregate g%d sent %v: want its rows once each, in order", a, sent)
+				}
+			}
+			continue
+		}
+		// From the second send of the failing row on, the rest in order.
+		again := -1
+		for i, id := range sent {
+			if id == failing && i > 0 && slices.Contains(sent[:i], failing) {
+				again = i
+			}
+		}
+		if again < 0 {
+			t.Fatalf("aggregate g%d sent %v: the failed row was not sent again", a, sent)
+		}
+		for i, id := range sent[again:] {
+			if want := failing + int64(i)*aggs; id != want {
+				t.Fatalf("aggregate g%d sent %v: after the retry, want its rows from %d on in order", a, sent, failing)
+			}
 		}
 	}
 }

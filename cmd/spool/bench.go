@@ -16,7 +16,7 @@ import (
 
 var benchCommand = &command{
 	name:    "bench",
-	args:    "[--relay URL [--relay URL...] [--aggregates A]] [--n N] [--dup F] [--poison F] [--floor] [--rounds R] [--cold] [--syscalls] [--durability full|relaxed] [--handler post|exec --latency D --concurrency C [--procs P] [--db URL]] [--watch [--idle D] [--arrivals N --gap D] [--steady-rate N --steady D] [--poll D]]",
+	args:    "[--relay URL [--relay URL...] [--aggregates A] [--broker-pid PID]] [--n N] [--dup F] [--poison F] [--floor] [--rounds R] [--cold] [--syscalls] [--durability full|relaxed] [--handler post|exec --latency D --concurrency C [--procs P] [--db URL]] [--watch [--idle D] [--arrivals N --gap D] [--steady-rate N --steady D] [--poll D]]",
 	summary: "drain a generated queue and report throughput, latency, memory",
 	help: `
 Generates a queue of N realistic ~200-byte messages (with fractions of
@@ -64,7 +64,9 @@ amqp091-go, franz-go) publishing the same documents with 256 in flight,
 the ceiling; relay and client alternate which goes first by round. It
 prints both rates, the ratio relay/client and the processor time per
 event of each (this process's, over each part), and with --rounds R the
-medians.
+medians. --broker-pid PID, with one --relay, adds the broker's CPU per
+event over each part (process PID on this machine, from /proc): on
+shared cores the broker's share bounds both rates.
 
 --watch measures a watching consumer instead (durable, SQLite), in this
 process: its CPU over --idle with nothing arriving, then the latency from
@@ -86,6 +88,7 @@ type benchOpts struct {
 	dbDelay    *time.Duration
 	relays     stringList
 	aggregates *int
+	brokerPID  *int
 	watch      *bool
 	cpuprofile *string
 	durability *string
@@ -116,6 +119,7 @@ func (b *benchOpts) flags(flags *flag.FlagSet) {
 	b.dbDelay = flags.Duration("db-delay", 0, "with --db: reach the server through a proxy that holds each chunk `DURATION` each way, as for a server on another host")
 	flags.Var(&b.relays, "relay", "measure the outbox relay to `URL` against the broker's own client (repeatable)")
 	b.aggregates = flags.Int("aggregates", 16, "with --relay: the events' aggregates, `A`")
+	b.brokerPID = flags.Int("broker-pid", 0, "with one --relay: also the CPU per event of the broker, process `PID` on this machine")
 	b.watch = flags.Bool("watch", false, "measure a watching consumer instead: idle CPU, and enqueue-to-done/ latency of arrivals one at a time and at a steady rate")
 	flags.DurationVar(&wo.Idle, "idle", 10*time.Second, "with --watch: how long the idle consumer's CPU is measured, `DURATION`")
 	flags.IntVar(&wo.Trickle, "arrivals", 200, "with --watch: messages arriving one at a time, `N`")
@@ -140,8 +144,10 @@ func (b *benchOpts) validate(e *env, pos []string) (err error) {
 	}
 	switch {
 	case len(b.relays) > 0 || e.given("aggregates"):
-		b.ro = bench.RelayOptions{Targets: b.relays, N: o.N, Aggregates: *b.aggregates, Rounds: o.Rounds, Parent: o.Parent}
+		b.ro = bench.RelayOptions{Targets: b.relays, N: o.N, Aggregates: *b.aggregates, Rounds: o.Rounds, Parent: o.Parent, BrokerPID: *b.brokerPID}
 		return benchUsage(e, b.ro.Check(e.given))
+	case e.given("broker-pid"):
+		return e.usage("--broker-pid goes with --relay URL")
 	case *b.watch:
 		return benchUsage(e, b.wo.Check(*o, e.given))
 	}

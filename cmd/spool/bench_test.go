@@ -237,3 +237,17 @@ func TestBenchFormat(t *testing.T) {
 	}
 	cli(t, "bench", "--format", "xml").wantFail(t, 2, "bench", "--format")
 }
+
+// TestBenchBrokerPIDRefused: --broker-pid wants --relay, one target, and
+// a PID; each refusal is a usage error, before anything is measured.
+func TestBenchBrokerPIDRefused(t *testing.T) {
+	const nats = "nats://127.0.0.1:1/s?stream=S"
+	for _, args := range [][]string{
+		{"--broker-pid", "1"},
+		{"--relay", nats, "--relay", nats, "--broker-pid", "1"},
+		{"--relay", nats, "--broker-pid", "0"},
+	} {
+		r := cli(t, append([]string{"bench"}, args...)...)
+		r.wantFail(t, 2, "bench", "broker-pid")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -87,4 +88,56 @@ func resident(t *testing.T, path string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestProcCPU: a live process's CPU time is read from /proc, and grows
+// as it spends CPU; no PID, or one that is not running, gives none.
+func TestProcCPU(t *testing.T) {
+	t0, ok := procCPU(os.Getpid())
+	if !ok {
+		t.Fatal("this process's CPU time: none")
+	}
+	// Spin until a tick (10 ms) more is counted: on a loaded machine the
+	// spinning may get little of the wall time.
+	grew := false
+	for end := time.Now().Add(10 * time.Second); !grew && time.Now().Before(end); {
+		if t1, ok := procCPU(os.Getpid()); ok && t1 > t0 {
+			grew = true
+		}
+	}
+	if !grew {
+		t.Errorf("after 10 s of spinning, still %v", t0)
+	}
+	if _, ok := procCPU(0); ok {
+		t.Error("PID 0: a time")
+	}
+	if _, ok := procCPU(1 << 30); ok {
+		t.Error("a PID with no process: a time")
+	}
+}
+
+// TestRelayWriteBroker: the broker's CPU per event is printed under its
+// round and the medians when both parts saw it, and not otherwise.
+func TestRelayWriteBroker(t *testing.T) {
+	run := func(server time.Duration) Run {
+		return Run{N: 1000, Elapsed: time.Second, CPU: 5 * time.Millisecond, ServerCPU: server, ServerSeen: server > 0}
+	}
+	rep := RelayReport{Options: RelayOptions{N: 1000, Aggregates: 4}, Rounds: [][]RelayRound{
+		{{Target: "nats://h/s", Relay: run(12 * time.Millisecond), Client: run(8 * time.Millisecond)}},
+		{{Target: "nats://h/s", Relay: run(14 * time.Millisecond), Client: run(9 * time.Millisecond)}},
+	}}
+	var b strings.Builder
+	rep.Write(&b)
+	if got := strings.Count(b.String(), "broker cpu with the relay"); got != 3 {
+		t.Errorf("%d broker lines, want 3 (two rounds, the medians):\n%s", got, b.String())
+	}
+	if !strings.Contains(b.String(), "with the relay  13.0µs/ev, with the client   8.5µs/ev") {
+		t.Errorf("medians of the broker's CPU missing:\n%s", b.String())
+	}
+	rep.Rounds[0][0].Client.ServerSeen = false
+	b.Reset()
+	rep.Write(&b)
+	if got := strings.Count(b.String(), "broker cpu"); got != 1 {
+		t.Errorf("a round without the client's: %d broker lines, want the other round's:\n%s", got, b.String())
+	}
 }

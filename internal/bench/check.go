@@ -87,6 +87,9 @@ func (ro *RelayOptions) Check(given func(flag string) bool) error {
 	if !given("n") {
 		ro.N = 5000
 	}
+	if given("broker-pid") && (ro.BrokerPID < 1 || len(ro.Targets) != 1) {
+		return fmt.Errorf("--broker-pid %d: want the PID of the one --relay target's broker", ro.BrokerPID)
+	}
 	for _, t := range ro.Targets {
 		scheme, _, _ := strings.Cut(t, "://")
 		if scheme != "nats" && scheme != "amqp" && scheme != "amqps" && scheme != "kafka" {

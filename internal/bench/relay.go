@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -40,6 +41,12 @@ type RelayOptions struct {
 	// CPUProfile, when set, receives a CPU profile of the first relay
 	// part (the first round's, of the first target).
 	CPUProfile io.Writer
+	// BrokerPID, when not 0, is the broker's process on this machine:
+	// each part's Run.ServerCPU is its user and system time over the part
+	// (/proc/PID/stat), the broker's share of the same cores, which this
+	// process's getrusage does not see. One PID for every target: give
+	// it with one target at a time.
+	BrokerPID int
 }
 
 // ClientWindow is the client ceiling's messages in flight: the official
@@ -105,10 +112,17 @@ func Relay(ctx context.Context, o RelayOptions) (RelayReport, error) {
 				func() (err error) {
 					profile := o.CPUProfile
 					o.CPUProfile = nil
+					srv := brokerCPU(o.BrokerPID)
 					m.Relay, m.RelayPublished, err = relayPart(ctx, o, target, profile)
+					srv(&m.Relay)
 					return err
 				},
-				func() (err error) { m.Client, err = clientPart(ctx, target, docs); return err },
+				func() (err error) {
+					srv := brokerCPU(o.BrokerPID)
+					m.Client, err = clientPart(ctx, target, docs)
+					srv(&m.Client)
+					return err
+				},
 			}
 			if round%2 == 1 {
 				slices.Reverse(parts)
@@ -123,6 +137,50 @@ func Relay(ctx context.Context, o RelayOptions) (RelayReport, error) {
 		rep.Rounds = append(rep.Rounds, rr)
 	}
 	return rep, nil
+}
+
+// brokerCPU reads process pid's CPU time now, when pid is not 0, and
+// returns the function that sets a part's ServerCPU to the time it spent
+// since (a broker idle between the parts, its time is the part's own).
+// The reading brackets the whole part, setup included, which the
+// part's own CPU leaves out: the broker's figure is an upper bound.
+func brokerCPU(pid int) func(*Run) {
+	t0, ok0 := procCPU(pid)
+	return func(r *Run) {
+		if t1, ok1 := procCPU(pid); ok0 && ok1 {
+			r.ServerCPU, r.ServerSeen = t1-t0, true
+		}
+	}
+}
+
+// procCPU is process pid's user and system time so far, from
+// /proc/PID/stat (in USER_HZ ticks, 100 a second on every Linux
+// architecture spool builds for); false for pid 0 or when it cannot be
+// read.
+func procCPU(pid int) (time.Duration, bool) {
+	if pid == 0 {
+		return 0, false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	// The command name, in parentheses, may hold spaces: the fields
+	// are counted from its end; utime and stime are the 14th and 15th.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, false
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return time.Duration(ut+st) * time.Second / 100, true
 }
 
 // doc is one event as the client publishes it: the relay's own document
@@ -250,6 +308,10 @@ type client struct {
 	close   func()
 }
 
+// clientStallWait bounds a NATS client's wait for room in its window:
+// the relay's own publish timeout.
+const clientStallWait = 10 * time.Second
+
 // natsClient publishes with nats.go's asynchronous JetStream publish.
 func natsClient(ctx context.Context, u *url.URL) (client, error) {
 	subject, stream := strings.TrimPrefix(u.Path, "/"), u.Query().Get("stream")
@@ -275,7 +337,10 @@ func natsClient(ctx context.Context, u *url.URL) (client, error) {
 				m := nats.NewMsg(subject)
 				m.Data = d.body
 				m.Header.Set(jetstream.MsgIDHeader, d.id)
-				if _, err := js.PublishMsgAsync(m); err != nil {
+				// Stalled at ClientWindow, it waits for the broker as long
+				// as the relay does for an ack (nats.go's default, 200 ms,
+				// fails the run on a loaded machine).
+				if _, err := js.PublishMsgAsync(m, jetstream.WithStallWait(clientStallWait)); err != nil {
 					return err
 				}
 			}

@@ -146,6 +146,9 @@ func (r RelayReport) Write(w io.Writer) {
 		for _, rr := range round {
 			fmt.Fprintf(w, "%-10s relay %7.0f ev/s cpu %5.1fµs/ev   client %7.0f ev/s cpu %5.1fµs/ev   relay/client %.2f\n",
 				scheme(rr.Target), rr.Relay.Rate(), micros(rr.Relay.CPUPerMessage()), rr.Client.Rate(), micros(rr.Client.CPUPerMessage()), rr.Ratio())
+			if rr.Relay.ServerSeen && rr.Client.ServerSeen {
+				fmt.Fprintf(w, "%-10s broker cpu with the relay %5.1fµs/ev, with the client %5.1fµs/ev\n", "", brokerMicros(rr.Relay), brokerMicros(rr.Client))
+			}
 		}
 	}
 	if len(r.Rounds) > 1 {
@@ -157,8 +160,29 @@ func (r RelayReport) Write(w io.Writer) {
 				r.Median(j, func(r RelayRound) float64 { return r.Client.Rate() }),
 				r.Median(j, func(r RelayRound) float64 { return micros(r.Client.CPUPerMessage()) }),
 				r.Median(j, RelayRound.Ratio))
+			if r.brokerSeen(j) {
+				fmt.Fprintf(w, "%-10s broker cpu with the relay %5.1fµs/ev, with the client %5.1fµs/ev\n", "",
+					r.Median(j, func(r RelayRound) float64 { return brokerMicros(r.Relay) }),
+					r.Median(j, func(r RelayRound) float64 { return brokerMicros(r.Client) }))
+			}
 		}
 	}
+}
+
+// brokerSeen reports whether every round saw the broker's CPU for
+// target j, both parts: the median of the others would mix in zeros.
+func (r RelayReport) brokerSeen(j int) bool {
+	for _, round := range r.Rounds {
+		if !round[j].Relay.ServerSeen || !round[j].Client.ServerSeen {
+			return false
+		}
+	}
+	return true
+}
+
+// brokerMicros is the broker's CPU per event of r, in µs.
+func brokerMicros(r Run) float64 {
+	return micros(r.ServerCPU / time.Duration(max(r.N, 1)))
 }
 
 // LoadAverage is the machine's 1, 5 and 15 minute load averages

@@ -88,6 +88,8 @@ func Run(t *testing.T, b Backend) {
 		{"Headers", testHeaders},
 		{"OutboxRelay", testOutboxRelay},
 		{"OutboxBatch", testOutboxBatch},
+		{"OutboxRowsEach", testOutboxRowsEach},
+		{"OutboxMarkRuns", testOutboxMarkRuns},
 		{"OutboxCommitOrder", testOutboxCommitOrder},
 		{"Rebuild", testRebuild},
 		{"RepairDoneOrder", testRepairDoneOrder},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -234,4 +235,57 @@ func takeLease(ctx context.Context, db *ledger.DB, owner, agg string, now, expir
 func markPublished(ctx context.Context, db *ledger.DB, owner, agg string, ids []int64, target string, at, expires time.Time) (bool, error) {
 	lost, err := db.Outbox().CommitPublished(ctx, owner, ledger.OutboxCommit{Published: ids, Target: target, At: at, Renew: []string{agg}, Expires: expires})
 	return len(lost) == 0, err
+}
+
+// testOutboxRowsEach: RowsAfterEach answers each read as RowsAfter
+// does, with its own bound and limit, in one query over interleaved
+// aggregates, a parked row and a published one among them.
+func testOutboxRowsEach(t *testing.T, db *ledger.DB) {
+	ctx := t.Context()
+	for i := range 30 {
+		agg := []string{"ea", "eb", "ec"}[i%3]
+		if _, err := db.SQL().ExecContext(ctx, db.Dialect().Rebind(`INSERT INTO outbox (aggregate, type, payload) VALUES (?, 't', ?)`), agg, fmt.Sprintf(`{"i":%d}`, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, err := db.Outbox().RowsAfter(ctx, "eb", 0, 10)
+	if err != nil || len(first) != 10 {
+		t.Fatalf("rows of eb: %d, %v", len(first), err)
+	}
+	if err := db.Outbox().Park(ctx, first[3].ID, "bad", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if ok, err := takeLease(ctx, db, "r1", "ec", now, now.Add(time.Minute)); err != nil || !ok {
+		t.Fatalf("lease ec: %v %v", ok, err)
+	}
+	ec, err := db.Outbox().RowsAfter(ctx, "ec", 0, 1)
+	if err != nil || len(ec) != 1 {
+		t.Fatalf("rows of ec: %v", err)
+	}
+	if held, err := markPublished(ctx, db, "r1", "ec", []int64{ec[0].ID}, "dir:///x", now, now.Add(time.Minute)); err != nil || !held {
+		t.Fatalf("mark: %v %v", held, err)
+	}
+	reads := []ledger.OutboxRead{{Aggregate: "eb", After: first[1].ID}, {Aggregate: "ea"}, {Aggregate: "none"}, {Aggregate: "ec"}, {Aggregate: "ea", After: first[5].ID}}
+	for _, limit := range []int{1, 4, 100} {
+		got, err := db.Outbox().RowsAfterEach(ctx, reads, limit)
+		if err != nil || len(got) != len(reads) {
+			t.Fatalf("limit %d: %d answers, %v", limit, len(got), err)
+		}
+		for i, r := range reads {
+			want, err := db.Outbox().RowsAfter(ctx, r.Aggregate, r.After, limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got[i], want) {
+				t.Errorf("limit %d, read %d (%s after %d): %+v, want %+v", limit, i, r.Aggregate, r.After, got[i], want)
+			}
+		}
+		if len(got[0]) != min(limit, 8) || len(got[2]) != 0 || len(got[3]) != min(limit, 9) || limit > 1 && !got[0][1].Parked {
+			t.Errorf("limit %d: %d, %d, %d rows", limit, len(got[0]), len(got[2]), len(got[3]))
+		}
+	}
+	if _, err := db.Outbox().RowsAfterEach(ctx, nil, 10); err == nil {
+		t.Error("no reads: no error")
+	}
 }

@@ -1,6 +1,7 @@
 package ledgertest
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -64,4 +65,81 @@ func testOutboxBatch(t *testing.T, db *ledger.DB) {
 	if got, _ := db.Outbox().RowsAfter(ctx, "A", 0, 10); len(got) != 1 {
 		t.Errorf("A after r1's late mark: %d rows, want 1", len(got))
 	}
+}
+
+// testOutboxMarkRuns: CommitPublished marks exactly the rows it is given,
+// whether they come as a long run of consecutive ids, scattered, out of
+// order or twice; a row published before keeps its mark and target.
+func testOutboxMarkRuns(t *testing.T, db *ledger.DB) {
+	ctx := t.Context()
+	for i := range 100 {
+		if _, err := db.SQL().ExecContext(ctx, db.Dialect().Rebind(`INSERT INTO outbox (aggregate, type, payload) VALUES (?, 't', '{}')`), fmt.Sprintf("run%d", i%2)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := runIDs(t, db)
+	if len(ids) != 100 {
+		t.Fatalf("%d rows, want 100", len(ids))
+	}
+	now := time.Now()
+	if _, err := db.Outbox().CommitPublished(ctx, "r1", ledger.OutboxCommit{Published: []int64{ids[50]}, Target: "first", At: now}); err != nil {
+		t.Fatal(err)
+	}
+	// ids[10..59] (a run, ids[50] among them already marked), ids[70],
+	// ids[72], ids[90], and ids[20] again; out of order.
+	mark := []int64{ids[90], ids[72]}
+	for i := 59; i >= 10; i-- {
+		mark = append(mark, ids[i])
+	}
+	mark = append(mark, ids[70], ids[20])
+	if _, err := db.Outbox().CommitPublished(ctx, "r1", ledger.OutboxCommit{Published: mark, Target: "second", At: now.Add(time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[int64]string{}
+	for _, id := range mark {
+		want[id] = "second"
+	}
+	want[ids[50]] = "first"
+	rows, err := db.SQL().QueryContext(ctx, `SELECT id, COALESCE(target, '') FROM outbox WHERE published_at IS NOT NULL AND aggregate IN ('run0', 'run1')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	got := map[int64]string{}
+	for rows.Next() {
+		var id int64
+		var target string
+		if err := rows.Scan(&id, &target); err != nil {
+			t.Fatal(err)
+		}
+		got[id] = target
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("published rows and targets: %v, want %v", got, want)
+	}
+}
+
+// runIDs are the ids of testOutboxMarkRuns' rows, in order.
+func runIDs(t *testing.T, db *ledger.DB) []int64 {
+	t.Helper()
+	rows, err := db.SQL().QueryContext(t.Context(), `SELECT id FROM outbox WHERE aggregate IN ('run0', 'run1') ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return ids
 }
