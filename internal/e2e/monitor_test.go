@@ -184,7 +184,8 @@ func TestStatusJSON(t *testing.T) {
 			Files  int `json:"files"`
 			MsgIDs int `json:"msg_ids"`
 		} `json:"held"`
-		Ledger struct {
+		BatchFiles json.RawMessage `json:"batch_files"`
+		Ledger     struct {
 			Processed           int64            `json:"processed"`
 			Duplicates          int64            `json:"duplicates"`
 			DeadLetters         int64            `json:"dead_letters"`
@@ -195,6 +196,9 @@ func TestStatusJSON(t *testing.T) {
 	decodeStrict(t, "status --json", r.stdout, &got)
 	if string(got.Paused) != "null" || got.Held.Files != 0 || got.Held.MsgIDs != 0 {
 		t.Errorf("status --json paused %s, held %+v: want null, nothing held", got.Paused, got.Held)
+	}
+	if string(got.BatchFiles) != "[]" {
+		t.Errorf("status --json batch_files %s on a queue of JSON files, want []", got.BatchFiles)
 	}
 	if got.Queue != q || time.Since(got.Now) > time.Minute || got.Now.Location() != time.UTC {
 		t.Errorf("queue %q now %v, want %q and about now, in UTC", got.Queue, got.Now, q)
