@@ -309,10 +309,10 @@ type Config struct {
 	// Batch, when set, says which claimed files are batch files and reads
 	// their records, each a message of its own (docs/DESIGN.md, "Batch
 	// files: the consumer"); queueopen sets it from spool.conf's format.
-	// The ledger must then be a BatchLedger, and a Caller cannot be set
-	// (not yet: a batch file's records are recorded in transactions of
-	// their own, and a Caller's calls run outside any). Nil: every file
-	// is one JSON message.
+	// The ledger must then be a BatchLedger. With a Caller each record
+	// is reserved, called and settled as a file message is, and the
+	// file's progress passes only records settled (consumer_batchcall.go).
+	// Nil: every file is one JSON message.
 	Batch BatchFiles
 	// Logger receives operational events. Nil: discard.
 	Logger *slog.Logger
@@ -410,6 +410,10 @@ type Consumer struct {
 	// being read checks between its commits; written by pass before its
 	// claiming stage starts.
 	batchStop context.Context
+	// batchPass is the pass running, whose stop, lease and calls' context
+	// a batch file's calls heed as a file's do (consumer_batchcall.go);
+	// written with batchStop.
+	batchPass *pipeline
 	gate      *gate      // paces the Caller's calls, across passes
 	holds     *holdWatch // the operator's pause and holds; nil without a HoldLedger
 	win       *windowGuard
@@ -539,8 +543,8 @@ func NewConsumer(dir *queue.Dir, l Ledger, cfg Config) (*Consumer, error) {
 		}
 	}
 	if cfg.Batch != nil {
-		if cfg.Caller != nil {
-			return nil, errors.New("consumer: batch files (spool.conf's format) cannot be consumed with a caller (--post, --exec) yet: use a handler in the ledger's transaction (--sql), or none")
+		if cfg.Caller != nil && cfg.Ordered {
+			return nil, errors.New("consumer: batch files (spool.conf's format) cannot be called in order (--ordered) yet: a file's records are called in file order, up to --concurrency at once")
 		}
 		bl, ok := l.(BatchLedger)
 		if !ok {
@@ -962,7 +966,7 @@ func (c *Consumer) pass(sd *stopping, lease *leaseKeeper, rc *recoverer, work co
 	// A batch file being read stops between its commits when the pass
 	// is stopped (consumer_batch.go); set before the claiming stage, and
 	// so its workers, start.
-	c.batchStop = sd.ctx
+	c.batchStop, c.batchPass = sd.ctx, p
 	// What the clock put back before this pass, its scan sees.
 	rc.returned()
 	// A recovery of the clock that fails fails the pass, as a failure of

@@ -38,7 +38,7 @@ run, so that the messages are read from the disk, as they are when a
 backlog has sat for a while. --format jsonl|csv writes the messages as the
 records of one batch file instead (the same redeliveries and poison) and
 drains it as a queue of that format; the floors still move a file a
-message.
+message. With --handler (one consumer) each record is called.
 
 --handler post|exec measures consumers with an external handler instead:
 post calls an HTTP endpoint in this process that answers after --latency;
@@ -178,8 +178,10 @@ func (b *benchOpts) validateCalls(e *env) error {
 		return e.usage("--procs %d: want 1 or more consumers", co.Procs)
 	case o.Floor || o.Rounds > 1 || o.Cold || o.Relaxed:
 		return e.usage("--handler measures one durable run: no --floor, --rounds, --cold or relaxed durability")
+	case o.Format != "" && co.Procs > 1:
+		return e.usage("--format with --handler measures one consumer: no --procs")
 	}
-	co.N, co.DupFrac, co.PoisonFrac, co.Seed, co.Parent, co.Keep, co.Batch = o.N, o.DupFrac, o.PoisonFrac, o.Seed, o.Parent, o.Keep, o.Batch
+	co.N, co.DupFrac, co.PoisonFrac, co.Seed, co.Parent, co.Keep, co.Batch, co.Format = o.N, o.DupFrac, o.PoisonFrac, o.Seed, o.Parent, o.Keep, o.Batch, o.Format
 	return nil
 }
 
