@@ -109,12 +109,12 @@ func (c *Consumer) consumeBatch(s *queue.Session, cl *queue.Claim, claimed time.
 		p = BatchProgress{File: file, Batch: cl.ID}
 		if c.callLedger != nil {
 			// With a Caller records are settled before the progress
-			// passes them: the row first, so that a resumed file is
-			// known as one (settledBefore, writeUnwritten).
+			// passes them: the row first, so that a file an earlier run
+			// settled records of is known as resumed (settledBefore,
+			// writeUnwritten), and a fresh one is looked up in nothing.
 			if _, err := c.batchLedger.RecordBatch(ctx, nil, Work{}, p); err != nil {
 				return fmt.Errorf("ledger: %w", err)
 			}
-			found = true
 		}
 	}
 	f, err := s.Open(cl)
