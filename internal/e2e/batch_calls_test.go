@@ -219,9 +219,25 @@ func TestBatchExec(t *testing.T) {
 // letter; fsck is clean.
 func TestBatchPostCrash(t *testing.T) {
 	t.Parallel()
+	batchPostCrash(t, sqliteEngine)
+}
+
+// TestBatchPostCrashEngines is TestBatchPostCrash on a PostgreSQL and a
+// MariaDB ledger (SPOOL_TEST_POSTGRES, SPOOL_TEST_MYSQL; skipped without
+// them, required on CI), whose reserves and settles run side by side.
+func TestBatchPostCrashEngines(t *testing.T) {
+	t.Parallel()
+	for _, b := range []ledgerBackend{postgresEngine, mysqlEngine} {
+		t.Run(b.name, func(t *testing.T) { batchPostCrash(t, b) })
+	}
+}
+
+// batchPostCrash is the kill storm of TestBatchPostCrash on backend's
+// ledger.
+func batchPostCrash(t *testing.T, backend ledgerBackend) {
 	rng := newRand(t)
 	q := batchQueue(t, `{"format": "csv"}`)
-	l := sqliteCallLedger(t, q)
+	l := backend.open(t, q)
 	srv := newCallServer(t, 2*time.Millisecond)
 	const records = 1500
 	data, badLines := ordersCSV(records, func(i int) bool { return i%211 == 0 })
@@ -229,7 +245,7 @@ func TestBatchPostCrash(t *testing.T) {
 	putBytes(t, q, "orders.csv", data)
 	kills, before := 0, 0
 	for run := 0; kills < 4 && run < 40; run++ {
-		p := start(t, "consume", q, "--post", srv.URL, "--concurrency", "8", "--post-timeout", "2s")
+		p := start(t, append([]string{"consume", q, "--post", srv.URL, "--concurrency", "8", "--post-timeout", "2s"}, l.args...)...)
 		// Kill once the run has settled records of its own (after the
 		// call bound of the killed run's reservations, 2s).
 		exited := false
@@ -262,7 +278,7 @@ func TestBatchPostCrash(t *testing.T) {
 	ageTemps(t, q, 2*time.Minute)
 	// The killed sessions' reservations are held until their calls
 	// cannot be running: their lease lapses, and the call bound passes.
-	r := mustRun(t, 0, "consume", q, "--post", srv.URL, "--concurrency", "8", "--post-timeout", "2s")
+	r := mustRun(t, 0, append([]string{"consume", q, "--post", srv.URL, "--concurrency", "8", "--post-timeout", "2s"}, l.args...)...)
 	if st := parseStats(t, r); st.Duplicates != 0 {
 		t.Fatalf("the last run: %+v, want no duplicate\n%s", st, r)
 	}
@@ -304,7 +320,7 @@ func TestBatchPostCrash(t *testing.T) {
 	if got := stageNames(t, q, processing); len(got) != 0 {
 		t.Fatalf("processing/ holds %q", got)
 	}
-	checkFsck(t, q)
+	checkFsck(t, q, l.args...)
 }
 
 // TestBatchPostGracefulStop: SIGTERM in the middle of a file consumed
