@@ -25,8 +25,8 @@ import (
 //     decided gets its one-record file after its settle (report);
 //   - a record whose call fails retryably is settled as a retry (the
 //     ledger counts its attempt and keeps its RetryAt) and reserved and
-//     called again when the retry falls due, in this run: the file waits
-//     for it;
+//     called again when the retry falls due, in this run: the file goes
+//     on meanwhile, its progress held before the record;
 //   - the file's progress passes only records settled for good, the
 //     first unsettled one holding it, however the calls finish;
 //   - a resumed file's records past the progress that an earlier run
@@ -59,8 +59,13 @@ type callRun struct {
 	b *batchRun
 	p *pipeline
 	// window holds the records read and not yet passed by the progress,
-	// in file order.
+	// in file order, a run of settled ones after the first unsettled
+	// kept as its last alone (advance): what the progress needs of them
+	// is the position after that last one.
 	window []*recordCall
+	// unsettled counts the records of the window not settled: reserved,
+	// called, or waiting to be reserved again (busy, a retry).
+	unsettled int
 	// inflight counts the goroutines that will hand a record back, on
 	// done or again.
 	inflight int
@@ -101,12 +106,14 @@ func (b *batchRun) callAll(ctx context.Context, chunks <-chan batchChunk, stopRe
 	r := &callRun{b: b, p: p, slots: make(chan struct{}, n), done: make(chan recordDone, n),
 		again: make(chan *recordCall), quit: make(chan struct{}), written: time.Now()}
 	defer close(r.quit)
-	// What a pass with a Caller holds ahead of its calls (callAll's admit).
+	// What a pass with a Caller holds ahead of its calls (callAll's
+	// admit): records waiting for a retry count, settled ones do not, so
+	// the file goes on past a retry until that many wait.
 	bound := n + 2*max(1, c.cfg.BatchSize)
 	in, last := chunks, false
 	for in != nil || r.inflight > 0 {
 		take := in
-		if len(r.window) >= bound && !p.sd.stopped() {
+		if r.unsettled >= bound && !p.sd.stopped() {
 			take = nil // a stopping run reads what the reader sent, to record its dead letters
 		}
 		if take == nil && r.inflight == 0 {
@@ -194,6 +201,7 @@ func (r *callRun) read(recs []batchRecord) []*recordCall {
 		rc := &recordCall{br: br, settled: br.absorbed}
 		r.window = append(r.window, rc)
 		if !br.absorbed {
+			r.unsettled++
 			out = append(out, rc)
 		}
 	}
@@ -243,6 +251,7 @@ func (r *callRun) reserve(ctx context.Context, rcs []*recordCall) error {
 			r.later(rc, time.Now().Add(reservationRecheck))
 		default:
 			rc.settled = true
+			r.unsettled--
 			if err := b.report(ctx, rc.br, x); err != nil {
 				return err
 			}
@@ -398,13 +407,15 @@ func (r *callRun) settle(ctx context.Context, group []recordDone) error {
 			continue
 		}
 		rc.settled = true
+		r.unsettled--
 	}
 	return nil
 }
 
-// advance drops the settled records at the head of the window and, at
-// most every progressEvery unless now, writes the position after the
-// last of them as the file's progress.
+// advance drops the settled records at the head of the window, keeps of
+// each later run of settled records its last, and, at most every
+// progressEvery unless now, writes the position after the last record
+// dropped as the file's progress.
 func (r *callRun) advance(ctx context.Context, now bool) error {
 	b := r.b
 	i := 0
@@ -412,9 +423,15 @@ func (r *callRun) advance(ctx context.Context, now bool) error {
 		b.p.Position = r.window[i].br.rec.After
 		i++
 	}
-	if i > 0 {
-		r.window = r.window[i:]
+	kept := r.window[:0]
+	for k := i; k < len(r.window); k++ {
+		if rc := r.window[k]; rc.settled && k+1 < len(r.window) && r.window[k+1].settled {
+			continue // the next one's position passes it
+		}
+		kept = append(kept, r.window[k])
 	}
+	clear(r.window[len(kept):])
+	r.window = kept
 	if !now && time.Since(r.written) < progressEvery {
 		return nil
 	}

@@ -76,7 +76,8 @@ func TestBatchPost(t *testing.T) {
 
 // TestBatchPostRetry: a record whose call fails transiently is retried on
 // the retry policy's schedule, its attempts counted in the ledger, and
-// processed by its second call; the file's other records go on meanwhile.
+// processed by its second call; the file's other records go on meanwhile,
+// far past what the consumer reads ahead of its calls (4 + 2 × 16).
 func TestBatchPostRetry(t *testing.T) {
 	t.Parallel()
 	q := batchQueue(t, `{"format": "csv"}`)
@@ -87,10 +88,11 @@ func TestBatchPostRetry(t *testing.T) {
 		}
 		return 0, ""
 	}
-	data, _ := ordersCSV(20, func(int) bool { return false })
+	const records = 300
+	data, _ := ordersCSV(records, func(int) bool { return false })
 	putBytes(t, q, "orders.csv", data)
-	r := mustRun(t, 0, "consume", q, "--post", srv.URL, "--retry-base", "300ms", "--retry-jitter=false")
-	if st := parseStats(t, r); st != (consumeStats{Processed: 20}) {
+	r := mustRun(t, 0, "consume", q, "--post", srv.URL, "--retry-base", "1500ms", "--retry-jitter=false")
+	if st := parseStats(t, r); st != (consumeStats{Processed: records}) {
 		t.Fatalf("%+v, want 20 processed (m3 after its retry)\n%s", st, r)
 	}
 	srv.mu.Lock()
@@ -99,14 +101,25 @@ func TestBatchPostRetry(t *testing.T) {
 	if len(starts) != 2 {
 		t.Fatalf("m3 posted %d times, want twice", len(starts))
 	}
-	if gap := starts[1].Sub(starts[0]); gap < 250*time.Millisecond {
-		t.Fatalf("m3's retry came %v after its first call, want the policy's 300ms", gap)
+	if gap := starts[1].Sub(starts[0]); gap < 1400*time.Millisecond {
+		t.Fatalf("m3's retry came %v after its first call, want the policy's 1.5s", gap)
 	}
 	seen, _ := srv.seen(t)
-	for i := 1; i <= 20; i++ {
+	before := 0 // the other records posted before m3's retry
+	srv.mu.Lock()
+	for i := 1; i <= records; i++ {
+		if k := "m" + strconv.Itoa(i); k != "m3" && len(srv.starts[k]) > 0 && srv.starts[k][0].Before(starts[1]) {
+			before++
+		}
+	}
+	srv.mu.Unlock()
+	for i := 1; i <= records; i++ {
 		if k := "m" + strconv.Itoa(i); k != "m3" && seen[k] != 1 {
 			t.Fatalf("%s posted %d times, want once", k, seen[k])
 		}
+	}
+	if before < 100 {
+		t.Fatalf("%d other records posted before m3's retry: the file waited for it", before)
 	}
 	db := filepath.Join(q, "ledger.db")
 	if n := queryLedger(t, db, `SELECT COUNT(*) FROM processed WHERE msg_id = 'm3' AND file = 'orders.csv#L4'`); n != 1 {
