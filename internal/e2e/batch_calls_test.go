@@ -232,7 +232,15 @@ func TestBatchExec(t *testing.T) {
 // letter; fsck is clean.
 func TestBatchPostCrash(t *testing.T) {
 	t.Parallel()
-	batchPostCrash(t, sqliteEngine)
+	batchPostCrash(t, sqliteEngine, false)
+}
+
+// TestBatchPostCrashRetries is TestBatchPostCrash with every 50th record
+// refused once (503): kills land while records wait for their retries,
+// which the resumed runs make, each record still recorded once.
+func TestBatchPostCrashRetries(t *testing.T) {
+	t.Parallel()
+	batchPostCrash(t, sqliteEngine, true)
 }
 
 // TestBatchPostCrashEngines is TestBatchPostCrash on a PostgreSQL and a
@@ -241,24 +249,35 @@ func TestBatchPostCrash(t *testing.T) {
 func TestBatchPostCrashEngines(t *testing.T) {
 	t.Parallel()
 	for _, b := range []ledgerBackend{postgresEngine, mysqlEngine} {
-		t.Run(b.name, func(t *testing.T) { batchPostCrash(t, b) })
+		t.Run(b.name, func(t *testing.T) { batchPostCrash(t, b, false) })
 	}
 }
 
 // batchPostCrash is the kill storm of TestBatchPostCrash on backend's
-// ledger.
-func batchPostCrash(t *testing.T, backend ledgerBackend) {
+// ledger; with flaky, the first call of every 50th record is refused
+// with a 503, to be retried.
+func batchPostCrash(t *testing.T, backend ledgerBackend, flaky bool) {
 	rng := newRand(t)
 	q := batchQueue(t, `{"format": "csv"}`)
 	l := backend.open(t, q)
 	srv := newCallServer(t, 2*time.Millisecond)
+	refused := 0
+	if flaky {
+		srv.answer = func(key string, nth int) (int, string) {
+			if n, _ := strconv.Atoi(strings.TrimPrefix(key, "m")); n%50 == 0 && nth == 0 {
+				return http.StatusServiceUnavailable, ""
+			}
+			return 0, ""
+		}
+	}
+	retry := []string{"--retry-base", "200ms", "--retry-jitter=false"}
 	const records = 1500
 	data, badLines := ordersCSV(records, func(i int) bool { return i%211 == 0 })
 	good := records - len(badLines)
 	putBytes(t, q, "orders.csv", data)
 	kills, before := 0, 0
 	for run := 0; kills < 4 && run < 40; run++ {
-		p := start(t, append([]string{"consume", q, "--post", srv.URL, "--concurrency", "8", "--post-timeout", "2s"}, l.args...)...)
+		p := start(t, slices.Concat([]string{"consume", q, "--post", srv.URL, "--concurrency", "8", "--post-timeout", "2s"}, retry, l.args)...)
 		// Kill once the run has settled records of its own (after the
 		// call bound of the killed run's reservations, 2s).
 		exited := false
@@ -291,7 +310,7 @@ func batchPostCrash(t *testing.T, backend ledgerBackend) {
 	ageTemps(t, q, 2*time.Minute)
 	// The killed sessions' reservations are held until their calls
 	// cannot be running: their lease lapses, and the call bound passes.
-	r := mustRun(t, 0, append([]string{"consume", q, "--post", srv.URL, "--concurrency", "8", "--post-timeout", "2s"}, l.args...)...)
+	r := mustRun(t, 0, slices.Concat([]string{"consume", q, "--post", srv.URL, "--concurrency", "8", "--post-timeout", "2s"}, retry, l.args)...)
 	if st := parseStats(t, r); st.Duplicates != 0 {
 		t.Fatalf("the last run: %+v, want no duplicate\n%s", st, r)
 	}
@@ -322,8 +341,15 @@ func batchPostCrash(t *testing.T, backend ledgerBackend) {
 		case n > 1:
 			again += n - 1
 		}
+		if flaky && i%50 == 0 && i%211 != 0 {
+			if n < 2 {
+				t.Fatalf("m%d posted %d times, want its refused call and a retry", i, n)
+			}
+			refused++
+			again--
+		}
 	}
-	t.Logf("%d calls made again after the kills", again)
+	t.Logf("%d calls made again after the kills (and %d retries of refused calls)", again, refused)
 	if again > 8*kills {
 		t.Fatalf("%d calls made again after %d kills: a kill repeats at most --concurrency (8)", again, kills)
 	}
