@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spoolq/spool/internal/testenv"
 )
 
 // Batch files with a Caller (docs/DESIGN.md, "Batch files: the consumer"):
@@ -271,12 +273,13 @@ func batchPostCrash(t *testing.T, backend ledgerBackend, flaky bool) {
 		}
 	}
 	retry := []string{"--retry-base", "200ms", "--retry-jitter=false"}
-	const records = 1500
+	// Long (SPOOL_TEST_LONG=1): 20 000 records and 15 kills.
+	records, minKills := testenv.Pick(20_000, 1500), testenv.Pick(15, 4)
 	data, badLines := ordersCSV(records, func(i int) bool { return i%211 == 0 })
 	good := records - len(badLines)
 	putBytes(t, q, "orders.csv", data)
 	kills, before := 0, 0
-	for run := 0; kills < 4 && run < 40; run++ {
+	for run := 0; kills < minKills && run < 10*minKills; run++ {
 		p := start(t, slices.Concat([]string{"consume", q, "--post", srv.URL, "--concurrency", "8", "--post-timeout", "2s"}, retry, l.args)...)
 		// Kill once the run has settled records of its own (after the
 		// call bound of the killed run's reservations, 2s).
