@@ -414,11 +414,15 @@ type Consumer struct {
 	// a batch file's calls heed as a file's do (consumer_batchcall.go);
 	// written with batchStop.
 	batchPass *pipeline
-	gate      *gate      // paces the Caller's calls, across passes
-	holds     *holdWatch // the operator's pause and holds; nil without a HoldLedger
-	win       *windowGuard
-	cfg       Config
-	log       *slog.Logger
+	// batchWatch says the run is a Watch, which waits for every retry of
+	// a batch file's records, where a Drain defers those not due within
+	// Config.RetryWait; written by the run goroutine before each pass.
+	batchWatch bool
+	gate       *gate      // paces the Caller's calls, across passes
+	holds      *holdWatch // the operator's pause and holds; nil without a HoldLedger
+	win        *windowGuard
+	cfg        Config
+	log        *slog.Logger
 
 	// moves is held by whichever stage of a pass is renaming files, the
 	// claiming or the finishing, for a whole batch at a time. The kernel
@@ -754,6 +758,7 @@ func (c *Consumer) runSession(ctx context.Context, watch bool, rs *runState) err
 			c.cfg.OnStart()
 		}
 		rs.started = true
+		c.batchWatch = watch
 		claimed, err := c.pass(sd, lease, rc, work, s, st)
 		st.Passes++
 		back := rc.take()

@@ -66,6 +66,9 @@ type callRun struct {
 	// unsettled counts the records of the window not settled: reserved,
 	// called, or waiting to be reserved again (busy, a retry).
 	unsettled int
+	// retrying holds the records waiting for their retry to fall due,
+	// with when it does.
+	retrying map[*recordCall]time.Time
 	// inflight counts the goroutines that will hand a record back, on
 	// done or again.
 	inflight int
@@ -104,7 +107,8 @@ func (b *batchRun) callAll(ctx context.Context, chunks <-chan batchChunk, stopRe
 	c, p := b.c, b.c.batchPass
 	n := max(1, c.cfg.Concurrency)
 	r := &callRun{b: b, p: p, slots: make(chan struct{}, n), done: make(chan recordDone, n),
-		again: make(chan *recordCall), quit: make(chan struct{}), written: time.Now()}
+		again: make(chan *recordCall), quit: make(chan struct{}), written: time.Now(),
+		retrying: map[*recordCall]time.Time{}}
 	defer close(r.quit)
 	// What a pass with a Caller holds ahead of its calls (callAll's
 	// admit): records waiting for a retry count, settled ones do not, so
@@ -118,6 +122,15 @@ func (b *batchRun) callAll(ctx context.Context, chunks <-chan batchChunk, stopRe
 		}
 		if take == nil && r.inflight == 0 {
 			break
+		}
+		if in == nil && r.inflight == len(r.retrying) && !c.batchWatch {
+			// A drain that read the whole file, with nothing to do but
+			// wait for retries: as it leaves a file message's retry not
+			// due within RetryWait for a later run, it holds the file,
+			// and gives it back to inbox/ as it ends (requeueDue).
+			if due := r.nextRetry(); due.After(time.Now().Add(c.cfg.RetryWait)) {
+				return r.holdForRetries(ctx, due)
+			}
 		}
 		var err error
 		select {
@@ -160,6 +173,9 @@ func (b *batchRun) callAll(ctx context.Context, chunks <-chan batchChunk, stopRe
 				}
 			}
 			r.inflight -= len(rcs)
+			for _, rc := range rcs {
+				delete(r.retrying, rc)
+			}
 			err = r.reserve(ctx, rcs)
 		}
 		if err == nil {
@@ -193,6 +209,42 @@ func (b *batchRun) callAll(ctx context.Context, chunks <-chan batchChunk, stopRe
 	return b.giveBack()
 }
 
+// nextRetry is when the first of the records waiting for a retry falls
+// due.
+func (r *callRun) nextRetry() time.Time {
+	var next time.Time
+	for _, due := range r.retrying {
+		if next.IsZero() || due.Before(next) {
+			next = due
+		}
+	}
+	return next
+}
+
+// holdForRetries ends a drain's consumption of a file whose records left
+// to call all wait for retries not due within RetryWait: its progress is
+// written, and the file held with its done-file (waiting), which the
+// drain gives back to inbox/ as it ends; the next run resumes it at its
+// progress and holds each record until its retry is due (the ledger's
+// schedule). No call of the file is in flight.
+func (r *callRun) holdForRetries(ctx context.Context, due time.Time) error {
+	b, c := r.b, r.b.c
+	if r.marked {
+		if err := b.s.ClearCalled(b.cl); err != nil {
+			return err
+		}
+	}
+	if err := r.advance(ctx, true); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.waiting = append(c.waiting, waiting{claim: b.cl, due: due, done: b.done})
+	c.mu.Unlock()
+	c.log.Info("batch file held for its records' retries", "file", b.cl.Name, "position", b.p.Position,
+		"records", len(r.retrying), "at", due)
+	return nil
+}
+
 // read puts a chunk's records into the window, and returns those to
 // reserve: all but the ones absorbed.
 func (r *callRun) read(recs []batchRecord) []*recordCall {
@@ -221,6 +273,7 @@ func (r *callRun) reserve(ctx context.Context, rcs []*recordCall) error {
 	for _, rc := range rcs {
 		if m := rc.br.d.Message; m != nil {
 			if due, ok := c.dueAt(m.MsgID); ok && due.After(now) {
+				r.retrying[rc] = due
 				r.later(rc, due)
 				continue
 			}
@@ -370,6 +423,7 @@ func (r *callRun) settle(ctx context.Context, group []recordDone) error {
 		case g.cut:
 			r.cut = true
 		case g.uncalled:
+			delete(r.retrying, g.rc)
 			if g.reserved {
 				r.uncalled = append(r.uncalled, g.rc.br.d.Claim)
 			}
@@ -403,6 +457,7 @@ func (r *callRun) settle(ctx context.Context, group []recordDone) error {
 			return err
 		}
 		if x.Outcome == OutcomeRetry {
+			r.retrying[rc] = x.RetryAt
 			r.later(rc, x.RetryAt)
 			continue
 		}

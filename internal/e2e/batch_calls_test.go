@@ -93,7 +93,7 @@ func TestBatchPostRetry(t *testing.T) {
 	const records = 300
 	data, _ := ordersCSV(records, func(int) bool { return false })
 	putBytes(t, q, "orders.csv", data)
-	r := mustRun(t, 0, "consume", q, "--post", srv.URL, "--retry-base", "1500ms", "--retry-jitter=false")
+	r := mustRun(t, 0, "consume", q, "--post", srv.URL, "--retry-base", "1500ms", "--retry-jitter=false", "--retry-wait", "1m")
 	if st := parseStats(t, r); st != (consumeStats{Processed: records}) {
 		t.Fatalf("%+v, want 20 processed (m3 after its retry)\n%s", st, r)
 	}
@@ -134,6 +134,64 @@ func TestBatchPostRetry(t *testing.T) {
 		t.Fatalf("no retry of m3 logged with its attempt count\n%s", r)
 	}
 	if got := stageNames(t, q, done); !slices.Equal(got, []string{"orders.csv"}) {
+		t.Fatalf("done/ holds %q", got)
+	}
+	checkFsck(t, q)
+}
+
+// TestBatchPostRetryDeferred: a drain leaves a record's retry that is not
+// due within --retry-wait for a later run, as it leaves a file message's:
+// the file goes back to inbox/ at its progress, the retry is reported
+// (waiting-retries), and a drain before it is due calls nothing; the
+// drain after it calls the record alone, the others absorbed.
+func TestBatchPostRetryDeferred(t *testing.T) {
+	t.Parallel()
+	q := batchQueue(t, `{"format": "csv", "done_file": "{name}.done"}`)
+	srv := newCallServer(t, 0)
+	srv.answer = func(key string, nth int) (int, string) {
+		if key == "m3" && nth == 0 {
+			return http.StatusServiceUnavailable, ""
+		}
+		return 0, ""
+	}
+	data, _ := ordersCSV(20, func(int) bool { return false })
+	putBytes(t, q, "orders.csv", data)
+	putBytes(t, q, "orders.csv.done", nil)
+	args := []string{"consume", q, "--post", srv.URL, "--retry-base", "3s", "--retry-jitter=false"}
+	r := mustRun(t, 0, args...)
+	if st := parseStats(t, r); st != (consumeStats{Processed: 19}) || !strings.Contains(r.stdout, "waiting-retries=1 ") {
+		t.Fatalf("%+v, want 19 processed and m3's retry waiting\n%s", st, r)
+	}
+	if got := stageNames(t, q, inbox); !slices.Equal(got, []string{"orders.csv", "orders.csv.done"}) {
+		t.Fatalf("inbox/ holds %q, want the file back with its done-file", got)
+	}
+	started := time.Now()
+	r = mustRun(t, 0, args...)
+	if st := parseStats(t, r); st != (consumeStats{}) || !strings.Contains(r.stdout, "waiting-retries=1 ") {
+		t.Fatalf("before the retry is due: %+v, want nothing done and m3 waiting\n%s", st, r)
+	}
+	if seen, _ := srv.seen(t); seen["m3"] != 1 || len(seen) != 20 {
+		t.Fatalf("m3 posted %d times and %d keys before its retry is due, want once and 20", seen["m3"], len(seen))
+	}
+	if d := time.Since(started); d > 2500*time.Millisecond {
+		t.Skipf("the second drain took %v: m3's retry may have fallen due during it", d)
+	}
+	time.Sleep(3 * time.Second) // the retry policy's delay, 3s without jitter
+	r = mustRun(t, 0, args...)
+	if st := parseStats(t, r); st != (consumeStats{Processed: 1}) {
+		t.Fatalf("after the retry is due: %+v, want m3 processed\n%s", st, r)
+	}
+	seen, _ := srv.seen(t)
+	for i := 1; i <= 20; i++ {
+		want := 1
+		if i == 3 {
+			want = 2
+		}
+		if k := "m" + strconv.Itoa(i); seen[k] != want {
+			t.Fatalf("%s posted %d times, want %d", k, seen[k], want)
+		}
+	}
+	if got := stageNames(t, q, done); !slices.Equal(got, []string{"orders.csv", "orders.csv.done"}) {
 		t.Fatalf("done/ holds %q", got)
 	}
 	checkFsck(t, q)
@@ -272,7 +330,7 @@ func batchPostCrash(t *testing.T, backend ledgerBackend, flaky bool) {
 			return 0, ""
 		}
 	}
-	retry := []string{"--retry-base", "200ms", "--retry-jitter=false"}
+	retry := []string{"--retry-base", "200ms", "--retry-jitter=false", "--retry-wait", "1m"}
 	// Long (SPOOL_TEST_LONG=1): 20 000 records and 15 kills.
 	records, minKills := testenv.Pick(20_000, 1500), testenv.Pick(15, 4)
 	data, badLines := ordersCSV(records, func(i int) bool { return i%211 == 0 })
