@@ -104,7 +104,13 @@ import (
 //     calls;
 //   - min(k, Concurrency) committers (settleAll, consumer_settle.go), each
 //     committing the finished calls as a group;
-//   - handOver, which passes committed groups to the finishing stage.
+//   - handOver, which passes committed groups to the finishing stage;
+//   - for a batch file being read, in its examining worker, which owns
+//     its records' state (callRun, consumer_batchcall.go): one goroutine
+//     per record reserved (waits for a slot of the file's own, the gate
+//     and the lease, then calls; hands it back on callRun.done) and one
+//     per record waiting to be reserved again (busy, or its retry; on
+//     callRun.again); all give up once callRun.quit is closed.
 //
 // An item belongs to one goroutine at a time and passes with the channel
 // that carries it: written by its examining worker, then by the recording
