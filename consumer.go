@@ -107,8 +107,8 @@ import (
 //   - handOver, which passes committed groups to the finishing stage;
 //   - for a batch file being read, in its examining worker, which owns
 //     its records' state (callRun, consumer_batchcall.go): one goroutine
-//     per record reserved (waits for a slot of the file's own, the gate
-//     and the lease, then calls; hands it back on callRun.done) and one
+//     per record reserved (waits for a slot of Consumer.batchSlots, the
+//     gate and the lease, then calls; hands it back on callRun.done) and one
 //     per record waiting to be reserved again (busy, or its retry; on
 //     callRun.again); all give up once callRun.quit is closed.
 //
@@ -424,6 +424,10 @@ type Consumer struct {
 	// a batch file's records, where a Drain defers those not due within
 	// Config.RetryWait; written by the run goroutine before each pass.
 	batchWatch bool
+	// batchSlots holds a token per call of a batch file's records in
+	// flight or returned and not yet settled, across the files consumed
+	// at once by the examining workers: at most Concurrency in all.
+	batchSlots chan struct{}
 	gate       *gate      // paces the Caller's calls, across passes
 	holds      *holdWatch // the operator's pause and holds; nil without a HoldLedger
 	win        *windowGuard
@@ -561,6 +565,9 @@ func NewConsumer(dir *queue.Dir, l Ledger, cfg Config) (*Consumer, error) {
 			return nil, fmt.Errorf("consumer: batch files need a ledger that keeps their progress (%T does not)", l)
 		}
 		c.batchLedger = bl
+		if cfg.Caller != nil {
+			c.batchSlots = make(chan struct{}, cfg.Concurrency)
+		}
 	}
 	if cfg.Handler != nil {
 		wl, ok := l.(WorkLedger)

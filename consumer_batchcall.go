@@ -73,7 +73,8 @@ type callRun struct {
 	// done or again.
 	inflight int
 	// slots holds a token per call in flight or returned and not yet
-	// settled, as callStage.slots does: a kill leaves at most
+	// settled, as callStage.slots does, shared by the batch files
+	// consumed at once (Consumer.batchSlots): a kill leaves at most
 	// Concurrency calls whose outcome the ledger does not know.
 	slots chan struct{}
 	done  chan recordDone
@@ -106,7 +107,7 @@ const progressEvery = 100 * time.Millisecond
 func (b *batchRun) callAll(ctx context.Context, chunks <-chan batchChunk, stopReading func()) error {
 	c, p := b.c, b.c.batchPass
 	n := max(1, c.cfg.Concurrency)
-	r := &callRun{b: b, p: p, slots: make(chan struct{}, n), done: make(chan recordDone, n),
+	r := &callRun{b: b, p: p, slots: c.batchSlots, done: make(chan recordDone, n),
 		again: make(chan *recordCall), quit: make(chan struct{}), written: time.Now(),
 		retrying: map[*recordCall]time.Time{}}
 	defer close(r.quit)

@@ -76,6 +76,33 @@ func TestBatchPost(t *testing.T) {
 	checkFsck(t, q)
 }
 
+// TestBatchPostFilesConcurrency: batch files consumed at once, by several
+// examining workers, share --concurrency: never more calls at once in all.
+func TestBatchPostFilesConcurrency(t *testing.T) {
+	t.Parallel()
+	q := batchQueue(t, `{"format": "csv"}`)
+	srv := newCallServer(t, 5*time.Millisecond)
+	for f := range 3 {
+		var b bytes.Buffer
+		b.WriteString("msg_id,order_no,seq,amount\n")
+		for i := 1; i <= 100; i++ {
+			fmt.Fprintf(&b, "f%dm%d,o,%d,1.00\n", f, i, i)
+		}
+		putBytes(t, q, fmt.Sprintf("part%d.csv", f), b.Bytes())
+	}
+	r := mustRun(t, 0, "consume", q, "--post", srv.URL, "--concurrency", "4")
+	if st := parseStats(t, r); st != (consumeStats{Processed: 300}) {
+		t.Fatalf("%+v, want 300 processed\n%s", st, r)
+	}
+	seen, most := srv.seen(t)
+	if len(seen) != 300 {
+		t.Fatalf("%d keys posted, want 300", len(seen))
+	}
+	if most > 4 {
+		t.Fatalf("%d calls at once across the files, want at most --concurrency 4", most)
+	}
+}
+
 // TestBatchPostRetry: a record whose call fails transiently is retried on
 // the retry policy's schedule, its attempts counted in the ledger, and
 // processed by its second call; the file's other records go on meanwhile,
