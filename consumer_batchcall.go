@@ -25,8 +25,9 @@ import (
 //     decided gets its one-record file after its settle (report);
 //   - a record whose call fails retryably is settled as a retry (the
 //     ledger counts its attempt and keeps its RetryAt) and reserved and
-//     called again when the retry falls due, in this run: the file goes
-//     on meanwhile, its progress held before the record;
+//     called again when the retry falls due: the file goes on meanwhile,
+//     its progress held before the record, and once only retries are
+//     left the file is held until the first is due (holdForRetries);
 //   - the file's progress passes only records settled for good, the
 //     first unsettled one holding it, however the calls finish;
 //   - a resumed file's records past the progress that an earlier run
@@ -100,6 +101,11 @@ type callRun struct {
 // (settledBefore), not a call.
 const progressEvery = 100 * time.Millisecond
 
+// retryHoldAfter is how far off a batch file's next retry must be for the
+// file, read to its end, to be held until then rather than waited for in
+// its examining worker (holdForRetries).
+const retryHoldAfter = time.Second
+
 // callAll consumes the chunks of the file with the Caller, and then moves
 // the file to done/ once every record is settled, gives it back to inbox/
 // on a graceful stop, or leaves it claimed, for recovery, when a call was
@@ -124,12 +130,16 @@ func (b *batchRun) callAll(ctx context.Context, chunks <-chan batchChunk, stopRe
 		if take == nil && r.inflight == 0 {
 			break
 		}
-		if in == nil && r.inflight == len(r.retrying) && !c.batchWatch {
-			// A drain that read the whole file, with nothing to do but
-			// wait for retries: as it leaves a file message's retry not
-			// due within RetryWait for a later run, it holds the file,
-			// and gives it back to inbox/ as it ends (requeueDue).
-			if due := r.nextRetry(); due.After(time.Now().Add(c.cfg.RetryWait)) {
+		if in == nil && r.inflight == len(r.retrying) && len(r.retrying) > 0 {
+			// The whole file read, and nothing to do but wait for
+			// retries: the file is held as a file message waiting for
+			// its retry is (requeueDue, nextDue), so that the examining
+			// worker, and the claims of its batch, do not wait for it,
+			// and a drain leaves a retry not due within RetryWait for a
+			// later run. A retry due within retryHoldAfter is waited
+			// for here, cheaper than a resume.
+			due, now := r.nextRetry(), time.Now()
+			if due.After(now.Add(retryHoldAfter)) || (!c.batchWatch && due.After(now.Add(c.cfg.RetryWait))) {
 				return r.holdForRetries(ctx, due)
 			}
 		}
@@ -222,12 +232,13 @@ func (r *callRun) nextRetry() time.Time {
 	return next
 }
 
-// holdForRetries ends a drain's consumption of a file whose records left
-// to call all wait for retries not due within RetryWait: its progress is
-// written, and the file held with its done-file (waiting), which the
-// drain gives back to inbox/ as it ends; the next run resumes it at its
-// progress and holds each record until its retry is due (the ledger's
-// schedule). No call of the file is in flight.
+// holdForRetries ends the consumption of a file read to its end whose
+// records left to call all wait for their retries: its progress is
+// written, and the file held with its done-file (waiting) until the first
+// retry is due, when it goes back to inbox/ (or as a drain ends, for a
+// retry not due within RetryWait); the claim that takes it again resumes
+// it at its progress, absorbing the records settled, and holds each
+// record until its retry is due. No call of the file is in flight.
 func (r *callRun) holdForRetries(ctx context.Context, due time.Time) error {
 	b, c := r.b, r.b.c
 	if r.marked {

@@ -224,6 +224,61 @@ func TestBatchPostRetryDeferred(t *testing.T) {
 	checkFsck(t, q)
 }
 
+// TestBatchPostRetryWatch: in a watch, a file whose last record waits for
+// its retry is held as a file message waiting for its retry is: a file
+// arriving meanwhile is consumed at once, not after the retry; the held
+// file is resumed when the retry is due, and its record processed.
+func TestBatchPostRetryWatch(t *testing.T) {
+	t.Parallel()
+	q := batchQueue(t, `{"format": "csv"}`)
+	l := sqliteCallLedger(t, q)
+	srv := newCallServer(t, 0)
+	srv.answer = func(key string, nth int) (int, string) {
+		if key == "m3" && nth == 0 {
+			return http.StatusServiceUnavailable, ""
+		}
+		return 0, ""
+	}
+	data, _ := ordersCSV(5, func(int) bool { return false })
+	putBytes(t, q, "orders.csv", data)
+	p := start(t, "consume", q, "--watch", "--post", srv.URL, "--retry-base", "4s", "--retry-jitter=false")
+	waitFor(t, cmdTimeout, "the four records not refused", func() bool {
+		n, _ := ledgerProcessed(l)
+		return n == 4
+	})
+	refused := time.Now()
+	putBytes(t, q, "late.csv", []byte("msg_id,order_no,seq,amount\nlate1,o,1,1.00\n"))
+	waitFor(t, cmdTimeout, "the late file's record", func() bool {
+		return queryLedger(t, filepath.Join(q, "ledger.db"), `SELECT COUNT(*) FROM processed WHERE msg_id = 'late1'`) == 1
+	})
+	if d := time.Since(refused); d > 3*time.Second {
+		t.Fatalf("the late file took %v, want it before m3's retry (4s): it waited for the retry", d)
+	}
+	waitFor(t, cmdTimeout, "m3 after its retry", func() bool {
+		n, _ := ledgerProcessed(l)
+		return n == 6
+	})
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if r := p.wait(t); r.code != 0 {
+		t.Fatalf("the watch exited with a failure:\n%s", r)
+	}
+	seen, _ := srv.seen(t)
+	for _, k := range []string{"m1", "m2", "m4", "m5", "late1"} {
+		if seen[k] != 1 {
+			t.Fatalf("%s posted %d times, want once", k, seen[k])
+		}
+	}
+	if seen["m3"] != 2 {
+		t.Fatalf("m3 posted %d times, want twice", seen["m3"])
+	}
+	if got := stageNames(t, q, done); !slices.Equal(got, []string{"late.csv", "orders.csv"}) {
+		t.Fatalf("done/ holds %q", got)
+	}
+	checkFsck(t, q)
+}
+
 // TestBatchPostDeadLetterReplay: a record the downstream refuses for good
 // is a dead letter with reason handler, its one-record file in error/;
 // once the downstream is fixed, spool replay brings it back and it is
