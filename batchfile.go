@@ -100,6 +100,25 @@ type BatchCounts struct {
 	Processed, Duplicates, DeadLetters int64
 }
 
+// add counts one record settled as o.
+func (n *BatchCounts) add(o Outcome) {
+	switch o {
+	case OutcomeProcessed:
+		n.Processed++
+	case OutcomeDuplicate:
+		n.Duplicates++
+	case OutcomeDeadLetter:
+		n.DeadLetters++
+	}
+}
+
+// addAll adds m's counts to n's.
+func (n *BatchCounts) addAll(m BatchCounts) {
+	n.Processed += m.Processed
+	n.Duplicates += m.Duplicates
+	n.DeadLetters += m.DeadLetters
+}
+
 // BatchFileName is the file's name in a BatchProgress.File identity: the
 // name, then its inode, size and modification time, each after a colon
 // (a name may hold colons of its own).

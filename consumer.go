@@ -104,7 +104,13 @@ import (
 //     calls;
 //   - min(k, Concurrency) committers (settleAll, consumer_settle.go), each
 //     committing the finished calls as a group;
-//   - handOver, which passes committed groups to the finishing stage.
+//   - handOver, which passes committed groups to the finishing stage;
+//   - for a batch file being read, in its examining worker, which owns
+//     its records' state (callRun, consumer_batchcall.go): one goroutine
+//     per record reserved (waits for a slot of Consumer.batchSlots, the
+//     gate and the lease, then calls; hands it back on callRun.done) and one
+//     per record waiting to be reserved again (busy, or its retry; on
+//     callRun.again); all give up once callRun.quit is closed.
 //
 // An item belongs to one goroutine at a time and passes with the channel
 // that carries it: written by its examining worker, then by the recording
@@ -309,9 +315,10 @@ type Config struct {
 	// Batch, when set, says which claimed files are batch files and reads
 	// their records, each a message of its own (docs/DESIGN.md, "Batch
 	// files: the consumer"); queueopen sets it from spool.conf's format.
-	// The ledger keeps their progress (Ledger.RecordBatch); a Caller
-	// cannot be set (not yet: a batch file's records are recorded in
-	// transactions of their own, and a Caller's calls run outside any).
+	// The ledger keeps their progress (Ledger.RecordBatch). With a
+	// Caller each record is reserved, called and settled as a file
+	// message is, and the file's progress passes only records settled
+	// (consumer_batchcall.go).
 	// Nil: every file is one JSON message.
 	Batch BatchFiles
 	// Logger receives operational events. Nil: discard.
@@ -406,11 +413,23 @@ type Consumer struct {
 	// being read checks between its commits; written by pass before its
 	// claiming stage starts.
 	batchStop context.Context
-	gate      *gate      // paces the Caller's calls, across passes
-	holds     *holdWatch // the operator's pause and holds
-	win       *windowGuard
-	cfg       Config
-	log       *slog.Logger
+	// batchPass is the pass running, whose stop, lease and calls' context
+	// a batch file's calls heed as a file's do (consumer_batchcall.go);
+	// written with batchStop.
+	batchPass *pipeline
+	// batchWatch says the run is a Watch, which waits for every retry of
+	// a batch file's records, where a Drain defers those not due within
+	// Config.RetryWait; written by the run goroutine before each pass.
+	batchWatch bool
+	// batchSlots holds a token per call of a batch file's records in
+	// flight or returned and not yet settled, across the files consumed
+	// at once by the examining workers: at most Concurrency in all.
+	batchSlots chan struct{}
+	gate       *gate      // paces the Caller's calls, across passes
+	holds      *holdWatch // the operator's pause and holds
+	win        *windowGuard
+	cfg        Config
+	log        *slog.Logger
 
 	// moves is held by whichever stage of a pass is renaming files, the
 	// claiming or the finishing, for a whole batch at a time. The kernel
@@ -530,8 +549,11 @@ func NewConsumer(dir *queue.Dir, l Ledger, cfg Config) (*Consumer, error) {
 		}
 	}
 	if cfg.Batch != nil {
+		if cfg.Caller != nil && cfg.Ordered {
+			return nil, errors.New("consumer: batch files (spool.conf's format) cannot be called in order (--ordered) yet: a file's records are called in file order, up to --concurrency at once")
+		}
 		if cfg.Caller != nil {
-			return nil, errors.New("consumer: batch files (spool.conf's format) cannot be consumed with a caller (--post, --exec) yet: use a handler in the ledger's transaction (--sql), or none")
+			c.batchSlots = make(chan struct{}, cfg.Concurrency)
 		}
 	}
 	return c, nil
@@ -737,6 +759,7 @@ func (c *Consumer) runSession(ctx context.Context, watch bool, rs *runState) err
 			c.cfg.OnStart()
 		}
 		rs.started = true
+		c.batchWatch = watch
 		claimed, err := c.pass(sd, lease, rc, work, s, st)
 		st.Passes++
 		back := rc.take()
@@ -949,7 +972,7 @@ func (c *Consumer) pass(sd *stopping, lease *leaseKeeper, rc *recoverer, work co
 	// A batch file being read stops between its commits when the pass
 	// is stopped (consumer_batch.go); set before the claiming stage, and
 	// so its workers, start.
-	c.batchStop = sd.ctx
+	c.batchStop, c.batchPass = sd.ctx, p
 	// What the clock put back before this pass, its scan sees.
 	rc.returned()
 	// A recovery of the clock that fails fails the pass, as a failure of

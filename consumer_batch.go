@@ -63,6 +63,12 @@ type batchRecord struct {
 	// unwritten is the content of a dead letter to write before the
 	// chunk's commit (writeDeadLetters); nil once written.
 	unwritten []byte
+	// absorbed marks a record of a resumed file that a killed run settled
+	// already, with a Caller, past the progress it committed: it is not
+	// recorded nor called again (settledBefore). absorbedAs is what it
+	// was settled as, for the file's counts.
+	absorbed   bool
+	absorbedAs Outcome
 }
 
 // batchRun is the consumption of one claimed batch file.
@@ -76,6 +82,9 @@ type batchRun struct {
 	claimed time.Time
 	p       BatchProgress
 	pending []batchRecord
+	// resumed says the file had a progress row when claimed: with a
+	// Caller, records past the progress may be settled already.
+	resumed bool
 }
 
 // consumeBatch consumes the claimed batch file cl. An error fails the
@@ -100,6 +109,15 @@ func (c *Consumer) consumeBatch(s *queue.Session, cl *queue.Claim, claimed time.
 	}
 	if !found {
 		p = BatchProgress{File: file, Batch: cl.ID}
+		if c.cfg.Caller != nil {
+			// With a Caller records are settled before the progress
+			// passes them: the row first, so that a file an earlier run
+			// settled records of is known as resumed (settledBefore,
+			// writeUnwritten), and a fresh one is looked up in nothing.
+			if _, err := c.ledger.RecordBatch(ctx, nil, Work{}, p); err != nil {
+				return fmt.Errorf("ledger: %w", err)
+			}
+		}
 	}
 	f, err := s.Open(cl)
 	if err != nil {
@@ -110,7 +128,7 @@ func (c *Consumer) consumeBatch(s *queue.Session, cl *queue.Claim, claimed time.
 	if err != nil {
 		return fmt.Errorf("consume batch file %s: %w", cl.Name, err)
 	}
-	b := &batchRun{c: c, s: s, cl: cl, done: done, claimed: claimed, p: p}
+	b := &batchRun{c: c, s: s, cl: cl, done: done, claimed: claimed, p: p, resumed: found}
 	if found {
 		n, err := b.writeUnwritten(ctx)
 		if err != nil {
@@ -135,6 +153,9 @@ func (c *Consumer) consumeBatch(s *queue.Session, cl *queue.Claim, claimed time.
 		}
 	}
 	defer stopReading()
+	if c.cfg.Caller != nil {
+		return b.callAll(ctx, chunks, stopReading)
+	}
 	for ch := range chunks {
 		switch {
 		case ch.err != nil:
@@ -294,6 +315,13 @@ func (b *batchRun) add(ctx context.Context, rec BatchRecord) (batchRecord, error
 	}
 	d.At = time.Now().UTC()
 	br := batchRecord{d: d, rec: rec}
+	if b.resumed && c.cfg.Caller != nil {
+		o, settled, err := b.settledBefore(ctx, d, rej)
+		if err != nil || settled {
+			br.absorbed, br.absorbedAs = settled, o
+			return br, err
+		}
+	}
 	if rej != nil {
 		d.Message, d.Reject = nil, rej
 		// Always looked for first: any earlier run of this file may
@@ -402,33 +430,46 @@ func (b *batchRun) commit(ctx context.Context) error {
 	}
 	c.cfg.Observer.Committed(len(batch), time.Since(start))
 	for i, br := range b.pending {
-		r := res[i]
-		stored := br.stored
-		if r.Outcome == OutcomeDeadLetter && stored == "" {
-			// The handler dead-lettered a valid record: its file is
-			// written after the commit that decided it, and then named
-			// in its record. A crash before that leaves the record
-			// under its origin, which the resumed run finds
-			// (writeUnwritten).
-			if stored, err = b.writeRecorded(ctx, br.d.Claim, br.rec, false); err != nil {
-				return err
-			}
-		}
-		if stored == "" {
-			stored = b.cl.Name
-		}
-		if r.Outcome == OutcomeDeadLetter {
-			c.log.Info("dead letter", "file", br.d.File, "stored", stored, "reason", r.Reject.Reason, "detail", r.Reject.Error())
-		}
-		c.batchMu.Lock()
-		c.batchStats.add(r.Outcome)
-		c.batchMu.Unlock()
-		c.cfg.Observer.Delivered(br.d, r)
-		if c.cfg.OnDelivery != nil {
-			c.cfg.OnDelivery(br.d, r, stored)
+		if err := b.report(ctx, br, res[i]); err != nil {
+			return err
 		}
 	}
 	b.pending = b.pending[:0]
+	return nil
+}
+
+// report finishes a record whose outcome r is committed: a dead letter
+// its handler (or its call) decided gets its file, written after the
+// commit that decided it, and then named in its record; a crash before
+// that leaves the record under its origin, which the resumed run finds
+// (writeUnwritten). Then the record is counted, logged and reported.
+func (b *batchRun) report(ctx context.Context, br batchRecord, r Result) error {
+	c := b.c
+	stored := br.stored
+	if r.Outcome == OutcomeDeadLetter && stored == "" {
+		var err error
+		if stored, err = b.writeRecorded(ctx, br.d.Claim, br.rec, false); err != nil {
+			return err
+		}
+	}
+	if stored == "" {
+		stored = b.cl.Name
+	}
+	if r.Outcome == OutcomeDeadLetter {
+		c.log.Info("dead letter", "file", br.d.File, "stored", stored, "reason", r.Reject.Reason, "detail", r.Reject.Error())
+	}
+	c.batchMu.Lock()
+	c.batchStats.add(r.Outcome)
+	c.batchMu.Unlock()
+	c.cfg.Observer.Delivered(br.d, r)
+	if r.Outcome == OutcomeRetry {
+		c.log.Info("retry scheduled", append([]any{"file", br.d.File, "msg_id", br.d.Message.MsgID,
+			"attempt", r.Attempts, "at", r.RetryAt, "err", r.Err}, br.d.Message.Headers.LogArgs()...)...)
+		return nil // its file goes nowhere: the record is called again (callRun.again)
+	}
+	if c.cfg.OnDelivery != nil {
+		c.cfg.OnDelivery(br.d, r, stored)
+	}
 	return nil
 }
 

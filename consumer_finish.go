@@ -148,6 +148,10 @@ type waiting struct {
 	// busy: held while another delivery of its msg_id is being called
 	// (OutcomeBusy), not for a retry; a drain always waits for it.
 	busy bool
+	// done is the done-file claimed with a batch file held for its
+	// records' retries (consumer_batchcall.go), which goes back to inbox/
+	// just before it, as giveBack moves them.
+	done *queue.Claim
 }
 
 // requeueDue moves the waiting claims that are due, or all of them, back to
@@ -162,6 +166,14 @@ func (c *Consumer) requeueDue(s *queue.Session, all bool) error {
 		if !all && w.due.After(now) {
 			keep = append(keep, w)
 			continue
+		}
+		if w.done != nil {
+			if _, err := s.Finish(w.done, queue.Inbox); err != nil {
+				errs = append(errs, err)
+				keep = append(keep, w)
+				continue
+			}
+			w.done = nil
 		}
 		if _, err := s.Finish(w.claim, queue.Inbox); err != nil {
 			errs = append(errs, err)

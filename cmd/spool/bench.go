@@ -40,7 +40,8 @@ drains it as a queue of that format; the floors still move a file a
 message. --syscalls also counts the process's system calls per message,
 spool's and the floors', with the kernel's raw_syscalls:sys_enter
 tracepoint (as root, with tracefs mounted); a counted call is a little
-slower, so quote the rates of a run without it.
+slower, so quote the rates of a run without it. With --handler (one
+consumer) each record is called.
 
 --handler post|exec measures consumers with an external handler instead:
 post calls an HTTP endpoint in this process that answers after --latency;

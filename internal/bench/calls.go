@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/batch"
 	"github.com/spoolq/spool/handler"
 	"github.com/spoolq/spool/internal/sample"
 	"github.com/spoolq/spool/ledger"
@@ -26,6 +27,7 @@ import (
 	_ "github.com/spoolq/spool/ledger/postgres"
 	"github.com/spoolq/spool/ledger/sqlite"
 	"github.com/spoolq/spool/queue"
+	"github.com/spoolq/spool/queueopen"
 	"golang.org/x/sys/unix"
 )
 
@@ -49,6 +51,10 @@ type CallOptions struct {
 	// that many `Exe consume` processes at once on the one queue.
 	Procs int
 	Exe   string
+	// Format, when "jsonl" or "csv", writes the N messages as the records
+	// of one batch file, each record then called as a message is. With
+	// one consumer (Procs 1) only.
+	Format string
 	// DB is a ledger DSN (postgres://, mysql://, an SQLite path); the run
 	// gets a namespace of its own there (ledger.Scratch: a schema, a
 	// database, a directory), removed afterwards. Empty: the queue's
@@ -133,7 +139,12 @@ func Calls(ctx context.Context, o CallOptions) (CallReport, error) {
 		defer os.RemoveAll(root)
 	}
 	dir := filepath.Join(root, "spool")
-	rep.Expected, err = generate(dir, o.N, sample.Options{DupFrac: o.DupFrac, PoisonFrac: o.PoisonFrac, Seed: o.Seed})
+	gen := sample.Options{DupFrac: o.DupFrac, PoisonFrac: o.PoisonFrac, Seed: o.Seed}
+	if o.Format != "" {
+		rep.Expected, err = generateBatch(dir, o.N, gen, o.Format)
+	} else {
+		rep.Expected, err = generate(dir, o.N, gen)
+	}
 	if err != nil {
 		return rep, err
 	}
@@ -230,7 +241,14 @@ func callDrain(ctx context.Context, dir, dsn string, o CallOptions, url, command
 			return spool.Stats{}, err
 		}
 	}
-	c, err := spool.NewConsumer(d, l.Consumer(), spool.Config{Caller: caller, Concurrency: o.Concurrency, BatchSize: o.Batch})
+	var files spool.BatchFiles
+	if o.Format != "" {
+		conf := &queueopen.Config{Format: batch.Format{Kind: o.Format}}
+		if files, err = queueopen.Batch(d, conf, spool.DefaultContract()); err != nil {
+			return spool.Stats{}, fmt.Errorf("bench: %w", err)
+		}
+	}
+	c, err := spool.NewConsumer(d, l.Consumer(), spool.Config{Caller: caller, Concurrency: o.Concurrency, BatchSize: o.Batch, Batch: files})
 	if err != nil {
 		return spool.Stats{}, err
 	}

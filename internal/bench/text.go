@@ -83,8 +83,12 @@ func syscallsText(r Run) string {
 // rate, the calls processed a second against the ideal, the calls in
 // flight, for exec the machine's ceiling, and the outcome counts.
 func (r CallReport) Write(w io.Writer, o CallOptions) {
-	fmt.Fprintf(w, "messages   %d (%.0f%% redeliveries, %.0f%% poison, seed %d), --%s, latency %v, concurrency %d, processes %d, ledger %s\n",
-		o.N, o.DupFrac*100, o.PoisonFrac*100, o.Seed, o.Handler, o.Latency, o.Concurrency, o.Procs, engine(o.DB))
+	format := "a file each"
+	if o.Format != "" {
+		format = "records of one " + o.Format + " file"
+	}
+	fmt.Fprintf(w, "messages   %d (%.0f%% redeliveries, %.0f%% poison, seed %d; %s), --%s, latency %v, concurrency %d, processes %d, ledger %s\n",
+		o.N, o.DupFrac*100, o.PoisonFrac*100, o.Seed, format, o.Handler, o.Latency, o.Concurrency, o.Procs, engine(o.DB))
 	fmt.Fprintf(w, "spool      %8.0f msg/s  %8s  cpu %5.1fµs/msg\n",
 		r.Run.Rate(), r.Run.Elapsed.Round(time.Millisecond), micros(r.Run.CPUPerMessage()))
 	processed := float64(r.Got.Processed) / r.Run.Elapsed.Seconds()
