@@ -45,7 +45,7 @@ test-long: ## every test, long crash/soak/storm runs included
 	SPOOL_TEST_LONG=1 $(GO) test -count=1 -timeout 20m $(PKGS)
 
 test-race: ## every test under the race detector, as CI runs them
-	SPOOL_TEST_LONG=1 $(GO) test -race -count=1 -timeout 20m $(PKGS)
+	SPOOL_TEST_LONG=1 $(GO) test -race -count=1 -timeout 25m $(PKGS)
 
 bench: ## Go benchmarks of the hot parts
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
