@@ -189,14 +189,15 @@ func (db *DB) fail(op string, err error) error {
 }
 
 // queryAll runs query with args and returns scan of each of its rows, in
-// order. Every error, scan's included, reads "op: …" through db.fail, so
-// that a read cut short by Close says spool.ErrLedgerClosed.
+// order, the rows closed (their connection free for the next query).
+// Every error, scan's and Close's included, reads "op: …" through
+// db.fail, so that a read cut short by Close says spool.ErrLedgerClosed.
 func queryAll[T any](ctx context.Context, db *DB, op, query string, args []any, scan func(*sql.Rows) (T, error)) ([]T, error) {
 	rows, err := db.sql.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, db.fail(op, err)
 	}
-	defer rows.Close()
+	defer rows.Close() // on an early return; Close again below is a no-op
 	var out []T
 	for rows.Next() {
 		v, err := scan(rows)
@@ -205,7 +206,7 @@ func queryAll[T any](ctx context.Context, db *DB, op, query string, args []any, 
 		}
 		out = append(out, v)
 	}
-	if err := rows.Err(); err != nil {
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 		return nil, db.fail(op, err)
 	}
 	return out, nil
