@@ -289,9 +289,6 @@ type ErrorExit struct {
 // particular order: spool fsck tells by them a dead letter whose file was
 // edited and then moved out of error/ from one removed by hand.
 func (dls DeadLetters) ErrorExits(ctx context.Context) ([]ErrorExit, error) {
-	if err := dls.db.open(); err != nil {
-		return nil, err
-	}
 	return queryAll(ctx, dls.db, "list replays and discards", `SELECT 'replayed', file, ino, at FROM replays
 UNION ALL
 SELECT 'discarded', x.file, x.ino, b.created_at FROM discards x JOIN discard_batches b ON b.id = x.batch_id`, nil,

@@ -198,9 +198,6 @@ ORDER BY id`), []any{int64(ino)}, scanDeadLetter)
 // were recorded, which is their time order as long as the operators'
 // clocks agree.
 func (rl ReplayLog) List(ctx context.Context) ([]ReplayRecord, error) {
-	if err := rl.db.open(); err != nil {
-		return nil, err
-	}
 	return queryAll(ctx, rl.db, "list replays", rl.db.dialect.Rebind(`SELECT id, file, new_name, ino, by_user, note, at
 FROM replays
 ORDER BY id`), nil, func(rows *sql.Rows) (ReplayRecord, error) {
@@ -223,9 +220,6 @@ ORDER BY id`), nil, func(rows *sql.Rows) (ReplayRecord, error) {
 // Conflicts returns the conflicting redeliveries, sorted by msg_id in byte
 // order, then by the time of the duplicate, then by commit order.
 func (ms Messages) Conflicts(ctx context.Context) ([]Conflict, error) {
-	if err := ms.db.open(); err != nil {
-		return nil, err
-	}
 	// LEFT JOIN: a conflict stays visible after its processed row was
 	// pruned, with that side empty.
 	out, err := queryAll(ctx, ms.db, "list conflicts", ms.db.dialect.Rebind(`SELECT d.id, d.msg_id, p.file, p.content_hash,

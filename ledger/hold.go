@@ -296,9 +296,6 @@ func (db *DB) bumpVersion(ctx context.Context, tx *sql.Tx, n int) error {
 
 // HeldIDs returns the msg_ids held, in msg_id order.
 func (hs Holding) HeldIDs(ctx context.Context) ([]HeldID, error) {
-	if err := hs.db.open(); err != nil {
-		return nil, err
-	}
 	return queryAll(ctx, hs.db, "read held msg_ids", `SELECT msg_id, by_user, by_role, via, note, at FROM spool_held_ids ORDER BY msg_id`, nil,
 		func(rows *sql.Rows) (HeldID, error) {
 			var (
@@ -396,9 +393,6 @@ func (l Consumer) RecordHeld(ctx context.Context, h spool.HeldAside) (bool, erro
 
 // HeldFiles returns the records of the files in held/, oldest first.
 func (hs Holding) HeldFiles(ctx context.Context) ([]HeldFile, error) {
-	if err := hs.db.open(); err != nil {
-		return nil, err
-	}
 	return queryAll(ctx, hs.db, "read held files", `SELECT id, file, ino, origin, msg_id, cause, by_user, by_role, via, note, at FROM spool_held_files ORDER BY id`, nil,
 		func(rows *sql.Rows) (HeldFile, error) {
 			var (

@@ -190,9 +190,13 @@ func (db *DB) fail(op string, err error) error {
 
 // queryAll runs query with args and returns scan of each of its rows, in
 // order, the rows closed (their connection free for the next query).
-// Every error, scan's and Close's included, reads "op: …" through
-// db.fail, so that a read cut short by Close says spool.ErrLedgerClosed.
+// A closed ledger returns spool.ErrLedgerClosed, as DB.open; every other
+// error, scan's and Close's included, reads "op: …" through db.fail, so
+// that a read cut short by Close says spool.ErrLedgerClosed too.
 func queryAll[T any](ctx context.Context, db *DB, op, query string, args []any, scan func(*sql.Rows) (T, error)) ([]T, error) {
+	if err := db.open(); err != nil {
+		return nil, err
+	}
 	rows, err := db.sql.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, db.fail(op, err)

@@ -356,9 +356,6 @@ type ParkedRow struct {
 
 // ParkedRows returns up to limit parked, unpublished rows in id order.
 func (o Outbox) ParkedRows(ctx context.Context, limit int) ([]ParkedRow, error) {
-	if err := o.db.open(); err != nil {
-		return nil, err
-	}
 	return queryAll(ctx, o.db, "read parked outbox rows", o.db.dialect.Rebind(`SELECT id, aggregate, type, COALESCE(park_reason, ''), attempts, created_at, parked_at
 FROM outbox WHERE parked_at IS NOT NULL AND published_at IS NULL ORDER BY id LIMIT ?`), []any{limit},
 		func(rows *sql.Rows) (ParkedRow, error) {

@@ -166,9 +166,6 @@ VALUES (?, ?, ?, ?, ?, ?, ?)`))
 // Unfinished returns the intents not yet done, oldest first, with
 // their items in idx order.
 func (rl ReplayLog) Unfinished(ctx context.Context) ([]ReplayIntent, error) {
-	if err := rl.db.open(); err != nil {
-		return nil, err
-	}
 	out, err := queryAll(ctx, rl.db, "list unfinished replays", `SELECT id, by_user, note, created_at, state FROM replay_intents
 WHERE state <> 'done' ORDER BY id`, nil, func(rows *sql.Rows) (ReplayIntent, error) {
 		var (

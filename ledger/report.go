@@ -99,9 +99,6 @@ type Row struct {
 // being processed, in ascending byte order whatever the engine's collation,
 // for `spool dups`.
 func (ms Messages) Duplicates(ctx context.Context) ([]string, error) {
-	if err := ms.db.open(); err != nil {
-		return nil, err
-	}
 	ids, err := queryAll(ctx, ms.db, "list duplicates", ms.db.q.duplicates, nil, func(rows *sql.Rows) (string, error) {
 		var id string
 		err := rows.Scan(&id)
