@@ -57,7 +57,7 @@ import (
 //     counts reach it through Consumer.batchStats (batchMu).
 //   - the lease keeper (leaseKeeper.loop, consumer_session.go): the
 //     lease's state (leaseKeeper.mu); renews the session's lease; while it
-//     cannot, claimChunk and callStage.start wait.
+//     cannot, claimChunk and awaitCall (before each call) wait.
 //   - the recovery clock (recoverer.loop): recovers dead consumers' claims
 //     every RecoverInterval, during passes as between them; started after
 //     the first recovery, stopped and waited for (recoverer.stop) before

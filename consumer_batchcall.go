@@ -2,7 +2,6 @@ package spool
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -359,8 +358,8 @@ func (r *callRun) later(rc *recordCall, at time.Time) {
 }
 
 // start calls a reserved record in a goroutine of its own, once a slot is
-// free, after the operator's pause, the gate and the lease, as
-// callStage.start does; the file's claim is marked as called first, and
+// free, after the operator's pause, the gate and the lease (awaitCall, as
+// callStage.start does); the file's claim is marked as called first, and
 // the calls lock taken (callStage.delivery).
 func (r *callRun) start(rc *recordCall) error {
 	p, c := r.p, r.p.c
@@ -379,28 +378,10 @@ func (r *callRun) start(rc *recordCall) error {
 	}
 	r.inflight++
 	go func() {
-		select {
-		case r.slots <- struct{}{}:
-		case <-p.stop:
+		switch p.awaitCall(r.slots) {
+		case callLeave:
 			return
-		case <-p.sd.ctx.Done():
-			r.send(recordDone{rc: rc, uncalled: true, reserved: true})
-			return
-		}
-		err := c.holdWait(p.sd.ctx, p.stop)
-		if err == nil {
-			err = c.gate.wait(p.sd.ctx)
-		}
-		if err == nil {
-			err = p.lease.wait(p.sd.ctx, p.stop)
-		}
-		if errors.Is(err, ErrLeaseLost) {
-			p.fail(err)
-			<-r.slots
-			return
-		}
-		if err != nil || p.sd.stopped() {
-			<-r.slots
+		case callGiveBack:
 			r.send(recordDone{rc: rc, uncalled: true, reserved: true})
 			return
 		}
@@ -411,7 +392,7 @@ func (r *callRun) start(rc *recordCall) error {
 			d = &cp
 		}
 		start := time.Now()
-		err = callSafely(p.sd.callCtx, c.cfg.Caller, d)
+		err := callSafely(p.sd.callCtx, c.cfg.Caller, d)
 		if p.sd.abandoned(err) {
 			p.sd.cancelled.Add(1)
 			<-r.slots

@@ -328,6 +328,56 @@ func (cs *callStage) orderKey(it item) (string, bool) {
 	return it.d.Message.OrderNo, true
 }
 
+// callWait says how the wait before a call ended (pipeline.awaitCall).
+type callWait int
+
+const (
+	// callStart: a slot is held; the call may start.
+	callStart callWait = iota
+	// callGiveBack: no slot is held and the call did not start (the run
+	// is stopping, a pause of the gate included): give the delivery back
+	// uncalled, unrecorded.
+	callGiveBack
+	// callLeave: no slot is held and the pass stopped or failed (the
+	// lease lost to a takeover included): leave the delivery to recovery.
+	callLeave
+)
+
+// awaitCall waits, for a call about to start, for a free slot in slots,
+// then the queue's pause (an operator's), the gate (the downstream's
+// pause, the rate) and the lease. Waiting is not an attempt: unless it
+// returns callStart, no slot is held and nothing was called. Both the
+// file calls (callStage.start) and the record calls (callRun.start) wait
+// here, so that a call of either kind starts under the same conditions.
+func (p *pipeline) awaitCall(slots chan struct{}) callWait {
+	c := p.c
+	select {
+	case slots <- struct{}{}:
+	case <-p.stop:
+		return callLeave
+	case <-p.sd.ctx.Done():
+		return callGiveBack
+	}
+	err := c.holdWait(p.sd.ctx, p.stop)
+	if err == nil {
+		err = c.gate.wait(p.sd.ctx)
+	}
+	if err == nil {
+		err = p.lease.wait(p.sd.ctx, p.stop)
+	}
+	if errors.Is(err, ErrLeaseLost) {
+		// Taken over: the claim is another consumer's, to recover.
+		p.fail(err)
+		<-slots
+		return callLeave
+	}
+	if err != nil || p.sd.stopped() {
+		<-slots
+		return callGiveBack
+	}
+	return callStart
+}
+
 // start calls a reserved delivery in a goroutine of its own, once a slot
 // is free. If the pass fails first, the delivery is left uncalled; if the
 // run is stopping before the call starts (a pause of the gate included),
@@ -336,37 +386,11 @@ func (cs *callStage) orderKey(it item) (string, bool) {
 func (cs *callStage) start(it item) {
 	p, c := cs.p, cs.p.c
 	go func() {
-		select {
-		case cs.slots <- struct{}{}:
-		case <-p.stop:
+		switch p.awaitCall(cs.slots) {
+		case callLeave:
 			cs.retire(it)
 			return
-		case <-p.sd.ctx.Done():
-			cs.unstart(it)
-			cs.retire(it)
-			return
-		}
-		// Waiting for the queue's pause (an operator's), the gate (the
-		// downstream's pause, the rate) or the lease is not an attempt:
-		// if the wait ends otherwise than by letting the call start, the
-		// delivery is given back uncalled, unrecorded (or, if the pass
-		// failed, left for recovery).
-		err := c.holdWait(p.sd.ctx, p.stop)
-		if err == nil {
-			err = c.gate.wait(p.sd.ctx)
-		}
-		if err == nil {
-			err = p.lease.wait(p.sd.ctx, p.stop)
-		}
-		if errors.Is(err, ErrLeaseLost) {
-			// Taken over: the claim is another consumer's, to recover.
-			p.fail(err)
-			<-cs.slots
-			cs.retire(it)
-			return
-		}
-		if err != nil || p.sd.stopped() {
-			<-cs.slots
+		case callGiveBack:
 			cs.unstart(it)
 			cs.retire(it)
 			return

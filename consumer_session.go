@@ -433,7 +433,7 @@ var errPaused = errors.New("the queue is paused")
 // a run, so that a consumer run again says a pause once, not at each run.
 //
 // While the queue is paused, or before a read has succeeded, claimChunk
-// and callStage.start wait (wait); the claims and calls already made go
+// and awaitCall (before each call) wait (wait); the claims and calls already made go
 // on. A drain instead stops at a pause as at a signal (its context is
 // cancelled, onPause): it finishes what it started, gives back what it did
 // not call, and ends (Stats.Paused). A held msg_id is looked up in ids by

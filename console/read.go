@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -166,28 +167,42 @@ func parseTimeParam(name, v string) (time.Time, error) {
 func deadLetterQuery(r *http.Request) (ledger.DeadLetterQuery, error) {
 	v := r.URL.Query()
 	q := ledger.DeadLetterQuery{Reason: v.Get("reason"), Text: v.Get("q"), Detail: v.Get("detail")}
+	err := pageParams(v, ledger.MaxDeadLetterPage, &q.Since, &q.Until, &q.Limit, &q.Before)
+	return q, err
+}
+
+// pageParams reads the parameters that every paged list takes: since and
+// until (parseTimeParam), limit (1 to maxLimit; limit is left as it is
+// when the parameter is absent) and cursor (cursorParam).
+func pageParams(v url.Values, maxLimit int, since, until *time.Time, limit *int, cursor *int64) error {
 	var err error
-	if q.Since, err = parseTimeParam("since", v.Get("since")); err != nil {
-		return q, err
+	if *since, err = parseTimeParam("since", v.Get("since")); err != nil {
+		return err
 	}
-	if q.Until, err = parseTimeParam("until", v.Get("until")); err != nil {
-		return q, err
+	if *until, err = parseTimeParam("until", v.Get("until")); err != nil {
+		return err
 	}
 	if l := v.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > ledger.MaxDeadLetterPage {
-			return q, fmt.Errorf("limit %q: want 1 to %d", l, ledger.MaxDeadLetterPage)
+		if err != nil || n < 1 || n > maxLimit {
+			return fmt.Errorf("limit %q: want 1 to %d", l, maxLimit)
 		}
-		q.Limit = n
+		*limit = n
 	}
-	if c := v.Get("cursor"); c != "" {
+	return cursorParam(v, "cursor", cursor)
+}
+
+// cursorParam reads a cursor parameter: a row id this API gave in a page,
+// always positive; *to is left as it is when the parameter is absent.
+func cursorParam(v url.Values, name string, to *int64) error {
+	if c := v.Get(name); c != "" {
 		n, err := strconv.ParseInt(c, 10, 64)
 		if err != nil || n <= 0 {
-			return q, fmt.Errorf("cursor %q: not one this API gave", c)
+			return fmt.Errorf("%s %q: not one this API gave", name, c)
 		}
-		q.Before = n
+		*to = n
 	}
-	return q, nil
+	return nil
 }
 
 func (s *Server) getDeadLetters(r *request) (int, any) {
@@ -323,28 +338,11 @@ func auditQuery(r *http.Request) (ledger.AuditQuery, error) {
 	if q.Outcome != "" && !slices.Contains(auditOutcomes, q.Outcome) {
 		return q, fmt.Errorf("outcome %q: want one of %s", q.Outcome, strings.Join(auditOutcomes, ", "))
 	}
-	var err error
-	if q.Since, err = parseTimeParam("since", v.Get("since")); err != nil {
+	if err := pageParams(v, maxAuditPage, &q.Since, &q.Until, &q.Limit, &q.Before); err != nil {
 		return q, err
 	}
-	if q.Until, err = parseTimeParam("until", v.Get("until")); err != nil {
+	if err := cursorParam(v, "after", &q.After); err != nil {
 		return q, err
-	}
-	if l := v.Get("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > maxAuditPage {
-			return q, fmt.Errorf("limit %q: want 1 to %d", l, maxAuditPage)
-		}
-		q.Limit = n
-	}
-	for name, to := range map[string]*int64{"cursor": &q.Before, "after": &q.After} {
-		if c := v.Get(name); c != "" {
-			n, err := strconv.ParseInt(c, 10, 64)
-			if err != nil || n <= 0 {
-				return q, fmt.Errorf("%s %q: not one this API gave", name, c)
-			}
-			*to = n
-		}
 	}
 	if q.Before > 0 && q.After > 0 {
 		return q, errors.New("cursor and after: give one, the page's next or its newer")

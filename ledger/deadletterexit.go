@@ -289,36 +289,23 @@ type ErrorExit struct {
 // particular order: spool fsck tells by them a dead letter whose file was
 // edited and then moved out of error/ from one removed by hand.
 func (dls DeadLetters) ErrorExits(ctx context.Context) ([]ErrorExit, error) {
-	if err := dls.db.open(); err != nil {
-		return nil, err
-	}
-	rows, err := dls.db.sql.QueryContext(ctx, `SELECT 'replayed', file, ino, at FROM replays
+	return queryAll(ctx, dls.db, "list replays and discards", `SELECT 'replayed', file, ino, at FROM replays
 UNION ALL
-SELECT 'discarded', x.file, x.ino, b.created_at FROM discards x JOIN discard_batches b ON b.id = x.batch_id`)
-	if err != nil {
-		return nil, dls.db.fail("list replays and discards", err)
-	}
-	defer rows.Close()
-	var out []ErrorExit
-	for rows.Next() {
-		var (
-			e       ErrorExit
-			how, at string
-			ino     sql.NullInt64
-		)
-		if err := rows.Scan(&how, &e.File, &ino, &at); err != nil {
-			return nil, dls.db.fail("list replays and discards", err)
-		}
-		e.How, e.Ino = DeadLetterExit(how), uint64(ino.Int64)
-		if e.At, err = parseTime("replays.at", at); err != nil {
-			return nil, fmt.Errorf("list replays and discards: %w", err)
-		}
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, dls.db.fail("list replays and discards", err)
-	}
-	return out, nil
+SELECT 'discarded', x.file, x.ino, b.created_at FROM discards x JOIN discard_batches b ON b.id = x.batch_id`, nil,
+		func(rows *sql.Rows) (ErrorExit, error) {
+			var (
+				e       ErrorExit
+				how, at string
+				ino     sql.NullInt64
+			)
+			if err := rows.Scan(&how, &e.File, &ino, &at); err != nil {
+				return e, err
+			}
+			e.How, e.Ino = DeadLetterExit(how), uint64(ino.Int64)
+			var err error
+			e.At, err = parseTime("replays.at", at)
+			return e, err
+		})
 }
 
 // Names returns, for each of inos that has dead-letter records,

@@ -182,23 +182,7 @@ func (dls DeadLetters) Page(ctx context.Context, q DeadLetterQuery) ([]DeadLette
 // deadLetterRecords runs query, which selects deadLetterColumns, and
 // returns its rows, the query closed.
 func (db *DB) deadLetterRecords(ctx context.Context, query string, args []any) ([]DeadLetterRecord, error) {
-	rows, err := db.sql.QueryContext(ctx, db.dialect.Rebind(query), args...)
-	if err != nil {
-		return nil, db.fail("dead-letter page", err)
-	}
-	defer rows.Close()
-	var out []DeadLetterRecord
-	for rows.Next() {
-		r, err := scanDeadLetter(rows)
-		if err != nil {
-			return nil, db.fail("dead-letter page", err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, db.fail("dead-letter page", err)
-	}
-	return out, nil
+	return queryAll(ctx, db, "dead-letter page", db.dialect.Rebind(query), args, scanDeadLetter)
 }
 
 // DeadLetterGroup counts the current dead letters that share a reason and

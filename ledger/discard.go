@@ -306,34 +306,25 @@ func (db *DB) discardBatches(ctx context.Context, where string, filter *itemFilt
 		return nil, err
 	}
 	const op = "list discards"
-	rows, err := db.sql.QueryContext(ctx, db.dialect.Rebind(`SELECT id, by_user, note, created_at, state, to_dir, finished_at
-FROM discard_batches `+where+` ORDER BY id`), args...)
-	if err != nil {
-		return nil, db.fail(op, err)
-	}
-	var out []DiscardBatch
-	for rows.Next() {
+	out, err := queryAll(ctx, db, op, db.dialect.Rebind(`SELECT id, by_user, note, created_at, state, to_dir, finished_at
+FROM discard_batches `+where+` ORDER BY id`), args, func(rows *sql.Rows) (DiscardBatch, error) {
 		var (
 			b               DiscardBatch
 			toDir, finished sql.NullString
 			created         string
 		)
 		if err := rows.Scan(&b.ID, &b.By, &b.Note, &created, &b.State, &toDir, &finished); err != nil {
-			rows.Close()
-			return nil, db.fail(op, err)
+			return b, err
 		}
 		b.ToDir = toDir.String
+		var err error
 		if b.Created, err = parseTime("discard_batches.created_at", created); err == nil && finished.Valid {
 			b.Finished, err = parseTime("discard_batches.finished_at", finished.String)
 		}
-		if err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("%s: %w", op, err)
-		}
-		out = append(out, b)
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return nil, db.fail(op, err)
+		return b, err
+	})
+	if err != nil {
+		return nil, err
 	}
 	for i := range out {
 		if out[i].Items, err = db.discardItems(ctx, out[i].ID, filter); err != nil {

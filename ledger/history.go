@@ -188,44 +188,19 @@ func (dls DeadLetters) History(ctx context.Context, ino uint64) ([]DeadLetterRec
 	op := fmt.Sprintf("dead-letter history of inode %d", ino)
 	// outcome = 'dead-letter' lets the engine use the partial index
 	// deliveries_dead_letter_ino.
-	rows, err := dls.db.sql.QueryContext(ctx, dls.db.dialect.Rebind(`SELECT `+deadLetterColumns+`
+	return queryAll(ctx, dls.db, op, dls.db.dialect.Rebind(`SELECT `+deadLetterColumns+`
 FROM deliveries
 WHERE outcome = 'dead-letter' AND ino = ?
-ORDER BY id`), int64(ino))
-	if err != nil {
-		return nil, dls.db.fail(op, err)
-	}
-	defer rows.Close()
-	var out []DeadLetterRecord
-	for rows.Next() {
-		r, err := scanDeadLetter(rows)
-		if err != nil {
-			return nil, dls.db.fail(op, err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, dls.db.fail(op, err)
-	}
-	return out, nil
+ORDER BY id`), []any{int64(ino)}, scanDeadLetter)
 }
 
 // List returns the replay log, oldest first: in the order the replays
 // were recorded, which is their time order as long as the operators'
 // clocks agree.
 func (rl ReplayLog) List(ctx context.Context) ([]ReplayRecord, error) {
-	if err := rl.db.open(); err != nil {
-		return nil, err
-	}
-	rows, err := rl.db.sql.QueryContext(ctx, rl.db.dialect.Rebind(`SELECT id, file, new_name, ino, by_user, note, at
+	return queryAll(ctx, rl.db, "list replays", rl.db.dialect.Rebind(`SELECT id, file, new_name, ino, by_user, note, at
 FROM replays
-ORDER BY id`))
-	if err != nil {
-		return nil, rl.db.fail("list replays", err)
-	}
-	defer rows.Close()
-	var out []ReplayRecord
-	for rows.Next() {
+ORDER BY id`), nil, func(rows *sql.Rows) (ReplayRecord, error) {
 		var (
 			r    ReplayRecord
 			ino  sql.NullInt64
@@ -233,55 +208,40 @@ ORDER BY id`))
 			at   string
 		)
 		if err := rows.Scan(&r.ID, &r.File, &r.NewName, &ino, &r.By, &note, &at); err != nil {
-			return nil, rl.db.fail("list replays", err)
+			return r, err
 		}
 		r.Ino, r.Note = uint64(ino.Int64), note.String
-		if r.At, err = parseTime("replays.at", at); err != nil {
-			return nil, fmt.Errorf("list replays: %w", err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, rl.db.fail("list replays", err)
-	}
-	return out, nil
+		var err error
+		r.At, err = parseTime("replays.at", at)
+		return r, err
+	})
 }
 
 // Conflicts returns the conflicting redeliveries, sorted by msg_id in byte
 // order, then by the time of the duplicate, then by commit order.
 func (ms Messages) Conflicts(ctx context.Context) ([]Conflict, error) {
-	if err := ms.db.open(); err != nil {
-		return nil, err
-	}
 	// LEFT JOIN: a conflict stays visible after its processed row was
 	// pruned, with that side empty.
-	rows, err := ms.db.sql.QueryContext(ctx, ms.db.dialect.Rebind(`SELECT d.id, d.msg_id, p.file, p.content_hash,
+	out, err := queryAll(ctx, ms.db, "list conflicts", ms.db.dialect.Rebind(`SELECT d.id, d.msg_id, p.file, p.content_hash,
     d.file, d.content_hash, d.consumer, d.at
 FROM deliveries d
 LEFT JOIN processed p ON p.msg_id = d.msg_id
-WHERE d.conflict = 1 AND d.outcome = 'duplicate'`))
-	if err != nil {
-		return nil, ms.db.fail("list conflicts", err)
-	}
-	defer rows.Close()
-	var out []Conflict
-	for rows.Next() {
+WHERE d.conflict = 1 AND d.outcome = 'duplicate'`), nil, func(rows *sql.Rows) (Conflict, error) {
 		var (
 			c                   Conflict
 			pFile, pHash, dHash sql.NullString
 			at                  string
 		)
 		if err := rows.Scan(&c.ID, &c.MsgID, &pFile, &pHash, &c.DuplicateFile, &dHash, &c.Consumer, &at); err != nil {
-			return nil, ms.db.fail("list conflicts", err)
+			return c, err
 		}
 		c.ProcessedFile, c.ProcessedHash, c.DuplicateHash = pFile.String, pHash.String, dHash.String
-		if c.At, err = parseTime("deliveries.at", at); err != nil {
-			return nil, fmt.Errorf("list conflicts: %w", err)
-		}
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, ms.db.fail("list conflicts", err)
+		var err error
+		c.At, err = parseTime("deliveries.at", at)
+		return c, err
+	})
+	if err != nil {
+		return nil, err
 	}
 	slices.SortFunc(out, func(a, b Conflict) int {
 		return cmp.Or(strings.Compare(a.MsgID, b.MsgID), a.At.Compare(b.At), cmp.Compare(a.ID, b.ID))

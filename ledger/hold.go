@@ -296,32 +296,19 @@ func (db *DB) bumpVersion(ctx context.Context, tx *sql.Tx, n int) error {
 
 // HeldIDs returns the msg_ids held, in msg_id order.
 func (hs Holding) HeldIDs(ctx context.Context) ([]HeldID, error) {
-	if err := hs.db.open(); err != nil {
-		return nil, err
-	}
-	rows, err := hs.db.sql.QueryContext(ctx, `SELECT msg_id, by_user, by_role, via, note, at FROM spool_held_ids ORDER BY msg_id`)
-	if err != nil {
-		return nil, hs.db.fail("read held msg_ids", err)
-	}
-	defer rows.Close()
-	var out []HeldID
-	for rows.Next() {
-		var (
-			h  HeldID
-			at string
-		)
-		if err := rows.Scan(&h.MsgID, &h.By, &h.Role, &h.Via, &h.Note, &at); err != nil {
-			return nil, hs.db.fail("read held msg_ids", err)
-		}
-		if h.At, err = parseTime("spool_held_ids.at", at); err != nil {
-			return nil, fmt.Errorf("read held msg_ids: %w", err)
-		}
-		out = append(out, h)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, hs.db.fail("read held msg_ids", err)
-	}
-	return out, nil
+	return queryAll(ctx, hs.db, "read held msg_ids", `SELECT msg_id, by_user, by_role, via, note, at FROM spool_held_ids ORDER BY msg_id`, nil,
+		func(rows *sql.Rows) (HeldID, error) {
+			var (
+				h  HeldID
+				at string
+			)
+			if err := rows.Scan(&h.MsgID, &h.By, &h.Role, &h.Via, &h.Note, &at); err != nil {
+				return h, err
+			}
+			var err error
+			h.At, err = parseTime("spool_held_ids.at", at)
+			return h, err
+		})
 }
 
 // HeldFile is the record of a file in held/.
@@ -406,35 +393,22 @@ func (l Consumer) RecordHeld(ctx context.Context, h spool.HeldAside) (bool, erro
 
 // HeldFiles returns the records of the files in held/, oldest first.
 func (hs Holding) HeldFiles(ctx context.Context) ([]HeldFile, error) {
-	if err := hs.db.open(); err != nil {
-		return nil, err
-	}
-	rows, err := hs.db.sql.QueryContext(ctx, `SELECT id, file, ino, origin, msg_id, cause, by_user, by_role, via, note, at FROM spool_held_files ORDER BY id`)
-	if err != nil {
-		return nil, hs.db.fail("read held files", err)
-	}
-	defer rows.Close()
-	var out []HeldFile
-	for rows.Next() {
-		var (
-			f     HeldFile
-			ino   sql.NullInt64
-			msgID sql.NullString
-			at    string
-		)
-		if err := rows.Scan(&f.ID, &f.File, &ino, &f.Origin, &msgID, &f.Cause, &f.By, &f.Role, &f.Via, &f.Note, &at); err != nil {
-			return nil, hs.db.fail("read held files", err)
-		}
-		f.Ino, f.MsgID = uint64(ino.Int64), msgID.String
-		if f.At, err = parseTime("spool_held_files.at", at); err != nil {
-			return nil, fmt.Errorf("read held files: %w", err)
-		}
-		out = append(out, f)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, hs.db.fail("read held files", err)
-	}
-	return out, nil
+	return queryAll(ctx, hs.db, "read held files", `SELECT id, file, ino, origin, msg_id, cause, by_user, by_role, via, note, at FROM spool_held_files ORDER BY id`, nil,
+		func(rows *sql.Rows) (HeldFile, error) {
+			var (
+				f     HeldFile
+				ino   sql.NullInt64
+				msgID sql.NullString
+				at    string
+			)
+			if err := rows.Scan(&f.ID, &f.File, &ino, &f.Origin, &msgID, &f.Cause, &f.By, &f.Role, &f.Via, &f.Note, &at); err != nil {
+				return f, err
+			}
+			f.Ino, f.MsgID = uint64(ino.Int64), msgID.String
+			var err error
+			f.At, err = parseTime("spool_held_files.at", at)
+			return f, err
+		})
 }
 
 // ForgetHeldFiles deletes the records ids: before their files leave

@@ -171,6 +171,22 @@ func (m *multiRow) query(ctx context.Context, tx *sql.Tx, args []any, row func(*
 	})
 }
 
+// ids runs query for a statement whose rows are a single msg_id each (an
+// INSERT … RETURNING msg_id: the rows the PRIMARY KEY let in) and returns
+// the set of them.
+func (m *multiRow) ids(ctx context.Context, tx *sql.Tx, args []any) (map[string]bool, error) {
+	set := make(map[string]bool, len(args)/m.cols)
+	err := m.query(ctx, tx, args, func(rows *sql.Rows) error {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		set[id] = true
+		return nil
+	})
+	return set, err
+}
+
 // exec is query for a statement without results.
 func (m *multiRow) exec(ctx context.Context, tx *sql.Tx, args []any) error {
 	return m.split(args, func(st *sql.Stmt, piece []any) error {

@@ -188,6 +188,34 @@ func (db *DB) fail(op string, err error) error {
 	return fmt.Errorf("%s: %w", op, err)
 }
 
+// queryAll runs query with args and returns scan of each of its rows, in
+// order, the rows closed (their connection free for the next query).
+// A closed ledger returns spool.ErrLedgerClosed, as DB.open; every other
+// error, scan's and Close's included, reads "op: …" through db.fail, so
+// that a read cut short by Close says spool.ErrLedgerClosed too.
+func queryAll[T any](ctx context.Context, db *DB, op, query string, args []any, scan func(*sql.Rows) (T, error)) ([]T, error) {
+	if err := db.open(); err != nil {
+		return nil, err
+	}
+	rows, err := db.sql.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, db.fail(op, err)
+	}
+	defer rows.Close() // on an early return; Close again below is a no-op
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, db.fail(op, err)
+		}
+		out = append(out, v)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, db.fail(op, err)
+	}
+	return out, nil
+}
+
 // Record commits batch in one transaction, with w's business work in it,
 // and returns what became of each delivery, results[i] for batch[i]; see
 // spool.Ledger. On error nothing of

@@ -356,32 +356,18 @@ type ParkedRow struct {
 
 // ParkedRows returns up to limit parked, unpublished rows in id order.
 func (o Outbox) ParkedRows(ctx context.Context, limit int) ([]ParkedRow, error) {
-	if err := o.db.open(); err != nil {
-		return nil, err
-	}
-	rows, err := o.db.sql.QueryContext(ctx, o.db.dialect.Rebind(`SELECT id, aggregate, type, COALESCE(park_reason, ''), attempts, created_at, parked_at
-FROM outbox WHERE parked_at IS NOT NULL AND published_at IS NULL ORDER BY id LIMIT ?`), limit)
-	if err != nil {
-		return nil, o.db.fail("read parked outbox rows", err)
-	}
-	defer rows.Close()
-	var out []ParkedRow
-	for rows.Next() {
-		var p ParkedRow
-		var created, parked string
-		if err := rows.Scan(&p.ID, &p.Aggregate, &p.Type, &p.Reason, &p.Attempts, &created, &parked); err != nil {
-			return nil, o.db.fail("read parked outbox rows", err)
-		}
-		if p.CreatedAt, err = parseTime("created_at", created); err == nil {
-			p.Parked, err = parseTime("parked_at", parked)
-		}
-		if err != nil {
-			return nil, o.db.fail("read parked outbox rows", err)
-		}
-		out = append(out, p)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, o.db.fail("read parked outbox rows", err)
-	}
-	return out, nil
+	return queryAll(ctx, o.db, "read parked outbox rows", o.db.dialect.Rebind(`SELECT id, aggregate, type, COALESCE(park_reason, ''), attempts, created_at, parked_at
+FROM outbox WHERE parked_at IS NOT NULL AND published_at IS NULL ORDER BY id LIMIT ?`), []any{limit},
+		func(rows *sql.Rows) (ParkedRow, error) {
+			var p ParkedRow
+			var created, parked string
+			err := rows.Scan(&p.ID, &p.Aggregate, &p.Type, &p.Reason, &p.Attempts, &created, &parked)
+			if err == nil {
+				p.CreatedAt, err = parseTime("created_at", created)
+			}
+			if err == nil {
+				p.Parked, err = parseTime("parked_at", parked)
+			}
+			return p, err
+		})
 }

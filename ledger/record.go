@@ -118,19 +118,11 @@ func (db *DB) insertProcessedRows(ctx context.Context, tx *sql.Tx, batch []*spoo
 	// and the driver costs more than SQLite's per-row work. RETURNING names
 	// the rows the PRIMARY KEY let in; the rest were already there:
 	// duplicates (I2, decided by the constraint).
-	inserted := make(map[string]bool, len(candidates))
 	args := make([]any, 0, len(candidates)*processedColumns)
 	for _, i := range candidates {
 		args = append(args, processedArgs(batch[i], now)...)
 	}
-	err := db.insProcessed.query(ctx, tx, args, func(rows *sql.Rows) error {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return err
-		}
-		inserted[id] = true
-		return nil
-	})
+	inserted, err := db.insProcessed.ids(ctx, tx, args)
 	if err != nil {
 		return fmt.Errorf("insert processed: %w", err)
 	}

@@ -166,34 +166,23 @@ VALUES (?, ?, ?, ?, ?, ?, ?)`))
 // Unfinished returns the intents not yet done, oldest first, with
 // their items in idx order.
 func (rl ReplayLog) Unfinished(ctx context.Context) ([]ReplayIntent, error) {
-	if err := rl.db.open(); err != nil {
-		return nil, err
-	}
-	rows, err := rl.db.sql.QueryContext(ctx, `SELECT id, by_user, note, created_at, state FROM replay_intents
-WHERE state <> 'done' ORDER BY id`)
-	if err != nil {
-		return nil, rl.db.fail("list unfinished replays", err)
-	}
-	var out []ReplayIntent
-	for rows.Next() {
+	out, err := queryAll(ctx, rl.db, "list unfinished replays", `SELECT id, by_user, note, created_at, state FROM replay_intents
+WHERE state <> 'done' ORDER BY id`, nil, func(rows *sql.Rows) (ReplayIntent, error) {
 		var (
 			in      ReplayIntent
 			note    sql.NullString
 			created string
 		)
 		if err := rows.Scan(&in.ID, &in.By, &note, &created, &in.State); err != nil {
-			rows.Close()
-			return nil, rl.db.fail("list unfinished replays", err)
+			return in, err
 		}
 		in.Note = note.String
-		if in.Created, err = parseTime("replay_intents.created_at", created); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("list unfinished replays: %w", err)
-		}
-		out = append(out, in)
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return nil, rl.db.fail("list unfinished replays", err)
+		var err error
+		in.Created, err = parseTime("replay_intents.created_at", created)
+		return in, err
+	})
+	if err != nil {
+		return nil, err
 	}
 	for i := range out {
 		if out[i].Items, err = rl.db.replayItems(ctx, out[i].ID); err != nil {

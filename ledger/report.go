@@ -99,24 +99,13 @@ type Row struct {
 // being processed, in ascending byte order whatever the engine's collation,
 // for `spool dups`.
 func (ms Messages) Duplicates(ctx context.Context) ([]string, error) {
-	if err := ms.db.open(); err != nil {
-		return nil, err
-	}
-	rows, err := ms.db.sql.QueryContext(ctx, ms.db.q.duplicates)
-	if err != nil {
-		return nil, ms.db.fail("list duplicates", err)
-	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
+	ids, err := queryAll(ctx, ms.db, "list duplicates", ms.db.q.duplicates, nil, func(rows *sql.Rows) (string, error) {
 		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, ms.db.fail("list duplicates", err)
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, ms.db.fail("list duplicates", err)
+		err := rows.Scan(&id)
+		return id, err
+	})
+	if err != nil {
+		return nil, err
 	}
 	slices.Sort(ids)
 	return ids, nil

@@ -92,15 +92,7 @@ func (db *DB) reserveTx(ctx context.Context, tx *sql.Tx, batch []*spool.Delivery
 		ids = append(ids, d.Message.MsgID)
 		args = append(args, d.Message.MsgID, d.Claim, owner, formatTime(now))
 	}
-	reserved := make(map[string]bool, len(candidates))
-	err := db.insReservations.query(ctx, tx, args, func(rows *sql.Rows) error {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return err
-		}
-		reserved[id] = true
-		return nil
-	})
+	reserved, err := db.insReservations.ids(ctx, tx, args)
 	if err != nil {
 		return nil, fmt.Errorf("reserve: %w", err)
 	}
@@ -237,15 +229,7 @@ func (db *DB) settleTx(ctx context.Context, tx *sql.Tx, batch []*spool.Delivery,
 			args = append(args, processedArgs(batch[i], now)...)
 		}
 	}
-	inserted := map[string]bool{}
-	err := db.insProcessed.query(ctx, tx, args, func(rows *sql.Rows) error {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return err
-		}
-		inserted[id] = true
-		return nil
-	})
+	inserted, err := db.insProcessed.ids(ctx, tx, args)
 	if err != nil {
 		return nil, fmt.Errorf("insert processed: %w", err)
 	}

@@ -247,44 +247,38 @@ func (ts Tasks) List(ctx context.Context, q TaskQuery) ([]TaskRecord, error) {
 }
 
 func (db *DB) tasks(ctx context.Context, op, where string, args ...any) ([]TaskRecord, error) {
-	rows, err := db.sql.QueryContext(ctx, db.dialect.Rebind(`SELECT `+taskColumns+` FROM spool_tasks`+where), args...)
-	if err != nil {
-		return nil, db.fail(op, err)
+	return queryAll(ctx, db, op, db.dialect.Rebind(`SELECT `+taskColumns+` FROM spool_tasks`+where), args, scanTask)
+}
+
+// scanTask reads one row of taskColumns.
+func scanTask(rows *sql.Rows) (TaskRecord, error) {
+	var (
+		t                         TaskRecord
+		created, updated          string
+		approved, ended           sql.NullString
+		files, skipped            int64
+		next, done, miss, changed int64
+	)
+	if err := rows.Scan(&t.ID, &t.Kind, &t.State, &t.Request, &files, &skipped, &t.Digest, &t.By, &t.ByOS, &t.Role, &t.Via, &t.Note,
+		&created, &t.ApprovedBy, &approved, &t.EndedBy, &ended, &next, &done, &miss, &changed, &t.Detail, &updated); err != nil {
+		return t, err
 	}
-	defer rows.Close()
-	var out []TaskRecord
-	for rows.Next() {
-		var (
-			t                         TaskRecord
-			created, updated          string
-			approved, ended           sql.NullString
-			files, skipped            int64
-			next, done, miss, changed int64
-		)
-		if err := rows.Scan(&t.ID, &t.Kind, &t.State, &t.Request, &files, &skipped, &t.Digest, &t.By, &t.ByOS, &t.Role, &t.Via, &t.Note,
-			&created, &t.ApprovedBy, &approved, &t.EndedBy, &ended, &next, &done, &miss, &changed, &t.Detail, &updated); err != nil {
-			return nil, db.fail(op, err)
+	t.Files, t.Skipped, t.Next, t.Done, t.Missing, t.Changed = int(files), int(skipped), int(next), int(done), int(miss), int(changed)
+	for _, c := range []struct {
+		col string
+		s   sql.NullString
+		to  *time.Time
+	}{{"created_at", sql.NullString{String: created, Valid: true}, &t.Created}, {"updated_at", sql.NullString{String: updated, Valid: true}, &t.Updated},
+		{"approved_at", approved, &t.Approved}, {"ended_at", ended, &t.Ended}} {
+		if !c.s.Valid {
+			continue
 		}
-		t.Files, t.Skipped, t.Next, t.Done, t.Missing, t.Changed = int(files), int(skipped), int(next), int(done), int(miss), int(changed)
-		for _, c := range []struct {
-			col string
-			s   sql.NullString
-			to  *time.Time
-		}{{"created_at", sql.NullString{String: created, Valid: true}, &t.Created}, {"updated_at", sql.NullString{String: updated, Valid: true}, &t.Updated},
-			{"approved_at", approved, &t.Approved}, {"ended_at", ended, &t.Ended}} {
-			if !c.s.Valid {
-				continue
-			}
-			if *c.to, err = parseTime("spool_tasks."+c.col, c.s.String); err != nil {
-				return nil, fmt.Errorf("%s: task %d: %w", op, t.ID, err)
-			}
+		var err error
+		if *c.to, err = parseTime("spool_tasks."+c.col, c.s.String); err != nil {
+			return t, fmt.Errorf("task %d: %w", t.ID, err)
 		}
-		out = append(out, t)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, db.fail(op, err)
-	}
-	return out, nil
+	return t, nil
 }
 
 // Files returns the files of task id's set with from <= Idx < to, in

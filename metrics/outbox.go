@@ -85,10 +85,8 @@ func (m *Metrics) RefreshOutbox(ctx context.Context, src OutboxSource, interval 
 	if interval <= 0 {
 		interval = DefaultRefresh
 	}
-	for {
-		start := time.Now()
+	refreshLoop(ctx, interval, func(start time.Time) {
 		s, err := src(ctx)
-		took := time.Since(start)
 		switch {
 		case err == nil:
 			m.outbox.mu.Lock()
@@ -98,14 +96,7 @@ func (m *Metrics) RefreshOutbox(ctx context.Context, src OutboxSource, interval 
 		case log != nil:
 			log.Warn("metrics: reading the outbox failed; its gauges keep their last values", "err", err)
 		}
-		t := time.NewTimer(max(interval, refreshFactor*took))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-	}
+	})
 }
 
 // Published counts an event target acknowledged.

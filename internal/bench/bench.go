@@ -229,17 +229,11 @@ func Bench(ctx context.Context, o Options) (Report, error) {
 			defer sc.Close()
 		}
 	}
-	parent := o.Parent
-	if parent == "" {
-		parent = os.TempDir()
-	}
-	root, err := os.MkdirTemp(parent, "spool-bench-")
+	root, remove, err := runRoot(o.Parent, "spool-bench-", o.Keep)
 	if err != nil {
-		return rep, fmt.Errorf("bench: %w", err)
+		return rep, err
 	}
-	if !o.Keep {
-		defer os.RemoveAll(root)
-	}
+	defer remove()
 	// One round runs in root itself; several get a directory each, freed
 	// as soon as the round is over.
 	perRound := o.Rounds > 1
@@ -547,4 +541,22 @@ func peakRSS() int64 {
 		return 0
 	}
 	return ru.Maxrss * 1024
+}
+
+// runRoot makes the directory a run works in: a fresh one named
+// prefix* under parent (os.TempDir() when empty). remove, for a deferred
+// call, deletes it with all the run wrote, unless keep (--keep, to look
+// at the queue afterwards).
+func runRoot(parent, prefix string, keep bool) (root string, remove func(), err error) {
+	if parent == "" {
+		parent = os.TempDir()
+	}
+	root, err = os.MkdirTemp(parent, prefix)
+	if err != nil {
+		return "", nil, fmt.Errorf("bench: %w", err)
+	}
+	if keep {
+		return root, func() {}, nil
+	}
+	return root, func() { os.RemoveAll(root) }, nil
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -22,6 +21,7 @@ import (
 	"github.com/spoolq/spool/handler"
 	"github.com/spoolq/spool/internal/sample"
 	"github.com/spoolq/spool/ledger"
+
 	// The server backends, registered for --db.
 	_ "github.com/spoolq/spool/ledger/mysql"
 	_ "github.com/spoolq/spool/ledger/postgres"
@@ -127,17 +127,11 @@ func Calls(ctx context.Context, o CallOptions) (CallReport, error) {
 	}
 	o.Procs = max(o.Procs, 1)
 	rep.Ideal = float64(o.Procs*o.Concurrency) / o.Latency.Seconds()
-	parent := o.Parent
-	if parent == "" {
-		parent = os.TempDir()
-	}
-	root, err := os.MkdirTemp(parent, "spool-bench-")
+	root, remove, err := runRoot(o.Parent, "spool-bench-", o.Keep)
 	if err != nil {
-		return rep, fmt.Errorf("bench: %w", err)
+		return rep, err
 	}
-	if !o.Keep {
-		defer os.RemoveAll(root)
-	}
+	defer remove()
 	dir := filepath.Join(root, "spool")
 	gen := sample.Options{DupFrac: o.DupFrac, PoisonFrac: o.PoisonFrac, Seed: o.Seed}
 	if o.Format != "" {

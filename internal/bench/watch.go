@@ -67,17 +67,11 @@ type WatchReport struct {
 // publication is.
 func Watch(ctx context.Context, o WatchOptions) (WatchReport, error) {
 	rep := WatchReport{Options: o}
-	parent := o.Parent
-	if parent == "" {
-		parent = os.TempDir()
-	}
-	root, err := os.MkdirTemp(parent, "spool-bench-watch-")
+	root, remove, err := runRoot(o.Parent, "spool-bench-watch-", o.Keep)
 	if err != nil {
-		return rep, fmt.Errorf("bench: %w", err)
+		return rep, err
 	}
-	if !o.Keep {
-		defer os.RemoveAll(root)
-	}
+	defer remove()
 	q, staged := filepath.Join(root, "q"), filepath.Join(root, "staged")
 	if err := queue.Init(q); err != nil {
 		return rep, err
