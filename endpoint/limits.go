@@ -80,6 +80,7 @@ func NewServer(ctx context.Context, h http.Handler, log *slog.Logger, lim Limits
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 		ConnContext:       withLimitConn,
+		ConnState:         answered,
 	}
 }
 
@@ -226,7 +227,7 @@ func (w *warning) due() bool {
 func (l *limitListener) longestWaiting(skip map[*limitConn]bool) *limitConn {
 	var v *limitConn
 	for c := range l.conns {
-		if c.reading == c.busy && !skip[c] && (v == nil || c.since.Before(v.since)) {
+		if c.reading == c.busy && c.answering == 0 && !skip[c] && (v == nil || c.since.Before(v.since)) {
 			v = c
 		}
 	}
@@ -263,12 +264,15 @@ type limitConn struct {
 	l    *limitListener
 	addr netip.Addr
 	// Guarded by l.mu: the requests in a handler, those of them reading
-	// their body, since when it has waited on its client (its accept, the
-	// end of its last request, the start of a body's read) when all of
-	// them are, and whether it left the counts.
-	busy, reading int
-	since         time.Time
-	gone          bool
+	// their body, those whose handler returned and whose response the
+	// server may not have written out yet (until the connection is idle:
+	// closed before, its client would read a response cut short), since
+	// when it has waited on its client (its accept, its last response
+	// written, the start of a body's read) when all of them are, and
+	// whether it left the counts.
+	busy, reading, answering int
+	since                    time.Time
+	gone                     bool
 }
 
 // unread reports whether c's socket holds bytes its client sent that the
@@ -307,9 +311,23 @@ func (c *limitConn) begin() {
 	c.l.mu.Unlock()
 }
 
+// end is a handler's return: its response is still to be written out.
 func (c *limitConn) end() {
 	c.l.mu.Lock()
 	c.busy--
+	c.answering++
+	c.l.mu.Unlock()
+}
+
+// answered is http.Server.ConnState: a connection gone idle has written
+// its responses out, and now waits on its client.
+func answered(nc net.Conn, state http.ConnState) {
+	c, ok := limitConnOf(nc)
+	if !ok || state != http.StateIdle {
+		return
+	}
+	c.l.mu.Lock()
+	c.answering = 0
 	if c.reading == c.busy {
 		c.since = time.Now()
 		c.l.changed.Broadcast()
@@ -322,7 +340,7 @@ func (c *limitConn) end() {
 func (b *trackedBody) Read(p []byte) (int, error) {
 	c := b.c
 	c.l.mu.Lock()
-	if c.reading++; c.reading == c.busy {
+	if c.reading++; c.reading == c.busy && c.answering == 0 {
 		c.since = time.Now()
 		c.l.changed.Broadcast()
 	}
@@ -346,13 +364,21 @@ type limitConnKey struct{}
 // withLimitConn is http.Server.ConnContext: ctx with c's *limitConn, found
 // under a *tls.Conn too.
 func withLimitConn(ctx context.Context, c net.Conn) context.Context {
+	if lc, ok := limitConnOf(c); ok {
+		return context.WithValue(ctx, limitConnKey{}, lc)
+	}
+	return ctx
+}
+
+// limitConnOf is the *limitConn c is, or wraps (a *tls.Conn).
+func limitConnOf(c net.Conn) (*limitConn, bool) {
 	for {
 		if lc, ok := c.(*limitConn); ok {
-			return context.WithValue(ctx, limitConnKey{}, lc)
+			return lc, true
 		}
 		u, ok := c.(interface{ NetConn() net.Conn })
 		if !ok {
-			return ctx
+			return nil, false
 		}
 		c = u.NetConn()
 	}

@@ -245,6 +245,9 @@ func TestEndpointConnectionCap(t *testing.T) {
 	}
 
 	// Every slot running a request: the next connection waits for one.
+	// Each request is running before the next connects: a connection
+	// whose request the server has not read yet waits on its client as
+	// far as anyone can tell, and may be the one closed to make room.
 	var busy []heldConn
 	for i := range lim.Conns {
 		c := dialFrom(t, fmt.Sprintf("127.0.3.%d", i+1), addr)
@@ -252,8 +255,6 @@ func TestEndpointConnectionCap(t *testing.T) {
 			t.Fatal(err)
 		}
 		busy = append(busy, c)
-	}
-	for range lim.Conns {
 		<-entered
 	}
 	next := dialFrom(t, "127.0.4.1", addr)
