@@ -70,7 +70,3 @@ func optionUsage(e *env, err error) error {
 	}
 	return e.usage("%s", oe.Msg)
 }
-
-// checkConcurrency refuses a --concurrency outside 1 to
-// handler.MaxConcurrency, saying the range.
-func checkConcurrency(e *env, n int) error { return optionUsage(e, handler.CheckConcurrency(n)) }
