@@ -528,21 +528,7 @@ func TestBatchPostGracefulStop(t *testing.T) {
 	const records = 3000
 	data, _ := ordersCSV(records, func(int) bool { return false })
 	putBytes(t, q, "orders.csv", data)
-	p := start(t, "consume", q, "--post", srv.URL, "--concurrency", "8")
-	waitFor(t, cmdTimeout, "the first records settled", func() bool {
-		n, _ := ledgerProcessed(l)
-		return n > 0
-	})
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	r := p.wait(t)
-	if r.code != 0 {
-		t.Fatalf("a stopped consumer exited with a failure:\n%s", r)
-	}
-	if got := stageNames(t, q, processing); len(got) != 0 {
-		t.Fatalf("processing/ holds %q after a graceful stop", got)
-	}
+	r := stopOnceCommitted(t, start(t, "consume", q, "--post", srv.URL, "--concurrency", "8"), l, q)
 	first := parseStats(t, r).Processed
 	if first >= records {
 		t.Skipf("all %d records were posted before the stop: too fast a machine", records)

@@ -263,6 +263,28 @@ func ledgerProcessed(l callLedger) (int, bool) {
 	return n, true
 }
 
+// stopOnceCommitted sends SIGTERM to p once its ledger l has processed
+// rows, waits for its graceful stop, and fails unless it exited 0 with
+// processing/ of q empty; it returns what the run did.
+func stopOnceCommitted(t *testing.T, p *proc, l callLedger, q string) result {
+	t.Helper()
+	waitFor(t, cmdTimeout, "the first records committed", func() bool {
+		n, _ := ledgerProcessed(l)
+		return n > 0
+	})
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	r := p.wait(t)
+	if r.code != 0 {
+		t.Fatalf("a stopped consumer exited with a failure:\n%s", r)
+	}
+	if got := stageNames(t, q, processing); len(got) != 0 {
+		t.Fatalf("processing/ holds %q after a graceful stop", got)
+	}
+	return r
+}
+
 // countNamesLike counts the names of a stage ending in ext.
 func countNamesLike(t *testing.T, q, stage, ext string) int {
 	t.Helper()
@@ -378,21 +400,7 @@ func TestBatchGracefulStop(t *testing.T) {
 	putBytes(t, q, "feed.jsonl", b.Bytes())
 	putBytes(t, q, "feed.jsonl.done", nil)
 	sp := longSpool(t) // 100 000 records: 77 s under the race detector
-	p := sp.start(t, "consume", q, "--batch", "50")
-	waitFor(t, cmdTimeout, "the first records committed", func() bool {
-		n, _ := ledgerProcessed(l)
-		return n > 0
-	})
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	r := p.wait(t)
-	if r.code != 0 {
-		t.Fatalf("a stopped consumer exited with a failure:\n%s", r)
-	}
-	if got := stageNames(t, q, processing); len(got) != 0 {
-		t.Fatalf("processing/ holds %q after a graceful stop", got)
-	}
+	r := stopOnceCommitted(t, sp.start(t, "consume", q, "--batch", "50"), l, q)
 	first := parseStats(t, r).Processed
 	if slices.Equal(stageNames(t, q, inbox), []string{"feed.jsonl", "feed.jsonl.done"}) {
 		if first >= records {
