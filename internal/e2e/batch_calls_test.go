@@ -55,17 +55,7 @@ func TestBatchPost(t *testing.T) {
 	if most > 8 {
 		t.Fatalf("%d calls at once, want at most --concurrency 8", most)
 	}
-	var want []string
-	for _, l := range badLines {
-		want = append(want, fmt.Sprintf("orders~L%d.csv", l))
-	}
-	slices.Sort(want)
-	if got := stageNames(t, q, errorStage); !slices.Equal(got, want) {
-		t.Fatalf("error/ holds %q, want %q", got, want)
-	}
-	if got := stageNames(t, q, done); !slices.Equal(got, []string{"orders.csv"}) {
-		t.Fatalf("done/ holds %q, want orders.csv", got)
-	}
+	requireOrdersDone(t, q, badLines)
 	db := filepath.Join(q, "ledger.db")
 	if n := queryLedger(t, db, `SELECT COUNT(*) FROM processed WHERE msg_id = 'm5' AND file = 'orders.csv#L6'`); n != 1 {
 		t.Fatal("m5 is not recorded from orders.csv#L6")

@@ -86,6 +86,25 @@ func ordersCSV(n int, bad func(i int) bool) ([]byte, []int) {
 	return b.Bytes(), lines
 }
 
+// requireOrdersDone fails unless q's error/ holds exactly the one-record
+// dead letters of orders.csv's bad lines (orders~L<line>.csv) and done/
+// the file; it returns the dead letters' names, sorted.
+func requireOrdersDone(t *testing.T, q string, badLines []int) []string {
+	t.Helper()
+	var want []string
+	for _, l := range badLines {
+		want = append(want, fmt.Sprintf("orders~L%d.csv", l))
+	}
+	slices.Sort(want)
+	if got := stageNames(t, q, errorStage); !slices.Equal(got, want) {
+		t.Fatalf("error/ holds %q, want %q", got, want)
+	}
+	if got := stageNames(t, q, done); !slices.Equal(got, []string{"orders.csv"}) {
+		t.Fatalf("done/ holds %q, want the batch file", got)
+	}
+	return want
+}
+
 // checkFsck runs spool fsck on q (with its --db args) and fails unless
 // it finds nothing wrong.
 func checkFsck(t *testing.T, q string, args ...string) {
@@ -114,17 +133,7 @@ func TestBatchCSV(t *testing.T) {
 	if len(badLines) != 10 || st != (consumeStats{Processed: good, DeadLetters: 10}) {
 		t.Fatalf("first run: %+v, want %d processed and 10 dead letters (of %d bad rows)", st, good, len(badLines))
 	}
-	var want []string
-	for _, l := range badLines {
-		want = append(want, fmt.Sprintf("orders~L%d.csv", l))
-	}
-	slices.Sort(want)
-	if got := stageNames(t, q, errorStage); !slices.Equal(got, want) {
-		t.Fatalf("error/ holds %q, want %q", got, want)
-	}
-	if got := stageNames(t, q, done); !slices.Equal(got, []string{"orders.csv"}) {
-		t.Fatalf("done/ holds %q, want the batch file", got)
-	}
+	want := requireOrdersDone(t, q, badLines)
 	if got := stageNames(t, q, inbox); len(got) != 0 {
 		t.Fatalf("inbox/ holds %q", got)
 	}
