@@ -58,7 +58,7 @@ func keyedCSV(keys []string, first, perKey int) []byte {
 // a time and in seq order, the first file's before the second's, while
 // different keys are called at once. An early record refused with a 503
 // holds its key's later records, in its file and in the next, until its
-// retry (1.5s, so that its file is held for it and the second file waits
+// retry (3s, so that its file is held for it and the second file waits
 // in inbox/ meanwhile); the other keys go on.
 func TestBatchPostOrdered(t *testing.T) {
 	t.Parallel()
@@ -75,7 +75,7 @@ func TestBatchPostOrdered(t *testing.T) {
 	putBytes(t, q, "a.csv", keyedCSV(keys, 1, perFile))
 	putBytes(t, q, "b.csv", keyedCSV(keys, perFile+1, perFile))
 	r := mustRun(t, 0, "consume", q, "--post", srv.URL, "--ordered", "--concurrency", "8",
-		"--retry-base", "1500ms", "--retry-jitter=false", "--retry-wait", "1m")
+		"--retry-base", "3s", "--retry-jitter=false", "--retry-wait", "1m")
 	if st := parseStats(t, r); st != (consumeStats{Processed: 2 * perFile * len(keys)}) {
 		t.Fatalf("%+v, want %d processed\n%s", st, 2*perFile*len(keys), r)
 	}
