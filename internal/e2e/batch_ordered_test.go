@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -96,6 +97,51 @@ func TestBatchPostOrdered(t *testing.T) {
 	}
 	if !strings.Contains(r.stderr, "the other batch files wait for it") {
 		t.Errorf("a.csv was not held for its retry with b.csv waiting\n%s", r)
+	}
+	if got := stageNames(t, q, done); !slices.Equal(got, []string{"a.csv", "b.csv"}) {
+		t.Fatalf("done/ holds %q", got)
+	}
+	checkFsck(t, q)
+}
+
+// TestBatchPostOrderedWatch: in a watch, a file held for a record's retry
+// keeps a file arriving meanwhile in inbox/ until it is finished, so that
+// the new file's records of the refused key come after the retry; then
+// the new file is consumed at once.
+func TestBatchPostOrderedWatch(t *testing.T) {
+	t.Parallel()
+	q := batchQueue(t, `{"format": "csv"}`)
+	l := sqliteCallLedger(t, q)
+	srv := newCallServer(t, time.Millisecond)
+	srv.answer = func(key string, nth int) (int, string) {
+		if key == "o1-2" && nth == 0 {
+			return http.StatusServiceUnavailable, ""
+		}
+		return 0, ""
+	}
+	keys := []string{"o0", "o1", "o2"}
+	const perFile = 10
+	putBytes(t, q, "a.csv", keyedCSV(keys, 1, perFile))
+	p := start(t, "consume", q, "--watch", "--post", srv.URL, "--ordered", "--retry-base", "3s", "--retry-jitter=false")
+	// All but o1's records from o1-2 on: a.csv is then held for the retry.
+	waitFor(t, cmdTimeout, "a.csv's records of o0 and o2", func() bool {
+		n, _ := ledgerProcessed(l)
+		return n == 2*perFile+1
+	})
+	putBytes(t, q, "b.csv", keyedCSV(keys, perFile+1, perFile))
+	waitFor(t, cmdTimeout, "both files' records", func() bool {
+		n, _ := ledgerProcessed(l)
+		return n == 2*perFile*len(keys)
+	})
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if r := p.wait(t); r.code != 0 {
+		t.Fatalf("the watch exited with a failure:\n%s", r)
+	}
+	requireKeyOrder(t, srv, keys, 2*perFile)
+	if seen, _ := srv.seen(t); seen["o1-2"] != 2 {
+		t.Fatalf("o1-2 posted %d times, want its refused call and its retry", seen["o1-2"])
 	}
 	if got := stageNames(t, q, done); !slices.Equal(got, []string{"a.csv", "b.csv"}) {
 		t.Fatalf("done/ holds %q", got)
