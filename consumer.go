@@ -277,7 +277,10 @@ type Config struct {
 	// Ordered makes a Caller's calls of one order key (Message.OrderNo)
 	// one at a time in this consumer, the claimed deliveries of a key in
 	// seq order; different keys, and messages without one, are called
-	// concurrently. Unused without a Caller.
+	// concurrently. Batch files' records of a key are called in file
+	// order, a record waiting for its retry holding the key's later ones,
+	// and the batch files one at a time, in claim order (docs/DESIGN.md,
+	// "Batch files: the consumer"). Unused without a Caller.
 	Ordered bool
 	// ShutdownTimeout bounds a graceful stop with a Caller: once the
 	// context of Drain or Watch is cancelled, the calls in flight may run
@@ -310,7 +313,8 @@ type Config struct {
 	// Window): duplicates it knows are absorbed without a ledger write,
 	// and a msg_id another consumer has in flight waits. The ledger stays
 	// the truth, and a failing window leaves consumption to the ledger
-	// alone. Nil: none.
+	// alone. Nil: none. Not with Batch: NewConsumer refuses the two, a
+	// batch file's records being looked up in the ledger alone.
 	Window Window
 	// Batch, when set, says which claimed files are batch files and reads
 	// their records, each a message of its own (docs/DESIGN.md, "Batch
@@ -549,8 +553,10 @@ func NewConsumer(dir *queue.Dir, l Ledger, cfg Config) (*Consumer, error) {
 		}
 	}
 	if cfg.Batch != nil {
-		if cfg.Caller != nil && cfg.Ordered {
-			return nil, errors.New("consumer: batch files (spool.conf's format) cannot be called in order (--ordered) yet: a file's records are called in file order, up to --concurrency at once")
+		if cfg.Window != nil {
+			// Its records are looked up in the ledger alone: a window
+			// set and never asked would be a promise not kept.
+			return nil, errors.New("consumer: batch files (spool.conf's format) are not deduplicated through a dedup window (--dedup) yet: their records are checked by the ledger alone; drop --dedup")
 		}
 		if cfg.Caller != nil {
 			c.batchSlots = make(chan struct{}, cfg.Concurrency)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/spoolq/spool/queue"
@@ -32,7 +33,16 @@ import (
 //   - a resumed file's records past the progress that an earlier run
 //     settled are found by their claims (settledBefore) and absorbed: not
 //     recorded nor called again. A record reserved and not settled when
-//     the earlier run died is called again, with its msg_id.
+//     the earlier run died is called again, with its msg_id;
+//   - with Config.Ordered the records of one order key are reserved one
+//     at a time, in file order: each waits, unreserved, until the one
+//     before it of its key is settled for good (processed, duplicate,
+//     dead letter), a retry holding the key's later records (keys). A
+//     later record of a key is settled only after every earlier one, so
+//     a resumed file, which reads again from its first record not
+//     settled, calls the earliest unsettled record of each key first.
+//     Batch files themselves are then consumed one at a time, in claim
+//     order (claimBatch, orderedBatches).
 
 // recordCall is a record of the file from its read to its settle.
 type recordCall struct {
@@ -97,6 +107,13 @@ type callRun struct {
 	cut      bool
 	// written is when the progress was last written.
 	written time.Time
+	// keys, with Config.Ordered, holds per order key the records of the
+	// window not settled for good, in file order: the first is reserved,
+	// called or waiting to be reserved again (busy, a retry), the others
+	// wait for it, unreserved. next are the records whose turn came
+	// (passKey), to be reserved (reserveNext).
+	keys map[string][]*recordCall
+	next []*recordCall
 }
 
 // progressEvery bounds how often a file consumed with a Caller writes its
@@ -120,6 +137,9 @@ func (b *batchRun) callAll(ctx context.Context, chunks <-chan batchChunk, stopRe
 	r := &callRun{b: b, p: p, slots: c.batchSlots, done: make(chan recordDone, n),
 		again: make(chan *recordCall), quit: make(chan struct{}), written: time.Now(),
 		retrying: map[*recordCall]time.Time{}}
+	if c.cfg.Ordered {
+		r.keys = map[string][]*recordCall{}
+	}
 	defer close(r.quit)
 	// What a pass with a Caller holds ahead of its calls (callAll's
 	// admit): records waiting for a retry count, settled ones do not, so
@@ -194,6 +214,9 @@ func (b *batchRun) callAll(ctx context.Context, chunks <-chan batchChunk, stopRe
 			err = r.reserve(ctx, rcs)
 		}
 		if err == nil {
+			err = r.reserveNext(ctx)
+		}
+		if err == nil {
 			err = r.advance(ctx, false)
 		}
 		if err != nil {
@@ -258,13 +281,17 @@ func (r *callRun) holdForRetries(ctx context.Context, due time.Time) error {
 	c.mu.Lock()
 	c.waiting = append(c.waiting, waiting{claim: b.cl, due: due, done: b.done})
 	c.mu.Unlock()
-	c.log.Info("batch file held for its records' retries", "file", b.cl.Name, "position", b.p.Position,
-		"records", len(r.retrying), "at", due)
+	msg := "batch file held for its records' retries"
+	if c.orderedBatches() {
+		msg += "; the other batch files wait for it (ordered)"
+	}
+	c.log.Info(msg, "file", b.cl.Name, "position", b.p.Position, "records", len(r.retrying), "at", due)
 	return nil
 }
 
 // read puts a chunk's records into the window, and returns those to
-// reserve: all but the ones absorbed.
+// reserve: all but the ones absorbed, and, with Config.Ordered, those
+// whose order key has an earlier record not settled (keys).
 func (r *callRun) read(recs []batchRecord) []*recordCall {
 	var out []*recordCall
 	for _, br := range recs {
@@ -272,12 +299,76 @@ func (r *callRun) read(recs []batchRecord) []*recordCall {
 		r.window = append(r.window, rc)
 		if br.absorbed {
 			rc.counts.add(br.absorbedAs)
-		} else {
-			r.unsettled++
-			out = append(out, rc)
+			continue
 		}
+		r.unsettled++
+		if key, ok := r.orderKey(rc); ok {
+			r.keys[key] = append(r.keys[key], rc)
+			if len(r.keys[key]) > 1 {
+				continue // its turn comes when the one before is settled
+			}
+		}
+		out = append(out, rc)
 	}
 	return out
+}
+
+// orderKey returns the record's order key, with Config.Ordered, when it
+// has one: a record rejected has none, and is not ordered.
+func (r *callRun) orderKey(rc *recordCall) (string, bool) {
+	if r.keys == nil || rc.br.d.Message == nil || rc.br.d.Message.OrderNo == "" {
+		return "", false
+	}
+	return rc.br.d.Message.OrderNo, true
+}
+
+// settledAs marks rc settled for good as o, and, with Config.Ordered,
+// gives its order key to the next record of it (passKey).
+func (r *callRun) settledAs(rc *recordCall, o Outcome) {
+	rc.settled = true
+	rc.counts.add(o)
+	r.unsettled--
+	r.passKey(rc)
+}
+
+// passKey gives the order key of rc, settled for good, to the key's next
+// record in file order, which reserveNext reserves. A retry does not
+// pass it: the key's later records wait for the retry, as they wait for a
+// call, so that none overtakes it; a dead letter does, as it does for
+// file messages (callStage.passKey).
+func (r *callRun) passKey(rc *recordCall) {
+	key, ok := r.orderKey(rc)
+	if !ok {
+		return
+	}
+	w := r.keys[key]
+	i := slices.Index(w, rc) // 0: only a key's first record is reserved
+	if i < 0 {
+		return
+	}
+	if len(w) == 1 {
+		delete(r.keys, key)
+		return
+	}
+	r.keys[key] = slices.Delete(w, i, i+1)
+	if i == 0 {
+		r.next = append(r.next, r.keys[key][0])
+	}
+}
+
+// reserveNext reserves the records whose order key came to them, and
+// those whose key their own reserve passed on (a duplicate, a dead
+// letter), until none is left. A stopping run reserves none: they stay
+// unsettled, before the progress, for the next run.
+func (r *callRun) reserveNext(ctx context.Context) error {
+	for len(r.next) > 0 && !r.p.sd.stopped() {
+		rcs := r.next
+		r.next = nil
+		if err := r.reserve(ctx, rcs); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // reserve reserves the msg_ids of rcs, in one transaction that records
@@ -323,9 +414,7 @@ func (r *callRun) reserve(ctx context.Context, rcs []*recordCall) error {
 		case OutcomeBusy:
 			r.later(rc, time.Now().Add(reservationRecheck))
 		default:
-			rc.settled = true
-			rc.counts.add(x.Outcome)
-			r.unsettled--
+			r.settledAs(rc, x.Outcome)
 			if err := b.report(ctx, rc.br, x); err != nil {
 				return err
 			}
@@ -464,9 +553,7 @@ func (r *callRun) settle(ctx context.Context, group []recordDone) error {
 			r.later(rc, x.RetryAt)
 			continue
 		}
-		rc.settled = true
-		rc.counts.add(x.Outcome)
-		r.unsettled--
+		r.settledAs(rc, x.Outcome)
 	}
 	return nil
 }

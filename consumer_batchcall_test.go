@@ -56,3 +56,46 @@ func TestRecordCallsProgress(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordCallsOrderKeys: with Ordered, a chunk's records are reserved
+// only when no earlier record of their order key is unsettled; a record
+// settled for good (a dead letter, a duplicate too) passes its key to the
+// next, in file order, across chunks; a record without a key (rejected)
+// is never held.
+func TestRecordCallsOrderKeys(t *testing.T) {
+	r := &callRun{b: &batchRun{}, keys: map[string][]*recordCall{}}
+	rec := func(key string) batchRecord {
+		d := &Delivery{}
+		if key != "-" {
+			d.Message = &Message{OrderNo: key}
+		}
+		return batchRecord{d: d}
+	}
+	names := func(rcs []*recordCall, all []*recordCall) []int {
+		var out []int
+		for _, rc := range rcs {
+			out = append(out, slices.Index(all, rc))
+		}
+		return out
+	}
+	got := r.read([]batchRecord{rec("A"), rec("B"), rec("A"), rec("-"), rec("A"), rec("B")})
+	all := slices.Clone(r.window)
+	if want := []int{0, 1, 3}; !slices.Equal(names(got, all), want) {
+		t.Fatalf("reserved first %v, want %v: the first of each key, and the record without one", names(got, all), want)
+	}
+	r.settledAs(all[1], OutcomeDeadLetter) // a dead letter passes B on
+	r.settledAs(all[0], OutcomeProcessed)
+	if want := []int{5, 2}; !slices.Equal(names(r.next, all), want) {
+		t.Fatalf("next %v, want %v", names(r.next, all), want)
+	}
+	r.next = nil
+	more := r.read([]batchRecord{rec("B"), rec("C")})
+	all = append(all, r.window[len(all):]...)
+	if want := []int{7}; !slices.Equal(names(more, all), want) {
+		t.Fatalf("reserved %v of the next chunk, want %v: B's waits for the one before it", names(more, all), want)
+	}
+	r.settledAs(all[5], OutcomeDuplicate)
+	if want := []int{6}; !slices.Equal(names(r.next, all), want) || r.unsettled != 5 {
+		t.Fatalf("next %v with %d unsettled, want %v with 5", names(r.next, all), r.unsettled, want)
+	}
+}

@@ -44,8 +44,16 @@ func (p *pipeline) claimAll() {
 		err := p.c.dir.ScanOrdered(queue.Inbox, func(names []string) error {
 			// Retries that fell due during the pass go back to inbox/ now,
 			// not at the end of a long pass.
+			held := p.c.batchHeld()
 			if err := p.c.requeueDue(p.s, false); err != nil {
 				return err
+			}
+			if held && !p.c.batchHeld() {
+				// The batch file held for its records' retries is back
+				// in inbox/, perhaps before the names already scanned:
+				// with Ordered it must be claimed before the later
+				// batch files its hold kept back (claimBatch).
+				return errRescan
 			}
 			names = slices.Clone(names)
 			p.pf.offer(names)
@@ -177,6 +185,13 @@ func (c *Consumer) claimBatch(s *queue.Session, names []string, items []item, to
 		if !c.oldEnough(name) {
 			continue // MinAge: still being written, perhaps
 		}
+		if c.orderedBatches() && c.cfg.Batch.Batched(name) && c.batchHeld() {
+			// A batch file begun before it waits for its records'
+			// retries: its records of a key must be called before this
+			// one's, so the file waits in inbox/ until that one is
+			// finished (orderedBatches).
+			continue
+		}
 		start := time.Now()
 		cl, err := s.Claim(name)
 		switch {
@@ -197,8 +212,29 @@ func (c *Consumer) claimBatch(s *queue.Session, names []string, items []item, to
 		items[j] = item{state: toExamine, claim: cl, claimed: start}
 		bytes += cl.Size
 		toRead <- j
+		if c.orderedBatches() && c.isBatch(cl) {
+			// The batch ends with it: the next is claimed once the
+			// examining worker has consumed it (inspectBatch waits).
+			return j + 1, nil
+		}
 	}
 	return len(names), nil
+}
+
+// orderedBatches reports whether batch files are consumed one at a time,
+// in claim order: with Config.Ordered and a Caller, the records of one
+// order key are called in file order within a file (callRun.keys) and in
+// claim order across files. Two files consumed at once could not keep
+// that (the later one's records of a key cannot know the earlier one's
+// not read yet), so a batch file ends the batch that claims it, and
+// while one is held for its records' retries no other batch file is
+// claimed: its later records of a key must wait for the retry, and which
+// keys it holds back is known only once it is read to its end. Claim
+// order is name order (queue.Dir.ScanOrdered), but for a file that
+// arrives with a name sorting before one given back to inbox/ (held for
+// a retry, or recovered after a kill), which is claimed first.
+func (c *Consumer) orderedBatches() bool {
+	return c.cfg.Ordered && c.cfg.Caller != nil && c.cfg.Batch != nil
 }
 
 // needsSync reports whether a batch's claims must be made durable before

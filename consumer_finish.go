@@ -240,6 +240,23 @@ func (c *Consumer) isWaiting(name string) bool {
 	return false
 }
 
+// batchHeld reports whether, with orderedBatches, a batch file waits for
+// its records' retries (callRun.holdForRetries): the other batch files
+// then wait in inbox/ for it (claimBatch).
+func (c *Consumer) batchHeld() bool {
+	if !c.orderedBatches() {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, w := range c.waiting {
+		if c.isBatch(w.claim) {
+			return true
+		}
+	}
+	return false
+}
+
 // hold keeps a claim until its retry is due.
 func (c *Consumer) hold(cl *queue.Claim, due time.Time) {
 	c.mu.Lock()

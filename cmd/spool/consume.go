@@ -120,7 +120,11 @@ but never called included. Calls are not ordered,
 unless --ordered: then the messages of one order key are called one at a
 time in this consumer, in seq order among those it holds claimed (about 5
 batches of --batch, 256 with --ordered, claimed in name order: a backlog
-whose names do not sort by seq is ordered within that window only).
+whose names do not sort by seq is ordered within that window only). On a
+batch queue (spool.conf's format) a key's records are called in file
+order, one waiting for its retry holding the key's later ones, and the
+files one at a time in name order, a file held for a retry holding the
+later files.
 --rate N/s caps the calls started per second; a Retry-After (429, 503) or
 --pause-after transient failures in a row pause every new call, logged
 once (a warning).
@@ -140,7 +144,8 @@ the ledger processed within ?ttl= (default 1h; keep it under prune's
 --older-than) is moved to done/ without a ledger write, and a msg_id in
 flight on another host waits for its outcome instead of being called. The
 ledger stays the truth; with Redis down consumption goes on with the
-ledger alone (one warning, spool_dedup_window_errors_total).
+ledger alone (one warning, spool_dedup_window_errors_total). It is refused
+on a batch queue, whose records the ledger alone checks.
 
 --on-dead-letter CMD runs /bin/sh -c CMD for each message that lands in
 error/, with SPOOL_FILE (its name there), SPOOL_PATH (its path),

@@ -368,7 +368,17 @@ func TestBatchExec(t *testing.T) {
 // letter; fsck is clean.
 func TestBatchPostCrash(t *testing.T) {
 	t.Parallel()
-	batchPostCrash(t, sqliteEngine, false)
+	batchPostCrash(t, sqliteEngine, false, false)
+}
+
+// TestBatchPostCrashOrdered is TestBatchPostCrashRetries with --ordered:
+// across the kills and the retries the server sees the calls of each
+// order key one at a time and its seqs never going backwards, so a
+// resumed run calls each key's first record not settled before its
+// later ones (a call cut off by a kill is made again, first).
+func TestBatchPostCrashOrdered(t *testing.T) {
+	t.Parallel()
+	batchPostCrash(t, sqliteEngine, true, true)
 }
 
 // TestBatchPostCrashRetries is TestBatchPostCrash with every 50th record
@@ -376,7 +386,7 @@ func TestBatchPostCrash(t *testing.T) {
 // which the resumed runs make, each record still recorded once.
 func TestBatchPostCrashRetries(t *testing.T) {
 	t.Parallel()
-	batchPostCrash(t, sqliteEngine, true)
+	batchPostCrash(t, sqliteEngine, true, false)
 }
 
 // TestBatchPostCrashEngines is TestBatchPostCrash on a PostgreSQL and a
@@ -385,14 +395,15 @@ func TestBatchPostCrashRetries(t *testing.T) {
 func TestBatchPostCrashEngines(t *testing.T) {
 	t.Parallel()
 	for _, b := range []ledgerBackend{postgresEngine, mysqlEngine} {
-		t.Run(b.name, func(t *testing.T) { batchPostCrash(t, b, false) })
+		t.Run(b.name, func(t *testing.T) { batchPostCrash(t, b, false, false) })
 	}
 }
 
 // batchPostCrash is the kill storm of TestBatchPostCrash on backend's
 // ledger; with flaky, the first call of every 50th record is refused
-// with a 503, to be retried.
-func batchPostCrash(t *testing.T, backend ledgerBackend, flaky bool) {
+// with a 503, to be retried; with ordered, the runs are --ordered, and
+// the server's calls of each order key are checked (requireKeyOrder).
+func batchPostCrash(t *testing.T, backend ledgerBackend, flaky, ordered bool) {
 	rng := newRand(t)
 	q := batchQueue(t, `{"format": "csv"}`)
 	l := backend.open(t, q)
@@ -407,6 +418,9 @@ func batchPostCrash(t *testing.T, backend ledgerBackend, flaky bool) {
 		}
 	}
 	retry := []string{"--retry-base", "200ms", "--retry-jitter=false", "--retry-wait", "1m"}
+	if ordered {
+		retry = append(retry, "--ordered")
+	}
 	// Long (SPOOL_TEST_LONG=1): 20 000 records and 15 kills.
 	records, minKills := testenv.Pick(20_000, 1500), testenv.Pick(15, 4)
 	data, badLines := ordersCSV(records, func(i int) bool { return i%211 == 0 })
@@ -487,6 +501,13 @@ func batchPostCrash(t *testing.T, backend ledgerBackend, flaky bool) {
 		}
 	}
 	t.Logf("%d calls made again after the kills (and %d retries of refused calls)", again, refused)
+	if ordered {
+		keys := make([]string, 37) // ordersCSV's order_no: o0 to o36
+		for k := range keys {
+			keys[k] = "o" + strconv.Itoa(k)
+		}
+		requireKeyOrder(t, srv, keys, 1)
+	}
 	if again > 8*kills {
 		t.Fatalf("%d calls made again after %d kills: a kill repeats at most --concurrency (8)", again, kills)
 	}

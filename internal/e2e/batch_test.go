@@ -486,8 +486,9 @@ func TestBatchXML(t *testing.T) {
 // TestBatchSQLHandler: a batch file's records run the --sql handler in
 // the transaction that records them, each in its savepoint: a record the
 // handler refuses is a dead letter of its own, written as a one-record
-// file after the commit, and its writes are rolled back; --post with
-// --ordered is refused on a batch queue with one line.
+// file after the commit, and its writes are rolled back; --dedup is
+// refused on a batch queue with one line, the window being asked for no
+// record.
 func TestBatchSQLHandler(t *testing.T) {
 	t.Parallel()
 	q, state := workQueue(t)
@@ -515,9 +516,12 @@ func TestBatchSQLHandler(t *testing.T) {
 	}
 	checkFsck(t, q)
 	putBytes(t, q, "more.csv", []byte("msg_id,order_no,seq,amount\nD,O2,1,1.00\n"))
-	r = run(t, "consume", q, "--post", "http://127.0.0.1:9/", "--ordered")
-	if r.code == 0 || !strings.Contains(r.stderr, "batch files") || len(notLogged(r.stderr)) != 1 {
-		t.Fatalf("--post --ordered on a batch queue: want one line refusing it\n%s", r)
+	r = run(t, "consume", q, "--sql", sqlFile, "--dedup", "redis://127.0.0.1:9/0")
+	if r.code == 0 || !strings.Contains(r.stderr, "--dedup") || len(notLogged(r.stderr)) != 1 {
+		t.Fatalf("--dedup on a batch queue: want one line refusing it\n%s", r)
+	}
+	if got := stageNames(t, q, inbox); !slices.Equal(got, []string{"more.csv"}) {
+		t.Fatalf("inbox/ holds %q after the refusal, want more.csv untouched", got)
 	}
 }
 
