@@ -111,10 +111,16 @@ func openPolicyLedger(ctx context.Context, dir, db string, write bool) (*ledger.
 // being a usage error (exit 2).
 func queueTasks(ctx context.Context, d *queue.Dir, l *ledger.DB, c spool.Contract, conf task.Policy, file string, adopt bool) (*task.Service, error) {
 	s, err := queueopen.TaskService(ctx, d, l, c, conf, file, currentOperator().Identity(), adopt)
+	return s, policyUsage(err)
+}
+
+// policyUsage words a spool.conf approval section that differs from the
+// ledger's policy (task.ErrPolicyMismatch) as a usage error (exit 2).
+func policyUsage(err error) error {
 	if errors.Is(err, task.ErrPolicyMismatch) {
-		return nil, &usageError{msg: err.Error()}
+		return &usageError{msg: err.Error()}
 	}
-	return s, err
+	return err
 }
 
 func showPolicy(ctx context.Context, e *env, dir, db string, asJSON bool) (err error) {

@@ -5,14 +5,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
-	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/internal/cmdline"
 	"github.com/spoolq/spool/ledger"
-	"github.com/spoolq/spool/queue"
 	"github.com/spoolq/spool/queueopen"
 	"github.com/spoolq/spool/replay"
 	"github.com/spoolq/spool/task"
@@ -271,15 +268,4 @@ func runTask(ctx context.Context, e *env, s *task.Service, who task.Identity, id
 	}
 	task.WriteEnd(e.stdout, t)
 	return nil
-}
-
-// startQueue is queueopen.Start for a consumer: the replays killed runs
-// left are finished first by the task service, which audits it, then
-// stale temp files are removed.
-func startQueue(ctx context.Context, e *env, d *queue.Dir, l *ledger.DB) error {
-	s := &task.Service{Dir: d, Ledger: l, Contract: spool.DefaultContract(), Host: queue.Host(), PID: os.Getpid()}
-	if err := s.FinishReplays(ctx, currentOperator().Identity(), runOptions(e)); err != nil {
-		return err
-	}
-	return queueopen.Start(ctx, d, l, startReports(e))
 }
