@@ -66,7 +66,7 @@ func addConsumeFlags(fs *flag.FlagSet) *consumeFlags {
 // its help lists them: what a first queue needs comes first.
 var consumeGroups = []cmdline.FlagGroup{
 	{Title: "Contract (DIR/spool.conf, which spool init writes; a flag wins)", Names: []string{"key", "order-key", "seq", "amount", "require", "max-size"}},
-	{Title: "Format (batch files: DIR/spool.conf's format keys, for a queue whose spool.conf sets no format)", Names: formatFlagNames},
+	{Title: "Format (batch files, where DIR/spool.conf sets no format)", Names: formatFlagNames},
 	{Title: "Handlers (at most one of --exec, --sql, --post)", Names: []string{"exec", "exec-timeout", "sql", "sql-timeout", "post", "post-timeout"}},
 	{Title: "Service", Names: []string{"watch", "min-age", "poll", "db", "log-format", "log-level", "shutdown-timeout", "on-dead-letter", "on-dead-letter-timeout", "listen", "tls-cert", "tls-key", "auth"}},
 	{Title: "Retries", Names: []string{"retry-base", "retry-cap", "retry-max", "retry-jitter", "retry-wait", "pause-after"}},
