@@ -149,10 +149,7 @@ func RunConsumer(ctx context.Context, dir string, o ConsumeOptions) (st *spool.S
 			o.Warn(err)
 		}
 	}
-	d, err := queue.Open(dir)
-	if errors.Is(err, fs.ErrNotExist) && !errors.Is(err, queue.ErrNotQueue) {
-		return nil, fmt.Errorf("open queue %s: %w: no such directory (create one with spool init)", dir, queue.ErrNotQueue)
-	}
+	d, err := OpenDir(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -340,4 +337,26 @@ func dedupWindow(d *queue.Dir, w *window.Redis) (*window.Redis, error) {
 	}
 	w.SetPrefix("spool:" + id + ":")
 	return w, nil
+}
+
+// OpenDir opens the queue directory at dir alone, as every command of
+// the command line does before anything else: a directory that does not
+// exist is not a queue (queue.ErrNotQueue, saying what creates one, as
+// one that lacks a stage is), and a queue of batch files (spool.conf's
+// format) names its messages by its format (UseFormat). A spool.conf
+// that cannot be read is left to the caller's reading of the contract
+// (LoadContract), or warned of: the directory opens as one of JSON
+// messages. The caller closes it.
+func OpenDir(dir string) (*queue.Dir, error) {
+	d, err := queue.Open(dir)
+	if errors.Is(err, fs.ErrNotExist) && !errors.Is(err, queue.ErrNotQueue) {
+		return nil, fmt.Errorf("open queue %s: %w: no such directory (create one with spool init)", dir, queue.ErrNotQueue)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if conf, cerr := ReadConfig(dir); cerr == nil {
+		UseFormat(d, conf)
+	}
+	return d, nil
 }
