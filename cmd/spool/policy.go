@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/queue"
 	"github.com/spoolq/spool/queueopen"
@@ -104,14 +103,6 @@ func openPolicyLedger(ctx context.Context, dir, db string, write bool) (*ledger.
 		_, l, done, err = openBound(ctx, dir, db, ledgerOpts{use: readLedger})
 	}
 	return l, done, err
-}
-
-// queueTasks is queueopen.TaskService as the OS user running spool, a
-// spool.conf whose approval section differs from the ledger's policy
-// being a usage error (exit 2).
-func queueTasks(ctx context.Context, d *queue.Dir, l *ledger.DB, c spool.Contract, conf task.Policy, file string, adopt bool) (*task.Service, error) {
-	s, err := queueopen.TaskService(ctx, d, l, c, conf, file, currentOperator().Identity(), adopt)
-	return s, policyUsage(err)
 }
 
 // policyUsage words a spool.conf approval section that differs from the

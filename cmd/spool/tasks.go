@@ -107,35 +107,28 @@ type taskRun struct {
 
 // taskService opens the queue at dir and its ledger (for reading only
 // when readOnly), with its contract (cf's, or spool.conf's when cf is
-// nil) and policy, as a task.Service of this process.
+// nil) and policy, as a task.Service of this process
+// (queueopen.OpenTasks), its refusals worded for the command line.
 func taskService(ctx context.Context, dir, db string, cf *contractFlags, readOnly bool) (*task.Service, func(*error), error) {
-	if cf == nil {
-		cf = &contractFlags{fs: flag.NewFlagSet("", flag.ContinueOnError)}
-	}
-	c, err := cf.contract(dir)
-	if err != nil {
-		return nil, nil, err
-	}
-	conf, file, err := queueopen.ApprovalPolicy(dir)
-	if err != nil {
-		return nil, nil, err
+	var over queueopen.Override
+	if cf != nil {
+		over = cf.override()
 	}
 	o := ledgerOpts{use: writeLedger}
 	if readOnly {
 		o = ledgerOpts{use: readLedger, readOnly: true}
 	}
-	d, l, done, err := openBound(ctx, dir, db, o)
+	qo := o.options(db)
+	qo.Override = over
+	s, closeAll, err := queueopen.OpenTasks(ctx, dir, qo, currentOperator().Identity())
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, ledgerFailure(policyUsage(err), dir, db)
 	}
-	// The ledger's policy, which adopts spool.conf's section the first
-	// time it sees one (a dry run only reads it).
-	s, err := queueTasks(ctx, d, l, c, conf, file, !readOnly)
-	if err != nil {
-		done(&err)
-		return nil, nil, err
-	}
-	return s, done, nil
+	return s, func(err *error) {
+		if cerr := closeAll(); cerr != nil && *err == nil {
+			*err = cerr
+		}
+	}, nil
 }
 
 // askTask asks the task service for r's replay or discard as the OS user,
