@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -222,11 +221,8 @@ func ParseConfig(data []byte) (*Config, error) {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("trailing data after the JSON object at offset %d", dec.InputOffset())
 	}
-	if err := c.Format.Check(); err != nil {
+	if err := checkFormat(c.Format); err != nil {
 		return nil, err
-	}
-	if !batched(c) && !reflect.DeepEqual(c.Format, batch.Format{}) && !reflect.DeepEqual(c.Format, batch.Format{Kind: batch.JSON}) {
-		return nil, errors.New("the json format reads one message per *.json file: set format to jsonl, csv or xml for the other format keys, or leave them out")
 	}
 	return c, nil
 }

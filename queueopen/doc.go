@@ -23,6 +23,13 @@
 // and its refusals are *LedgerError values, which Explain words for an
 // operator with what to run.
 //
+// RunConsumer is spool consume in one call: Open's guarantees, then the
+// handler, the batch format (spool.conf's, or the run's FormatOverride
+// where spool.conf sets none), the dedup window, the notifications, the
+// endpoints, systemd and the signals, in the order that decides which of
+// several mistakes a run reports; the program parses its flags into
+// ConsumeOptions and prints what comes back.
+//
 // It also builds what every face of a queue (the command line, serve's
 // API and console) works through: Init, the spool.conf text of a new
 // queue (ConfigText), and the queue's task and hold services

@@ -2,6 +2,7 @@ package queueopen
 
 import (
 	"context"
+	"fmt"
 	"os"
 
 	"github.com/spoolq/spool"
@@ -37,4 +38,50 @@ func TaskService(ctx context.Context, d *queue.Dir, l *ledger.DB, c spool.Contra
 // API and console build theirs with it.
 func HoldService(d *queue.Dir, l *ledger.DB, c spool.Contract, conf *Config) *hold.Service {
 	return &hold.Service{Dir: d, Ledger: l, Contract: c, Records: conf.Batched(), Host: queue.Host(), PID: os.Getpid()}
+}
+
+// OpenTasks opens the queue at dir for its replays and discards, in one
+// call, as every face's task commands do: its contract (spool.conf with
+// o.Override, LoadContract) and approval section (ApprovalPolicy) read
+// first, then the directory (OpenDir) and its ledger (Attach with o: for
+// Read with o.ReadOnly a dry run or a reader, for Write the runs), and the
+// task service under the ledger's policy as who (TaskService, adopting
+// spool.conf's section unless the ledger is only read). close closes the
+// ledger, then the queue, and returns the first error. On error
+// nothing is left open.
+func OpenTasks(ctx context.Context, dir string, o Options, who task.Identity) (s *task.Service, close func() error, err error) {
+	c, _, err := LoadContract(dir, o.Override)
+	if err != nil {
+		return nil, nil, err
+	}
+	policy, file, err := ApprovalPolicy(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	d, err := OpenDir(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := Attach(ctx, d, o)
+	if err != nil {
+		_ = d.Close() // the error that matters is the ledger's
+		return nil, nil, err
+	}
+	close = func() error {
+		lerr, derr := l.Close(), d.Close()
+		switch {
+		case lerr != nil:
+			return fmt.Errorf("close ledger: %w", lerr)
+		case derr != nil:
+			return fmt.Errorf("close queue: %w", derr)
+		}
+		return nil
+	}
+	// The ledger's policy, which adopts spool.conf's section the first
+	// time it sees one (a reader only reads it).
+	if s, err = TaskService(ctx, d, l, c, policy, file, who, o.Use != Read); err != nil {
+		_ = close() // the error that matters is the policy's
+		return nil, nil, err
+	}
+	return s, close, nil
 }

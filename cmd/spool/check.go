@@ -81,18 +81,26 @@ func (o *checkOpts) run(ctx context.Context, e *env) (err error) {
 
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	var contract *spool.Contract
-	var file *queueopen.Config
+	var file, run *queueopen.Config
 	if c, f, err := cfl.contract.contractFrom(dir); err != nil {
 		problem(err)
 	} else {
-		contract, file = &c, f
+		contract, file, run = &c, f, f
+		// The format flags as consume applies them; their own mistakes
+		// are cfl.check's problems.
+		if o := cfl.format.override(); o.Check() == nil {
+			if run, err = o.Apply(f); err != nil {
+				problem(err)
+				run = f
+			}
+		}
 	}
 	checkQueue(ctx, tw, dir, *cfl.db, *cfl.watch && *cfl.poll == 0, problem)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	fmt.Fprintln(e.stdout)
-	if err := writeConfig(e.stdout, effectiveConfig(flags, e.fromEnv, contract, file)); err != nil {
+	if err := writeConfig(e.stdout, effectiveConfig(flags, e.fromEnv, contract, file, run)); err != nil {
 		return err
 	}
 	for _, p := range problems {

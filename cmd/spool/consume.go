@@ -2,19 +2,17 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spoolq/spool"
-	"github.com/spoolq/spool/batch"
-	"github.com/spoolq/spool/metrics"
-	"github.com/spoolq/spool/queue"
+	"github.com/spoolq/spool/handler"
 	"github.com/spoolq/spool/queueopen"
+	"github.com/spoolq/spool/task"
 )
 
 var consumeCommand = &command{
@@ -184,7 +182,14 @@ lists every metric. With --auth FILE it also serves the JSON API under
 /api/v1 and the web console at /, with their charts, as spool serve --auth
 does (spool help serve).
 
-The contract comes from DIR/spool.conf and the contract flags.
+The contract comes from DIR/spool.conf and the contract flags. The
+format of the files (json: a message a file; jsonl, csv, xml: batch
+files, a message a record) comes from spool.conf's keys, or for a queue
+whose spool.conf sets no format from the format flags (--format,
+--encoding, --delimiter, --comment, --record, --include, --done-file,
+--hash-key: the keys with dashes), read with the same checks. Where
+spool.conf sets a format, a flag that says otherwise is refused (exit 2):
+the other commands read the format from spool.conf alone.
 Prints: processed=N duplicates=N dead-letters=N recovered=N, and with
 --watch a second line rescans=N overflows=N`,
 	opts: newOpts[consumeOpts],
@@ -210,9 +215,8 @@ func (o *consumeOpts) validate(e *env, pos []string) (err error) {
 	return err
 }
 
-func (o *consumeOpts) run(ctx context.Context, e *env) (err error) {
-	cfl, relaxed, flags := o.cfl, o.relaxed, e.fs
-	hf, nf, lf, listen := cfl.handler, cfl.notify, cfl.log, cfl.listen
+func (o *consumeOpts) run(ctx context.Context, e *env) error {
+	cfl := o.cfl
 	defer cfl.dedup.close()
 	// The logger, the notifier and the progress bar write to stderr from
 	// several goroutines. With --log-format json the command's warnings
@@ -221,8 +225,8 @@ func (o *consumeOpts) run(ctx context.Context, e *env) (err error) {
 	terminal := isTerminal(e.stderr)
 	stderr := &stderrWriter{w: e.stderr}
 	e.stderr = stderr
-	logger := lf.logger(stderr)
-	if lf.json() {
+	logger := cfl.log.logger(stderr)
+	if cfl.log.json() {
 		e.log = logger
 	}
 	// A SPOOL_ variable that is no setting is most likely a typo of one,
@@ -232,164 +236,59 @@ func (o *consumeOpts) run(ctx context.Context, e *env) (err error) {
 	}
 	// The clients' own lines too, in the same format.
 	clientLogs.Use(logger)
-	dir := o.dir
-	d, err := openQueue(dir)
-	if err != nil {
-		return err
-	}
-	defer closeQueue(d, &err)
-	c, file, err := cfl.contract.contractFrom(dir)
-	if err != nil {
-		return err
-	}
-	// The handlers and the notifier see the queue by its absolute path: a
-	// command may change directory.
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return fmt.Errorf("queue path: %w", err)
-	}
-	l, err := openLedgerFor(ctx, d, *cfl.db, ledgerOpts{use: writeLedger, relaxed: relaxed, newLedger: *cfl.newLedger})
-	if err != nil {
-		return err
-	}
-	defer closeLedger(l, &err)
-	h, caller, err := hf.handler(ctx, l, abs)
-	if err != nil {
-		return err
-	}
-	caller, stopper := hf.Halting(caller)
-	var format batch.Format
-	if file != nil {
-		format = file.Format
-	}
-	hold, err := queueopen.HoldContract(d, c, format)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := hold.Close(); cerr != nil && err == nil {
-			err = cerr
-		}
-	}()
-	if err := startQueue(ctx, e, d, l); err != nil {
-		return err
-	}
-	cfg := spool.Config{
-		Contract: c, Workers: *cfl.workers, BatchSize: *cfl.batch, Logger: logger, Relaxed: relaxed,
-		Handler: h, Caller: caller, Concurrency: hf.Concurrency, Ordered: hf.Ordered, Rate: hf.PerSecond(), PauseAfter: hf.PauseAfterConfig(),
-		Retry: hf.Retry(), RetryWait: hf.RetryWait, ShutdownTimeout: *cfl.shutdownTimeout,
-		Poll: *cfl.poll > 0, PollInterval: *cfl.poll, MinAge: *cfl.minAge, Lease: *cfl.lease,
-	}
-	// The queue's format (spool.conf), read as the contract was: batch
-	// files, or nil for JSON messages.
-	if conf, cerr := queueopen.ReadConfig(dir); cerr != nil {
-		return cerr
-	} else if cfg.Batch, err = queueopen.Batch(d, conf, c); err != nil {
-		return err
-	}
-	if win, werr := cfl.dedup.open(d); werr != nil {
-		return werr
-	} else if win != nil {
-		cfg.Window = win
-	}
-	var notify func(*spool.Delivery, spool.Result, string)
+	qo := cfl.options(e, o.relaxed, logger)
 	debug := logger.Enabled(ctx, slog.LevelDebug)
-	if n := nf.notifier(e, abs); n != nil {
-		// On the way out, wait for the notifications still queued or
-		// running, at most for two rounds of them.
-		defer func() {
-			if err := n.Close(2 * nf.timeout); err != nil {
-				warnNotify(e, err)
-			}
-		}()
-		notify = n.Deliver
-	}
 	// A progress bar is for a person watching a drain: never with --watch,
 	// which does not end, nor among JSON records.
-	bar := !*cfl.watch && *cfl.progress && terminal && !lf.json()
-	if notify != nil || bar || debug {
-		cfg.OnDelivery = func(d *spool.Delivery, r spool.Result, stored string) {
-			if notify != nil {
-				notify(d, r, stored)
+	if bar := !*cfl.watch && *cfl.progress && terminal && !cfl.log.json(); bar {
+		qo.OnDrain = func(backlog int) func() {
+			if backlog < progressMin {
+				return nil
 			}
+			stderr.startProgress(backlog)
+			return stderr.stopProgress
+		}
+	}
+	if qo.OnDrain != nil || debug {
+		qo.OnDelivery = func(d *spool.Delivery, r spool.Result, stored string) {
 			stderr.delivered()
 			if debug {
 				logDelivery(logger, d, r, stored)
 			}
 		}
 	}
-	if listen.addr != "" {
-		m := metrics.New()
-		cfg.Observer = m
-		var more func(*http.ServeMux)
-		if tokens := cfl.auth.tokens; tokens != nil {
-			srv, cerr := newConsole(ctx, dir, d, l, c, file, tokens, m, listen.refresh, logger)
-			if cerr != nil {
-				return cerr
-			}
-			defer srv.Close()
-			more = srv.Register
+	qo.OnConfig = func(abs string, c spool.Contract, file, run *queueopen.Config) {
+		logConfig(logger, abs, effectiveConfig(e.fs, e.fromEnv, &c, file, run))
+	}
+	st, err := queueopen.RunConsumer(ctx, o.dir, qo)
+	if st != nil {
+		fmt.Fprintf(e.stdout, "processed=%d duplicates=%d dead-letters=%d recovered=%d\n",
+			st.Processed, st.Duplicates, st.DeadLetters, st.Recovered)
+		if *cfl.watch {
+			fmt.Fprintf(e.stdout, "rescans=%d overflows=%d\n", st.Rescans, st.Overflows)
 		}
-		ep, lerr := startEndpoints(ctx, listen, logger, m, d, l, more)
-		if lerr != nil {
-			return lerr
+		if st.Deferred > 0 {
+			fmt.Fprintf(e.stdout, "waiting-retries=%d next-retry=%s\n", st.Deferred, st.NextRetry.UTC().Format(time.RFC3339))
 		}
-		defer func() { // err: the run's result
-			if serr := ep.Stop(); serr != nil && err == nil {
-				err = serr
-			}
-		}()
 	}
-	sd := newSDNotifier(func(err error) { e.warn("%v", err) })
-	defer sd.close()
-	cfg.OnStart = func() {
-		sd.notify("READY=1", "STATUS=consuming "+abs)
+	return consumeFailure(err, o.dir, *cfl.db)
+}
+
+// consumeFailure words an error of queueopen.RunConsumer for the command
+// line: the ledger's refusals (ledgerFailure), a handler's option, a
+// spool.conf approval section the ledger's policy contradicts, and format
+// flags that cannot go together as usage errors.
+func consumeFailure(err error, dir, db string) error {
+	var oe *handler.OptionError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &oe):
+		return optionUsage(nil, err)
+	case errors.Is(err, task.ErrPolicyMismatch):
+		return policyUsage(err)
+	case errors.As(err, new(*queueopen.FormatFlagError)):
+		return &usageError{msg: err.Error()}
 	}
-	// Once everything that may refuse the run has passed, so that a
-	// refusal stays the one line of stderr.
-	logConfig(logger, abs, effectiveConfig(flags, e.fromEnv, &c, file))
-	consumer, err := spool.NewConsumer(d, l.Consumer(), cfg)
-	if err != nil {
-		return err
-	}
-	sigCtx, stop := stopOnSignal(ctx, logger, *cfl.shutdownTimeout, func() {
-		sd.notify("STOPPING=1", "STATUS=stopping: finishing the work in flight")
-	})
-	defer stop()
-	runCtx, halt := context.WithCancel(sigCtx)
-	defer halt()
-	if stopper != nil {
-		stopper.Stops(halt)
-	}
-	var st spool.Stats
-	if *cfl.watch {
-		st, err = consumer.Watch(runCtx)
-	} else {
-		if bar {
-			// The total is the backlog now; the count comes from
-			// OnDelivery, so the consumer knows nothing of the bar.
-			backlog, cerr := d.Count(queue.Inbox)
-			if cerr != nil {
-				return cerr
-			}
-			if backlog >= progressMin {
-				stderr.startProgress(backlog)
-				defer stderr.stopProgress()
-			}
-		}
-		st, err = consumer.Drain(runCtx)
-		stderr.stopProgress()
-	}
-	fmt.Fprintf(e.stdout, "processed=%d duplicates=%d dead-letters=%d recovered=%d\n",
-		st.Processed, st.Duplicates, st.DeadLetters, st.Recovered)
-	if *cfl.watch {
-		fmt.Fprintf(e.stdout, "rescans=%d overflows=%d\n", st.Rescans, st.Overflows)
-	}
-	if st.Deferred > 0 {
-		fmt.Fprintf(e.stdout, "waiting-retries=%d next-retry=%s\n", st.Deferred, st.NextRetry.UTC().Format(time.RFC3339))
-	}
-	if stopper != nil && err == nil {
-		err = optionUsage(nil, stopper.Err())
-	}
-	return err
+	return ledgerFailure(err, dir, db)
 }

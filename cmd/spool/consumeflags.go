@@ -3,11 +3,16 @@ package main
 import (
 	"flag"
 	"fmt"
+	"log/slog"
+	"os"
+	"syscall"
 	"time"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/endpoint"
 	"github.com/spoolq/spool/internal/cmdline"
 	"github.com/spoolq/spool/queue"
+	"github.com/spoolq/spool/queueopen"
 )
 
 // consumeFlags are the flags of spool consume, which spool check takes
@@ -22,6 +27,7 @@ type consumeFlags struct {
 	db              *string
 	newLedger       *bool
 	contract        *contractFlags
+	format          *formatFlags
 	handler         *handlerFlags
 	notify          *notifyFlags
 	shutdownTimeout *time.Duration
@@ -45,9 +51,10 @@ func addConsumeFlags(fs *flag.FlagSet) *consumeFlags {
 	f.db = addDBFlag(fs)
 	f.newLedger = addNewLedgerFlag(fs)
 	f.contract = addContractFlags(fs)
+	f.format = addFormatFlags(fs)
 	f.handler = addHandlerFlags(fs)
 	f.notify = addNotifyFlags(fs)
-	f.shutdownTimeout = fs.Duration("shutdown-timeout", defaultShutdownTimeout, "at SIGINT/SIGTERM, cancel the calls still running after `DURATION` and exit 4 (0: wait for them)")
+	f.shutdownTimeout = fs.Duration("shutdown-timeout", queueopen.DefaultShutdownTimeout, "at SIGINT/SIGTERM, cancel the calls still running after `DURATION` and exit 4 (0: wait for them)")
 	f.listen = addListenFlags(fs, "")
 	f.auth = addAuthFlag(fs, ", with --listen, as spool serve --auth does")
 	f.dedup = addDedupFlag(fs)
@@ -59,6 +66,7 @@ func addConsumeFlags(fs *flag.FlagSet) *consumeFlags {
 // its help lists them: what a first queue needs comes first.
 var consumeGroups = []cmdline.FlagGroup{
 	{Title: "Contract (DIR/spool.conf, which spool init writes; a flag wins)", Names: []string{"key", "order-key", "seq", "amount", "require", "max-size"}},
+	{Title: "Format (batch files, where DIR/spool.conf sets no format)", Names: formatFlagNames},
 	{Title: "Handlers (at most one of --exec, --sql, --post)", Names: []string{"exec", "exec-timeout", "sql", "sql-timeout", "post", "post-timeout"}},
 	{Title: "Service", Names: []string{"watch", "min-age", "poll", "db", "log-format", "log-level", "shutdown-timeout", "on-dead-letter", "on-dead-letter-timeout", "listen", "tls-cert", "tls-key", "auth"}},
 	{Title: "Retries", Names: []string{"retry-base", "retry-cap", "retry-max", "retry-jitter", "retry-wait", "pause-after"}},
@@ -90,11 +98,42 @@ func (f *consumeFlags) check(e *env, fs *flag.FlagSet) (relaxed bool, err error)
 	if relaxed, err = e.relaxed(*f.durability); err != nil {
 		return false, err
 	}
-	for _, check := range []func(*env) error{f.handler.check, f.notify.check, f.log.check,
+	for _, check := range []func(*env) error{f.format.check, f.handler.check, f.notify.check, f.log.check,
 		func(e *env) error { return f.listen.check(e, false) }, f.auth.check, f.dedup.check} {
 		if err := check(e); err != nil {
 			return false, err
 		}
 	}
 	return relaxed, nil
+}
+
+// exitSignalBase is added to a signal's number for the exit status of a
+// second signal, which exits at once: 130 for SIGINT, 143 for SIGTERM, as a
+// shell reports a process killed by them.
+const exitSignalBase = 128
+
+// options are the flags, checked, as the library's options of a run
+// (queueopen.RunConsumer); relaxed is --durability's choice. What the
+// run reports comes back as e's warnings, lines on stdout and records of
+// logger.
+func (f *consumeFlags) options(e *env, relaxed bool, logger *slog.Logger) queueopen.ConsumeOptions {
+	return queueopen.ConsumeOptions{
+		DB: *f.db, Relaxed: relaxed, NewLedger: *f.newLedger, Audit: cliAudit(),
+		Override: f.contract.override(), Format: f.format.override(),
+		Handler: f.handler.Options, Workers: *f.workers, BatchSize: *f.batch,
+		Poll: *f.poll, MinAge: *f.minAge, Lease: *f.lease, Watch: *f.watch, ShutdownTimeout: *f.shutdownTimeout,
+		Dedup: f.dedup.w, OnDeadLetter: f.notify.command, OnDeadLetterTimeout: f.notify.timeout,
+		OnNotifyError: func(err error) { warnNotify(e, err) },
+		Listen:        endpoint.ServeOptions{Addr: f.listen.addr, TLS: f.listen.tls, Refresh: f.listen.refresh},
+		Tokens:        f.auth.tokens, SystemdNotify: true,
+		Exit: func(sig os.Signal) {
+			if sig == nil {
+				os.Exit(exitShutdownTimeout)
+			}
+			os.Exit(exitSignalBase + int(sig.(syscall.Signal)))
+		},
+		Logger: logger, Operator: currentOperator().Identity(), Resume: runOptions(e),
+		OnReplayFinished: startReports(e).OnReplayFinished, OnTempRemoved: startReports(e).OnTempRemoved,
+		Warn: func(err error) { e.warn("%v", err) },
+	}
 }

@@ -2,9 +2,7 @@ package main
 
 import (
 	"flag"
-	"fmt"
 
-	"github.com/spoolq/spool/queue"
 	"github.com/spoolq/spool/window"
 )
 
@@ -34,24 +32,6 @@ func (f *dedupFlag) check(e *env) error {
 	}
 	f.w = w
 	return nil
-}
-
-// open gives the window the queue's key prefix and returns it; nil
-// without --dedup. Its keys are spool:QUEUE-ID:MSG_ID, so that queues
-// sharing one Redis database never see each other's msg_ids.
-func (f *dedupFlag) open(d *queue.Dir) (*window.Redis, error) {
-	if f.w == nil {
-		return nil, nil
-	}
-	id, err := d.ID()
-	if err != nil {
-		return nil, err
-	}
-	if id == "" {
-		return nil, fmt.Errorf("dedup window: the queue has no identity yet")
-	}
-	f.w.SetPrefix("spool:" + id + ":")
-	return f.w, nil
 }
 
 // close closes the window's connections, if any.

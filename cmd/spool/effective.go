@@ -44,8 +44,9 @@ const (
 // set), by group. The contract's are c's, the contract read from
 // DIR/spool.conf (conf, nil without one) and the flags; c nil leaves them
 // out (a spool.conf that cannot be read). A queue of batch files has its
-// format among them.
-func effectiveConfig(fs *flag.FlagSet, fromEnv []string, c *spool.Contract, conf *queueopen.Config) []setting {
+// format among them, as the run reads it (run: conf with the format
+// flags, queueopen.FormatOverride.Apply), in one setting.
+func effectiveConfig(fs *flag.FlagSet, fromEnv []string, c *spool.Contract, conf, run *queueopen.Config) []setting {
 	var file *spool.Contract
 	if conf != nil {
 		file = &conf.Contract
@@ -69,6 +70,9 @@ func effectiveConfig(fs *flag.FlagSet, fromEnv []string, c *spool.Contract, conf
 	fs.VisitAll(func(f *flag.Flag) { all = append(all, f) })
 	for g, flags := range cmdline.GroupFlags(all, consumeGroups) {
 		for _, f := range flags {
+			if slices.Contains(formatFlagNames, f.Name) {
+				continue // the format is one setting, below
+			}
 			s := setting{group: g, name: f.Name, value: flagValue(f), from: source(f.Name, false)}
 			if slices.Contains(consumeGroups[0].Names, f.Name) {
 				if c == nil {
@@ -91,8 +95,12 @@ func effectiveConfig(fs *flag.FlagSet, fromEnv []string, c *spool.Contract, conf
 				h = strings.Join(parts, ",")
 			}
 			out = append(out, setting{group: g, name: "headers", value: h, from: from, fileOnly: true})
-			if conf != nil && conf.Format.Kind != "" {
-				out = append(out, setting{group: g, name: "format", value: formatText(conf.Format), from: fromFile, fileOnly: true})
+			if run != nil && run.Format.Kind != "" {
+				from := fromFile
+				if conf == nil || conf.Format.Kind == "" {
+					from = fromFlag
+				}
+				out = append(out, setting{group: g, name: "format", value: formatText(run.Format), from: from, fileOnly: true})
 			}
 		}
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/handler"
 	"github.com/spoolq/spool/internal/cmdline"
-	"github.com/spoolq/spool/ledger"
 )
 
 // handlerFlags are consume's flags that choose the business handler run for
@@ -48,13 +46,6 @@ func addHandlerFlags(fs *flag.FlagSet) *handlerFlags {
 func (hf *handlerFlags) check(e *env) error {
 	hf.UserAgent = "spool/" + strings.Fields(version())[0]
 	return optionUsage(e, hf.Check())
-}
-
-// handler returns the handler the flags chose (handler.Options.Build);
-// queue is the queue's absolute path.
-func (hf *handlerFlags) handler(ctx context.Context, l *ledger.DB, queue string) (spool.Handler, spool.Caller, error) {
-	h, c, err := hf.Build(ctx, l, queue)
-	return h, c, optionUsage(nil, err)
 }
 
 // optionUsage words a *handler.OptionError as a usage error: one that

@@ -37,20 +37,6 @@ func (nf *notifyFlags) check(e *env) error {
 	return nil
 }
 
-// notifier returns the dead-letter notifier the flags chose, nil for none,
-// for the queue at the absolute path queue: handler.DefaultNotifyWorkers
-// commands at once, handler.DefaultNotifyPending waiting at most. Its
-// failures are one line each on stderr.
-func (nf *notifyFlags) notifier(e *env, queue string) *handler.Notifier {
-	if nf.command == "" {
-		return nil
-	}
-	return handler.NewNotifier(handler.NotifierOptions{
-		Command: nf.command, Queue: queue, Timeout: nf.timeout,
-		OnError: func(err error) { warnNotify(e, err) },
-	})
-}
-
 // warnNotify prints a notifier's failure as one line on stderr.
 func warnNotify(e *env, err error) {
 	var ne *handler.NotifyError

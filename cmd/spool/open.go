@@ -3,11 +3,9 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 
 	"github.com/spoolq/spool/ledger"
 	// The backends --db can name, registered with ledger.Open by scheme.
@@ -18,25 +16,8 @@ import (
 	"github.com/spoolq/spool/queueopen"
 )
 
-// openQueue opens the queue at dir. A directory that does not exist is
-// not a queue: a configuration error, like one that lacks a stage.
-func openQueue(dir string) (*queue.Dir, error) {
-	d, err := queue.Open(dir)
-	if errors.Is(err, fs.ErrNotExist) && !errors.Is(err, queue.ErrNotQueue) {
-		return nil, fmt.Errorf("open queue %s: %w: no such directory (create one with spool init)", dir, queue.ErrNotQueue)
-	}
-	if err != nil {
-		return nil, err
-	}
-	// A queue of batch files (spool.conf's format) names its messages by
-	// its format, for every command. A spool.conf that cannot be read is
-	// reported by the command's own reading of the contract (or warned of,
-	// by spool status): the queue opens as one of JSON messages.
-	if conf, cerr := queueopen.ReadConfig(dir); cerr == nil {
-		queueopen.UseFormat(d, conf)
-	}
-	return d, nil
-}
+// openQueue opens the queue at dir (queueopen.OpenDir).
+func openQueue(dir string) (*queue.Dir, error) { return queueopen.OpenDir(dir) }
 
 // addDBFlag registers --db on fs.
 func addDBFlag(fs *flag.FlagSet) *string {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/queue"
 	"github.com/spoolq/spool/queueopen"
@@ -106,15 +105,13 @@ func openPolicyLedger(ctx context.Context, dir, db string, write bool) (*ledger.
 	return l, done, err
 }
 
-// queueTasks is queueopen.TaskService as the OS user running spool, a
-// spool.conf whose approval section differs from the ledger's policy
-// being a usage error (exit 2).
-func queueTasks(ctx context.Context, d *queue.Dir, l *ledger.DB, c spool.Contract, conf task.Policy, file string, adopt bool) (*task.Service, error) {
-	s, err := queueopen.TaskService(ctx, d, l, c, conf, file, currentOperator().Identity(), adopt)
+// policyUsage words a spool.conf approval section that differs from the
+// ledger's policy (task.ErrPolicyMismatch) as a usage error (exit 2).
+func policyUsage(err error) error {
 	if errors.Is(err, task.ErrPolicyMismatch) {
-		return nil, &usageError{msg: err.Error()}
+		return &usageError{msg: err.Error()}
 	}
-	return s, err
+	return err
 }
 
 func showPolicy(ctx context.Context, e *env, dir, db string, asJSON bool) (err error) {

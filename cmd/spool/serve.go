@@ -3,20 +3,13 @@ package main
 import (
 	"context"
 	"flag"
-	"log/slog"
 	"net/http"
-	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
-	"github.com/spoolq/spool"
-	"github.com/spoolq/spool/console"
-	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/metrics"
 	"github.com/spoolq/spool/queue"
 	"github.com/spoolq/spool/queueopen"
-	"github.com/spoolq/spool/task"
 )
 
 var serveCommand = &command{
@@ -152,9 +145,9 @@ func (o *serveOpts) run(ctx context.Context, e *env) (err error) {
 		if err != nil {
 			return err
 		}
-		srv, err := newConsole(ctx, o.dir, d, l, c, conf, tokens, m, hf.refresh, logger)
+		srv, err := queueopen.NewConsole(ctx, o.dir, d, l, c, conf, tokens, m, hf.refresh, currentOperator().Identity(), logger)
 		if err != nil {
-			return err
+			return policyUsage(err)
 		}
 		defer srv.Close()
 		more = srv.Register
@@ -167,45 +160,4 @@ func (o *serveOpts) run(ctx context.Context, e *env) (err error) {
 	defer stop()
 	<-sigCtx.Done()
 	return ep.Stop()
-}
-
-// newConsole is the API and console of serve --auth and consume --auth
-// over d and l. Its charts sample the gauges of m every refresh, as often
-// as they change. Its tasks run under the contract c (of spool.conf conf)
-// and the queue's approval policy; the tasks a killed serve or consumer
-// left approved or running are resumed.
-func newConsole(ctx context.Context, dir string, d *queue.Dir, l *ledger.DB, c spool.Contract, conf *queueopen.Config, tokens task.Tokens, m *metrics.Metrics, refresh time.Duration, logger *slog.Logger) (*console.Server, error) {
-	// The ledger's policy, adopting spool.conf's section the first time;
-	// the service reads the ledger's again at each request, so that spool
-	// policy set applies to a serve that runs on.
-	policy, file, err := queueopen.ApprovalPolicy(dir)
-	if err != nil {
-		return nil, err
-	}
-	svc, err := queueTasks(ctx, d, l, c, policy, file, true)
-	if err != nil {
-		return nil, err
-	}
-	gauges := func() []console.StageGauge {
-		var out []console.StageGauge
-		for _, g := range m.Stages() {
-			sg := console.StageGauge{Stage: string(g.Stage), Messages: int64(g.Messages)}
-			if g.HasAge {
-				a := g.Oldest.Seconds()
-				sg.Oldest = &a
-			}
-			out = append(out, sg)
-		}
-		return out
-	}
-	holds := queueopen.HoldService(d, l, c, conf)
-	srv, err := console.New(console.Options{Dir: d, Ledger: l, Tokens: tokens, Tasks: svc, Holds: holds, Gauges: gauges, Log: logger,
-		Host: queue.Host(), PID: os.Getpid(), SampleEvery: refresh})
-	if err != nil {
-		return nil, err
-	}
-	if err := srv.Start(ctx); err != nil {
-		return nil, err
-	}
-	return srv, nil
 }

@@ -5,14 +5,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
-	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/internal/cmdline"
 	"github.com/spoolq/spool/ledger"
-	"github.com/spoolq/spool/queue"
 	"github.com/spoolq/spool/queueopen"
 	"github.com/spoolq/spool/replay"
 	"github.com/spoolq/spool/task"
@@ -110,35 +107,28 @@ type taskRun struct {
 
 // taskService opens the queue at dir and its ledger (for reading only
 // when readOnly), with its contract (cf's, or spool.conf's when cf is
-// nil) and policy, as a task.Service of this process.
+// nil) and policy, as a task.Service of this process
+// (queueopen.OpenTasks), its refusals worded for the command line.
 func taskService(ctx context.Context, dir, db string, cf *contractFlags, readOnly bool) (*task.Service, func(*error), error) {
-	if cf == nil {
-		cf = &contractFlags{fs: flag.NewFlagSet("", flag.ContinueOnError)}
-	}
-	c, err := cf.contract(dir)
-	if err != nil {
-		return nil, nil, err
-	}
-	conf, file, err := queueopen.ApprovalPolicy(dir)
-	if err != nil {
-		return nil, nil, err
+	var over queueopen.Override
+	if cf != nil {
+		over = cf.override()
 	}
 	o := ledgerOpts{use: writeLedger}
 	if readOnly {
 		o = ledgerOpts{use: readLedger, readOnly: true}
 	}
-	d, l, done, err := openBound(ctx, dir, db, o)
+	qo := o.options(db)
+	qo.Override = over
+	s, closeAll, err := queueopen.OpenTasks(ctx, dir, qo, currentOperator().Identity())
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, ledgerFailure(policyUsage(err), dir, db)
 	}
-	// The ledger's policy, which adopts spool.conf's section the first
-	// time it sees one (a dry run only reads it).
-	s, err := queueTasks(ctx, d, l, c, conf, file, !readOnly)
-	if err != nil {
-		done(&err)
-		return nil, nil, err
-	}
-	return s, done, nil
+	return s, func(err *error) {
+		if cerr := closeAll(); cerr != nil && *err == nil {
+			*err = cerr
+		}
+	}, nil
 }
 
 // askTask asks the task service for r's replay or discard as the OS user,
@@ -271,15 +261,4 @@ func runTask(ctx context.Context, e *env, s *task.Service, who task.Identity, id
 	}
 	task.WriteEnd(e.stdout, t)
 	return nil
-}
-
-// startQueue is queueopen.Start for a consumer: the replays killed runs
-// left are finished first by the task service, which audits it, then
-// stale temp files are removed.
-func startQueue(ctx context.Context, e *env, d *queue.Dir, l *ledger.DB) error {
-	s := &task.Service{Dir: d, Ledger: l, Contract: spool.DefaultContract(), Host: queue.Host(), PID: os.Getpid()}
-	if err := s.FinishReplays(ctx, currentOperator().Identity(), runOptions(e)); err != nil {
-		return err
-	}
-	return queueopen.Start(ctx, d, l, startReports(e))
 }

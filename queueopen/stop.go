@@ -1,4 +1,4 @@
-package main
+package queueopen
 
 import (
 	"context"
@@ -13,21 +13,18 @@ import (
 	"time"
 )
 
-// defaultShutdownTimeout is consume's --shutdown-timeout: how long a stop
-// waits for the calls in flight. Above --exec-timeout's and --post-timeout's
+// DefaultShutdownTimeout is ConsumeOptions.ShutdownTimeout's usual value
+// (consume's --shutdown-timeout): how long a stop waits for the calls in
+// flight. Above --exec-timeout's and --post-timeout's
 // defaults (30s), so that with them a call started is never cut short;
 // below the example systemd unit's TimeoutStopSec (examples/ops), which
 // adds the wait for --on-dead-letter commands and a margin, so that systemd
 // never has to SIGKILL a consumer that is stopping as asked.
-const defaultShutdownTimeout = 60 * time.Second
+const DefaultShutdownTimeout = 60 * time.Second
 
-// exitSignalBase is added to a signal's number for the exit status of a
-// second signal, which exits at once: 130 for SIGINT, 143 for SIGTERM, as a
-// shell reports a process killed by them.
-const exitSignalBase = 128
-
-// shutdownGrace is how long a stop may go on after --shutdown-timeout
-// before the process exits 4 without waiting any longer. The timeout
+// ShutdownGrace is how long a stop may go on after the shutdown timeout
+// before ConsumeOptions.Exit is called (consume then exits 4) without
+// waiting any longer. The timeout
 // cancels the calls in flight; what can still hold the stop after it is
 // what no cancellation reaches: a commit blocked in the ledger (a
 // PostgreSQL row or table lock held by someone else, a server that stopped
@@ -36,15 +33,16 @@ const exitSignalBase = 128
 // gets a stop that ends when it was told it would. The example unit's
 // TimeoutStopSec covers the timeout, this grace and the wait for
 // --on-dead-letter commands.
-const shutdownGrace = 10 * time.Second
+const ShutdownGrace = 10 * time.Second
 
 // stopOnSignal returns a context cancelled at the first SIGINT or SIGTERM,
-// which asks the consumer to stop gracefully; a second signal exits the
-// process at once (safe at any instant by I7: the next run recovers). Each
-// signal is logged, one line. onStop runs at the first signal. With a
-// timeout, a stop still going shutdownGrace after it exits the process,
-// exitShutdownTimeout. release stops listening (and that clock).
-func stopOnSignal(ctx context.Context, log *slog.Logger, timeout time.Duration, onStop func()) (stopCtx context.Context, release func()) {
+// which asks the consumer to stop gracefully; a second signal calls exit
+// with it, which must end the process at once (safe at any instant by I7:
+// the next run recovers). Each signal is logged, one line. onStop runs at
+// the first signal. With a timeout, a stop still going ShutdownGrace after
+// it calls exit with nil. release stops listening (and that clock). The
+// library never exits by itself: exit is the program's.
+func stopOnSignal(ctx context.Context, log *slog.Logger, timeout time.Duration, exit func(os.Signal), onStop func()) (stopCtx context.Context, release func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
@@ -61,19 +59,19 @@ func stopOnSignal(ctx context.Context, log *slog.Logger, timeout time.Duration, 
 				return
 			case <-hard:
 				log.Error("the stop is still waiting after the shutdown timeout and its grace (a commit blocked in the ledger, or a handler that ignores cancellation): exiting; the next run recovers the claims in flight",
-					"shutdown_timeout", timeout, "grace", shutdownGrace)
-				os.Exit(exitShutdownTimeout)
+					"shutdown_timeout", timeout, "grace", ShutdownGrace)
+				exit(nil)
 			case sig := <-sigs:
 				if !first {
 					log.Warn("second signal: exiting at once; the next run recovers the claims in flight",
 						"signal", sig.String())
-					os.Exit(exitSignalBase + int(sig.(syscall.Signal)))
+					exit(sig)
 				}
 				first = false
 				log.Info("signal: stopping; nothing more is claimed, the work in flight is finished, a second signal exits at once",
 					"signal", sig.String(), "shutdown_timeout", timeout)
 				if timeout > 0 {
-					t := time.NewTimer(timeout + shutdownGrace)
+					t := time.NewTimer(timeout + ShutdownGrace)
 					defer t.Stop()
 					hard = t.C
 				}
