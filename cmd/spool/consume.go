@@ -119,10 +119,10 @@ unless --ordered: then the messages of one order key are called one at a
 time in this consumer, in seq order among those it holds claimed (about 5
 batches of --batch, 256 with --ordered, claimed in name order: a backlog
 whose names do not sort by seq is ordered within that window only). On a
-batch queue (spool.conf's format) a key's records are called in file
-order, one waiting for its retry holding the key's later ones, and the
-files one at a time in name order, a file held for a retry holding the
-later files.
+batch queue (a format in spool.conf or by flag) a key's records are
+called in file order, one waiting for its retry holding the key's later
+ones, and the files one at a time in name order, a file held for a retry
+holding the later files.
 --rate N/s caps the calls started per second; a Retry-After (429, 503) or
 --pause-after transient failures in a row pause every new call, logged
 once (a warning).
