@@ -103,13 +103,23 @@ func (o Outbox) Heads(ctx context.Context, skipParked bool, limit int) ([]Outbox
 	if err := o.db.open(); err != nil {
 		return nil, err
 	}
-	cond := "published_at IS NULL"
+	head := "published_at IS NULL AND aggregate = aggs.a"
 	if skipParked {
-		cond += " AND parked_at IS NULL"
+		head += " AND parked_at IS NULL"
 	}
-	q := o.db.dialect.Rebind(`SELECT o.aggregate, o.id, CASE WHEN o.parked_at IS NULL THEN 0 ELSE 1 END, COALESCE(o.next_at, '')
-FROM outbox o
-WHERE o.id IN (SELECT MIN(id) FROM outbox WHERE ` + cond + ` GROUP BY aggregate)
+	// The aggregates with unpublished rows are walked through the pending
+	// index one at a time, each found by the least aggregate above the
+	// last (a skip scan): a look costs a few probes per aggregate, not a
+	// pass over every pending row, which with a large backlog of a few
+	// aggregates was a relay's cost every second. Each aggregate's head is
+	// one more probe.
+	q := o.db.dialect.Rebind(`WITH RECURSIVE aggs(a) AS (
+    SELECT MIN(aggregate) FROM outbox WHERE published_at IS NULL
+    UNION ALL
+    SELECT (SELECT MIN(aggregate) FROM outbox WHERE published_at IS NULL AND aggregate > aggs.a) FROM aggs WHERE aggs.a IS NOT NULL
+)
+SELECT o.aggregate, o.id, CASE WHEN o.parked_at IS NULL THEN 0 ELSE 1 END, COALESCE(o.next_at, '')
+FROM aggs JOIN outbox o ON o.id = (SELECT MIN(id) FROM outbox WHERE ` + head + `)
 ORDER BY o.id LIMIT ?`)
 	rows, err := o.db.sql.QueryContext(ctx, q, limit)
 	if err != nil {
