@@ -3,6 +3,7 @@ package ledgertest
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -158,5 +159,35 @@ func testOutboxHeads(t *testing.T, db *ledger.DB) {
 	skip := []head{{"d", ids["d"][1], false}, {"a", ids["a"][0], false}, {"b", ids["b"][1], false}, {"c", ids["c"][0], false}}
 	if h := got(true, 10); !reflect.DeepEqual(h, skip) {
 		t.Errorf("heads passing parked rows = %+v, want %+v", h, skip)
+	}
+	// More aggregates than a walk of the index takes (512): the same
+	// heads, from the grouped query.
+	const many = 600
+	tx, err := db.SQL().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range many {
+		if _, err := tx.ExecContext(ctx, insert, fmt.Sprintf("m%04d", many-i)); err != nil {
+			_ = tx.Rollback()
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	for _, skipParked := range []bool{false, true} {
+		want := block
+		if skipParked {
+			want = skip
+		}
+		h := got(skipParked, len(want)+2)
+		if len(h) != len(want)+2 || !reflect.DeepEqual(h[:len(want)], want) || h[len(want)].agg != fmt.Sprintf("m%04d", many) ||
+			h[len(want)+1].agg != fmt.Sprintf("m%04d", many-1) {
+			t.Errorf("heads among %d more aggregates (skipping parked rows: %v) = %+v, want %+v, m%04d, m%04d", many, skipParked, h, want, many, many-1)
+		}
+		if n := len(got(skipParked, 1000)); n != len(want)+many {
+			t.Errorf("%d heads among %d more aggregates (skipping parked rows: %v), want %d", n, many, skipParked, len(want)+many)
+		}
 	}
 }
