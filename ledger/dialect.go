@@ -160,6 +160,19 @@ type ColumnArrays interface {
 	Rows(kinds []Kind) string
 }
 
+// LooseIndexScan is implemented by a Dialect whose engine reads the least
+// entry of each group of an index by jumping from group to group itself
+// (MariaDB's loose index scan, for a GROUP BY of a prefix of the index),
+// and whose planner cannot bound an index range by a column of an outer
+// query, which a skip scan written as a recursive query needs (it reads
+// the whole group at each step instead). Outbox.Heads then groups the
+// pending index rather than walking it. Engines without it do not
+// implement it.
+type LooseIndexScan interface {
+	// LooseIndexScan marks the dialect; it does nothing.
+	LooseIndexScan()
+}
+
 // WritableWith is implemented by a Dialect whose engine runs INSERTs and
 // DELETEs inside the WITH clause of one statement (PostgreSQL), all of
 // them against the rows as they were before the statement, and whose one

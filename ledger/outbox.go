@@ -103,18 +103,85 @@ func (o Outbox) Heads(ctx context.Context, skipParked bool, limit int) ([]Outbox
 	if err := o.db.open(); err != nil {
 		return nil, err
 	}
-	cond := "published_at IS NULL"
+	unparked := ""
 	if skipParked {
-		cond += " AND parked_at IS NULL"
+		unparked = " AND parked_at IS NULL"
 	}
-	q := o.db.dialect.Rebind(`SELECT o.aggregate, o.id, CASE WHEN o.parked_at IS NULL THEN 0 ELSE 1 END, COALESCE(o.next_at, '')
+	// A look at a large backlog of a few aggregates read every pending row
+	// (the grouped query), once a second while the relay was busy: 7% of
+	// its CPU at 150 000 rows. Walking the aggregates through the pending
+	// index instead, each found as the least above the last (a skip scan),
+	// costs a few probes per aggregate, but about three times a row's
+	// share of the grouped query: with many aggregates of a row or two it
+	// would cost more. So the walk stops after headsWalk aggregates, and
+	// past that the grouped query answers.
+	group := "aggregate"
+	if _, ok := o.db.dialect.(LooseIndexScan); ok {
+		// MariaDB jumps from group to group of its pending index
+		// (published_at, aggregate, id) itself when the grouping is a
+		// prefix of it (published_at is NULL in every group); passing
+		// parked rows, whose column the index lacks, it reads every
+		// pending row.
+		group = "published_at, aggregate"
+	} else {
+		heads, all, err := o.walkHeads(ctx, unparked)
+		if err != nil {
+			return nil, o.db.fail("read outbox heads", err)
+		}
+		if all {
+			slices.SortFunc(heads, func(a, b OutboxHead) int { return cmp.Compare(a.ID, b.ID) })
+			return heads[:min(len(heads), limit)], nil
+		}
+	}
+	rows, err := o.db.sql.QueryContext(ctx, o.db.dialect.Rebind(`SELECT o.aggregate, o.id, CASE WHEN o.parked_at IS NULL THEN 0 ELSE 1 END, COALESCE(o.next_at, '')
 FROM outbox o
-WHERE o.id IN (SELECT MIN(id) FROM outbox WHERE ` + cond + ` GROUP BY aggregate)
-ORDER BY o.id LIMIT ?`)
-	rows, err := o.db.sql.QueryContext(ctx, q, limit)
+WHERE o.id IN (SELECT MIN(id) FROM outbox WHERE published_at IS NULL`+unparked+` GROUP BY `+group+`)
+ORDER BY o.id LIMIT ?`), limit)
 	if err != nil {
 		return nil, o.db.fail("read outbox heads", err)
 	}
+	out, err := scanHeads(rows)
+	if err != nil {
+		return nil, o.db.fail("read outbox heads", err)
+	}
+	return out, nil
+}
+
+// headsWalk is the most aggregates Heads walks through the pending index
+// before it lets the grouped query answer.
+const headsWalk = 512
+
+// walkHeads is Heads by a skip scan of the pending index, in no order:
+// the first unpublished row (unparked: the condition that passes parked
+// ones) of each aggregate, when there are at most headsWalk aggregates
+// with unpublished rows; all reports whether there were.
+func (o Outbox) walkHeads(ctx context.Context, unparked string) (heads []OutboxHead, all bool, err error) {
+	rows, err := o.db.sql.QueryContext(ctx, o.db.dialect.Rebind(`WITH RECURSIVE aggs(a, n) AS (
+    SELECT MIN(aggregate), 1 FROM outbox WHERE published_at IS NULL
+    UNION ALL
+    SELECT (SELECT MIN(aggregate) FROM outbox WHERE published_at IS NULL AND aggregate > aggs.a), n + 1 FROM aggs WHERE aggs.a IS NOT NULL AND n <= ?
+)
+SELECT aggs.a, COALESCE(o.id, 0), CASE WHEN o.parked_at IS NULL THEN 0 ELSE 1 END, COALESCE(o.next_at, '')
+FROM aggs LEFT JOIN outbox o ON o.id = (SELECT MIN(id) FROM outbox WHERE published_at IS NULL AND aggregate = aggs.a`+unparked+`)
+WHERE aggs.a IS NOT NULL`), headsWalk)
+	if err != nil {
+		return nil, false, err
+	}
+	walked, err := scanHeads(rows)
+	if err != nil || len(walked) > headsWalk {
+		return nil, false, err
+	}
+	for _, h := range walked {
+		if h.ID != 0 { // 0: only parked rows, passed over
+			heads = append(heads, h)
+		}
+	}
+	return heads, true, nil
+}
+
+// scanHeads reads rows of aggregate, id, parked (0 or 1) and next_at,
+// and closes them.
+func scanHeads(rows *sql.Rows) ([]OutboxHead, error) {
 	defer rows.Close()
 	var out []OutboxHead
 	for rows.Next() {
@@ -122,20 +189,18 @@ ORDER BY o.id LIMIT ?`)
 		var parked int
 		var next string
 		if err := rows.Scan(&h.Aggregate, &h.ID, &parked, &next); err != nil {
-			return nil, o.db.fail("read outbox heads", err)
+			return nil, err
 		}
 		h.Parked = parked != 0
 		if next != "" {
+			var err error
 			if h.NextAt, err = parseTime("next_at", next); err != nil {
-				return nil, o.db.fail("read outbox heads", err)
+				return nil, err
 			}
 		}
 		out = append(out, h)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, o.db.fail("read outbox heads", err)
-	}
-	return out, nil
+	return out, rows.Err()
 }
 
 // RowsAfter returns up to limit unpublished rows of aggregate in id

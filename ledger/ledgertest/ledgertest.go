@@ -87,6 +87,7 @@ func Run(t *testing.T, b Backend) {
 		{"OutboxEmit", testOutboxEmit},
 		{"Headers", testHeaders},
 		{"OutboxRelay", testOutboxRelay},
+		{"OutboxHeads", testOutboxHeads},
 		{"OutboxBatch", testOutboxBatch},
 		{"OutboxRowsEach", testOutboxRowsEach},
 		{"OutboxMarkRuns", testOutboxMarkRuns},

@@ -3,6 +3,8 @@ package ledgertest
 import (
 	"context"
 	"database/sql"
+	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -96,5 +98,96 @@ func testOutboxCommitOrder(t *testing.T, db *ledger.DB) {
 	}
 	if len(rows) != 2 || rows[0].Type != "first" || rows[1].Type != "second" || rows[0].ID >= rows[1].ID {
 		t.Fatalf("A's rows = %+v, want the first's then the second's, in id order", rows)
+	}
+}
+
+// testOutboxHeads: Heads walks the aggregates with unpublished rows
+// (interleaved, published and parked ones among them) and gives each its
+// first unpublished row, the parked ones passed over under skipParked, in
+// id order up to limit.
+func testOutboxHeads(t *testing.T, db *ledger.DB) {
+	ctx := t.Context()
+	if heads, err := db.Outbox().Heads(ctx, false, 10); err != nil || len(heads) != 0 {
+		t.Fatalf("heads of an empty outbox: %+v, %v", heads, err)
+	}
+	insert := db.Dialect().Rebind(`INSERT INTO outbox (aggregate, type, payload) VALUES (?, 't', '{}')`)
+	ids := map[string][]int64{}
+	for _, agg := range []string{"d", "b", "d", "a", "b", "c", "d", "a", "e"} {
+		if _, err := db.SQL().ExecContext(ctx, insert, agg); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := db.Outbox().RowsAfter(ctx, agg, 0, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[agg] = append(ids[agg], rows[len(rows)-1].ID)
+	}
+	now := time.Now()
+	// b's first row published; d's first parked; e's only row parked.
+	if _, err := db.Outbox().CommitPublished(ctx, "r", ledger.OutboxCommit{Published: []int64{ids["b"][0]}, Target: "x", At: now}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []int64{ids["d"][0], ids["e"][0]} {
+		if err := db.Outbox().Park(ctx, id, "refused", now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type head struct {
+		agg    string
+		id     int64
+		parked bool
+	}
+	got := func(skip bool, limit int) []head {
+		t.Helper()
+		hs, err := db.Outbox().Heads(ctx, skip, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []head
+		for _, h := range hs {
+			out = append(out, head{h.Aggregate, h.ID, h.Parked})
+		}
+		return out
+	}
+	block := []head{{"d", ids["d"][0], true}, {"a", ids["a"][0], false}, {"b", ids["b"][1], false}, {"c", ids["c"][0], false}, {"e", ids["e"][0], true}}
+	if h := got(false, 10); !reflect.DeepEqual(h, block) {
+		t.Errorf("heads = %+v, want %+v", h, block)
+	}
+	if h := got(false, 2); !reflect.DeepEqual(h, block[:2]) {
+		t.Errorf("heads, limit 2 = %+v, want %+v", h, block[:2])
+	}
+	skip := []head{{"d", ids["d"][1], false}, {"a", ids["a"][0], false}, {"b", ids["b"][1], false}, {"c", ids["c"][0], false}}
+	if h := got(true, 10); !reflect.DeepEqual(h, skip) {
+		t.Errorf("heads passing parked rows = %+v, want %+v", h, skip)
+	}
+	// More aggregates than a walk of the index takes (512): the same
+	// heads, from the grouped query.
+	const many = 600
+	tx, err := db.SQL().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range many {
+		if _, err := tx.ExecContext(ctx, insert, fmt.Sprintf("m%04d", many-i)); err != nil {
+			_ = tx.Rollback()
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	for _, skipParked := range []bool{false, true} {
+		want := block
+		if skipParked {
+			want = skip
+		}
+		h := got(skipParked, len(want)+2)
+		if len(h) != len(want)+2 || !reflect.DeepEqual(h[:len(want)], want) || h[len(want)].agg != fmt.Sprintf("m%04d", many) ||
+			h[len(want)+1].agg != fmt.Sprintf("m%04d", many-1) {
+			t.Errorf("heads among %d more aggregates (skipping parked rows: %v) = %+v, want %+v, m%04d, m%04d", many, skipParked, h, want, many, many-1)
+		}
+		if n := len(got(skipParked, 1000)); n != len(want)+many {
+			t.Errorf("%d heads among %d more aggregates (skipping parked rows: %v), want %d", n, many, skipParked, len(want)+many)
+		}
 	}
 }
