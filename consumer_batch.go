@@ -17,10 +17,11 @@ import (
 // and then consumed here, in the examining worker that took its claim,
 // record by record (docs/DESIGN.md, "Batch files: the consumer"):
 //
-//   - its records are recorded BatchSize at a time, in file order, each
-//     a delivery of its own whose claim is the file's batch identity,
-//     "#" and the record's index, and whose file column names its origin
-//     ("orders.csv#L17");
+//   - its records are recorded BatchSize at a time (without a Handler or
+//     a Caller, DefaultRecordBatchSize unless BatchSize is set), in file
+//     order, each a delivery of its own whose claim is the file's batch
+//     identity, "#" and the record's index, and whose file column names
+//     its origin ("orders.csv#L17");
 //   - the transaction that commits them also writes the file's progress,
 //     the position after the last of them (Ledger.RecordBatch), so
 //     that a consumer killed anywhere resumes where it stopped: its claim
@@ -192,7 +193,8 @@ type batchChunk struct {
 	err      error
 }
 
-// readChunks reads rd to its end in chunks of BatchSize records, each
+// readChunks reads rd to its end in chunks of BatchSize records (without
+// a Handler or a Caller, recordBatch records or BatchBytes of them), each
 // record made a delivery (add) and the chunk's dead letters written
 // (writeDeadLetters) before it is sent, and sends
 // them in file order on chunks, which it closes; it stops early once
@@ -212,9 +214,10 @@ func (b *batchRun) readChunks(ctx context.Context, rd BatchReader, chunks chan<-
 			return false
 		}
 	}
-	size := max(1, b.c.cfg.BatchSize)
+	size, limit := b.c.recordChunk()
 	stop := b.c.batchStop
 	var ch batchChunk
+	var held int64 // the bytes of ch's records, against limit
 	sent := false
 	for {
 		if sent && stop != nil && stop.Err() != nil {
@@ -243,7 +246,8 @@ func (b *batchRun) readChunks(ctx context.Context, rd BatchReader, chunks chan<-
 		}
 		ch.recs = append(ch.recs, br)
 		ch.position = rec.After
-		if len(ch.recs) >= size {
+		held += int64(len(rec.JSON) + len(br.unwritten))
+		if len(ch.recs) >= size || (limit > 0 && held >= limit) {
 			if err := b.writeDeadLetters(&ch); err != nil {
 				send(batchChunk{err: err})
 				return
@@ -252,7 +256,7 @@ func (b *batchRun) readChunks(ctx context.Context, rd BatchReader, chunks chan<-
 				return
 			}
 			sent = true
-			ch = batchChunk{recs: make([]batchRecord, 0, size)}
+			ch, held = batchChunk{recs: make([]batchRecord, 0, size)}, 0
 		}
 	}
 	if err := b.writeDeadLetters(&ch); err != nil {
@@ -261,6 +265,18 @@ func (b *batchRun) readChunks(ctx context.Context, rd BatchReader, chunks chan<-
 	}
 	ch.last = true
 	send(ch)
+}
+
+// recordChunk is the most records of a chunk of readChunks, and the
+// bytes of records (their JSON and dead letters held) that close one
+// early, 0 for no such bound: without a Handler or a Caller, recordBatch
+// and BatchBytes; with one, BatchSize alone, as the calls' window and a
+// handler's transaction are sized by it.
+func (c *Consumer) recordChunk() (int, int64) {
+	if c.cfg.Caller == nil && c.cfg.Handler == nil {
+		return max(1, c.recordBatch), c.cfg.BatchBytes
+	}
+	return max(1, c.cfg.BatchSize), 0
 }
 
 // writeDeadLetters writes the dead letters of ch that add left to write,
