@@ -197,8 +197,20 @@ const (
 	// make smaller batches, so that the five batches a pass may hold at
 	// once (claimed, recording, moving out, and the hand-overs between)
 	// stay within tens of MiB instead of 5 × 256 × the size limit.
-	DefaultBatchBytes   = 8 << 20
-	DefaultPollInterval = 250 * time.Millisecond
+	DefaultBatchBytes = 8 << 20
+	// DefaultRecordBatchSize is Config.BatchSize when it is zero for the
+	// records of a batch file consumed without a Handler or a Caller: a
+	// record costs no claim and no rename, and what a transaction costs
+	// whatever its size (the commit's write of the WAL and its fsync, the
+	// file's progress row, the fsyncs of error/ after its dead letters,
+	// the hand-over between the reading and the committing goroutines)
+	// was a third of a record's processor time at 256. A chunk is also
+	// closed at BatchBytes of records; the three chunks held at once
+	// (read ahead, committing, and the one being read) keep the peak RSS
+	// of a drain of any length near 60 MiB (docs/PERFORMANCE.md, "Batch
+	// files").
+	DefaultRecordBatchSize = 2048
+	DefaultPollInterval    = 250 * time.Millisecond
 	// DefaultWorkersPerCPU sizes the pool that reads and parses claimed
 	// messages: more workers than cores, because a worker may wait in the
 	// kernel on the disk. A backlog that sat for a while is no longer in the
@@ -220,8 +232,9 @@ type Config struct {
 	Workers int
 	// BatchSize is the most deliveries committed in one ledger transaction.
 	// Zero: DefaultBatchSize, or with a Caller CallerBatchSize(Concurrency)
-	// (unless Ordered, which orders what is claimed: the larger window).
-	// 1 gives one commit per message.
+	// (unless Ordered, which orders what is claimed: the larger window),
+	// and for a batch file's records without a Handler or a Caller
+	// DefaultRecordBatchSize. 1 gives one commit per message.
 	BatchSize int
 	// BatchBytes closes a batch early once the files claimed into it reach
 	// this many bytes; the file that crosses the bound stays in the batch,
@@ -434,6 +447,10 @@ type Consumer struct {
 	win        *windowGuard
 	cfg        Config
 	log        *slog.Logger
+	// recordBatch is Config.BatchSize as given, or DefaultRecordBatchSize
+	// when zero: the most records of a batch file in one transaction
+	// without a Handler or a Caller (readChunks).
+	recordBatch int
 
 	// moves is held by whichever stage of a pass is renaming files, the
 	// claiming or the finishing, for a whole batch at a time. The kernel
@@ -506,6 +523,10 @@ func NewConsumer(dir *queue.Dir, l Ledger, cfg Config) (*Consumer, error) {
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = DefaultConcurrency
 	}
+	recordBatch := cfg.BatchSize
+	if recordBatch <= 0 {
+		recordBatch = DefaultRecordBatchSize
+	}
 	if cfg.BatchSize <= 0 {
 		cfg.BatchSize = DefaultBatchSize
 		if cfg.Caller != nil && !cfg.Ordered {
@@ -540,7 +561,7 @@ func NewConsumer(dir *queue.Dir, l Ledger, cfg Config) (*Consumer, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	c := &Consumer{dir: dir, ledger: l, cfg: cfg, log: log}
+	c := &Consumer{dir: dir, ledger: l, cfg: cfg, log: log, recordBatch: recordBatch}
 	c.win = newWindowGuard(cfg.Window, log, cfg.Observer)
 	c.holds = newHoldWatch(c)
 	if cfg.Handler != nil && cfg.Caller != nil {

@@ -2,6 +2,7 @@ package spool
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"runtime"
 	"testing"
@@ -62,3 +63,31 @@ func (c timedCaller) CallTimeout() time.Duration          { return time.Duration
 // callLedgerStub is a Ledger that NewConsumer accepts; its methods are
 // never called.
 type callLedgerStub struct{ Ledger }
+
+// TestRecordChunk: a batch file's plain records go in chunks of
+// DefaultRecordBatchSize unless BatchSize is set, closed early at
+// BatchBytes; with a Handler or a Caller, BatchSize's own default and no
+// byte bound.
+func TestRecordChunk(t *testing.T) {
+	handler := HandlerFunc(func(context.Context, *sql.Tx, *Delivery) error { return nil })
+	for _, tt := range []struct {
+		name  string
+		cfg   Config
+		size  int
+		limit int64
+	}{
+		{"default", Config{}, DefaultRecordBatchSize, DefaultBatchBytes},
+		{"batch size set", Config{BatchSize: 50, BatchBytes: 1 << 10}, 50, 1 << 10},
+		{"handler", Config{Handler: handler}, DefaultBatchSize, 0},
+		{"handler, batch size set", Config{Handler: handler, BatchSize: 7}, 7, 0},
+		{"caller", Config{Caller: timedCaller(0)}, CallerBatchSize(DefaultConcurrency), 0},
+	} {
+		c, err := NewConsumer(nil, nil, tt.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if size, limit := c.recordChunk(); size != tt.size || limit != tt.limit {
+			t.Errorf("%s: recordChunk() = %d, %d; want %d, %d", tt.name, size, limit, tt.size, tt.limit)
+		}
+	}
+}

@@ -71,7 +71,11 @@ func (l Consumer) RecordBatch(ctx context.Context, batch []*spool.Delivery, w sp
 		}
 		return nil, nil
 	}
-	res, err := l.db.recordWith(ctx, l.db.screenKeys(batch), w, progress)
+	screened := l.db.screenKeys(batch)
+	res, done, err := l.db.recordLocked(ctx, screened, w, progress)
+	if !done {
+		res, err = l.db.recordWith(ctx, screened, w, progress)
+	}
 	if err != nil {
 		return nil, l.db.fail("record batch file", err)
 	}

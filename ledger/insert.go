@@ -251,6 +251,13 @@ func (db *DB) prepareInserts(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("prepare insert processed: %w", err)
 	}
+	if db.dialect.SingleWriter() {
+		db.insProcessedLocked, err = newMultiRow(ctx, db.sql, db.dialect, processedColumns, insertNew(db.dialect, insProcessed,
+			processedColumns, "msg_id", ""))
+		if err != nil {
+			return fmt.Errorf("prepare insert processed: %w", err)
+		}
+	}
 	const insDeliveries = `INSERT INTO deliveries
     (claim, file, ino, consumer, msg_id, outcome, reason, field, detail, content_hash, size, at,
      attempts, first_failure, last_failure, conflict)`

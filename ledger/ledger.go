@@ -39,6 +39,9 @@ type DB struct {
 
 	// Prepared when the ledger opens: see multiRow.
 	insProcessed, insDeliveries, selOwners *multiRow
+	// insProcessedLocked is insProcessed without RETURNING, on a
+	// single-writer engine only (recordLocked); nil on the others.
+	insProcessedLocked *multiRow
 	// For external handlers (reserve.go).
 	insReservations, delReservations, delAttempts *multiRow
 	// settleOneStmt is settleOne's statement, or nil where the dialect
@@ -143,7 +146,7 @@ func New(ctx context.Context, db *sql.DB, d Dialect, o Options) (*DB, error) {
 }
 
 func (db *DB) closeStmts() error {
-	return errors.Join(db.insProcessed.close(), db.insDeliveries.close(), db.selOwners.close(),
+	return errors.Join(db.insProcessed.close(), db.insProcessedLocked.close(), db.insDeliveries.close(), db.selOwners.close(),
 		db.insReservations.close(), db.delReservations.close(), db.delAttempts.close(), db.closeOne())
 }
 

@@ -356,7 +356,19 @@ func (db *DB) markConflicts(ctx context.Context, tx *sql.Tx, batch []*spool.Deli
 	if len(ids) == 0 {
 		return nil
 	}
-	type owner struct{ hash, claim string }
+	owners, err := db.owners(ctx, tx, ids)
+	if err != nil {
+		return fmt.Errorf("compare duplicates: %w", err)
+	}
+	return compareOwners(batch, res, owners)
+}
+
+// owner is what a duplicate is compared with: its msg_id's processed
+// row's content hash and claim.
+type owner struct{ hash, claim string }
+
+// owners returns the processed rows of the msg_ids ids has, by msg_id.
+func (db *DB) owners(ctx context.Context, tx *sql.Tx, ids []any) (map[string]owner, error) {
 	owners := make(map[string]owner, len(ids))
 	err := db.selOwners.query(ctx, tx, ids, func(rows *sql.Rows) error {
 		var id string
@@ -367,9 +379,12 @@ func (db *DB) markConflicts(ctx context.Context, tx *sql.Tx, batch []*spool.Deli
 		owners[id] = o
 		return nil
 	})
-	if err != nil {
-		return fmt.Errorf("compare duplicates: %w", err)
-	}
+	return owners, err
+}
+
+// compareOwners flags the duplicates of res whose content differs from
+// their owner's, and refuses one whose claim is its owner's (markConflicts).
+func compareOwners(batch []*spool.Delivery, res []result, owners map[string]owner) error {
 	for i, d := range batch {
 		if res[i].outcome != spool.OutcomeDuplicate {
 			continue

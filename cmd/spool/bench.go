@@ -106,7 +106,7 @@ func (b *benchOpts) flags(flags *flag.FlagSet) {
 	flags.StringVar(&o.Parent, "tmp", "", "parent `DIR` of the temporary queues (default the system's temp dir)")
 	flags.BoolVar(&o.Floor, "floor", false, "also run the floor loops and print the ratios")
 	flags.IntVar(&o.Workers, "workers", 0, fmt.Sprintf("consumer workers (default %d per GOMAXPROCS)", spool.DefaultWorkersPerCPU))
-	flags.IntVar(&o.Batch, "batch", 0, fmt.Sprintf("messages per ledger transaction (default %d)", spool.DefaultBatchSize))
+	flags.IntVar(&o.Batch, "batch", 0, fmt.Sprintf("messages per ledger transaction (default %d; records of a --format file, %d)", spool.DefaultBatchSize, spool.DefaultRecordBatchSize))
 	flags.IntVar(&o.Rounds, "rounds", 1, "measure `R` times, interleaved, and print the medians")
 	flags.BoolVar(&o.Keep, "keep", false, "keep the temporary queues")
 	flags.StringVar(&o.Format, "format", "", "write the messages as the records of one batch file, `jsonl` or `csv`, and drain it as a queue of batch files")

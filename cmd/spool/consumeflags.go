@@ -44,7 +44,7 @@ func addConsumeFlags(fs *flag.FlagSet) *consumeFlags {
 	f.poll = fs.Duration("poll", 0, "with --watch: list inbox/ every `INTERVAL` instead of waiting for filesystem notifications (NFS, SMB)")
 	f.minAge = fs.Duration("min-age", 0, "leave files in inbox/ until they have not changed for `DURATION` (producers that write in place)")
 	f.workers = fs.Int("workers", 0, fmt.Sprintf("goroutines reading and parsing claimed messages in parallel (default %d per GOMAXPROCS)", spool.DefaultWorkersPerCPU))
-	f.batch = fs.Int("batch", 0, fmt.Sprintf("most messages per ledger transaction (default %d; with --exec or --post 4 × --concurrency, 16 to %d, which bounds the claims held ahead of the calls to about 5 batches)", spool.DefaultBatchSize, spool.DefaultBatchSize))
+	f.batch = fs.Int("batch", 0, fmt.Sprintf("most messages per ledger transaction (default %d; with --exec or --post 4 × --concurrency, 16 to %d, which bounds the claims held ahead of the calls to about 5 batches; records of a batch file without them, %d)", spool.DefaultBatchSize, spool.DefaultBatchSize, spool.DefaultRecordBatchSize))
 	f.log = addLogFlags(fs)
 	f.progress = fs.Bool("progress", true, "a progress bar on stderr for a drain of 1000 messages or more, when stderr is a terminal")
 	f.durability = addDurabilityFlag(fs)

@@ -53,6 +53,7 @@ func Run(t *testing.T, b Backend) {
 		{"ProcessedThenDuplicateInOneBatch", testDuplicateInBatch},
 		{"DuplicateAcrossBatches", testDuplicateAcrossBatches},
 		{"RecordMixed", testRecordMixed},
+		{"RecordBatchMixed", testRecordBatchMixed},
 		{"DeadLetter", testDeadLetter},
 		{"ClaimOutcome", testClaimOutcome},
 		{"AmountExact", testAmountExact},

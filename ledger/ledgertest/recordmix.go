@@ -1,6 +1,8 @@
 package ledgertest
 
 import (
+	"errors"
+	"strconv"
 	"testing"
 
 	"github.com/spoolq/spool"
@@ -16,7 +18,49 @@ import (
 // in one statement (PostgreSQL) decide all of this in SQL; the others in
 // a transaction; the results and the rows must be the same.
 func testRecordMixed(t *testing.T, db *ledger.DB) {
-	record(t, db,
+	recordMixed(t, db, func(batch ...*spool.Delivery) []spool.Result { return record(t, db, batch...) })
+}
+
+// testRecordBatchMixed: testRecordMixed's batch as a batch file's records
+// (RecordBatch, with the file's progress), which SQLite records by another
+// path (a lookup, then an INSERT without RETURNING): the same results and
+// rows. A record whose claim is already a processed row's is refused, and
+// leaves nothing.
+func testRecordBatchMixed(t *testing.T, db *ledger.DB) {
+	p := spool.BatchProgress{File: "mix:1:2:3", Batch: "mix"}
+	n := 0
+	recordBatch := func(batch ...*spool.Delivery) []spool.Result {
+		t.Helper()
+		n++
+		p.Position = strconv.Itoa(n)
+		res, err := db.Consumer().RecordBatch(t.Context(), batch, spool.Work{}, p)
+		if err != nil {
+			t.Fatalf("RecordBatch: %v", err)
+		}
+		if len(res) != len(batch) {
+			t.Fatalf("RecordBatch: %d results for %d deliveries", len(res), len(batch))
+		}
+		return res
+	}
+	recordMixed(t, db, recordBatch)
+	again := []*spool.Delivery{valid("new-z", msg{ID: "z", Amount: "1"}), valid("n-first", msg{ID: "n", Amount: "1"})}
+	q := p
+	q.Position = "again"
+	if _, err := db.Consumer().RecordBatch(t.Context(), again, spool.Work{}, q); !errors.Is(err, ledger.ErrBadDelivery) {
+		t.Fatalf("RecordBatch of a claim processed already: %v, want ErrBadDelivery", err)
+	}
+	if _, ok := processedRow(t, db, "z"); ok {
+		t.Error("z processed by a batch that failed")
+	}
+	if got, _, err := db.Consumer().BatchProgress(t.Context(), p.File); err != nil || got.Position != p.Position {
+		t.Errorf("BatchProgress after a failed batch = %+v, %v; want position %s", got, err, p.Position)
+	}
+}
+
+// recordMixed is testRecordMixed with record as the way batches are
+// recorded.
+func recordMixed(t *testing.T, db *ledger.DB, record func(batch ...*spool.Delivery) []spool.Result) {
+	record(
 		valid("old-a", msg{ID: "a", Amount: "1"}),
 		valid("old-b", msg{ID: "b", Amount: "1"}))
 	noHash := func(d *spool.Delivery) *spool.Delivery { d.Hash = ""; return d }
@@ -40,7 +84,7 @@ func testRecordMixed(t *testing.T, db *ledger.DB) {
 	dup, conflict := want{spool.OutcomeDuplicate, false}, want{spool.OutcomeDuplicate, true}
 	wants := []want{dup, conflict, conflict, {spool.OutcomeProcessed, false}, conflict, dup,
 		{spool.OutcomeDeadLetter, false}, dup, {spool.OutcomeProcessed, false}, dup}
-	res := record(t, db, batch...)
+	res := record(batch...)
 	for i, r := range res {
 		if r.Outcome != wants[i].outcome || r.Conflict != wants[i].conflict {
 			t.Errorf("%s: %s, conflict %v; want %s, %v", batch[i].Claim, r.Outcome, r.Conflict, wants[i].outcome, wants[i].conflict)
