@@ -28,7 +28,7 @@ var afterLink = func() {}
 // stages goes through here.
 func renameNoReplace(olddir int, old string, newdir int, new string) error {
 	if !noReplaceUnsupported.Load() {
-		err := unix.Renameat2(olddir, old, newdir, new, unix.RENAME_NOREPLACE)
+		err := renameat2(olddir, old, newdir, new, unix.RENAME_NOREPLACE)
 		if err == nil || !(errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EOPNOTSUPP)) {
 			return err
 		}

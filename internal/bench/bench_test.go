@@ -141,3 +141,29 @@ func TestRelayWriteBroker(t *testing.T) {
 		t.Errorf("a round without the client's: %d broker lines, want the other round's:\n%s", got, b.String())
 	}
 }
+
+// TestWriteFloorMedians: with several rounds, the medians end with each
+// floor's own rate, CPU and system calls a message, spool's figures being
+// read against them.
+func TestWriteFloorMedians(t *testing.T) {
+	run := func(name string, n int, cpu time.Duration, calls uint64) Run {
+		return Run{Name: name, N: n, Elapsed: time.Second, CPU: cpu, Syscalls: calls, SyscallsSeen: true}
+	}
+	var rep Report
+	for _, us := range []time.Duration{10, 30, 20} {
+		rep.Rounds = append(rep.Rounds, Round{
+			Spool:  run("spool", 100, 100*50*time.Microsecond, 630),
+			Floors: []Run{run("floor (os)", 100, 100*us*time.Microsecond, 1300), run("floor (dirfd)", 100, 100*us*time.Microsecond/2, 600)},
+		})
+	}
+	var b strings.Builder
+	rep.Write(&b, Options{N: 100})
+	for _, want := range []string{
+		"median of 3 rounds: floor (os) 100 msg/s  cpu 20.0µs/msg  syscalls 13.0/msg\n",
+		"median of 3 rounds: floor (dirfd) 100 msg/s  cpu 10.0µs/msg  syscalls 6.0/msg\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("missing %q in:\n%s", want, b.String())
+		}
+	}
+}

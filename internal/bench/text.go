@@ -63,6 +63,17 @@ func (r Report) Write(w io.Writer, o Options) {
 				r.Median(func(r Round) float64 { return r.Ratio(j) }))
 		}
 		fmt.Fprintln(w)
+		// The floors' own medians: spool's CPU and system calls a message
+		// are read against them, measured in the same rounds.
+		for j, f := range r.Rounds[0].Floors {
+			fmt.Fprintf(w, "median of %d rounds: %s %.0f msg/s  cpu %.1fµs/msg", len(r.Rounds), f.Name,
+				r.Median(func(r Round) float64 { return r.Floors[j].Rate() }),
+				r.Median(func(r Round) float64 { return micros(r.Floors[j].CPUPerMessage()) }))
+			if f.SyscallsSeen {
+				fmt.Fprintf(w, "  syscalls %.1f/msg", r.Median(func(r Round) float64 { return r.Floors[j].SyscallsPerMessage() }))
+			}
+			fmt.Fprintln(w)
+		}
 	}
 	fmt.Fprintf(w, "peak RSS   %.1f MiB\n", float64(r.PeakRSS)/(1<<20))
 	if r.SyscallsNote != "" {
