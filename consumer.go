@@ -205,11 +205,12 @@ const (
 	// file's progress row, the fsyncs of error/ after its dead letters,
 	// the hand-over between the reading and the committing goroutines)
 	// was a third of a record's processor time at 256. A chunk is also
-	// closed at BatchBytes of records; the three chunks held at once
-	// (read ahead, committing, and the one being read) keep the peak RSS
-	// of a drain of any length near 60 MiB (docs/PERFORMANCE.md, "Batch
-	// files").
-	DefaultRecordBatchSize = 2048
+	// closed at BatchBytes of records. The three chunks held at once
+	// (read ahead, committing, and the one being read) set the peak RSS:
+	// over 1 GB, 51, 61 and 76 MiB at 512, 1024 and 2048 records, the
+	// CPU a record the same within the noise (docs/PERFORMANCE.md,
+	// "Batch files"), so 1024 keeps a drain of any length under 64 MiB.
+	DefaultRecordBatchSize = 1024
 	DefaultPollInterval    = 250 * time.Millisecond
 	// DefaultWorkersPerCPU sizes the pool that reads and parses claimed
 	// messages: more workers than cores, because a worker may wait in the
