@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -18,9 +19,12 @@ import (
 // perf counter counts one thread and, with inherit, the threads cloned from
 // it after it opened: so there is one counter per thread that exists when
 // it opens, and every later thread of the Go runtime is some counter's
-// child. A thread started between the listing and its counter's opening is
-// missed; the runtime starts its threads early, so in a drain that is none
-// or one idle thread.
+// child. A thread started between the listing and its parent's counter
+// would be missed, and so would every thread it starts: a young process
+// starts threads as its first goroutines block, and a floor that ran on
+// such a thread was seen making 0.1 calls a message for its 6. So the
+// threads are listed again once every counter is open, and the counters
+// opened anew until no thread appeared meanwhile.
 type syscallCounter struct {
 	fds []int
 }
@@ -37,16 +41,34 @@ func openSyscallCounter() (*syscallCounter, error) {
 	if err != nil {
 		return nil, err
 	}
-	tasks, err := os.ReadDir("/proc/self/task")
-	if err != nil {
-		return nil, fmt.Errorf("count system calls: %w", err)
-	}
-	c := &syscallCounter{}
-	for _, t := range tasks {
-		tid, err := strconv.Atoi(t.Name())
+	const attempts = 20
+	for range attempts {
+		before, err := listThreads()
 		if err != nil {
-			continue
+			return nil, err
 		}
+		c, err := openCounters(id, before)
+		if err != nil {
+			return nil, err
+		}
+		after, err := listThreads()
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		if !appeared(before, after) {
+			return c, nil
+		}
+		c.Close() // a thread started meanwhile may have no counter
+	}
+	return nil, fmt.Errorf("count system calls: threads kept starting in %d attempts to open the counters", attempts)
+}
+
+// openCounters opens an inherited counter of tracepoint id on each of
+// tids.
+func openCounters(id uint64, tids []int) (*syscallCounter, error) {
+	c := &syscallCounter{}
+	for _, tid := range tids {
 		attr := unix.PerfEventAttr{
 			Type:   unix.PERF_TYPE_TRACEPOINT,
 			Config: id,
@@ -67,6 +89,31 @@ func openSyscallCounter() (*syscallCounter, error) {
 		return nil, errors.New("count system calls: no thread to count")
 	}
 	return c, nil
+}
+
+// listThreads lists the process's threads.
+func listThreads() ([]int, error) {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return nil, fmt.Errorf("count system calls: %w", err)
+	}
+	var tids []int
+	for _, t := range tasks {
+		if tid, err := strconv.Atoi(t.Name()); err == nil {
+			tids = append(tids, tid)
+		}
+	}
+	return tids, nil
+}
+
+// appeared reports whether after holds a thread that before does not.
+func appeared(before, after []int) bool {
+	for _, tid := range after {
+		if !slices.Contains(before, tid) {
+			return true
+		}
+	}
+	return false
 }
 
 // tracepointID reads a tracepoint's id from tracefs.
