@@ -124,14 +124,27 @@ func (o Outbox) CommitPublished(ctx context.Context, owner string, c OutboxCommi
 	var lost []string
 	err := o.db.writeTx(ctx, func(tx *sql.Tx) error {
 		lost = lost[:0]
+		// The rows are locked in ascending id order, ranges and lists
+		// interleaved, as every write of the ledger locks its keys: two
+		// relays marking the same rows (one took the other's lease over)
+		// then wait for each other instead of deadlocking, which
+		// PostgreSQL reports as a fault (its dialect does not retry).
 		runs, scattered := idRuns(c.Published)
-		for _, r := range runs {
-			if _, err := tx.ExecContext(ctx, o.db.dialect.Rebind(`UPDATE outbox SET published_at = ?, target = ?, next_at = NULL
-WHERE published_at IS NULL AND id BETWEEN ? AND ?`), formatTime(c.At), c.Target, r[0], r[1]); err != nil {
-				return err
+		for len(runs) > 0 || len(scattered) > 0 {
+			if len(runs) > 0 && (len(scattered) == 0 || runs[0][0] < scattered[0]) {
+				if _, err := tx.ExecContext(ctx, o.db.dialect.Rebind(`UPDATE outbox SET published_at = ?, target = ?, next_at = NULL
+WHERE published_at IS NULL AND id BETWEEN ? AND ?`), formatTime(c.At), c.Target, runs[0][0], runs[0][1]); err != nil {
+					return err
+				}
+				runs = runs[1:]
+				continue
 			}
-		}
-		for chunk := range slices.Chunk(scattered, maxInList) {
+			n := len(scattered) // the ids below the next range, at most maxInList
+			if len(runs) > 0 {
+				n, _ = slices.BinarySearch(scattered, runs[0][0])
+			}
+			chunk := scattered[:min(n, maxInList)]
+			scattered = scattered[len(chunk):]
 			args := []any{formatTime(c.At), c.Target}
 			for _, id := range chunk {
 				args = append(args, id)
