@@ -197,9 +197,17 @@ type movedFile struct {
 // a record retired wrongly would hide a file still there. The readers'
 // check leaves such a record out meanwhile, and fsck --repair retires it
 // (dead-letter-replaced).
-func (db *DB) retireReplaced(ctx context.Context, tx *sql.Tx, how DeadLetterExit, by string, at time.Time, moved []movedFile) error {
-	// The moved inodes that have a dead-letter record: theirs is retired
-	// by the inode.
+//
+// A moved inode counts as a record's only while that record is current
+// but for this very move: a file edited in error/ may get the inode of a
+// file that left the queue before (the file system hands freed numbers
+// out again), and the retired record under it must not stand for the
+// edit. So replays call it before they insert their rows, and a discard
+// passes its batch (discardBatch, 0 for a replay), whose rows exist from
+// its start.
+func (db *DB) retireReplaced(ctx context.Context, tx *sql.Tx, how DeadLetterExit, by string, at time.Time, moved []movedFile, discardBatch int64) error {
+	// The moved inodes that have a current dead-letter record: theirs is
+	// retired by the inode.
 	recorded := map[uint64]bool{}
 	var inos []any
 	for _, m := range moved {
@@ -208,8 +216,13 @@ func (db *DB) retireReplaced(ctx context.Context, tx *sql.Tx, how DeadLetterExit
 		}
 	}
 	for chunk := range slices.Chunk(inos, rowsPerInsert) {
-		rows, err := tx.QueryContext(ctx, db.dialect.Rebind(`SELECT DISTINCT ino FROM deliveries
-WHERE outcome = 'dead-letter' AND ino IN (`+placeholders(len(chunk))+`)`), chunk...)
+		rows, err := tx.QueryContext(ctx, db.dialect.Rebind(`SELECT DISTINCT d.ino FROM deliveries d
+WHERE d.outcome = 'dead-letter' AND d.ino IN (`+placeholders(len(chunk))+`)
+AND NOT EXISTS (SELECT 1 FROM dead_letter_exits e WHERE e.delivery_id = d.id)
+AND NOT EXISTS (SELECT 1 FROM deliveries n WHERE n.outcome = 'dead-letter' AND n.ino = d.ino AND n.id > d.id)
+AND NOT EXISTS (SELECT 1 FROM replays r WHERE r.ino = d.ino AND r.at >= d.at)
+AND NOT EXISTS (SELECT 1 FROM discards x JOIN discard_batches b ON b.id = x.batch_id
+    WHERE x.ino = d.ino AND b.created_at >= d.at AND x.batch_id <> ?)`), append(slices.Clip(chunk), discardBatch)...)
 		if err != nil {
 			return fmt.Errorf("retire replaced dead letters: %w", err)
 		}
@@ -242,7 +255,7 @@ WHERE outcome = 'dead-letter' AND ino IN (`+placeholders(len(chunk))+`)`), chunk
 	}
 	byName := map[string][]int64{}
 	for chunk := range slices.Chunk(names, rowsPerInsert) {
-		q := `SELECT d.id, d.file FROM deliveries d WHERE d.outcome = 'dead-letter' AND d.file IN (` + placeholders(len(chunk)) +
+		q := `SELECT d.id, d.file, d.ino FROM deliveries d WHERE d.outcome = 'dead-letter' AND d.file IN (` + placeholders(len(chunk)) +
 			`) AND d.at <= ? AND ` + currentDeadLetter
 		rows, err := tx.QueryContext(ctx, db.dialect.Rebind(q), append(slices.Clip(chunk), formatTime(at))...)
 		if err != nil {
@@ -252,10 +265,14 @@ WHERE outcome = 'dead-letter' AND ino IN (`+placeholders(len(chunk))+`)`), chunk
 			var (
 				id   int64
 				file string
+				ino  sql.NullInt64
 			)
-			if err := rows.Scan(&id, &file); err != nil {
+			if err := rows.Scan(&id, &file, &ino); err != nil {
 				rows.Close()
 				return fmt.Errorf("retire replaced dead letters: %w", err)
+			}
+			if ino.Valid && recorded[uint64(ino.Int64)] {
+				continue // its own file moved too, under another name: retired by the inode
 			}
 			byName[file] = append(byName[file], id)
 		}

@@ -234,7 +234,7 @@ func (db *DB) retireDiscarded(ctx context.Context, tx *sql.Tx, id int64, at time
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 		return fmt.Errorf("read items: %w", err)
 	}
-	return db.retireReplaced(ctx, tx, ExitDiscarded, by, at, moved)
+	return db.retireReplaced(ctx, tx, ExitDiscarded, by, at, moved, id)
 }
 
 // Unfinished returns the batches not yet done, oldest first, with

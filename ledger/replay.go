@@ -128,6 +128,18 @@ WHERE id = ? AND state <> 'done'`), formatTime(at), id)
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
 			return err // finished by another run meanwhile, or unknown
 		}
+		// A file edited in error/ (a new inode) leaves its dead-letter
+		// record behind, which the replay of its inode does not retire;
+		// retired before the rows are in (see retireReplaced).
+		if len(replays) > 0 {
+			moved := make([]movedFile, len(replays))
+			for i, r := range replays {
+				moved[i] = movedFile{name: r.File, ino: r.Ino}
+			}
+			if err := rl.db.retireReplaced(ctx, tx, ExitReplayed, replays[0].By, at, moved, 0); err != nil {
+				return err
+			}
+		}
 		ins, err := tx.PrepareContext(ctx, rl.db.dialect.Rebind(`INSERT INTO replays (file, new_name, ino, by_user, note, at, intent_id)
 VALUES (?, ?, ?, ?, ?, ?, ?)`))
 		if err != nil {
@@ -138,17 +150,6 @@ VALUES (?, ?, ?, ?, ?, ?, ?)`))
 			if _, err := ins.ExecContext(ctx, clean(r.File), clean(r.NewName), nullIno(r.Ino), clean(r.By),
 				nullString(clean(r.Note)), formatTime(r.At), id); err != nil {
 				return fmt.Errorf("insert replay of %s: %w", clean(r.File), err)
-			}
-		}
-		// A file edited in error/ (a new inode) leaves its dead-letter
-		// record behind, which the replay of its inode does not retire.
-		if len(replays) > 0 {
-			moved := make([]movedFile, len(replays))
-			for i, r := range replays {
-				moved[i] = movedFile{name: r.File, ino: r.Ino}
-			}
-			if err := rl.db.retireReplaced(ctx, tx, ExitReplayed, replays[0].By, at, moved); err != nil {
-				return err
 			}
 		}
 		var items int

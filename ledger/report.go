@@ -180,12 +180,14 @@ func (rl ReplayLog) Record(ctx context.Context, r Replay) error {
 		at = time.Now()
 	}
 	err := rl.db.inTx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, rl.db.q.insertReplay,
-			clean(r.File), clean(r.NewName), nullIno(r.Ino), clean(r.By), nullString(clean(r.Note)),
-			formatTime(at)); err != nil {
+		// Retired before the row is in: see retireReplaced.
+		if err := rl.db.retireReplaced(ctx, tx, ExitReplayed, r.By, at, []movedFile{{name: r.File, ino: r.Ino}}, 0); err != nil {
 			return err
 		}
-		return rl.db.retireReplaced(ctx, tx, ExitReplayed, r.By, at, []movedFile{{name: r.File, ino: r.Ino}})
+		_, err := tx.ExecContext(ctx, rl.db.q.insertReplay,
+			clean(r.File), clean(r.NewName), nullIno(r.Ino), clean(r.By), nullString(clean(r.Note)),
+			formatTime(at))
+		return err
 	})
 	if err != nil {
 		return rl.db.fail("record replay of "+clean(r.File), err)

@@ -159,3 +159,75 @@ func testDeadLetterExits(t *testing.T, db *ledger.DB) {
 		t.Errorf("DeadLetters().ErrorExits = %+v, %v; want the 3 replays and the discard", exits, err)
 	}
 }
+
+// testDeadLetterInodeReused: a file edited in error/ may get the inode of
+// a file that left the queue before it (sed -i writes a new file, and the
+// file system hands out freed inode numbers again). A record retired
+// already under that old inode does not tie the moved file to it: the
+// edited file's own record leaves the index when it is discarded or
+// replayed. (CI saw it: fsck called a discarded edit dead-letter-replaced.)
+func testDeadLetterInodeReused(t *testing.T, db *ledger.DB) {
+	ctx := t.Context()
+	base := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
+	var batch []*spool.Delivery
+	for i, name := range []string{"a.json", "d.json", "e.json", "f.json"} {
+		d := rejected(fmt.Sprintf("r%d", i), name, uint64(300+i), spool.ReasonMissingField, "order_no", "")
+		d.At = base.Add(time.Duration(i) * time.Minute)
+		batch = append(batch, d)
+	}
+	record(t, db, batch...)
+	current := func() []string {
+		t.Helper()
+		var files []string
+		if err := db.DeadLetters().Current(ctx, func(fs []ledger.DeadLetterFile) error {
+			for _, f := range fs {
+				files = append(files, f.File)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(files)
+		return files
+	}
+	at := base.Add(time.Hour)
+	// a.json edited (inode 900) and replayed: its record leaves by name,
+	// and its old inode 300 is free.
+	if err := db.Replays().Record(ctx, ledger.Replay{File: "a.json", NewName: "a.json", Ino: 900, By: "op", At: at}); err != nil {
+		t.Fatal(err)
+	}
+	// d.json edited into inode 300 and discarded.
+	at = at.Add(time.Minute)
+	st, err := db.Tasks().Start(ctx, ledger.TaskStart{
+		Task: ledger.TaskRecord{Kind: "discard", Request: `{"kind":"discard","selection":{"names":["d.json"]}}`, Files: 1, Digest: "dd",
+			By: "op", Via: ledger.AuditCLI, Note: "given up"},
+		Files: []ledger.TaskFile{{Idx: 0, File: "d.json", Ino: 300, ContentHash: "dd", Size: 1, Reason: string(spool.ReasonMissingField)}},
+		Move: ledger.TaskMove{Kind: "discard", By: "op", Note: "given up", At: at, Discard: []ledger.DiscardItem{{Idx: 0, File: "d.json", Ino: 300,
+			Reason: string(spool.ReasonMissingField), ContentHash: "dd", Size: 1}}},
+		Audit: ledger.AuditEntry{Actor: "op", Via: ledger.AuditCLI, Action: "discard", Selection: `{}`},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Discards().Finish(ctx, st.Move, []ledger.DiscardItem{{Idx: 0, File: "d.json", Ino: 300, Outcome: ledger.DiscardDeleted}}, at); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := current(), []string{"e.json", "f.json"}; !slices.Equal(got, want) {
+		t.Errorf("after a discard of an edit that reused a retired record's inode: current %q, want %q", got, want)
+	}
+	// e.json edited into inode 301 (d.json's, retired above) and replayed.
+	at = at.Add(time.Minute)
+	if err := db.Replays().Record(ctx, ledger.Replay{File: "e.json", NewName: "e.json", Ino: 301, By: "op", At: at}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := current(), []string{"f.json"}; !slices.Equal(got, want) {
+		t.Errorf("after a replay of an edit that reused a retired record's inode: current %q, want %q", got, want)
+	}
+	// f.json replayed as it was (its own inode): it leaves by its inode.
+	if err := db.Replays().Record(ctx, ledger.Replay{File: "f.json", NewName: "f.json", Ino: 303, By: "op", At: at.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := current(); len(got) != 0 {
+		t.Errorf("after a replay of an unedited file: current %q, want none", got)
+	}
+}

@@ -111,6 +111,7 @@ func Run(t *testing.T, b Backend) {
 		{"ApprovalPolicy", testApprovalPolicy},
 		{"DeadLetterPage", testDeadLetterPage},
 		{"DeadLetterExits", testDeadLetterExits},
+		{"DeadLetterInodeReused", testDeadLetterInodeReused},
 		{"PruneHorizon", testPruneHorizon},
 		{"RejectKey", testRejectKey},
 		{"Holds", testHolds},
