@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // The --sql handler end to end: its statements commit or roll back with
@@ -237,14 +236,13 @@ SELECT pg_sleep(CASE WHEN :msg_id = 'slow' THEN 5 ELSE 0 END);
 	putMessage(t, q, "slow.json", orderMessage("slow", "A", 2, "1"))
 	putMessage(t, q, "b.json", orderMessage("b", "A", 3, "1"))
 	db := withSearchPath(t, dsn, schema)
-	began := time.Now()
+	// That the server cut the 5 s statement short shows in the dead
+	// letter's detail (PostgreSQL's "canceling statement due to statement
+	// timeout"), not in the wall time, which a loaded machine stretches.
 	r := mustRun(t, 0, "consume", q, "--db", db, "--sql", sqlFile, "--sql-timeout", "200ms",
 		"--retry-max", "2", "--retry-base", "10ms", "--retry-cap", "10ms", "--retry-wait", "1m")
 	if st := parseStats(t, r); st.Processed != 2 || st.DeadLetters != 1 {
 		t.Fatalf("stats %+v, want 2 processed, slow dead-lettered\n%s", st, r)
-	}
-	if took := time.Since(began); took > 8*time.Second {
-		t.Errorf("the drain took %v: the 5 s statement was not cut short", took)
 	}
 	var reason, detail string
 	if err := admin.QueryRow(`SELECT reason, detail FROM `+schema+`.deliveries WHERE outcome = 'dead-letter'`).Scan(&reason, &detail); err != nil {
