@@ -100,7 +100,7 @@ func (o *checkOpts) run(ctx context.Context, e *env) (err error) {
 		return err
 	}
 	fmt.Fprintln(e.stdout)
-	if err := writeConfig(e.stdout, effectiveConfig(flags, e.fromEnv, contract, file, run)); err != nil {
+	if err := queueopen.WriteSettings(e.stdout, effectiveConfig(flags, e.fromEnv, contract, file, run)); err != nil {
 		return err
 	}
 	for _, p := range problems {
@@ -132,7 +132,7 @@ func checkQueue(ctx context.Context, w io.Writer, dir, db string, watch bool, pr
 		fmt.Fprintf(w, "queue\t%s, identity %s\n", dir, id)
 	}
 
-	name := redact(queueopen.LedgerName(dir, db))
+	name := queueopen.Redact(queueopen.LedgerName(dir, db))
 	l, err := openLedgerFor(ctx, d, db, ledgerOpts{use: readLedger, readOnly: true})
 	var le *queueopen.LedgerError
 	history, _ := d.HasHistory()

@@ -63,16 +63,15 @@ func addConsumeFlags(fs *flag.FlagSet) *consumeFlags {
 }
 
 // consumeGroups are consume's flags by what they are for, in the order
-// its help lists them: what a first queue needs comes first.
-var consumeGroups = []cmdline.FlagGroup{
-	{Title: "Contract (DIR/spool.conf, which spool init writes; a flag wins)", Names: []string{"key", "order-key", "seq", "amount", "require", "max-size"}},
-	{Title: "Format (batch files, where DIR/spool.conf sets no format)", Names: formatFlagNames},
-	{Title: "Handlers (at most one of --exec, --sql, --post)", Names: []string{"exec", "exec-timeout", "sql", "sql-timeout", "post", "post-timeout"}},
-	{Title: "Service", Names: []string{"watch", "min-age", "poll", "db", "log-format", "log-level", "shutdown-timeout", "on-dead-letter", "on-dead-letter-timeout", "listen", "tls-cert", "tls-key", "auth"}},
-	{Title: "Retries", Names: []string{"retry-base", "retry-cap", "retry-max", "retry-jitter", "retry-wait", "pause-after"}},
-	{Title: "Concurrency", Names: []string{"concurrency", "ordered", "rate", "workers", "batch"}},
-	{Title: "Advanced", Names: nil}, // the rest
-}
+// its help lists them (queueopen.SettingGroups, which check and the log
+// show too).
+var consumeGroups = func() []cmdline.FlagGroup {
+	var out []cmdline.FlagGroup
+	for _, g := range queueopen.SettingGroups {
+		out = append(out, cmdline.FlagGroup{Title: g.Title, Names: g.Names})
+	}
+	return out
+}()
 
 // check validates the flags without touching the queue or the ledger, so
 // that a bad command line changes nothing, and returns --durability's

@@ -3,19 +3,8 @@ package main
 import (
 	"encoding/json"
 
-	"github.com/spoolq/spool/batch"
 	"github.com/spoolq/spool/queueopen"
 )
-
-// formatFlagNames are the format flags (addFormatFlags), in
-// batch.ConfigKeys' order, for consumeGroups.
-var formatFlagNames = func() []string {
-	var names []string
-	for _, k := range batch.ConfigKeys {
-		names = append(names, queueopen.FormatFlag(k))
-	}
-	return names
-}()
 
 // override is consume's reading of the format flags given: the keys of
 // spool.conf they set, for the library to check and apply
