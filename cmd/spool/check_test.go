@@ -45,4 +45,3 @@ func TestConfigFileFromFlags(t *testing.T) {
 		}
 	}
 }
-
