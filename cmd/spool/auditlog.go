@@ -70,6 +70,5 @@ func endAudit(ctx context.Context, e *env, a *task.Action, err *error) {
 const (
 	auditFlush  = "flush"
 	auditRepair = "repair"
-	auditPrune  = "prune"
 	auditBackup = "backup"
 )

@@ -72,7 +72,7 @@ func (tf *taskFlags) selection(e *env, names []string, reason string, reasonGive
 		if !cmdline.Given(tf.fs, f.name) {
 			continue
 		}
-		if *f.to, err = parseSince(f.val, now); err != nil {
+		if *f.to, err = queueopen.ParseSince(f.val, now); err != nil {
 			return s, e.usage("--%s: %v", f.name, err)
 		}
 	}
