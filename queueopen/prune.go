@@ -2,7 +2,6 @@ package queueopen
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/spoolq/spool/fsck"
 	"github.com/spoolq/spool/ledger"
-	"github.com/spoolq/spool/task"
 )
 
 // PruneOptions are one prune of a queue's ledger (Prune).
@@ -24,18 +22,12 @@ type PruneOptions struct {
 	Files bool
 	// DryRun counts what would go and changes nothing (no audit row).
 	DryRun bool
-	// Who is the audit row's actor, via, host and pid; Action and
-	// Selection are Prune's. By names the command that closes a killed
-	// run's row (task.BeginAction).
-	Who ledger.AuditEntry
-	By  string
+	// Audited is who prunes, for the audit row.
+	Audited
 	// OnPruned, if set, is told what was (or would be) pruned and the
 	// horizon once the prune succeeded, before its audit row ends (whose
 	// failure Prune then returns).
 	OnPruned func(n fsck.Pruned, before time.Time)
-	// Warn, if set, is told of a failure to end the audit row of a prune
-	// that failed, whose own error Prune returns.
-	Warn func(error)
 }
 
 // AuditPrune is the audit action of a prune.
@@ -82,14 +74,7 @@ func Prune(ctx context.Context, dir string, o Options, p PruneOptions) (n fsck.P
 		}
 		return n, before, err
 	}
-	entry := p.Who
-	entry.Action = AuditPrune
-	sel, err := json.Marshal(map[string]any{"older_than": p.OlderThan, "before": before.UTC().Format(time.RFC3339), "files": p.Files})
-	if err != nil {
-		return n, before, fmt.Errorf("audit %s: selection: %w", AuditPrune, err)
-	}
-	entry.Selection = string(sel)
-	run, err := task.BeginAction(ctx, l, entry, p.By)
+	run, err := p.begin(ctx, l, AuditPrune, map[string]any{"older_than": p.OlderThan, "before": before.UTC().Format(time.RFC3339), "files": p.Files})
 	if err != nil {
 		return n, before, err
 	}
@@ -102,14 +87,7 @@ func Prune(ctx context.Context, dir string, o Options, p PruneOptions) (n fsck.P
 	if err == nil && p.OnPruned != nil {
 		p.OnPruned(n, before)
 	}
-	switch eerr := run.End(ctx, err, false); {
-	case eerr == nil:
-	case err == nil:
-		err = eerr
-	case p.Warn != nil:
-		p.Warn(eerr)
-	}
-	return n, before, err
+	return n, before, p.end(ctx, run, err)
 }
 
 // ParseWindow parses a window of time (prune's --older-than, a --since

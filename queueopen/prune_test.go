@@ -55,8 +55,8 @@ func TestPruneAudited(t *testing.T) {
 	}
 	prune := func(dry bool) (heard time.Time, err error) {
 		_, before, err := queueopen.Prune(ctx, dir, queueopen.Options{}, queueopen.PruneOptions{
-			OlderThan: "30d", Window: 30 * 24 * time.Hour, DryRun: dry, By: "test",
-			Who:      ledger.AuditEntry{Actor: "os:ann", Via: ledger.AuditCLI},
+			OlderThan: "30d", Window: 30 * 24 * time.Hour, DryRun: dry,
+			Audited:  queueopen.Audited{Who: ledger.AuditEntry{Actor: "os:ann", Via: ledger.AuditCLI}, By: "test"},
 			OnPruned: func(_ fsck.Pruned, b time.Time) { heard = b },
 		})
 		if err == nil && !heard.Equal(before) {

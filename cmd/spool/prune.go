@@ -89,16 +89,11 @@ func (o *pruneOpts) run(ctx context.Context, e *env) error {
 	if *o.dryRun {
 		verb = "would prune"
 	}
-	who, err := auditEntry("", "", nil)
-	if err != nil {
-		return err
-	}
-	_, _, err = queueopen.Prune(ctx, o.dir, queueopen.Options{DB: *o.db}, queueopen.PruneOptions{
-		OlderThan: *o.olderThan, Window: o.window, Files: *o.files, DryRun: *o.dryRun, Who: who, By: e.cmd.name,
+	_, _, err := queueopen.Prune(ctx, o.dir, queueopen.Options{DB: *o.db}, queueopen.PruneOptions{
+		OlderThan: *o.olderThan, Window: o.window, Files: *o.files, DryRun: *o.dryRun, Audited: cliAudited(e),
 		OnPruned: func(n fsck.Pruned, before time.Time) {
 			e.printPruned(verb, before, n, *o.files, pruneCommandLine(o.dir, *o.db, *o.olderThan))
 		},
-		Warn: func(err error) { e.warn("%v", err) },
 	})
 	if err != nil {
 		return ledgerFailure(err, o.dir, *o.db)
