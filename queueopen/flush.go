@@ -25,15 +25,18 @@ type Audited struct {
 	Warn func(error)
 }
 
-// begin writes the row of action with selection sel as started.
+// begin writes the row of action with selection sel (nil: none) as
+// started.
 func (a Audited) begin(ctx context.Context, l *ledger.DB, action string, sel any) (*task.Action, error) {
 	e := a.Who
 	e.Action = action
-	b, err := json.Marshal(sel)
-	if err != nil {
-		return nil, fmt.Errorf("audit %s: selection: %w", action, err)
+	if sel != nil {
+		b, err := json.Marshal(sel)
+		if err != nil {
+			return nil, fmt.Errorf("audit %s: selection: %w", action, err)
+		}
+		e.Selection = string(b)
 	}
-	e.Selection = string(b)
 	return task.BeginAction(ctx, l, e, a.By)
 }
 

@@ -77,6 +77,5 @@ func endAudit(ctx context.Context, e *env, a *task.Action, err *error) {
 // Audit actions of the commands (ledger.AuditBind and
 // ledger.AuditNewLedger are Bind's).
 const (
-	auditRepair = "repair"
 	auditBackup = "backup"
 )
