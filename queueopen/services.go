@@ -118,3 +118,24 @@ func AskTasks(ctx context.Context, dir string, o Options, op task.Operator, req 
 	}
 	return s, who, close, nil
 }
+
+// OpenHolds opens the queue at dir and its ledger for writing (Attach, as
+// o says, its Use set here), with the contract spool.conf and
+// o.Override give, as the queue's hold.Service (HoldService): what
+// spool hold, release, pause and resume act through. close closes the
+// queue and the ledger.
+func OpenHolds(ctx context.Context, dir string, o Options) (s *hold.Service, close func() error, err error) {
+	c, conf, err := LoadContract(dir, o.Override)
+	if err != nil {
+		return nil, nil, err
+	}
+	o.Use = Write
+	d, l, err := openBound(ctx, dir, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	return HoldService(d, l, c, conf), func() (err error) {
+		closeBound(d, l, &err)
+		return err
+	}, nil
+}

@@ -54,3 +54,30 @@ func TestAskTasks(t *testing.T) {
 		t.Errorf("who %+v, want %+v", who, ann.Identity())
 	}
 }
+
+// TestOpenHolds: the hold service of a queue pauses it in its ledger; a
+// spool.conf that cannot be read is refused before the ledger is opened.
+func TestOpenHolds(t *testing.T) {
+	ctx := context.Background()
+	dir := newQueue(t)
+	if _, err := queueopen.Init(ctx, dir, queueopen.Options{Use: queueopen.Write}); err != nil {
+		t.Fatal(err)
+	}
+	s, closeAll, err := queueopen.OpenHolds(ctx, dir, queueopen.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Pause(ctx, task.Operator{Name: "ann"}.Identity(), "test")
+	if cerr := closeAll(); cerr != nil {
+		t.Fatal(cerr)
+	}
+	if err != nil || !c.Changed {
+		t.Errorf("Pause: %+v, %v; want changed", c, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, queueopen.ConfigName), []byte(`{"order_feild": "x"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := queueopen.OpenHolds(ctx, dir, queueopen.Options{}); !errors.As(err, new(*queueopen.ConfigError)) {
+		t.Errorf("a bad spool.conf: %v, want a *ConfigError", err)
+	}
+}
