@@ -88,6 +88,11 @@ type ConsumeOptions struct {
 	// variable is taken out of the environment, so that the handlers
 	// cannot speak for the service. A socket that fails is a Warn.
 	SystemdNotify bool
+	// Given, when set, reports whether the program's user gave an option
+	// by the command line's flag name (poll, lease, auth,
+	// on-dead-letter...), for the rules of Check and CheckWork about
+	// options given empty; nil: none was.
+	Given func(name string) bool
 	// Exit, when set, makes RunConsumer handle SIGINT and SIGTERM: the first
 	// stops the run gracefully (nothing more claimed, the work in flight
 	// finished); a second calls Exit with it, as does (with nil) a stop

@@ -28,10 +28,14 @@
 // where spool.conf sets none), the dedup window, the notifications, the
 // endpoints, systemd and the signals, in the order that decides which of
 // several mistakes a run reports; the program parses its flags into
-// ConsumeOptions and prints what comes back.
+// ConsumeOptions, has them checked (ConsumeOptions.Check, CheckWork) and
+// prints what comes back; Settings says what a run runs with and where
+// each value came from.
 //
 // It also builds what every face of a queue (the command line, serve's
 // API and console) works through: Init, the spool.conf text of a new
-// queue (ConfigText), and the queue's task and hold services
-// (TaskService, HoldService).
+// queue (ConfigText, NewConfigText), and the queue's task and hold
+// services (TaskService, HoldService); and the operator's actions that
+// are queue rules rather than a face's: CheckQueue, Fsck, Prune, Flush
+// (audited as Audited says), ReadPolicy and ChangePolicy, CopyMessages.
 package queueopen

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/spoolq/spool"
@@ -397,6 +398,29 @@ func initQueue(ctx context.Context, d *queue.Dir, o Options) error {
 	}
 	if err := l.Close(); err != nil {
 		return fmt.Errorf("close ledger: %w", err)
+	}
+	return nil
+}
+
+// urlSchemeRe matches a DSN written as a URL: scheme://...
+var urlSchemeRe = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9+.-]*)://`)
+
+// CheckDBName refuses, as the command line reads --db, what can never
+// name a ledger: an empty name (which would quietly mean the default
+// file) and a URL whose scheme no registered backend has (which would be
+// taken for a file path and create a file of that name).
+func CheckDBName(s string) error {
+	if s == "" {
+		return errors.New("empty: give a file path, sqlite:PATH or a postgres:// URL, or leave --db out for DIR/" + DefaultLedger)
+	}
+	if m := urlSchemeRe.FindStringSubmatch(s); m != nil && !ledger.HasScheme(s) {
+		var known []string
+		for _, k := range ledger.Schemes() {
+			if k != ledger.FileScheme {
+				known = append(known, k+"://")
+			}
+		}
+		return fmt.Errorf("unknown scheme %q: want %s, sqlite:PATH or a file path", m[1], strings.Join(known, ", "))
 	}
 	return nil
 }

@@ -482,3 +482,21 @@ func TestInit(t *testing.T) {
 		t.Fatalf("Init with another queue's ledger = %v, %v; want a LedgerError of ledger.ErrOtherQueue and no queue", d, err)
 	}
 }
+
+// TestCheckDBName: an empty name and a URL of no registered backend are
+// refused, naming the schemes there are; a path, sqlite:PATH and a
+// registered URL pass.
+func TestCheckDBName(t *testing.T) {
+	for s, want := range map[string]string{
+		"":                      "empty: give a file path",
+		"mysqlx://root@h/spool": `unknown scheme "mysqlx": want `,
+		"/srv/q/ledger.db":      "",
+		"sqlite:/srv/q/x.db":    "",
+		"postgres://u@h/q":      "",
+	} {
+		err := queueopen.CheckDBName(s)
+		if (want == "") != (err == nil) || (err != nil && !strings.HasPrefix(err.Error(), want)) {
+			t.Errorf("CheckDBName(%q) = %v, want %q", s, err, want)
+		}
+	}
+}

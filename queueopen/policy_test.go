@@ -1,6 +1,7 @@
 package queueopen_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -47,5 +48,41 @@ func TestApprovalPolicy(t *testing.T) {
 		if !errors.As(err, &ce) || !ce.Invalid || !strings.Contains(err.Error(), c.sub) || !strings.Contains(err.Error(), path) {
 			t.Errorf("%s: %v, want an invalid *ConfigError naming %s and saying %q", c.conf, err, path, c.sub)
 		}
+	}
+}
+
+// TestChangePolicy: a bad setting is refused before the queue is opened;
+// a uid without a name is refused; a change from spool.conf's section
+// becomes the ledger's, which ReadPolicy then reports, and a section
+// that says otherwise Differs.
+func TestChangePolicy(t *testing.T) {
+	ctx := context.Background()
+	missing := filepath.Join(t.TempDir(), "none")
+	if _, _, err := queueopen.ChangePolicy(ctx, missing, queueopen.Options{}, task.Operator{Name: "ann"}, []string{"replay_ovr=1"}); !errors.Is(err, task.ErrBadRequest) {
+		t.Errorf("a bad setting: %v, want task.ErrBadRequest before the queue is opened", err)
+	}
+	dir := newQueue(t)
+	if err := os.WriteFile(filepath.Join(dir, queueopen.ConfigName), []byte(`{"approval": {"replay_over": 10}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := queueopen.Init(ctx, dir, queueopen.Options{Use: queueopen.Write}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := queueopen.ChangePolicy(ctx, dir, queueopen.Options{}, task.Operator{UID: 4242}, []string{"discard_over=3"}); !errors.As(err, new(*task.IdentityError)) {
+		t.Errorf("a uid without a name: %v, want a *task.IdentityError", err)
+	}
+	from, now, err := queueopen.ChangePolicy(ctx, dir, queueopen.Options{}, task.Operator{Name: "ann", UID: 4242}, []string{"discard_over=3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if from.Set || now.Ledger.Settings() != "replay_over=10 discard_over=3" || !now.Conf.Set || now.File != filepath.Join(dir, queueopen.ConfigName) {
+		t.Errorf("from %+v now %+v: want none, then spool.conf's with discard_over=3", from, now)
+	}
+	st, err := queueopen.ReadPolicy(ctx, dir, queueopen.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Ledger.Settings() != now.Ledger.Settings() || !st.Differs() {
+		t.Errorf("ReadPolicy %+v: want the ledger's %s, differing from spool.conf's", st, now.Ledger.Settings())
 	}
 }

@@ -85,3 +85,57 @@ func OpenTasks(ctx context.Context, dir string, o Options, who task.Identity) (s
 	}
 	return s, close, nil
 }
+
+// AskTasks opens the task service of the queue at dir to ask it req, a
+// replay or a discard, as op, with the rules of asking: req is checked
+// (task.Request.Check: a *task.RequestError) and a discard by one who
+// may not write error/ refused (task.CheckDiscardAccess) before anything
+// is opened; a dry run (dryRun: task.Service.Preview) opens the ledger
+// for reading alone and needs no identity; otherwise the ledger is
+// opened for writing and who is op's identity, which under an approval
+// policy must be a named OS user (task.Service.OperatorIdentity, strict
+// then, its refusal audited). o is OpenTasks', its Use and ReadOnly set
+// here. close closes the service's queue and ledger.
+func AskTasks(ctx context.Context, dir string, o Options, op task.Operator, req task.Request, dryRun bool) (s *task.Service, who task.Identity, close func() error, err error) {
+	if err := req.Check(); err != nil {
+		return nil, who, nil, err
+	}
+	if !dryRun && req.Kind == task.Discard {
+		if err := task.CheckDiscardAccess(dir, op); err != nil {
+			return nil, who, nil, err
+		}
+	}
+	o.Use, o.ReadOnly = Write, false
+	if dryRun {
+		o.Use, o.ReadOnly, o.Audit = Read, true, ledger.AuditEntry{}
+	}
+	if s, close, err = OpenTasks(ctx, dir, o, op.Identity()); err != nil || dryRun {
+		return s, who, close, err
+	}
+	if who, err = s.OperatorIdentity(ctx, op, string(req.Kind), "", s.Policy.Set); err != nil {
+		_ = close() // the error that matters is the refusal
+		return nil, who, nil, err
+	}
+	return s, who, close, nil
+}
+
+// OpenHolds opens the queue at dir and its ledger for writing (Attach, as
+// o says, its Use set here), with the contract spool.conf and
+// o.Override give, as the queue's hold.Service (HoldService): what
+// spool hold, release, pause and resume act through. close closes the
+// queue and the ledger.
+func OpenHolds(ctx context.Context, dir string, o Options) (s *hold.Service, close func() error, err error) {
+	c, conf, err := LoadContract(dir, o.Override)
+	if err != nil {
+		return nil, nil, err
+	}
+	o.Use = Write
+	d, l, err := openBound(ctx, dir, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	return HoldService(d, l, c, conf), func() (err error) {
+		closeBound(d, l, &err)
+		return err
+	}, nil
+}

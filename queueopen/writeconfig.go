@@ -112,3 +112,40 @@ func ConfigText(keys []ConfigKey) ([]byte, error) {
 	}
 	return b.Bytes(), nil
 }
+
+// formatKeyOrder are the format's keys in the order spool.conf's
+// documentation lists them, which NewConfigText writes them in.
+var formatKeyOrder = []string{"format", "encoding", "include", "delimiter", "comment", "record", "done_file", "key"}
+
+// NewConfigText returns the spool.conf of a new queue that says what o
+// changes of the contract and what f sets of the format, and only that
+// (ConfigText, so a key left out keeps its default): the contract's keys
+// first (key_field, order_field, seq_field, amount_field, required,
+// max_size), then the format's in the order spool.conf's documentation
+// lists them; nil when o and f set nothing. spool init writes it
+// (WriteConfig).
+func NewConfigText(o Override, f FormatOverride) ([]byte, error) {
+	var keys []ConfigKey
+	for _, k := range []struct {
+		key string
+		set bool
+		v   func() any
+	}{
+		{"key_field", o.KeyField != nil, func() any { return *o.KeyField }},
+		{"order_field", o.OrderField != nil, func() any { return *o.OrderField }},
+		{"seq_field", o.SeqField != nil, func() any { return *o.SeqField }},
+		{"amount_field", o.AmountField != nil, func() any { return *o.AmountField }},
+		{"required", o.Required != nil, func() any { return o.Required }},
+		{"max_size", o.MaxSize != nil, func() any { return *o.MaxSize }},
+	} {
+		if k.set {
+			keys = append(keys, ConfigKey{Key: k.key, Value: k.v()})
+		}
+	}
+	for _, k := range formatKeyOrder {
+		if v, ok := f[k]; ok {
+			keys = append(keys, ConfigKey{Key: k, Value: v})
+		}
+	}
+	return ConfigText(keys)
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/spoolq/spool/queueopen"
@@ -57,5 +58,37 @@ func TestConfigText(t *testing.T) {
 	}
 	if _, err := queueopen.ConfigText([]queueopen.ConfigKey{{"key_field", ""}}); err == nil {
 		t.Error(`ConfigText of key_field "": no error`)
+	}
+}
+
+// TestNewConfigText: the keys an Override and a FormatOverride set, and
+// only them, contract first and the format in its documented order; a
+// contract consume would refuse is refused.
+func TestNewConfigText(t *testing.T) {
+	str := func(s string) *string { return &s }
+	size := int64(1024)
+	for _, c := range []struct {
+		o    queueopen.Override
+		f    queueopen.FormatOverride
+		want string // "" for no file
+		err  string
+	}{
+		{queueopen.Override{}, nil, "", ""},
+		{queueopen.Override{KeyField: str("id")}, nil, "{\n  \"key_field\": \"id\"\n}\n", ""},
+		{queueopen.Override{Required: []string{}, MaxSize: &size}, nil, "{\n  \"required\": [],\n  \"max_size\": 1024\n}\n", ""},
+		{queueopen.Override{KeyField: str("")}, nil, "", "key_field is empty"},
+		{queueopen.Override{KeyField: str("a"), OrderField: str("a")}, nil, "", "bad contract"},
+		{queueopen.Override{MaxSize: new(int64)}, nil, "", "max_size is 0"},
+		{queueopen.Override{SeqField: str("n")}, queueopen.FormatOverride{"key": []byte(`{"hash":true}`), "delimiter": []byte(`";"`),
+			"include": []byte(`["*.csv"]`), "format": []byte(`"csv"`)},
+			"{\n  \"seq_field\": \"n\",\n  \"format\": \"csv\",\n  \"include\": [\"*.csv\"],\n  \"delimiter\": \";\",\n  \"key\": {\"hash\":true}\n}\n", ""},
+	} {
+		got, err := queueopen.NewConfigText(c.o, c.f)
+		switch {
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("%+v %s: error %v, want one saying %q", c.o, c.f, err, c.err)
+		case c.err == "" && (err != nil || string(got) != c.want):
+			t.Errorf("%+v %s: %q, %v; want %q", c.o, c.f, got, err, c.want)
+		}
 	}
 }

@@ -3,11 +3,11 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"io"
 	"time"
 
 	"github.com/spoolq/spool/ledger"
+	"github.com/spoolq/spool/queueopen"
 	"github.com/spoolq/spool/report"
 	"github.com/spoolq/spool/task"
 )
@@ -67,7 +67,7 @@ func (o *auditOpts) validate(e *env, pos []string) (err error) {
 		return err
 	}
 	if e.given("since") {
-		if o.since, err = parseSince(*o.sinceFlag, time.Now()); err != nil {
+		if o.since, err = queueopen.ParseSince(*o.sinceFlag, time.Now()); err != nil {
 			return e.usage("--since: %v", err)
 		}
 	}
@@ -94,17 +94,4 @@ func (o *auditOpts) run(ctx context.Context, e *env) (err error) {
 		}
 		return report.WriteAuditTable(w, entries)
 	})
-}
-
-// parseSince parses --since: an RFC 3339 time, or a duration ago from
-// now (parseWindow: 90m, 36h, 7d, 1d12h).
-func parseSince(s string, now time.Time) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return t, nil
-	}
-	d, err := parseWindow(s)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("%q: want an RFC 3339 time (2026-03-01T10:00:00Z) or a duration ago (24h, 7d)", s)
-	}
-	return now.Add(-d), nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/queue"
+	"github.com/spoolq/spool/queueopen"
 	"github.com/spoolq/spool/task"
 )
 
@@ -42,6 +43,14 @@ func cliAudit() ledger.AuditEntry {
 	return e
 }
 
+// cliAudited is who acts on the command line for the library's audited
+// actions (queueopen.Audited): the OS user, this process, the command's
+// name; a failure to end the row of an action that failed is warned of.
+func cliAudited(e *env) queueopen.Audited {
+	who, _ := auditEntry("", "", nil) // a nil selection does not fail
+	return queueopen.Audited{Who: who, By: e.cmd.name, Warn: func(err error) { e.warn("%v", err) }}
+}
+
 // beginAudit begins the action of the command (task.BeginAction) by
 // actor ("" for the OS user), with selection as its row's.
 func beginAudit(ctx context.Context, e *env, l *ledger.DB, actor, action string, selection any) (*task.Action, error) {
@@ -68,8 +77,5 @@ func endAudit(ctx context.Context, e *env, a *task.Action, err *error) {
 // Audit actions of the commands (ledger.AuditBind and
 // ledger.AuditNewLedger are Bind's).
 const (
-	auditFlush  = "flush"
-	auditRepair = "repair"
-	auditPrune  = "prune"
 	auditBackup = "backup"
 )

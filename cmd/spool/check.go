@@ -2,15 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"text/tabwriter"
 
 	"github.com/spoolq/spool"
-	"github.com/spoolq/spool/metrics"
 	"github.com/spoolq/spool/queueopen"
 )
 
@@ -95,12 +92,16 @@ func (o *checkOpts) run(ctx context.Context, e *env) (err error) {
 			}
 		}
 	}
-	checkQueue(ctx, tw, dir, *cfl.db, *cfl.watch && *cfl.poll == 0, problem)
+	// The ledger's refusals worded as every command words them.
+	for _, f := range queueopen.CheckQueue(ctx, dir, *cfl.db, *cfl.watch && *cfl.poll == 0,
+		func(err error) { problem(ledgerFailure(err, dir, *cfl.db)) }) {
+		fmt.Fprintf(tw, "%s\t%s\n", f.Name, f.Text)
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	fmt.Fprintln(e.stdout)
-	if err := writeConfig(e.stdout, effectiveConfig(flags, e.fromEnv, contract, file, run)); err != nil {
+	if err := queueopen.WriteSettings(e.stdout, effectiveConfig(flags, e.fromEnv, contract, file, run)); err != nil {
 		return err
 	}
 	for _, p := range problems {
@@ -110,70 +111,4 @@ func (o *checkOpts) run(ctx context.Context, e *env) (err error) {
 		return errCheckFailed
 	}
 	return nil
-}
-
-// checkQueue checks the queue at dir, opened, and its ledger (--db db),
-// printing a line for each and passing each problem to problem; watch
-// says consume would wait for inotify's notifications.
-func checkQueue(ctx context.Context, w io.Writer, dir, db string, watch bool, problem func(error)) {
-	d, err := openQueue(dir)
-	if err != nil {
-		problem(err)
-		return
-	}
-	defer d.Close() // opened read-only for the checks
-	id, err := d.ID()
-	switch {
-	case err != nil:
-		problem(err)
-	case id == "":
-		fmt.Fprintf(w, "queue\t%s, no identity yet (the first consume gives it one)\n", dir)
-	default:
-		fmt.Fprintf(w, "queue\t%s, identity %s\n", dir, id)
-	}
-
-	name := redact(queueopen.LedgerName(dir, db))
-	l, err := openLedgerFor(ctx, d, db, ledgerOpts{use: readLedger, readOnly: true})
-	var le *queueopen.LedgerError
-	history, _ := d.HasHistory()
-	switch {
-	case errors.As(err, &le) && le.Found == queueopen.NoFile && !history:
-		fmt.Fprintf(w, "ledger\t%s: none yet (the first consume creates it)\n", name)
-	case err != nil:
-		problem(err)
-	default:
-		owner, qerr := l.QueueID(ctx)
-		switch {
-		case qerr != nil:
-			problem(qerr)
-		case owner == "":
-			fmt.Fprintf(w, "ledger\t%s: answers, schema current, bound to no queue yet (the first consume binds it)\n", name)
-		default:
-			fmt.Fprintf(w, "ledger\t%s: answers, schema current, this queue's\n", name)
-		}
-		if cerr := l.Close(); cerr != nil {
-			problem(fmt.Errorf("close ledger: %w", cerr))
-		}
-	}
-
-	// openQueue refused stages on two filesystems already.
-	if err := (metrics.Ready{Dir: d}).Check(ctx); err != nil {
-		problem(err)
-	} else if space, err := metrics.FreeSpace(dir); err != nil {
-		problem(err)
-	} else {
-		fmt.Fprintf(w, "stages\tone filesystem, each takes a new file; %s\n", space)
-		if p := space.Problem(dir); p != "" {
-			problem(errors.New(p))
-		}
-	}
-
-	if u, err := metrics.InotifyUsage(os.Getuid()); err != nil {
-		fmt.Fprintf(w, "inotify\tunknown: %v\n", err)
-	} else {
-		fmt.Fprintf(w, "inotify\t%s\n", u)
-		if p := u.Problem(); watch && p != "" {
-			problem(errors.New(p))
-		}
-	}
 }

@@ -258,7 +258,7 @@ func (o *consumeOpts) run(ctx context.Context, e *env) error {
 		}
 	}
 	qo.OnConfig = func(abs string, c spool.Contract, file, run *queueopen.Config) {
-		logConfig(logger, abs, effectiveConfig(e.fs, e.fromEnv, &c, file, run))
+		queueopen.LogSettings(logger, abs, effectiveConfig(e.fs, e.fromEnv, &c, file, run))
 	}
 	st, err := queueopen.RunConsumer(ctx, o.dir, qo)
 	if st != nil {

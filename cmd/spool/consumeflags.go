@@ -1,10 +1,12 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 
@@ -35,6 +37,8 @@ type consumeFlags struct {
 	auth            *authFlag
 	dedup           *dedupFlag
 	lease           *time.Duration
+	// run is the library's options of the flags, once check passed.
+	run queueopen.ConsumeOptions
 }
 
 // addConsumeFlags registers consume's flags on fs.
@@ -63,42 +67,44 @@ func addConsumeFlags(fs *flag.FlagSet) *consumeFlags {
 }
 
 // consumeGroups are consume's flags by what they are for, in the order
-// its help lists them: what a first queue needs comes first.
-var consumeGroups = []cmdline.FlagGroup{
-	{Title: "Contract (DIR/spool.conf, which spool init writes; a flag wins)", Names: []string{"key", "order-key", "seq", "amount", "require", "max-size"}},
-	{Title: "Format (batch files, where DIR/spool.conf sets no format)", Names: formatFlagNames},
-	{Title: "Handlers (at most one of --exec, --sql, --post)", Names: []string{"exec", "exec-timeout", "sql", "sql-timeout", "post", "post-timeout"}},
-	{Title: "Service", Names: []string{"watch", "min-age", "poll", "db", "log-format", "log-level", "shutdown-timeout", "on-dead-letter", "on-dead-letter-timeout", "listen", "tls-cert", "tls-key", "auth"}},
-	{Title: "Retries", Names: []string{"retry-base", "retry-cap", "retry-max", "retry-jitter", "retry-wait", "pause-after"}},
-	{Title: "Concurrency", Names: []string{"concurrency", "ordered", "rate", "workers", "batch"}},
-	{Title: "Advanced", Names: nil}, // the rest
-}
+// its help lists them (queueopen.SettingGroups, which check and the log
+// show too).
+var consumeGroups = func() []cmdline.FlagGroup {
+	var out []cmdline.FlagGroup
+	for _, g := range queueopen.SettingGroups {
+		out = append(out, cmdline.FlagGroup{Title: g.Title, Names: g.Names})
+	}
+	return out
+}()
 
 // check validates the flags without touching the queue or the ledger, so
 // that a bad command line changes nothing, and returns --durability's
-// choice.
+// choice: the library's rules (queueopen.ConsumeOptions.Check, then
+// CheckWork) with --durability between them, then the flags of the
+// program alone. The options checked are kept for options.
 func (f *consumeFlags) check(e *env, fs *flag.FlagSet) (relaxed bool, err error) {
-	switch {
-	case *f.workers < 0:
-		return false, e.usage("--workers %d: want 0 (default) or more", *f.workers)
-	case *f.batch < 0:
-		return false, e.usage("--batch %d: want 0 (default) or more", *f.batch)
-	case *f.shutdownTimeout < 0:
-		return false, e.usage("--shutdown-timeout %v: want 0 (no bound) or a positive duration", *f.shutdownTimeout)
-	case *f.poll < 0 || (cmdline.Given(fs, "poll") && *f.poll == 0) || (*f.poll > 0 && !*f.watch):
-		return false, e.usage("--poll %v: want a positive interval, with --watch", *f.poll)
-	case *f.minAge < 0:
-		return false, e.usage("--min-age %v: want 0 (off) or more", *f.minAge)
-	case *f.lease < 3*time.Second:
-		return false, e.usage("--lease %v: want 3s or more (it is renewed every third of it)", *f.lease)
-	case cmdline.Given(fs, "auth") && f.listen.addr == "":
-		return false, e.usage("--auth needs --listen: the API and the console are served at its address")
+	f.handler.UserAgent = "spool/" + strings.Fields(version())[0]
+	f.run = queueopen.ConsumeOptions{
+		DB: *f.db, NewLedger: *f.newLedger, Override: f.contract.override(), Format: f.format.override(),
+		Handler: f.handler.Options, Workers: *f.workers, BatchSize: *f.batch,
+		Poll: *f.poll, MinAge: *f.minAge, Lease: *f.lease, Watch: *f.watch, ShutdownTimeout: *f.shutdownTimeout,
+		OnDeadLetter: f.notify.command, OnDeadLetterTimeout: f.notify.timeout,
+		Listen: endpoint.ServeOptions{Addr: f.listen.addr},
+		Given:  func(name string) bool { return cmdline.Given(fs, name) },
 	}
-	f.handler.Lease = *f.lease
+	if err := f.run.Check(); err != nil {
+		return false, optionUsage(e, err)
+	}
 	if relaxed, err = e.relaxed(*f.durability); err != nil {
 		return false, err
 	}
-	for _, check := range []func(*env) error{f.format.check, f.handler.check, f.notify.check, f.log.check,
+	if err := f.run.CheckWork(); err != nil {
+		if errors.As(err, new(*queueopen.FormatFlagError)) {
+			return false, e.usage("%v", err)
+		}
+		return false, optionUsage(e, err)
+	}
+	for _, check := range []func(*env) error{f.log.check,
 		func(e *env) error { return f.listen.check(e, false) }, f.auth.check, f.dedup.check} {
 		if err := check(e); err != nil {
 			return false, err
@@ -117,23 +123,19 @@ const exitSignalBase = 128
 // run reports comes back as e's warnings, lines on stdout and records of
 // logger.
 func (f *consumeFlags) options(e *env, relaxed bool, logger *slog.Logger) queueopen.ConsumeOptions {
-	return queueopen.ConsumeOptions{
-		DB: *f.db, Relaxed: relaxed, NewLedger: *f.newLedger, Audit: cliAudit(),
-		Override: f.contract.override(), Format: f.format.override(),
-		Handler: f.handler.Options, Workers: *f.workers, BatchSize: *f.batch,
-		Poll: *f.poll, MinAge: *f.minAge, Lease: *f.lease, Watch: *f.watch, ShutdownTimeout: *f.shutdownTimeout,
-		Dedup: f.dedup.w, OnDeadLetter: f.notify.command, OnDeadLetterTimeout: f.notify.timeout,
-		OnNotifyError: func(err error) { warnNotify(e, err) },
-		Listen:        endpoint.ServeOptions{Addr: f.listen.addr, TLS: f.listen.tls, Refresh: f.listen.refresh},
-		Tokens:        f.auth.tokens, SystemdNotify: true,
-		Exit: func(sig os.Signal) {
-			if sig == nil {
-				os.Exit(exitShutdownTimeout)
-			}
-			os.Exit(exitSignalBase + int(sig.(syscall.Signal)))
-		},
-		Logger: logger, Operator: currentOperator().Identity(), Resume: runOptions(e),
-		OnReplayFinished: startReports(e).OnReplayFinished, OnTempRemoved: startReports(e).OnTempRemoved,
-		Warn: func(err error) { e.warn("%v", err) },
+	o := f.run
+	o.Relaxed, o.Audit = relaxed, cliAudit()
+	o.Dedup, o.OnNotifyError = f.dedup.w, func(err error) { warnNotify(e, err) }
+	o.Listen = endpoint.ServeOptions{Addr: f.listen.addr, TLS: f.listen.tls, Refresh: f.listen.refresh}
+	o.Tokens, o.SystemdNotify = f.auth.tokens, true
+	o.Exit = func(sig os.Signal) {
+		if sig == nil {
+			os.Exit(exitShutdownTimeout)
+		}
+		os.Exit(exitSignalBase + int(sig.(syscall.Signal)))
 	}
+	o.Logger, o.Operator, o.Resume = logger, currentOperator().Identity(), runOptions(e)
+	o.OnReplayFinished, o.OnTempRemoved = startReports(e).OnReplayFinished, startReports(e).OnTempRemoved
+	o.Warn = func(err error) { e.warn("%v", err) }
+	return o
 }

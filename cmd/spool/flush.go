@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
+	"github.com/spoolq/spool/queueopen"
 	"github.com/spoolq/spool/report"
 )
 
@@ -42,46 +42,26 @@ func (o *flushOpts) validate(e *env, pos []string) error {
 	return nil
 }
 
-func (o *flushOpts) run(ctx context.Context, e *env) (err error) {
-	_, l, done, err := openBound(ctx, o.dir, *o.db, ledgerOpts{use: writeLedger})
-	if err != nil {
-		return err
-	}
-	defer done(&err)
-	ids := o.ids
-	sel := map[string]any{"all": true}
-	if len(ids) > 0 {
-		sel = map[string]any{"msg_ids": ids}
-	}
-	run, err := beginAudit(ctx, e, l, "", auditFlush, sel)
-	if err != nil {
-		return err
-	}
-	defer endAudit(ctx, e, run, &err)
-	flushed, err := l.Messages().FlushRetries(ctx, ids, time.Now())
-	if err != nil {
-		return err
-	}
-	run.Counts["done"] = int64(len(flushed))
-	if len(ids) > 0 {
-		run.Counts["selected"] = int64(len(ids))
-		run.Counts["missing"] = int64(len(ids) - len(flushed))
-	}
-	fmt.Fprintf(e.stdout, "flushed %d retries\n", len(flushed))
-	got := map[string]bool{}
-	for _, id := range flushed {
-		got[id] = true
-		fmt.Fprintf(e.stdout, "  %s\n", report.Shown(id))
-	}
+func (o *flushOpts) run(ctx context.Context, e *env) error {
 	var missing []string
-	for _, id := range ids {
-		if !got[id] {
+	err := queueopen.Flush(ctx, o.dir, ledgerOpts{use: writeLedger}.options(*o.db), cliAudited(e), o.ids, func(flushed, m []string) {
+		fmt.Fprintf(e.stdout, "flushed %d retries\n", len(flushed))
+		for _, id := range flushed {
+			fmt.Fprintf(e.stdout, "  %s\n", report.Shown(id))
+		}
+		for _, id := range m {
 			missing = append(missing, report.Shown(id))
 		}
-	}
+	})
 	if len(missing) > 0 {
 		e.warn("no retry waiting for %s", strings.Join(missing, ", "))
+		if err != nil { // the audit row's end alone: the flush was done
+			e.warn("%v", err)
+		}
 		return errCheckFailed
+	}
+	if err != nil {
+		return ledgerFailure(err, o.dir, *o.db)
 	}
 	return nil
 }

@@ -7,11 +7,8 @@ import (
 	"fmt"
 
 	"github.com/spoolq/spool/fsck"
-	"github.com/spoolq/spool/ledger"
-	"github.com/spoolq/spool/queue"
 	"github.com/spoolq/spool/queueopen"
 	"github.com/spoolq/spool/report"
-	"github.com/spoolq/spool/task"
 )
 
 var fsckCommand = &command{
@@ -91,32 +88,9 @@ func (o *fsckOpts) flags(fs *flag.FlagSet) {
 	o.dirOpts.flags(fs)
 }
 
-func (o *fsckOpts) run(ctx context.Context, e *env) (err error) {
-	dir, db := o.dir, *o.db
-	d, err := openQueue(dir)
-	if err != nil {
-		return err
-	}
-	defer closeQueue(d, &err)
-	contract, err := o.cf.contract(dir)
-	if err != nil {
-		return err
-	}
-	if path, ok := queueopen.SQLiteFile(d.Path(), db); ok && !*o.repair {
-		if r := fsck.MissingLedger(d, path, db != "", queueopen.FsckLine(d.Path(), db)); r != nil {
-			return writeFsck(e, r, db, *o.asJSON)
-		}
-	}
-	l, err := openLedgerWith(ctx, dir, db, ledgerOpts{use: map[bool]ledgerUse{false: readLedger, true: writeLedger}[*o.repair]})
-	if err != nil {
-		if errors.Is(err, ledger.ErrNoLedger) {
-			return queueopen.Refuse(err, "%s holds no spool ledger (is --db right?)", queueopen.LedgerName(dir, db))
-		}
-		return err
-	}
-	defer closeLedger(l, &err)
-	fo := fsck.Options{Contract: contract}
-	var r *fsck.Report
+func (o *fsckOpts) run(ctx context.Context, e *env) error {
+	db := *o.db
+	fo := queueopen.FsckOptions{Override: o.cf.override(), Repair: *o.repair, Audited: cliAudited(e)}
 	// With --json the repairs go into the one JSON object, as "repairs",
 	// so that stdout stays one value a tool can parse.
 	var repairs []string
@@ -126,15 +100,13 @@ func (o *fsckOpts) run(ctx context.Context, e *env) (err error) {
 			repairs = []string{}
 			fo.Log = func(line string) { repairs = append(repairs, line) }
 		}
-		r, err = repairAudited(ctx, e, d, l, fo)
-	} else {
-		r, err = fsck.Check(ctx, d, l, fo)
 	}
-	if errors.Is(err, queue.ErrBadID) {
-		return queueopen.BadIDError(err, dir, db)
-	}
-	if err != nil {
+	r, err := queueopen.Fsck(ctx, o.dir, ledgerOpts{use: map[bool]ledgerUse{false: readLedger, true: writeLedger}[*o.repair]}.options(db), fo)
+	switch {
+	case errors.As(err, new(*queueopen.RefusalError)):
 		return err
+	case err != nil:
+		return ledgerFailure(err, o.dir, db)
 	}
 	if *o.asJSON && repairs != nil {
 		err = report.WriteJSON(e.stdout, struct {
@@ -162,28 +134,4 @@ func checked(r *fsck.Report, err error) error {
 		return errCheckFailed
 	}
 	return err
-}
-
-// repairAudited is fsck.Repair, audited (action repair): counts repairs
-// (one per line it logs) and problems (those left after it).
-func repairAudited(ctx context.Context, e *env, d *queue.Dir, l *ledger.DB, o fsck.Options) (r *fsck.Report, err error) {
-	var run *task.Action
-	o.Begin = func(ctx context.Context) error {
-		var err error
-		run, err = beginAudit(ctx, e, l, "", auditRepair, nil)
-		return err
-	}
-	repairs := int64(0)
-	log := o.Log
-	o.Log = func(line string) { repairs++; log(line) }
-	r, err = fsck.Repair(ctx, d, l, o)
-	if run == nil {
-		return r, err // refused before any change: nothing to audit
-	}
-	defer endAudit(ctx, e, run, &err)
-	run.Counts["repairs"] = repairs
-	if r != nil {
-		run.Counts["problems"] = int64(r.Problems())
-	}
-	return r, err
 }

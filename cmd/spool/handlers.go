@@ -4,7 +4,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"strings"
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/handler"
@@ -39,13 +38,6 @@ func addHandlerFlags(fs *flag.FlagSet) *handlerFlags {
 	fs.BoolVar(&hf.RetryJitter, "retry-jitter", true, "draw each delay at random below its bound (full jitter); false waits exactly the bound")
 	fs.DurationVar(&hf.RetryWait, "retry-wait", 0, "a drain waits for the retries due within `DURATION` and leaves later ones in inbox/ for the next run (default 0: waits for none; --watch waits for all)")
 	return hf
-}
-
-// check validates the flags without touching the queue or the ledger
-// (handler.Options.Check), so that a bad command line changes nothing.
-func (hf *handlerFlags) check(e *env) error {
-	hf.UserAgent = "spool/" + strings.Fields(version())[0]
-	return optionUsage(e, hf.Check())
 }
 
 // optionUsage words a *handler.OptionError as a usage error: one that

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/spoolq/spool/queue"
 	"github.com/spoolq/spool/queueopen"
 )
 
@@ -131,7 +130,7 @@ func (o *initOpts) run(ctx context.Context, e *env) (err error) {
 		fmt.Fprintln(e.stdout, head)
 		return nil
 	}
-	copied, skipped, err := copyMessages(e, d, *from)
+	copied, skipped, err := queueopen.CopyMessages(d, *from, func(path string, why error) { e.warn("skipped %s: %v", path, why) })
 	if err != nil {
 		return err
 	}
@@ -148,52 +147,4 @@ func (o *initOpts) run(ctx context.Context, e *env) (err error) {
 		return errCheckFailed
 	}
 	return nil
-}
-
-// copyMessages enqueues the message files of src in name order: those the
-// queue's format takes (spool.conf's include; *.json by default). A source
-// that cannot be a delivery (not a regular file, unreadable, gone) is
-// skipped with a warning; a failure to write into the queue stops the copy.
-func copyMessages(e *env, d *queue.Dir, src string) (copied, skipped int, err error) {
-	entries, err := os.ReadDir(src)
-	if err != nil {
-		return 0, 0, fmt.Errorf("--from: %w", err)
-	}
-	for _, ent := range entries {
-		if !d.Takes(ent.Name()) { // the names of the queue's format (*.json by default)
-			continue
-		}
-		path := filepath.Join(src, ent.Name())
-		fi, err := os.Stat(path) // follows a symlink, as cp does
-		if err != nil {
-			e.warn("skipped %s: %v", path, unwrapPath(err))
-			skipped++
-			continue
-		}
-		if !fi.Mode().IsRegular() {
-			e.warn("skipped %s: not a regular file (%s)", path, queue.ModeType(fi.Mode()))
-			skipped++
-			continue
-		}
-		if _, err := d.Enqueue(path); err != nil {
-			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, queue.ErrNotRegular) {
-				e.warn("skipped %s: %v", path, unwrapPath(err))
-				skipped++
-				continue
-			}
-			return copied, skipped, err
-		}
-		copied++
-	}
-	return copied, skipped, nil
-}
-
-// unwrapPath drops the *PathError wrapper, whose path the caller already
-// names.
-func unwrapPath(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }

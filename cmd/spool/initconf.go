@@ -1,38 +1,25 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 
+	"github.com/spoolq/spool/batch"
 	"github.com/spoolq/spool/internal/cmdline"
 	"github.com/spoolq/spool/queueopen"
 )
 
 // configFile returns the spool.conf that says what the contract flags
 // given say, then the format flags ff (nil: none), and only that
-// (queueopen.ConfigText); nil when no such flag was given.
+// (queueopen.NewConfigText); nil when no such flag was given.
 func (cf *contractFlags) configFile(ff *formatFlags) ([]byte, error) {
-	var keys []queueopen.ConfigKey
-	for _, k := range []struct {
-		flag, key string
-		value     func() any
-	}{
-		{"key", "key_field", func() any { return cf.key }},
-		{"order-key", "order_field", func() any { return cf.order }},
-		{"seq", "seq_field", func() any { return cf.seq }},
-		{"amount", "amount_field", func() any { return cf.amount }},
-		{"require", "required", func() any { return splitList(cf.require) }},
-		{"max-size", "max_size", func() any { return cf.maxSize.N }},
-	} {
-		if cmdline.Given(cf.fs, k.flag) {
-			keys = append(keys, queueopen.ConfigKey{Key: k.key, Value: k.value()})
-		}
-	}
+	var f queueopen.FormatOverride
 	if ff != nil {
-		keys = append(keys, ff.keys()...)
+		f = ff.override()
 	}
-	return queueopen.ConfigText(keys)
+	return queueopen.NewConfigText(cf.override(), f)
 }
 
 // writeConfigFile is queueopen.WriteConfig, its refusal of another
@@ -68,22 +55,29 @@ func addFormatFlags(fs *flag.FlagSet) *formatFlags {
 	return f
 }
 
-// keys are the spool.conf keys of the format flags given, in the order
-// spool.conf's documentation lists them.
-func (f *formatFlags) keys() []queueopen.ConfigKey {
-	var out []queueopen.ConfigKey
-	add := func(flag, key string, v any) {
-		if cmdline.Given(f.fs, flag) {
-			out = append(out, queueopen.ConfigKey{Key: key, Value: v})
+// override is the format flags given as the keys of spool.conf they set,
+// for the library to check, apply or write (queueopen.FormatOverride);
+// nil when none was given.
+func (f *formatFlags) override() queueopen.FormatOverride {
+	var o queueopen.FormatOverride
+	for _, k := range batch.ConfigKeys {
+		if !cmdline.Given(f.fs, queueopen.FormatFlag(k)) {
+			continue
 		}
+		var v any
+		switch k {
+		case "include":
+			v = splitList(f.include)
+		case "key":
+			v = map[string]bool{"hash": f.hashKey}
+		default:
+			v = map[string]string{"format": f.format, "encoding": f.encoding, "delimiter": f.delimiter,
+				"comment": f.comment, "record": f.record, "done_file": f.done}[k]
+		}
+		if o == nil {
+			o = queueopen.FormatOverride{}
+		}
+		o[k], _ = json.Marshal(v) // strings, a list, a map of a bool
 	}
-	add("format", "format", f.format)
-	add("encoding", "encoding", f.encoding)
-	add("include", "include", splitList(f.include))
-	add("delimiter", "delimiter", f.delimiter)
-	add("comment", "comment", f.comment)
-	add("record", "record", f.record)
-	add("done-file", "done_file", f.done)
-	add("hash-key", "key", map[string]bool{"hash": f.hashKey})
-	return out
+	return o
 }

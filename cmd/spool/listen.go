@@ -2,11 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"log/slog"
-	"net"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/spoolq/spool/console"
@@ -63,56 +62,19 @@ func (a *authFlag) check(e *env) (err error) {
 	return nil
 }
 
-// check validates the flags; need says --listen is required.
-func (f *listenFlags) check(e *env, need bool) error {
-	if f.addr == "" {
-		switch {
-		case need:
-			return e.usage("--listen ADDR is required")
-		case cmdline.Given(f.fs, "listen"):
-			return e.usage("--listen is empty: want host:port (127.0.0.1:9464 for this host alone, :9464 for every interface)")
-		case cmdline.Given(f.fs, "tls-cert") || cmdline.Given(f.fs, "tls-key"):
-			return e.usage("--tls-cert and --tls-key need --listen")
-		}
-		return nil
-	}
-	host, port, err := net.SplitHostPort(f.addr)
-	if err != nil {
-		return e.usage("--listen %q: want host:port (127.0.0.1:9464 for this host alone, :9464 for every interface): %v", f.addr, err)
-	}
-	// A port that is no number (a service name is looked up) or out of
-	// range is a typo, exit 2, not a failure to listen.
-	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-		return e.usage("--listen %q: the port %q is not a number from 0 to 65535", f.addr, port)
-	}
-	if err := checkListenHost(context.Background(), f.addr, host); err != nil {
-		return err
-	}
-	if f.refresh <= 0 {
-		return e.usage("--metrics-refresh %v: want a duration above 0", f.refresh)
-	}
-	return f.checkTLS(e)
-}
-
-// checkTLS loads --tls-cert and --tls-key, which go together.
-func (f *listenFlags) checkTLS(e *env) error {
+// check validates the flags (endpoint.CheckListen), loading the TLS
+// files; need says --listen is required.
+func (f *listenFlags) check(e *env, need bool) (err error) {
+	f.tls, err = endpoint.CheckListen(context.Background(), endpoint.ListenOptions{Addr: f.addr, Refresh: f.refresh,
+		CertFile: f.tlsCert, KeyFile: f.tlsKey, Given: func(name string) bool { return cmdline.Given(f.fs, name) }, Need: need})
+	var le *endpoint.ListenError
 	switch {
-	case f.tlsCert == "" && f.tlsKey == "":
-		if cmdline.Given(f.fs, "tls-cert") || cmdline.Given(f.fs, "tls-key") {
-			return e.usage("--tls-cert and --tls-key are empty: want the PEM files' paths")
-		}
-		return nil
-	case f.tlsCert == "":
-		return e.usage("--tls-key needs --tls-cert")
-	case f.tlsKey == "":
-		return e.usage("--tls-cert needs --tls-key")
+	case !errors.As(err, &le):
+		return err
+	case le.Alone:
+		return &usageError{msg: le.Msg}
 	}
-	c, err := endpoint.LoadCertFiles(f.tlsCert, f.tlsKey)
-	if err != nil {
-		return e.usage("--tls-cert: %v", err)
-	}
-	f.tls = c
-	return nil
+	return e.usage("%s", le.Msg)
 }
 
 // startEndpoints serves the metrics and health of d and l at f's

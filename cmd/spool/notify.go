@@ -3,11 +3,9 @@ package main
 import (
 	"errors"
 	"flag"
-	"strings"
 	"time"
 
 	"github.com/spoolq/spool/handler"
-	"github.com/spoolq/spool/internal/cmdline"
 )
 
 // notifyFlags are consume's flags for telling an operator about dead
@@ -24,17 +22,6 @@ func addNotifyFlags(fs *flag.FlagSet) *notifyFlags {
 	fs.StringVar(&nf.command, "on-dead-letter", "", "run `CMD` with /bin/sh -c after a message lands in error/ (SPOOL_FILE, SPOOL_REASON, SPOOL_DETAIL, SPOOL_QUEUE); its failure is only logged")
 	fs.DurationVar(&nf.timeout, "on-dead-letter-timeout", handler.DefaultNotifyTimeout, "kill an --on-dead-letter command (its process group) after `DURATION`")
 	return nf
-}
-
-// check validates the flags.
-func (nf *notifyFlags) check(e *env) error {
-	if cmdline.Given(nf.fs, "on-dead-letter") && strings.TrimSpace(nf.command) == "" {
-		return e.usage("--on-dead-letter is empty")
-	}
-	if nf.timeout <= 0 {
-		return e.usage("--on-dead-letter-timeout %v: want a positive duration", nf.timeout)
-	}
-	return nil
 }
 
 // warnNotify prints a notifier's failure as one line on stderr.

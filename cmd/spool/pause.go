@@ -88,19 +88,21 @@ func pauseQueue(ctx context.Context, e *env, dir, db, note string, paused bool) 
 }
 
 // holdService opens the queue at dir and its ledger for writing, with
-// the queue's contract (cf's flags, or its spool.conf alone when nil),
-// for the pause and hold commands.
+// the queue's contract (cf's flags over its spool.conf; nil: spool.conf
+// alone), as its hold.Service (queueopen.OpenHolds), for the pause and
+// hold commands; done closes them, keeping the first error in *err.
 func holdService(ctx context.Context, dir, db string, cf *contractFlags) (*hold.Service, func(*error), error) {
-	if cf == nil {
-		cf = &contractFlags{fs: flag.NewFlagSet("", flag.ContinueOnError)}
+	o := ledgerOpts{use: writeLedger}.options(db)
+	if cf != nil {
+		o.Override = cf.override()
 	}
-	c, conf, err := cf.contractFrom(dir)
+	s, closeAll, err := queueopen.OpenHolds(ctx, dir, o)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, ledgerFailure(err, dir, db)
 	}
-	d, l, done, err := openBound(ctx, dir, db, ledgerOpts{use: writeLedger})
-	if err != nil {
-		return nil, nil, err
-	}
-	return queueopen.HoldService(d, l, c, conf), done, nil
+	return s, func(err *error) {
+		if cerr := closeAll(); cerr != nil && *err == nil {
+			*err = cerr
+		}
+	}, nil
 }

@@ -5,10 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 
 	"github.com/spoolq/spool/ledger"
-	"github.com/spoolq/spool/queue"
 	"github.com/spoolq/spool/queueopen"
 	"github.com/spoolq/spool/task"
 )
@@ -89,22 +87,6 @@ func (o *policyOpts) run(ctx context.Context, e *env) error {
 	return showPolicy(ctx, e, o.dir, *o.db, *o.asJSON)
 }
 
-// openPolicyLedger opens the queue at dir and its ledger for writing
-// (write), or else for reading: read-only when the ledger's schema is
-// current, as a reader who may not write it needs, else as the reports
-// open it, to migrate it.
-func openPolicyLedger(ctx context.Context, dir, db string, write bool) (*ledger.DB, func(*error), error) {
-	o := ledgerOpts{use: writeLedger}
-	if !write {
-		o = ledgerOpts{use: readLedger, readOnly: true}
-	}
-	_, l, done, err := openBound(ctx, dir, db, o)
-	if err != nil && !write {
-		_, l, done, err = openBound(ctx, dir, db, ledgerOpts{use: readLedger})
-	}
-	return l, done, err
-}
-
 // policyUsage words a spool.conf approval section that differs from the
 // ledger's policy (task.ErrPolicyMismatch) as a usage error (exit 2).
 func policyUsage(err error) error {
@@ -115,70 +97,49 @@ func policyUsage(err error) error {
 }
 
 func showPolicy(ctx context.Context, e *env, dir, db string, asJSON bool) (err error) {
-	conf, file, err := queueopen.ApprovalPolicy(dir)
+	st, err := queueopen.ReadPolicy(ctx, dir, queueopen.Options{DB: db})
 	if err != nil {
-		return err
-	}
-	l, done, err := openPolicyLedger(ctx, dir, db, false)
-	if err != nil {
-		return err
-	}
-	defer done(&err)
-	rec, err := task.LedgerPolicy(ctx, l)
-	if err != nil {
-		return err
+		return policyFailure(err, dir, db)
 	}
 	if asJSON {
-		if err := task.WritePolicyJSON(e.stdout, rec, conf); err != nil {
+		if err := task.WritePolicyJSON(e.stdout, st.Ledger, st.Conf); err != nil {
 			return err
 		}
 	} else {
-		task.WritePolicy(e.stdout, rec, conf, file)
+		task.WritePolicy(e.stdout, st.Ledger, st.Conf, st.File)
 	}
-	if !rec.Matches(conf) {
+	if st.Differs() {
 		e.warn("the approval section of %s (%s) differs from the ledger's policy (%s): commands refuse (exit 2) until it says the same or is removed",
-			file, conf.Settings(), rec.Settings())
+			st.File, st.Conf.Settings(), st.Ledger.Settings())
 		return errCheckFailed
 	}
 	return nil
 }
 
 func setPolicy(ctx context.Context, e *env, dir, db string, settings []string) (err error) {
-	conf, file, err := queueopen.ApprovalPolicy(dir)
-	if err != nil {
-		return err
-	}
-	// Checked before anything is opened: a typo changes nothing.
-	var probe task.Policy
-	for _, s := range settings {
-		if probe, err = probe.With(s); err != nil {
-			return e.usage("%v", err)
-		}
-	}
-	_, l, done, err := openBound(ctx, dir, db, ledgerOpts{use: writeLedger})
-	if err != nil {
-		return err
-	}
-	defer done(&err)
-	s := &task.Service{Ledger: l, Host: queue.Host(), PID: os.Getpid()}
-	// Always a named OS user: who changes four eyes must be someone.
-	who, err := cliIdentity(ctx, s, task.PolicyAction, "", true)
-	if err != nil {
-		return err
-	}
-	from, now, err := s.ChangePolicy(ctx, who, conf, settings)
+	o := ledgerOpts{use: writeLedger}.options(db)
+	from, now, err := queueopen.ChangePolicy(ctx, dir, o, currentOperator(), settings)
 	switch {
 	case errors.Is(err, ledger.ErrPolicyChanged):
 		return fmt.Errorf("%w: nothing was changed; run it again to change the policy as it is now", err)
 	case errors.Is(err, task.ErrBadRequest):
 		return e.usage("%v", err)
 	case err != nil:
-		return err
+		return policyFailure(err, dir, db)
 	}
-	fmt.Fprintf(e.stdout, "approval policy: %s -> %s\n", from.Settings(), now.Settings())
-	if conf.Set && conf != now.Policy {
+	fmt.Fprintf(e.stdout, "approval policy: %s -> %s\n", from.Settings(), now.Ledger.Settings())
+	if now.Conf.Set && now.Conf != now.Ledger.Policy {
 		e.warn("the approval section of %s (%s) differs from the ledger's policy now: commands refuse (exit 2) until it says %s or is removed",
-			file, conf.Settings(), now.Settings())
+			now.File, now.Conf.Settings(), now.Ledger.Settings())
 	}
 	return nil
+}
+
+// policyFailure words a refusal of the ledger (ledgerFailure), leaving
+// spool.conf's errors and the identity's as they are.
+func policyFailure(err error, dir, db string) error {
+	if errors.As(err, new(*queueopen.ConfigError)) || errors.As(err, new(*task.IdentityError)) {
+		return err
+	}
+	return ledgerFailure(err, dir, db)
 }

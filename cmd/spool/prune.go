@@ -4,14 +4,10 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spoolq/spool/fsck"
-	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/queueopen"
-	"github.com/spoolq/spool/task"
 )
 
 var pruneCommand = &command{
@@ -82,59 +78,32 @@ func (o *pruneOpts) validate(e *env, pos []string) (err error) {
 	if *o.olderThan == "" {
 		return e.usage("missing --older-than DURATION: prune removes nothing without an explicit window")
 	}
-	if o.window, err = parseWindow(*o.olderThan); err != nil {
+	if o.window, err = queueopen.ParseWindow(*o.olderThan); err != nil {
 		return e.usage("--older-than: %v", err)
 	}
 	return nil
 }
 
-func (o *pruneOpts) run(ctx context.Context, e *env) (err error) {
-	olderThan, dryRun, files, db, window := o.olderThan, o.dryRun, o.files, o.db, o.window
-	d, err := openQueue(o.dir)
+func (o *pruneOpts) run(ctx context.Context, e *env) error {
+	verb := "pruned"
+	if *o.dryRun {
+		verb = "would prune"
+	}
+	_, _, err := queueopen.Prune(ctx, o.dir, queueopen.Options{DB: *o.db}, queueopen.PruneOptions{
+		OlderThan: *o.olderThan, Window: o.window, Files: *o.files, DryRun: *o.dryRun, Audited: cliAudited(e),
+		OnPruned: func(n fsck.Pruned, before time.Time) {
+			e.printPruned(verb, before, n, *o.files, pruneCommandLine(o.dir, *o.db, *o.olderThan))
+		},
+	})
 	if err != nil {
-		return err
+		return ledgerFailure(err, o.dir, *o.db)
 	}
-	defer closeQueue(d, &err)
-	inFlight, err := d.Claims()
-	if err != nil {
-		return err
-	}
-	l, err := openLedgerFor(ctx, d, *db, ledgerOpts{use: readLedger})
-	if err != nil {
-		return err
-	}
-	defer closeLedger(l, &err)
-	before := time.Now().Add(-window)
-	if !*dryRun {
-		var run *task.Action
-		run, err = beginAudit(ctx, e, l, "", auditPrune, map[string]any{"older_than": *olderThan,
-			"before": before.UTC().Format(time.RFC3339), "files": *files})
-		if err != nil {
-			return err
-		}
-		defer endAudit(ctx, e, run, &err)
-		var n fsck.Pruned
-		n, err = fsck.Prune(ctx, d, l, ledger.Prune{Before: before, KeepClaims: inFlight}, *files)
-		run.Counts["processed"], run.Counts["deliveries"] = n.Rows.Processed, n.Rows.Deliveries
-		run.Counts["files"], run.Counts["bytes"] = n.Files, n.Bytes
-		if !*files {
-			run.Counts["kept"] = n.Kept
-		}
-		if err != nil {
-			return err
-		}
-		return e.printPruned("pruned", before, n, *files, pruneCommandLine(o.dir, *db, *olderThan))
-	}
-	n, err := fsck.Prune(ctx, d, l, ledger.Prune{Before: before, KeepClaims: inFlight, DryRun: true}, *files)
-	if err != nil {
-		return err
-	}
-	return e.printPruned("would prune", before, n, *files, pruneCommandLine(o.dir, *db, *olderThan))
+	return nil
 }
 
 // printPruned prints prune's line, and without files, what it leaves in
 // done/ and how to remove it.
-func (e *env) printPruned(verb string, before time.Time, n fsck.Pruned, files bool, again string) error {
+func (e *env) printPruned(verb string, before time.Time, n fsck.Pruned, files bool, again string) {
 	fmt.Fprintf(e.stdout, "%s %d rows older than %s: processed=%d deliveries=%d",
 		verb, n.Rows.Total(), before.UTC().Format(time.RFC3339), n.Rows.Processed, n.Rows.Deliveries)
 	if files {
@@ -152,7 +121,6 @@ func (e *env) printPruned(verb string, before time.Time, n fsck.Pruned, files bo
 		fmt.Fprintf(e.stdout, "%s %d files in done/ (%d bytes) without their rows: %s --files removes them\n",
 			kept, n.Kept, n.KeptBytes, cell(again))
 	}
-	return nil
 }
 
 // pruneCommandLine is the spool prune command line for the queue at dir with
@@ -163,41 +131,4 @@ func pruneCommandLine(dir, db, olderThan string) string {
 		c += " --db " + queueopen.ShellWord(db)
 	}
 	return c
-}
-
-// parseWindow parses a positive Go duration, also accepting a leading
-// number of days: "30d", "1d12h", "36h".
-func parseWindow(s string) (time.Duration, error) {
-	const day = 24 * time.Hour
-	var days int64
-	rest := s
-	if i := strings.IndexByte(s, 'd'); i >= 0 {
-		n, err := strconv.ParseInt(s[:i], 10, 64)
-		if err != nil || s[:i] == "" || s[0] == '+' || s[0] == '-' {
-			return 0, fmt.Errorf("%q: want a duration such as 30d, 36h or 1d12h", s)
-		}
-		if n > int64(1<<63-1)/int64(day) {
-			return 0, fmt.Errorf("%q is too long", s)
-		}
-		days, rest = n, s[i+1:]
-	}
-	var extra time.Duration
-	if rest != "" {
-		var err error
-		if extra, err = time.ParseDuration(rest); err != nil {
-			return 0, fmt.Errorf("%q: want a duration such as 30d, 36h or 1d12h", s)
-		}
-		if days > 0 && extra < 0 {
-			return 0, fmt.Errorf("%q: want a duration such as 30d, 36h or 1d12h", s)
-		}
-	}
-	total := time.Duration(days) * day
-	if extra > 0 && total > time.Duration(1<<63-1)-extra {
-		return 0, fmt.Errorf("%q is too long", s)
-	}
-	total += extra
-	if total <= 0 {
-		return 0, fmt.Errorf("%q: the window must be longer than zero", s)
-	}
-	return total, nil
 }

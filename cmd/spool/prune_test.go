@@ -13,39 +13,6 @@ import (
 	"github.com/spoolq/spool/queue"
 )
 
-func TestParseWindow(t *testing.T) {
-	for _, tt := range []struct {
-		in   string
-		want time.Duration
-		ok   bool
-	}{
-		{"30d", 30 * 24 * time.Hour, true},
-		{"36h", 36 * time.Hour, true},
-		{"1d12h", 36 * time.Hour, true},
-		{"90m", 90 * time.Minute, true},
-		{"1.5h", 90 * time.Minute, true},
-		{"0s", 0, false},
-		{"0d", 0, false},
-		{"-1h", 0, false},
-		{"-1d", 0, false},
-		{"+1d", 0, false},
-		{"1d-2h", 0, false},
-		{"30", 0, false},
-		{"d", 0, false},
-		{"1.5d", 0, false},
-		{"30days", 0, false},
-		{"", 0, false},
-		{"999999999d", 0, false},
-		{"106751d", 106751 * 24 * time.Hour, true},
-		{"106751d24h", 0, false},
-	} {
-		got, err := parseWindow(tt.in)
-		if (err == nil) != tt.ok || got != tt.want {
-			t.Errorf("parseWindow(%q) = %v, %v; want %v, ok=%v", tt.in, got, err, tt.want, tt.ok)
-		}
-	}
-}
-
 // pruneQueue makes a queue whose ledger holds m1 (processed, then a
 // duplicate), m2 and m3 processed, and a parse dead letter, with every row
 // but m3's processed row dated 40 days ago.

@@ -1,15 +1,8 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"flag"
-	"fmt"
-	"net"
-	"regexp"
-	"strings"
 
-	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/queueopen"
 )
 
@@ -29,43 +22,12 @@ func (v dbValue) String() string {
 	return *v.s
 }
 
-// urlSchemeRe matches a DSN written as a URL: scheme://...
-var urlSchemeRe = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9+.-]*)://`)
-
+// Set refuses what can never name a ledger (queueopen.CheckDBName).
 func (v dbValue) Set(s string) error {
-	if s == "" {
-		return errors.New("empty: give a file path, sqlite:PATH or a postgres:// URL, or leave --db out for DIR/" + queueopen.DefaultLedger)
-	}
-	if m := urlSchemeRe.FindStringSubmatch(s); m != nil && !ledger.HasScheme(s) {
-		var known []string
-		for _, k := range ledger.Schemes() {
-			if k != ledger.FileScheme {
-				known = append(known, k+"://")
-			}
-		}
-		return fmt.Errorf("unknown scheme %q: want %s, sqlite:PATH or a file path", m[1], strings.Join(known, ", "))
+	if err := queueopen.CheckDBName(s); err != nil {
+		return err
 	}
 	*v.s = s
-	return nil
-}
-
-// checkListenHost refuses a --listen host that cannot name an address:
-// one that looks like an IP address but is none ("1.2.3.4.5"), or a name
-// the resolver says does not exist. Either is a typo (exit 2), not a
-// failure to listen.
-func checkListenHost(ctx context.Context, addr, host string) error {
-	if host == "" || net.ParseIP(host) != nil || host == "localhost" {
-		return nil
-	}
-	if strings.Trim(host, "0123456789.") == "" {
-		return &usageError{msg: fmt.Sprintf("--listen %q: %q is not an IP address", addr, host)}
-	}
-	if _, err := net.DefaultResolver.LookupHost(ctx, host); err != nil {
-		var de *net.DNSError
-		if errors.As(err, &de) && de.IsNotFound {
-			return &usageError{msg: fmt.Sprintf("--listen %q: no such host %q", addr, host)}
-		}
-	}
 	return nil
 }
 

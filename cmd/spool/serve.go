@@ -3,12 +3,10 @@ package main
 import (
 	"context"
 	"flag"
-	"net/http"
 	"os/signal"
 	"syscall"
 
-	"github.com/spoolq/spool/metrics"
-	"github.com/spoolq/spool/queue"
+	"github.com/spoolq/spool/endpoint"
 	"github.com/spoolq/spool/queueopen"
 )
 
@@ -108,8 +106,8 @@ func (o *serveOpts) validate(e *env, pos []string) (err error) {
 	return o.auth.check(e)
 }
 
-func (o *serveOpts) run(ctx context.Context, e *env) (err error) {
-	lf, hf, db, tokens := o.lf, o.hf, o.db, o.auth.tokens
+func (o *serveOpts) run(ctx context.Context, e *env) error {
+	lf, hf := o.lf, o.hf
 	stderr := &stderrWriter{w: e.stderr}
 	e.stderr = stderr
 	logger := lf.logger(stderr)
@@ -119,45 +117,20 @@ func (o *serveOpts) run(ctx context.Context, e *env) (err error) {
 	// The clients' own lines too, in the same format.
 	clientLogs.Use(logger)
 	lo := ledgerOpts{use: readLedger, readOnly: true}
-	if tokens != nil {
-		// The API writes the audit's rows and runs tasks.
-		lo = ledgerOpts{use: writeLedger}
+	if o.auth.tokens != nil {
+		lo = ledgerOpts{use: writeLedger} // who binds, for the audit
 	}
-	d, l, done, err := openBound(ctx, o.dir, *db, lo)
-	if err != nil {
-		return err
-	}
-	defer done(&err)
-	// Nothing here holds a claim, so a stage replaced under its path (an
-	// operator's new inbox/) is followed rather than reported empty.
-	follow := queue.NewFollow(d, func() {
-		logger.Info("a stage of the queue was replaced: serving the directories its paths name now", "queue", d.Path())
+	err := queueopen.Serve(ctx, o.dir, lo.options(*o.db), queueopen.ServeOptions{
+		Listen: endpoint.ServeOptions{Addr: hf.addr, TLS: hf.tls, Refresh: hf.refresh},
+		Tokens: o.auth.tokens, Operator: currentOperator().Identity(), Logger: logger,
+		Wait: func() {
+			sigCtx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			<-sigCtx.Done()
+		},
 	})
-	defer func() {
-		if cerr := follow.Close(); cerr != nil && err == nil {
-			err = cerr
-		}
-	}()
-	m := metrics.New()
-	var more func(*http.ServeMux)
-	if tokens != nil {
-		c, conf, err := addContractFlags(flag.NewFlagSet("serve", flag.ContinueOnError)).contractFrom(o.dir)
-		if err != nil {
-			return err
-		}
-		srv, err := queueopen.NewConsole(ctx, o.dir, d, l, c, conf, tokens, m, hf.refresh, currentOperator().Identity(), logger)
-		if err != nil {
-			return policyUsage(err)
-		}
-		defer srv.Close()
-		more = srv.Register
-	}
-	ep, err := startEndpoints(ctx, hf, logger, m, follow, l, more)
 	if err != nil {
-		return err
+		return ledgerFailure(policyUsage(err), o.dir, *o.db)
 	}
-	sigCtx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	<-sigCtx.Done()
-	return ep.Stop()
+	return nil
 }

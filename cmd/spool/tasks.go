@@ -72,7 +72,7 @@ func (tf *taskFlags) selection(e *env, names []string, reason string, reasonGive
 		if !cmdline.Given(tf.fs, f.name) {
 			continue
 		}
-		if *f.to, err = parseSince(f.val, now); err != nil {
+		if *f.to, err = queueopen.ParseSince(f.val, now); err != nil {
 			return s, e.usage("--%s: %v", f.name, err)
 		}
 	}
@@ -135,20 +135,22 @@ func taskService(ctx context.Context, dir, db string, cf *contractFlags, readOnl
 // and prints what it did: with --dry-run the preview, else the run (or
 // the task waiting for approval).
 func askTask(ctx context.Context, e *env, cf *contractFlags, r taskRun) (err error) {
-	if err := r.req.Check(); err != nil {
-		return taskUsage(err)
+	o := ledgerOpts{use: writeLedger}.options(r.db)
+	if cf != nil {
+		o.Override = cf.override()
 	}
-	if !r.dryRun && r.req.Kind == task.Discard {
-		// Refused before the ledger is opened or anything recorded.
-		if err := task.CheckDiscardAccess(r.dir, currentOperator()); err != nil {
-			return err
-		}
-	}
-	s, done, err := taskService(ctx, r.dir, r.db, cf, r.dryRun)
+	// The rules of asking (the request checked and a discard's access
+	// before anything is opened, a named OS user under a policy) are
+	// queueopen.AskTasks'.
+	s, who, closeAll, err := queueopen.AskTasks(ctx, r.dir, o, currentOperator(), r.req, r.dryRun)
 	if err != nil {
-		return err
+		return ledgerFailure(policyUsage(taskUsage(err)), r.dir, r.db)
 	}
-	defer done(&err)
+	defer func() {
+		if cerr := closeAll(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
 	plain := r.plain && !s.Policy.Set
 	if r.dryRun {
 		p, err := s.Preview(ctx, r.req)
@@ -165,12 +167,6 @@ func askTask(ctx context.Context, e *env, cf *contractFlags, r taskRun) (err err
 	opt.OnPreview = func(p task.Preview) { printPreview(e, r.req, p, false) }
 	if !plain {
 		opt.OnStart = func(t task.Task) { fmt.Fprintf(e.stdout, "task %d: %s of %d files\n", t.ID, t.Kind, t.Files) }
-	}
-	// A uid without a passwd name is no one four eyes can tell apart:
-	// refused under a policy (cliIdentity).
-	who, err := cliIdentity(ctx, s, string(r.req.Kind), "", s.Policy.Set)
-	if err != nil {
-		return err
 	}
 	t, err := s.Do(ctx, who, r.req, opt)
 	switch {
