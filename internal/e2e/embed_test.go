@@ -59,6 +59,11 @@ func TestEmbedderBesideConsume(t *testing.T) {
 	waitFor(t, 60*time.Second, "every message processed", func() bool {
 		return queryLedger(t, ledger, `SELECT count(*) FROM processed`) == n
 	})
+	// A message's row commits before its file moves to done/: the last
+	// ones follow within the watcher's batch.
+	waitFor(t, 30*time.Second, "every file in done/", func() bool {
+		return len(messages(t, q, "done")) >= n
+	})
 	if got := len(messages(t, q, "done")); got != n {
 		t.Errorf("done/ holds %d files, want %d", got, n)
 	}
