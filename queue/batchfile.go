@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -54,14 +55,19 @@ type StageFile struct {
 }
 
 // WriteStageFiles is WriteStage for several files of stage s at once,
-// with the same care, but for the directories' fsyncs, done once after
-// the last file rather than after each: each file is written into a temp
-// file in the queue directory, fsynced, and renamed into s without
-// replacing (a collision gets a suffixed name); then s and the queue
-// directory are fsynced, so that once it returns nil every file survives
-// a power cut. It returns each file's stored name and inode, in order.
-// On an error the files renamed in before it stay, the directories
-// synced as far as they could be, and the error names the file.
+// with the same care, done in passes so that the files share the disk's
+// work: every file is written into a temp file in the queue directory;
+// then all of them are fsynced, up to stageSyncs at once; then each is
+// renamed into s without replacing (a collision gets a suffixed name);
+// then s and the queue directory are fsynced, once. No file is in s before
+// its content is durable, and once it returns nil every file survives a
+// power cut. It returns each file's stored name and inode, in order. The
+// passes run over up to stageGroup files at a time, as each holds an open
+// file until it is renamed.
+//
+// On an error the files renamed in before it stay, the directories synced
+// as far as they could be, the temp files not yet renamed are removed, and
+// the error names the file.
 func (d *Dir) WriteStageFiles(s Stage, files []StageFile) ([]StoredCopy, error) {
 	out := make([]StoredCopy, 0, len(files))
 	dirfd, tmpfd := d.fd(s), d.fd(s)
@@ -69,22 +75,10 @@ func (d *Dir) WriteStageFiles(s Stage, files []StageFile) ([]StoredCopy, error) 
 		tmpfd = d.root
 	}
 	var err error
-	for _, f := range files {
-		var stored string
-		stored, err = writeUnsynced(tmpfd, dirfd, TempPrefix,
-			func(w *os.File) error { return f.Fill(w) },
-			// Nothing in a stage is ever replaced (writeFrom).
-			func(tmp string) (string, error) { return moveUniqueAs(tmpfd, tmp, dirfd, f.Name) })
-		if err != nil {
-			err = fmt.Errorf("write %s/%s: %w", s, f.Name, err)
-			break
-		}
-		var st unix.Stat_t
-		if err = unix.Fstatat(dirfd, stored, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			err = fmt.Errorf("stat %s/%s: %w", s, stored, err)
-			break
-		}
-		out = append(out, StoredCopy{Name: stored, Ino: st.Ino})
+	for lo := 0; lo < len(files) && err == nil; lo += stageGroup {
+		var stored []StoredCopy
+		stored, err = writeGroup(tmpfd, dirfd, s, files[lo:min(lo+stageGroup, len(files))])
+		out = append(out, stored...)
 	}
 	if len(out) > 0 {
 		if serr := syncDirs(tmpfd, dirfd); serr != nil && err == nil {
@@ -95,6 +89,91 @@ func (d *Dir) WriteStageFiles(s Stage, files []StageFile) ([]StoredCopy, error) 
 		return nil, err
 	}
 	return out, nil
+}
+
+// stageGroup is how many files WriteStageFiles holds open at once: a
+// chunk of records all of them dead letters stays within any limit on
+// open files.
+const stageGroup = 64
+
+// stageSyncs is how many of WriteStageFiles's files are fsynced at once:
+// their waits on the disk overlap, and one after another they made a drain
+// of 1% poison records wait (1.2-2.3 ms a file here, 0.16-0.17 ms four at
+// once).
+const stageSyncs = 4
+
+// writeGroup writes files into temp files in tmpfd, fsyncs them all, and
+// renames each into dirfd, the directory of stage s, returning those it
+// renamed; the directories are left to sync (syncDirs).
+func writeGroup(tmpfd, dirfd int, s Stage, files []StageFile) ([]StoredCopy, error) {
+	temps := make([]*os.File, 0, len(files))
+	// removeFrom closes and removes the temp files from i on, none of
+	// them renamed.
+	removeFrom := func(i int) {
+		for _, f := range temps[i:] {
+			_ = f.Close()                         // removed below: nothing of it is kept
+			_ = unix.Unlinkat(tmpfd, f.Name(), 0) // the error that matters is the caller's
+		}
+	}
+	for _, sf := range files {
+		f, err := createTemp(tmpfd, TempPrefix)
+		if err != nil {
+			removeFrom(0)
+			return nil, fmt.Errorf("write %s/%s: %w", s, sf.Name, err)
+		}
+		temps = append(temps, f)
+		if err := sf.Fill(f); err != nil {
+			removeFrom(0)
+			return nil, fmt.Errorf("write %s/%s: %w", s, sf.Name, err)
+		}
+	}
+	if err := syncFiles(temps); err != nil {
+		removeFrom(0)
+		return nil, fmt.Errorf("write %s: %w", s, err)
+	}
+	out := make([]StoredCopy, 0, len(files))
+	for i, f := range temps {
+		var st unix.Stat_t
+		err := unix.Fstat(int(f.Fd()), &st)
+		if err == nil {
+			err = f.Close()
+		}
+		if err != nil {
+			removeFrom(i)
+			return out, fmt.Errorf("write %s/%s: %w", s, files[i].Name, err)
+		}
+		// Nothing in a stage is ever replaced (writeFrom).
+		stored, err := moveUniqueAs(tmpfd, f.Name(), dirfd, files[i].Name)
+		if err != nil {
+			_ = unix.Unlinkat(tmpfd, f.Name(), 0) // the error that matters is the move's
+			removeFrom(i + 1)
+			return out, fmt.Errorf("write %s/%s: %w", s, files[i].Name, err)
+		}
+		out = append(out, StoredCopy{Name: stored, Ino: st.Ino})
+	}
+	return out, nil
+}
+
+// syncFiles fsyncs files, up to stageSyncs at once, and returns the
+// first error, naming its file.
+func syncFiles(files []*os.File) error {
+	k := min(stageSyncs, len(files))
+	errs := make([]error, k)
+	var wg sync.WaitGroup
+	for g := range k {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := g; i < len(files); i += k {
+				if err := syncFile(files[i]); err != nil {
+					errs[g] = fmt.Errorf("sync %s: %w", files[i].Name(), err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // StoredCopy is a file of a stage found by Copies.
