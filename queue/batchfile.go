@@ -56,8 +56,8 @@ type StageFile struct {
 
 // WriteStageFiles is WriteStage for several files of stage s at once,
 // with the same care, done in passes so that the files share the disk's
-// work: every file is written into a temp file in the queue directory;
-// then all of them are fsynced, up to stageSyncs at once; then each is
+// work: every file is written into a temp file in the queue directory
+// and fsynced, up to stageWriters at once; once all are, each is
 // renamed into s without replacing (a collision gets a suffixed name);
 // then s and the queue directory are fsynced, once. No file is in s before
 // its content is durable, and once it returns nil every file survives a
@@ -96,40 +96,55 @@ func (d *Dir) WriteStageFiles(s Stage, files []StageFile) ([]StoredCopy, error) 
 // open files.
 const stageGroup = 64
 
-// stageSyncs is how many of WriteStageFiles's files are fsynced at once:
-// their waits on the disk overlap, and one after another they made a drain
-// of 1% poison records wait (1.2-2.3 ms a file here, 0.16-0.17 ms four at
-// once).
-const stageSyncs = 4
+// stageWriters is how many of WriteStageFiles's files are written and
+// fsynced at once: their creates and their waits on the disk overlap (one
+// after another, a drain of 1% poison records waited on them: 1.2-2.3 ms
+// a file here, 0.16-0.17 ms four at once).
+const stageWriters = 4
 
-// writeGroup writes files into temp files in tmpfd, fsyncs them all, and
-// renames each into dirfd, the directory of stage s, returning those it
-// renamed; the directories are left to sync (syncDirs).
+// writeGroup writes files into temp files in tmpfd and fsyncs each, up to
+// stageWriters at once, and once all are synced renames each into dirfd,
+// the directory of stage s, returning those it renamed; the directories
+// are left to sync (syncDirs).
 func writeGroup(tmpfd, dirfd int, s Stage, files []StageFile) ([]StoredCopy, error) {
-	temps := make([]*os.File, 0, len(files))
-	// removeFrom closes and removes the temp files from i on, none of
-	// them renamed.
-	removeFrom := func(i int) {
+	temps := make([]*os.File, len(files))
+	// remove closes and removes the temp files of temps from i on, none
+	// of them renamed.
+	remove := func(i int) {
 		for _, f := range temps[i:] {
-			_ = f.Close()                         // removed below: nothing of it is kept
-			_ = unix.Unlinkat(tmpfd, f.Name(), 0) // the error that matters is the caller's
+			if f != nil {
+				_ = f.Close()                         // removed below: nothing of it is kept
+				_ = unix.Unlinkat(tmpfd, f.Name(), 0) // the error that matters is the caller's
+			}
 		}
 	}
-	for _, sf := range files {
-		f, err := createTemp(tmpfd, TempPrefix)
-		if err != nil {
-			removeFrom(0)
-			return nil, fmt.Errorf("write %s/%s: %w", s, sf.Name, err)
-		}
-		temps = append(temps, f)
-		if err := sf.Fill(f); err != nil {
-			removeFrom(0)
-			return nil, fmt.Errorf("write %s/%s: %w", s, sf.Name, err)
-		}
+	k := min(stageWriters, len(files))
+	errs := make([]error, k)
+	var wg sync.WaitGroup
+	for g := range k {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := g; i < len(files); i += k {
+				f, err := createTemp(tmpfd, TempPrefix)
+				if err == nil {
+					temps[i] = f
+					err = files[i].Fill(f)
+				}
+				if err == nil {
+					err = syncFile(f)
+				}
+				if err != nil {
+					errs[g] = fmt.Errorf("write %s/%s: %w", s, files[i].Name, err)
+					return
+				}
+			}
+		}()
 	}
-	if err := syncFiles(temps); err != nil {
-		removeFrom(0)
-		return nil, fmt.Errorf("write %s: %w", s, err)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		remove(0)
+		return nil, err
 	}
 	out := make([]StoredCopy, 0, len(files))
 	for i, f := range temps {
@@ -138,42 +153,23 @@ func writeGroup(tmpfd, dirfd int, s Stage, files []StageFile) ([]StoredCopy, err
 		if err == nil {
 			err = f.Close()
 		}
+		temps[i] = nil
 		if err != nil {
-			removeFrom(i)
+			_ = f.Close()                         // may be closed already: the error that matters is err
+			_ = unix.Unlinkat(tmpfd, f.Name(), 0) // not renamed: nothing of it is kept
+			remove(i + 1)
 			return out, fmt.Errorf("write %s/%s: %w", s, files[i].Name, err)
 		}
 		// Nothing in a stage is ever replaced (writeFrom).
 		stored, err := moveUniqueAs(tmpfd, f.Name(), dirfd, files[i].Name)
 		if err != nil {
 			_ = unix.Unlinkat(tmpfd, f.Name(), 0) // the error that matters is the move's
-			removeFrom(i + 1)
+			remove(i + 1)
 			return out, fmt.Errorf("write %s/%s: %w", s, files[i].Name, err)
 		}
 		out = append(out, StoredCopy{Name: stored, Ino: st.Ino})
 	}
 	return out, nil
-}
-
-// syncFiles fsyncs files, up to stageSyncs at once, and returns the
-// first error, naming its file.
-func syncFiles(files []*os.File) error {
-	k := min(stageSyncs, len(files))
-	errs := make([]error, k)
-	var wg sync.WaitGroup
-	for g := range k {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := g; i < len(files); i += k {
-				if err := syncFile(files[i]); err != nil {
-					errs[g] = fmt.Errorf("sync %s: %w", files[i].Name(), err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
 }
 
 // StoredCopy is a file of a stage found by Copies.
