@@ -280,12 +280,12 @@ func (c *Consumer) recordChunk() (int, int64) {
 }
 
 // writeDeadLetters writes the dead letters of ch that add left to write,
-// all at once (Dir.WriteStageFiles: every file written, then all synced,
-// then renamed into error/, then the directories synced once), before the
-// chunk goes to its commit, and names them in their deliveries. I3: a
-// dead letter is recorded only by a commit after its file is durable. On
-// an error some may be written: a dead letter's file is looked for before
-// it is written again (lookDeadLetter).
+// all at once (Dir.WriteStageFiles: every file written and synced, four
+// at once, then all renamed into error/, then the directories synced
+// once), before the chunk goes to its commit, and names them in their
+// deliveries. I3: a dead letter is recorded only by a commit after its
+// file is durable. On an error some may be written: a dead letter's file
+// is looked for before it is written again (lookDeadLetter).
 func (b *batchRun) writeDeadLetters(ch *batchChunk) error {
 	var files []queue.StageFile
 	var which []int
