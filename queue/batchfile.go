@@ -48,7 +48,8 @@ func (d *Dir) WriteStage(s Stage, name string, fill func(io.Writer) error) (stri
 }
 
 // StageFile is one file for WriteStageFiles: the name it is wanted
-// under, and what writes its content.
+// under, and what writes its content. The Fills of one call may run at
+// once, each on its own file.
 type StageFile struct {
 	Name string
 	Fill func(io.Writer) error
