@@ -452,6 +452,9 @@ type Consumer struct {
 	// when zero: the most records of a batch file in one transaction
 	// without a Handler or a Caller (readChunks).
 	recordBatch int
+	// writeFiles writes a batch file's dead letters into a stage: the
+	// queue's Dir.WriteStageFiles, or a test's fault in front of it.
+	writeFiles func(queue.Stage, []queue.StageFile) ([]queue.StoredCopy, error)
 
 	// moves is held by whichever stage of a pass is renaming files, the
 	// claiming or the finishing, for a whole batch at a time. The kernel
@@ -562,7 +565,7 @@ func NewConsumer(dir *queue.Dir, l Ledger, cfg Config) (*Consumer, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	c := &Consumer{dir: dir, ledger: l, cfg: cfg, log: log, recordBatch: recordBatch}
+	c := &Consumer{dir: dir, ledger: l, cfg: cfg, log: log, recordBatch: recordBatch, writeFiles: dir.WriteStageFiles}
 	c.win = newWindowGuard(cfg.Window, log, cfg.Observer)
 	c.holds = newHoldWatch(c)
 	if cfg.Handler != nil && cfg.Caller != nil {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spoolq/spool/queue"
@@ -281,9 +280,12 @@ func (c *Consumer) recordChunk() (int, int64) {
 }
 
 // writeDeadLetters writes the dead letters of ch that add left to write,
-// all at once (writeStageFiles: each file synced, the directories once a
-// group), before the chunk goes to its commit, and names them in their
-// deliveries.
+// all at once (Dir.WriteStageFiles: every file written and synced, four
+// at once, then all renamed into error/, then the directories synced
+// once), before the chunk goes to its commit, and names them in their
+// deliveries. I3: a dead letter is recorded only by a commit after its
+// file is durable. On an error some may be written: a dead letter's file
+// is looked for before it is written again (lookDeadLetter).
 func (b *batchRun) writeDeadLetters(ch *batchChunk) error {
 	var files []queue.StageFile
 	var which []int
@@ -299,7 +301,7 @@ func (b *batchRun) writeDeadLetters(ch *batchChunk) error {
 	if len(files) == 0 {
 		return nil
 	}
-	stored, err := b.writeStageFiles(files)
+	stored, err := b.c.writeFiles(queue.Error, files)
 	if err != nil {
 		return fmt.Errorf("dead letters of %s: %w", b.cl.Name, err)
 	}
@@ -308,46 +310,6 @@ func (b *batchRun) writeDeadLetters(ch *batchChunk) error {
 		br.d.File, br.d.Ino, br.stored, br.unwritten = stored[k].Name, stored[k].Ino, stored[k].Name, nil
 	}
 	return nil
-}
-
-// deadLetterWriters is how many goroutines write a chunk's dead letters
-// at once. Each is a file created and fsynced: one after another, the
-// fsyncs' waits made the reading goroutine, and so a drain of 1% poison
-// records, wait on the disk (1.2-2.3 ms a file here, 0.16-0.17 ms four at
-// once, whose fsyncs share the journal's commits).
-const deadLetterWriters = 4
-
-// writeStageFiles writes files into error/ as Dir.WriteStageFiles does
-// (each file synced, then its directories), in up to deadLetterWriters
-// groups at once, and returns where each went, in files' order. On an
-// error some may be written: a dead letter's file is looked for before it
-// is written again (lookDeadLetter).
-func (b *batchRun) writeStageFiles(files []queue.StageFile) ([]queue.StoredCopy, error) {
-	k := min(deadLetterWriters, len(files))
-	if k <= 1 {
-		return b.c.dir.WriteStageFiles(queue.Error, files)
-	}
-	out := make([]queue.StoredCopy, len(files))
-	errs := make([]error, k)
-	var wg sync.WaitGroup
-	for g := range k {
-		lo, hi := g*len(files)/k, (g+1)*len(files)/k
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			stored, err := b.c.dir.WriteStageFiles(queue.Error, files[lo:hi])
-			if err != nil {
-				errs[g] = err
-				return
-			}
-			copy(out[lo:hi], stored)
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 // add turns rec into a delivery of a chunk; when it is a dead letter,

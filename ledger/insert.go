@@ -230,7 +230,7 @@ func unzipPairs(piece []any) []any {
 }
 
 // insProcessed is the head of the INSERT of processed rows, whose values
-// processedArgs gives in this order and of the kinds processedKinds.
+// appendProcessed gives in this order and of the kinds processedKinds.
 const insProcessed = `INSERT INTO processed
     (msg_id, order_no, seq, amount, processed_at, file, content_hash, payload, claim, ino, schema_version, traceparent, tenant)`
 

@@ -103,11 +103,20 @@ func rejected(batch []*spool.Delivery) []result {
 	return res
 }
 
+// processedArgs is the processed row of d, processed at now.
 func processedArgs(d *spool.Delivery, now time.Time) []any {
+	return appendProcessed(make([]any, 0, processedColumns), d, formatTime(now))
+}
+
+// appendProcessed appends the processed row of d, processed at the time
+// at (formatTime), to args: a batch's rows share one time, formatted once
+// (each formatting was 2.7% of a batch file's record in
+// BenchmarkRecordBatchFile), and one slice.
+func appendProcessed(args []any, d *spool.Delivery, at string) []any {
 	m := d.Message
-	return []any{m.MsgID, nullString(m.OrderNo), nullInt(m.Seq), nullString(string(m.Amount)),
-		formatTime(now), clean(d.File), contentHash(d), string(m.Raw), d.Claim, nullIno(d.Ino),
-		nullString(m.Headers.Version), nullString(m.Headers.Trace), nullString(m.Headers.Tenant)}
+	return append(args, m.MsgID, nullString(m.OrderNo), nullInt(m.Seq), nullString(string(m.Amount)),
+		at, clean(d.File), contentHash(d), string(m.Raw), d.Claim, nullIno(d.Ino),
+		nullString(m.Headers.Version), nullString(m.Headers.Trace), nullString(m.Headers.Tenant))
 }
 
 // insertProcessedRows is the path without business work: the valid
@@ -119,8 +128,9 @@ func (db *DB) insertProcessedRows(ctx context.Context, tx *sql.Tx, batch []*spoo
 	// the rows the PRIMARY KEY let in; the rest were already there:
 	// duplicates (I2, decided by the constraint).
 	args := make([]any, 0, len(candidates)*processedColumns)
+	stamp := formatTime(now)
 	for _, i := range candidates {
-		args = append(args, processedArgs(batch[i], now)...)
+		args = appendProcessed(args, batch[i], stamp)
 	}
 	inserted, err := db.insProcessed.ids(ctx, tx, args)
 	if err != nil {

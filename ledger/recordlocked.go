@@ -67,6 +67,7 @@ func (db *DB) insertProcessedLocked(ctx context.Context, tx *sql.Tx, batch []*sp
 		return fmt.Errorf("look up processed: %w", err)
 	}
 	args := make([]any, 0, (len(candidates)-len(owners))*processedColumns)
+	stamp := formatTime(now)
 	for _, i := range candidates {
 		d := batch[i]
 		if _, ok := owners[d.Message.MsgID]; ok {
@@ -74,7 +75,7 @@ func (db *DB) insertProcessedLocked(ctx context.Context, tx *sql.Tx, batch []*sp
 			continue
 		}
 		res[i].outcome = spool.OutcomeProcessed
-		args = append(args, processedArgs(d, now)...)
+		args = appendProcessed(args, d, stamp)
 	}
 	want := int64(len(args) / processedColumns)
 	got, err := db.insProcessedLocked.count(ctx, tx, args)

@@ -160,6 +160,7 @@ func recordOneArgs(batch []*spool.Delivery, res []result, candidates []int, firs
 		cand[k] = make([]any, n)
 	}
 	rows := make([]any, 0, n*processedColumns)
+	stamp := formatTime(now)
 	for j, i := range candidates {
 		d := batch[i]
 		ids[j] = d.Message.MsgID
@@ -167,7 +168,7 @@ func recordOneArgs(batch []*spool.Delivery, res []result, candidates []int, firs
 			d.Size, formatTime(at(d, now)), contentHash(d)} {
 			cand[k][j] = v
 		}
-		rows = append(rows, processedArgs(d, now)...)
+		rows = appendProcessed(rows, d, stamp)
 	}
 	args := append([]any{ids}, columns(known, len(knownKinds))...)
 	args = append(args, ids)

@@ -223,10 +223,11 @@ func (db *DB) settleTx(ctx context.Context, tx *sql.Tx, batch []*spool.Delivery,
 	// The successes in multi-row statements: a round trip per statement
 	// costs more than the rows, and the settle is on every call's path.
 	var args, claims []any
+	stamp := formatTime(now)
 	for _, i := range order {
 		claims = append(claims, batch[i].Message.MsgID, batch[i].Claim)
 		if errs[i] == nil {
-			args = append(args, processedArgs(batch[i], now)...)
+			args = appendProcessed(args, batch[i], stamp)
 		}
 	}
 	inserted, err := db.insProcessed.ids(ctx, tx, args)

@@ -130,8 +130,9 @@ func (db *DB) settleOne(ctx context.Context, batch []*spool.Delivery, errs []err
 	now := time.Now()
 	rows := make([]any, 0, len(order)*processedColumns)
 	ids, claims := make([]any, len(order)), make([]any, len(order))
+	stamp := formatTime(now)
 	for i, d := range order {
-		rows = append(rows, processedArgs(d, now)...)
+		rows = appendProcessed(rows, d, stamp)
 		ids[i], claims[i] = d.Message.MsgID, d.Claim
 	}
 	args := append([]any{session, session}, columns(rows, processedColumns)...)

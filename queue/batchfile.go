@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -47,21 +48,27 @@ func (d *Dir) WriteStage(s Stage, name string, fill func(io.Writer) error) (stri
 }
 
 // StageFile is one file for WriteStageFiles: the name it is wanted
-// under, and what writes its content.
+// under, and what writes its content. The Fills of one call may run at
+// once, each on its own file.
 type StageFile struct {
 	Name string
 	Fill func(io.Writer) error
 }
 
 // WriteStageFiles is WriteStage for several files of stage s at once,
-// with the same care, but for the directories' fsyncs, done once after
-// the last file rather than after each: each file is written into a temp
-// file in the queue directory, fsynced, and renamed into s without
-// replacing (a collision gets a suffixed name); then s and the queue
-// directory are fsynced, so that once it returns nil every file survives
-// a power cut. It returns each file's stored name and inode, in order.
-// On an error the files renamed in before it stay, the directories
-// synced as far as they could be, and the error names the file.
+// with the same care, done in passes so that the files share the disk's
+// work: every file is written into a temp file in the queue directory
+// and fsynced, up to stageWriters at once; once all are, each is
+// renamed into s without replacing (a collision gets a suffixed name);
+// then s and the queue directory are fsynced, once. No file is in s before
+// its content is durable, and once it returns nil every file survives a
+// power cut. It returns each file's stored name and inode, in order. The
+// passes run over up to stageGroup files at a time, as each holds an open
+// file until it is renamed.
+//
+// On an error the files renamed in before it stay, the directories synced
+// as far as they could be, the temp files not yet renamed are removed, and
+// the error names the file.
 func (d *Dir) WriteStageFiles(s Stage, files []StageFile) ([]StoredCopy, error) {
 	out := make([]StoredCopy, 0, len(files))
 	dirfd, tmpfd := d.fd(s), d.fd(s)
@@ -69,22 +76,10 @@ func (d *Dir) WriteStageFiles(s Stage, files []StageFile) ([]StoredCopy, error) 
 		tmpfd = d.root
 	}
 	var err error
-	for _, f := range files {
-		var stored string
-		stored, err = writeUnsynced(tmpfd, dirfd, TempPrefix,
-			func(w *os.File) error { return f.Fill(w) },
-			// Nothing in a stage is ever replaced (writeFrom).
-			func(tmp string) (string, error) { return moveUniqueAs(tmpfd, tmp, dirfd, f.Name) })
-		if err != nil {
-			err = fmt.Errorf("write %s/%s: %w", s, f.Name, err)
-			break
-		}
-		var st unix.Stat_t
-		if err = unix.Fstatat(dirfd, stored, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			err = fmt.Errorf("stat %s/%s: %w", s, stored, err)
-			break
-		}
-		out = append(out, StoredCopy{Name: stored, Ino: st.Ino})
+	for lo := 0; lo < len(files) && err == nil; lo += stageGroup {
+		var stored []StoredCopy
+		stored, err = writeGroup(tmpfd, dirfd, s, files[lo:min(lo+stageGroup, len(files))])
+		out = append(out, stored...)
 	}
 	if len(out) > 0 {
 		if serr := syncDirs(tmpfd, dirfd); serr != nil && err == nil {
@@ -93,6 +88,87 @@ func (d *Dir) WriteStageFiles(s Stage, files []StageFile) ([]StoredCopy, error) 
 	}
 	if err != nil {
 		return nil, err
+	}
+	return out, nil
+}
+
+// stageGroup is how many files WriteStageFiles holds open at once: a
+// chunk of records all of them dead letters stays within any limit on
+// open files.
+const stageGroup = 64
+
+// stageWriters is how many of WriteStageFiles's files are written and
+// fsynced at once: their creates and their waits on the disk overlap (one
+// after another, a drain of 1% poison records waited on them: 1.2-2.3 ms
+// a file here, 0.16-0.17 ms four at once).
+const stageWriters = 4
+
+// writeGroup writes files into temp files in tmpfd and fsyncs each, up to
+// stageWriters at once, and once all are synced renames each into dirfd,
+// the directory of stage s, returning those it renamed; the directories
+// are left to sync (syncDirs).
+func writeGroup(tmpfd, dirfd int, s Stage, files []StageFile) ([]StoredCopy, error) {
+	temps := make([]*os.File, len(files))
+	// remove closes and removes the temp files of temps from i on, none
+	// of them renamed.
+	remove := func(i int) {
+		for _, f := range temps[i:] {
+			if f != nil {
+				_ = f.Close()                         // removed below: nothing of it is kept
+				_ = unix.Unlinkat(tmpfd, f.Name(), 0) // the error that matters is the caller's
+			}
+		}
+	}
+	k := min(stageWriters, len(files))
+	errs := make([]error, k)
+	var wg sync.WaitGroup
+	for g := range k {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := g; i < len(files); i += k {
+				f, err := createTemp(tmpfd, TempPrefix)
+				if err == nil {
+					temps[i] = f
+					err = files[i].Fill(f)
+				}
+				if err == nil {
+					err = syncFile(f)
+				}
+				if err != nil {
+					errs[g] = fmt.Errorf("write %s/%s: %w", s, files[i].Name, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		remove(0)
+		return nil, err
+	}
+	out := make([]StoredCopy, 0, len(files))
+	for i, f := range temps {
+		var st unix.Stat_t
+		err := unix.Fstat(int(f.Fd()), &st)
+		if err == nil {
+			err = f.Close()
+		}
+		temps[i] = nil
+		if err != nil {
+			_ = f.Close()                         // may be closed already: the error that matters is err
+			_ = unix.Unlinkat(tmpfd, f.Name(), 0) // not renamed: nothing of it is kept
+			remove(i + 1)
+			return out, fmt.Errorf("write %s/%s: %w", s, files[i].Name, err)
+		}
+		// Nothing in a stage is ever replaced (writeFrom).
+		stored, err := moveUniqueAs(tmpfd, f.Name(), dirfd, files[i].Name)
+		if err != nil {
+			_ = unix.Unlinkat(tmpfd, f.Name(), 0) // the error that matters is the move's
+			remove(i + 1)
+			return out, fmt.Errorf("write %s/%s: %w", s, files[i].Name, err)
+		}
+		out = append(out, StoredCopy{Name: stored, Ino: st.Ino})
 	}
 	return out, nil
 }

@@ -4,11 +4,13 @@ package queue
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 )
@@ -138,4 +140,108 @@ func TestWriteStageFiles(t *testing.T) {
 	if _, err := d.WriteStageFiles(Error, []StageFile{{Name: "b~L1.csv", Fill: func(io.Writer) error { return fail }}}); !errors.Is(err, fail) {
 		t.Fatalf("WriteStageFiles with a failing fill = %v, want %v", err, fail)
 	}
+}
+
+// TestWriteStageFilesSyncedFirst: WriteStageFiles renames no file into
+// the stage before every file of its group is synced, and returns only
+// after the stage and the queue directory are synced; a failed file sync
+// leaves nothing in the stage and no temp file, and a failed directory
+// sync is returned, so that a dead letter is never recorded before its
+// file is durable (I3).
+func TestWriteStageFilesSyncedFirst(t *testing.T) {
+	d := newQueue(t)
+	names := []string{"c~L1.jsonl", "c~L2.jsonl", "c~L3.jsonl", "c~L4.jsonl", "c~L5.jsonl"}
+	files := func() []StageFile {
+		var fs []StageFile
+		for _, n := range names {
+			fs = append(fs, StageFile{Name: n, Fill: func(w io.Writer) error { _, err := io.WriteString(w, n+"\n"); return err }})
+		}
+		return fs
+	}
+	// inStage counts names' files in error/.
+	inStage := func() int {
+		n := 0
+		for _, name := range names {
+			if _, err := os.Lstat(filepath.Join(d.StagePath(Error), name)); err == nil {
+				n++
+			}
+		}
+		return n
+	}
+	noTemps := func() {
+		t.Helper()
+		ents, err := os.ReadDir(d.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), TempPrefix) {
+				t.Errorf("temp file %s left", e.Name())
+			}
+		}
+	}
+	realFile, realDir := syncFile, syncDir
+	t.Cleanup(func() { syncFile, syncDir = realFile, realDir })
+
+	var mu sync.Mutex
+	var fileSyncs, dirSyncs int
+	var early []string
+	syncFile = func(f *os.File) error {
+		mu.Lock()
+		defer mu.Unlock()
+		fileSyncs++
+		if n := inStage(); n > 0 {
+			early = append(early, fmt.Sprintf("file sync %d with %d files in error/ already", fileSyncs, n))
+		}
+		return realFile(f)
+	}
+	syncDir = func(fd int) error {
+		mu.Lock()
+		defer mu.Unlock()
+		dirSyncs++
+		if n := inStage(); n != len(names) {
+			early = append(early, fmt.Sprintf("directory sync %d with %d of %d files in error/", dirSyncs, n, len(names)))
+		}
+		return realDir(fd)
+	}
+	if _, err := d.WriteStageFiles(Error, files()); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range early {
+		t.Error(e)
+	}
+	if fileSyncs != len(names) || dirSyncs != 2 {
+		t.Errorf("%d file syncs and %d directory syncs, want %d and 2 (error/ and the queue directory)", fileSyncs, dirSyncs, len(names))
+	}
+
+	for _, name := range names {
+		if err := os.Remove(filepath.Join(d.StagePath(Error), name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fault := errors.New("injected sync fault")
+	fileSyncs = 0
+	syncFile = func(f *os.File) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if fileSyncs++; fileSyncs == 3 {
+			return fault
+		}
+		return realFile(f)
+	}
+	syncDir = realDir
+	if got, err := d.WriteStageFiles(Error, files()); !errors.Is(err, fault) || got != nil {
+		t.Fatalf("WriteStageFiles with a file sync failing = %v, %v; want %v", got, err, fault)
+	}
+	if n := inStage(); n != 0 {
+		t.Errorf("a file sync failed, yet %d files were renamed into error/", n)
+	}
+	noTemps()
+
+	syncFile = realFile
+	syncDir = func(fd int) error { return fault }
+	if got, err := d.WriteStageFiles(Error, files()); !errors.Is(err, fault) || got != nil {
+		t.Fatalf("WriteStageFiles with the directory sync failing = %v, %v; want %v", got, err, fault)
+	}
+	noTemps()
 }

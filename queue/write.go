@@ -161,23 +161,11 @@ func writeAtomic(tmpdir, dest int, prefix string, fill func(*os.File) error, pub
 // published at once, whose directories are synced once after the last
 // (syncDirs).
 func writeUnsynced(tmpdir, dest int, prefix string, fill func(*os.File) error, publish func(tmp string) (string, error)) (string, error) {
-	var rnd [8]byte
-	if _, err := rand.Read(rnd[:]); err != nil {
-		return "", err
-	}
-	tmp := prefix + hex.EncodeToString(rnd[:])
-	fd, err := unix.Openat(tmpdir, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o644)
+	f, err := createTemp(tmpdir, prefix)
 	if err != nil {
 		return "", err
 	}
-	// Held until the file is published or removed: a temp file whose lock
-	// is free was left by a writer that died (RemoveStaleTemps).
-	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
-		_ = unix.Close(fd) // the error that matters is the lock's
-		_ = unix.Unlinkat(tmpdir, tmp, 0)
-		return "", fmt.Errorf("lock: %w", err)
-	}
-	f := os.NewFile(uintptr(fd), tmp)
+	tmp := f.Name()
 	fail := func(err error) (string, error) {
 		_ = unix.Unlinkat(tmpdir, tmp, 0) // the error that matters is err
 		return "", err
@@ -186,7 +174,7 @@ func writeUnsynced(tmpdir, dest int, prefix string, fill func(*os.File) error, p
 		_ = f.Close() // the error that matters is fill's
 		return fail(err)
 	}
-	if err := f.Sync(); err != nil {
+	if err := syncFile(f); err != nil {
 		_ = f.Close() // the error that matters is Sync's
 		return fail(err)
 	}
@@ -200,14 +188,43 @@ func writeUnsynced(tmpdir, dest int, prefix string, fill func(*os.File) error, p
 	return final, nil
 }
 
+// syncFile and syncDir are fsync(2) of a written file and of a directory,
+// variables so that a test can fail them or watch their order.
+var (
+	syncFile = (*os.File).Sync
+	syncDir  = unix.Fsync
+)
+
+// createTemp creates a hidden temp file in the directory tmpdir, named
+// prefix and a random suffix, and locks it; the file's Name is that name.
+// The lock is held until the file is published or removed: a temp file
+// whose lock is free was left by a writer that died (RemoveStaleTemps).
+func createTemp(tmpdir int, prefix string) (*os.File, error) {
+	var rnd [8]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		return nil, err
+	}
+	tmp := prefix + hex.EncodeToString(rnd[:])
+	fd, err := unix.Openat(tmpdir, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
+		_ = unix.Close(fd) // the error that matters is the lock's
+		_ = unix.Unlinkat(tmpdir, tmp, 0)
+		return nil, fmt.Errorf("lock: %w", err)
+	}
+	return os.NewFile(uintptr(fd), tmp), nil
+}
+
 // syncDirs fsyncs dest, where writeUnsynced published, then tmpdir,
 // where its temp file was, when it is another directory.
 func syncDirs(tmpdir, dest int) error {
-	if err := unix.Fsync(dest); err != nil {
+	if err := syncDir(dest); err != nil {
 		return fmt.Errorf("sync: %w", err)
 	}
 	if tmpdir != dest {
-		if err := unix.Fsync(tmpdir); err != nil {
+		if err := syncDir(tmpdir); err != nil {
 			return fmt.Errorf("sync: %w", err)
 		}
 	}
