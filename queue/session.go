@@ -193,7 +193,9 @@ func (s *Session) Read(c *Claim, limit int64) ([]byte, error) {
 // ColdReads is how many of the session's Reads found the file's data
 // outside the page cache, and so waited for the disk. It is an estimate:
 // now and then a read of a file that was not cached succeeds without
-// waiting (one in a few hundred, in the tests). A consumer watches it to
+// waiting (one in a few hundred, in the tests; whole runs of them while
+// other processes keep the disk busy, when the kernel's own read-ahead
+// finishes within the call). A consumer watches it to
 // decide whether to Prefetch what it claims next.
 func (s *Session) ColdReads() int64 { return s.cold.Load() }
 
