@@ -2,7 +2,6 @@ package queueopen
 
 import (
 	"context"
-	"fmt"
 	"os"
 
 	"github.com/spoolq/spool"
@@ -58,24 +57,13 @@ func OpenTasks(ctx context.Context, dir string, o Options, who task.Identity) (s
 	if err != nil {
 		return nil, nil, err
 	}
-	d, err := OpenDir(dir)
+	d, l, err := openBound(ctx, dir, o)
 	if err != nil {
 		return nil, nil, err
 	}
-	l, err := Attach(ctx, d, o)
-	if err != nil {
-		_ = d.Close() // the error that matters is the ledger's
-		return nil, nil, err
-	}
-	close = func() error {
-		lerr, derr := l.Close(), d.Close()
-		switch {
-		case lerr != nil:
-			return fmt.Errorf("close ledger: %w", lerr)
-		case derr != nil:
-			return fmt.Errorf("close queue: %w", derr)
-		}
-		return nil
+	close = func() (err error) {
+		closeBound(d, l, &err)
+		return err
 	}
 	// The ledger's policy, which adopts spool.conf's section the first
 	// time it sees one (a reader only reads it).
