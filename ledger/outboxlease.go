@@ -3,6 +3,8 @@ package ledger
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -130,6 +132,16 @@ func (o Outbox) CommitPublished(ctx context.Context, owner string, c OutboxCommi
 		// then wait for each other instead of deadlocking, which
 		// PostgreSQL reports as a fault (its dialect does not retry).
 		runs, scattered := idRuns(c.Published)
+		if !o.db.dialect.SingleWriter() {
+			// An UPDATE locks its rows in the order its plan meets them:
+			// a bitmap scan meets them in the table's physical order,
+			// which a row's updates change, not by id. So the rows are
+			// locked first by one SELECT that sorts them (FOR UPDATE
+			// locks above the sort), and the UPDATEs then wait for no one.
+			if err := lockOutboxRows(ctx, tx, o.db.dialect, runs, scattered); err != nil {
+				return err
+			}
+		}
 		for len(runs) > 0 || len(scattered) > 0 {
 			if len(runs) > 0 && (len(scattered) == 0 || runs[0][0] < scattered[0]) {
 				if _, err := tx.ExecContext(ctx, o.db.dialect.Rebind(`UPDATE outbox SET published_at = ?, target = ?, next_at = NULL
@@ -193,6 +205,43 @@ WHERE published_at IS NULL AND id IN (?`+strings.Repeat(", ?", len(chunk)-1)+`)`
 		return nil, o.db.fail("mark outbox rows published", err)
 	}
 	return lost, nil
+}
+
+// lockOutboxRows locks, in tx, the outbox rows of runs (first and last
+// ids) and scattered, in ascending id order (CommitPublished).
+func lockOutboxRows(ctx context.Context, tx *sql.Tx, d Dialect, runs [][2]int64, scattered []int64) error {
+	var (
+		where []string
+		args  []any
+	)
+	for _, r := range runs {
+		where = append(where, "id BETWEEN ? AND ?")
+		args = append(args, r[0], r[1])
+	}
+	for chunk := range slices.Chunk(scattered, maxInList) {
+		where = append(where, "id IN (?"+strings.Repeat(", ?", len(chunk)-1)+")")
+		for _, id := range chunk {
+			args = append(args, id)
+		}
+	}
+	if len(where) == 0 {
+		return nil
+	}
+	rows, err := tx.QueryContext(ctx, d.Rebind(`SELECT id FROM outbox WHERE `+strings.Join(where, " OR ")+` ORDER BY id FOR UPDATE`), args...)
+	if err != nil {
+		return fmt.Errorf("lock outbox rows: %w", err)
+	}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return fmt.Errorf("lock outbox rows: %w", err)
+		}
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return fmt.Errorf("lock outbox rows: %w", err)
+	}
+	return nil
 }
 
 // minRun is the shortest run of consecutive ids idRuns gives as a range.
