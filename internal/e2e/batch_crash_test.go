@@ -196,7 +196,7 @@ func batchCrash(t *testing.T, sp spoolAt, backend ledgerBackend, format string, 
 	if got := statusBatchFiles(t, sp, q, args...); !slices.Equal(got, want) {
 		t.Fatalf("spool status shows batch files %+v, want %+v", got, want)
 	}
-	checkFsck(t, q, args...)
+	sp.checkFsck(t, q, args...)
 }
 
 // batchFileCounts is a batch file's line of spool status --json, without
@@ -420,7 +420,7 @@ func TestBatchGracefulStop(t *testing.T) {
 	if got := stageNames(t, q, done); !slices.Equal(got, []string{"feed.jsonl", "feed.jsonl.done"}) {
 		t.Fatalf("done/ holds %q, want the file and its one done-file", got)
 	}
-	checkFsck(t, q)
+	sp.checkFsck(t, q)
 }
 
 // TestBatchDeadLetterResumeAnyRun: the dead letter a killed run wrote and
