@@ -131,19 +131,25 @@ func (o Outbox) CommitPublished(ctx context.Context, owner string, c OutboxCommi
 		// relays marking the same rows (one took the other's lease over)
 		// then wait for each other instead of deadlocking, which
 		// PostgreSQL reports as a fault (its dialect does not retry).
-		runs, scattered := idRuns(c.Published)
-		if !o.db.dialect.SingleWriter() {
-			// An UPDATE locks its rows in the order its plan meets them:
-			// a bitmap scan meets them in the table's physical order,
-			// which a row's updates change, not by id. So the rows are
-			// locked first by one SELECT that sorts them (FOR UPDATE
-			// locks above the sort), and the UPDATEs then wait for no one.
-			if err := lockOutboxRows(ctx, tx, o.db.dialect, runs, scattered); err != nil {
-				return err
+		//
+		// An UPDATE locks its rows in the order its plan meets them: a
+		// bitmap scan meets them in the table's physical order, which a
+		// row's updates change, not by id. So each range or list is
+		// locked first by a SELECT that sorts it (FOR UPDATE locks above
+		// the sort), each above the one before; its UPDATE then waits
+		// for no one. A single writer needs none of it.
+		lock := func(runs [][2]int64, ids []int64) error {
+			if o.db.dialect.SingleWriter() {
+				return nil
 			}
+			return lockOutboxRows(ctx, tx, o.db.dialect, runs, ids)
 		}
+		runs, scattered := idRuns(c.Published)
 		for len(runs) > 0 || len(scattered) > 0 {
 			if len(runs) > 0 && (len(scattered) == 0 || runs[0][0] < scattered[0]) {
+				if err := lock(runs[:1], nil); err != nil {
+					return err
+				}
 				if _, err := tx.ExecContext(ctx, o.db.dialect.Rebind(`UPDATE outbox SET published_at = ?, target = ?, next_at = NULL
 WHERE published_at IS NULL AND id BETWEEN ? AND ?`), formatTime(c.At), c.Target, runs[0][0], runs[0][1]); err != nil {
 					return err
@@ -157,6 +163,9 @@ WHERE published_at IS NULL AND id BETWEEN ? AND ?`), formatTime(c.At), c.Target,
 			}
 			chunk := scattered[:min(n, maxInList)]
 			scattered = scattered[len(chunk):]
+			if err := lock(nil, chunk); err != nil {
+				return err
+			}
 			args := []any{formatTime(c.At), c.Target}
 			for _, id := range chunk {
 				args = append(args, id)
@@ -208,7 +217,9 @@ WHERE published_at IS NULL AND id IN (?`+strings.Repeat(", ?", len(chunk)-1)+`)`
 }
 
 // lockOutboxRows locks, in tx, the outbox rows of runs (first and last
-// ids) and scattered, in ascending id order (CommitPublished).
+// ids) and scattered, in ascending id order (CommitPublished). Its
+// caller keeps the statement's parameters few (a range, or a list of at
+// most maxInList).
 func lockOutboxRows(ctx context.Context, tx *sql.Tx, d Dialect, runs [][2]int64, scattered []int64) error {
 	var (
 		where []string
