@@ -29,11 +29,17 @@ const PostgresExample = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable
 func CI() bool { return os.Getenv("CI") == "true" }
 
 // IsLong reports whether the long tests run: SPOOL_TEST_LONG is set to
-// anything but "" or "0", or CI is true. Tests that keep a quick variant
-// in the default run use it to pick their size.
+// anything but "" or "0", or it is unset and CI is true. An explicit
+// SPOOL_TEST_LONG=0 keeps the quick sizes even on CI, which .ci/run uses
+// to run them under the race detector and the long ones without it.
+// Tests that keep a quick variant in the default run use it to pick their
+// size.
 func IsLong() bool {
-	v := os.Getenv(LongEnv)
-	return (v != "" && v != "0") || CI()
+	v, set := os.LookupEnv(LongEnv)
+	if set && v != "" {
+		return v != "0"
+	}
+	return CI()
 }
 
 // Long skips t unless the long tests run (IsLong), saying what it is and

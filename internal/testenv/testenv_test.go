@@ -47,7 +47,8 @@ func TestLong(t *testing.T) {
 		{"0", "", true},
 		{"1", "", false},
 		{"", "true", false},
-		{"0", "true", false},
+		{"0", "true", true},
+		{"1", "false", false},
 		{"", "false", true},
 	} {
 		t.Setenv(LongEnv, c.long)
