@@ -67,6 +67,7 @@ func requireNoCallsLocks(t *testing.T, q string) {
 // the consumer (only their shells die with it) but not their
 // --exec-timeout, far off: only the calls lock can release them sooner.
 func TestExecKilledRestartedInPIDNamespace(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("flock"); err != nil {
 		testenv.Missing(t, "flock(1) is not installed (util-linux): skipped")
 	}
@@ -124,6 +125,7 @@ func execKilledRestartedInPIDNamespace(t *testing.T, engine ledgerBackend) {
 // msg_ids until no process of the cut runs is left, and no msg_id is ever
 // run twice at once; every message is processed once.
 func TestExecShutdownTimeoutHeld(t *testing.T) {
+	t.Parallel()
 	for _, tool := range []string{"flock", "setsid"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			testenv.Missing(t, tool+"(1) is not installed (util-linux): skipped")

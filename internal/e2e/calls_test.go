@@ -24,6 +24,7 @@ import (
 // from being called while the first is in flight, and makes it a duplicate
 // once the first is committed.
 func TestPostConcurrentOnePerKey(t *testing.T) {
+	t.Parallel()
 	for _, engine := range []ledgerBackend{sqliteEngine, postgresEngine, mysqlEngine} {
 		t.Run(engine.name, func(t *testing.T) {
 			t.Parallel()
@@ -105,6 +106,9 @@ func TestPostConcurrentOnePerKey(t *testing.T) {
 // It runs on the queue's SQLite ledger and, with SPOOL_TEST_MYSQL, on a
 // MariaDB one, whose transactions run side by side.
 func TestPostCrash(t *testing.T) {
+	// Not parallel with the other tests (its engines are, with each
+	// other): its kills are timed against the consumers' work, which a
+	// machine busy with the whole package slows past them.
 	for _, engine := range []ledgerBackend{sqliteEngine, mysqlEngine} {
 		t.Run(engine.name, func(t *testing.T) {
 			t.Parallel()
@@ -206,6 +210,7 @@ func testPostCrash(t *testing.T, engine ledgerBackend) {
 // TestBenchHandlerProcesses: bench --handler --procs runs real consumer
 // processes on one ledger, and their outcome counts add up exactly.
 func TestBenchHandlerProcesses(t *testing.T) {
+	t.Parallel()
 	for _, engine := range []ledgerBackend{sqliteEngine, postgresEngine} {
 		t.Run(engine.name, func(t *testing.T) {
 			t.Parallel()

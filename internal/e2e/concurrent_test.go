@@ -17,6 +17,9 @@ import (
 // It runs on the queue's SQLite ledger and, with SPOOL_TEST_MYSQL, on a
 // MariaDB one.
 func TestConcurrentConsumers(t *testing.T) {
+	// Not parallel with the other tests (its engines are, with each
+	// other): its kills are timed against the consumers' work, which a
+	// machine busy with the whole package slows past them.
 	for _, engine := range []ledgerBackend{sqliteEngine, mysqlEngine} {
 		t.Run(engine.name, func(t *testing.T) {
 			t.Parallel()
@@ -65,6 +68,9 @@ func testConcurrentConsumers(t *testing.T, engine ledgerBackend) {
 // It runs on the queue's SQLite ledger and, with SPOOL_TEST_MYSQL, on a
 // MariaDB one.
 func TestCrashWhileConcurrent(t *testing.T) {
+	// Not parallel with the other tests (its engines are, with each
+	// other): its kills are timed against the consumers' work, which a
+	// machine busy with the whole package slows past them.
 	for _, engine := range []ledgerBackend{sqliteEngine, mysqlEngine} {
 		t.Run(engine.name, func(t *testing.T) {
 			t.Parallel()

@@ -191,6 +191,9 @@ func liveClaims(q string) int {
 // It runs on the queue's SQLite ledger and, with SPOOL_TEST_MYSQL, on a
 // MariaDB one.
 func TestCrashInjection(t *testing.T) {
+	// Not parallel with the other tests (its engines are, with each
+	// other): its kills are timed against the consumers' work, which a
+	// machine busy with the whole package slows past them.
 	for _, engine := range []ledgerBackend{sqliteEngine, mysqlEngine} {
 		t.Run(engine.name, func(t *testing.T) {
 			t.Parallel()

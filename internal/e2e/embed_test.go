@@ -75,9 +75,7 @@ func TestEmbedderBesideConsume(t *testing.T) {
 	// Another key in spool.conf: refused while the watcher runs msg_id.
 	writeFile(t, q, "spool.conf", `{"key_field": "event_id"}`)
 	// Stopped, the watcher cannot take late.json meanwhile.
-	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	p.freeze(t)
 	putMessage(t, q, "late.json", `{"event_id":"e1","msg_id":"late","order_no":"o","seq":1,"amount":"1"}`)
 	out, errs, code = runEmbed()
 	_, lateErr := os.Stat(filepath.Join(q, inbox, "late.json"))
@@ -88,7 +86,12 @@ func TestEmbedderBesideConsume(t *testing.T) {
 		t.Fatalf("embed with another key: exit %d, stdout %q, stderr:\n%s", code, out, errs)
 	}
 	if lateErr != nil {
-		t.Errorf("the refused program moved late.json: %v", lateErr)
+		var where []string
+		for _, pattern := range []string{"done/*late.json", "error/*late.json", "processing/*/*late.json"} {
+			m, _ := filepath.Glob(filepath.Join(q, pattern))
+			where = append(where, m...)
+		}
+		t.Errorf("the refused program moved late.json: %v (found: %q)", lateErr, where)
 	}
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -203,6 +203,42 @@ func (p *proc) result() result {
 	return r
 }
 
+// freeze stops p (SIGSTOP) and returns once every thread of it is
+// stopped. kill(2) only queues the signal: a thread running on another
+// CPU goes on until it next leaves the kernel, so a test that changes the
+// queue right after the signal could still be seen by it.
+func (p *proc) freeze(t testing.TB) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	task := fmt.Sprintf("/proc/%d/task", p.cmd.Process.Pid)
+	if !poll(cmdTimeout, time.Millisecond, func() bool { return allStopped(task) }) {
+		t.Fatalf("spool %q: not every thread stopped within %v of SIGSTOP", p.cmd.Args[1:], cmdTimeout)
+	}
+}
+
+// allStopped reports whether every thread under task (/proc/PID/task) is
+// in state T (stopped by a signal).
+func allStopped(task string) bool {
+	des, err := os.ReadDir(task)
+	if err != nil || len(des) == 0 {
+		return false
+	}
+	for _, de := range des {
+		b, err := os.ReadFile(filepath.Join(task, de.Name(), "stat"))
+		if err != nil {
+			return false
+		}
+		// pid (comm) STATE ...: comm may hold spaces and parentheses.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
+			return false
+		}
+	}
+	return true
+}
+
 // killAfter waits up to d for p to exit by itself, then sends SIGKILL. It
 // reports whether the kill hit a live process (false: it had exited before).
 func (p *proc) killAfter(t testing.TB, d time.Duration) bool {

@@ -75,6 +75,7 @@ func outboxAgrees(t *testing.T, l callLedger, when string) int {
 // processed row. It runs on the queue's SQLite ledger and, with their
 // servers' variables, on a PostgreSQL schema and a MariaDB database.
 func TestOutboxCommitsWithMessage(t *testing.T) {
+	t.Parallel()
 	for _, engine := range []ledgerBackend{sqliteEngine, postgresEngine, mysqlEngine} {
 		t.Run(engine.name, func(t *testing.T) {
 			t.Parallel()

@@ -111,6 +111,7 @@ func processedIDs(t *testing.T, l callLedger) map[string]bool {
 // had reserved but not called; a second run then finishes the queue
 // without calling any msg_id again.
 func TestShutdownGraceful(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"drain", "watch"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
@@ -374,13 +375,17 @@ func receive(t *testing.T, got <-chan string, want string) string {
 // SIGTERM, with STATUS= lines; and the variable does not reach its
 // handlers.
 func TestShutdownSDNotify(t *testing.T) {
+	t.Parallel()
 	for _, abstract := range []bool{false, true} {
 		t.Run(fmt.Sprintf("abstract=%v", abstract), func(t *testing.T) {
 			t.Parallel()
 			q, all := shutdownQueue(t, 100)
 			srv := newCallServer(t, 5*time.Second)
 			// A consumer killed with calls in flight leaves its session.
-			dead := start(t, "consume", q, "--post", srv.URL, "--concurrency", "2")
+			// Its call timeout is short, and so is the next run's: that
+			// run holds the messages the dead one was calling until its
+			// own call timeout has passed (30s by default).
+			dead := start(t, "consume", q, "--post", srv.URL, "--concurrency", "2", "--post-timeout", "2s")
 			if !srv.waitInFlight(2, cmdTimeout) {
 				t.Fatalf("no calls in flight\n%s", dead.wait(t))
 			}
@@ -394,7 +399,7 @@ func TestShutdownSDNotify(t *testing.T) {
 			addr, got := notifySocket(t, abstract)
 			env := filepath.Join(t.TempDir(), "env")
 			p := spoolAt{bin: spoolBin, env: []string{"NOTIFY_SOCKET=" + addr}}.start(t,
-				"consume", q, "--watch", "--exec", "env >> "+shellQuote(env))
+				"consume", q, "--watch", "--exec", "env >> "+shellQuote(env), "--exec-timeout", "2s")
 			ready := receive(t, got, "READY=1")
 			if _, err := os.Stat(filepath.Join(q, processing, orphans[0])); !os.IsNotExist(err) {
 				t.Errorf("READY=1 before the dead session %s was recovered (stat: %v)", orphans[0], err)

@@ -198,9 +198,7 @@ func TestWatchOverflow(t *testing.T) {
 	produce(t, q, 0, 1)
 	waitFor(t, 30*time.Second, "the first arrival to reach done/", func() bool { return countNames(t, q, done) == 1 })
 
-	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	p.freeze(t)
 	if noise > 0 {
 		// Dot files, which the consumer leaves alone, changed in turn
 		// (the kernel merges an event with the one before only when they
