@@ -158,11 +158,7 @@ func RunConsumer(ctx context.Context, dir string, o ConsumeOptions) (st *spool.S
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if cerr := d.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("close queue: %w", cerr)
-		}
-	}()
+	defer CloseDir(d, &err)
 	c, file, err := LoadContract(dir, o.Override)
 	if err != nil {
 		return nil, err
@@ -364,4 +360,13 @@ func OpenDir(dir string) (*queue.Dir, error) {
 		UseFormat(d, conf)
 	}
 	return d, nil
+}
+
+// CloseDir closes d, keeping the first error in *err: deferred by the
+// operations that hold a queue open for their whole run, so that a failed
+// close (the queue's directory handles) is reported when nothing else was.
+func CloseDir(d *queue.Dir, err *error) {
+	if cerr := d.Close(); cerr != nil && *err == nil {
+		*err = fmt.Errorf("close queue: %w", cerr)
+	}
 }

@@ -44,11 +44,7 @@ func Fsck(ctx context.Context, dir string, o Options, f FsckOptions) (r *fsck.Re
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if cerr := d.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("close queue: %w", cerr)
-		}
-	}()
+	defer CloseDir(d, &err)
 	contract, _, err := LoadContract(dir, f.Override)
 	if err != nil {
 		return nil, err

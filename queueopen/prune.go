@@ -47,11 +47,7 @@ func Prune(ctx context.Context, dir string, o Options, p PruneOptions) (n fsck.P
 	if err != nil {
 		return n, before, err
 	}
-	defer func() {
-		if cerr := d.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("close queue: %w", cerr)
-		}
-	}()
+	defer CloseDir(d, &err)
 	inFlight, err := d.Claims()
 	if err != nil {
 		return n, before, err

@@ -90,6 +90,6 @@ func openBound(ctx context.Context, dir, db string, o ledgerOpts) (d *queue.Dir,
 	}
 	return d, l, func(err *error) {
 		closeLedger(l, err)
-		closeQueue(d, err)
+		queueopen.CloseDir(d, err)
 	}, nil
 }

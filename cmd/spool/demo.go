@@ -86,7 +86,7 @@ func (o *demoOpts) run(ctx context.Context, e *env) (err error) {
 	if err != nil {
 		return err
 	}
-	defer closeQueue(d, &err)
+	defer queueopen.CloseDir(d, &err)
 	c, conf, err := cf.contractFrom(dir)
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/spoolq/spool/queue"
+	"github.com/spoolq/spool/queueopen"
 )
 
 var enqueueCommand = &command{
@@ -51,7 +52,7 @@ func (o *enqueueOpts) run(_ context.Context, e *env) (err error) {
 	if err != nil {
 		return err
 	}
-	defer closeQueue(d, &err)
+	defer queueopen.CloseDir(d, &err)
 	for _, src := range o.srcs {
 		if err := checkSource(d, src); err != nil {
 			return err

@@ -108,7 +108,7 @@ func (o *initOpts) run(ctx context.Context, e *env) (err error) {
 	if err != nil {
 		return ledgerFailure(err, dir, *db)
 	}
-	defer closeQueue(d, &err)
+	defer queueopen.CloseDir(d, &err)
 	head := "initialized " + dir
 	if conf != nil {
 		wrote, err := writeConfigFile(dir, conf, *force)

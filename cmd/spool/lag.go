@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/queue"
+	"github.com/spoolq/spool/queueopen"
 	"github.com/spoolq/spool/report"
 )
 
@@ -89,7 +90,7 @@ func (o *lagOpts) run(ctx context.Context, e *env) (err error) {
 	if err != nil {
 		return err
 	}
-	defer closeQueue(d, &err)
+	defer queueopen.CloseDir(d, &err)
 	lag, err := report.MeasureLag(ctx, d, o.threshold, *o.maxAge, *o.asJSON)
 	if err != nil {
 		return err

@@ -45,13 +45,6 @@ func closeLedger(l *ledger.DB, err *error) {
 	}
 }
 
-// closeQueue closes d, keeping the first error.
-func closeQueue(d *queue.Dir, err *error) {
-	if cerr := d.Close(); cerr != nil && *err == nil {
-		*err = fmt.Errorf("close queue: %w", cerr)
-	}
-}
-
 // addOutputFlag registers -o on fs.
 func addOutputFlag(fs *flag.FlagSet) *string {
 	return fs.String("o", "", "write the output to `FILE` atomically instead of stdout")

@@ -48,7 +48,7 @@ func (o *schemaOpts) run(ctx context.Context, e *env) (err error) {
 	if err != nil {
 		return err
 	}
-	defer closeQueue(d, &err)
+	defer queueopen.CloseDir(d, &err)
 	c, conf, err := o.cf.contractFrom(o.dir)
 	if err != nil {
 		return err
