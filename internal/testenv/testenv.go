@@ -30,10 +30,9 @@ func CI() bool { return os.Getenv("CI") == "true" }
 
 // IsLong reports whether the long tests run: SPOOL_TEST_LONG is set to
 // anything but "" or "0", or it is unset and CI is true. An explicit
-// SPOOL_TEST_LONG=0 keeps the quick sizes even on CI, which .ci/run uses
-// to run them under the race detector and the long ones without it.
-// Tests that keep a quick variant in the default run use it to pick their
-// size.
+// SPOOL_TEST_LONG=0 keeps the quick sizes even with CI=true (the services
+// still required), for a quick run of what CI checks. Tests that keep a
+// quick variant in the default run use it to pick their size.
 func IsLong() bool {
 	v, set := os.LookupEnv(LongEnv)
 	if set && v != "" {
