@@ -138,20 +138,20 @@ func (o Outbox) CommitPublished(ctx context.Context, owner string, c OutboxCommi
 		// locked first by a SELECT that sorts it (FOR UPDATE locks above
 		// the sort), each above the one before; its UPDATE then waits
 		// for no one. A single writer needs none of it.
-		lock := func(runs [][2]int64, ids []int64) error {
-			if o.db.dialect.SingleWriter() {
-				return nil
+		mark := func(where string, ids ...any) error {
+			if !o.db.dialect.SingleWriter() {
+				if err := lockOutboxRows(ctx, tx, o.db.dialect, where, ids...); err != nil {
+					return err
+				}
 			}
-			return lockOutboxRows(ctx, tx, o.db.dialect, runs, ids)
+			_, err := tx.ExecContext(ctx, o.db.dialect.Rebind(`UPDATE outbox SET published_at = ?, target = ?, next_at = NULL
+WHERE `+where), append([]any{formatTime(c.At), c.Target}, ids...)...)
+			return err
 		}
 		runs, scattered := idRuns(c.Published)
 		for len(runs) > 0 || len(scattered) > 0 {
 			if len(runs) > 0 && (len(scattered) == 0 || runs[0][0] < scattered[0]) {
-				if err := lock(runs[:1], nil); err != nil {
-					return err
-				}
-				if _, err := tx.ExecContext(ctx, o.db.dialect.Rebind(`UPDATE outbox SET published_at = ?, target = ?, next_at = NULL
-WHERE published_at IS NULL AND id BETWEEN ? AND ?`), formatTime(c.At), c.Target, runs[0][0], runs[0][1]); err != nil {
+				if err := mark(`published_at IS NULL AND id BETWEEN ? AND ?`, runs[0][0], runs[0][1]); err != nil {
 					return err
 				}
 				runs = runs[1:]
@@ -163,15 +163,11 @@ WHERE published_at IS NULL AND id BETWEEN ? AND ?`), formatTime(c.At), c.Target,
 			}
 			chunk := scattered[:min(n, maxInList)]
 			scattered = scattered[len(chunk):]
-			if err := lock(nil, chunk); err != nil {
-				return err
+			ids := make([]any, len(chunk))
+			for i, id := range chunk {
+				ids[i] = id
 			}
-			args := []any{formatTime(c.At), c.Target}
-			for _, id := range chunk {
-				args = append(args, id)
-			}
-			if _, err := tx.ExecContext(ctx, o.db.dialect.Rebind(`UPDATE outbox SET published_at = ?, target = ?, next_at = NULL
-WHERE published_at IS NULL AND id IN (?`+strings.Repeat(", ?", len(chunk)-1)+`)`), args...); err != nil {
+			if err := mark(`published_at IS NULL AND id IN (`+placeholders(len(chunk))+`)`, ids...); err != nil {
 				return err
 			}
 		}
@@ -216,38 +212,17 @@ WHERE published_at IS NULL AND id IN (?`+strings.Repeat(", ?", len(chunk)-1)+`)`
 	return lost, nil
 }
 
-// lockOutboxRows locks, in tx, the outbox rows of runs (first and last
-// ids) and scattered, in ascending id order (CommitPublished). Its
-// caller keeps the statement's parameters few (a range, or a list of at
-// most maxInList).
-func lockOutboxRows(ctx context.Context, tx *sql.Tx, d Dialect, runs [][2]int64, scattered []int64) error {
-	var (
-		where []string
-		args  []any
-	)
-	for _, r := range runs {
-		where = append(where, "id BETWEEN ? AND ?")
-		args = append(args, r[0], r[1])
-	}
-	for chunk := range slices.Chunk(scattered, maxInList) {
-		where = append(where, "id IN (?"+strings.Repeat(", ?", len(chunk)-1)+")")
-		for _, id := range chunk {
-			args = append(args, id)
-		}
-	}
-	if len(where) == 0 {
-		return nil
-	}
-	rows, err := tx.QueryContext(ctx, d.Rebind(`SELECT id FROM outbox WHERE `+strings.Join(where, " OR ")+` ORDER BY id FOR UPDATE`), args...)
+// lockOutboxRows locks, in tx, the outbox rows that where selects, in
+// ascending id order (FOR UPDATE above the sort), before CommitPublished's
+// UPDATE of the same rows. Its caller keeps the parameters few (a range,
+// or a list of at most maxInList ids).
+func lockOutboxRows(ctx context.Context, tx *sql.Tx, d Dialect, where string, args ...any) error {
+	rows, err := tx.QueryContext(ctx, d.Rebind(`SELECT id FROM outbox WHERE `+where+` ORDER BY id FOR UPDATE`), args...)
 	if err != nil {
 		return fmt.Errorf("lock outbox rows: %w", err)
 	}
+	// Reading the rows takes their locks: each is fetched under FOR UPDATE.
 	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return fmt.Errorf("lock outbox rows: %w", err)
-		}
 	}
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 		return fmt.Errorf("lock outbox rows: %w", err)
