@@ -71,11 +71,7 @@ func (l Consumer) RecordBatch(ctx context.Context, batch []*spool.Delivery, w sp
 		}
 		return nil, nil
 	}
-	screened := l.db.screenKeys(batch)
-	res, done, err := l.db.recordLocked(ctx, screened, w, progress)
-	if !done {
-		res, err = l.db.recordWith(ctx, screened, w, progress)
-	}
+	res, err := l.db.recordWith(ctx, l.db.screenKeys(batch), w, progress)
 	if err != nil {
 		return nil, l.db.fail("record batch file", err)
 	}

@@ -40,7 +40,7 @@ type DB struct {
 	// Prepared when the ledger opens: see multiRow.
 	insProcessed, insDeliveries, selOwners *multiRow
 	// insProcessedLocked is insProcessed without RETURNING, on a
-	// single-writer engine only (recordLocked); nil on the others.
+	// single-writer engine only (recordWith); nil on the others.
 	insProcessedLocked *multiRow
 	// For external handlers (reserve.go).
 	insReservations, delReservations, delAttempts *multiRow

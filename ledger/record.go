@@ -50,13 +50,17 @@ func (db *DB) record(ctx context.Context, batch []*spool.Delivery, w spool.Work)
 }
 
 // recordWith is record with also, when not nil, run last in the batch's
-// transaction: a batch file's progress (RecordBatch).
+// transaction: a batch file's progress (RecordBatch). A batch file's
+// records without business work, on a single-writer engine, are looked up
+// and then inserted (insertProcessedLocked); a plain batch of messages
+// keeps insertProcessedRows, whose figures its path was measured with.
 func (db *DB) recordWith(ctx context.Context, batch []*spool.Delivery, w spool.Work, also func(tx *sql.Tx, res []result) error) ([]result, error) {
 	if w.Handler == nil && also == nil {
 		if res, done, err := db.recordOne(ctx, batch); err != nil || done {
 			return res, err
 		}
 	}
+	locked := w.Handler == nil && also != nil && db.insProcessedLocked != nil
 	var res []result
 	err := db.writeTx(ctx, func(tx *sql.Tx) error {
 		if err := db.fence(ctx, tx, batch); err != nil {
@@ -65,16 +69,22 @@ func (db *DB) recordWith(ctx context.Context, batch []*spool.Delivery, w spool.W
 		now := time.Now()
 		res = rejected(batch)
 		var err error
-		if w.Handler == nil {
+		switch {
+		case locked:
+			// Its lookup decides the conflicts too.
+			err = db.insertProcessedLocked(ctx, tx, batch, res, now)
+		case w.Handler == nil:
 			err = db.insertProcessedRows(ctx, tx, batch, res, now)
-		} else {
+		default:
 			err = db.runWork(ctx, tx, batch, res, w, now)
 		}
 		if err != nil {
 			return err
 		}
-		if err := db.markConflicts(ctx, tx, batch, res); err != nil {
-			return err
+		if !locked {
+			if err := db.markConflicts(ctx, tx, batch, res); err != nil {
+				return err
+			}
 		}
 		if err := db.insertDeliveryRows(ctx, tx, batch, res, now); err != nil {
 			return err

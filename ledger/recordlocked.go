@@ -9,39 +9,6 @@ import (
 	"github.com/spoolq/spool"
 )
 
-// recordLocked records a batch without business work, and then also
-// (a batch file's progress), in one write transaction on a single-writer
-// engine (Dialect.SingleWriter): what recordWith's transaction does, with
-// the processed rows inserted by insertProcessedLocked. It reports false,
-// having done nothing, on any other engine, or with a handler.
-func (db *DB) recordLocked(ctx context.Context, batch []*spool.Delivery, w spool.Work, also func(tx *sql.Tx, res []result) error) ([]result, bool, error) {
-	if w.Handler != nil || db.insProcessedLocked == nil {
-		return nil, false, nil
-	}
-	var res []result
-	err := db.writeTx(ctx, func(tx *sql.Tx) error {
-		if err := db.fence(ctx, tx, batch); err != nil {
-			return err
-		}
-		now := time.Now()
-		res = rejected(batch)
-		if err := db.insertProcessedLocked(ctx, tx, batch, res, now); err != nil {
-			return err
-		}
-		if err := db.insertDeliveryRows(ctx, tx, batch, res, now); err != nil {
-			return err
-		}
-		if also != nil {
-			return also(tx, res)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, true, err
-	}
-	return res, true, nil
-}
-
 // insertProcessedLocked is insertProcessedRows and markConflicts in one
 // lookup, for a transaction that holds the database's write lock from its
 // BEGIN (SQLite's BEGIN IMMEDIATE): no other writer can insert a msg_id
