@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/spoolq/spool"
-	"github.com/spoolq/spool/ledger"
-	"github.com/spoolq/spool/metrics"
+	"github.com/spoolq/spool/endpoint"
+	"github.com/spoolq/spool/queueopen"
 	"github.com/spoolq/spool/relay"
 )
 
@@ -125,83 +125,31 @@ func (o *relayOpts) validate(e *env, pos []string) error {
 	return nil
 }
 
-func (o *relayOpts) run(ctx context.Context, e *env) (err error) {
-	to, aggregate, watch, unpark, lease, retryBase, poll, batch, window, maxAttempts, listen, db, policy :=
-		o.to, o.aggregate, o.watch, o.unpark, o.lease, o.retryBase, o.poll, o.batch, o.window, o.maxAttempts, o.listen, o.db, o.policy
-	d, l, done, err := openBound(ctx, o.dir, *db, ledgerOpts{use: writeLedger})
-	if err != nil {
-		return err
-	}
-	defer done(&err)
-	if *unpark {
-		n, err := l.Outbox().Unpark(ctx, *aggregate)
+func (o *relayOpts) run(ctx context.Context, e *env) error {
+	lo := ledgerOpts{use: writeLedger}.options(*o.db)
+	if *o.unpark {
+		n, err := queueopen.Unpark(ctx, o.dir, lo, *o.aggregate)
 		if err != nil {
-			return err
+			return ledgerFailure(err, o.dir, *o.db)
 		}
 		fmt.Fprintf(e.stdout, "unparked=%d\n", n)
 		return nil
 	}
-	id, err := d.ID()
-	if err != nil {
-		return err
-	}
 	sigCtx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	t, err := relay.Open(sigCtx, *to)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := t.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("close target: %w", cerr)
-		}
-	}()
-	if dt, ok := t.(*relay.Dir); ok {
-		// The receiving queue's contract, as its consumer will read it: a
-		// contract that would dead-letter the events is refused before
-		// one is written.
-		c, err := (&contractFlags{fs: flag.NewFlagSet("", flag.ContinueOnError)}).contract(dt.Path())
-		if err != nil {
-			return err
-		}
-		if err := dt.UseContract(c); err != nil {
-			return err
-		}
-	}
-	target := relay.Redact(*to)
-	m := metrics.New()
-	m.RelayTarget(target)
-	if listen.addr != "" {
-		ep, err := startEndpoints(ctx, listen, slog.New(slog.NewTextHandler(e.stderr, nil)), m, d, l, nil)
-		if err != nil {
-			return err
-		}
-		defer func() {
-			if cerr := ep.Stop(); cerr != nil && err == nil {
-				err = cerr
-			}
-		}()
-	}
-	r, err := relay.New(l, id, t, relay.Options{
-		Target: target, Lease: *lease, Batch: *batch, Window: *window, Policy: policy,
-		Retry: spool.Retry{Base: *retryBase, MaxAttempts: *maxAttempts}, Watch: *watch, Poll: *poll,
-		OnEvent: func(ev *relay.Event, perr error) {
-			if perr != nil {
-				m.PublishFailed(target)
-				e.warn("publish %s (%s of %s): %v", ev.ID, ev.Row.Type, ev.Row.Aggregate, perr)
-				return
-			}
-			m.Published(target)
-		},
-		OnParked: func(row *ledger.OutboxRow, reason string) {
-			m.Parked(target)
-			e.warn("parked outbox row %d (%s of %s): %s", row.ID, row.Type, row.Aggregate, reason)
-		},
+	st, err := queueopen.Relay(sigCtx, o.dir, lo, queueopen.RelayOptions{
+		To: *o.to,
+		Relay: relay.Options{Lease: *o.lease, Batch: *o.batch, Window: *o.window, Policy: o.policy,
+			Retry: spool.Retry{Base: *o.retryBase, MaxAttempts: *o.maxAttempts}, Watch: *o.watch, Poll: *o.poll},
+		Listen: endpoint.ServeOptions{Addr: o.listen.addr, TLS: o.listen.tls, Refresh: o.listen.refresh},
+		Logger: slog.New(slog.NewTextHandler(e.stderr, nil)),
+		Warn:   func(line string) { e.warn("%s", line) },
 	})
-	if err != nil {
-		return err
+	if st != nil {
+		fmt.Fprintf(e.stdout, "published=%d failed=%d parked=%d\n", st.Published, st.Failed, st.Parked)
 	}
-	st, err := r.Run(sigCtx)
-	fmt.Fprintf(e.stdout, "published=%d failed=%d parked=%d\n", st.Published, st.Failed, st.Parked)
-	return err
+	if err != nil {
+		return ledgerFailure(err, o.dir, *o.db)
+	}
+	return nil
 }
