@@ -108,16 +108,20 @@ func AskTasks(ctx context.Context, dir string, o Options, op task.Operator, req 
 }
 
 // OpenHolds opens the queue at dir and its ledger for writing (Attach, as
-// o says, its Use set here), with the contract spool.conf and
-// o.Override give, as the queue's hold.Service (HoldService): what
-// spool hold, release, pause and resume act through. close closes the
-// queue and the ledger.
+// o says, its Use set here; for reading alone with o.ReadOnly, which
+// hold.Service.State needs), with the contract spool.conf and o.Override
+// give, as the queue's hold.Service (HoldService): what spool hold,
+// release, pause, resume and holds act through. close closes the queue
+// and the ledger.
 func OpenHolds(ctx context.Context, dir string, o Options) (s *hold.Service, close func() error, err error) {
 	c, conf, err := LoadContract(dir, o.Override)
 	if err != nil {
 		return nil, nil, err
 	}
 	o.Use = Write
+	if o.ReadOnly {
+		o.Use = Read
+	}
 	d, l, err := openBound(ctx, dir, o)
 	if err != nil {
 		return nil, nil, err

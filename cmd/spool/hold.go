@@ -129,7 +129,7 @@ func (o *holdOpts) flags(fs *flag.FlagSet) {
 }
 
 func (o *holdOpts) run(ctx context.Context, e *env) (err error) {
-	s, done, err := holdService(ctx, o.dir, *o.db, o.cf)
+	s, done, err := holdService(ctx, o.dir, *o.db, o.cf, ledgerOpts{use: writeLedger})
 	if err != nil {
 		return err
 	}
@@ -165,7 +165,7 @@ func (o *holdOpts) run(ctx context.Context, e *env) (err error) {
 type releaseOpts struct{ holdArgs }
 
 func (o *releaseOpts) run(ctx context.Context, e *env) (err error) {
-	s, done, err := holdService(ctx, o.dir, *o.db, o.cf)
+	s, done, err := holdService(ctx, o.dir, *o.db, o.cf, ledgerOpts{use: writeLedger})
 	if err != nil {
 		return err
 	}
@@ -213,16 +213,12 @@ func (o *holdsOpts) flags(fs *flag.FlagSet) {
 }
 
 func (o *holdsOpts) run(ctx context.Context, e *env) (err error) {
-	c, err := o.cf.contract(o.dir)
-	if err != nil {
-		return err
-	}
-	d, l, done, err := openBound(ctx, o.dir, *o.db, ledgerOpts{use: readLedger, readOnly: true})
+	s, done, err := holdService(ctx, o.dir, *o.db, o.cf, ledgerOpts{use: readLedger, readOnly: true})
 	if err != nil {
 		return err
 	}
 	defer done(&err)
-	st, err := (&hold.Service{Dir: d, Ledger: l, Contract: c}).State(ctx)
+	st, err := s.State(ctx)
 	if err != nil {
 		return err
 	}

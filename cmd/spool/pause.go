@@ -58,7 +58,7 @@ func runResumeQueue(ctx context.Context, e *env, dir, db, note string) error {
 
 // pauseQueue pauses (or resumes) the queue at dir as the OS user.
 func pauseQueue(ctx context.Context, e *env, dir, db, note string, paused bool) (err error) {
-	s, done, err := holdService(ctx, dir, db, nil)
+	s, done, err := holdService(ctx, dir, db, nil, ledgerOpts{use: writeLedger})
 	if err != nil {
 		return err
 	}
@@ -87,12 +87,12 @@ func pauseQueue(ctx context.Context, e *env, dir, db, note string, paused bool) 
 	return nil
 }
 
-// holdService opens the queue at dir and its ledger for writing, with
+// holdService opens the queue at dir and its ledger as lo says, with
 // the queue's contract (cf's flags over its spool.conf; nil: spool.conf
 // alone), as its hold.Service (queueopen.OpenHolds), for the pause and
 // hold commands; done closes them, keeping the first error in *err.
-func holdService(ctx context.Context, dir, db string, cf *contractFlags) (*hold.Service, func(*error), error) {
-	o := ledgerOpts{use: writeLedger}.options(db)
+func holdService(ctx context.Context, dir, db string, cf *contractFlags, lo ledgerOpts) (*hold.Service, func(*error), error) {
+	o := lo.options(db)
 	if cf != nil {
 		o.Override = cf.override()
 	}
