@@ -33,18 +33,12 @@ func addContractFlags(fs *flag.FlagSet) *contractFlags {
 	return cf
 }
 
-// contract returns the contract of the queue at dir: the defaults, then
-// DIR/spool.conf if it exists, then the flags that were given. When
+// contractFrom returns the contract of the queue at dir: the defaults,
+// then DIR/spool.conf if it exists, then the flags that were given (when
 // neither the file nor the flags list the required fields, they are the
 // four role fields under their final names, so renaming a field does not
-// leave the old name required.
-func (cf *contractFlags) contract(dir string) (spool.Contract, error) {
-	c, _, err := cf.contractFrom(dir)
-	return c, err
-}
-
-// contractFrom is contract, which also returns what DIR/spool.conf says
-// (nil without the file), for telling where each value came from.
+// leave the old name required); and what DIR/spool.conf says (nil
+// without the file), for telling where each value came from.
 func (cf *contractFlags) contractFrom(dir string) (spool.Contract, *queueopen.Config, error) {
 	return queueopen.LoadContract(dir, cf.override())
 }

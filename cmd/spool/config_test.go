@@ -70,7 +70,7 @@ func TestContract(t *testing.T) {
 			if err := fs.Parse(tt.flags); err != nil {
 				t.Fatal(err)
 			}
-			got, err := cf.contract(dir)
+			got, _, err := cf.contractFrom(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -86,7 +86,9 @@ func TestContract(t *testing.T) {
 // error, and nothing is created for it (queueopen's tests have the forms).
 func TestKeywordDSNRefused(t *testing.T) {
 	dir := t.TempDir()
-	_, err := openLedgerWith(t.Context(), dir, "host=127.0.0.1 dbname=test", ledgerOpts{use: writeLedger})
+	const db = "host=127.0.0.1 dbname=test"
+	_, err := queueopen.OpenLedger(t.Context(), dir, ledgerOpts{use: writeLedger}.options(db))
+	err = ledgerFailure(err, dir, db)
 	var u *usageError
 	if !errors.As(err, &u) {
 		t.Fatalf("openLedger with a keyword DSN: %v, want a usage error", err)
@@ -155,7 +157,7 @@ func TestBadConfig(t *testing.T) {
 			path := filepath.Join(dir, configName)
 			write(t, path, tt.conf)
 			fs := flag.NewFlagSet("t", flag.ContinueOnError)
-			c, err := addContractFlags(fs).contract(dir)
+			c, _, err := addContractFlags(fs).contractFrom(dir)
 			if err == nil {
 				t.Fatalf("accepted, as %+v", c)
 			}
@@ -221,7 +223,7 @@ func TestGoodConfig(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			write(t, filepath.Join(dir, configName), tt.conf)
-			got, err := addContractFlags(flag.NewFlagSet("t", flag.ContinueOnError)).contract(dir)
+			got, _, err := addContractFlags(flag.NewFlagSet("t", flag.ContinueOnError)).contractFrom(dir)
 			if err != nil {
 				t.Fatal(err)
 			}

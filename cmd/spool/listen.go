@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"log/slog"
-	"net/http"
 	"time"
 
 	"github.com/spoolq/spool/console"
 	"github.com/spoolq/spool/endpoint"
 	"github.com/spoolq/spool/internal/cmdline"
-	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/metrics"
 	"github.com/spoolq/spool/task"
 )
@@ -75,11 +72,4 @@ func (f *listenFlags) check(e *env, need bool) (err error) {
 		return &usageError{msg: le.Msg}
 	}
 	return e.usage("%s", le.Msg)
-}
-
-// startEndpoints serves the metrics and health of d and l at f's
-// address (endpoint.Serve); more, when not nil, adds routes to the
-// endpoints' mux (serve --auth's API and console).
-func startEndpoints(ctx context.Context, f *listenFlags, log *slog.Logger, m *metrics.Metrics, d endpoint.Queue, l *ledger.DB, more func(*http.ServeMux)) (*endpoint.Endpoints, error) {
-	return endpoint.Serve(ctx, endpoint.ServeOptions{Addr: f.addr, TLS: f.tls, Refresh: f.refresh, Log: log, Metrics: m, Queue: d, Ledger: l, More: more})
 }

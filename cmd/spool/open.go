@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -24,18 +23,6 @@ func addDBFlag(fs *flag.FlagSet) *string {
 	db := new(string)
 	fs.Var(dbValue{db}, "db", "ledger: an SQLite file `PATH` or sqlite:PATH (default DIR/"+queueopen.DefaultLedger+"), or a postgres:// or mysql:// (MariaDB) URL for consumers on many hosts")
 	return db
-}
-
-// openLedgerWith opens the ledger --db names for the queue at dir
-// without checking that the two belong together (queueopen.OpenLedger),
-// for spool fsck, which reports and repairs that. For readLedger nothing
-// is created. Other commands call openLedgerFor.
-func openLedgerWith(ctx context.Context, dir, db string, o ledgerOpts) (*ledger.DB, error) {
-	l, err := queueopen.OpenLedger(ctx, dir, o.options(db))
-	if err != nil {
-		return nil, ledgerFailure(err, dir, db)
-	}
-	return l, nil
 }
 
 // closeLedger closes l, keeping the first error.

@@ -18,7 +18,7 @@ func TestOpenLedgerBackends(t *testing.T) {
 		{filepath.Join(dir, "plain.db"), filepath.Join(dir, "plain.db")},
 		{"sqlite:" + filepath.Join(dir, "schemed.db"), filepath.Join(dir, "schemed.db")},
 	} {
-		l, err := openLedgerWith(t.Context(), dir, c.db, ledgerOpts{use: writeLedger})
+		l, err := queueopen.OpenLedger(t.Context(), dir, ledgerOpts{use: writeLedger}.options(c.db))
 		if err != nil {
 			t.Fatalf("openLedger(--db %q): %v", c.db, err)
 		}

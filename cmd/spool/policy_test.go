@@ -34,7 +34,7 @@ func TestApprovalConfig(t *testing.T) {
 		path := filepath.Join(dir, configName)
 		write(t, path, c.conf)
 		p, _, err := queueopen.ApprovalPolicy(dir)
-		_, cerr := addContractFlags(flag.NewFlagSet("t", flag.ContinueOnError)).contract(dir)
+		_, _, cerr := addContractFlags(flag.NewFlagSet("t", flag.ContinueOnError)).contractFrom(dir)
 		if c.sub == "" {
 			if err != nil || cerr != nil || p != c.want {
 				t.Errorf("%s: %+v, %v, %v; want %+v", c.conf, p, err, cerr, c.want)

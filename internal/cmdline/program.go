@@ -68,16 +68,6 @@ type Program struct {
 	ManSynopsis string
 }
 
-// Lookup returns the command named name, or nil.
-func (p *Program) Lookup(name string) *Command {
-	for _, c := range p.Commands {
-		if c.Name == name {
-			return c
-		}
-	}
-	return nil
-}
-
 // FlagList returns the flags of c, as its Flags binds them, without
 // running it.
 func (c *Command) FlagList() []*flag.Flag {
