@@ -191,6 +191,51 @@ func TestRefresh(t *testing.T) {
 	}
 }
 
+// TestRefreshWaiting: a data file of inbox/ that waits for its done-file
+// (the Dir's message rule says so) is no message, and its own gauges
+// count it with its age.
+func TestRefreshWaiting(t *testing.T) {
+	d := newQueue(t)
+	inbox := d.StagePath(queue.Inbox)
+	d.SetMessageNames(func(s queue.Stage, name string) bool {
+		if !strings.HasSuffix(name, ".csv") {
+			return false
+		}
+		_, err := os.Lstat(filepath.Join(inbox, name+".done"))
+		return s != queue.Inbox || err == nil
+	})
+	hour := time.Now().Add(-time.Hour)
+	put(t, d, queue.Inbox, "ready.csv", time.Now())
+	put(t, d, queue.Inbox, "ready.csv.done", time.Now())
+	put(t, d, queue.Inbox, "old.csv", hour)
+	put(t, d, queue.Inbox, "new.csv", time.Now())
+	m := New()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); m.Refresh(ctx, d, time.Hour, nil) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if _, ok := value(scrape(t, m.Handler()), "spool_inbox_waiting_for_done_file"); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Refresh listed nothing within a minute")
+		}
+		time.Sleep(10 * time.Millisecond) // poll interval
+	}
+	fams := scrape(t, m.Handler())
+	if got, _ := value(fams, "spool_queue_messages", "stage", "inbox"); got != 1 {
+		t.Errorf("spool_queue_messages{stage=inbox} = %v, want the ready file alone", got)
+	}
+	if got, _ := value(fams, "spool_inbox_waiting_for_done_file"); got != 2 {
+		t.Errorf("spool_inbox_waiting_for_done_file = %v, want 2", got)
+	}
+	if age, _ := value(fams, "spool_inbox_waiting_for_done_file_oldest_age_seconds"); age < 3500 || age > 3700 {
+		t.Errorf("oldest waiting age = %v s, want about an hour", age)
+	}
+}
+
 // TestReady: /readyz fails while a stage cannot take a file (replaced by
 // a file; immutable, which stops root too) and passes again after.
 func TestReady(t *testing.T) {

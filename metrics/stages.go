@@ -38,6 +38,10 @@ type stageState struct {
 	listed   bool
 	messages int
 	oldest   time.Time
+	// waiting and waitingOldest are inbox/'s data files waiting for their
+	// done-file (queue.StageStats.Waiting).
+	waiting       int
+	waitingOldest time.Time
 }
 
 // listed are the stages the gauges count: every stage, and held/ (a
@@ -51,6 +55,8 @@ type stageCache struct {
 	stages   map[queue.Stage]*stageState
 	messages *prometheus.Desc
 	age      *prometheus.Desc
+	waiting  *prometheus.Desc
+	waitAge  *prometheus.Desc
 }
 
 func newStageCache() *stageCache {
@@ -62,6 +68,12 @@ func newStageCache() *stageCache {
 		age: prometheus.NewDesc("spool_queue_oldest_age_seconds",
 			"Age of the oldest message in inbox (since its modification), processing (since its claim) and error (since its move there); 0 when the stage is empty.",
 			[]string{"stage"}, nil),
+		waiting: prometheus.NewDesc("spool_inbox_waiting_for_done_file",
+			"Data files in inbox that wait for their done-file (a queue of batch files with done_file): not messages yet, so not in spool_queue_messages.",
+			nil, nil),
+		waitAge: prometheus.NewDesc("spool_inbox_waiting_for_done_file_oldest_age_seconds",
+			"Age of the oldest data file waiting for its done-file, since its modification; 0 when none waits.",
+			nil, nil),
 	}
 	for _, s := range listed {
 		c.stages[s] = &stageState{}
@@ -73,6 +85,8 @@ func newStageCache() *stageCache {
 func (c *stageCache) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.messages
 	ch <- c.age
+	ch <- c.waiting
+	ch <- c.waitAge
 }
 
 // Collect sends the gauges of every stage listed at least once. An age is
@@ -94,6 +108,14 @@ func (c *stageCache) Collect(ch chan<- prometheus.Metric) {
 				age = max(now.Sub(st.oldest).Seconds(), 0)
 			}
 			ch <- prometheus.MustNewConstMetric(c.age, prometheus.GaugeValue, age, string(s))
+		}
+		if s == queue.Inbox {
+			age := 0.0
+			if st.waiting > 0 {
+				age = max(now.Sub(st.waitingOldest).Seconds(), 0)
+			}
+			ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(st.waiting))
+			ch <- prometheus.MustNewConstMetric(c.waitAge, prometheus.GaugeValue, age)
 		}
 	}
 }
@@ -124,7 +146,7 @@ func (c *stageCache) set(s queue.Stage, got queue.StageStats, ages bool) {
 			got.Oldest = st.oldest
 		}
 	}
-	*st = stageState{listed: true, messages: got.Messages, oldest: got.Oldest}
+	*st = stageState{listed: true, messages: got.Messages, oldest: got.Oldest, waiting: got.Waiting, waitingOldest: got.WaitingOldest}
 }
 
 // listing is one kind of listing of one stage that Refresh repeats.

@@ -24,6 +24,14 @@ type StageStats struct {
 	// long the oldest claim has been held, or the oldest dead letter has
 	// waited for triage.
 	Oldest time.Time
+	// Waiting counts, in inbox/ only, the data files of a queue of batch
+	// files that wait for their done-file (SetMessageNames: the queue
+	// takes them, but not yet): not messages yet, so not in Messages, and
+	// WaitingOldest is the earliest modification time among them (zero
+	// when none waits). A producer that never writes the done-file leaves
+	// its file here, which only these say.
+	Waiting       int
+	WaitingOldest time.Time
 }
 
 // statsBuffer is how much of a directory one getdents call reads: a
@@ -66,6 +74,10 @@ func (d *Dir) Stats(s Stage, ages bool) (StageStats, error) {
 			visit(d.fd(s), name)
 			return nil
 		}
+		if s == Inbox && d.names != nil && d.isMessage(Done, name) {
+			d.waiting(&st, name)
+			return nil
+		}
 		if s != Processing || name[0] == '.' || (typ != unix.DT_DIR && typ != unix.DT_UNKNOWN) {
 			return nil
 		}
@@ -89,6 +101,19 @@ func (d *Dir) Stats(s Stage, ages bool) (StageStats, error) {
 		st.Oldest = time.Unix(oldest.Unix())
 	}
 	return st, nil
+}
+
+// waiting counts the data file name of inbox/, which waits for its
+// done-file, into st.
+func (d *Dir) waiting(st *StageStats, name []byte) {
+	var x unix.Stat_t
+	if unix.Fstatat(d.fd(Inbox), string(name), &x, unix.AT_SYMLINK_NOFOLLOW) != nil {
+		return // gone meanwhile
+	}
+	st.Waiting++
+	if t := time.Unix(x.Mtim.Unix()); st.WaitingOldest.IsZero() || t.Before(st.WaitingOldest) {
+		st.WaitingOldest = t
+	}
 }
 
 // eachEntry calls fn with the name and type of every entry of the

@@ -25,6 +25,11 @@ type StatusReport struct {
 	// Oldest is the modification time of the oldest message waiting in
 	// inbox/; zero when inbox/ is empty.
 	Oldest time.Time
+	// WaitingForDoneFile counts the data files of inbox/ that wait for
+	// their done-file (a queue of batch files with done_file), not in
+	// Inbox; WaitingOldest is the earliest modification time among them.
+	WaitingForDoneFile int
+	WaitingOldest      time.Time
 	// Now is when the report was taken; ages are relative to it.
 	Now time.Time
 	// Ledger counts processed rows, duplicates and dead letters by reason.
@@ -90,6 +95,9 @@ func Status(ctx context.Context, d *queue.Dir, l *ledger.DB) (StatusReport, erro
 			return r, fmt.Errorf("status: %w", err)
 		}
 		*c.n = st.Messages
+		if c.s == queue.Inbox {
+			r.WaitingForDoneFile, r.WaitingOldest = st.Waiting, st.WaitingOldest
+		}
 	}
 	oldest, err := OldestInbox(ctx, d)
 	if err != nil {
@@ -188,7 +196,13 @@ type StatusJSON struct {
 	// holds no message.
 	OldestInbox      *time.Time `json:"oldest_inbox_mtime"`
 	OldestAgeSeconds *float64   `json:"oldest_age_seconds"`
-	Ledger           LedgerJSON `json:"ledger"`
+	// WaitingForDoneFile counts the data files in inbox/ that wait for
+	// their done-file (not in stages.inbox), and
+	// OldestWaitingForDoneFile is the earliest modification time among
+	// them, null when none waits.
+	WaitingForDoneFile       int        `json:"waiting_for_done_file"`
+	OldestWaitingForDoneFile *time.Time `json:"oldest_waiting_for_done_file_mtime"`
+	Ledger                   LedgerJSON `json:"ledger"`
 	// TempFiles counts the temp files in the queue; StaleTempFiles those
 	// whose writer is gone (spool fsck --repair removes them).
 	TempFiles      int `json:"temp_files"`
@@ -315,6 +329,10 @@ func (r StatusReport) JSON() StatusJSON {
 		oldest, secs := r.Oldest.UTC(), Seconds(age)
 		j.OldestInbox, j.OldestAgeSeconds = &oldest, &secs
 	}
+	if j.WaitingForDoneFile = r.WaitingForDoneFile; j.WaitingForDoneFile > 0 {
+		w := r.WaitingOldest.UTC()
+		j.OldestWaitingForDoneFile = &w
+	}
 	for reason, n := range r.Ledger.DeadLettersByReason {
 		j.Ledger.DeadLettersByReason[string(reason)] = n
 	}
@@ -357,6 +375,10 @@ func WriteStatus(w io.Writer, r StatusReport) error {
 		inbox += fmt.Sprintf("  (oldest waiting %s)", Age(age))
 	}
 	fmt.Fprintf(tw, "inbox\t%s\n", inbox)
+	if r.WaitingForDoneFile > 0 {
+		fmt.Fprintf(tw, "\t%s waiting for a done-file (oldest written %s ago): not consumed until it exists\n",
+			plural(int64(r.WaitingForDoneFile), "data file"), Age(max(r.Now.Sub(r.WaitingOldest), 0)))
+	}
 	fmt.Fprintf(tw, "processing\t%d\n", r.Processing)
 	fmt.Fprintf(tw, "done\t%d\n", r.Done)
 	fmt.Fprintf(tw, "error\t%d dead letters now\n", r.Error)

@@ -37,6 +37,10 @@ none renamed or removed):
                          null when inbox/ holds none
   oldest_age_seconds     now minus oldest_inbox_mtime (milliseconds as a
                          fraction), null when inbox/ holds none
+  waiting_for_done_file  data files in inbox/ waiting for their done-file
+                         (done_file), not counted in stages.inbox;
+                         oldest_waiting_for_done_file_mtime: the earliest
+                         modification time among them, null when none waits
   ledger                 {"processed": N, "duplicates": N, "dead_letters": N,
                          "dead_letters_by_reason": {"REASON": N, ...}}
   temp_files             temp files in the queue; stale_temp_files: those

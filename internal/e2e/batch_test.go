@@ -363,6 +363,26 @@ func TestBatchDoneFile(t *testing.T) {
 	if got := stageNames(t, q, inbox); !slices.Equal(got, []string{"orders.csv"}) {
 		t.Fatalf("inbox/ holds %q, want the waiting data file", got)
 	}
+	// status says the file waits, apart from the messages of inbox/.
+	waiting := func(want int) {
+		t.Helper()
+		text := mustRun(t, 0, "status", q).stdout
+		if said := strings.Contains(text, "1 data file waiting for a done-file"); said != (want == 1) {
+			t.Errorf("status, %d waiting: the waiting file said %v:\n%s", want, said, text)
+		}
+		var st struct {
+			Stages  map[string]int `json:"stages"`
+			Waiting int            `json:"waiting_for_done_file"`
+			Oldest  *time.Time     `json:"oldest_waiting_for_done_file_mtime"`
+		}
+		if err := json.Unmarshal([]byte(mustRun(t, 0, "status", q, "--json").stdout), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Waiting != want || (st.Oldest != nil) != (want > 0) || st.Stages["inbox"] != 0 {
+			t.Errorf("status --json: %d waiting (oldest %v), inbox %d; want %d waiting, inbox 0", st.Waiting, st.Oldest, st.Stages["inbox"], want)
+		}
+	}
+	waiting(1)
 	putBytes(t, q, "orders.csv.done", nil)
 	st = parseStats(t, mustRun(t, 0, "consume", q))
 	if st != (consumeStats{Processed: 20}) {
@@ -374,6 +394,7 @@ func TestBatchDoneFile(t *testing.T) {
 	if got := stageNames(t, q, inbox); len(got) != 0 {
 		t.Fatalf("inbox/ holds %q", got)
 	}
+	waiting(0)
 	checkFsck(t, q)
 }
 

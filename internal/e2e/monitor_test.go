@@ -170,6 +170,8 @@ func TestStatusJSON(t *testing.T) {
 		Stages             map[string]int  `json:"stages"`
 		OldestInboxMTime   *time.Time      `json:"oldest_inbox_mtime"`
 		OldestAgeSeconds   *float64        `json:"oldest_age_seconds"`
+		Waiting            int             `json:"waiting_for_done_file"`
+		OldestWaiting      *time.Time      `json:"oldest_waiting_for_done_file_mtime"`
 		TempFiles          int             `json:"temp_files"`
 		StaleTempFiles     int             `json:"stale_temp_files"`
 		InterruptedReplays int             `json:"interrupted_replays"`
@@ -194,6 +196,9 @@ func TestStatusJSON(t *testing.T) {
 	}
 	var got status
 	decodeStrict(t, "status --json", r.stdout, &got)
+	if got.Waiting != 0 || got.OldestWaiting != nil {
+		t.Errorf("status --json of a queue of JSON messages: %d waiting for a done-file (oldest %v), want 0 and null", got.Waiting, got.OldestWaiting)
+	}
 	if string(got.Paused) != "null" || got.Held.Files != 0 || got.Held.MsgIDs != 0 {
 		t.Errorf("status --json paused %s, held %+v: want null, nothing held", got.Paused, got.Held)
 	}
