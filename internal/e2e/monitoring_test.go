@@ -71,6 +71,7 @@ var (
 var alertNames = []string{
 	"SpoolBacklogHigh", "SpoolOldestMessageTooOld", "SpoolDeadLetters",
 	"SpoolNotCommitting", "SpoolConflicts", "SpoolTargetDown", "SpoolRelayStuck", "SpoolPaused",
+	"SpoolDoneFileMissing",
 }
 
 const (
