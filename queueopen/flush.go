@@ -53,6 +53,21 @@ func (a Audited) end(ctx context.Context, run *task.Action, err error) error {
 	return err
 }
 
+// RunAudited runs act as the audited action of a named action, with
+// selection sel (nil: none), on the ledger l: its row is written as
+// started first, and an action whose row cannot be written does not run;
+// then the row ends with act's result and the counts act set on run. It
+// returns act's error, or the failure to end the row when act succeeded.
+// For a program's own audited actions (spool backup); the library's are
+// audited inside (Flush, Prune, Fsck's repair).
+func RunAudited(ctx context.Context, l *ledger.DB, a Audited, action string, sel any, act func(run *task.Action) error) error {
+	run, err := a.begin(ctx, l, action, sel)
+	if err != nil {
+		return err
+	}
+	return a.end(ctx, run, act(run))
+}
+
 // Flush makes the retries waiting for their time in the ledger of the
 // queue at dir (opened for writing as o says) due now: those of ids, or
 // every one when ids is empty, their attempt counts kept

@@ -2,11 +2,13 @@ package queueopen_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/queueopen"
+	"github.com/spoolq/spool/task"
 )
 
 // TestFlushAudited: a flush of msg_ids that wait for no retry flushes
@@ -47,5 +49,59 @@ func TestFlushAudited(t *testing.T) {
 	}
 	if !found {
 		t.Error("no flush row in the audit")
+	}
+}
+
+// TestRunAudited: an action runs between its row's start and end, and
+// the row keeps its selection, the counts it set and how it ended; on a
+// ledger where the row cannot be written (opened read-only) the action
+// does not run at all.
+func TestRunAudited(t *testing.T) {
+	ctx := context.Background()
+	dir := newQueue(t)
+	if _, err := queueopen.Init(ctx, dir, queueopen.Options{Use: queueopen.Write}); err != nil {
+		t.Fatal(err)
+	}
+	a := queueopen.Audited{Who: ledger.AuditEntry{Actor: "os:ann", Via: ledger.AuditCLI}, By: "test"}
+	ro, err := queueopen.OpenLedger(ctx, dir, queueopen.Options{Use: queueopen.Read, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := false
+	err = queueopen.RunAudited(ctx, ro, a, "copy", nil, func(*task.Action) error { ran = true; return nil })
+	if cerr := ro.Close(); cerr != nil {
+		t.Fatal(cerr)
+	}
+	if err == nil || ran {
+		t.Fatalf("on a read-only ledger: %v, ran %v; want an error and the action not run", err, ran)
+	}
+	l, err := queueopen.OpenLedger(ctx, dir, queueopen.Options{Use: queueopen.Write})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	failed := errors.New("disk on fire")
+	err = queueopen.RunAudited(ctx, l, a, "copy", map[string]any{"to": "/x"}, func(run *task.Action) error {
+		run.Counts["bytes"] = 42
+		return failed
+	})
+	if !errors.Is(err, failed) {
+		t.Fatalf("RunAudited: %v, want the action's error", err)
+	}
+	rows, err := l.Audit().List(ctx, ledger.AuditQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, r := range rows {
+		if r.Action == "copy" {
+			found = true
+			if r.Outcome != ledger.AuditFailed || r.Selection != `{"to":"/x"}` || r.Counts["bytes"] != 42 || !strings.Contains(r.Detail, "disk on fire") {
+				t.Errorf("row %+v: want failed, the selection, 42 bytes, the error", r)
+			}
+		}
+	}
+	if !found {
+		t.Error("no row of the action in the audit")
 	}
 }

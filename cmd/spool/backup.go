@@ -11,6 +11,7 @@ import (
 	"github.com/spoolq/spool/ledger/sqlite"
 	"github.com/spoolq/spool/queueopen"
 	"github.com/spoolq/spool/report"
+	"github.com/spoolq/spool/task"
 )
 
 var backupCommand = &command{
@@ -90,14 +91,14 @@ func (o *backupOpts) run(ctx context.Context, e *env) (err error) {
 	case err != nil:
 		return err
 	}
-	run, err := beginAudit(ctx, e, l, "", auditBackup, map[string]any{"to": *to, "force": *force})
-	if err != nil {
+	var out sqlite.BackupReport
+	err = queueopen.RunAudited(ctx, l, cliAudited(e), auditBackup, map[string]any{"to": *to, "force": *force}, func(run *task.Action) error {
+		var err error
+		out, err = b.Copy(ctx)
+		run.Counts["processed"], run.Counts["deliveries"] = out.Processed, out.Deliveries
+		run.Counts["replays"], run.Counts["bytes"] = out.Replays, out.Bytes
 		return err
-	}
-	defer endAudit(ctx, e, run, &err)
-	out, err := b.Copy(ctx)
-	run.Counts["processed"], run.Counts["deliveries"] = out.Processed, out.Deliveries
-	run.Counts["replays"], run.Counts["bytes"] = out.Replays, out.Bytes
+	})
 	if err != nil {
 		return err
 	}
