@@ -323,16 +323,8 @@ func (s *Server) record(ctx context.Context, id task.Identity, action string, se
 
 // entry is the audit entry of id's action over HTTP.
 func (s *Server) entry(id task.Identity, action string, selection any, taskID int64) (ledger.AuditEntry, error) {
-	e := ledger.AuditEntry{Actor: id.Name, Via: ledger.AuditHTTP, Action: action, Host: s.o.Host, PID: s.o.PID, Task: taskID}
-	e.Role = id.Role.String()
-	if selection != nil {
-		b, err := json.Marshal(selection)
-		if err != nil {
-			return e, fmt.Errorf("audit %s: selection: %w", action, err)
-		}
-		e.Selection = string(b)
-	}
-	return e, nil
+	e := ledger.AuditEntry{Actor: id.Name, Role: id.Role.String(), Via: ledger.AuditHTTP, Action: action, Host: s.o.Host, PID: s.o.PID, Task: taskID}
+	return e.Select(selection)
 }
 
 // secure sets the headers every answer carries: nothing from another

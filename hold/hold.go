@@ -23,7 +23,6 @@ package hold
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -515,15 +514,11 @@ func (s *Service) audited(ctx context.Context, e ledger.AuditEntry, res *Result,
 
 // entry is the audit entry of who's action on selection.
 func (s *Service) entry(who task.Identity, action string, selection any) (ledger.AuditEntry, error) {
-	b, err := json.Marshal(selection)
-	if err != nil {
-		return ledger.AuditEntry{}, fmt.Errorf("%s: selection: %w", action, err)
-	}
-	e := ledger.AuditEntry{Actor: who.Name, Via: who.Via, Action: action, Selection: string(b), Host: s.Host, PID: s.PID}
+	e := ledger.AuditEntry{Actor: who.Name, Via: who.Via, Action: action, Host: s.Host, PID: s.PID}
 	if who.Via != ledger.AuditCLI {
 		e.Role = who.Role.String() // the command line has no role of its own
 	}
-	return e, nil
+	return e.Select(selection)
 }
 
 // holder is who as the ledger's hold records name them.

@@ -98,6 +98,21 @@ type AuditEntry struct {
 	Task int64
 }
 
+// Select returns e with its Selection set to sel marshalled as JSON (nil
+// leaves it empty, stored as {}): the one way every face fills it. A
+// value JSON cannot encode is an error naming e's Action.
+func (e AuditEntry) Select(sel any) (AuditEntry, error) {
+	if sel == nil {
+		return e, nil
+	}
+	b, err := json.Marshal(sel)
+	if err != nil {
+		return e, fmt.Errorf("audit %s: selection: %w", e.Action, err)
+	}
+	e.Selection = string(b)
+	return e, nil
+}
+
 // AuditCounts are an action's counts by name ("selected", "done",
 // "skipped", "missing"...), stored as one JSON object.
 type AuditCounts map[string]int64

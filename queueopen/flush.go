@@ -2,8 +2,6 @@ package queueopen
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/spoolq/spool/ledger"
@@ -30,12 +28,9 @@ type Audited struct {
 func (a Audited) begin(ctx context.Context, l *ledger.DB, action string, sel any) (*task.Action, error) {
 	e := a.Who
 	e.Action = action
-	if sel != nil {
-		b, err := json.Marshal(sel)
-		if err != nil {
-			return nil, fmt.Errorf("audit %s: selection: %w", action, err)
-		}
-		e.Selection = string(b)
+	e, err := e.Select(sel)
+	if err != nil {
+		return nil, err
 	}
 	return task.BeginAction(ctx, l, e, a.By)
 }
