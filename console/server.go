@@ -56,6 +56,11 @@ type StageGauge struct {
 	Stage    string   `json:"stage"`
 	Messages int64    `json:"messages"`
 	Oldest   *float64 `json:"oldest_age_seconds"`
+	// Waiting counts, in inbox/ only, the data files waiting for their
+	// done-file, not in Messages; WaitingOldest is the oldest one's age.
+	// Both are left out when none waits.
+	Waiting       int64    `json:"waiting_for_done_file,omitempty"`
+	WaitingOldest *float64 `json:"oldest_waiting_for_done_file_age_seconds,omitempty"`
 }
 
 // Server serves the API and the console.

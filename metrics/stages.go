@@ -237,6 +237,11 @@ type StageGauge struct {
 	// (not aged) and for an empty stage.
 	Oldest time.Duration
 	HasAge bool
+	// Waiting counts, for inbox/, the data files waiting for their
+	// done-file (queue.StageStats.Waiting), and WaitingOldest is the
+	// oldest one's age; 0 for the other stages.
+	Waiting       int
+	WaitingOldest time.Duration
 }
 
 // Stages returns the queue gauges of every stage listed at least once, in
@@ -253,9 +258,12 @@ func (m *Metrics) Stages() []StageGauge {
 		if !st.listed {
 			continue
 		}
-		g := StageGauge{Stage: s, Messages: st.messages}
+		g := StageGauge{Stage: s, Messages: st.messages, Waiting: st.waiting}
 		if aged[s] && st.messages > 0 && !st.oldest.IsZero() {
 			g.Oldest, g.HasAge = max(now.Sub(st.oldest), 0), true
+		}
+		if st.waiting > 0 {
+			g.WaitingOldest = max(now.Sub(st.waitingOldest), 0)
 		}
 		out = append(out, g)
 	}

@@ -42,6 +42,10 @@ func NewConsole(ctx context.Context, dir string, d *queue.Dir, l *ledger.DB, c s
 				a := g.Oldest.Seconds()
 				sg.Oldest = &a
 			}
+			if g.Waiting > 0 {
+				a := g.WaitingOldest.Seconds()
+				sg.Waiting, sg.WaitingOldest = int64(g.Waiting), &a
+			}
 			out = append(out, sg)
 		}
 		return out

@@ -198,7 +198,7 @@
     const [o, svg] = await Promise.all([api("GET", "overview"), charts().catch(errorText)]);
     const cards = (o.stages || []).map(s => el("div", { class: "card", id: "stage-" + s.stage },
       el("div", {}, s.stage + "/"), el("div", { class: "n" }, s.messages),
-      el("div", {}, stageAge(s))));
+      el("div", {}, stageAge(s)), waitingForDoneFile(s)));
     const r = o.rates;
     const rate = v => (v === null || v === undefined ? DASH : v.toFixed(2) + "/s");
     draw(el("h2", {}, "Overview"), el("p", {}, o.queue), el("div", { class: "cards" }, cards),
@@ -210,6 +210,14 @@
       batchFiles(o.batch_files || []),
       el("h3", {}, "Over time"), chartTabs(), el("div", { id: "charts", class: "charts-box" }, svg));
     updated();
+  }
+  // waitingForDoneFile says, on the inbox/ card, how many data files wait
+  // for their done-file (not counted as messages), and for how long.
+  function waitingForDoneFile(s) {
+    if (!s.waiting_for_done_file) return null;
+    return el("div", { class: "waiting", id: "stage-" + s.stage + "-waiting" },
+      plural(s.waiting_for_done_file, "data file", "data files") + " waiting for a done-file, the oldest " +
+      Math.round(s.oldest_waiting_for_done_file_age_seconds) + " s");
   }
   // batchFiles is what became of the records of the batch files last
   // committed (nothing on a queue without any).

@@ -383,6 +383,25 @@ func TestBatchDoneFile(t *testing.T) {
 		}
 	}
 	waiting(1)
+	// And the console's overview, on the inbox/ stage.
+	tokens := tokenFile(t, t.TempDir(), "tokens", tokenLine("vic", "viewer", "vic-token"))
+	_, base := startListening(t, "serve", q, "--listen", "127.0.0.1:0", "--auth", tokens)
+	var ov struct {
+		Stages []struct {
+			Stage   string   `json:"stage"`
+			Waiting int      `json:"waiting_for_done_file"`
+			Oldest  *float64 `json:"oldest_waiting_for_done_file_age_seconds"`
+		} `json:"stages"`
+	}
+	var body string
+	waitFor(t, cmdTimeout, "the overview's stages (the first listing)", func() bool {
+		var code int
+		code, body = apiCall(t, base, "vic-token", "GET", "/api/v1/overview", "")
+		return code == 200 && json.Unmarshal([]byte(body), &ov) == nil && len(ov.Stages) > 0
+	})
+	if ov.Stages[0].Stage != "inbox" || ov.Stages[0].Waiting != 1 || ov.Stages[0].Oldest == nil {
+		t.Fatalf("GET overview: want inbox/ with 1 file waiting for its done-file\n%s", body)
+	}
 	putBytes(t, q, "orders.csv.done", nil)
 	st = parseStats(t, mustRun(t, 0, "consume", q))
 	if st != (consumeStats{Processed: 20}) {
