@@ -148,6 +148,28 @@ func put(t *testing.T, d *queue.Dir, s queue.Stage, name string, mtime time.Time
 	}
 }
 
+// refreshListed runs m.Refresh of d (an hour between listings) until the
+// returned stop is called, once a scrape shows the series of metric
+// with labels: the first listing is done.
+func refreshListed(t *testing.T, m *Metrics, d *queue.Dir, metric string, labels ...string) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); m.Refresh(ctx, d, time.Hour, nil) }()
+	stop = func() { cancel(); <-done }
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if _, ok := value(scrape(t, m.Handler()), metric, labels...); ok {
+			return stop
+		}
+		if time.Now().After(deadline) {
+			stop()
+			t.Fatal("Refresh listed nothing within a minute")
+		}
+		time.Sleep(10 * time.Millisecond) // poll interval
+	}
+}
+
 // TestRefresh: the queue gauges come from Refresh's listings, not from the
 // scrape: files added after a listing are not seen until the next one,
 // while a delivery counts into done/ at once.
@@ -161,20 +183,7 @@ func TestRefresh(t *testing.T) {
 	if _, ok := value(scrape(t, m.Handler()), "spool_queue_messages", "stage", "inbox"); ok {
 		t.Error("spool_queue_messages before any listing: want no sample rather than a false 0")
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); m.Refresh(ctx, d, time.Hour, nil) }()
-	defer func() { cancel(); <-done }()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		if _, ok := value(scrape(t, m.Handler()), "spool_queue_messages", "stage", "done"); ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("Refresh listed nothing within a minute")
-		}
-		time.Sleep(10 * time.Millisecond) // poll interval
-	}
+	defer refreshListed(t, m, d, "spool_queue_messages", "stage", "done")()
 	put(t, d, queue.Inbox, "late.json", time.Now()) // after the listing: the next is an hour away
 	m.Delivered(&spool.Delivery{}, spool.Result{Outcome: spool.OutcomeProcessed})
 	fams := scrape(t, m.Handler())
@@ -210,20 +219,7 @@ func TestRefreshWaiting(t *testing.T) {
 	put(t, d, queue.Inbox, "old.csv", hour)
 	put(t, d, queue.Inbox, "new.csv", time.Now())
 	m := New()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); m.Refresh(ctx, d, time.Hour, nil) }()
-	defer func() { cancel(); <-done }()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		if _, ok := value(scrape(t, m.Handler()), "spool_inbox_waiting_for_done_file"); ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("Refresh listed nothing within a minute")
-		}
-		time.Sleep(10 * time.Millisecond) // poll interval
-	}
+	defer refreshListed(t, m, d, "spool_inbox_waiting_for_done_file")()
 	fams := scrape(t, m.Handler())
 	if got, _ := value(fams, "spool_queue_messages", "stage", "inbox"); got != 1 {
 		t.Errorf("spool_queue_messages{stage=inbox} = %v, want the ready file alone", got)
