@@ -80,6 +80,27 @@ func (h *netHost) partition(t *testing.T, cut bool) {
 	ipCmd(t, "link", "set", h.veth, state)
 }
 
+// waitReach waits until a TCP connection from the host to addr succeeds,
+// failing the test after within. A link just brought up again can still
+// answer "no route to host" for a while (its neighbour entries failed
+// during the partition): a consumer started then fails to open its
+// ledger, which is not what the test is about.
+func (h *netHost) waitReach(t *testing.T, addr string, within time.Duration) {
+	t.Helper()
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := fmt.Sprintf("exec 3<>/dev/tcp/%s/%s", host, port)
+	var out []byte
+	if !poll(within, 100*time.Millisecond, func() bool {
+		out, err = exec.Command("ip", "netns", "exec", h.ns, "timeout", "2", "bash", "-c", dial).CombinedOutput()
+		return err == nil
+	}) {
+		t.Fatalf("%s cannot reach %s within %v of its partition's end: %v\n%s", h.name, addr, within, err, out)
+	}
+}
+
 // lockedBuffer is a bytes.Buffer safe to read while a process writes it.
 type lockedBuffer struct {
 	mu sync.Mutex

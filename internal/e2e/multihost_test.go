@@ -186,6 +186,8 @@ func TestMultiHostFencing(t *testing.T) {
 	cut.partition(t, false)
 	w.end = time.Now()
 	windows = append(windows, w)
+	// Before the kill storms, which may start a consumer there.
+	cut.waitReach(t, fmt.Sprintf("%s:%d", cut.gateway, port), 30*time.Second)
 	// Its connections come back as TCP retransmits, after up to seconds.
 	// It finds its lease taken over when they do, or, if a write of its
 	// failed first while it could not reach the ledger, it gave its
