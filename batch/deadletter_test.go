@@ -190,57 +190,44 @@ func TestKey(t *testing.T) {
 	}
 }
 
-func TestMatch(t *testing.T) {
+// TestDoneFileNames: which names are data files (Includes), which
+// done-file announces one (DoneName) and which data file a done-file
+// announces (DataName); a done-file is never data, even for a pattern
+// that matches all, and names starting with "." are neither.
+func TestDoneFileNames(t *testing.T) {
 	f := Format{Kind: CSV, Include: []string{"*.csv", "*.csv.gz"}, DoneFile: "{name}.done"}
-	got := f.Match([]string{
-		"b.csv", "b.csv.done", // ready
-		"a.csv.gz", "a.csv.gz.done", // ready, gzipped
-		"c.csv",               // waiting
-		"d.csv.done",          // orphan
-		"e~L17.csv",           // a replayed dead letter: ready without a done-file
-		".f.csv",              // a temp file
-		".f.csv.done",         // hidden: nothing
-		"g.txt", "g.txt.done", // not data; its done-file an orphan
-		"b.csv", // listed twice
-	})
-	want := Matched{
-		Ready:   []Ready{{"a.csv.gz", "a.csv.gz.done"}, {"b.csv", "b.csv.done"}, {"e~L17.csv", ""}},
-		Waiting: []string{"c.csv"},
-		Orphans: []string{"d.csv.done", "g.txt.done"},
+	for name, data := range map[string]bool{"b.csv": true, "a.csv.gz": true, "e~L17.csv": true,
+		"b.csv.done": false, ".f.csv": false, "g.txt": false, "g.txt.done": false} {
+		if f.Includes(name) != data {
+			t.Errorf("Includes(%q) = %v", name, !data)
+		}
 	}
-	if !matchedEqual(got, want) {
-		t.Errorf("got %+v\nwant %+v", got, want)
+	if got := f.DoneName("a.csv.gz"); got != "a.csv.gz.done" {
+		t.Errorf("DoneName(a.csv.gz) = %q", got)
 	}
-
-	// Without a done-file every data file is ready; the default include
-	// is the format's extension.
-	got = Format{Kind: JSONL}.Match([]string{"x.jsonl", "y.json", "z.jsonl.done", ".t.jsonl"})
-	if !matchedEqual(got, Matched{Ready: []Ready{{"x.jsonl", ""}}}) {
-		t.Errorf("no done-file: %+v", got)
+	for done, want := range map[string]string{"b.csv.done": "b.csv", "g.txt.done": "g.txt", "b.csv": "", ".done": ""} {
+		got, ok := f.DataName(done)
+		if got != want || ok != (want != "") {
+			t.Errorf("DataName(%q) = %q, %v; want %q", done, got, ok, want)
+		}
 	}
-	// A done-file is never data, even for a pattern that matches all.
+	// Without a done-file: the default include is the format's extension,
+	// and nothing is a done-file.
+	j := Format{Kind: JSONL}
+	if !j.Includes("x.jsonl") || j.Includes("y.json") || j.Includes(".t.jsonl") || j.DoneName("x.jsonl") != "" {
+		t.Error("JSON Lines without a done-file")
+	}
+	if _, ok := j.DataName("z.jsonl.done"); ok {
+		t.Error("a done-file without DoneFile")
+	}
 	all := Format{Include: []string{"*"}, DoneFile: "done-{name}"}
-	got = all.Match([]string{"a", "done-a", "done-", "done-b"})
-	if !matchedEqual(got, Matched{Ready: []Ready{{"a", "done-a"}}, Waiting: []string{"done-"}, Orphans: []string{"done-b"}}) {
-		t.Errorf("include *: %+v", got)
+	if all.Includes("done-a") || !all.Includes("a") || !all.Includes("done-") || all.DoneName("a") != "done-a" {
+		t.Error("include *: Includes or DoneName")
 	}
-	if all.Includes("done-a") || !all.Includes("a") || all.DoneName("a") != "done-a" {
-		t.Error("Includes or DoneName")
+	if got, ok := all.DataName("done-b"); got != "b" || !ok {
+		t.Errorf("include *: DataName(done-b) = %q, %v", got, ok)
 	}
 	if (Format{}).DoneName("a.json") != "" || !(Format{}).Includes("a.json") || (Format{}).Includes(".json") {
 		t.Error("the JSON format's files")
 	}
-}
-
-func matchedEqual(a, b Matched) bool {
-	eq := func(x, y []string) bool { return strings.Join(x, "\x00") == strings.Join(y, "\x00") }
-	if len(a.Ready) != len(b.Ready) {
-		return false
-	}
-	for i := range a.Ready {
-		if a.Ready[i] != b.Ready[i] {
-			return false
-		}
-	}
-	return eq(a.Waiting, b.Waiting) && eq(a.Orphans, b.Orphans)
 }

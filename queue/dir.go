@@ -66,6 +66,9 @@ type Dir struct {
 	// names, when set, says which names of a stage are messages in
 	// place of IsMessageName (SetMessageNames).
 	names func(s Stage, name string) bool
+	// orphan, when set, says which names of inbox/ are done-files whose
+	// data file is not there (SetOrphanDoneFiles).
+	orphan func(name string) bool
 }
 
 // SetMessageNames makes is decide which names of a stage are messages, in
@@ -75,6 +78,13 @@ type Dir struct {
 // there). Names starting with "." never are, whatever is says; is must be
 // safe for concurrent use. Call it before the Dir is used.
 func (d *Dir) SetMessageNames(is func(s Stage, name string) bool) { d.names = is }
+
+// SetOrphanDoneFiles makes is decide which names of inbox/ are
+// done-files without their data file, for the stage counts (Stats): a
+// queue of batch files announced by done-files, where such a name is
+// neither a message nor one on its way. is must be safe for concurrent
+// use. Call it before the Dir is used.
+func (d *Dir) SetOrphanDoneFiles(is func(name string) bool) { d.orphan = is }
 
 // Takes reports whether name is one the queue takes as a message once it
 // is in inbox/, ready or not (a data file waiting for its done-file is

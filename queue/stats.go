@@ -32,6 +32,10 @@ type StageStats struct {
 	// its file here, which only these say.
 	Waiting       int
 	WaitingOldest time.Time
+	// OrphanDoneFiles counts, in inbox/ only, the done-files whose data
+	// file is not there (SetOrphanDoneFiles): announced files that never
+	// came, or came under another name.
+	OrphanDoneFiles int
 }
 
 // statsBuffer is how much of a directory one getdents call reads: a
@@ -76,6 +80,10 @@ func (d *Dir) Stats(s Stage, ages bool) (StageStats, error) {
 		}
 		if s == Inbox && d.names != nil && d.isMessage(Done, name) {
 			d.waiting(&st, name)
+			return nil
+		}
+		if s == Inbox && d.orphan != nil && name[0] != '.' && d.orphan(string(name)) {
+			st.OrphanDoneFiles++
 			return nil
 		}
 		if s != Processing || name[0] == '.' || (typ != unix.DT_DIR && typ != unix.DT_UNKNOWN) {

@@ -510,7 +510,9 @@ func batched(file *Config) bool {
 // show, status, replay): in inbox/ a name the format includes, once its
 // done-file is there (batch.Format.Includes, DoneName), and in the other
 // stages a name it includes, so that its record dead letters
-// (orders~L17.csv) count as the messages they are. For a queue of JSON
+// (orders~L17.csv) count as the messages they are. With done_file it
+// also names the done-files of inbox/ whose data file is not there, for
+// the stage counts (queue.Dir.SetOrphanDoneFiles). For a queue of JSON
 // messages it leaves d as it is (ParseConfig refuses the other format
 // keys without a format, since they would change nothing).
 func UseFormat(d *queue.Dir, file *Config) {
@@ -529,5 +531,19 @@ func UseFormat(d *queue.Dir, file *Config) {
 		}
 		_, err := os.Lstat(filepath.Join(inbox, done))
 		return err == nil
+	})
+	if f.DoneFile == "" {
+		return
+	}
+	d.SetOrphanDoneFiles(func(name string) bool {
+		data, ok := f.DataName(name)
+		if !ok {
+			return false
+		}
+		if !f.Includes(data) {
+			return true // announces a file spool never reads
+		}
+		_, err := os.Lstat(filepath.Join(inbox, data))
+		return errors.Is(err, fs.ErrNotExist)
 	})
 }

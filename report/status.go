@@ -30,6 +30,9 @@ type StatusReport struct {
 	// Inbox; WaitingOldest is the earliest modification time among them.
 	WaitingForDoneFile int
 	WaitingOldest      time.Time
+	// OrphanDoneFiles counts the done-files of inbox/ whose data file is
+	// not there.
+	OrphanDoneFiles int
 	// Now is when the report was taken; ages are relative to it.
 	Now time.Time
 	// Ledger counts processed rows, duplicates and dead letters by reason.
@@ -96,7 +99,7 @@ func Status(ctx context.Context, d *queue.Dir, l *ledger.DB) (StatusReport, erro
 		}
 		*c.n = st.Messages
 		if c.s == queue.Inbox {
-			r.WaitingForDoneFile, r.WaitingOldest = st.Waiting, st.WaitingOldest
+			r.WaitingForDoneFile, r.WaitingOldest, r.OrphanDoneFiles = st.Waiting, st.WaitingOldest, st.OrphanDoneFiles
 		}
 	}
 	oldest, err := OldestInbox(ctx, d)
@@ -202,7 +205,10 @@ type StatusJSON struct {
 	// them, null when none waits.
 	WaitingForDoneFile       int        `json:"waiting_for_done_file"`
 	OldestWaitingForDoneFile *time.Time `json:"oldest_waiting_for_done_file_mtime"`
-	Ledger                   LedgerJSON `json:"ledger"`
+	// DoneFilesWithoutData counts the done-files in inbox/ whose data file
+	// is not there (announced, never written, or under another name).
+	DoneFilesWithoutData int        `json:"done_files_without_data"`
+	Ledger               LedgerJSON `json:"ledger"`
 	// TempFiles counts the temp files in the queue; StaleTempFiles those
 	// whose writer is gone (spool fsck --repair removes them).
 	TempFiles      int `json:"temp_files"`
@@ -329,6 +335,7 @@ func (r StatusReport) JSON() StatusJSON {
 		oldest, secs := r.Oldest.UTC(), Seconds(age)
 		j.OldestInbox, j.OldestAgeSeconds = &oldest, &secs
 	}
+	j.DoneFilesWithoutData = r.OrphanDoneFiles
 	if j.WaitingForDoneFile = r.WaitingForDoneFile; j.WaitingForDoneFile > 0 {
 		w := r.WaitingOldest.UTC()
 		j.OldestWaitingForDoneFile = &w
@@ -378,6 +385,13 @@ func WriteStatus(w io.Writer, r StatusReport) error {
 	if r.WaitingForDoneFile > 0 {
 		fmt.Fprintf(tw, "\t%s waiting for a done-file (oldest written %s ago): not consumed until it exists\n",
 			plural(int64(r.WaitingForDoneFile), "data file"), Age(max(r.Now.Sub(r.WaitingOldest), 0)))
+	}
+	if r.OrphanDoneFiles > 0 {
+		what := "1 done-file without its data file"
+		if r.OrphanDoneFiles > 1 {
+			what = fmt.Sprintf("%d done-files without their data files", r.OrphanDoneFiles)
+		}
+		fmt.Fprintf(tw, "\t%s (announced, but not written under that name)\n", what)
 	}
 	fmt.Fprintf(tw, "processing\t%d\n", r.Processing)
 	fmt.Fprintf(tw, "done\t%d\n", r.Done)

@@ -41,6 +41,7 @@ none renamed or removed):
                          (done_file), not counted in stages.inbox;
                          oldest_waiting_for_done_file_mtime: the earliest
                          modification time among them, null when none waits
+  done_files_without_data  done-files in inbox/ whose data file is not there
   ledger                 {"processed": N, "duplicates": N, "dead_letters": N,
                          "dead_letters_by_reason": {"REASON": N, ...}}
   temp_files             temp files in the queue; stale_temp_files: those

@@ -363,23 +363,31 @@ func TestBatchDoneFile(t *testing.T) {
 	if got := stageNames(t, q, inbox); !slices.Equal(got, []string{"orders.csv"}) {
 		t.Fatalf("inbox/ holds %q, want the waiting data file", got)
 	}
-	// status says the file waits, apart from the messages of inbox/.
+	// status says the file waits, apart from the messages of inbox/, and
+	// names a done-file whose data file never came (its producer wrote
+	// ORDERS.CSV).
+	putBytes(t, q, "ORDERS.CSV.done", nil)
 	waiting := func(want int) {
 		t.Helper()
 		text := mustRun(t, 0, "status", q).stdout
 		if said := strings.Contains(text, "1 data file waiting for a done-file"); said != (want == 1) {
 			t.Errorf("status, %d waiting: the waiting file said %v:\n%s", want, said, text)
 		}
+		if !strings.Contains(text, "1 done-file without its data file") {
+			t.Errorf("status does not name the done-file without its data file:\n%s", text)
+		}
 		var st struct {
 			Stages  map[string]int `json:"stages"`
 			Waiting int            `json:"waiting_for_done_file"`
 			Oldest  *time.Time     `json:"oldest_waiting_for_done_file_mtime"`
+			Orphans int            `json:"done_files_without_data"`
 		}
 		if err := json.Unmarshal([]byte(mustRun(t, 0, "status", q, "--json").stdout), &st); err != nil {
 			t.Fatal(err)
 		}
-		if st.Waiting != want || (st.Oldest != nil) != (want > 0) || st.Stages["inbox"] != 0 {
-			t.Errorf("status --json: %d waiting (oldest %v), inbox %d; want %d waiting, inbox 0", st.Waiting, st.Oldest, st.Stages["inbox"], want)
+		if st.Waiting != want || (st.Oldest != nil) != (want > 0) || st.Stages["inbox"] != 0 || st.Orphans != 1 {
+			t.Errorf("status --json: %d waiting (oldest %v), inbox %d, %d done-files without data; want %d waiting, inbox 0, 1 without data",
+				st.Waiting, st.Oldest, st.Stages["inbox"], st.Orphans, want)
 		}
 	}
 	waiting(1)
@@ -410,8 +418,8 @@ func TestBatchDoneFile(t *testing.T) {
 	if got := stageNames(t, q, done); !slices.Equal(got, []string{"orders.csv", "orders.csv.done"}) {
 		t.Fatalf("done/ holds %q, want the data file and its done-file", got)
 	}
-	if got := stageNames(t, q, inbox); len(got) != 0 {
-		t.Fatalf("inbox/ holds %q", got)
+	if got := stageNames(t, q, inbox); !slices.Equal(got, []string{"ORDERS.CSV.done"}) {
+		t.Fatalf("inbox/ holds %q, want the done-file without data alone", got)
 	}
 	waiting(0)
 	checkFsck(t, q)

@@ -172,6 +172,7 @@ func TestStatusJSON(t *testing.T) {
 		OldestAgeSeconds   *float64        `json:"oldest_age_seconds"`
 		Waiting            int             `json:"waiting_for_done_file"`
 		OldestWaiting      *time.Time      `json:"oldest_waiting_for_done_file_mtime"`
+		Orphans            int             `json:"done_files_without_data"`
 		TempFiles          int             `json:"temp_files"`
 		StaleTempFiles     int             `json:"stale_temp_files"`
 		InterruptedReplays int             `json:"interrupted_replays"`
@@ -196,8 +197,8 @@ func TestStatusJSON(t *testing.T) {
 	}
 	var got status
 	decodeStrict(t, "status --json", r.stdout, &got)
-	if got.Waiting != 0 || got.OldestWaiting != nil {
-		t.Errorf("status --json of a queue of JSON messages: %d waiting for a done-file (oldest %v), want 0 and null", got.Waiting, got.OldestWaiting)
+	if got.Waiting != 0 || got.OldestWaiting != nil || got.Orphans != 0 {
+		t.Errorf("status --json of a queue of JSON messages: %d waiting for a done-file (oldest %v), and %d done-files without data, want 0, null and 0", got.Waiting, got.OldestWaiting, got.Orphans)
 	}
 	if string(got.Paused) != "null" || got.Held.Files != 0 || got.Held.MsgIDs != 0 {
 		t.Errorf("status --json paused %s, held %+v: want null, nothing held", got.Paused, got.Held)
