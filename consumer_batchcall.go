@@ -396,7 +396,7 @@ func (r *callRun) reserve(ctx context.Context, rcs []*recordCall) error {
 		return nil
 	}
 	start := time.Now()
-	res, err := c.ledger.Reserve(ctx, batch, b.s.ID())
+	res, err := c.ledger.Reserve(ctx, batch, c.callOwner(b.s.ID()))
 	if err == nil && len(res) != len(batch) {
 		err = fmt.Errorf("%d reservations for a batch of %d", len(res), len(batch))
 	}

@@ -229,7 +229,7 @@ func (cs *callStage) reserve(b inspected) ([]item, error) {
 		return nil, nil
 	}
 	start := time.Now()
-	res, err := c.ledger.Reserve(p.work, batch, p.s.ID())
+	res, err := c.ledger.Reserve(p.work, batch, c.callOwner(p.s.ID()))
 	if err == nil && len(res) != len(batch) {
 		err = fmt.Errorf("%d reservations for a batch of %d", len(res), len(batch))
 	}

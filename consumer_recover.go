@@ -161,9 +161,10 @@ func (c *Consumer) reportRecovered(ctx context.Context, dead []queue.RecoveredFi
 //     boot, so no process of its calls is left on this kernel, in
 //     whatever PID namespace it ran. A CallReaper first kills what it can
 //     see of them; what it does not see proves nothing;
-//   - the bound of one call (CallTimeout for a TimeoutCaller, else
-//     Config.Lease, which any call must keep within) has passed since
-//     this consumer first found the session dead. Every call of the
+//   - the bound of one of its calls (CallTimeout for a TimeoutCaller,
+//     else Config.Lease, which any call must keep within), as the dead
+//     session recorded it with its reservations (CallOwner), has passed
+//     since this consumer first found the session dead. Every call of the
 //     session started before its death and was bound to end within its
 //     timeout of its start, so by then none can be running, but for a
 //     process that outlived its consumer, which is not waited for longer
@@ -195,7 +196,8 @@ func (c *Consumer) releaseDeadReservations(ctx context.Context) error {
 	}
 	own := c.ownSession()
 	present := make(map[string]bool, len(owners))
-	for _, o := range owners {
+	for _, owner := range owners {
+		o := owner.Session
 		present[o] = true
 		if o == own || c.cfg.Caller == nil {
 			continue
@@ -207,7 +209,7 @@ func (c *Consumer) releaseDeadReservations(ctx context.Context) error {
 		if live {
 			continue
 		}
-		ended, proof := c.callsEnded(o)
+		ended, proof := c.callsEnded(o, c.deadBound(owner.CallBound))
 		if !ended {
 			continue
 		}
@@ -261,8 +263,9 @@ const (
 )
 
 // callsEnded reports whether none of the dead session o's calls can be
-// running any more, and how that is known (see releaseDeadReservations).
-func (c *Consumer) callsEnded(o string) (bool, string) {
+// running any more, bound being the longest one of them may run, and how
+// that is known (see releaseDeadReservations).
+func (c *Consumer) callsEnded(o string, bound time.Duration) (bool, string) {
 	now := time.Now()
 	c.deadMu.Lock()
 	if c.dead == nil {
@@ -294,7 +297,6 @@ func (c *Consumer) callsEnded(o string) (bool, string) {
 	if state == queue.CallsGone {
 		return true, proofCallsLock
 	}
-	bound := c.callBound()
 	if !logged {
 		c.log.Info("holding the msg_ids whose calls a dead consumer may still be running, until they cannot be",
 			"session", o, "calls_lock", state.String(), "until", since.Add(bound))
@@ -324,6 +326,25 @@ func (c *Consumer) callBound() time.Duration {
 		return t.CallTimeout()
 	}
 	return c.cfg.Lease
+}
+
+// callOwner is session as the owner of the reservations it makes, with
+// this consumer's call bound, which a consumer that finds it dead holds
+// its msg_ids for (callsEnded).
+func (c *Consumer) callOwner(session string) CallOwner {
+	return CallOwner{Session: session, CallBound: c.callBound()}
+}
+
+// deadBound is how long after finding it dead the msg_ids of a dead
+// session are held without a proof that its calls ended: the bound its
+// reservations recorded, the dead session's own, whatever this
+// consumer's is; for reservations of an older spool, which recorded
+// none, this consumer's.
+func (c *Consumer) deadBound(recorded time.Duration) time.Duration {
+	if recorded > 0 {
+		return recorded
+	}
+	return c.callBound()
 }
 
 // resolve maps a recorded claim to the stage its outcome sends it to; an

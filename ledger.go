@@ -103,6 +103,17 @@ type Result struct {
 	Conflict bool
 }
 
+// CallOwner is the consumer session that reserves msg_ids for its calls
+// (Ledger.Reserve), with its call bound: the longest one of its calls may
+// run (its Caller's CallTimeout, else Config.Lease). A consumer that finds
+// the session dead holds those msg_ids for that long, by the dead
+// session's bound rather than its own, so that a consumer restarted with
+// a shorter timeout never calls a msg_id whose first call may still run.
+type CallOwner struct {
+	Session   string
+	CallBound time.Duration
+}
+
 // Ledger is the idempotent record of every delivery: the one interface
 // the consumer needs of its ledger, whatever it is configured to do.
 // package ledger implements all of it on every engine; the
@@ -177,15 +188,19 @@ type Ledger interface {
 	// recorded outcome, OutcomeReserved (call it now), or OutcomeBusy (the
 	// msg_id is reserved already, by anyone, for another delivery: present
 	// it again later). Of two deliveries of one msg_id in the batch, the
-	// earlier is the one reserved.
-	Reserve(ctx context.Context, batch []*Delivery, owner string) ([]Result, error)
+	// earlier is the one reserved. Each reservation keeps owner's
+	// CallBound, which ReservationOwners returns.
+	Reserve(ctx context.Context, batch []*Delivery, owner CallOwner) ([]Result, error)
 	// Settle commits what the calls of reserved deliveries came to,
 	// errs[i] for batch[i]: a nil error inserts the processed row; a
 	// failure is counted and decided by decide, as in Record. Each
 	// delivery's reservation is removed in the same transaction.
 	Settle(ctx context.Context, batch []*Delivery, errs []error, decide func(Failure) Verdict) ([]Result, error)
-	// ReservationOwners lists the sessions that hold reservations.
-	ReservationOwners(ctx context.Context) ([]string, error)
+	// ReservationOwners lists the sessions that hold reservations, each
+	// with the longest CallBound its reservations were made with (zero
+	// when none recorded one: reservations of a spool before the bound
+	// was kept).
+	ReservationOwners(ctx context.Context) ([]CallOwner, error)
 	// ReleaseReservations removes the reservations of owner, and returns
 	// how many there were: a session known to be dead and recovered, or
 	// the consumer's own session at a graceful stop that cut no call

@@ -18,7 +18,7 @@ const rowsPerInsert = 128
 const (
 	processedColumns   = 13
 	deliveryColumns    = 16
-	reservationColumns = 4
+	reservationColumns = 5
 )
 
 // multiRow is a multi-row INSERT, prepared once when the ledger opens in
@@ -277,7 +277,7 @@ func (db *DB) prepareInserts(ctx context.Context) error {
 		return fmt.Errorf("prepare select duplicates' owners: %w", err)
 	}
 	db.insReservations, err = newMultiRow(ctx, db.sql, db.dialect, reservationColumns, insertNew(db.dialect,
-		`INSERT INTO reservations (msg_id, claim, owner, at)`, reservationColumns, "msg_id", "msg_id"))
+		`INSERT INTO reservations (msg_id, claim, owner, at, call_bound_us)`, reservationColumns, "msg_id", "msg_id"))
 	if err != nil {
 		return fmt.Errorf("prepare insert reservations: %w", err)
 	}

@@ -12,7 +12,8 @@ import (
 )
 
 const (
-	reservationOwners = `SELECT DISTINCT owner FROM reservations`
+	// MAX ignores the NULL bounds of an older spool's reservations.
+	reservationOwners = `SELECT owner, MAX(call_bound_us) FROM reservations GROUP BY owner`
 	ownerReservations = `DELETE FROM reservations WHERE owner = ?`
 )
 
@@ -25,7 +26,10 @@ const (
 // read committed) then sees that transaction's processed row. Read first,
 // the processed row could be missed and the msg_id reserved and called a
 // second time.
-func (l Consumer) Reserve(ctx context.Context, batch []*spool.Delivery, owner string) ([]spool.Result, error) {
+//
+// Each row keeps owner's call bound (call_bound_us, migration 047), for
+// the consumer that finds owner dead (ReservationOwners).
+func (l Consumer) Reserve(ctx context.Context, batch []*spool.Delivery, owner spool.CallOwner) ([]spool.Result, error) {
 	if err := l.db.open(); err != nil {
 		return nil, err
 	}
@@ -48,7 +52,7 @@ func (l Consumer) Reserve(ctx context.Context, batch []*spool.Delivery, owner st
 	return out, nil
 }
 
-func (db *DB) reserve(ctx context.Context, batch []*spool.Delivery, owner string) ([]result, error) {
+func (db *DB) reserve(ctx context.Context, batch []*spool.Delivery, owner spool.CallOwner) ([]result, error) {
 	var res []result
 	err := db.writeTx(ctx, func(tx *sql.Tx) error {
 		var err error
@@ -62,7 +66,7 @@ func (db *DB) reserve(ctx context.Context, batch []*spool.Delivery, owner string
 }
 
 // reserveTx is one try of reserve's transaction.
-func (db *DB) reserveTx(ctx context.Context, tx *sql.Tx, batch []*spool.Delivery, owner string) ([]result, error) {
+func (db *DB) reserveTx(ctx context.Context, tx *sql.Tx, batch []*spool.Delivery, owner spool.CallOwner) ([]result, error) {
 	if err := db.fence(ctx, tx, batch); err != nil {
 		return nil, err
 	}
@@ -87,10 +91,15 @@ func (db *DB) reserveTx(ctx context.Context, tx *sql.Tx, batch []*spool.Delivery
 	})
 	ids := make([]any, 0, len(candidates))
 	args := make([]any, 0, len(candidates)*reservationColumns)
+	var bound any // NULL: no bound known
+	if owner.CallBound > 0 {
+		bound = micros(owner.CallBound)
+	}
+	stamp := formatTime(now)
 	for _, i := range candidates {
 		d := batch[i]
 		ids = append(ids, d.Message.MsgID)
-		args = append(args, d.Message.MsgID, d.Claim, owner, formatTime(now))
+		args = append(args, d.Message.MsgID, d.Claim, owner.Session, stamp, bound)
 	}
 	reserved, err := db.insReservations.ids(ctx, tx, args)
 	if err != nil {
@@ -266,9 +275,10 @@ func (db *DB) settleTx(ctx context.Context, tx *sql.Tx, batch []*spool.Delivery,
 	return res, nil
 }
 
-// ReservationOwners lists the sessions holding reservations; see
+// ReservationOwners lists the sessions holding reservations, each with
+// the longest call bound its reservations were made with; see
 // spool.Ledger.
-func (l Consumer) ReservationOwners(ctx context.Context) ([]string, error) {
+func (l Consumer) ReservationOwners(ctx context.Context) ([]spool.CallOwner, error) {
 	if err := l.db.open(); err != nil {
 		return nil, err
 	}
@@ -277,12 +287,14 @@ func (l Consumer) ReservationOwners(ctx context.Context) ([]string, error) {
 		return nil, l.db.fail("reservation owners", err)
 	}
 	defer rows.Close()
-	var out []string
+	var out []spool.CallOwner
 	for rows.Next() {
-		var o string
-		if err := rows.Scan(&o); err != nil {
+		var o spool.CallOwner
+		var bound sql.NullInt64
+		if err := rows.Scan(&o.Session, &bound); err != nil {
 			return nil, l.db.fail("reservation owners", err)
 		}
+		o.CallBound = time.Duration(bound.Int64) * time.Microsecond
 		out = append(out, o)
 	}
 	if err := rows.Err(); err != nil {

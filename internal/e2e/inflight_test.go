@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,8 +31,8 @@ import (
 // when it answers.
 type keyServer struct {
 	URL     string
-	latency time.Duration
 	mu      sync.Mutex
+	latency time.Duration  // of the requests that arrive from now on
 	now     map[string]int // requests of a key in flight
 	seen    map[string]int // requests of a key in all
 	// overlaps are the keys that had two requests in flight at once.
@@ -56,10 +57,19 @@ func (s *keyServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.now[key] > 1 {
 		s.overlaps = append(s.overlaps, key)
 	}
+	latency := s.latency
 	s.mu.Unlock()
-	time.Sleep(s.latency) // the downstream's latency, not a synchronisation
+	time.Sleep(latency) // the downstream's latency, not a synchronisation
 	s.mu.Lock()
 	s.now[key]--
+	s.mu.Unlock()
+}
+
+// setLatency makes the requests that arrive from now on take d; those
+// in flight keep theirs.
+func (s *keyServer) setLatency(d time.Duration) {
+	s.mu.Lock()
+	s.latency = d
 	s.mu.Unlock()
 }
 
@@ -82,6 +92,24 @@ func (s *keyServer) inFlight() int {
 // Every message is processed once.
 func TestPostKilledInFlight(t *testing.T) {
 	t.Parallel()
+	testPostKilledInFlight(t, 0)
+}
+
+// TestPostKilledInFlightShorterTimeout: the same, with the consumer
+// restarted with a --post-timeout far shorter than the killed one's (and
+// a server now quick to answer): the dead session's msg_ids are held for
+// its own timeout, which its reservations recorded, not the restart's.
+// Held for the restart's, they would go out again while the first
+// requests still ran.
+func TestPostKilledInFlightShorterTimeout(t *testing.T) {
+	t.Parallel()
+	testPostKilledInFlight(t, 300*time.Millisecond)
+}
+
+// testPostKilledInFlight kills a consumer with calls in flight and
+// restarts it at once, with its own --post-timeout, or with restart when
+// not zero (the server then answering new requests in a tenth of it).
+func testPostKilledInFlight(t *testing.T, restart time.Duration) {
 	const conc, n = 4, 8
 	// The first requests must still run at the server when the restart
 	// could send them again, however slow a loaded machine is to restart.
@@ -102,12 +130,19 @@ func TestPostKilledInFlight(t *testing.T) {
 	if !p.killAfter(t, 0) {
 		t.Fatalf("the consumer exited before the kill\n%s", p.result())
 	}
+	if restart > 0 {
+		srv.setLatency(restart / 10)
+		args[slices.Index(args, "--post-timeout")+1] = restart.String()
+	}
 	r := mustRun(t, 0, args...)
 	if st := parseStats(t, r); st.Recovered == 0 {
 		t.Errorf("the restart recovered nothing\n%s", r)
 	}
 	if !strings.Contains(r.stderr, "holding the msg_ids whose calls a dead consumer may still be running") {
 		t.Errorf("the restart does not say it holds the dead consumer's msg_ids\n%s", r.stderr)
+	}
+	if !strings.Contains(r.stderr, `proof="call bound passed"`) {
+		t.Errorf("the restart does not say it released the dead consumer's msg_ids at the call bound\n%s", r.stderr)
 	}
 	srv.mu.Lock()
 	overlaps, seen := srv.overlaps, srv.seen

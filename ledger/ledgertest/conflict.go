@@ -24,7 +24,7 @@ func testConflictResult(t *testing.T, db *ledger.DB) {
 		return recordWork(t, db, spool.Work{Handler: h, Decide: spool.Retry{}.Decide}, batch...)
 	}
 	reserved := func(batch []*spool.Delivery) []spool.Result {
-		res, err := db.Consumer().Reserve(ctx, batch, "s1")
+		res, err := db.Consumer().Reserve(ctx, batch, spool.CallOwner{Session: "s1"})
 		if err != nil {
 			t.Fatalf("reserve: %v", err)
 		}

@@ -93,7 +93,7 @@ func testLongKey(t *testing.T, db *ledger.DB) {
 	}
 
 	reserved := randomKey(limit)
-	rr, err := db.Consumer().Reserve(t.Context(), []*spool.Delivery{valid("c-res", msg{ID: reserved}), valid("c-over-2", msg{ID: over + "y"})}, "s1")
+	rr, err := db.Consumer().Reserve(t.Context(), []*spool.Delivery{valid("c-res", msg{ID: reserved}), valid("c-over-2", msg{ID: over + "y"})}, spool.CallOwner{Session: "s1"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,7 +41,7 @@ func testLeases(t *testing.T, a, b *ledger.DB) {
 	if got := record(t, a, mine(valid("c-1", msg{ID: "one"}))); got[0].Outcome != spool.OutcomeProcessed {
 		t.Fatalf("record under a live lease: %v", got)
 	}
-	res, err := a.Consumer().Reserve(ctx, []*spool.Delivery{mine(valid("c-2", msg{ID: "two"}))}, own)
+	res, err := a.Consumer().Reserve(ctx, []*spool.Delivery{mine(valid("c-2", msg{ID: "two"}))}, spool.CallOwner{Session: own})
 	if err != nil || res[0].Outcome != spool.OutcomeReserved {
 		t.Fatalf("reserve under a live lease: %v, %v", res, err)
 	}
@@ -77,7 +77,7 @@ func testLeases(t *testing.T, a, b *ledger.DB) {
 	}
 	_, err = a.Consumer().Record(ctx, []*spool.Delivery{mine(valid("c-3", msg{ID: "three"}))}, spool.Work{})
 	lost("record", err)
-	_, err = a.Consumer().Reserve(ctx, []*spool.Delivery{mine(valid("c-4", msg{ID: "four"}))}, own)
+	_, err = a.Consumer().Reserve(ctx, []*spool.Delivery{mine(valid("c-4", msg{ID: "four"}))}, spool.CallOwner{Session: own})
 	lost("reserve", err)
 	_, err = a.Consumer().Settle(ctx, []*spool.Delivery{mine(valid("c-2", msg{ID: "two"}))}, []error{nil}, spool.Retry{}.Decide)
 	lost("settle", err)

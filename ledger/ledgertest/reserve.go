@@ -4,13 +4,21 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/ledger"
 )
 
 func reserve(t *testing.T, db *ledger.DB, owner string, batch ...*spool.Delivery) []spool.Outcome {
+	t.Helper()
+	return reserveFor(t, db, spool.CallOwner{Session: owner}, batch...)
+}
+
+// reserveFor is reserve for an owner with its call bound.
+func reserveFor(t *testing.T, db *ledger.DB, owner spool.CallOwner, batch ...*spool.Delivery) []spool.Outcome {
 	t.Helper()
 	res, err := db.Consumer().Reserve(context.Background(), batch, owner)
 	if err != nil {
@@ -129,16 +137,20 @@ func testSettleLostReservation(t *testing.T, db *ledger.DB) {
 	}
 }
 
-// testReleaseReservations: the reservations of a dead owner are removed,
-// those of others kept.
+// testReleaseReservations: the owners are listed with the longest call
+// bound their reservations were made with (none for reservations that
+// recorded none); the reservations of a dead owner are removed, those of
+// others kept.
 func testReleaseReservations(t *testing.T, db *ledger.DB) {
 	ctx := context.Background()
-	reserve(t, db, "dead", valid("c-x", msg{ID: "x"}), valid("c-y", msg{ID: "y"}))
+	reserveFor(t, db, spool.CallOwner{Session: "dead", CallBound: 90 * time.Second}, valid("c-x", msg{ID: "x"}))
+	reserveFor(t, db, spool.CallOwner{Session: "dead", CallBound: 1500 * time.Millisecond}, valid("c-y", msg{ID: "y"}))
 	reserve(t, db, "live", valid("c-z", msg{ID: "z"}))
 	owners, err := db.Consumer().ReservationOwners(ctx)
-	slices.Sort(owners)
-	if err != nil || !slices.Equal(owners, []string{"dead", "live"}) {
-		t.Fatalf("owners %v, %v", owners, err)
+	slices.SortFunc(owners, func(a, b spool.CallOwner) int { return strings.Compare(a.Session, b.Session) })
+	want := []spool.CallOwner{{Session: "dead", CallBound: 90 * time.Second}, {Session: "live"}}
+	if err != nil || !slices.Equal(owners, want) {
+		t.Fatalf("owners %v, %v; want %v", owners, err, want)
 	}
 	if n, err := db.Consumer().ReleaseReservations(ctx, "dead"); err != nil || n != 2 {
 		t.Fatalf("release: %d, %v; want 2", n, err)

@@ -28,13 +28,13 @@ func TestSettleOneLockOrder(t *testing.T) {
 	db := openAs(t, dsn, app)
 	decide := spool.Retry{NoJitter: true}.Decide
 	first, mine := delivery("c-first", "x"), delivery("c-mine", "x")
-	if _, err := db.Consumer().Reserve(ctx, []*spool.Delivery{first}, "s0"); err != nil {
+	if _, err := db.Consumer().Reserve(ctx, []*spool.Delivery{first}, spool.CallOwner{Session: "s0"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Consumer().Settle(ctx, []*spool.Delivery{first}, []error{errors.New("503")}, decide); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := db.Consumer().Reserve(ctx, []*spool.Delivery{mine}, "s1"); err != nil || res[0].Outcome != spool.OutcomeReserved {
+	if res, err := db.Consumer().Reserve(ctx, []*spool.Delivery{mine}, spool.CallOwner{Session: "s1"}); err != nil || res[0].Outcome != spool.OutcomeReserved {
 		t.Fatalf("reserve: %v, %v", res, err)
 	}
 	raw := admin(t, dsn)

@@ -382,7 +382,7 @@ func BenchmarkReserveSettle(b *testing.B) {
 					n++
 				}
 				t0 := time.Now()
-				if _, err := db.Consumer().Reserve(ctx, batch, "owner"); err != nil {
+				if _, err := db.Consumer().Reserve(ctx, batch, spool.CallOwner{Session: "owner"}); err != nil {
 					b.Fatal(err)
 				}
 				t1 := time.Now()
