@@ -40,9 +40,20 @@ func (x *xmlReader) next() (Record, bool, error) {
 			return rec, err == nil, err
 		}
 		if !ok {
-			if n := len(s.outer); n > 0 && r.src.broken == nil {
+			if r.src.broken != nil {
+				return Record{}, false, nil // the reader's own failure
+			}
+			if n := len(s.outer); n > 0 {
 				u = unit{start: r.src.offset()}
 				return bad("the file ends before the end tag of <%s>", s.outer[n-1])
+			}
+			if !x.root {
+				// Empty, or white space, comments and processing
+				// instructions alone: an XML document has one root
+				// element, so this is an export that failed, not one
+				// of no records.
+				u = unit{start: r.src.offset()}
+				return bad("no root element: the file is not an XML document")
 			}
 			return Record{}, false, nil
 		}

@@ -52,8 +52,9 @@ func TestXML(t *testing.T) {
 		f          Format
 		want       []want
 	}{
-		{"empty file", "", order, nil},
-		{"only a declaration and comments", "<?xml version=\"1.0\"?>\n<!-- none -->\n", order, nil},
+		{"empty file", "", order, []want{{line: 1, element: 1, err: "no root element: the file is not an XML document", tail: true}}},
+		{"only a declaration and comments", "<?xml version=\"1.0\"?>\n<!-- none -->\n", order,
+			[]want{{line: 3, element: 1, err: "no root element", tail: true}}},
 		{"no records", "<Orders><Other/></Orders>", order, nil},
 		{"the record is the root", "<Order id=\"1\"><a>x</a></Order>\n", order, []want{el(1, 1, `{"id":"1","a":"x"}`)}},
 		{"empty record", "<r><Order/><Order></Order></r>", order, []want{el(1, 1, `{}`), el(2, 1, `{}`)}},

@@ -489,7 +489,8 @@ func TestBatchDoneFileRecovery(t *testing.T) {
 }
 
 // TestBatchXML: a malformed record of an XML file is dead-lettered alone,
-// as an XML file of one record named after its element.
+// as an XML file of one record named after its element; an empty file,
+// which is no XML document, is one dead letter, the file itself.
 func TestBatchXML(t *testing.T) {
 	t.Parallel()
 	q := batchQueue(t, `{"format": "xml", "record": "Order"}`)
@@ -504,15 +505,19 @@ func TestBatchXML(t *testing.T) {
 	}
 	b.WriteString("</Orders>\n")
 	putBytes(t, q, "orders.xml", b.Bytes())
+	putBytes(t, q, "empty.xml", nil)
 	r := mustRun(t, 0, "consume", q)
 	st := parseStats(t, r)
-	if st.Processed != 29 || st.DeadLetters != 1 {
-		t.Fatalf("%+v, want 29 processed and 1 dead letter\n%s", st, r)
+	if st.Processed != 29 || st.DeadLetters != 2 {
+		t.Fatalf("%+v, want 29 processed and 2 dead letters\n%s", st, r)
 	}
-	if got := stageNames(t, q, errorStage); !slices.Equal(got, []string{"orders~E7.xml"}) {
-		t.Fatalf("error/ holds %q, want orders~E7.xml", got)
+	if got := stageNames(t, q, errorStage); !slices.Equal(got, []string{"empty.xml", "orders~E7.xml"}) {
+		t.Fatalf("error/ holds %q, want empty.xml and orders~E7.xml", got)
 	}
 	db := filepath.Join(q, "ledger.db")
+	if n := queryLedger(t, db, `SELECT COUNT(*) FROM deliveries WHERE outcome = 'dead-letter' AND reason = 'parse' AND file = 'empty.xml' AND detail LIKE '%no root element%'`); n != 1 {
+		t.Fatal("empty.xml is not recorded as a parse dead letter without a root element")
+	}
 	if n := queryLedger(t, db, `SELECT COUNT(*) FROM processed WHERE msg_id = 'x8' AND file = 'orders.xml#E8' AND seq = 8`); n != 1 {
 		t.Fatal("x8 is not recorded from orders.xml#E8 with seq 8")
 	}
