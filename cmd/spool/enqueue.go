@@ -21,7 +21,8 @@ var enqueueCommand = &command{
 Copies each FILE into inbox/ as a new delivery: written to a hidden temp
 file, fsynced and renamed in, so a consumer never sees a partial file. Every
 FILE is checked first (it exists, is a regular file or a link to one, and is
-named NAME.json not starting with '.'), so a bad argument changes nothing.
+named as the queue takes its messages, NAME.json or a name its include
+patterns match, not starting with '.'), so a bad argument changes nothing.
 A name already in inbox/ gets a ~N suffix.
 
 Prints the name each file got in inbox/, one a line.`,

@@ -31,7 +31,8 @@ nothing changed) unless --force. The format flags (--format, --encoding,
 write the keys of a queue of batch files into the same spool.conf, as
 spool init DIR --format csv --encoding shift_jis --done-file '{name}.done'.
 'spool check DIR' then checks the setup. With --from, every message
-file of SRC (NAME.json, not starting with '.') is copied into inbox/
+file of SRC (NAME.json, or a name the include patterns match; not
+starting with '.') is copied into inbox/
 atomically, as a new delivery: a name already in inbox/ gets a ~N suffix.
 Symbolic links are followed, as cp does; anything not a regular file is
 skipped with a warning, and the exit status is then 1.

@@ -19,7 +19,8 @@ var lagCommand = &command{
 	summary: "print inbox=N processing=N error=N; exit 1 when inbox > THRESHOLD",
 	help: `
 Prints exactly one line, inbox=N processing=N error=N, counting messages
-(NAME.json, not starting with '.'), and exits 1 when inbox holds more than
+(NAME.json, or the files the include patterns of a queue of batch files
+match; not starting with '.'), and exits 1 when inbox holds more than
 THRESHOLD, a non-negative integer. It reads directory names only, never file
 contents or the ledger, so it stays cheap on a million waiting files.
 
