@@ -18,8 +18,10 @@ Infers the schema of the valid messages waiting in inbox/ (read in place,
 never claimed; invalid ones are skipped): the union of their top-level
 fields, as CSV with the header field,type,role. On a queue of batch files
 (spool.conf's format: CSV, JSON Lines, XML) each record of the files
-waiting counts as a message; a CSV record's fields are text, except a
-seq of digits.
+waiting counts as a message; a CSV record's fields are strings, except a
+seq of digits (integer). In every format the amount field is typed by its
+digits (integer or number) whether written as a number or a string, as
+the contract reads money.
 
 type is string, integer, number (integers and decimals mixed), boolean,
 object or array; nulls are ignored, a field that is only ever null is null,
