@@ -201,6 +201,34 @@ func TestConsoleBrowser(t *testing.T) {
 	consoleReplayApprove(t, alloc, op, q, base, out)
 }
 
+// TestConsoleBrowserDoneFileWaiting: on a queue of batch files announced
+// by done-files, a data file whose done-file has not come shows on the
+// inbox/ card as waiting, not as a message; once its done-file comes it
+// is a message, and the line goes.
+func TestConsoleBrowserDoneFileWaiting(t *testing.T) {
+	alloc := browser(t)
+	dir := t.TempDir()
+	q := filepath.Join(dir, "q")
+	mustRun(t, 0, "init", q, "--format", "csv", "--done-file", "{name}.done")
+	putBytes(t, q, "orders.csv", []byte("msg_id,order_no,seq,amount\nA,O1,1,1.00\n"))
+	tokens := tokenFile(t, dir, "tokens", tokenLine("vic", "viewer", "vic-token"))
+	_, base := startListening(t, "serve", q, "--listen", "127.0.0.1:0", "--auth", tokens, "--metrics-refresh", "200ms")
+	vic := consoleSession(t, alloc, base, "vic-token")
+	waitTrue(t, vic, "the waiting line", `document.getElementById("stage-inbox-waiting") !== null`)
+	if got := text(t, vic, "#stage-inbox-waiting"); !strings.HasPrefix(got, "1 data file waiting for a done-file, the oldest ") {
+		t.Errorf("inbox/ card's waiting line: %q", got)
+	}
+	if got := text(t, vic, "#stage-inbox .n"); got != "0" {
+		t.Errorf("inbox/ card counts %q messages, want 0: a file waiting for its done-file is none yet", got)
+	}
+	shot(t, vic, t.ArtifactDir(), "done-file-waiting")
+	putBytes(t, q, "orders.csv.done", nil)
+	// The overview page draws itself again every 5 s.
+	do(t, vic, "the overview page", chromedp.Click("#nav-overview"))
+	waitTrue(t, vic, "the file counted as a message", `(() => { const c = document.querySelector("#stage-inbox .n");
+		return c !== null && c.textContent === "1" && document.getElementById("stage-inbox-waiting") === null })()`)
+}
+
 // tokenLine is a token file's line for name with role and token.
 func tokenLine(name, role, token string) string {
 	return fmt.Sprintf("%s %s %s\n", name, role, sha256Hex(token))
