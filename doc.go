@@ -1,12 +1,15 @@
 // Package spool consumes a directory-based message queue with at-least-once
 // delivery made effectively exactly-once by an idempotent ledger.
 //
-// A queue is a directory with four stages on one filesystem:
+// A queue is a directory with four stages on one filesystem, and a fifth
+// an operator sets messages aside in:
 //
-//	inbox/       producers rename finished *.json files in here
+//	inbox/       producers rename finished *.json files in here, or the
+//	             batch files of many records its spool.conf's format takes
 //	processing/  claims of running consumers, one subdirectory per consumer
 //	done/        processed, or ignored as a duplicate
 //	error/       dead letters (poison messages), with their reason in the ledger
+//	held/        messages held aside (spool hold) until released
 //
 // The consumer keeps the invariants I1 to I7, whatever the number of
 // consumers and whenever one of them is killed; they are defined in
