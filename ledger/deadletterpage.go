@@ -75,8 +75,13 @@ const currentDeadLetter = `NOT EXISTS (SELECT 1 FROM dead_letter_exits e WHERE e
 // likeEscape makes s a LIKE pattern matching s anywhere, with ! as the
 // escape character (a backslash is one in MariaDB's string literals).
 func likeEscape(s string) string {
-	r := strings.NewReplacer(`!`, `!!`, `%`, `!%`, `_`, `!_`)
-	return "%" + r.Replace(clean(s)) + "%"
+	return "%" + likeLiteral(clean(s)) + "%"
+}
+
+// likeLiteral is s in a LIKE pattern with ! as the escape character
+// (ESCAPE '!'): its %, _ and ! match themselves.
+func likeLiteral(s string) string {
+	return strings.NewReplacer(`!`, `!!`, `%`, `!%`, `_`, `!_`).Replace(s)
 }
 
 // deadLetterFilter is the WHERE clause of q's filters on d, and its

@@ -41,12 +41,18 @@ type MessageStory struct {
 	// and HeldID the hold of its msg_id, nil when it is not held.
 	Held   []ledger.HeldFile
 	HeldID *ledger.HeldID
+	// BatchFiles are the batch files of the name asked about, the latest
+	// first: what became of their records.
+	BatchFiles []ledger.BatchFileStory
 }
+
+// storyDeadLetters is how many dead letters of a batch file show names.
+const storyDeadLetters = 10
 
 // Found reports whether the queue knows anything of the message: a
 // ledger record or a file in a stage.
 func (m MessageStory) Found() bool {
-	return !m.Story.Empty() || len(m.Places) > 0 || len(m.Discards) > 0 || len(m.Held) > 0 || m.HeldID != nil
+	return !m.Story.Empty() || len(m.Places) > 0 || len(m.Discards) > 0 || len(m.Held) > 0 || m.HeldID != nil || len(m.BatchFiles) > 0
 }
 
 // Story finds what the queue knows of arg, a msg_id or the name of a
@@ -160,6 +166,9 @@ func Story(ctx context.Context, d *queue.Dir, l *ledger.DB, arg string) (Message
 	if err := addHeld(ctx, d, l, &m, arg); err != nil {
 		return MessageStory{}, fmt.Errorf("show %s: %w", arg, err)
 	}
+	if m.BatchFiles, err = l.Messages().BatchFilesNamed(ctx, arg, storyDeadLetters); err != nil {
+		return MessageStory{}, fmt.Errorf("show %s: %w", arg, err)
+	}
 	return m, nil
 }
 
@@ -179,9 +188,12 @@ func Shown(s string) string {
 func WriteStory(w io.Writer, m MessageStory, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	p := func(k, format string, args ...any) { fmt.Fprintf(tw, "%s\t"+format+"\n", append([]any{k}, args...)...) }
-	if m.MsgID != "" {
+	switch {
+	case m.MsgID != "":
 		p("msg_id", "%s", Shown(m.MsgID))
-	} else {
+	case len(m.BatchFiles) > 0:
+		p("file", "%s (a batch file)", Shown(m.Query))
+	default:
 		p("file", "%s (no valid msg_id)", Shown(m.Query))
 	}
 	if len(m.Places) == 0 {
@@ -244,7 +256,23 @@ func WriteStory(w io.Writer, m MessageStory, now time.Time) error {
 	for _, l := range heldLines(m) {
 		p(l[0], "%s", l[1])
 	}
+	for _, f := range m.BatchFiles {
+		p("batch file", "%s", batchFileLine(f))
+		for _, n := range f.DeadLetterFiles {
+			p("", "dead letter %s", Shown(n))
+		}
+		if more := f.DeadLetters - int64(len(f.DeadLetterFiles)); more > 0 {
+			p("", "and %d more dead letters (spool dead-letters)", more)
+		}
+	}
 	return tw.Flush()
+}
+
+// batchFileLine says what became of a batch file's records, as of its
+// last commit, in the words of spool status.
+func batchFileLine(f ledger.BatchFileStory) string {
+	return fmt.Sprintf("%d processed, %s, %s (last commit %s)", f.Processed, plural(f.Duplicates, "duplicate"),
+		plural(f.DeadLetters, "dead letter"), f.At.UTC().Format(time.RFC3339Nano))
 }
 
 // discardLine says what became of one discarded file, by whom and why.
@@ -281,6 +309,8 @@ type StoryJSON struct {
 	// its msg_id (null when it is not held).
 	Held      []StoryHeldJSON  `json:"held"`
 	MsgIDHeld *StoryHeldIDJSON `json:"msg_id_held"`
+	// BatchFiles are the batch files of that name, the latest first.
+	BatchFiles []StoryBatchFileJSON `json:"batch_files"`
 }
 
 // DiscardJSON is one discarded file of the message: state is the
@@ -399,5 +429,22 @@ func (m MessageStory) JSON(now time.Time) StoryJSON {
 		out.Replays = append(out.Replays, StoryReplayObj{At: r.At.UTC(), File: r.File, NewName: r.NewName, By: r.By, Note: optional(r.Note)})
 	}
 	heldJSON(m, &out)
+	out.BatchFiles = []StoryBatchFileJSON{}
+	for _, f := range m.BatchFiles {
+		names := f.DeadLetterFiles
+		if names == nil {
+			names = []string{}
+		}
+		out.BatchFiles = append(out.BatchFiles, StoryBatchFileJSON{
+			BatchFileJSON{f.Name, f.Processed, f.Duplicates, f.DeadLetters, f.At.UTC()}, names})
+	}
 	return out
+}
+
+// StoryBatchFileJSON is a batch file of the name asked about, as spool
+// status --json gives it, with the names of its first dead letters (at
+// most 10; dead_letters counts them all).
+type StoryBatchFileJSON struct {
+	BatchFileJSON
+	DeadLetterFiles []string `json:"dead_letter_files"`
 }

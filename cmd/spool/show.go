@@ -28,8 +28,12 @@ files and their discards (who, when, why, the body's SHA-256, and where
 --to moved them), and what of it is held aside (spool hold: its files in
 held/, the hold of its msg_id, who and why). A dead letter is found by its msg_id whatever the reason
 it was refused for, as long as its msg_id was valid (a missing field,
-another field invalid); one without a valid msg_id by its file name. It
-changes nothing.
+another field invalid); one without a valid msg_id by its file name. A
+batch file, named as it was in inbox/, shows what became of its records
+(processed, duplicates, dead letters, as spool status counts them, for
+each file of that name the ledger knows) and the names of its first 10
+dead letters; a record, named by its msg_id, shows its origin in the
+processed row's file (orders.csv#L17). It changes nothing.
 
 Exit 1 when the queue knows nothing of it: no ledger record and no file of
 that name in inbox/, processing/, error/ or done/.
@@ -43,7 +47,8 @@ replays [{at, file, new_name, by, note}], and discards [{at, finished_at,
 file, msg_id, reason, content_hash, size, by, note, state, outcome, to,
 new_name}] (spool discard: outcome deleted, moved or missing; to and
 new_name where --to put it), held [{file, origin, cause, by, via, note,
-at}] and msg_id_held {by, via, note, at} or null.`,
+at}], msg_id_held {by, via, note, at} or null, and batch_files [{file,
+processed, duplicates, dead_letters, last_commit, dead_letter_files}].`,
 	opts: newOpts[showOpts],
 }
 

@@ -225,7 +225,7 @@
     if (!files.length) return null;
     return el("div", { id: "batch-files" }, el("h3", {}, "Batch files"),
       table(["file", "processed", "duplicates", "dead letters", "last commit"],
-        files.map(f => el("tr", {}, el("td", {}, f.file), el("td", {}, f.processed), el("td", {}, f.duplicates),
+        files.map(f => el("tr", {}, el("td", {}, msgLink(f.file, f.file)), el("td", {}, f.processed), el("td", {}, f.duplicates),
           el("td", {}, f.dead_letters), el("td", {}, f.last_commit)))));
   }
 
@@ -423,6 +423,14 @@
       sections.push(el("div", { id: "message-actions" }, bars));
     }
     sections.push(el("h3", {}, "Where it is"), el("ul", { id: "places" }, places.length ? places : el("li", {}, "in no stage")));
+    // A batch file of that name: what became of its records, and its
+    // first dead letters, each a message page of its own.
+    const batches = (m.batch_files || []).map(b => el("tr", { class: "batch-file" }, el("td", {}, when(b.last_commit)),
+      el("td", {}, b.processed), el("td", {}, b.duplicates), el("td", {}, b.dead_letters),
+      el("td", {}, b.dead_letter_files.map((n, i) => [i ? ", " : "", msgLink(n, n)]).flat(),
+        b.dead_letters > b.dead_letter_files.length ? " and " + (b.dead_letters - b.dead_letter_files.length) + " more" : "")));
+    if (batches.length) sections.push(el("h3", {}, "Batch file"),
+      table(["last commit", "processed", "duplicates", "dead letters", "its dead letters"], batches));
     if (m.processed) {
       const p = m.processed;
       sections.push(el("h3", {}, "Processed"), el("p", {}, when(p.processed_at), " from ", p.file, " (body sha256 ", el("code", {}, show(p.content_hash)), ")"));

@@ -518,6 +518,31 @@ func TestBatchXML(t *testing.T) {
 	if n := queryLedger(t, db, `SELECT COUNT(*) FROM deliveries WHERE outcome = 'dead-letter' AND reason = 'parse' AND file = 'empty.xml' AND detail LIKE '%no root element%'`); n != 1 {
 		t.Fatal("empty.xml is not recorded as a parse dead letter without a root element")
 	}
+	// show tells what became of the file's records, and names its dead
+	// letter.
+	show := mustRun(t, 0, "show", q, "orders.xml").stdout
+	for _, want := range []string{"orders.xml (a batch file)", "now         done/orders.xml",
+		"batch file  29 processed, 0 duplicates, 1 dead letter (last commit ", "dead letter orders~E7.xml"} {
+		if !strings.Contains(show, want) {
+			t.Errorf("show orders.xml lacks %q:\n%s", want, show)
+		}
+	}
+	var story struct {
+		MsgID      *string `json:"msg_id"`
+		BatchFiles []struct {
+			File            string   `json:"file"`
+			Processed       int64    `json:"processed"`
+			DeadLetters     int64    `json:"dead_letters"`
+			DeadLetterFiles []string `json:"dead_letter_files"`
+		} `json:"batch_files"`
+	}
+	if err := json.Unmarshal([]byte(mustRun(t, 0, "show", q, "orders.xml", "--json").stdout), &story); err != nil {
+		t.Fatal(err)
+	}
+	if b := story.BatchFiles; story.MsgID != nil || len(b) != 1 || b[0].File != "orders.xml" || b[0].Processed != 29 ||
+		b[0].DeadLetters != 1 || !slices.Equal(b[0].DeadLetterFiles, []string{"orders~E7.xml"}) {
+		t.Errorf("show --json orders.xml: %+v", story)
+	}
 	if n := queryLedger(t, db, `SELECT COUNT(*) FROM processed WHERE msg_id = 'x8' AND file = 'orders.xml#E8' AND seq = 8`); n != 1 {
 		t.Fatal("x8 is not recorded from orders.xml#E8 with seq 8")
 	}

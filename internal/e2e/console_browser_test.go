@@ -201,16 +201,17 @@ func TestConsoleBrowser(t *testing.T) {
 	consoleReplayApprove(t, alloc, op, q, base, out)
 }
 
-// TestConsoleBrowserDoneFileWaiting: on a queue of batch files announced
-// by done-files, a data file whose done-file has not come shows on the
+// TestConsoleBrowserBatchFile: on a queue of batch files announced by
+// done-files, a data file whose done-file has not come shows on the
 // inbox/ card as waiting, not as a message; once its done-file comes it
-// is a message, and the line goes.
-func TestConsoleBrowserDoneFileWaiting(t *testing.T) {
+// is a message, and the line goes. Consumed, the file's row on the
+// overview leads to its page, which names its dead letter.
+func TestConsoleBrowserBatchFile(t *testing.T) {
 	alloc := browser(t)
 	dir := t.TempDir()
 	q := filepath.Join(dir, "q")
 	mustRun(t, 0, "init", q, "--format", "csv", "--done-file", "{name}.done")
-	putBytes(t, q, "orders.csv", []byte("msg_id,order_no,seq,amount\nA,O1,1,1.00\n"))
+	putBytes(t, q, "orders.csv", []byte("msg_id,order_no,seq,amount\nA,O1,1,1.00\nB,O1,x,1.00\n"))
 	tokens := tokenFile(t, dir, "tokens", tokenLine("vic", "viewer", "vic-token"))
 	_, base := startListening(t, "serve", q, "--listen", "127.0.0.1:0", "--auth", tokens, "--metrics-refresh", "200ms")
 	vic := consoleSession(t, alloc, base, "vic-token")
@@ -227,6 +228,21 @@ func TestConsoleBrowserDoneFileWaiting(t *testing.T) {
 	do(t, vic, "the overview page", chromedp.Click("#nav-overview"))
 	waitTrue(t, vic, "the file counted as a message", `(() => { const c = document.querySelector("#stage-inbox .n");
 		return c !== null && c.textContent === "1" && document.getElementById("stage-inbox-waiting") === null })()`)
+
+	if st := parseStats(t, mustRun(t, 0, "consume", q)); st != (consumeStats{Processed: 1, DeadLetters: 1}) {
+		t.Fatalf("consume: %+v, want 1 processed and row B dead-lettered", st)
+	}
+	// Away and back: the overview draws itself anew on a visit.
+	do(t, vic, "the file's page", chromedp.Click("#nav-dead-letters"), chromedp.WaitVisible("#filter-reason"),
+		chromedp.Click("#nav-overview"), chromedp.WaitVisible("#batch-files"),
+		chromedp.Click(`//div[@id="batch-files"]//a[text()="orders.csv"]`), chromedp.WaitVisible("tr.batch-file"))
+	if got := text(t, vic, "tr.batch-file"); !strings.Contains(got, "orders~L3.csv") {
+		t.Errorf("orders.csv's page, its batch-file row: %q, want its dead letter orders~L3.csv", got)
+	}
+	shot(t, vic, t.ArtifactDir(), "batch-file")
+	do(t, vic, "its dead letter's page", chromedp.Click(`//tr[@class="batch-file"]//a[text()="orders~L3.csv"]`),
+		chromedp.WaitVisible("#places"))
+	waitTrue(t, vic, "the dead letter's page", `document.getElementById("places").textContent.includes("error/orders~L3.csv")`)
 }
 
 // tokenLine is a token file's line for name with role and token.

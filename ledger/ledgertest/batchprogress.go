@@ -136,4 +136,35 @@ func testBatchCounts(t *testing.T, db *ledger.DB, file string) {
 	if len(byName(1)) != 1 {
 		t.Error("RecentBatchFiles(1) did not stop at one")
 	}
+
+	// BatchFilesNamed: the files of one name, the latest first, each with
+	// its first dead letters' names; no other name, however alike.
+	again := spool.BatchProgress{File: "f:5:6:7", Batch: "s:5:6", Position: "1:10:2"}
+	if _, err := db.Consumer().RecordBatch(ctx, []*spool.Delivery{valid("s:5:6#0", msg{ID: "r0"})}, spool.Work{}, again); err != nil {
+		t.Fatal(err)
+	}
+	named := func(name string, limit int) []ledger.BatchFileStory {
+		t.Helper()
+		fs, err := db.Messages().BatchFilesNamed(ctx, name, limit)
+		if err != nil {
+			t.Fatalf("BatchFilesNamed(%q): %v", name, err)
+		}
+		return fs
+	}
+	fs := named("f", 10)
+	if len(fs) != 2 || fs[0].Duplicates != 1 || fs[0].Records() != 1 || fs[0].DeadLetterFiles != nil ||
+		fs[1].Records() != 8 || !slices.Equal(fs[1].DeadLetterFiles, []string{"f~L3.csv", "f~L5.csv"}) {
+		t.Errorf("BatchFilesNamed(f) = %+v; want the file sent again (a duplicate), then the first (8 records, dead letters f~L3.csv and f~L5.csv)", fs)
+	}
+	if fs := named("f", 1); len(fs) != 2 || !slices.Equal(fs[1].DeadLetterFiles, []string{"f~L3.csv"}) {
+		t.Errorf("BatchFilesNamed(f, 1) = %+v; want one dead letter's name", fs)
+	}
+	if fs := named("g:h.csv", 10); len(fs) != 1 || fs[0].Name != "g:h.csv" || fs[0].Duplicates != 2 {
+		t.Errorf("BatchFilesNamed(g:h.csv) = %+v; want the one file, 2 duplicates", fs)
+	}
+	for _, name := range []string{"F", "g", "_", "%", "f:5", "f~L3.csv", ""} {
+		if fs := named(name, 10); len(fs) != 0 {
+			t.Errorf("BatchFilesNamed(%q) = %+v; want none", name, fs)
+		}
+	}
 }
