@@ -61,6 +61,9 @@ type StageGauge struct {
 	// Both are left out when none waits.
 	Waiting       int64    `json:"waiting_for_done_file,omitempty"`
 	WaitingOldest *float64 `json:"oldest_waiting_for_done_file_age_seconds,omitempty"`
+	// NotTaken counts, in inbox/ only, the entries the queue never takes
+	// (not named as its messages are); left out when there are none.
+	NotTaken int64 `json:"inbox_not_taken,omitempty"`
 }
 
 // Server serves the API and the console.

@@ -202,7 +202,7 @@ func TestRefresh(t *testing.T) {
 
 // TestRefreshWaiting: a data file of inbox/ that waits for its done-file
 // (the Dir's message rule says so) is no message, and its own gauges
-// count it with its age.
+// count it with its age; a file the queue never takes is counted apart.
 func TestRefreshWaiting(t *testing.T) {
 	d := newQueue(t)
 	inbox := d.StagePath(queue.Inbox)
@@ -218,6 +218,17 @@ func TestRefreshWaiting(t *testing.T) {
 	put(t, d, queue.Inbox, "ready.csv.done", time.Now())
 	put(t, d, queue.Inbox, "old.csv", hour)
 	put(t, d, queue.Inbox, "new.csv", time.Now())
+	d.SetDoneFiles(func(name string) (bool, bool) {
+		data, ok := strings.CutSuffix(name, ".done")
+		if !ok {
+			return false, false
+		}
+		_, err := os.Lstat(filepath.Join(inbox, data))
+		return true, err != nil
+	})
+	put(t, d, queue.Inbox, "stray.csv.done", time.Now())
+	put(t, d, queue.Inbox, "orders.csv.gz", time.Now())
+	put(t, d, queue.Inbox, ".orders.csv.tmp", time.Now())
 	m := New()
 	defer refreshListed(t, m, d, "spool_inbox_waiting_for_done_file")()
 	fams := scrape(t, m.Handler())
@@ -229,6 +240,9 @@ func TestRefreshWaiting(t *testing.T) {
 	}
 	if age, _ := value(fams, "spool_inbox_waiting_for_done_file_oldest_age_seconds"); age < 3500 || age > 3700 {
 		t.Errorf("oldest waiting age = %v s, want about an hour", age)
+	}
+	if got, _ := value(fams, "spool_inbox_not_taken"); got != 1 {
+		t.Errorf("spool_inbox_not_taken = %v, want orders.csv.gz alone (not the done-files, not the temp file)", got)
 	}
 }
 

@@ -42,6 +42,9 @@ type stageState struct {
 	// done-file (queue.StageStats.Waiting).
 	waiting       int
 	waitingOldest time.Time
+	// notTaken counts inbox/'s entries the queue never takes
+	// (queue.StageStats.NotTaken).
+	notTaken int
 }
 
 // listed are the stages the gauges count: every stage, and held/ (a
@@ -57,6 +60,7 @@ type stageCache struct {
 	age      *prometheus.Desc
 	waiting  *prometheus.Desc
 	waitAge  *prometheus.Desc
+	notTaken *prometheus.Desc
 }
 
 func newStageCache() *stageCache {
@@ -74,6 +78,9 @@ func newStageCache() *stageCache {
 		waitAge: prometheus.NewDesc("spool_inbox_waiting_for_done_file_oldest_age_seconds",
 			"Age of the oldest data file waiting for its done-file, since its modification; 0 when none waits.",
 			nil, nil),
+		notTaken: prometheus.NewDesc("spool_inbox_not_taken",
+			"Entries of inbox, not starting with '.', that the queue never takes: not named as its messages are (NAME.json, or spool.conf's include), nor done-files.",
+			nil, nil),
 	}
 	for _, s := range listed {
 		c.stages[s] = &stageState{}
@@ -87,6 +94,7 @@ func (c *stageCache) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.age
 	ch <- c.waiting
 	ch <- c.waitAge
+	ch <- c.notTaken
 }
 
 // Collect sends the gauges of every stage listed at least once. An age is
@@ -116,6 +124,7 @@ func (c *stageCache) Collect(ch chan<- prometheus.Metric) {
 			}
 			ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(st.waiting))
 			ch <- prometheus.MustNewConstMetric(c.waitAge, prometheus.GaugeValue, age)
+			ch <- prometheus.MustNewConstMetric(c.notTaken, prometheus.GaugeValue, float64(st.notTaken))
 		}
 	}
 }
@@ -146,7 +155,8 @@ func (c *stageCache) set(s queue.Stage, got queue.StageStats, ages bool) {
 			got.Oldest = st.oldest
 		}
 	}
-	*st = stageState{listed: true, messages: got.Messages, oldest: got.Oldest, waiting: got.Waiting, waitingOldest: got.WaitingOldest}
+	*st = stageState{listed: true, messages: got.Messages, oldest: got.Oldest, waiting: got.Waiting, waitingOldest: got.WaitingOldest,
+		notTaken: got.NotTaken}
 }
 
 // listing is one kind of listing of one stage that Refresh repeats.
@@ -242,6 +252,9 @@ type StageGauge struct {
 	// oldest one's age; 0 for the other stages.
 	Waiting       int
 	WaitingOldest time.Duration
+	// NotTaken counts, for inbox/, the entries the queue never takes
+	// (queue.StageStats.NotTaken); 0 for the other stages.
+	NotTaken int
 }
 
 // Stages returns the queue gauges of every stage listed at least once, in
@@ -258,7 +271,7 @@ func (m *Metrics) Stages() []StageGauge {
 		if !st.listed {
 			continue
 		}
-		g := StageGauge{Stage: s, Messages: st.messages, Waiting: st.waiting}
+		g := StageGauge{Stage: s, Messages: st.messages, Waiting: st.waiting, NotTaken: st.notTaken}
 		if aged[s] && st.messages > 0 && !st.oldest.IsZero() {
 			g.Oldest, g.HasAge = max(now.Sub(st.oldest), 0), true
 		}

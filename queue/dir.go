@@ -66,9 +66,9 @@ type Dir struct {
 	// names, when set, says which names of a stage are messages in
 	// place of IsMessageName (SetMessageNames).
 	names func(s Stage, name string) bool
-	// orphan, when set, says which names of inbox/ are done-files whose
-	// data file is not there (SetOrphanDoneFiles).
-	orphan func(name string) bool
+	// doneFiles, when set, says which names of inbox/ are done-files, and
+	// which of those have no data file there (SetDoneFiles).
+	doneFiles func(name string) (done, orphan bool)
 }
 
 // SetMessageNames makes is decide which names of a stage are messages, in
@@ -79,12 +79,12 @@ type Dir struct {
 // safe for concurrent use. Call it before the Dir is used.
 func (d *Dir) SetMessageNames(is func(s Stage, name string) bool) { d.names = is }
 
-// SetOrphanDoneFiles makes is decide which names of inbox/ are
-// done-files without their data file, for the stage counts (Stats): a
-// queue of batch files announced by done-files, where such a name is
-// neither a message nor one on its way. is must be safe for concurrent
-// use. Call it before the Dir is used.
-func (d *Dir) SetOrphanDoneFiles(is func(name string) bool) { d.orphan = is }
+// SetDoneFiles makes is decide which names of inbox/ are done-files, and
+// of those which have no data file there (orphan), for the stage counts
+// (Stats): a queue of batch files announced by done-files, where such a
+// name is no message, and an orphan not even one on its way. is must be
+// safe for concurrent use. Call it before the Dir is used.
+func (d *Dir) SetDoneFiles(is func(name string) (done, orphan bool)) { d.doneFiles = is }
 
 // Takes reports whether name is one the queue takes as a message once it
 // is in inbox/, ready or not (a data file waiting for its done-file is

@@ -33,10 +33,20 @@ type StageStats struct {
 	Waiting       int
 	WaitingOldest time.Time
 	// OrphanDoneFiles counts, in inbox/ only, the done-files whose data
-	// file is not there (SetOrphanDoneFiles): announced files that never
-	// came, or came under another name.
+	// file is not there (SetDoneFiles): announced files that never came,
+	// or came under another name.
 	OrphanDoneFiles int
+	// NotTaken counts, in inbox/ only, the entries the queue will never
+	// take: not starting with ".", and neither a message, a data file on
+	// its way nor a done-file (a .csv.gz where only *.csv is included, a
+	// README, a directory). NotTakenNames are the first few of them, in
+	// the directory's order.
+	NotTaken      int
+	NotTakenNames []string
 }
+
+// notTakenNames bounds StageStats.NotTakenNames.
+const notTakenNames = 3
 
 // statsBuffer is how much of a directory one getdents call reads: a
 // million entries take about 600 calls instead of the 5 000 of a
@@ -82,8 +92,19 @@ func (d *Dir) Stats(s Stage, ages bool) (StageStats, error) {
 			d.waiting(&st, name)
 			return nil
 		}
-		if s == Inbox && d.orphan != nil && name[0] != '.' && d.orphan(string(name)) {
-			st.OrphanDoneFiles++
+		if s == Inbox && name[0] != '.' {
+			if d.doneFiles != nil {
+				if done, orphan := d.doneFiles(string(name)); done {
+					if orphan {
+						st.OrphanDoneFiles++
+					}
+					return nil
+				}
+			}
+			st.NotTaken++
+			if len(st.NotTakenNames) < notTakenNames {
+				st.NotTakenNames = append(st.NotTakenNames, string(name))
+			}
 			return nil
 		}
 		if s != Processing || name[0] == '.' || (typ != unix.DT_DIR && typ != unix.DT_UNKNOWN) {

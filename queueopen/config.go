@@ -511,8 +511,8 @@ func batched(file *Config) bool {
 // done-file is there (batch.Format.Includes, DoneName), and in the other
 // stages a name it includes, so that its record dead letters
 // (orders~L17.csv) count as the messages they are. With done_file it
-// also names the done-files of inbox/ whose data file is not there, for
-// the stage counts (queue.Dir.SetOrphanDoneFiles). For a queue of JSON
+// also names the done-files of inbox/, and those whose data file is not
+// there, for the stage counts (queue.Dir.SetDoneFiles). For a queue of JSON
 // messages it leaves d as it is (ParseConfig refuses the other format
 // keys without a format, since they would change nothing).
 func UseFormat(d *queue.Dir, file *Config) {
@@ -535,15 +535,15 @@ func UseFormat(d *queue.Dir, file *Config) {
 	if f.DoneFile == "" {
 		return
 	}
-	d.SetOrphanDoneFiles(func(name string) bool {
+	d.SetDoneFiles(func(name string) (done, orphan bool) {
 		data, ok := f.DataName(name)
 		if !ok {
-			return false
+			return false, false
 		}
 		if !f.Includes(data) {
-			return true // announces a file spool never reads
+			return true, true // announces a file spool never reads
 		}
 		_, err := os.Lstat(filepath.Join(inbox, data))
-		return errors.Is(err, fs.ErrNotExist)
+		return true, errors.Is(err, fs.ErrNotExist)
 	})
 }

@@ -37,7 +37,7 @@ func NewConsole(ctx context.Context, dir string, d *queue.Dir, l *ledger.DB, c s
 	gauges := func() []console.StageGauge {
 		var out []console.StageGauge
 		for _, g := range m.Stages() {
-			sg := console.StageGauge{Stage: string(g.Stage), Messages: int64(g.Messages)}
+			sg := console.StageGauge{Stage: string(g.Stage), Messages: int64(g.Messages), NotTaken: int64(g.NotTaken)}
 			if g.HasAge {
 				a := g.Oldest.Seconds()
 				sg.Oldest = &a

@@ -33,6 +33,10 @@ type StatusReport struct {
 	// OrphanDoneFiles counts the done-files of inbox/ whose data file is
 	// not there.
 	OrphanDoneFiles int
+	// NotTaken counts the entries of inbox/ the queue never takes (not a
+	// name it includes), NotTakenNames the first few.
+	NotTaken      int
+	NotTakenNames []string
 	// Now is when the report was taken; ages are relative to it.
 	Now time.Time
 	// Ledger counts processed rows, duplicates and dead letters by reason.
@@ -100,6 +104,7 @@ func Status(ctx context.Context, d *queue.Dir, l *ledger.DB) (StatusReport, erro
 		*c.n = st.Messages
 		if c.s == queue.Inbox {
 			r.WaitingForDoneFile, r.WaitingOldest, r.OrphanDoneFiles = st.Waiting, st.WaitingOldest, st.OrphanDoneFiles
+			r.NotTaken, r.NotTakenNames = st.NotTaken, st.NotTakenNames
 		}
 	}
 	oldest, err := OldestInbox(ctx, d)
@@ -207,8 +212,13 @@ type StatusJSON struct {
 	OldestWaitingForDoneFile *time.Time `json:"oldest_waiting_for_done_file_mtime"`
 	// DoneFilesWithoutData counts the done-files in inbox/ whose data file
 	// is not there (announced, never written, or under another name).
-	DoneFilesWithoutData int        `json:"done_files_without_data"`
-	Ledger               LedgerJSON `json:"ledger"`
+	DoneFilesWithoutData int `json:"done_files_without_data"`
+	// NotTaken counts the entries of inbox/ the queue never takes, not
+	// starting with "." (not NAME.json, or not a name spool.conf's
+	// include matches); NotTakenNames are the first 3 of them.
+	NotTaken      int        `json:"inbox_not_taken"`
+	NotTakenNames []string   `json:"inbox_not_taken_names"`
+	Ledger        LedgerJSON `json:"ledger"`
 	// TempFiles counts the temp files in the queue; StaleTempFiles those
 	// whose writer is gone (spool fsck --repair removes them).
 	TempFiles      int `json:"temp_files"`
@@ -336,6 +346,10 @@ func (r StatusReport) JSON() StatusJSON {
 		j.OldestInbox, j.OldestAgeSeconds = &oldest, &secs
 	}
 	j.DoneFilesWithoutData = r.OrphanDoneFiles
+	j.NotTaken, j.NotTakenNames = r.NotTaken, r.NotTakenNames
+	if j.NotTakenNames == nil {
+		j.NotTakenNames = []string{}
+	}
 	if j.WaitingForDoneFile = r.WaitingForDoneFile; j.WaitingForDoneFile > 0 {
 		w := r.WaitingOldest.UTC()
 		j.OldestWaitingForDoneFile = &w
@@ -392,6 +406,22 @@ func WriteStatus(w io.Writer, r StatusReport) error {
 			what = fmt.Sprintf("%d done-files without their data files", r.OrphanDoneFiles)
 		}
 		fmt.Fprintf(tw, "\t%s (announced, but not written under that name)\n", what)
+	}
+	if r.NotTaken > 0 {
+		names := make([]string, len(r.NotTakenNames))
+		for i, n := range r.NotTakenNames {
+			names[i] = Terminal(n)
+		}
+		more := ""
+		if r.NotTaken > len(names) {
+			more = ", ..."
+		}
+		what := "1 entry"
+		if r.NotTaken > 1 {
+			what = fmt.Sprintf("%d entries", r.NotTaken)
+		}
+		fmt.Fprintf(tw, "\t%s the queue never takes, not named as its messages are (NAME.json, or spool.conf's include): %s%s\n",
+			what, strings.Join(names, ", "), more)
 	}
 	fmt.Fprintf(tw, "processing\t%d\n", r.Processing)
 	fmt.Fprintf(tw, "done\t%d\n", r.Done)

@@ -42,6 +42,11 @@ none renamed or removed):
                          oldest_waiting_for_done_file_mtime: the earliest
                          modification time among them, null when none waits
   done_files_without_data  done-files in inbox/ whose data file is not there
+  inbox_not_taken        entries of inbox/ the queue never takes, not
+                         starting with '.': not NAME.json, or not a name
+                         spool.conf's include matches (orders.csv.gz where
+                         only *.csv is included); inbox_not_taken_names:
+                         the first 3
   ledger                 {"processed": N, "duplicates": N, "dead_letters": N,
                          "dead_letters_by_reason": {"REASON": N, ...}}
   temp_files             temp files in the queue; stale_temp_files: those

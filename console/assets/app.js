@@ -198,7 +198,7 @@
     const [o, svg] = await Promise.all([api("GET", "overview"), charts().catch(errorText)]);
     const cards = (o.stages || []).map(s => el("div", { class: "card", id: "stage-" + s.stage },
       el("div", {}, s.stage + "/"), el("div", { class: "n" }, s.messages),
-      el("div", {}, stageAge(s)), waitingForDoneFile(s)));
+      el("div", {}, stageAge(s)), waitingForDoneFile(s), notTaken(s)));
     const r = o.rates;
     const rate = v => (v === null || v === undefined ? DASH : v.toFixed(2) + "/s");
     draw(el("h2", {}, "Overview"), el("p", {}, o.queue), el("div", { class: "cards" }, cards),
@@ -218,6 +218,13 @@
     return el("div", { class: "waiting", id: "stage-" + s.stage + "-waiting" },
       plural(s.waiting_for_done_file, "data file", "data files") + " waiting for a done-file, the oldest " +
       Math.round(s.oldest_waiting_for_done_file_age_seconds) + " s");
+  }
+  // notTaken says, on the inbox/ card, how many entries the queue never
+  // takes (not named as its messages are): spool status names them.
+  function notTaken(s) {
+    if (!s.inbox_not_taken) return null;
+    return el("div", { class: "waiting", id: "stage-" + s.stage + "-not-taken" },
+      plural(s.inbox_not_taken, "other entry", "other entries") + " never taken (not a message name; spool status names them)");
   }
   // batchFiles is what became of the records of the batch files last
   // committed (nothing on a queue without any).

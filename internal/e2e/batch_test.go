@@ -365,8 +365,9 @@ func TestBatchDoneFile(t *testing.T) {
 	}
 	// status says the file waits, apart from the messages of inbox/, and
 	// names a done-file whose data file never came (its producer wrote
-	// ORDERS.CSV).
+	// ORDERS.CSV), and a gzipped file the queue's include does not take.
 	putBytes(t, q, "ORDERS.CSV.done", nil)
+	putBytes(t, q, "more.csv.gz", nil)
 	waiting := func(want int) {
 		t.Helper()
 		text := mustRun(t, 0, "status", q).stdout
@@ -376,18 +377,24 @@ func TestBatchDoneFile(t *testing.T) {
 		if !strings.Contains(text, "1 done-file without its data file") {
 			t.Errorf("status does not name the done-file without its data file:\n%s", text)
 		}
+		if !strings.Contains(text, "1 entry the queue never takes, not named as its messages are (NAME.json, or spool.conf's include): more.csv.gz\n") {
+			t.Errorf("status does not name the file its include does not take:\n%s", text)
+		}
 		var st struct {
-			Stages  map[string]int `json:"stages"`
-			Waiting int            `json:"waiting_for_done_file"`
-			Oldest  *time.Time     `json:"oldest_waiting_for_done_file_mtime"`
-			Orphans int            `json:"done_files_without_data"`
+			Stages        map[string]int `json:"stages"`
+			Waiting       int            `json:"waiting_for_done_file"`
+			Oldest        *time.Time     `json:"oldest_waiting_for_done_file_mtime"`
+			Orphans       int            `json:"done_files_without_data"`
+			NotTaken      int            `json:"inbox_not_taken"`
+			NotTakenNames []string       `json:"inbox_not_taken_names"`
 		}
 		if err := json.Unmarshal([]byte(mustRun(t, 0, "status", q, "--json").stdout), &st); err != nil {
 			t.Fatal(err)
 		}
-		if st.Waiting != want || (st.Oldest != nil) != (want > 0) || st.Stages["inbox"] != 0 || st.Orphans != 1 {
-			t.Errorf("status --json: %d waiting (oldest %v), inbox %d, %d done-files without data; want %d waiting, inbox 0, 1 without data",
-				st.Waiting, st.Oldest, st.Stages["inbox"], st.Orphans, want)
+		if st.Waiting != want || (st.Oldest != nil) != (want > 0) || st.Stages["inbox"] != 0 || st.Orphans != 1 ||
+			st.NotTaken != 1 || !slices.Equal(st.NotTakenNames, []string{"more.csv.gz"}) {
+			t.Errorf("status --json: %d waiting (oldest %v), inbox %d, %d done-files without data, not taken %d %q; want %d waiting, inbox 0, 1 without data, more.csv.gz not taken",
+				st.Waiting, st.Oldest, st.Stages["inbox"], st.Orphans, st.NotTaken, st.NotTakenNames, want)
 		}
 	}
 	waiting(1)
@@ -418,8 +425,8 @@ func TestBatchDoneFile(t *testing.T) {
 	if got := stageNames(t, q, done); !slices.Equal(got, []string{"orders.csv", "orders.csv.done"}) {
 		t.Fatalf("done/ holds %q, want the data file and its done-file", got)
 	}
-	if got := stageNames(t, q, inbox); !slices.Equal(got, []string{"ORDERS.CSV.done"}) {
-		t.Fatalf("inbox/ holds %q, want the done-file without data alone", got)
+	if got := stageNames(t, q, inbox); !slices.Equal(got, []string{"ORDERS.CSV.done", "more.csv.gz"}) {
+		t.Fatalf("inbox/ holds %q, want the done-file without data and the file not taken alone", got)
 	}
 	waiting(0)
 	checkFsck(t, q)

@@ -203,8 +203,9 @@ func TestConsoleBrowser(t *testing.T) {
 
 // TestConsoleBrowserBatchFile: on a queue of batch files announced by
 // done-files, a data file whose done-file has not come shows on the
-// inbox/ card as waiting, not as a message; once its done-file comes it
-// is a message, and the line goes. Consumed, the file's row on the
+// inbox/ card as waiting, not as a message, and a file its include does
+// not take as never taken; once its done-file comes it is a message, and
+// the waiting line goes. Consumed, the file's row on the
 // overview leads to its page, which names its dead letter.
 func TestConsoleBrowserBatchFile(t *testing.T) {
 	alloc := browser(t)
@@ -212,6 +213,7 @@ func TestConsoleBrowserBatchFile(t *testing.T) {
 	q := filepath.Join(dir, "q")
 	mustRun(t, 0, "init", q, "--format", "csv", "--done-file", "{name}.done")
 	putBytes(t, q, "orders.csv", []byte("msg_id,order_no,seq,amount\nA,O1,1,1.00\nB,O1,x,1.00\n"))
+	putBytes(t, q, "orders.csv.gz", nil) // not a name its include takes
 	tokens := tokenFile(t, dir, "tokens", tokenLine("vic", "viewer", "vic-token"))
 	_, base := startListening(t, "serve", q, "--listen", "127.0.0.1:0", "--auth", tokens, "--metrics-refresh", "200ms")
 	vic := consoleSession(t, alloc, base, "vic-token")
@@ -221,6 +223,9 @@ func TestConsoleBrowserBatchFile(t *testing.T) {
 	}
 	if got := text(t, vic, "#stage-inbox .n"); got != "0" {
 		t.Errorf("inbox/ card counts %q messages, want 0: a file waiting for its done-file is none yet", got)
+	}
+	if got := text(t, vic, "#stage-inbox-not-taken"); got != "1 other entry never taken (not a message name; spool status names them)" {
+		t.Errorf("inbox/ card's line of entries not taken: %q", got)
 	}
 	shot(t, vic, t.ArtifactDir(), "done-file-waiting")
 	putBytes(t, q, "orders.csv.done", nil)

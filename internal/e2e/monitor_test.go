@@ -163,6 +163,9 @@ func TestStatusJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A file that is no message, beside them: counted apart, and named.
+	writeFile(t, filepath.Join(q, inbox), "notes.txt", "not a message")
+
 	r := mustRun(t, 0, "status", q, "--json")
 	type status struct {
 		Queue              string          `json:"queue"`
@@ -173,6 +176,8 @@ func TestStatusJSON(t *testing.T) {
 		Waiting            int             `json:"waiting_for_done_file"`
 		OldestWaiting      *time.Time      `json:"oldest_waiting_for_done_file_mtime"`
 		Orphans            int             `json:"done_files_without_data"`
+		NotTaken           int             `json:"inbox_not_taken"`
+		NotTakenNames      []string        `json:"inbox_not_taken_names"`
 		TempFiles          int             `json:"temp_files"`
 		StaleTempFiles     int             `json:"stale_temp_files"`
 		InterruptedReplays int             `json:"interrupted_replays"`
@@ -199,6 +204,9 @@ func TestStatusJSON(t *testing.T) {
 	decodeStrict(t, "status --json", r.stdout, &got)
 	if got.Waiting != 0 || got.OldestWaiting != nil || got.Orphans != 0 {
 		t.Errorf("status --json of a queue of JSON messages: %d waiting for a done-file (oldest %v), and %d done-files without data, want 0, null and 0", got.Waiting, got.OldestWaiting, got.Orphans)
+	}
+	if got.NotTaken != 1 || !slices.Equal(got.NotTakenNames, []string{"notes.txt"}) {
+		t.Errorf("status --json: inbox_not_taken %d %q, want notes.txt alone (not the temp file)", got.NotTaken, got.NotTakenNames)
 	}
 	if string(got.Paused) != "null" || got.Held.Files != 0 || got.Held.MsgIDs != 0 {
 		t.Errorf("status --json paused %s, held %+v: want null, nothing held", got.Paused, got.Held)

@@ -33,6 +33,7 @@ var spoolMetrics = []string{
 	"spool_queue_oldest_age_seconds",
 	"spool_inbox_waiting_for_done_file",
 	"spool_inbox_waiting_for_done_file_oldest_age_seconds",
+	"spool_inbox_not_taken",
 	"spool_deliveries_total",
 	"spool_dead_letters_total",
 	"spool_conflicts_total",
