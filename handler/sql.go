@@ -17,7 +17,8 @@ import (
 type StatementError struct {
 	// N numbers the statement in its file, from 1; Line is where it starts.
 	N, Line int
-	// Err is the engine's error.
+	// Err is the engine's error, or why the engine cannot run the
+	// statement inside the ledger's transaction (ledger.ImplicitCommit).
 	Err error
 }
 
@@ -93,7 +94,8 @@ type boundStatement struct {
 // back; those without parameters (CREATE TABLE IF NOT EXISTS...) are also
 // run, each in a savepoint, so that the statements after them can refer to
 // what they create. A statement that does not prepare is a
-// *StatementError.
+// *StatementError, and so is one the engine would run only by committing
+// the ledger's transaction (ledger.ImplicitCommit: DDL on MariaDB).
 func NewSQL(ctx context.Context, l *ledger.DB, script *Script, o SQLOptions) (*SQL, error) {
 	d := l.Dialect()
 	h := &SQL{dialect: d}
@@ -104,6 +106,13 @@ func NewSQL(ctx context.Context, l *ledger.DB, script *Script, o SQLOptions) (*S
 		var err error
 		if h.setTimeout, h.resetTimeout, err = d.StatementTimeout(o.Timeout); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrNoSQLTimeout, err)
+		}
+	}
+	if _, ok := d.(ledger.ImplicitCommit); ok {
+		for i, s := range script.statements {
+			if err := implicitCommit(d.Name(), i+1, s); err != nil {
+				return nil, err
+			}
 		}
 	}
 	for _, s := range script.statements {

@@ -355,3 +355,56 @@ func tokens(text string) []token {
 	}
 	return toks
 }
+
+// implicitCommits are the first words of the statements that commit the
+// open transaction on an engine that does so (ledger.ImplicitCommit:
+// MariaDB's list), but for the ones refusal refuses on every engine, by
+// what follows when that decides.
+var implicitCommits = map[string]func(toks []token) bool{
+	"ALTER":    notTemporary,
+	"CREATE":   notTemporary,
+	"DROP":     notTemporary,
+	"RENAME":   always,
+	"TRUNCATE": always,
+	"ANALYZE":  func(toks []token) bool { return word(toks, 1) == "TABLE" },
+	"OPTIMIZE": always,
+	"REPAIR":   always,
+	"CHECK":    func(toks []token) bool { return word(toks, 1) == "TABLE" },
+	"CACHE":    always,
+	"LOAD":     func(toks []token) bool { return word(toks, 1) == "INDEX" },
+	"FLUSH":    always,
+	"GRANT":    always,
+	"REVOKE":   always,
+	"CHANGE":   always,
+	"STOP":     always,
+	"SHUTDOWN": always,
+}
+
+func always([]token) bool { return true }
+
+// notTemporary is true but for CREATE, ALTER or DROP [OR REPLACE]
+// TEMPORARY TABLE, which do not commit.
+func notTemporary(toks []token) bool {
+	i := 1
+	if word(toks, 1) == "OR" && word(toks, 2) == "REPLACE" {
+		i = 3
+	}
+	return word(toks, i) != "TEMPORARY"
+}
+
+// implicitCommit returns why statement n (from 1) of a script is refused
+// on engine, which commits the open transaction before it: a
+// *StatementError, or nil when it is not refused.
+func implicitCommit(engine string, n int, s statement) error {
+	toks := tokens(s.text)
+	if len(toks) == 0 {
+		return nil
+	}
+	first := toks[0].upper()
+	if commits, ok := implicitCommits[first]; !ok || !commits(toks) {
+		return nil
+	}
+	return &StatementError{N: n, Line: s.line, Err: fmt.Errorf("%s: on a %s ledger it commits the ledger's open transaction, so the business writes before it "+
+		"would commit without the ledger's rows; create tables beforehand (with the engine's own client) and keep the script to "+
+		"the statements a message runs (INSERT, UPDATE, DELETE, SELECT)", first, engine)}
+}

@@ -98,3 +98,45 @@ func TestParseSQLSettingsNoFalsePositive(t *testing.T) {
 		}
 	}
 }
+
+// TestImplicitCommit: on an engine whose DDL commits the open transaction
+// (MariaDB), the statements that do so are refused, naming the statement
+// and its line; a TEMPORARY table's, and the statements a message runs,
+// are not.
+func TestImplicitCommit(t *testing.T) {
+	for _, tt := range []struct{ src, want string }{
+		{"CREATE TABLE IF NOT EXISTS b (k TEXT);\nINSERT INTO b VALUES (:msg_id)", "statement 1 (line 1): CREATE: on a mysql ledger it commits the ledger's open transaction"},
+		{"INSERT INTO b VALUES (:msg_id);\n\ncreate index i on b (k)", "statement 2 (line 3): CREATE: "},
+		{"ALTER TABLE b ADD COLUMN n INT", "ALTER: "},
+		{"DROP TABLE b", "DROP: "},
+		{"CREATE OR REPLACE TABLE b (k INT)", "CREATE: "},
+		{"TRUNCATE b", "TRUNCATE: "},
+		{"RENAME TABLE a TO b", "RENAME: "},
+		{"GRANT SELECT ON b TO x", "GRANT: "},
+		{"ANALYZE TABLE b", "ANALYZE: "},
+		{"CHECK TABLE b", "CHECK: "},
+		{"LOAD INDEX INTO CACHE b", "LOAD: "},
+		{"FLUSH TABLES", "FLUSH: "},
+		{"CREATE TEMPORARY TABLE t (k INT)", ""},
+		{"CREATE OR REPLACE TEMPORARY TABLE t (k INT)", ""},
+		{"DROP TEMPORARY TABLE IF EXISTS t", ""},
+		{"INSERT INTO b VALUES (:msg_id);\nUPDATE c SET n = n + 1 WHERE k = :order_no", ""},
+		{"LOAD DATA INFILE '/x' INTO TABLE b", ""},
+		{"ANALYZE SELECT 1", ""},
+	} {
+		script, err := ParseSQL(tt.src)
+		if err != nil {
+			t.Fatalf("%q: %v", tt.src, err)
+		}
+		got := ""
+		for i, s := range script.statements {
+			if err := implicitCommit("mysql", i+1, s); err != nil {
+				got = err.Error()
+				break
+			}
+		}
+		if tt.want == "" && got != "" || !strings.Contains(got, tt.want) {
+			t.Errorf("%q: %q, want %q", tt.src, got, tt.want)
+		}
+	}
+}

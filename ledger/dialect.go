@@ -160,6 +160,19 @@ type ColumnArrays interface {
 	Rows(kinds []Kind) string
 }
 
+// ImplicitCommit is implemented by a Dialect whose engine commits the open
+// transaction before it runs DDL and some administrative statements
+// (MariaDB: CREATE TABLE, ALTER, DROP, TRUNCATE, GRANT, ANALYZE TABLE
+// ...), so that such a statement in a handler's SQL would commit the
+// batch's business writes without the ledger's rows, and end the
+// savepoints the handler runs in. A SQL handler refuses those statements
+// on such an engine. Engines whose DDL is transactional do not implement
+// it.
+type ImplicitCommit interface {
+	// ImplicitCommit marks the dialect; it does nothing.
+	ImplicitCommit()
+}
+
 // LooseIndexScan is implemented by a Dialect whose engine reads the least
 // entry of each group of an index by jumping from group to group itself
 // (MariaDB's loose index scan, for a GROUP BY of a prefix of the index),

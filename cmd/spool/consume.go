@@ -97,7 +97,9 @@ first so that no two calls for one msg_id run at once on any consumer:
                busy or locked (retry). On PostgreSQL a statement running
                --sql-timeout (30s) is cancelled and the message retried;
                SQLite cannot cut one statement short without rolling back
-               the batch, so there --sql-timeout is refused.
+               the batch, so there --sql-timeout is refused. On MariaDB,
+               DDL (CREATE TABLE ...) commits the transaction by itself
+               and is refused: create tables beforehand.
   --post URL   POST the message (application/json, Idempotency-Key:
                msg_id). 2xx: done. 408, 429, 5xx, network errors: retry,
                no sooner than a Retry-After. Other statuses: dead letter.

@@ -317,6 +317,17 @@ ON DUPLICATE KEY UPDATE payments = payments + 1, last_seq = GREATEST(last_seq, V
 	if r.code != 2 || !strings.Contains(r.stderr, "--sql-timeout: ") || !strings.Contains(r.stderr, "MariaDB") {
 		t.Errorf("--sql-timeout on MariaDB: want a usage error saying why\n%s", r)
 	}
+	// DDL commits MariaDB's open transaction: refused before anything
+	// runs, the startup check's included (the table is not created).
+	ddl := writeFile(t, state, "ddl.sql", "CREATE TABLE IF NOT EXISTS made_by_check (k VARCHAR(255));\nINSERT INTO made_by_check VALUES (:msg_id);\n")
+	r = run(t, "consume", q, "--db", dsn, "--sql", ddl)
+	if r.code != 2 || len(notLogged(r.stderr)) != 1 || !strings.Contains(r.stderr, "statement 1 (line 1): CREATE: on a mysql ledger it commits the ledger's open transaction") {
+		t.Errorf("a CREATE TABLE in --sql on MariaDB: want exit 2 and one line saying why\n%s", r)
+	}
+	var made int
+	if err := db.QueryRow(`SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = 'made_by_check'`).Scan(&made); err != nil || made != 0 {
+		t.Errorf("made_by_check: %d tables (%v), want none: the refused script ran", made, err)
+	}
 	r = mustRun(t, 0, "consume", q, "--db", dsn, "--sql", sqlFile)
 	if st := parseStats(t, r); st.Processed != 2 || st.Duplicates != 1 || st.DeadLetters != 1 {
 		t.Fatalf("stats %+v, want 2 processed, 1 duplicate, 1 dead letter\n%s", st, r)

@@ -49,6 +49,10 @@ func (dialect) PadRows() bool { return true }
 // MaxKey is the key columns' width.
 func (dialect) MaxKey() int { return maxKey }
 
+// ImplicitCommit: MariaDB commits the open transaction before DDL and
+// some administrative statements (ledger.ImplicitCommit).
+func (dialect) ImplicitCommit() {}
+
 // MigrationLock is empty: DDL commits by itself on MariaDB, so no
 // transaction can hold a lock across a migration; Open takes a named lock
 // (GET_LOCK) on a connection of its own around the migration instead.
