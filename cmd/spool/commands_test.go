@@ -69,7 +69,10 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"enqueue", q}, "enqueue", "missing FILE"},
 		{[]string{"status"}, "status", "missing DIR"},
 		{[]string{"status", ""}, "status", "DIR is empty"},
-		{[]string{"nosuch", q}, "nosuch", "unknown command"},
+		{[]string{"nosuch", q}, "nosuch", "unknown command (run 'spool help' for the list)"},
+		{[]string{"statsu", q}, "statsu", "unknown command (did you mean status?)"},
+		{[]string{"Consume", q}, "Consume", "unknown command (did you mean consume?)"},
+		{[]string{"help", "replya"}, "help", "replya: unknown command (did you mean replay?)"},
 	} {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			cli(t, tt.args...).wantFail(t, 2, tt.cmd, tt.sub)

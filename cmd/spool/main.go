@@ -21,6 +21,7 @@ import (
 
 	"github.com/spoolq/spool/handler"
 	"github.com/spoolq/spool/internal/cmdline"
+	"github.com/spoolq/spool/internal/spelling"
 )
 
 func main() {
@@ -103,6 +104,29 @@ func lookup(name string) *command {
 	return nil
 }
 
+// unknownCommand is the line that refuses name, with the command it is
+// likely a typo of: the same but for case, or within two edits (one for
+// a name of three letters or fewer).
+func unknownCommand(name string) string {
+	best, bestD := "", 3
+	if len(name) <= 3 {
+		bestD = 2
+	}
+	for _, c := range commands {
+		if strings.EqualFold(c.name, name) {
+			best, bestD = c.name, -1
+			break
+		}
+		if d := spelling.Distance(c.name, name); d < bestD {
+			best, bestD = c.name, d
+		}
+	}
+	if best != "" {
+		return fmt.Sprintf("unknown command (did you mean %s?)", best)
+	}
+	return "unknown command (run 'spool help' for the list)"
+}
+
 // env is what a command may touch besides the filesystem: its streams and
 // its own name, for warnings and usage.
 type env struct {
@@ -149,7 +173,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	c := lookup(name)
 	if c == nil {
-		fmt.Fprintf(stderr, "spool: %s: unknown command (run 'spool help' for the list)\n", oneLine(name))
+		fmt.Fprintf(stderr, "spool: %s: %s\n", oneLine(name), unknownCommand(name))
 		return exitUsage
 	}
 	e := &env{cmd: c, stdin: stdin, stdout: stdout, stderr: stderr}
@@ -164,7 +188,7 @@ func help(args []string, stdout, stderr io.Writer) int {
 	}
 	c := lookup(args[0])
 	if c == nil {
-		fmt.Fprintf(stderr, "spool: help: unknown command %q (run 'spool help' for the list)\n", args[0])
+		fmt.Fprintf(stderr, "spool: help: %s: %s\n", oneLine(args[0]), unknownCommand(args[0]))
 		return exitUsage
 	}
 	// The command prints its own help, with its flags.
