@@ -302,8 +302,10 @@ func RunConsumer(ctx context.Context, dir string, o ConsumeOptions) (st *spool.S
 	}
 	var stats spool.Stats
 	if o.Watch {
+		warnNotTaken(d, logger)
 		stats, err = consumer.Watch(runCtx)
 	} else {
+		defer warnNotTaken(d, logger)
 		var done func()
 		if o.OnDrain != nil {
 			// The total is the backlog now; the count comes from
@@ -323,6 +325,20 @@ func RunConsumer(ctx context.Context, dir string, o ConsumeOptions) (st *spool.S
 		err = stopper.Err()
 	}
 	return &stats, err
+}
+
+// warnNotTaken logs the entries of inbox/ that the queue never takes, if
+// there are any: a producer's file under a name the queue does not read
+// (an orders.csv.gz where only *.csv is included) would otherwise wait
+// there for ever without a word. Once when a watch starts, and at the end
+// of a drain, when inbox/ holds little else.
+func warnNotTaken(d *queue.Dir, logger *slog.Logger) {
+	st, err := d.Stats(queue.Inbox, false)
+	if err != nil || st.NotTaken == 0 {
+		return // the consumer says what is wrong with inbox/ itself
+	}
+	logger.Warn("inbox/ holds entries the queue never takes, not named as its messages are (NAME.json, or spool.conf's include)",
+		"entries", st.NotTaken, "first", st.NotTakenNames)
 }
 
 // dedupWindow gives w the queue's key prefix and returns it. Its keys

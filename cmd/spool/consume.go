@@ -160,7 +160,10 @@ there is one record per dead letter (msg "dead letter": file, stored,
 reason, detail), per recovery of dead consumers' claims (msg "recovered
 claims of dead consumers") and per retry scheduled, and none per message
 that went well; debug adds one per message (msg "delivered": file, stored,
-outcome, msg_id). warn and error keep only the problems. -v, which turned
+outcome, msg_id). A WARN record names the entries of inbox/ the queue never
+takes (not NAME.json, or not a name spool.conf's include matches), at the
+end of a drain and at the start of --watch. warn and error keep only the
+problems. -v, which turned
 logging on before it was on by default, is the same as --log-level info.
 The command's own warnings (stale temp files removed, an interrupted replay
 finished, a failing --on-dead-letter) stay lines "spool: consume: ..." in

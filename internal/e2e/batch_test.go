@@ -418,9 +418,13 @@ func TestBatchDoneFile(t *testing.T) {
 		t.Fatalf("GET overview: want inbox/ with 1 file waiting for its done-file\n%s", body)
 	}
 	putBytes(t, q, "orders.csv.done", nil)
-	st = parseStats(t, mustRun(t, 0, "consume", q))
+	r := mustRun(t, 0, "consume", q)
+	st = parseStats(t, r)
 	if st != (consumeStats{Processed: 20}) {
 		t.Fatalf("with its done-file: %+v, want 20 processed", st)
+	}
+	if !strings.Contains(r.stderr, `level=WARN msg="inbox/ holds entries the queue never takes, not named as its messages are (NAME.json, or spool.conf's include)" entries=1 first=[more.csv.gz]`) {
+		t.Errorf("the drain does not warn of the file its include does not take:\n%s", r.stderr)
 	}
 	if got := stageNames(t, q, done); !slices.Equal(got, []string{"orders.csv", "orders.csv.done"}) {
 		t.Fatalf("done/ holds %q, want the data file and its done-file", got)
