@@ -134,11 +134,24 @@ type Story struct {
 	Retry *Retry
 	// Replays are the replays of any of its files, oldest first.
 	Replays []ReplayRecord
+	// Reservation is the msg_id's reservation for a call (a Caller's,
+	// --post's, --exec's) in flight, or that a consumer killed while
+	// calling left; nil when none.
+	Reservation *StoryReservation
+}
+
+// StoryReservation is a msg_id's reservation: the claim it was reserved
+// for, by which consumer session, when, and the session's call bound
+// (zero when an older spool recorded none).
+type StoryReservation struct {
+	Claim, Owner string
+	At           time.Time
+	CallBound    time.Duration
 }
 
 // Empty reports whether the ledger knows nothing of the message.
 func (s Story) Empty() bool {
-	return s.Processed == nil && len(s.Deliveries) == 0 && s.Retry == nil && len(s.Replays) == 0
+	return s.Processed == nil && len(s.Deliveries) == 0 && s.Retry == nil && len(s.Replays) == 0 && s.Reservation == nil
 }
 
 // Files returns the distinct names the message's files had, in the order
@@ -255,6 +268,9 @@ ORDER BY id`), arg)
 		return Story{}, ms.db.fail("deliveries of "+arg, err)
 	}
 	if msgID != "" {
+		if st.Reservation, err = ms.reservation(ctx, msgID); err != nil {
+			return Story{}, err
+		}
 		retries, err := ms.Retries(ctx)
 		if err != nil {
 			return Story{}, err
@@ -297,4 +313,24 @@ func (ms Messages) MsgIDOfFile(ctx context.Context, file string) (string, bool, 
 		return "", false, ms.db.fail(fmt.Sprintf("msg_id of file %s", clean(file)), err)
 	}
 	return id.String, id.Valid, nil
+}
+
+// reservation returns msgID's reservation, nil when it has none.
+func (ms Messages) reservation(ctx context.Context, msgID string) (*StoryReservation, error) {
+	var r StoryReservation
+	var at string
+	var bound sql.NullInt64
+	err := ms.db.sql.QueryRowContext(ctx, ms.db.dialect.Rebind(`SELECT claim, owner, at, call_bound_us FROM reservations WHERE msg_id = ?`), msgID).
+		Scan(&r.Claim, &r.Owner, &at, &bound)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, ms.db.fail("reservation of "+msgID, err)
+	}
+	if r.At, err = parseTime("reservations.at", at); err != nil {
+		return nil, err
+	}
+	r.CallBound = time.Duration(bound.Int64) * time.Microsecond
+	return &r, nil
 }

@@ -522,3 +522,22 @@ func TestEnqueueRefusesFIFOWithoutBlocking(t *testing.T) {
 		t.Fatalf("Enqueue(x.txt) err = %v, want ErrNotMessageName", err)
 	}
 }
+
+// TestClaimInode: the inode of a claim identity, and of a batch file's
+// record claim, is found again; other strings have none.
+func TestClaimInode(t *testing.T) {
+	for id, want := range map[string]uint64{
+		"ab12-42@host:9987537:1796588987.630370138":    9987537,
+		"ab12-42@host:9987537:1796588987.630370138#17": 9987537,
+		"ab12-42@host:with:colons:77:1796588987.1":     77,
+		"ab12-42@host":                0,
+		"ab12-42@host:x:1796588987.1": 0,
+		"ab12-42@host:0:1796588987.1": 0,
+		"":                            0,
+	} {
+		got, ok := ClaimInode(id)
+		if got != want || ok != (want != 0) {
+			t.Errorf("ClaimInode(%q) = %d, %v; want %d", id, got, ok, want)
+		}
+	}
+}

@@ -148,6 +148,26 @@ func claimID(session string, st *unix.Stat_t) string {
 	return b.String()
 }
 
+// ClaimInode returns the inode number of the file a claim identity was
+// made from (Claim.ID; a batch file's record, ID#index, names its batch
+// file's), and false when id is not of that shape: for a report that
+// looks for the file of a claim the ledger names (LocateAll).
+func ClaimInode(id string) (uint64, bool) {
+	if i := strings.LastIndexByte(id, '#'); i >= 0 {
+		id = id[:i]
+	}
+	i := strings.LastIndexByte(id, ':') // the change time
+	if i < 0 {
+		return 0, false
+	}
+	j := strings.LastIndexByte(id[:i], ':')
+	if j < 0 {
+		return 0, false
+	}
+	ino, err := strconv.ParseUint(id[j+1:i], 10, 64)
+	return ino, err == nil && ino != 0
+}
+
 // Claim atomically moves inbox/name into the session's directory. It
 // returns ErrGone when another consumer won the race, ErrBusy when a claim
 // of the same name is already in flight in this session.

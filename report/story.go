@@ -44,6 +44,12 @@ type MessageStory struct {
 	// BatchFiles are the batch files of the name asked about, the latest
 	// first: what became of their records.
 	BatchFiles []ledger.BatchFileStory
+	// ReservationLive says whether the session of Story.Reservation
+	// still has its directory in processing/: its call is in flight (or
+	// its consumer died and is not recovered yet); else a consumer killed
+	// while calling left it, and it holds the msg_id until that call
+	// cannot be running.
+	ReservationLive bool
 }
 
 // storyDeadLetters is how many dead letters of a batch file show names.
@@ -130,6 +136,12 @@ func Story(ctx context.Context, d *queue.Dir, l *ledger.DB, arg string) (Message
 			inos = append(inos, r.Ino)
 		}
 	}
+	if r := st.Reservation; r != nil {
+		// Its claim in processing/, or where recovery put the file.
+		if ino, ok := queue.ClaimInode(r.Claim); ok {
+			inos = append(inos, ino)
+		}
+	}
 	seen := map[string]bool{}
 	if len(inos) > 0 {
 		at, err := d.LocateAll(inos)
@@ -168,6 +180,11 @@ func Story(ctx context.Context, d *queue.Dir, l *ledger.DB, arg string) (Message
 	}
 	if m.BatchFiles, err = l.Messages().BatchFilesNamed(ctx, arg, storyDeadLetters); err != nil {
 		return MessageStory{}, fmt.Errorf("show %s: %w", arg, err)
+	}
+	if r := m.Reservation; r != nil {
+		if m.ReservationLive, err = d.HasSession(r.Owner); err != nil {
+			return MessageStory{}, fmt.Errorf("show %s: %w", arg, err)
+		}
 	}
 	return m, nil
 }
@@ -241,6 +258,9 @@ func WriteStory(w io.Writer, m MessageStory, now time.Time) error {
 		}
 		p("retry", "%d attempts failed, next %s (%s): %s", r.Attempts, r.NextAt.UTC().Format(time.RFC3339), due, Shown(r.LastError))
 	}
+	if r := m.Reservation; r != nil {
+		p("reserved", "%s", reservationLine(*r, m.ReservationLive))
+	}
 	for _, r := range m.Replays {
 		line := fmt.Sprintf("%s %s -> inbox/%s by %s", r.At.UTC().Format(time.RFC3339Nano), Shown(r.File), Shown(r.NewName), Shown(r.By))
 		if r.Note != "" {
@@ -266,6 +286,21 @@ func WriteStory(w io.Writer, m MessageStory, now time.Time) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// reservationLine says who reserved a msg_id for a call, and whether the
+// call is in flight or may outlive a consumer killed while it ran.
+func reservationLine(r ledger.StoryReservation, live bool) string {
+	line := fmt.Sprintf("%s for a call, by session %s (claim %s)", r.At.UTC().Format(time.RFC3339Nano), Shown(r.Owner), Shown(r.Claim))
+	bound := "its call bound"
+	if r.CallBound > 0 {
+		bound += " (" + r.CallBound.String() + ")"
+	}
+	if live {
+		return line + ": its session is in processing/, so its call is in flight or waits for a slot (or its consumer died and is not recovered yet)"
+	}
+	return line + ": that consumer is gone; its call may still run, so the msg_id is held until " + bound +
+		" has passed since a consumer found it gone, or its calls lock is free"
 }
 
 // batchFileLine says what became of a batch file's records, as of its
@@ -311,6 +346,20 @@ type StoryJSON struct {
 	MsgIDHeld *StoryHeldIDJSON `json:"msg_id_held"`
 	// BatchFiles are the batch files of that name, the latest first.
 	BatchFiles []StoryBatchFileJSON `json:"batch_files"`
+	// Reservation is the msg_id's reservation for a call, null when none.
+	Reservation *ReservationJSON `json:"reservation"`
+}
+
+// ReservationJSON is a msg_id's reservation for a call: when, by which
+// session, for which claim, the session's call bound in seconds (null
+// when unknown), and whether the session's directory is still in
+// processing/ (its call in flight, or its consumer not yet recovered).
+type ReservationJSON struct {
+	At                  time.Time `json:"at"`
+	Session             string    `json:"session"`
+	Claim               string    `json:"claim"`
+	CallBoundSeconds    *float64  `json:"call_bound_seconds"`
+	SessionInProcessing bool      `json:"session_in_processing"`
 }
 
 // DiscardJSON is one discarded file of the message: state is the
@@ -429,6 +478,14 @@ func (m MessageStory) JSON(now time.Time) StoryJSON {
 		out.Replays = append(out.Replays, StoryReplayObj{At: r.At.UTC(), File: r.File, NewName: r.NewName, By: r.By, Note: optional(r.Note)})
 	}
 	heldJSON(m, &out)
+	if r := m.Reservation; r != nil {
+		j := &ReservationJSON{At: r.At.UTC(), Session: r.Owner, Claim: r.Claim, SessionInProcessing: m.ReservationLive}
+		if r.CallBound > 0 {
+			b := r.CallBound.Seconds()
+			j.CallBoundSeconds = &b
+		}
+		out.Reservation = j
+	}
 	out.BatchFiles = []StoryBatchFileJSON{}
 	for _, f := range m.BatchFiles {
 		names := f.DeadLetterFiles

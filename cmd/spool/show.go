@@ -23,7 +23,9 @@ processed row (when, from which file, the content's SHA-256, the version,
 traceparent and tenant the contract's headers found in it), every other
 delivery of it (duplicates, conflicts: another body under the same msg_id,
 dead letters with reason, field, detail and attempts), the retry it waits
-for (attempts failed, when it is due, the last error), the replays of its
+for (attempts failed, when it is due, the last error), its reservation for
+a call (--post, --exec: by which consumer session, when, and whether that
+session is gone, its call bound holding the msg_id), the replays of its
 files and their discards (who, when, why, the body's SHA-256, and where
 --to moved them), and what of it is held aside (spool hold: its files in
 held/, the hold of its msg_id, who and why). A dead letter is found by its msg_id whatever the reason
@@ -47,8 +49,10 @@ replays [{at, file, new_name, by, note}], and discards [{at, finished_at,
 file, msg_id, reason, content_hash, size, by, note, state, outcome, to,
 new_name}] (spool discard: outcome deleted, moved or missing; to and
 new_name where --to put it), held [{file, origin, cause, by, via, note,
-at}], msg_id_held {by, via, note, at} or null, and batch_files [{file,
-processed, duplicates, dead_letters, last_commit, dead_letter_files}].`,
+at}], msg_id_held {by, via, note, at} or null, batch_files [{file,
+processed, duplicates, dead_letters, last_commit, dead_letter_files}], and
+reservation {at, session, claim, call_bound_seconds,
+session_in_processing} or null.`,
 	opts: newOpts[showOpts],
 }
 

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -407,4 +409,44 @@ func TestPostKillStorm(t *testing.T) {
 		t.Errorf("%d times a key had two requests in flight at once: %v", len(overlaps), overlaps)
 	}
 	checkCallsSettled(t, q, l, n, 0)
+}
+
+// TestShowReservation: spool show tells of a msg_id reserved for a call:
+// in flight while its session is in processing/, then, once the killed
+// consumer's claims are recovered without its reservations (fsck
+// --repair has no Caller to wait for), held for the session's call bound.
+func TestShowReservation(t *testing.T) {
+	t.Parallel()
+	q, _ := workQueue(t)
+	putMessage(t, q, "m.json", orderMessage("m", "A", 1, "1.00"))
+	srv := newKeyServer(t, 3*time.Second)
+	p := start(t, "consume", q, "--post", srv.URL, "--post-timeout", "5s")
+	waitFor(t, cmdTimeout, "the call to be in flight", func() bool { return srv.inFlight() == 1 })
+	if !p.killAfter(t, 0) {
+		t.Fatalf("the consumer exited before the kill\n%s", p.result())
+	}
+	if out := mustRun(t, 0, "show", q, "m").stdout; !strings.Contains(out, "reserved ") ||
+		!strings.Contains(out, "its session is in processing/, so its call is in flight") ||
+		!strings.Contains(out, "/m.json (claimed by a consumer)") {
+		t.Errorf("show of a msg_id in flight (its claim found by the reservation's):\n%s", out)
+	}
+	mustRun(t, 0, "fsck", q, "--repair")
+	out := mustRun(t, 0, "show", q, "m").stdout
+	if !strings.Contains(out, "that consumer is gone; its call may still run, so the msg_id is held until its call bound (5s) has passed") ||
+		!regexp.MustCompile(`(?m)^now +inbox/m\.json$`).MatchString(out) {
+		t.Errorf("show of a msg_id a killed consumer's call holds, its file recovered to inbox/:\n%s", out)
+	}
+	var story struct {
+		Reservation *struct {
+			Session          string   `json:"session"`
+			CallBoundSeconds *float64 `json:"call_bound_seconds"`
+			InProcessing     bool     `json:"session_in_processing"`
+		} `json:"reservation"`
+	}
+	if err := json.Unmarshal([]byte(mustRun(t, 0, "show", q, "m", "--json").stdout), &story); err != nil {
+		t.Fatal(err)
+	}
+	if r := story.Reservation; r == nil || r.Session == "" || r.CallBoundSeconds == nil || *r.CallBoundSeconds != 5 || r.InProcessing {
+		t.Errorf("show --json reservation: %+v", r)
+	}
 }
