@@ -438,6 +438,12 @@
         b.dead_letters > b.dead_letter_files.length ? " and " + (b.dead_letters - b.dead_letter_files.length) + " more" : "")));
     if (batches.length) sections.push(el("h3", {}, "Batch file"),
       table(["last commit", "processed", "duplicates", "dead letters", "its dead letters"], batches));
+    // A reservation for a call: in flight, or held after its consumer died.
+    const res = m.reservation;
+    if (res) sections.push(el("h3", {}, "Reserved for a call"), el("p", { id: "reservation" }, when(res.at), " by session ", res.session, ": ",
+      res.session_in_processing ? "its call is in flight or waits for a slot (or its consumer died and is not recovered yet)"
+        : "that consumer is gone; its call may still run, so the msg_id is held for its call bound" +
+          (res.call_bound_seconds ? " (" + res.call_bound_seconds + " s)" : "") + " after a consumer found it gone, or until its calls lock is free"));
     if (m.processed) {
       const p = m.processed;
       sections.push(el("h3", {}, "Processed"), el("p", {}, when(p.processed_at), " from ", p.file, " (body sha256 ", el("code", {}, show(p.content_hash)), ")"));

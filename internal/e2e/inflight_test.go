@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/spoolq/spool/internal/testenv"
 	"golang.org/x/sys/unix"
 )
@@ -448,5 +449,17 @@ func TestShowReservation(t *testing.T) {
 	}
 	if r := story.Reservation; r == nil || r.Session == "" || r.CallBoundSeconds == nil || *r.CallBoundSeconds != 5 || r.InProcessing {
 		t.Errorf("show --json reservation: %+v", r)
+	}
+	// And the console's page of the message, where a browser is at hand.
+	if os.Getenv(chromiumEnv) == "" && !testenv.CI() {
+		return
+	}
+	alloc := browser(t)
+	tokens := tokenFile(t, t.TempDir(), "tokens", tokenLine("vic", "viewer", "vic-token"))
+	_, base := startListening(t, "serve", q, "--listen", "127.0.0.1:0", "--auth", tokens)
+	vic := consoleSession(t, alloc, base, "vic-token")
+	do(t, vic, "the message's page", chromedp.Navigate(base+"/#/message/m"), chromedp.WaitVisible("#reservation"))
+	if got := text(t, vic, "#reservation"); !strings.Contains(got, "that consumer is gone; its call may still run, so the msg_id is held for its call bound (5 s)") {
+		t.Errorf("the console's reservation line: %q", got)
 	}
 }
