@@ -99,6 +99,18 @@ const (
 	// released nor consumed: removed by hand. Repaired by forgetting the
 	// record; the audit keeps who held it.
 	HeldMissing = "held-missing"
+	// HeldReservations: consumer sessions gone from processing/ that
+	// still hold reservations of msg_ids for their calls. Informational:
+	// a killed consumer's call may still run. Repaired, for a session
+	// whose calls lock is free, by releasing them; a consumer with a
+	// Caller (--post, --exec) releases the others once their calls
+	// cannot run (the call bound passed since it found the session
+	// gone). spool show MSG_ID tells of one.
+	HeldReservations = "held-reservations"
+	// StaleCallsLocks: calls locks (.calls/SESSION) of sessions gone from
+	// processing/ that hold no reservation. Informational; repaired by
+	// removing them, as a consumer's start does.
+	StaleCallsLocks = "stale-calls-locks"
 	// Rebuilding: the ledger is marked as being rebuilt from the
 	// directories (ledger.BeginRebuild), by a repair running now or killed
 	// before it was complete; every command refuses it meanwhile.
@@ -295,7 +307,7 @@ func (c *checker) run(ctx context.Context) (*Report, error) {
 	// stale directories of consumers killed while joining, without a
 	// word, and the temps step removes them saying so.
 	steps := []func(context.Context) (*finding, error){
-		c.replays, c.discards, c.temps, c.deadClaims,
+		c.replays, c.discards, c.temps, c.deadClaims, c.reservations, c.callsLocks,
 	}
 	var findings []*finding
 	for _, step := range steps {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/queue"
 	"github.com/spoolq/spool/replay"
 )
 
@@ -99,5 +100,80 @@ func (c *checker) temps(context.Context) (*finding, error) {
 	if live > 0 {
 		f.Text += fmt.Sprintf(" (and %d being written now)", live)
 	}
+	return f, nil
+}
+
+// reservations lists the sessions gone from processing/ that still hold
+// reservations: after deadClaims, which recovers their claims but, with
+// no Caller of its own, does not release them. --repair releases those
+// whose calls lock is free, the proof a consumer takes that no process
+// of their calls is left (queue.Dir.ProbeCalls); the others may have a
+// call running still, at a server or in a process of another kernel, and
+// are left for a consumer to release at their call bound.
+func (c *checker) reservations(ctx context.Context) (*finding, error) {
+	f := c.newFinding(HeldReservations, true)
+	owners, err := c.l.Consumer().ReservationOwners(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range owners {
+		live, err := c.d.HasSession(o.Session)
+		if err != nil {
+			return nil, err
+		}
+		if live {
+			continue
+		}
+		if c.repair {
+			if state, err := c.d.ProbeCalls(o.Session); err == nil && state == queue.CallsGone {
+				n, err := c.l.Consumer().ReleaseReservations(ctx, o.Session)
+				if err != nil {
+					return nil, err
+				}
+				if err := c.d.RemoveCallsLock(o.Session); err != nil {
+					return nil, err
+				}
+				c.o.Log(fmt.Sprintf("repaired reservations: released the %d of session %s, whose calls lock is free (no process of its calls is left)", n, o.Session))
+				continue
+			}
+		}
+		bound := "call bound not recorded"
+		if o.CallBound > 0 {
+			bound = "call bound " + o.CallBound.String()
+		}
+		f.add(fmt.Sprintf("session %s (%s)", o.Session, bound))
+	}
+	f.Text = fmt.Sprintf("%d consumer sessions that are gone still hold msg_ids reserved for their calls, which may still run: "+
+		"a consumer with the queue's --post or --exec releases them once they cannot", f.Count)
+	return f, nil
+}
+
+// callsLocks lists the calls locks of sessions gone that hold no
+// reservation, which nothing needs any more; --repair removed them
+// already (deadClaims' recovery).
+func (c *checker) callsLocks(ctx context.Context) (*finding, error) {
+	f := c.newFinding(StaleCallsLocks, true)
+	locks, err := c.d.DeadCallsLocks()
+	if err != nil {
+		return nil, err
+	}
+	if len(locks) == 0 {
+		f.Text = "0 calls locks of consumers that are gone"
+		return f, nil
+	}
+	owners, err := c.l.Consumer().ReservationOwners(ctx)
+	if err != nil {
+		return nil, err
+	}
+	holds := map[string]bool{}
+	for _, o := range owners {
+		holds[o.Session] = true
+	}
+	for _, s := range locks {
+		if !holds[s] {
+			f.add(queue.CallsLockDir + "/" + s)
+		}
+	}
+	f.Text = fmt.Sprintf("%d calls locks of consumers that are gone and hold no reservation (--repair removes them, as a consumer's start does)", f.Count)
 	return f, nil
 }

@@ -122,7 +122,8 @@ func TestFsckDoneInvalid(t *testing.T) {
 // TestFsckDeadClaims: a consumer SIGKILLed while its handler works leaves
 // its claims in processing/. fsck names them (while the handler, its child,
 // still runs: it must not keep the session looking alive); --repair
-// recovers them to inbox/, and they are consumed once.
+// recovers them to inbox/, releases the session's reservations once its
+// calls lock is free, and they are consumed once.
 func TestFsckDeadClaims(t *testing.T) {
 	t.Parallel()
 	q, state := workQueue(t)
@@ -150,6 +151,13 @@ func TestFsckDeadClaims(t *testing.T) {
 	out := repairThenClean(t, q, nil)
 	if want := fmt.Sprintf("repaired processing/: recovered %d claims of dead consumers", claims); !slices.Contains(out, want) {
 		t.Errorf("--repair does not say %q:\n%s", want, strings.Join(out, "\n"))
+	}
+	// The handler's processes are gone: their calls lock is free, and
+	// the killed session's reservations are released with that proof.
+	if !slices.ContainsFunc(out, func(l string) bool {
+		return strings.HasPrefix(l, "repaired reservations: released the ") && strings.HasSuffix(l, ", whose calls lock is free (no process of its calls is left)")
+	}) {
+		t.Errorf("--repair does not release the killed session's reservations:\n%s", strings.Join(out, "\n"))
 	}
 	requireEmpty(t, q, processing)
 	if n := countNames(t, q, inbox); n != 5 {

@@ -415,7 +415,8 @@ func TestPostKillStorm(t *testing.T) {
 // TestShowReservation: spool show tells of a msg_id reserved for a call:
 // in flight while its session is in processing/, then, once the killed
 // consumer's claims are recovered without its reservations (fsck
-// --repair has no Caller to wait for), held for the session's call bound.
+// --repair has no Caller to wait for), held for the session's call bound;
+// fsck reports the session that holds it, and a stale calls lock.
 func TestShowReservation(t *testing.T) {
 	t.Parallel()
 	q, _ := workQueue(t)
@@ -450,6 +451,22 @@ func TestShowReservation(t *testing.T) {
 	if r := story.Reservation; r == nil || r.Session == "" || r.CallBoundSeconds == nil || *r.CallBoundSeconds != 5 || r.InProcessing {
 		t.Errorf("show --json reservation: %+v", r)
 	}
+	// fsck tells of the session that holds it, and of a calls lock no
+	// session needs any more, which --repair removes.
+	if err := os.MkdirAll(filepath.Join(q, ".calls"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(q, ".calls"), "abcd1234-99@gone", "")
+	out = mustRun(t, 0, "fsck", q).stdout
+	if !regexp.MustCompile(`(?m)^info held-reservations: 1 consumer sessions that are gone still hold msg_ids reserved for their calls.*e\.g\. session \S+ \(call bound 5s\)$`).MatchString(out) ||
+		!strings.Contains(out, "info stale-calls-locks: 1 calls locks of consumers that are gone and hold no reservation (--repair removes them, as a consumer's start does); e.g. .calls/abcd1234-99@gone\n") {
+		t.Errorf("fsck of a held reservation and a stale calls lock:\n%s", out)
+	}
+	mustRun(t, 0, "fsck", q, "--repair")
+	if _, err := os.Stat(filepath.Join(q, ".calls", "abcd1234-99@gone")); !os.IsNotExist(err) {
+		t.Errorf("the stale calls lock after fsck --repair: %v, want it removed", err)
+	}
+
 	// And the console's page of the message, where a browser is at hand.
 	if os.Getenv(chromiumEnv) == "" && !testenv.CI() {
 		return
