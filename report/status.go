@@ -262,6 +262,11 @@ type BatchFileJSON struct {
 	LastCommit  time.Time `json:"last_commit"`
 }
 
+// batchFileJSON is f as status --json and show --json give it.
+func batchFileJSON(f ledger.BatchFile) BatchFileJSON {
+	return BatchFileJSON{f.Name, f.Processed, f.Duplicates, f.DeadLetters, f.At.UTC()}
+}
+
 // PauseJSON is the queue's pause, in a StatusJSON: who paused it
 // (by, with its role over HTTP and via), why and when.
 type PauseJSON struct {
@@ -332,7 +337,7 @@ func (r StatusReport) JSON() StatusJSON {
 		BatchFiles: []BatchFileJSON{},
 	}
 	for _, f := range r.BatchFiles {
-		j.BatchFiles = append(j.BatchFiles, BatchFileJSON{f.Name, f.Processed, f.Duplicates, f.DeadLetters, f.At.UTC()})
+		j.BatchFiles = append(j.BatchFiles, batchFileJSON(f))
 	}
 	if p := r.Pause; p.Paused {
 		j.Paused = &PauseJSON{By: p.By, Role: p.Role, Via: p.Via, Note: p.Note, At: p.At.UTC()}

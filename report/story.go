@@ -282,7 +282,7 @@ func WriteStory(w io.Writer, m MessageStory, now time.Time) error {
 			p("", "dead letter %s", Shown(n))
 		}
 		if more := f.DeadLetters - int64(len(f.DeadLetterFiles)); more > 0 {
-			p("", "and %d more dead letters (spool dead-letters)", more)
+			p("", "and %d more dead letters (spool errors DIR lists them)", more)
 		}
 	}
 	return tw.Flush()
@@ -492,8 +492,7 @@ func (m MessageStory) JSON(now time.Time) StoryJSON {
 		if names == nil {
 			names = []string{}
 		}
-		out.BatchFiles = append(out.BatchFiles, StoryBatchFileJSON{
-			BatchFileJSON{f.Name, f.Processed, f.Duplicates, f.DeadLetters, f.At.UTC()}, names})
+		out.BatchFiles = append(out.BatchFiles, StoryBatchFileJSON{batchFileJSON(f.BatchFile), names})
 	}
 	return out
 }
