@@ -600,21 +600,19 @@ func (b *batchRun) whole(ctx context.Context, rec BatchRecord) error {
 }
 
 // giveBack puts the batch file back into inbox/, unfinished, as
-// recovery puts an unrecorded claim back, with its done-file: its
-// progress is committed, and the next claim of it resumes there.
+// recovery puts an unrecorded claim back, announced by its done-file
+// under the name it gets there (queue.Session.ReturnAnnounced: a kill
+// half-way leaves a mark that recovery finishes): its progress is
+// committed, and the next claim of it resumes there.
 func (b *batchRun) giveBack() error {
 	c := b.c
 	c.moves.Lock()
 	defer c.moves.Unlock()
-	if b.done != nil {
-		if _, err := b.s.Finish(b.done, queue.Inbox); err != nil {
-			return err
-		}
-	}
-	if _, err := b.s.Finish(b.cl, queue.Inbox); err != nil {
+	stored, err := b.s.ReturnAnnounced(b.cl, b.done, c.announcer())
+	if err != nil {
 		return err
 	}
-	c.log.Info("batch file given back", "file", b.cl.Name, "position", b.p.Position)
+	c.log.Info("batch file given back", "file", b.cl.Name, "stored", stored, "position", b.p.Position)
 	if c.cfg.Relaxed {
 		return nil
 	}
@@ -642,7 +640,7 @@ func (c *Consumer) claimDoneFile(s *queue.Session, cl *queue.Claim) (*queue.Clai
 // finish moves the batch file to stage to, once every record of it is
 // committed (I3, I4), and its done-file before it, durably: a kill
 // between the two moves then leaves the data file claimed alone, which
-// recovery puts back in inbox/ with a new done-file (announceReturned).
+// recovery puts back in inbox/ with a new done-file (queue.Announcer).
 func (b *batchRun) finish(to queue.Stage) error {
 	c := b.c
 	c.moves.Lock()
@@ -669,35 +667,20 @@ func (b *batchRun) finish(to queue.Stage) error {
 	return c.dir.Sync(to)
 }
 
-// announceReturned gives the batch files that recovery put back in inbox/
-// their done-files again, under the names they got there: each was
-// claimed only once announced, and recovery finishes a claimed done-file
-// rather than put it back (resolve), so without one it would wait for an
-// announcement that came long ago. A done-file already there is left as
-// it is.
-func (c *Consumer) announceReturned(returned []queue.RecoveredFile) error {
-	if c.cfg.Batch == nil {
+// announcer names the done-file that announces a batch file in inbox/,
+// for the files recovery or giveBack put back there (queue.Announcer):
+// nil for a queue whose files need none.
+func (c *Consumer) announcer() queue.Announcer {
+	b := c.cfg.Batch
+	if b == nil {
 		return nil
 	}
-	created := false
-	for _, f := range returned {
-		if !c.cfg.Batch.Batched(f.Stored) {
-			continue
+	return func(name string) string {
+		if !b.Batched(name) {
+			return ""
 		}
-		done := c.cfg.Batch.DoneFile(f.Stored)
-		if done == "" {
-			continue
-		}
-		ok, err := c.dir.Announce(queue.Inbox, done)
-		if err != nil {
-			return fmt.Errorf("recover %s: announce it again: %w", f.Stored, err)
-		}
-		created = created || ok
+		return b.DoneFile(name)
 	}
-	if !created || c.cfg.Relaxed {
-		return nil
-	}
-	return c.dir.Sync(queue.Inbox)
 }
 
 // takeBatchStats returns what batch files' records became since the last

@@ -31,7 +31,7 @@ func (c *Consumer) recover(ctx context.Context, st *Stats) error {
 	if ll := leaseLedger(c.ledger); ll != nil {
 		live = ledgerLiveness{ll: ll, log: c.log}
 	}
-	rec, err := c.dir.RecoverWith(ctx, c.resolve, c.cfg.Lease, live)
+	rec, err := c.dir.RecoverWith(ctx, c.resolve, c.cfg.Lease, live, c.announcer())
 	if err != nil {
 		return fmt.Errorf("recover: %w", err)
 	}
@@ -41,9 +41,6 @@ func (c *Consumer) recover(ctx context.Context, st *Stats) error {
 		c.cfg.Observer.Recovered(rec.Total())
 	}
 	st.Recovered += rec.Total()
-	if err := c.announceReturned(rec.Returned); err != nil {
-		return err
-	}
 	if err := c.reportRecovered(ctx, rec.DeadLetters); err != nil {
 		return err
 	}
@@ -354,10 +351,13 @@ func (c *Consumer) deadBound(recorded time.Duration) time.Duration {
 // found by its claim alone.
 func (c *Consumer) resolve(ctx context.Context, orphan *queue.Orphan) (queue.Stage, error) {
 	if c.cfg.Batch != nil && c.cfg.Batch.IsDoneFile(orphan.Name()) {
-		// Claimed with its data file (claimDoneFile), which recovery puts
-		// back under a name that may differ and announces again
-		// (announceReturned): this one could announce a file a producer
-		// wrote meanwhile under the old name, before it is finished.
+		// Claimed with its data file (claimDoneFile): when that one goes
+		// back to inbox/, recovery takes this one with it as its
+		// announcement, under the name the data file gets there
+		// (queue.Announcer). Left alone here, its data file was finished
+		// or never claimed: back in inbox/ under its old name, it could
+		// announce a file a producer writes meanwhile, before it is
+		// finished.
 		return queue.Done, nil
 	}
 	var msgID string

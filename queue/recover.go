@@ -47,8 +47,8 @@ type Recovered struct {
 	ToDone   int // recorded claims finished
 	ToError  int
 	// Returned are the claims put back in inbox/, ToInbox of them, with
-	// the names they got there: a batch queue announces them again with
-	// their done-files (spool.Consumer's recovery).
+	// the names they got there (announced again there when RecoverWith
+	// was given an Announcer).
 	Returned []RecoveredFile
 	// DeadLetters are the claims moved to error/, ToError of them: dead
 	// letters whose consumer died after recording them and before the
@@ -86,7 +86,7 @@ const staleJoin = time.Minute
 // its lease is older than lease as well. Live sessions are left alone, so
 // Recover is safe to run while other consumers work (I6).
 func (d *Dir) Recover(ctx context.Context, resolve Resolver, lease time.Duration) (Recovered, error) {
-	return d.RecoverWith(ctx, resolve, lease, nil)
+	return d.RecoverWith(ctx, resolve, lease, nil, nil)
 }
 
 // SessionState is what a Liveness knows of a session of another host.
@@ -118,13 +118,16 @@ type Liveness interface {
 }
 
 // RecoverWith is Recover with the sessions of other hosts judged by live
-// first (nil: as Recover). A session live reports dead is recovered even
+// first (nil: as Recover), and the claims put back in inbox/ announced
+// there again by announce (nil: none is), crash-safely
+// (Session.ReturnAnnounced): a queue of batch files announced by
+// done-files takes a file only once its done-file is there. A session live reports dead is recovered even
 // while its process holds its lock, and while that process may still be
 // moving its own claims out (it committed their outcomes before it lost
 // its lease): a file that is gone when recovery moves it was moved by
 // its owner, and a file its owner claimed into the directory after
 // recovery listed it leaves the directory in place for the next pass.
-func (d *Dir) RecoverWith(ctx context.Context, resolve Resolver, lease time.Duration, live Liveness) (Recovered, error) {
+func (d *Dir) RecoverWith(ctx context.Context, resolve Resolver, lease time.Duration, live Liveness, announce Announcer) (Recovered, error) {
 	var rec Recovered
 	host := thisHost()
 	proc := d.fd(Processing)
@@ -166,7 +169,7 @@ func (d *Dir) RecoverWith(ctx context.Context, resolve Resolver, lease time.Dura
 			if state == SessionLive || (foreign && state == SessionUnknown && time.Since(time.Unix(st.Mtim.Unix())) < lease) {
 				continue
 			}
-			cleared, err := d.recoverSession(ctx, name, resolve, state == SessionDead, &rec)
+			cleared, err := d.recoverSession(ctx, name, resolve, announce, state == SessionDead, &rec)
 			if err != nil {
 				return rec, err
 			}
@@ -199,7 +202,7 @@ func sessionHost(id string) string {
 // set: the session is fenced off, whatever its lock says), moves every
 // claim inside to where the resolver says, then removes the directory. It
 // reports whether it removed the directory.
-func (d *Dir) recoverSession(ctx context.Context, name string, resolve Resolver, fenced bool, rec *Recovered) (bool, error) {
+func (d *Dir) recoverSession(ctx context.Context, name string, resolve Resolver, announce Announcer, fenced bool, rec *Recovered) (bool, error) {
 	proc := d.fd(Processing)
 	fd, err := unix.Openat(proc, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -228,6 +231,7 @@ func (d *Dir) recoverSession(ctx context.Context, name string, resolve Resolver,
 		return false, fmt.Errorf("recover %s: %w", name, err)
 	}
 	marks, claims := readMarks(session, entries)
+	claims = doneFilesLast(claims, announce)
 	for _, e := range claims {
 		var st unix.Stat_t
 		if err := unix.Fstatat(fd, e, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
@@ -245,7 +249,23 @@ func (d *Dir) recoverSession(ctx context.Context, name string, resolve Resolver,
 		if err != nil {
 			return false, fmt.Errorf("recover %s/%s: %w", name, e, err)
 		}
-		stored, err := moveUnique(fd, e, d.fd(to))
+		var stored string
+		if to == Inbox {
+			claimedDone := ""
+			if a := announce.of(e); a != "" && a != e && exists(fd, a) {
+				claimedDone = a
+			}
+			var doneTo Stage
+			stored, doneTo, err = d.returnAnnounced(fd, e, st.Ino, claimedDone, announce)
+			switch doneTo {
+			case Inbox:
+				rec.ToInbox++ // the done-file, back as the file's announcement
+			case Done:
+				rec.ToDone++
+			}
+		} else {
+			stored, err = moveUnique(fd, e, d.fd(to))
+		}
 		if err != nil {
 			if errors.Is(err, unix.ENOENT) {
 				continue // its owner, or another recovery, moved it out
@@ -268,6 +288,9 @@ func (d *Dir) recoverSession(ctx context.Context, name string, resolve Resolver,
 			rec.ToInbox++
 			rec.Returned = append(rec.Returned, RecoveredFile{Claim: id, Name: e, Stored: stored})
 		}
+	}
+	if err := d.finishReturns(fd, marks.names, announce); err != nil {
+		return false, fmt.Errorf("recover %s: %w", name, err)
 	}
 	if err := marks.remove(fd); err != nil {
 		return false, fmt.Errorf("recover %s: remove its marks: %w", name, err)
