@@ -122,16 +122,20 @@ func testPostCrash(t *testing.T, engine ledgerBackend) {
 	rng := newRand(t)
 	q, _ := workQueue(t)
 	l := engine.open(t, q)
-	n := testenv.Pick(3000, 1000)
-	redelivered := 0
-	for i := range n {
-		b := orderMessage(fmt.Sprintf("m%05d", i), "A", i+1, "1.00")
-		putMessage(t, q, fmt.Sprintf("m%05d.json", i), b)
-		if i%10 == 0 {
-			putMessage(t, q, fmt.Sprintf("m%05d-resent.json", i), b)
-			redelivered++
+	n, redelivered := 0, 0
+	// deliver puts count more messages into inbox/, a tenth of them twice.
+	deliver := func(count int) {
+		for i := n; i < n+count; i++ {
+			b := orderMessage(fmt.Sprintf("m%05d", i), "A", i+1, "1.00")
+			putMessage(t, q, fmt.Sprintf("m%05d.json", i), b)
+			if i%10 == 0 {
+				putMessage(t, q, fmt.Sprintf("m%05d-resent.json", i), b)
+				redelivered++
+			}
 		}
+		n += count
 	}
+	deliver(testenv.Pick(3000, 1000))
 	srv := newCallServer(t, 10*time.Millisecond)
 	// A restart holds the msg_ids a killed consumer had in flight for the
 	// post timeout: a short one keeps the rounds short.
@@ -143,7 +147,12 @@ func testPostCrash(t *testing.T, engine ledgerBackend) {
 	type kill struct{ sent, reaped time.Time }
 	var kills []kill
 	minKills := testenv.Pick(20, 8)
-	for round := 0; len(kills) < minKills && round < 200 && countNames(t, q, inbox) > 0; round++ {
+	for round := 0; len(kills) < minKills && round < 200; round++ {
+		if countNames(t, q, inbox) == 0 {
+			// Drained before the kills were enough (a fast machine, or
+			// kills that came late): more work for the next consumers.
+			deliver(500)
+		}
 		ps := []*proc{start(t, args...), start(t, args...)}
 		for _, p := range ps {
 			select {

@@ -63,10 +63,14 @@ func logDelay(rng *rand.Rand, lo, hi time.Duration) time.Duration {
 // the kills come after a blind random delay, which hits start-up, recovery
 // and work alike; the others come a random moment after the first sign of
 // work (a claim in processing/, a file finished), which hits claims in
-// flight however fast or slow the machine is. It checks after each kill
-// that no message was lost or duplicated so far, and returns how many kills
-// hit a live process and how many of those left claims behind.
-func killLoop(t *testing.T, rng *rand.Rand, q string, c *corpus, minKills int, budget time.Duration, dbArgs ...string) (kills, orphaning int) {
+// flight however fast or slow the machine is. Once there were minKills,
+// the runs last longer so that inbox/ drains; but until minOrphaning kills
+// also left claims behind, they stay aimed kills, short after the first
+// sign of work: a loaded machine's blind kills may all hit start-ups. It checks
+// after each kill that no message was lost or duplicated so far, and
+// returns how many kills hit a live process and how many of those left
+// claims behind.
+func killLoop(t *testing.T, rng *rand.Rand, q string, c *corpus, minKills, minOrphaning int, budget time.Duration, dbArgs ...string) (kills, orphaning int) {
 	t.Helper()
 	deadline := time.Now().Add(budget)
 	maxDelay := 300 * time.Millisecond // of a blind kill
@@ -89,7 +93,8 @@ func killLoop(t *testing.T, rng *rand.Rand, q string, c *corpus, minKills int, b
 		}
 		finished := countNames(t, q, done) + countNames(t, q, errorStage)
 		p := start(t, args...)
-		blind := remaining == 0 || rng.IntN(3) == 0
+		enough := kills >= minKills && orphaning >= minOrphaning
+		blind := remaining == 0 || rng.IntN(3) == 0 && (kills < minKills || enough)
 		var delay time.Duration
 		alive := false
 		if blind {
@@ -133,7 +138,7 @@ func killLoop(t *testing.T, rng *rand.Rand, q string, c *corpus, minKills int, b
 		// the runs last longer so that the inbox drains.
 		after := countNames(t, q, inbox) + claims
 		switch progress := remaining - after; {
-		case kills >= minKills:
+		case kills >= minKills && orphaning >= minOrphaning:
 			// Enough kills: let the runs drain what is left.
 			maxDelay = min(3*time.Second, maxDelay*2)
 			maxExtra = min(time.Second, maxExtra*2)
@@ -208,7 +213,7 @@ func testCrashInjection(t *testing.T, engine ledgerBackend) {
 	q := newQueue(t, c)
 	l := engine.crash(t, q)
 
-	kills, orphaning := killLoop(t, rng, q, c, 30, time.Duration(testenv.Pick(60, 25))*time.Second, l.args...)
+	kills, orphaning := killLoop(t, rng, q, c, 30, 5, time.Duration(testenv.Pick(60, 25))*time.Second, l.args...)
 	if kills < 20 {
 		t.Fatalf("only %d kills hit a live consumer, want at least 20", kills)
 	}
