@@ -24,8 +24,9 @@ import (
 // session that died in an earlier boot, or whose boot mark is missing,
 // has every claim taken for called.
 //
-// Names starting with "." in a session directory are these marks, never
-// claims: a claim has a message's name, which never starts with one.
+// Names starting with "." in a session directory are these marks, or
+// return marks (returnmark.go), never claims: a claim has a message's
+// name, which never starts with one.
 
 const (
 	calledPrefix = ".called."
@@ -135,8 +136,9 @@ func (m sessionMarks) remove(fd int) error {
 }
 
 // removeMarks removes the session's marks when it holds no claim any
-// more, so that Close can remove its directory; with claims left, the
-// marks stay for their recovery.
+// more, so that Close can remove its directory; with claims left, or a
+// return whose announcement failed (a return mark), the marks stay for
+// their recovery.
 func (s *Session) removeMarks() error {
 	entries, err := readNames(s.fd)
 	if err != nil {
@@ -144,7 +146,7 @@ func (s *Session) removeMarks() error {
 	}
 	var m sessionMarks
 	for _, e := range entries {
-		if !isMark(e) {
+		if !isMark(e) || strings.HasPrefix(e, returnPrefix) {
 			return nil
 		}
 		m.names = append(m.names, e)

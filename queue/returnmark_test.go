@@ -206,3 +206,35 @@ func TestReturnAnnounced(t *testing.T) {
 		})
 	}
 }
+
+// TestCloseKeepsReturnMark: a session whose return failed half-way (the
+// file moved, its announcement not written: a full disk) keeps its
+// directory and the mark at Close, like a claim left in flight, so that
+// the next recovery announces the file; removing the mark with the others
+// would leave the file in inbox/ taken by nothing.
+func TestCloseKeepsReturnMark(t *testing.T) {
+	d := newQueue(t)
+	in := filepath.Join(d.StagePath(Inbox), "feed.jsonl")
+	if err := os.WriteFile(in, []byte("{}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := d.Join()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(d.StagePath(Processing), s.ID())
+	mark := returnPrefix + strconv.FormatUint(inode(t, in), 10)
+	if err := os.WriteFile(filepath.Join(dir, mark), []byte("feed.jsonl"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err == nil {
+		t.Fatal("Close removed a session directory holding a return mark")
+	}
+	if _, err := os.Stat(filepath.Join(dir, mark)); err != nil {
+		t.Fatalf("the return mark is gone: %v", err)
+	}
+	if _, err := d.RecoverWith(context.Background(), resolveBatch, DefaultLease, nil, announceDone); err != nil {
+		t.Fatal(err)
+	}
+	wantStages(t, d, map[Stage]string{Inbox: "feed.jsonl,feed.jsonl.done", Processing: ""})
+}
