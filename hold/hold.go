@@ -212,6 +212,8 @@ func (s *Service) holdFile(ctx context.Context, name string, h ledger.Holder) (I
 	switch {
 	case errors.Is(err, queue.ErrNotInInbox):
 		return Item{File: name, Why: "not in inbox/: claimed by a consumer already, or never there (spool show DIR " + name + " tells where it is)"}, nil
+	case errors.Is(err, queue.ErrNotAnnounced):
+		return Item{File: name, Why: "not announced yet: its done-file is not in inbox/, and its producer may still be writing it"}, nil
 	case err != nil:
 		return Item{}, err
 	}
@@ -472,7 +474,7 @@ func (s *Service) checkRequest(r Request) error {
 		if err := queue.CheckName(f); err != nil {
 			return fmt.Errorf("%w: %w", ErrBadRequest, err)
 		}
-		if !s.Dir.IsMessage(queue.Inbox, f) {
+		if !s.Dir.Takes(f) {
 			return fmt.Errorf("%w: %q: %w", ErrBadRequest, f, queue.ErrNotMessageName)
 		}
 	}

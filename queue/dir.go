@@ -69,6 +69,9 @@ type Dir struct {
 	// doneFiles, when set, says which names of inbox/ are done-files, and
 	// which of those have no data file there (SetDoneFiles).
 	doneFiles func(name string) (done, orphan bool)
+	// announce, when set, names the done-file of a data file, which Hold
+	// and Unhold move with it (SetAnnouncer).
+	announce Announcer
 }
 
 // SetMessageNames makes is decide which names of a stage are messages, in
@@ -85,6 +88,14 @@ func (d *Dir) SetMessageNames(is func(s Stage, name string) bool) { d.names = is
 // name is no message, and an orphan not even one on its way. is must be
 // safe for concurrent use. Call it before the Dir is used.
 func (d *Dir) SetDoneFiles(is func(name string) (done, orphan bool)) { d.doneFiles = is }
+
+// SetAnnouncer makes a name the done-file of each data file, for a queue
+// of batch files announced by done-files: Hold moves a file's done-file
+// into held/ with it, so that it announces no file a producer writes
+// under that name meanwhile, and Unhold brings it back as the file's
+// announcement under the name the file gets in inbox/, crash-safely
+// (returnAnnounced). Call it before the Dir is used.
+func (d *Dir) SetAnnouncer(a Announcer) { d.announce = a }
 
 // Takes reports whether name is one the queue takes as a message once it
 // is in inbox/, ready or not (a data file waiting for its done-file is

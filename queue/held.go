@@ -22,6 +22,11 @@ const Held Stage = "held"
 // inbox/ (claimed already, processed, or never there).
 var ErrNotInInbox = errors.New("not in inbox/")
 
+// ErrNotAnnounced is wrapped by Hold for a data file of inbox/ whose
+// done-file is not there yet: its producer may still be writing it, and
+// a release, which announces what it returns, would announce it.
+var ErrNotAnnounced = errors.New("not announced yet (its done-file is not in inbox/)")
+
 // ErrNotHeld is wrapped by Unhold for a name that is not in held/.
 var ErrNotHeld = errors.New("not in held/")
 
@@ -115,8 +120,11 @@ func (d *Dir) Hold(name string) (HeldFile, error) {
 	if err := CheckName(name); err != nil {
 		return HeldFile{}, fmt.Errorf("hold %s: %w", name, err)
 	}
-	if !d.IsMessage(Inbox, name) {
+	if !d.Takes(name) {
 		return HeldFile{}, fmt.Errorf("hold %q: %w", name, ErrNotMessageName)
+	}
+	if !d.IsMessage(Inbox, name) {
+		return HeldFile{}, fmt.Errorf("hold %s: %w", name, ErrNotAnnounced)
 	}
 	if err := d.EnsureHeld(); err != nil {
 		return HeldFile{}, err
@@ -134,6 +142,15 @@ func (d *Dir) Hold(name string) (HeldFile, error) {
 	}
 	if err != nil {
 		return HeldFile{}, fmt.Errorf("hold %s: %w", name, err)
+	}
+	if done := d.announce.of(name); done != "" {
+		// Its announcement goes with it, named after the name it got
+		// there: left in inbox/, it would announce a file a producer
+		// writes under that name meanwhile, half-written. A kill before
+		// this move leaves it there, as a hold did before.
+		if _, err := moveUniqueAs(d.fd(Inbox), done, d.fd(Held), d.announce.of(final)); err != nil && !errors.Is(err, unix.ENOENT) {
+			return HeldFile{}, fmt.Errorf("hold %s: its done-file: %w", name, err)
+		}
 	}
 	// The new entry first: a power cut must not lose the file from both.
 	if err := d.Sync(Held, Inbox); err != nil {
@@ -165,20 +182,34 @@ func (s *Session) SetAside(c *Claim) (string, error) {
 
 // Unhold moves held/name back into inbox/ under the name as (the name it
 // had there; suffixed on a collision) and makes both directories
-// durable; it returns the name it got. It fails with ErrNotHeld when
+// durable; it returns the name it got. In a queue of batch files
+// announced by done-files (SetAnnouncer) the file is announced again
+// there, with the done-file Hold moved beside it or a new one, as
+// recovery returns a claim (returnAnnounced), so that it is taken. It fails with ErrNotHeld when
 // held/ has no such name (released meanwhile).
 func (d *Dir) Unhold(name, as string) (string, error) {
 	if err := CheckName(name); err != nil {
 		return "", fmt.Errorf("release %s: %w", name, err)
 	}
-	if err := CheckName(as); err != nil || !d.IsMessage(Inbox, as) {
+	if err := CheckName(as); err != nil || !d.Takes(as) {
 		as = name
 	}
 	fd := d.fd(Held)
 	if fd < 0 {
 		return "", fmt.Errorf("release %s: %w", name, ErrNotHeld)
 	}
-	final, err := moveUniqueAs(fd, name, d.fd(Inbox), as)
+	var st unix.Stat_t
+	if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return "", fmt.Errorf("release %s: %w", name, ErrNotHeld)
+		}
+		return "", fmt.Errorf("release %s: %w", name, err)
+	}
+	heldDone := d.announce.of(name)
+	if heldDone != "" && !exists(fd, heldDone) {
+		heldDone = "" // held by an older spool, or before the done-file came
+	}
+	final, _, err := d.returnAnnounced(fd, name, as, st.Ino, heldDone, d.announce)
 	if errors.Is(err, unix.ENOENT) {
 		return "", fmt.Errorf("release %s: %w", name, ErrNotHeld)
 	}

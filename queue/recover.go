@@ -183,6 +183,9 @@ func (d *Dir) RecoverWith(ctx context.Context, resolve Resolver, lease time.Dura
 	if err := d.removeStaleJoins(); err != nil {
 		return rec, fmt.Errorf("recover: %w", err)
 	}
+	if err := d.finishHeldReturns(announce); err != nil {
+		return rec, fmt.Errorf("recover: %w", err)
+	}
 	if rec.Total() > 0 || rec.Sessions > 0 {
 		if err := d.Sync(Processing, Inbox, Done, Error); err != nil {
 			return rec, fmt.Errorf("recover: %w", err)
@@ -256,7 +259,7 @@ func (d *Dir) recoverSession(ctx context.Context, name string, resolve Resolver,
 				claimedDone = a
 			}
 			var doneTo Stage
-			stored, doneTo, err = d.returnAnnounced(fd, e, st.Ino, claimedDone, announce)
+			stored, doneTo, err = d.returnAnnounced(fd, e, e, st.Ino, claimedDone, announce)
 			switch doneTo {
 			case Inbox:
 				rec.ToInbox++ // the done-file, back as the file's announcement
@@ -289,7 +292,7 @@ func (d *Dir) recoverSession(ctx context.Context, name string, resolve Resolver,
 			rec.Returned = append(rec.Returned, RecoveredFile{Claim: id, Name: e, Stored: stored})
 		}
 	}
-	if err := d.finishReturns(fd, marks.names, announce); err != nil {
+	if _, err := d.finishReturns(fd, marks.names, announce); err != nil {
 		return false, fmt.Errorf("recover %s: %w", name, err)
 	}
 	if err := marks.remove(fd); err != nil {

@@ -13,20 +13,22 @@ import (
 
 // A batch file announced by a done-file is taken from inbox/ only once
 // its done-file is there. When such a file goes back to inbox/ unfinished
-// (a consumer gives it back as it stops, or recovery returns the claim of
-// a dead one), it must be announced again under the name it gets there.
+// (a consumer gives it back as it stops, recovery returns the claim of a
+// dead one, an operator releases it from held/), it must be announced
+// again under the name it gets there.
 // The move and the announcement are two steps, and a process killed
 // between them would leave the file in inbox/ waiting for an announcement
 // that came long ago: taken by nothing, ever.
 //
-// So the mover first writes a return mark into the session's directory
-// (.return.<inode>, holding the name the file is about to get in inbox/),
-// durably, then moves the file, then announces it, and removes the mark
-// only once the announcement is durable. A recovery that finds a mark
-// whose claim is no longer in the session finishes the announcement of
-// the file in inbox/ with that inode; a mark whose claim is still there
-// was written before a move that never happened, and the claim is
-// returned again, with a new mark.
+// So the mover first writes a return mark into the directory it moves the
+// file from (the session's, or held/): .return.<inode>, holding the name
+// the file is about to get in inbox/ and the name of its done-file beside
+// it, durably; then it moves the file, then announces it, and removes the
+// mark only once the announcement is durable. A recovery that finds a
+// mark whose file is in inbox/ under that name, with that inode, finishes
+// the announcement; a mark whose file is still where it was was written
+// before a move that never happened: the file is returned again, with a
+// new mark (a session's claim by recovery, a held file by its release).
 
 const returnPrefix = ".return."
 
@@ -86,37 +88,38 @@ func (s *Session) ReturnAnnounced(c, done *Claim, announce Announcer) (string, e
 	if done != nil {
 		doneName = done.Name
 	}
-	stored, _, err := s.d.returnAnnounced(s.fd, c.Name, c.Ino, doneName, announce)
+	stored, _, err := s.d.returnAnnounced(s.fd, c.Name, c.Name, c.Ino, doneName, announce)
 	if err != nil {
 		return "", fmt.Errorf("give back %s: %w", c.Name, err)
 	}
 	return stored, nil
 }
 
-// returnAnnounced moves the claim name (inode ino) of the session
-// directory sfd back to inbox/ and announces it there (see the return
-// marks above); claimedDone, when not "", is the claimed done-file of the
-// session that becomes the announcement when it can, and otherwise goes
-// to done/. Without an announce, or for a name that needs no done-file,
-// it is a plain move. It returns the name the claim got in inbox/, and
-// the stage claimedDone went to ("" when it stayed).
-func (d *Dir) returnAnnounced(sfd int, name string, ino uint64, claimedDone string, announce Announcer) (string, Stage, error) {
+// returnAnnounced moves the file name (inode ino) of the directory sfd
+// (a session's, or held/) back to inbox/ as as (suffixed on a collision)
+// and announces it there (see the return marks above); claimedDone, when
+// not "", is its done-file in sfd, which becomes the announcement when it
+// can, and otherwise goes to done/. Without an announce, or for a name
+// that needs no done-file, it is a plain move. It returns the name the
+// file got in inbox/, and the stage claimedDone went to ("" when it
+// stayed).
+func (d *Dir) returnAnnounced(sfd int, name, as string, ino uint64, claimedDone string, announce Announcer) (string, Stage, error) {
 	inbox := d.fd(Inbox)
-	if announce.of(name) == "" {
-		stored, err := moveUnique(sfd, name, inbox)
+	if announce.of(as) == "" {
+		stored, err := moveUniqueAs(sfd, name, inbox, as)
 		return stored, "", err
 	}
 	mark := returnPrefix + strconv.FormatUint(ino, 10)
 	stored := ""
 	for n := 1; stored == "" && n < maxSuffixTries; n++ {
-		cand := name
+		cand := as
 		if n > 1 {
-			cand = suffixed(name, n)
+			cand = suffixed(as, n)
 		}
 		if exists(inbox, cand) && !sameFile(sfd, name, inbox, cand) {
 			continue
 		}
-		if err := writeReturnMark(sfd, mark, cand); err != nil {
+		if err := writeReturnMark(sfd, mark, cand, claimedDone); err != nil {
 			return "", "", err
 		}
 		err := renameNoReplace(sfd, name, inbox, cand)
@@ -149,7 +152,7 @@ func (d *Dir) returnAnnounced(sfd int, name string, ino uint64, claimedDone stri
 }
 
 // announceReturn announces the file stored of inbox/, returned from the
-// session directory sfd, with claimedDone (when there) or a new empty
+// directory sfd, with claimedDone (when there) or a new empty
 // done-file, and makes it durable. A done-file there already is left as
 // it is, and claimedDone then goes to done/. It returns the stage
 // claimedDone went to ("" when it was not there).
@@ -183,49 +186,76 @@ func (d *Dir) announceReturn(sfd int, stored, claimedDone string, announce Annou
 }
 
 // finishReturns finishes the returns that a mover killed between its
-// move and its announcement left in the session directory sfd: marks
-// lists the session's marks, as recovery read them before it returned
-// the session's claims. A mark whose file is in inbox/ under the name it
-// holds, with its inode, is announced there; any other is stale (its
-// claim was returned again, with a mark of its own, or went elsewhere),
-// and goes with the session's other marks.
-func (d *Dir) finishReturns(sfd int, marks []string, announce Announcer) error {
+// move and its announcement left in the directory sfd (a session's, or
+// held/): marks lists the directory's marks, as recovery read them before
+// it returned the session's claims. It reports the marks it finished; the
+// others are stale (their file was returned again, with a mark of its
+// own, or went elsewhere) or, in held/, may be those of a release under
+// way.
+func (d *Dir) finishReturns(sfd int, marks []string, announce Announcer) ([]string, error) {
 	if announce == nil {
-		return nil
+		return nil, nil
 	}
+	var finished []string
 	for _, m := range marks {
 		ino, err := strconv.ParseUint(strings.TrimPrefix(m, returnPrefix), 10, 64)
 		if !strings.HasPrefix(m, returnPrefix) || err != nil {
 			continue
 		}
-		stored, err := readReturnMark(sfd, m)
+		stored, claimedDone, err := readReturnMark(sfd, m)
 		if errors.Is(err, unix.ENOENT) || stored == "" {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("read return mark %s: %w", m, err)
+			return finished, fmt.Errorf("read return mark %s: %w", m, err)
 		}
 		var st unix.Stat_t
 		if unix.Fstatat(d.fd(Inbox), stored, &st, unix.AT_SYMLINK_NOFOLLOW) != nil ||
 			st.Ino != ino || st.Mode&unix.S_IFMT != unix.S_IFREG {
 			continue
 		}
-		if _, err := d.announceReturn(sfd, stored, "", announce); err != nil {
-			return err
+		if _, err := d.announceReturn(sfd, stored, claimedDone, announce); err != nil {
+			return finished, err
 		}
+		finished = append(finished, m)
+	}
+	return finished, nil
+}
+
+// finishHeldReturns finishes the releases from held/ that a kill cut
+// short between the move and the announcement (finishReturns), and
+// removes their marks.
+func (d *Dir) finishHeldReturns(announce Announcer) error {
+	fd := d.heldFD()
+	if announce == nil || fd < 0 {
+		return nil
+	}
+	names, err := readNames(fd)
+	if err != nil {
+		return fmt.Errorf("finish releases: %w", err)
+	}
+	finished, err := d.finishReturns(fd, names, announce)
+	for _, m := range finished {
+		if uerr := unix.Unlinkat(fd, m, 0); uerr != nil && !errors.Is(uerr, unix.ENOENT) && err == nil {
+			err = uerr
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("finish releases: %w", err)
 	}
 	return nil
 }
 
-// writeReturnMark writes the return mark name into the session directory
-// sfd, holding stored, durably (the file, then the directory): the move
-// it precedes must not be able to outlive it in a power cut.
-func writeReturnMark(sfd int, name, stored string) error {
+// writeReturnMark writes the return mark name into the directory sfd,
+// holding stored and claimedDone, durably (the file, then the
+// directory): the move it precedes must not be able to outlive it in a
+// power cut.
+func writeReturnMark(sfd int, name, stored, claimedDone string) error {
 	fd, err := unix.Openat(sfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return fmt.Errorf("write return mark: %w", err)
 	}
-	_, err = unix.Write(fd, []byte(stored))
+	_, err = unix.Write(fd, []byte(stored+"\x00"+claimedDone))
 	if err == nil {
 		err = unix.Fsync(fd)
 	}
@@ -241,22 +271,24 @@ func writeReturnMark(sfd int, name, stored string) error {
 	return nil
 }
 
-// readReturnMark returns the name a return mark holds.
-func readReturnMark(sfd int, name string) (string, error) {
+// readReturnMark returns the names a return mark holds: "" for a mark
+// this code did not write.
+func readReturnMark(sfd int, name string) (stored, claimedDone string, err error) {
 	fd, err := unix.Openat(sfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	defer unix.Close(fd)
-	buf := make([]byte, maxNameBytes+1)
+	buf := make([]byte, 2*maxNameBytes+2)
 	n, err := unix.Read(fd, buf)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	if n > maxNameBytes || strings.ContainsAny(string(buf[:n]), "/\x00") {
-		return "", nil // not a mark this code wrote
+	stored, claimedDone, _ = strings.Cut(string(buf[:n]), "\x00")
+	if CheckName(stored) != nil || claimedDone != "" && CheckName(claimedDone) != nil {
+		return "", "", nil
 	}
-	return string(buf[:n]), nil
+	return stored, claimedDone, nil
 }
 
 // exists reports whether dirfd holds an entry name.

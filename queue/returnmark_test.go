@@ -238,3 +238,59 @@ func TestCloseKeepsReturnMark(t *testing.T) {
 	}
 	wantStages(t, d, map[Stage]string{Inbox: "feed.jsonl,feed.jsonl.done", Processing: ""})
 }
+
+// TestHoldKeepsAnnouncement: in a queue of files announced by done-files,
+// a held file takes its done-file into held/ with it, so that a producer
+// writing the next file of that name meanwhile is not announced by it;
+// released, the file comes back announced under the name it gets (here
+// "~2", the producer's file being there, unannounced still). A release
+// killed between the move and the announcement is finished by the next
+// recovery.
+func TestHoldKeepsAnnouncement(t *testing.T) {
+	d := newQueue(t)
+	d.SetAnnouncer(announceDone)
+	for _, n := range []string{"feed.json", "feed.json.done"} {
+		if err := os.WriteFile(filepath.Join(d.StagePath(Inbox), n), []byte(n), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hf, err := d.Hold("feed.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStages(t, d, map[Stage]string{Inbox: "", Held: "feed.json,feed.json.done"})
+	if err := os.WriteFile(filepath.Join(d.StagePath(Inbox), "feed.json"), []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := d.Unhold(hf.Name, "feed.json")
+	if err != nil || got != "feed~2.json" {
+		t.Fatalf("Unhold = %q, %v, want feed~2.json", got, err)
+	}
+	wantStages(t, d, map[Stage]string{Inbox: "feed.json,feed~2.json,feed~2.json.done", Held: ""})
+	if b, _ := os.ReadFile(filepath.Join(d.StagePath(Inbox), "feed~2.json.done")); string(b) != "feed.json.done" {
+		t.Errorf("inbox/feed~2.json.done holds %q, want the held done-file", b)
+	}
+
+	t.Run("killed half-way", func(t *testing.T) {
+		d := newQueue(t)
+		if err := d.EnsureHeld(); err != nil {
+			t.Fatal(err)
+		}
+		in := filepath.Join(d.StagePath(Inbox), "feed.json")
+		if err := os.WriteFile(in, []byte("{}"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		held := d.StagePath(Held)
+		if err := os.WriteFile(filepath.Join(held, "feed.json.done"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		mark := returnPrefix + strconv.FormatUint(inode(t, in), 10)
+		if err := os.WriteFile(filepath.Join(held, mark), []byte("feed.json\x00feed.json.done"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.RecoverWith(context.Background(), resolveBatch, DefaultLease, nil, announceDone); err != nil {
+			t.Fatal(err)
+		}
+		wantStages(t, d, map[Stage]string{Inbox: "feed.json,feed.json.done", Held: ""})
+	})
+}

@@ -698,6 +698,44 @@ func TestBatchHold(t *testing.T) {
 	}
 }
 
+// TestBatchHoldDoneFile: in a queue of files announced by done-files, a
+// held file takes its done-file into held/, so that the producer's next
+// file of that name, written meanwhile, waits for its own (and is not
+// held before it is announced: its producer may still write it); released, the
+// held file comes back announced under a free name and is consumed, and
+// the producer's file is taken once announced.
+func TestBatchHoldDoneFile(t *testing.T) {
+	t.Parallel()
+	q := batchQueue(t, `{"format": "csv", "done_file": "{name}.done"}`)
+	putBytes(t, q, "o.csv", []byte("msg_id,order_no,seq,amount\nA1,O1,1,10.00\n"))
+	putBytes(t, q, "o.csv.done", nil)
+	mustRun(t, 0, "hold", q, "o.csv")
+	if got := stageNames(t, q, inbox); len(got) != 0 {
+		t.Fatalf("inbox/ holds %q after the hold, want nothing (the done-file held with its file)", got)
+	}
+	putBytes(t, q, "o.csv", []byte("msg_id,order_no,seq,amount\nB1,O1,2,20.00\n")) // the next file, unannounced
+	if r := run(t, "hold", q, "o.csv"); r.code != 1 || !strings.Contains(r.stderr, "not announced yet") {
+		t.Fatalf("hold of a file waiting for its done-file:\n%s", r)
+	}
+	if st := parseStats(t, mustRun(t, 0, "consume", q)); st.Processed != 0 {
+		t.Fatalf("%+v: a file was taken, the held one or the unannounced one", st)
+	}
+	if r := mustRun(t, 0, "release", q, "o.csv"); !strings.Contains(r.stdout, "inbox/o~2.csv") {
+		t.Fatalf("release did not name the file's new name:\n%s", r)
+	}
+	if st := parseStats(t, mustRun(t, 0, "consume", q)); st.Processed != 1 {
+		t.Fatalf("%+v, want the released file's record", st)
+	}
+	if got := stageNames(t, q, inbox); !slices.Equal(got, []string{"o.csv"}) {
+		t.Fatalf("inbox/ holds %q, want the producer's file alone, waiting", got)
+	}
+	putBytes(t, q, "o.csv.done", nil)
+	if st := parseStats(t, mustRun(t, 0, "consume", q)); st.Processed != 1 {
+		t.Fatalf("%+v, want the producer's file's record", st)
+	}
+	checkFsck(t, q)
+}
+
 // TestBatchInitFrom: spool init --from into a queue whose spool.conf says
 // csv copies the CSV files of the source and leaves its JSON ones, as a
 // JSON queue leaves what is not *.json.
