@@ -645,7 +645,7 @@ func (c *Consumer) run(ctx context.Context, watch bool) (Stats, error) {
 	if errors.Is(context.Cause(ctx), errPaused) {
 		// A drain of a paused queue claims nothing, but still recovers
 		// what dead consumers left (I5), as its end would.
-		err = c.recover(context.WithoutCancel(ctx), &st)
+		err = c.recover(context.WithoutCancel(ctx), &st, nil)
 	} else {
 		st, err = c.consume(ctx, watch)
 	}

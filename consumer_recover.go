@@ -15,16 +15,48 @@ import (
 // processing/, as Drain and Watch do when they start, and returns how many
 // it moved. It is safe while other consumers run (I6).
 func (c *Consumer) Recover(ctx context.Context) (int, error) {
-	var st Stats
-	err := c.recover(ctx, &st)
-	return st.Recovered, err
+	r, err := c.RecoverAll(ctx)
+	return r.Claims, err
 }
 
-// recover runs one recovery, adding what it moved to st.Recovered. A
-// running session calls it from its recovery clock and from the run
-// goroutine (recoverer), while its passes run; recoverMu keeps them, and
-// Recover, one at a time.
-func (c *Consumer) recover(ctx context.Context, st *Stats) error {
+// Recovery is what a recovery did (RecoverAll).
+type Recovery struct {
+	// Claims is the number of claims of dead consumers moved out of
+	// processing/, as Recover counts them.
+	Claims int
+	// Released are the dead sessions whose reservations were released.
+	Released []ReleasedReservations
+	// CallsLocksRemoved are the dead sessions whose calls lock was
+	// removed, holding no reservation any more.
+	CallsLocksRemoved []string
+}
+
+// ReleasedReservations is a dead session whose reservations a recovery
+// released, and the proof that none of its calls can still run.
+type ReleasedReservations struct {
+	Session      string
+	Reservations int
+	Proof        string // ProofCallsLock or ProofCallBound
+}
+
+// RecoverAll is Recover, and says what else the recovery did: the
+// reservations of dead sessions it released (see releaseDeadReservations:
+// a consumer without a Caller releases those whose calls lock is free,
+// the one proof it can take), and the calls locks it removed. spool fsck
+// --repair reports them.
+func (c *Consumer) RecoverAll(ctx context.Context) (Recovery, error) {
+	var st Stats
+	var r Recovery
+	err := c.recover(ctx, &st, &r)
+	r.Claims = st.Recovered
+	return r, err
+}
+
+// recover runs one recovery, adding what it moved to st.Recovered, and
+// what it released to r when r is not nil. A running session calls it
+// from its recovery clock and from the run goroutine (recoverer), while
+// its passes run; recoverMu keeps them, and Recover, one at a time.
+func (c *Consumer) recover(ctx context.Context, st *Stats, r *Recovery) error {
 	c.recoverMu.Lock()
 	defer c.recoverMu.Unlock()
 	var live queue.Liveness
@@ -47,7 +79,7 @@ func (c *Consumer) recover(ctx context.Context, st *Stats) error {
 	if err := c.releaseUncalled(ctx, rec.Uncalled); err != nil {
 		return err
 	}
-	return c.releaseDeadReservations(ctx)
+	return c.releaseDeadReservations(ctx, r)
 }
 
 // releaseUncalled releases at once the reservations of the claims of dead
@@ -175,8 +207,11 @@ func (c *Consumer) reportRecovered(ctx context.Context, dead []queue.RecoveredFi
 // The calls lock of a released session is removed with its reservations,
 // and so is that of a session gone from processing/ that holds none. The
 // consumer's own session is never taken for dead. A consumer without a
-// Caller only removes the calls locks nothing needs any more.
-func (c *Consumer) releaseDeadReservations(ctx context.Context) error {
+// Caller (spool fsck --repair's, a consumer without a handler) takes only
+// the first proof: it has no call bound of its own and no CallReaper,
+// and it holds no msg_id of its own for a call. What it released and
+// removed goes to r when r is not nil.
+func (c *Consumer) releaseDeadReservations(ctx context.Context, r *Recovery) error {
 	// Listed before the owners: a session gone from processing/ takes no
 	// reservation any more, so one that is not among the owners read
 	// after this holds none and never will.
@@ -196,7 +231,7 @@ func (c *Consumer) releaseDeadReservations(ctx context.Context) error {
 	for _, owner := range owners {
 		o := owner.Session
 		present[o] = true
-		if o == own || c.cfg.Caller == nil {
+		if o == own {
 			continue
 		}
 		live, err := c.dir.HasSession(o)
@@ -206,7 +241,14 @@ func (c *Consumer) releaseDeadReservations(ctx context.Context) error {
 		if live {
 			continue
 		}
-		ended, proof := c.callsEnded(o, c.deadBound(owner.CallBound))
+		var ended bool
+		var proof string
+		if c.cfg.Caller == nil {
+			state, err := c.dir.ProbeCalls(o)
+			ended, proof = err == nil && state == queue.CallsGone, ProofCallsLock
+		} else {
+			ended, proof = c.callsEnded(o, c.deadBound(owner.CallBound))
+		}
 		if !ended {
 			continue
 		}
@@ -217,6 +259,9 @@ func (c *Consumer) releaseDeadReservations(ctx context.Context) error {
 		c.forgetDead(o)
 		if n > 0 {
 			c.log.Info("released reservations of a dead consumer", "session", o, "reservations", n, "proof", proof)
+			if r != nil {
+				r.Released = append(r.Released, ReleasedReservations{Session: o, Reservations: n, Proof: proof})
+			}
 		}
 		if err := c.dir.RemoveCallsLock(o); err != nil {
 			return fmt.Errorf("recover reservations: %w", err)
@@ -226,6 +271,9 @@ func (c *Consumer) releaseDeadReservations(ctx context.Context) error {
 		if !present[o] {
 			if err := c.dir.RemoveCallsLock(o); err != nil {
 				return fmt.Errorf("recover reservations: %w", err)
+			}
+			if r != nil {
+				r.CallsLocksRemoved = append(r.CallsLocksRemoved, o)
 			}
 		}
 	}
@@ -253,10 +301,10 @@ type deadOwner struct {
 const reapEvery = time.Second
 
 // Proofs that a dead session's calls cannot be running, as the release
-// of its reservations logs them.
+// of its reservations logs them (ReleasedReservations.Proof).
 const (
-	proofCallsLock = "calls lock free"
-	proofCallBound = "call bound passed"
+	ProofCallsLock = "calls lock free"
+	ProofCallBound = "call bound passed"
 )
 
 // callsEnded reports whether none of the dead session o's calls can be
@@ -292,7 +340,7 @@ func (c *Consumer) callsEnded(o string, bound time.Duration) (bool, string) {
 		c.log.Warn("cannot probe the calls lock of a dead consumer: its msg_ids are held for the call bound", "session", o, "err", err)
 	}
 	if state == queue.CallsGone {
-		return true, proofCallsLock
+		return true, ProofCallsLock
 	}
 	if !logged {
 		c.log.Info("holding the msg_ids whose calls a dead consumer may still be running, until they cannot be",
@@ -305,7 +353,7 @@ func (c *Consumer) callsEnded(o string, bound time.Duration) (bool, string) {
 		c.log.Warn("releasing the msg_ids of a dead consumer at the call bound, although processes of its calls still hold its calls lock: they outlived their consumer and the bound",
 			"session", o, "calls_lock", filepath.Join(c.dir.Path(), queue.CallsLockDir, o))
 	}
-	return true, proofCallBound
+	return true, ProofCallBound
 }
 
 // forgetDead drops a dead session whose reservations are released.

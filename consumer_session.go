@@ -357,7 +357,7 @@ func (r *recoverer) tick() error {
 		return nil
 	}
 	var st Stats
-	err := r.c.recover(r.work, &st)
+	err := r.c.recover(r.work, &st, nil)
 	if st.Recovered > 0 {
 		r.pending.Add(int64(st.Recovered))
 		select {
@@ -376,7 +376,7 @@ func (r *recoverer) now(last bool) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var st Stats
-	err := r.c.recover(r.work, &st)
+	err := r.c.recover(r.work, &st, nil)
 	r.pending.Add(int64(st.Recovered))
 	n := int(r.pending.Swap(0))
 	if last && n == 0 && err == nil {

@@ -54,12 +54,21 @@ func (c *checker) deadClaims(ctx context.Context) (*finding, error) {
 		if err != nil {
 			return nil, err
 		}
-		n, err := cons.Recover(ctx)
+		r, err := cons.RecoverAll(ctx)
 		if err != nil {
 			return nil, err
 		}
-		if n > 0 {
-			c.o.Log(fmt.Sprintf("repaired processing/: recovered %d claims of dead consumers", n))
+		if r.Claims > 0 {
+			c.o.Log(fmt.Sprintf("repaired processing/: recovered %d claims of dead consumers", r.Claims))
+		}
+		// A consumer without a Caller releases only on the calls lock's
+		// proof (spool.ReleasedReservations): the others are left for a
+		// consumer of the queue's handler, and listed (reservations).
+		for _, rel := range r.Released {
+			c.o.Log(fmt.Sprintf("repaired reservations: released the %d of session %s, whose calls lock is free (no process of its calls is left)", rel.Reservations, rel.Session))
+		}
+		for _, s := range r.CallsLocksRemoved {
+			c.o.Log(fmt.Sprintf("repaired %s/%s: removed the calls lock of a consumer that is gone and holds no reservation", queue.CallsLockDir, s))
 		}
 	}
 	claims, err := c.d.DeadClaims(c.o.Lease)
@@ -104,12 +113,11 @@ func (c *checker) temps(context.Context) (*finding, error) {
 }
 
 // reservations lists the sessions gone from processing/ that still hold
-// reservations: after deadClaims, which recovers their claims but, with
-// no Caller of its own, does not release them. --repair releases those
-// whose calls lock is free, the proof a consumer takes that no process
-// of their calls is left (queue.Dir.ProbeCalls); the others may have a
-// call running still, at a server or in a process of another kernel, and
-// are left for a consumer to release at their call bound.
+// reservations, after deadClaims: with --repair, its recovery released
+// those whose calls lock is free, the proof a consumer takes that no
+// process of their calls is left (queue.Dir.ProbeCalls); the others may
+// have a call running still, at a server or in a process of another
+// kernel, and are left for a consumer to release at their call bound.
 func (c *checker) reservations(ctx context.Context) (*finding, error) {
 	f := c.newFinding(HeldReservations, true)
 	owners, err := c.l.Consumer().ReservationOwners(ctx)
@@ -124,19 +132,6 @@ func (c *checker) reservations(ctx context.Context) (*finding, error) {
 		if live {
 			continue
 		}
-		if c.repair {
-			if state, err := c.d.ProbeCalls(o.Session); err == nil && state == queue.CallsGone {
-				n, err := c.l.Consumer().ReleaseReservations(ctx, o.Session)
-				if err != nil {
-					return nil, err
-				}
-				if err := c.d.RemoveCallsLock(o.Session); err != nil {
-					return nil, err
-				}
-				c.o.Log(fmt.Sprintf("repaired reservations: released the %d of session %s, whose calls lock is free (no process of its calls is left)", n, o.Session))
-				continue
-			}
-		}
 		bound := "call bound not recorded"
 		if o.CallBound > 0 {
 			bound = "call bound " + o.CallBound.String()
@@ -150,7 +145,7 @@ func (c *checker) reservations(ctx context.Context) (*finding, error) {
 
 // callsLocks lists the calls locks of sessions gone that hold no
 // reservation, which nothing needs any more; --repair removed them
-// already (deadClaims' recovery).
+// already, and said so (deadClaims' recovery).
 func (c *checker) callsLocks(ctx context.Context) (*finding, error) {
 	f := c.newFinding(StaleCallsLocks, true)
 	locks, err := c.d.DeadCallsLocks()

@@ -462,9 +462,12 @@ func TestShowReservation(t *testing.T) {
 		!strings.Contains(out, "info stale-calls-locks: 1 calls locks of consumers that are gone and hold no reservation (--repair removes them, as a consumer's start does); e.g. .calls/abcd1234-99@gone\n") {
 		t.Errorf("fsck of a held reservation and a stale calls lock:\n%s", out)
 	}
-	mustRun(t, 0, "fsck", q, "--repair")
+	r := mustRun(t, 0, "fsck", q, "--repair")
 	if _, err := os.Stat(filepath.Join(q, ".calls", "abcd1234-99@gone")); !os.IsNotExist(err) {
 		t.Errorf("the stale calls lock after fsck --repair: %v, want it removed", err)
+	}
+	if want := "repaired .calls/abcd1234-99@gone: removed the calls lock of a consumer that is gone and holds no reservation"; !strings.Contains(r.stdout+r.stderr, want) {
+		t.Errorf("fsck --repair does not say %q:\n%s", want, r)
 	}
 
 	// And the console's page of the message, where a browser is at hand.
