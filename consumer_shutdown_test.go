@@ -186,22 +186,24 @@ func (f *fixture) requireCutHeld(t *testing.T, n, cut int) {
 // cancelled and held for recovery exactly as a kill holds them, since what
 // they started may still run; Drain says so. The next consumer calls
 // every other message at once, and the msg_ids cut short only once the
-// call bound has passed since it found them (the Caller holds no calls
-// lock that could prove them gone sooner); each is processed once.
+// stopped consumer's call bound, recorded with their reservations, has
+// passed since it found them, however shorter its own (the Caller holds
+// no calls lock that could prove them gone sooner); each is processed
+// once.
 func TestStopTimeoutHoldsCut(t *testing.T) {
 	const n = 20
+	const bound = 2 * time.Second // the stopped consumer's: far beyond its 50 ms stop
 	f := stopFixture(t, n)
 	started := make(chan string, n)
-	cut := stopCut(t, f, spool.CallerFunc(func(ctx context.Context, d *spool.Delivery) error {
+	cut := stopCut(t, f, boundCaller{func(ctx context.Context, d *spool.Delivery) error {
 		started <- d.Message.MsgID
 		<-ctx.Done()
 		return ctx.Err()
-	}), started)
+	}, bound}, started)
 	f.requireCutHeld(t, n, len(cut))
 
-	const bound = 300 * time.Millisecond
 	var rec calledAt
-	c, err := spool.NewConsumer(f.dir, f.ledger.Consumer(), spool.Config{Caller: boundCaller{rec.call, bound}, Concurrency: 4})
+	c, err := spool.NewConsumer(f.dir, f.ledger.Consumer(), spool.Config{Caller: boundCaller{rec.call, 300 * time.Millisecond}, Concurrency: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +221,7 @@ func TestStopTimeoutHoldsCut(t *testing.T) {
 	}
 	for id := range cut {
 		if len(at[id]) == 1 && at[id][0].Sub(restart) < bound {
-			t.Errorf("%s, cut short, was called again %v after the restart, before the call bound (%v)", id, at[id][0].Sub(restart), bound)
+			t.Errorf("%s, cut short, was called again %v after the restart, before the stopped consumer's call bound (%v)", id, at[id][0].Sub(restart), bound)
 		}
 	}
 	f.requireStopped(t, n, n)
