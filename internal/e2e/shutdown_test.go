@@ -215,7 +215,7 @@ func TestShutdownSecondSignal(t *testing.T) {
 	// STOPPING=1 says the first signal was taken: two signals sent at once
 	// could reach the process as one.
 	addr, got := notifySocket(t, false)
-	p := spoolAt{bin: spoolBin, env: []string{"NOTIFY_SOCKET=" + addr}}.start(t, "consume", q, "--post", slow.URL, "--concurrency", "8")
+	p := spoolAt{bin: spoolBin, env: []string{"NOTIFY_SOCKET=" + addr}}.start(t, "consume", q, "--post", slow.URL, "--concurrency", "8", "--post-timeout", "6s")
 	if !slow.waitInFlight(8, cmdTimeout) {
 		t.Fatalf("8 calls never were in flight at once\n%s", p.wait(t))
 	}
@@ -237,9 +237,10 @@ func TestShutdownSecondSignal(t *testing.T) {
 		t.Errorf("processing/ is empty: the second signal did not exit at once")
 	}
 	fast := newCallServer(t, 0)
-	// It holds the killed run's msg_ids for its post timeout, for their
-	// first requests may still run at the server: 6 s, not 30.
-	r = mustRun(t, 0, "consume", q, "--post", fast.URL, "--concurrency", "8", "--post-timeout", "6s")
+	// It holds the killed run's msg_ids for that run's post timeout,
+	// recorded with their reservations, for their first requests may
+	// still run at the server: 6 s, not the default 30.
+	r = mustRun(t, 0, "consume", q, "--post", fast.URL, "--concurrency", "8")
 	if st := parseStats(t, r); st.Recovered == 0 {
 		t.Errorf("the next run recovered nothing\n%s", r)
 	}
@@ -251,9 +252,9 @@ func TestShutdownSecondSignal(t *testing.T) {
 // recorded, no attempt counted. Their requests may still run at the
 // server, so their claims stay in processing/ and their msg_ids reserved,
 // as a kill leaves them, while every message never called is back in
-// inbox/. The next run recovers them, holds them for its --post-timeout
-// (nothing can prove an HTTP request over sooner), and consumes
-// everything.
+// inbox/. The next run recovers them, holds them for the stopped run's
+// --post-timeout, recorded with their reservations (nothing can prove an
+// HTTP request over sooner), and consumes everything.
 func TestShutdownTimeout(t *testing.T) {
 	t.Parallel()
 	n := 200
@@ -267,7 +268,8 @@ func TestShutdownTimeout(t *testing.T) {
 	srv.mu.Lock()
 	srv.answer = func(string, int) (int, string) { <-hold; return 0, "" }
 	srv.mu.Unlock()
-	p := start(t, "consume", q, "--post", srv.URL, "--concurrency", "8", "--shutdown-timeout", "1s")
+	// The post timeout, beyond the stop's 1 s, is the next run's hold.
+	p := start(t, "consume", q, "--post", srv.URL, "--concurrency", "8", "--shutdown-timeout", "1s", "--post-timeout", "4s")
 	if !srv.waitInFlight(8, cmdTimeout) {
 		t.Fatalf("8 calls never were in flight at once\n%s", p.wait(t))
 	}
@@ -303,10 +305,10 @@ func TestShutdownTimeout(t *testing.T) {
 			t.Errorf("%s: %d after the cancelled calls, want %d", what, got, want.n)
 		}
 	}
-	// The next run recovers the 8, holds them for its call bound, and
-	// consumes everything.
+	// The next run recovers the 8, holds them for the stopped run's call
+	// bound, and consumes everything.
 	unhold()
-	r = mustRun(t, 0, "consume", q, "--post", srv.URL, "--concurrency", "8", "--post-timeout", "2s")
+	r = mustRun(t, 0, "consume", q, "--post", srv.URL, "--concurrency", "8")
 	if st := parseStats(t, r); st.Recovered != 8 || st.Processed != n {
 		t.Errorf("next run: recovered %d, processed %d; want 8 and %d", st.Recovered, st.Processed, n)
 	}
@@ -457,7 +459,9 @@ func TestShutdownHungLedger(t *testing.T) {
 	srv.mu.Lock()
 	srv.answer = func(string, int) (int, string) { <-hold; return 0, "" }
 	srv.mu.Unlock()
-	args := append([]string{"consume", q, "--post", srv.URL, "--concurrency", strconv.Itoa(concurrency), "--shutdown-timeout", "1s"}, l.args...)
+	// The post timeout, beyond the stop's 1 s, is the next run's hold of
+	// the calls cut short.
+	args := append([]string{"consume", q, "--post", srv.URL, "--concurrency", strconv.Itoa(concurrency), "--shutdown-timeout", "1s", "--post-timeout", "4s"}, l.args...)
 	p := start(t, args...)
 	if !srv.waitInFlight(concurrency, cmdTimeout) {
 		t.Fatalf("%d calls never were in flight at once\n%s", concurrency, p.wait(t))
