@@ -89,7 +89,8 @@ type Prune struct {
 	// time of a file of done/ whose row the prune removes and that stays
 	// (a prune without --files): a file moved into done/ just after its
 	// row was committed, before the edge, got there after it. Prune records
-	// the later of the two as its horizon (Fsck.PruneHorizon).
+	// the later of the two as its horizon (Fsck.PruneHorizon), the files'
+	// a little after it (the files changed before the horizon are kept).
 	FilesBefore time.Time
 }
 
@@ -296,8 +297,10 @@ func (fk Fsck) Prune(ctx context.Context, p Prune) (Pruned, error) {
 		res, err = fk.db.countPrune(ctx, before, procWhere, procArgs, delWhere, delArgs)
 	} else {
 		horizon := p.Before
-		if p.FilesBefore.After(horizon) {
-			horizon = p.FilesBefore
+		if !p.FilesBefore.Before(horizon) {
+			// After it: fsck keeps the files changed before the
+			// horizon, and FilesBefore is a kept file's change time.
+			horizon = p.FilesBefore.Add(time.Nanosecond)
 		}
 		res, err = fk.db.prune(ctx, horizon, before, procWhere, procArgs, delWhere, delArgs)
 	}

@@ -96,6 +96,20 @@ func testPruneHorizon(t *testing.T, db *ledger.DB) {
 	if got, want := horizon(), files.Truncate(time.Microsecond).Add(time.Microsecond); !got.Equal(want) {
 		t.Errorf("horizon %v after a prune with an earlier edge, want it kept at %v", got, want)
 	}
+	// A file's change time on a microsecond, as a coarse kernel clock
+	// gives now and then to every file moved within one tick: the horizon
+	// still comes after it, for fsck keeps the files changed before it.
+	aligned := files.Truncate(time.Microsecond).Add(time.Second)
+	record(t, db, valid("c9", msg{ID: "m9"}))
+	if _, err := db.SQL().ExecContext(ctx, db.Dialect().Rebind(`UPDATE processed SET processed_at = ?`), old); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := db.Fsck().Prune(ctx, ledger.Prune{Before: edge, FilesBefore: aligned}); err != nil || n.Processed != 1 {
+		t.Fatalf("third Prune = %+v, %v", n, err)
+	}
+	if got := horizon(); !got.After(aligned) {
+		t.Errorf("horizon %v after FilesBefore %v on a microsecond, want later", got, aligned)
+	}
 	if empty, err := db.Empty(ctx); err != nil || empty {
 		t.Errorf("Empty after a prune of every row = %v, %v; want false", empty, err)
 	}
