@@ -54,7 +54,11 @@ func (d *Dir) WriteFile(s Stage, name string, data []byte) (string, error) {
 // Enqueue copies the file at src into inbox/ as a new delivery, with
 // WriteFile's guarantees; the message keeps src's base name, suffixed on a
 // collision. src must be a regular file (a symlink to one is followed, as
-// cp does); a FIFO or device is refused without blocking.
+// cp does); a FIFO or device is refused without blocking. In a queue of
+// files announced by done-files (SetAnnouncer) it then announces the file,
+// under the name it got, durably: it was renamed in whole, so it is ready.
+// A kill between the two leaves the file waiting for its done-file, which
+// spool status shows.
 func (d *Dir) Enqueue(src string) (string, error) {
 	name := filepath.Base(src)
 	if !d.Takes(name) {
@@ -72,10 +76,22 @@ func (d *Dir) Enqueue(src string) (string, error) {
 	if !fi.Mode().IsRegular() {
 		return "", fmt.Errorf("enqueue %s: %w", src, ErrNotRegular)
 	}
-	return d.writeFrom(Inbox, name, func(w io.Writer) error {
+	final, err := d.writeFrom(Inbox, name, func(w io.Writer) error {
 		_, err := io.Copy(w, f)
 		return err
 	})
+	if err != nil {
+		return final, err
+	}
+	if done := d.announce.of(final); done != "" {
+		if _, err := d.Announce(Inbox, done); err != nil {
+			return final, fmt.Errorf("enqueue %s: %w", src, err)
+		}
+		if err := d.Sync(Inbox); err != nil {
+			return final, fmt.Errorf("enqueue %s: %w", src, err)
+		}
+	}
+	return final, nil
 }
 
 // writeFrom is WriteFile with the content written by fill.

@@ -736,6 +736,29 @@ func TestBatchHoldDoneFile(t *testing.T) {
 	checkFsck(t, q)
 }
 
+// TestBatchEnqueueAnnounces: spool enqueue, the safe producer, announces
+// what it renames into a queue with a done_file, under the name each file
+// got there, so the files are taken (and not left waiting for an
+// announcement nobody will write).
+func TestBatchEnqueueAnnounces(t *testing.T) {
+	t.Parallel()
+	q := batchQueue(t, `{"format": "jsonl", "done_file": "{name}.done"}`)
+	src := filepath.Join(t.TempDir(), "feed.jsonl")
+	if err := os.WriteFile(src, []byte(`{"msg_id":"e1","order_no":"o","seq":1,"amount":"1.00"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := mustRun(t, 0, "enqueue", q, src, src); r.stdout != "feed.jsonl\nfeed~2.jsonl\n" {
+		t.Fatalf("enqueue printed %q", r.stdout)
+	}
+	if got := stageNames(t, q, inbox); !slices.Equal(got, []string{"feed.jsonl", "feed.jsonl.done", "feed~2.jsonl", "feed~2.jsonl.done"}) {
+		t.Fatalf("inbox/ holds %q, want each file with its done-file", got)
+	}
+	if st := parseStats(t, mustRun(t, 0, "consume", q)); st.Processed != 1 || st.Duplicates != 1 {
+		t.Fatalf("%+v, want the record once and its copy a duplicate", st)
+	}
+	checkFsck(t, q)
+}
+
 // TestBatchInitFrom: spool init --from into a queue whose spool.conf says
 // csv copies the CSV files of the source and leaves its JSON ones, as a
 // JSON queue leaves what is not *.json.
