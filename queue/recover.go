@@ -183,7 +183,7 @@ func (d *Dir) RecoverWith(ctx context.Context, resolve Resolver, lease time.Dura
 	if err := d.removeStaleJoins(); err != nil {
 		return rec, fmt.Errorf("recover: %w", err)
 	}
-	if err := d.finishHeldReturns(announce); err != nil {
+	if err := d.finishStageReturns(announce); err != nil {
 		return rec, fmt.Errorf("recover: %w", err)
 	}
 	if rec.Total() > 0 || rec.Sessions > 0 {

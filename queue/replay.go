@@ -58,7 +58,23 @@ func (d *Dir) Release(id int64, idx int, name string) (string, bool, error) {
 	if err := CheckName(name); err != nil {
 		return "", false, fmt.Errorf("release %s: %w", name, err)
 	}
-	final, err := moveUniqueAs(d.fd(Error), StagingName(id, idx), d.fd(Inbox), name)
+	staged := StagingName(id, idx)
+	var st unix.Stat_t
+	if err := unix.Fstatat(d.fd(Error), staged, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return "", false, nil
+		}
+		return "", false, fmt.Errorf("release %s: %w", name, err)
+	}
+	// A whole batch file dead-lettered in a queue of announced files
+	// went to error/ with its done-file, which comes back with it as
+	// its announcement (or a new one): unannounced, it would wait in
+	// inbox/ for ever (SetAnnouncer, returnAnnounced).
+	done := d.announce.of(name)
+	if done != "" && !exists(d.fd(Error), done) {
+		done = ""
+	}
+	final, _, err := d.returnAnnounced(d.fd(Error), staged, name, st.Ino, done, d.announce)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			return "", false, nil

@@ -14,21 +14,22 @@ import (
 // A batch file announced by a done-file is taken from inbox/ only once
 // its done-file is there. When such a file goes back to inbox/ unfinished
 // (a consumer gives it back as it stops, recovery returns the claim of a
-// dead one, an operator releases it from held/), it must be announced
-// again under the name it gets there.
+// dead one, an operator releases it from held/ or replays it from
+// error/), it must be announced again under the name it gets there.
 // The move and the announcement are two steps, and a process killed
 // between them would leave the file in inbox/ waiting for an announcement
 // that came long ago: taken by nothing, ever.
 //
 // So the mover first writes a return mark into the directory it moves the
-// file from (the session's, or held/): .return.<inode>, holding the name
+// file from (the session's, held/, or error/ for a replay): .return.<inode>, holding the name
 // the file is about to get in inbox/ and the name of its done-file beside
 // it, durably; then it moves the file, then announces it, and removes the
 // mark only once the announcement is durable. A recovery that finds a
 // mark whose file is in inbox/ under that name, with that inode, finishes
 // the announcement; a mark whose file is still where it was was written
 // before a move that never happened: the file is returned again, with a
-// new mark (a session's claim by recovery, a held file by its release).
+// new mark (a session's claim by recovery, a held file by its release, a
+// dead letter by the replay's resume).
 
 const returnPrefix = ".return."
 
@@ -222,14 +223,26 @@ func (d *Dir) finishReturns(sfd int, marks []string, announce Announcer) ([]stri
 	return finished, nil
 }
 
-// finishHeldReturns finishes the releases from held/ that a kill cut
-// short between the move and the announcement (finishReturns), and
-// removes their marks.
-func (d *Dir) finishHeldReturns(announce Announcer) error {
-	fd := d.heldFD()
-	if announce == nil || fd < 0 {
+// finishStageReturns finishes the returns from held/ (spool release) and
+// error/ (spool replay) that a kill cut short between the move and the
+// announcement (finishReturns), and removes their marks.
+func (d *Dir) finishStageReturns(announce Announcer) error {
+	if announce == nil {
 		return nil
 	}
+	for _, fd := range []int{d.heldFD(), d.fd(Error)} {
+		if fd < 0 {
+			continue
+		}
+		if err := d.finishReturnsIn(fd, announce); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// finishReturnsIn is finishStageReturns for the stage directory fd.
+func (d *Dir) finishReturnsIn(fd int, announce Announcer) error {
 	names, err := readNames(fd)
 	if err != nil {
 		return fmt.Errorf("finish releases: %w", err)

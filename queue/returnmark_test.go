@@ -244,8 +244,8 @@ func TestCloseKeepsReturnMark(t *testing.T) {
 // writing the next file of that name meanwhile is not announced by it;
 // released, the file comes back announced under the name it gets (here
 // "~2", the producer's file being there, unannounced still). A release
-// killed between the move and the announcement is finished by the next
-// recovery.
+// (or a replay from error/) killed between the move and the announcement
+// is finished by the next recovery.
 func TestHoldKeepsAnnouncement(t *testing.T) {
 	d := newQueue(t)
 	d.SetAnnouncer(announceDone)
@@ -271,26 +271,30 @@ func TestHoldKeepsAnnouncement(t *testing.T) {
 		t.Errorf("inbox/feed~2.json.done holds %q, want the held done-file", b)
 	}
 
-	t.Run("killed half-way", func(t *testing.T) {
-		d := newQueue(t)
-		if err := d.EnsureHeld(); err != nil {
-			t.Fatal(err)
-		}
-		in := filepath.Join(d.StagePath(Inbox), "feed.json")
-		if err := os.WriteFile(in, []byte("{}"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		held := d.StagePath(Held)
-		if err := os.WriteFile(filepath.Join(held, "feed.json.done"), nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		mark := returnPrefix + strconv.FormatUint(inode(t, in), 10)
-		if err := os.WriteFile(filepath.Join(held, mark), []byte("feed.json\x00feed.json.done"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := d.RecoverWith(context.Background(), resolveBatch, DefaultLease, nil, announceDone); err != nil {
-			t.Fatal(err)
-		}
-		wantStages(t, d, map[Stage]string{Inbox: "feed.json,feed.json.done", Held: ""})
-	})
+	// A release from held/, or a replay from error/, killed between the
+	// move and the announcement.
+	for _, from := range []Stage{Held, Error} {
+		t.Run("killed half-way from "+string(from), func(t *testing.T) {
+			d := newQueue(t)
+			if err := d.EnsureHeld(); err != nil {
+				t.Fatal(err)
+			}
+			in := filepath.Join(d.StagePath(Inbox), "feed.json")
+			if err := os.WriteFile(in, []byte("{}"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			dir := d.StagePath(from)
+			if err := os.WriteFile(filepath.Join(dir, "feed.json.done"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			mark := returnPrefix + strconv.FormatUint(inode(t, in), 10)
+			if err := os.WriteFile(filepath.Join(dir, mark), []byte("feed.json\x00feed.json.done"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := d.RecoverWith(context.Background(), resolveBatch, DefaultLease, nil, announceDone); err != nil {
+				t.Fatal(err)
+			}
+			wantStages(t, d, map[Stage]string{Inbox: "feed.json,feed.json.done", from: ""})
+		})
+	}
 }

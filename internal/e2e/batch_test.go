@@ -759,6 +759,37 @@ func TestBatchEnqueueAnnounces(t *testing.T) {
 	checkFsck(t, q)
 }
 
+// TestBatchReplayWholeFileAnnounced: a file that is no XML document is
+// one dead letter, the file itself, which goes to error/ with its
+// done-file; replayed, it comes back into inbox/ announced by that
+// done-file, so it is taken again (and not left waiting for an
+// announcement that came long ago).
+func TestBatchReplayWholeFileAnnounced(t *testing.T) {
+	t.Parallel()
+	q := batchQueue(t, `{"format": "xml", "record": "Order", "done_file": "{name}.done"}`)
+	putBytes(t, q, "e.xml", []byte("<!-- nothing yet -->\n"))
+	putBytes(t, q, "e.xml.done", []byte("sent by the ERP"))
+	if st := parseStats(t, mustRun(t, 0, "consume", q)); st.DeadLetters != 1 {
+		t.Fatalf("%+v, want the file one dead letter", st)
+	}
+	// Fixed in place, as an operator does, then replayed.
+	fixed := "<Orders><Order msg_id=\"r1\"><order_no>o</order_no><seq>1</seq><amount>1.00</amount></Order></Orders>\n"
+	if err := os.WriteFile(filepath.Join(q, errorStage, "e.xml"), []byte(fixed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, 0, "replay", q, "e.xml")
+	if got := stageNames(t, q, inbox); !slices.Equal(got, []string{"e.xml", "e.xml.done"}) {
+		t.Fatalf("inbox/ holds %q after the replay, want the file and its done-file", got)
+	}
+	if b, err := os.ReadFile(filepath.Join(q, inbox, "e.xml.done")); err != nil || string(b) != "sent by the ERP" {
+		t.Errorf("inbox/e.xml.done = %q, %v: want the producer's done-file back", b, err)
+	}
+	if st := parseStats(t, mustRun(t, 0, "consume", q)); st.Processed != 1 {
+		t.Fatalf("%+v, want the replayed file's record processed", st)
+	}
+	checkFsck(t, q)
+}
+
 // TestBatchInitFrom: spool init --from into a queue whose spool.conf says
 // csv copies the CSV files of the source and leaves its JSON ones, as a
 // JSON queue leaves what is not *.json.
