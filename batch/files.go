@@ -41,12 +41,7 @@ func (fs files) Batched(name string) bool { return fs.f.kind() != JSON }
 // DoneFile is Format.DoneName of a data file; "" for a dead letter put
 // back by a replay, which Match takes without one, and for a name that is
 // not a data file (a done-file itself).
-func (fs files) DoneFile(name string) string {
-	if !fs.f.Includes(name) || isDeadLetterName(name) {
-		return ""
-	}
-	return fs.f.DoneName(name)
-}
+func (fs files) DoneFile(name string) string { return fs.f.AnnouncedBy(name) }
 
 // IsDoneFile reports whether name has the shape of the format's
 // done-files, which no data file has (Includes).

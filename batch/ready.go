@@ -31,6 +31,18 @@ func (f Format) DoneName(name string) string {
 	return strings.Replace(f.DoneFile, "{name}", name, 1)
 }
 
+// AnnouncedBy returns the done-file that must be in inbox/ before the
+// file name is taken: DoneName of a data file, "" for a record dead letter
+// put back by a replay (taken without one) and for a name that is no
+// data file. The one rule of who needs an announcement, for the consumer
+// (BatchFiles.DoneFile) and the queue's own movers (queue.Announcer).
+func (f Format) AnnouncedBy(name string) string {
+	if !f.Includes(name) || isDeadLetterName(name) {
+		return ""
+	}
+	return f.DoneName(name)
+}
+
 // DataName returns the data file whose done-file is name, and false when
 // name is no done-file's (the format has none, or name is not of its
 // shape). The data file may not be one the format includes: a done-file

@@ -535,12 +535,7 @@ func UseFormat(d *queue.Dir, file *Config) {
 	if f.DoneFile == "" {
 		return
 	}
-	d.SetAnnouncer(func(name string) string {
-		if !f.Includes(name) || batch.IsDeadLetterName(name) {
-			return ""
-		}
-		return f.DoneName(name)
-	})
+	d.SetAnnouncer(f.AnnouncedBy)
 	d.SetDoneFiles(func(name string) (done, orphan bool) {
 		data, ok := f.DataName(name)
 		if !ok {
