@@ -72,6 +72,9 @@ type Dir struct {
 	// announce, when set, names the done-file of a data file, which Hold
 	// and Unhold move with it (SetAnnouncer).
 	announce Announcer
+	// returnsSeen holds the modification times of held/ and error/ when
+	// recovery last listed them for return marks (finishStageReturns).
+	returnsSeen [2]atomic.Int64
 }
 
 // SetMessageNames makes is decide which names of a stage are messages, in

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -225,24 +227,41 @@ func (d *Dir) finishReturns(sfd int, marks []string, announce Announcer) ([]stri
 
 // finishStageReturns finishes the returns from held/ (spool release) and
 // error/ (spool replay) that a kill cut short between the move and the
-// announcement (finishReturns), and removes their marks.
+// announcement (finishReturns), and removes their marks. Recovery runs
+// every second and error/ may hold many thousands of names, so a stage is
+// listed only when its directory changed since it was last listed
+// (returnsSeen): writing a mark, and the move that follows it, change it.
 func (d *Dir) finishStageReturns(announce Announcer) error {
 	if announce == nil {
 		return nil
 	}
-	for _, fd := range []int{d.heldFD(), d.fd(Error)} {
+	for i, fd := range []int{d.heldFD(), d.fd(Error)} {
 		if fd < 0 {
 			continue
 		}
-		if err := d.finishReturnsIn(fd, announce); err != nil {
+		if err := d.finishReturnsIn(fd, &d.returnsSeen[i], announce); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// finishReturnsIn is finishStageReturns for the stage directory fd.
-func (d *Dir) finishReturnsIn(fd int, announce Announcer) error {
+// settledAge is how old a directory's modification time must be for a
+// listing to have seen every change it stands for: a coarse kernel clock
+// may give a change made just after the listing the same time.
+const settledAge = 2 * time.Second
+
+// finishReturnsIn is finishStageReturns for the stage directory fd, whose
+// modification time at its last complete listing is in seen (0: list it).
+func (d *Dir) finishReturnsIn(fd int, seen *atomic.Int64, announce Announcer) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("finish releases: %w", err)
+	}
+	mtime := st.Mtim.Nano()
+	if mtime == seen.Load() {
+		return nil
+	}
 	names, err := readNames(fd)
 	if err != nil {
 		return fmt.Errorf("finish releases: %w", err)
@@ -255,6 +274,11 @@ func (d *Dir) finishReturnsIn(fd int, announce Announcer) error {
 	}
 	if err != nil {
 		return fmt.Errorf("finish releases: %w", err)
+	}
+	if len(finished) == 0 && time.Since(time.Unix(0, mtime)) > settledAge {
+		seen.Store(mtime)
+	} else {
+		seen.Store(0)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // announceDone announces a data file of these tests by name.done.
@@ -297,4 +298,37 @@ func TestHoldKeepsAnnouncement(t *testing.T) {
 			wantStages(t, d, map[Stage]string{Inbox: "feed.json,feed.json.done", from: ""})
 		})
 	}
+}
+
+// TestRecoverListsChangedStage: recovery lists error/ for return marks
+// only when the directory changed since its last listing; a mark written
+// after a listing that found none (error/ unchanged for long) is still
+// found at the next pass, since writing it changes the directory.
+func TestRecoverListsChangedStage(t *testing.T) {
+	d := newQueue(t)
+	errDir := d.StagePath(Error)
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(errDir, old, old); err != nil {
+		t.Fatal(err)
+	}
+	recoverOnce := func() {
+		t.Helper()
+		if _, err := d.RecoverWith(context.Background(), resolveBatch, DefaultLease, nil, announceDone); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recoverOnce() // lists error/, settled and without marks: not again until it changes
+	if got, want := d.returnsSeen[1].Load(), old.UnixNano(); got != want {
+		t.Fatalf("error/ seen at %d after a listing, want its mtime %d", got, want)
+	}
+	in := filepath.Join(d.StagePath(Inbox), "feed.json")
+	if err := os.WriteFile(in, []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mark := returnPrefix + strconv.FormatUint(inode(t, in), 10)
+	if err := os.WriteFile(filepath.Join(errDir, mark), []byte("feed.json\x00"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	recoverOnce()
+	wantStages(t, d, map[Stage]string{Inbox: "feed.json,feed.json.done", Error: ""})
 }
