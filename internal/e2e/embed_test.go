@@ -50,6 +50,11 @@ func TestEmbedderBesideConsume(t *testing.T) {
 		b, _ := os.ReadFile(lock)
 		return len(b) > 0
 	})
+	// And its first claim: on a loaded machine the program, started
+	// first, could drain all n before the watcher's session began.
+	waitFor(t, 30*time.Second, "the watcher's first claim", func() bool {
+		return liveClaims(q) > 0 || len(messages(t, q, "done")) > 0
+	})
 	out, errs, code := runEmbed()
 	if code != 0 {
 		t.Fatalf("embed beside consume: exit %d\n%s", code, errs)
