@@ -192,7 +192,6 @@ func (c *Consumer) claimBatch(s *queue.Session, names []string, items []item, to
 			// finished (orderedBatches).
 			continue
 		}
-		start := time.Now()
 		cl, err := s.Claim(name)
 		switch {
 		case errors.Is(err, queue.ErrGone):
@@ -209,7 +208,10 @@ func (c *Consumer) claimBatch(s *queue.Session, names []string, items []item, to
 		case err != nil:
 			return j + 1, err
 		}
-		items[j] = item{state: toExamine, claim: cl, claimed: start}
+		// The time of the claim is taken once it is made: a producer
+		// still writing in place may modify the file up to its rename,
+		// and its mtime must not fall after the claim (stillWriting).
+		items[j] = item{state: toExamine, claim: cl, claimed: time.Now()}
 		bytes += cl.Size
 		toRead <- j
 		if c.orderedBatches() && c.isBatch(cl) {

@@ -19,8 +19,8 @@ import (
 type Pruned struct {
 	// Rows counts the ledger rows.
 	Rows ledger.Pruned
-	// Files counts the files of done/ removed (with files), Bytes their
-	// sizes.
+	// Files counts the files of done/ removed (with files), done-files
+	// included, Bytes their sizes.
 	Files, Bytes int64
 	// Kept counts the files of done/ left without a row (without files):
 	// those of the rows removed, and those an earlier prune left; KeptBytes
@@ -29,7 +29,8 @@ type Pruned struct {
 }
 
 // Prune removes the ledger rows past the dedup window, as ledger.DB.Prune
-// does, and with files, first, the files of done/ that those rows record:
+// does, and with files, first, the files of done/ that those rows record
+// (and the done-files that came into done/ before the window's edge):
 // a file goes when a row that the prune removes records it (by inode and
 // name, as fsck matches them) and no row that it keeps does. It also
 // removes, with files, the files an earlier prune without files left: a
@@ -53,6 +54,11 @@ type Pruned struct {
 // records again. The horizon is committed with the rows' removal.
 func Prune(ctx context.Context, d *queue.Dir, l *ledger.DB, p ledger.Prune, files bool) (Pruned, error) {
 	var res Pruned
+	if files {
+		if err := pruneDoneFiles(ctx, d, p, &res); err != nil {
+			return res, err
+		}
+	}
 	filesBefore, err := pruneDone(ctx, d, l, p, files, &res)
 	if err != nil {
 		return res, err
@@ -162,4 +168,38 @@ func pruneDone(ctx context.Context, d *queue.Dir, l *ledger.DB, p ledger.Prune, 
 		}
 	}
 	return filesBefore, err
+}
+
+// pruneDoneFiles removes (in a dry run, counts) the done-files of done/
+// moved there before p.Before, for Prune with files, and fsyncs done/. A
+// done-file goes into done/ with its batch file, and no ledger row records
+// it, so nothing else would ever remove it: it goes at the age at which its
+// file's rows go. Removing one is always safe, whenever its file goes:
+// nothing reads a done-file once it is in done/, and fsck counts none.
+func pruneDoneFiles(ctx context.Context, d *queue.Dir, p ledger.Prune, res *Pruned) error {
+	removed := false
+	err := d.ListDoneFiles(queue.Done, func(e queue.Entry) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if !e.Regular() || !time.Unix(0, e.ChangeTime).Before(p.Before) {
+			return nil
+		}
+		if !p.DryRun {
+			ok, err := d.RemoveDone(e.Name, e.Ino)
+			if err != nil || !ok {
+				return err
+			}
+			removed = true
+		}
+		res.Files++
+		res.Bytes += e.Size
+		return nil
+	})
+	if removed {
+		if serr := d.Sync(queue.Done); serr != nil && err == nil {
+			err = fmt.Errorf("prune done-files: %w", serr)
+		}
+	}
+	return err
 }

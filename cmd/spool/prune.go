@@ -34,7 +34,9 @@ the message's headers with them).
 
 --files also removes the files of done/ that the pruned rows record, so
 that a long-lived queue's done/ does not grow forever: a file goes when a
-pruned row records it and no kept row does. Never a file of error/, nor
+pruned row records it and no kept row does. In a queue of batch files
+with done_file, the done-files that came into done/ more than DURATION
+ago go too (no row records one). Never a file of error/, nor
 one of done/ that the ledger has no record of (the only evidence of a lost
 row: spool fsck reports it). The files go first (done/ fsynced), then the
 rows: a prune killed at any instant leaves at most rows whose file is gone,

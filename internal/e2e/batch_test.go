@@ -759,6 +759,47 @@ func TestBatchEnqueueAnnounces(t *testing.T) {
 	checkFsck(t, q)
 }
 
+// TestBatchPruneDoneFiles: prune --files removes the done-files that
+// came into done/ with their batch files once they are older than the
+// window, as it removes the files (no ledger row records a done-file, so
+// nothing else would), and leaves the newer ones; fsck stays clean.
+func TestBatchPruneDoneFiles(t *testing.T) {
+	t.Parallel()
+	q := batchQueue(t, `{"format": "jsonl", "done_file": "{name}.done"}`)
+	src := filepath.Join(t.TempDir(), "feed.jsonl")
+	if err := os.WriteFile(src, []byte(`{"msg_id":"p1","order_no":"o","seq":1,"amount":"1.00"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, 0, "enqueue", q, src, src)
+	if st := parseStats(t, mustRun(t, 0, "consume", q)); st.Processed != 1 || st.Duplicates != 1 {
+		t.Fatalf("%+v, want the record once and its copy a duplicate", st)
+	}
+	all := []string{"feed.jsonl", "feed.jsonl.done", "feed~2.jsonl", "feed~2.jsonl.done"}
+	if got := stageNames(t, q, done); !slices.Equal(got, all) {
+		t.Fatalf("done/ holds %q, want %q", got, all)
+	}
+	if r := mustRun(t, 0, "prune", q, "--older-than", "1h", "--files"); !strings.Contains(r.stdout, " files=0 ") {
+		t.Errorf("a prune of nothing says:\n%s", r)
+	}
+	if got := stageNames(t, q, done); !slices.Equal(got, all) {
+		t.Fatalf("done/ holds %q after a prune of nothing, want %q", got, all)
+	}
+	time.Sleep(10 * time.Millisecond) // the window's edge after every move into done/
+	if r := mustRun(t, 0, "prune", q, "--older-than", "1ms", "--files", "--dry-run"); !strings.Contains(r.stdout, " files=4 ") {
+		t.Errorf("the dry run does not count the two files and their done-files:\n%s", r)
+	}
+	if got := stageNames(t, q, done); !slices.Equal(got, all) {
+		t.Fatalf("done/ holds %q after a dry run, want %q", got, all)
+	}
+	if r := mustRun(t, 0, "prune", q, "--older-than", "1ms", "--files"); !strings.Contains(r.stdout, " files=4 ") {
+		t.Errorf("prune does not say it removed the two files and their done-files:\n%s", r)
+	}
+	if got := stageNames(t, q, done); len(got) != 0 {
+		t.Errorf("done/ holds %q after the prune, want nothing", got)
+	}
+	checkFsck(t, q)
+}
+
 // TestBatchReplayWholeFileAnnounced: a file that is no XML document is
 // one dead letter, the file itself, which goes to error/ with its
 // done-file; replayed, it comes back into inbox/ announced by that

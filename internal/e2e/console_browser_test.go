@@ -164,6 +164,7 @@ func consoleServe(t *testing.T, missing, parse int) (string, string, *proc) {
 // the audit page shows the rows. A dead letter named and made of HTML
 // shows as text. Each page is saved as a screenshot.
 func TestConsoleBrowser(t *testing.T) {
+	t.Parallel()
 	alloc := browser(t)
 	out := t.ArtifactDir()
 	q, base := consoleQueue(t, 5, 3)
@@ -208,6 +209,7 @@ func TestConsoleBrowser(t *testing.T) {
 // the waiting line goes. Consumed, the file's row on the
 // overview leads to its page, which names its dead letter.
 func TestConsoleBrowserBatchFile(t *testing.T) {
+	t.Parallel()
 	alloc := browser(t)
 	dir := t.TempDir()
 	q := filepath.Join(dir, "q")

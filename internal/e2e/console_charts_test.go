@@ -79,6 +79,7 @@ type shownPanel struct {
 // points over the same times, the same last value, said in its title.
 // The last day's charts are a click away. A screenshot is saved.
 func TestConsoleCharts(t *testing.T) {
+	t.Parallel()
 	alloc := browser(t)
 	out := t.ArtifactDir()
 	dir := t.TempDir()

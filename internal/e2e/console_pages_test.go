@@ -140,6 +140,7 @@ func getTask(t *testing.T, base, token string, id int64) apiTask {
 // filter lists; an approver approves it and the files leave error/.
 // Without a note the page asks for one before it sends anything.
 func TestConsoleDiscardAllMatching(t *testing.T) {
+	t.Parallel()
 	alloc := browser(t)
 	out := t.ArtifactDir()
 	q, base := consoleQueue(t, 2, 3)
@@ -180,6 +181,7 @@ func TestConsoleDiscardAllMatching(t *testing.T) {
 // TestConsoleDryRunOfNothing: a dry run that selects nothing says so,
 // with no "null" in it and nothing to confirm.
 func TestConsoleDryRunOfNothing(t *testing.T) {
+	t.Parallel()
 	alloc := browser(t)
 	out := t.ArtifactDir()
 	_, base := consoleQueue(t, 2, 1)
@@ -202,6 +204,7 @@ func TestConsoleDryRunOfNothing(t *testing.T) {
 // the task a replay of them asks for: the page sends both the same time,
 // with its offset.
 func TestConsoleTimeZone(t *testing.T) {
+	t.Parallel()
 	alloc := browser(t)
 	out := t.ArtifactDir()
 	q, base := consoleQueue(t, 2, 2) // 5 dead letters, the hostile one included
@@ -283,6 +286,7 @@ func TestConsoleTimeZone(t *testing.T) {
 // the policy and the page shows the file in inbox/; the discard asks for
 // a note and waits for an approver, and is cancelled on the tasks page.
 func TestConsoleMessageActions(t *testing.T) {
+	t.Parallel()
 	alloc := browser(t)
 	out := t.ArtifactDir()
 	q, base := consoleQueue(t, 2, 2)
@@ -343,6 +347,7 @@ func TestConsoleMessageActions(t *testing.T) {
 // approves and its files a page at a time, and approves with the digest
 // it shows, after a confirm step.
 func TestConsoleTaskPage(t *testing.T) {
+	t.Parallel()
 	alloc := browser(t)
 	out := t.ArtifactDir()
 	q, base := consoleQueue(t, 105, 0)
@@ -428,6 +433,7 @@ func TestConsoleTaskPage(t *testing.T) {
 // every realm), action, outcome and a time range, and pages through the
 // rows, older and newer.
 func TestConsoleAuditPage(t *testing.T) {
+	t.Parallel()
 	alloc := browser(t)
 	out := t.ArtifactDir()
 	_, base := consoleQueue(t, 12, 0)

@@ -117,6 +117,7 @@ type besidePeer struct {
 	q       string
 	l       callLedger
 	srv     *holdServer
+	db      []string      // consume's ledger arguments for this namespace
 	n       int           // the backlog
 	timeout time.Duration // --post-timeout: how long the victim's called msg_ids are held
 }
@@ -143,8 +144,8 @@ func (b besidePeer) peerArgs(db []string) []string {
 // recovered of since (its death, or its freeze), and its reservations to
 // be released within their bound: --post-timeout after the peer found the
 // session dead, which it did within recovered, and a recovery (a second).
-// Both while the peer's drain runs; then it waits for the peer to finish,
-// and checks that every message was processed once.
+// Both while the peer's drain runs; then it stops the peer, drains the
+// rest, and checks that every message was processed once.
 func (b besidePeer) check(t *testing.T, peer *proc, session string, since time.Time, recovered time.Duration) {
 	t.Helper()
 	running := func(what string) {
@@ -164,6 +165,12 @@ func (b besidePeer) check(t *testing.T, peer *proc, session string, since time.T
 		func() bool { return reserved(t, b.l, session) == 0 })
 	t.Logf("its reservations released %v after it stopped", time.Since(since).Round(time.Millisecond))
 	running("the victim's held msg_ids were released")
+	// The bounds held while the pass ran; the rest of the backlog need not
+	// wait out its rate. The peer stops gracefully (and says what it
+	// recovered), and a consumer without --rate drains what is left.
+	if err := peer.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
 	r := peer.wait(t)
 	if r.code != 0 {
 		t.Fatalf("the peer failed\n%s", r)
@@ -171,6 +178,7 @@ func (b besidePeer) check(t *testing.T, peer *proc, session string, since time.T
 	if st := parseStats(t, r); st.Recovered == 0 {
 		t.Errorf("the peer says it recovered nothing\n%s", r.stdout)
 	}
+	longSpool(t).mustRun(t, 0, b.args(b.db, b.srv.url("", "/"), "--concurrency", "16")...)
 	checkCallsSettled(t, b.q, b.l, b.n, 0)
 }
 
@@ -189,7 +197,7 @@ func TestRecoverBesideBusyPeer(t *testing.T) {
 	putMessagesQuiet(b.q, 0, b.n)
 	victim := start(t, b.args(nil, b.srv.url("", "/hold"), "--concurrency", "4", "--batch", "16")...)
 	waitFor(t, cmdTimeout, "the victim's calls to be in flight", func() bool { return b.srv.held.Load() >= 4 })
-	peer := longSpool(t).start(t, b.peerArgs(nil)...)
+	peer := longSpool(t).start(t, b.peerArgs(b.db)...)
 	waitFor(t, cmdTimeout, "the peer to be draining", func() bool { return b.srv.answered.Load() >= 100 })
 	session := sessionOf(t, b.q, regexp.MustCompile(fmt.Sprintf(`-%d@`, victim.cmd.Process.Pid)))
 	claims, held := sessionClaims(b.q, session), reserved(t, b.l, session)
@@ -231,6 +239,7 @@ func TestTakeOverFrozenBesideBusyPeer(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.l = postgresEngine.open(t, b.q)
+	b.db = b.l.args
 	putMessagesQuiet(b.q, 0, b.n)
 	// The frozen host reaches the server through a port of this namespace.
 	u, err := url.Parse(b.l.args[1])
@@ -244,7 +253,7 @@ func TestTakeOverFrozenBesideBusyPeer(t *testing.T) {
 	victim := startOn(t, h, nil, b.args([]string{"--db", u.String()}, b.srv.url(h.gateway, "/hold"),
 		append(leaseArgs, "--concurrency", "4", "--batch", "16")...)...)
 	waitFor(t, cmdTimeout, "the victim's calls to be in flight", func() bool { return b.srv.held.Load() >= 4 })
-	peer := longSpool(t).start(t, append(b.peerArgs(b.l.args), leaseArgs...)...)
+	peer := longSpool(t).start(t, append(b.peerArgs(b.db), leaseArgs...)...)
 	waitFor(t, cmdTimeout, "the peer to be draining", func() bool { return b.srv.answered.Load() >= 100 })
 	session := sessionOf(t, b.q, regexp.MustCompile("@"+regexp.QuoteMeta(h.name)+"$"))
 	claims, held := sessionClaims(b.q, session), reserved(t, b.l, session)

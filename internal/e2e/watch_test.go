@@ -370,7 +370,7 @@ func TestWatchStageReplaced(t *testing.T) {
 	q := filepath.Join(t.TempDir(), "q")
 	mustRun(t, 0, "init", q)
 	p := start(t, "consume", q, "--watch")
-	s, url := startListening(t, "serve", q, "--listen", "127.0.0.1:0")
+	s, url := startListening(t, "serve", q, "--listen", "127.0.0.1:0", "--metrics-refresh", "200ms")
 	produce(t, q, 0, 1)
 	waitFor(t, 30*time.Second, "the first arrival to reach done/", func() bool { return countNames(t, q, done) == 1 })
 	in := filepath.Join(q, inbox)
