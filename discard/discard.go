@@ -129,6 +129,9 @@ func Finish(ctx context.Context, d *queue.Dir, l *ledger.DB, b ledger.DiscardBat
 			if _, err := d.DropStaged(b.ID, it.Idx); err != nil {
 				return b, err
 			}
+			if err := d.DiscardDoneFile(it.File, nil); err != nil {
+				return b, err
+			}
 			b.Items[i].Outcome = ledger.DiscardDeleted
 			continue
 		}
@@ -142,6 +145,9 @@ func Finish(ctx context.Context, d *queue.Dir, l *ledger.DB, b ledger.DiscardBat
 			if name, _, err = to.Locate(it.Ino); err != nil {
 				return b, err
 			}
+		}
+		if err := d.DiscardDoneFile(it.File, to); err != nil {
+			return b, err
 		}
 		b.Items[i].Outcome, b.Items[i].NewName = ledger.DiscardMoved, name
 	}

@@ -283,3 +283,45 @@ func (d *Dir) HashFile(s Stage, name string, ino uint64) (string, int64, error) 
 	}
 	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
+
+// DiscardDoneFile takes away the done-file of the dead letter name from
+// error/ once a discard has dropped or moved name itself: it moves it to
+// t (suffixed on a collision) when t is not nil, else unlinks it. A batch
+// file that could not be read at all goes to error/ with its done-file
+// (SetAnnouncer names it), which would otherwise stay there for ever,
+// announcing nothing. Nothing is done without an announcer, for a name
+// that needs no done-file, or when error/ holds no regular file of that
+// name; so a discard resumed after a kill calls it again safely. Call
+// Sync(Error) (and t.Sync) after a batch.
+func (d *Dir) DiscardDoneFile(name string, t *Target) error {
+	if d.announce == nil {
+		return nil
+	}
+	done := d.announce(name)
+	if done == "" {
+		return nil
+	}
+	if err := CheckName(done); err != nil {
+		return fmt.Errorf("discard done-file of %s: %w", name, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(d.fd(Error), done, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		return fmt.Errorf("discard done-file %s: %w", done, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil
+	}
+	if t != nil {
+		if _, err := moveUniqueAs(d.fd(Error), done, t.fd, done); err != nil && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("move done-file %s to %s: %w", done, t.path, err)
+		}
+		return nil
+	}
+	if err := unix.Unlinkat(d.fd(Error), done, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("remove done-file error/%s: %w", done, err)
+	}
+	return nil
+}

@@ -37,6 +37,10 @@ be closed to other users (the files keep their own modes, often
 readable by all: chmod o-rwx DIR2) and writable; anything else is refused
 before anything is recorded (exit 2).
 
+In a queue of batch files with done_file, a file that could not be read
+at all is in error/ with its done-file: the done-file goes with it
+(deleted, or moved to DIR2).
+
 The discard is committed to the ledger, with every file it selected,
 before the first file goes; one killed at any instant is finished by the
 next spool discard, spool replay or spool fsck --repair, so in the end

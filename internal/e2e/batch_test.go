@@ -800,6 +800,38 @@ func TestBatchPruneDoneFiles(t *testing.T) {
 	checkFsck(t, q)
 }
 
+// TestBatchDiscardWholeFile: a file that is no XML document goes to
+// error/ with its done-file; spool discard takes the done-file away with
+// it, removed with the file, or moved with it by --to, so that error/ is
+// left empty rather than holding done-files that announce nothing.
+func TestBatchDiscardWholeFile(t *testing.T) {
+	t.Parallel()
+	q := batchQueue(t, `{"format": "xml", "record": "Order", "done_file": "{name}.done"}`)
+	for _, name := range []string{"e.xml", "f.xml"} {
+		putBytes(t, q, name, []byte("<!-- nothing -->\n"))
+		putBytes(t, q, name+".done", nil)
+	}
+	if st := parseStats(t, mustRun(t, 0, "consume", q)); st.DeadLetters != 2 {
+		t.Fatalf("%+v, want each file one dead letter", st)
+	}
+	if got := stageNames(t, q, errorStage); !slices.Equal(got, []string{"e.xml", "e.xml.done", "f.xml", "f.xml.done"}) {
+		t.Fatalf("error/ holds %q, want each file with its done-file", got)
+	}
+	mustRun(t, 0, "discard", q, "e.xml", "--note", "not an export")
+	to := t.TempDir()
+	if err := os.Chmod(to, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, 0, "discard", q, "f.xml", "--note", "to look at", "--to", to)
+	if got := stageNames(t, q, errorStage); len(got) != 0 {
+		t.Errorf("error/ holds %q after the discards, want nothing", got)
+	}
+	if got := dirNames(t, to); !slices.Equal(got, []string{"f.xml", "f.xml.done"}) {
+		t.Errorf("--to holds %q, want f.xml and its done-file", got)
+	}
+	checkFsck(t, q)
+}
+
 // TestBatchReplayWholeFileAnnounced: a file that is no XML document is
 // one dead letter, the file itself, which goes to error/ with its
 // done-file; replayed, it comes back into inbox/ announced by that
