@@ -202,6 +202,7 @@ func (s *Server) endpoint(min task.Role, action string, h func(*request) (int, a
 			writeJSON(w, http.StatusUnauthorized, apiError("a token is required: Authorization: Bearer TOKEN, or sign in at /"))
 			return
 		}
+		id.Client = clientOf(r.Context())
 		req.id = id
 		if id.Role < min {
 			s.refuse(r.Context(), id, asked, pathOf(r), "role too low (403)", fmt.Sprintf("role %s may not %s: it needs %s", id.Role, asked, min))
@@ -329,10 +330,11 @@ func (s *Server) record(ctx context.Context, id task.Identity, action string, se
 	}
 }
 
-// entry is the audit entry of id's action over HTTP.
+// entry is the audit entry of id's action over HTTP; its selection holds
+// id's client address, as the Service's rows do.
 func (s *Server) entry(id task.Identity, action string, selection any, taskID int64) (ledger.AuditEntry, error) {
 	e := ledger.AuditEntry{Actor: id.Name, Role: id.Role.String(), Via: ledger.AuditHTTP, Action: action, Host: s.o.Host, PID: s.o.PID, Task: taskID}
-	return e.Select(selection)
+	return e.Select(id.AuditSelection(selection))
 }
 
 // secure sets the headers every answer carries: nothing from another

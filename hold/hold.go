@@ -520,7 +520,7 @@ func (s *Service) entry(who task.Identity, action string, selection any) (ledger
 	if who.Via != ledger.AuditCLI {
 		e.Role = who.Role.String() // the command line has no role of its own
 	}
-	return e.Select(selection)
+	return e.Select(who.AuditSelection(selection))
 }
 
 // holder is who as the ledger's hold records name them.

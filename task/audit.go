@@ -21,7 +21,8 @@ import (
 
 // entry is the audit entry of an action of who, for the requester by
 // ("" for who), on task (0 for none), with selection sel (nil for {}).
-// A requester other than who is the actor, and who is kept as os_user.
+// A requester other than who is the actor, and who is kept as os_user;
+// an HTTP client's address is kept as client.
 func (s *Service) entry(who Identity, by, action string, task int64, sel map[string]any) ledger.AuditEntry {
 	name := who.Name
 	if by != "" && by != who.Name {
@@ -32,7 +33,7 @@ func (s *Service) entry(who Identity, by, action string, task int64, sel map[str
 		name = by
 	}
 	text := "{}"
-	if sel != nil {
+	if sel := who.AuditSelection(sel); sel != nil {
 		b, _ := json.Marshal(sel) // maps of plain data always marshal
 		text = string(b)
 	}

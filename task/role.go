@@ -3,6 +3,7 @@ package task
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 
 	"github.com/spoolq/spool/ledger"
 )
@@ -64,6 +65,10 @@ type Identity struct {
 	// Via is ledger.AuditCLI or ledger.AuditHTTP. On the command line no
 	// role is recorded in the audit (the OS user has none of its own).
 	Via string
+	// Client is the network address an HTTP request came from (the
+	// console's TCP peer), which every audit row of its actions records in
+	// its selection as client; empty on the command line.
+	Client string
 }
 
 // CLI is the identity of name on the command line, recorded as given
@@ -75,6 +80,33 @@ func CLI(name string) Identity {
 }
 
 // auditRole is the role as the audit records it: none on the command line.
+// AuditSelection is selection as an audit row of id's action records it:
+// with id's Client under "client" when it has one (a JSON object's keys
+// and client, or selection under "selection" when it is no object), as
+// it is otherwise. Every writer of audit rows for an identity (the
+// Service, the console, package hold) records its selection through it.
+func (id Identity) AuditSelection(selection any) any {
+	if id.Client == "" {
+		return selection
+	}
+	m := map[string]any{}
+	switch v := selection.(type) {
+	case nil:
+	case map[string]any:
+		maps.Copy(m, v)
+	default:
+		b, err := json.Marshal(selection)
+		if err != nil {
+			return selection // the writer's own marshal reports it
+		}
+		if err := json.Unmarshal(b, &m); err != nil {
+			m = map[string]any{"selection": selection}
+		}
+	}
+	m["client"] = id.Client
+	return m
+}
+
 func (id Identity) auditRole() string {
 	if id.Via == ledger.AuditCLI {
 		return ""

@@ -41,12 +41,14 @@ func apiCall(t *testing.T, base, token, method, path, body string) (int, string)
 }
 
 // consoleAudit is the rows of spool audit --json after row id after, each
-// as "actor role action outcome".
+// as "actor role action outcome". Each row written over HTTP must hold
+// the client's address, 127.0.0.1, in its selection.
 func consoleAudit(t *testing.T, q string, after int64) ([]string, int64) {
 	t.Helper()
 	var rows []struct {
 		ID                                int64
 		Actor, Role, Via, Action, Outcome string
+		Selection                         struct{ Client string }
 	}
 	if err := json.Unmarshal([]byte(mustRun(t, 0, "audit", q, "--json").stdout), &rows); err != nil {
 		t.Fatal(err)
@@ -58,6 +60,9 @@ func consoleAudit(t *testing.T, q string, after int64) ([]string, int64) {
 			continue
 		}
 		out = append(out, fmt.Sprintf("%s %s %s %s", r.Actor, cmpDash(r.Role), r.Action, r.Outcome))
+		if r.Via == "http" && r.Selection.Client != "127.0.0.1" {
+			t.Errorf("audit row %d (%s %s %s) records the client %q, want 127.0.0.1", r.ID, r.Actor, r.Action, r.Outcome, r.Selection.Client)
+		}
 		last = r.ID
 	}
 	return out, last
