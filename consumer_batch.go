@@ -2,6 +2,7 @@ package spool
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -645,8 +646,14 @@ func (b *batchRun) finish(to queue.Stage) error {
 	c := b.c
 	c.moves.Lock()
 	defer c.moves.Unlock()
+	name := b.cl.Name
 	if b.done != nil {
-		if _, err := b.s.Finish(b.done, to); err != nil {
+		// The done-file goes under the name announcing the one the file
+		// will get there (orders~2.csv.done for orders~2.csv), so that a
+		// replay or discard of the file finds it.
+		name = b.s.FreeName(b.cl, to)
+		doneName := cmp.Or(c.cfg.Batch.DoneFile(name), b.done.Name)
+		if _, err := b.s.FinishAs(b.done, to, doneName); err != nil {
 			return err
 		}
 		if !c.cfg.Relaxed {
@@ -658,7 +665,7 @@ func (b *batchRun) finish(to queue.Stage) error {
 			}
 		}
 	}
-	if _, err := b.s.Finish(b.cl, to); err != nil {
+	if _, err := b.s.FinishAs(b.cl, to, name); err != nil {
 		return err
 	}
 	if c.cfg.Relaxed {

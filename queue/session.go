@@ -326,6 +326,42 @@ func (s *Session) Finish(c *Claim, to Stage) (string, error) {
 	return final, nil
 }
 
+// FreeName is the name Finish would give c in stage to now: its own when
+// to holds no entry of that name, else the first free suffixed one
+// (a~2.json). A batch file's done-file is moved first under the name that
+// announces it (FinishAs), so that the pair keeps matching names whatever
+// the collisions; a name taken between the two moves only costs the match.
+func (s *Session) FreeName(c *Claim, to Stage) string {
+	fd := s.d.fd(to)
+	var st unix.Stat_t
+	if unix.Fstatat(fd, c.Name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+		return c.Name
+	}
+	for n := 2; n < maxSuffixTries; n++ {
+		cand := suffixed(c.Name, n)
+		if unix.Fstatat(fd, cand, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+			return cand
+		}
+	}
+	return c.Name // Finish searches again, and fails as it must
+}
+
+// FinishAs is Finish with the name c should get in stage to (suffixed
+// all the same when it is taken).
+func (s *Session) FinishAs(c *Claim, to Stage, name string) (string, error) {
+	if to != Done && to != Error && to != Inbox {
+		return "", fmt.Errorf("finish %s: cannot move to %s", c.Name, to)
+	}
+	if err := CheckName(name); err != nil {
+		return "", fmt.Errorf("finish %s: %w", c.Name, err)
+	}
+	final, err := moveUniqueAs(s.fd, c.Name, s.d.fd(to), name)
+	if err != nil {
+		return "", fmt.Errorf("finish %s to %s: %w", c.Name, to, err)
+	}
+	return final, nil
+}
+
 // Sync makes the session's claims durable (fsync of its directory), so a
 // claim recorded in the ledger cannot be undone by a power cut.
 func (s *Session) Sync() error {

@@ -801,23 +801,27 @@ func TestBatchPruneDoneFiles(t *testing.T) {
 }
 
 // TestBatchDiscardWholeFile: a file that is no XML document goes to
-// error/ with its done-file; spool discard takes the done-file away with
-// it, removed with the file, or moved with it by --to, so that error/ is
-// left empty rather than holding done-files that announce nothing.
+// error/ with its done-file, the pair named alike when the name is taken
+// there (e~2.xml and e~2.xml.done); spool discard takes the done-file
+// away with its file, removed with it, or moved with it by --to, so that
+// error/ is left empty rather than holding done-files that announce
+// nothing.
 func TestBatchDiscardWholeFile(t *testing.T) {
 	t.Parallel()
 	q := batchQueue(t, `{"format": "xml", "record": "Order", "done_file": "{name}.done"}`)
-	for _, name := range []string{"e.xml", "f.xml"} {
-		putBytes(t, q, name, []byte("<!-- nothing -->\n"))
-		putBytes(t, q, name+".done", nil)
+	for _, round := range [][]string{{"e.xml", "f.xml"}, {"e.xml"}} {
+		for _, name := range round {
+			putBytes(t, q, name, []byte("<!-- nothing -->\n"))
+			putBytes(t, q, name+".done", nil)
+		}
+		if st := parseStats(t, mustRun(t, 0, "consume", q)); st.DeadLetters != len(round) {
+			t.Fatalf("%+v, want each file one dead letter", st)
+		}
 	}
-	if st := parseStats(t, mustRun(t, 0, "consume", q)); st.DeadLetters != 2 {
-		t.Fatalf("%+v, want each file one dead letter", st)
+	if got := stageNames(t, q, errorStage); !slices.Equal(got, []string{"e.xml", "e.xml.done", "e~2.xml", "e~2.xml.done", "f.xml", "f.xml.done"}) {
+		t.Fatalf("error/ holds %q, want each file with its done-file, named alike", got)
 	}
-	if got := stageNames(t, q, errorStage); !slices.Equal(got, []string{"e.xml", "e.xml.done", "f.xml", "f.xml.done"}) {
-		t.Fatalf("error/ holds %q, want each file with its done-file", got)
-	}
-	mustRun(t, 0, "discard", q, "e.xml", "--note", "not an export")
+	mustRun(t, 0, "discard", q, "e.xml", "e~2.xml", "--note", "not an export")
 	to := t.TempDir()
 	if err := os.Chmod(to, 0o700); err != nil {
 		t.Fatal(err)
