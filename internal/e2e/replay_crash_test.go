@@ -105,8 +105,12 @@ func TestReplayCrash(t *testing.T) {
 		if blindKills >= minBlindKills && aimedKills >= minAimedKills && hit(phasePending) && hit(phaseStaged) {
 			break
 		}
-		if round > 4*(minBlindKills+minAimedKills) || time.Since(began) > budget {
-			t.Fatalf("after %d rounds in %v, only %d blind and %d aimed kills hit a live replay", round, time.Since(began).Round(time.Second), blindKills, aimedKills)
+		// The quick run's few kills may all miss one of the phases, a
+		// few milliseconds each, on a loaded machine: the bound on rounds
+		// leaves room for them (once 17 rounds fell short).
+		if round > max(4*(minBlindKills+minAimedKills), 48) || time.Since(began) > budget {
+			t.Fatalf("after %d rounds in %v, only %d blind and %d aimed kills hit a live replay, leaving phases %v and %v",
+				round, time.Since(began).Round(time.Second), blindKills, aimedKills, phases[true], phases[false])
 		}
 		if round > 0 && round%6 == 0 {
 			// History grows, and with it the time of the replay's report;
