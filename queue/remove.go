@@ -5,8 +5,6 @@ package queue
 import (
 	"errors"
 	"fmt"
-	"io"
-	"os"
 
 	"golang.org/x/sys/unix"
 )
@@ -48,37 +46,11 @@ func (d *Dir) RemoveDone(name string, ino uint64) (bool, error) {
 // ledger row records it: spool prune --files lists done/ with it to remove
 // the done-files of the files it prunes, which nothing else would.
 func (d *Dir) ListDoneFiles(s Stage, fn func(Entry) error) error {
-	if d.doneFiles == nil || d.fd(s) < 0 {
+	if d.doneFiles == nil {
 		return nil
 	}
-	fd, err := unix.Openat(d.fd(s), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("list done-files of %s: %w", s, err)
-	}
-	f := os.NewFile(uintptr(fd), string(s))
-	defer f.Close()
-	for {
-		names, err := f.Readdirnames(ScanChunk)
-		for _, n := range names {
-			if done, _ := d.doneFiles(n); !done || n[0] == '.' || d.isMessage(s, []byte(n)) {
-				continue
-			}
-			var st unix.Stat_t
-			if err := unix.Fstatat(d.fd(s), n, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-				if errors.Is(err, unix.ENOENT) {
-					continue
-				}
-				return fmt.Errorf("stat %s/%s: %w", s, n, err)
-			}
-			if err := fn(Entry{Name: n, Ino: st.Ino, Mode: st.Mode, Size: st.Size, ModTime: st.Mtim.Nano(), ChangeTime: st.Ctim.Nano()}); err != nil {
-				return err
-			}
-		}
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("list done-files of %s: %w", s, err)
-		}
-	}
+	return d.scanWhere(s, func(n string) bool {
+		done, _ := d.doneFiles(n)
+		return done && n[0] != '.' && !d.isMessage(s, []byte(n))
+	}, d.statEach(s, fn))
 }

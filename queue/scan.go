@@ -24,6 +24,12 @@ const ScanChunk = 512
 // everything scan again until a pass finds nothing. If fn returns an error,
 // Scan stops and returns it.
 func (d *Dir) Scan(s Stage, fn func(names []string) error) error {
+	return d.scanWhere(s, func(n string) bool { return d.isMessage(s, []byte(n)) }, fn)
+}
+
+// scanWhere is Scan of the names of a stage that keep takes, messages or
+// not (ListDoneFiles).
+func (d *Dir) scanWhere(s Stage, keep func(name string) bool, fn func(names []string) error) error {
 	if d.fd(s) < 0 {
 		return nil // a queue without held/ holds nothing there
 	}
@@ -37,7 +43,7 @@ func (d *Dir) Scan(s Stage, fn func(names []string) error) error {
 		names, err := f.Readdirnames(ScanChunk)
 		msgs := names[:0]
 		for _, n := range names {
-			if d.isMessage(s, []byte(n)) {
+			if keep(n) {
 				msgs = append(msgs, n)
 			}
 		}
@@ -107,7 +113,13 @@ func (e Entry) Regular() bool { return e.Mode&unix.S_IFMT == unix.S_IFREG }
 // List calls fn for every message of a stage with its lstat information,
 // a chunk at a time, in the order of Scan.
 func (d *Dir) List(s Stage, fn func(Entry) error) error {
-	return d.Scan(s, func(names []string) error {
+	return d.Scan(s, d.statEach(s, fn))
+}
+
+// statEach is a Scan function calling fn for each name of stage s with
+// its lstat information; a name gone meanwhile is skipped.
+func (d *Dir) statEach(s Stage, fn func(Entry) error) func(names []string) error {
+	return func(names []string) error {
 		for _, n := range names {
 			var st unix.Stat_t
 			if err := unix.Fstatat(d.fd(s), n, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
@@ -121,7 +133,7 @@ func (d *Dir) List(s Stage, fn func(Entry) error) error {
 			}
 		}
 		return nil
-	})
+	}
 }
 
 // ReadEntry reads a message of a stage without claiming it, with the same
