@@ -61,11 +61,11 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key, err := s.newSession(id)
-	id.Client = clientOf(r.Context())
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
+	id.Client = clientOf(r.Context()) // of this request, not of the session
 	s.record(r.Context(), id, "login", nil, ledger.AuditOK, nil, "", 0)
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: key, Path: "/", HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: int(s.o.SessionTTL.Seconds())})

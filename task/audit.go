@@ -33,8 +33,8 @@ func (s *Service) entry(who Identity, by, action string, task int64, sel map[str
 		name = by
 	}
 	text := "{}"
-	if sel := who.AuditSelection(sel); sel != nil {
-		b, _ := json.Marshal(sel) // maps of plain data always marshal
+	if sel != nil || who.Client != "" {
+		b, _ := json.Marshal(who.AuditSelection(sel)) // maps of plain data always marshal
 		text = string(b)
 	}
 	if name == "" {

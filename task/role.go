@@ -79,7 +79,6 @@ func CLI(name string) Identity {
 	return Identity{Name: name, Role: RoleApprover, Via: ledger.AuditCLI}
 }
 
-// auditRole is the role as the audit records it: none on the command line.
 // AuditSelection is selection as an audit row of id's action records it:
 // with id's Client under "client" when it has one (a JSON object's keys
 // and client, or selection under "selection" when it is no object), as
@@ -101,12 +100,15 @@ func (id Identity) AuditSelection(selection any) any {
 		}
 		if err := json.Unmarshal(b, &m); err != nil {
 			m = map[string]any{"selection": selection}
+		} else if m == nil {
+			m = map[string]any{} // a nil map or pointer marshals as null
 		}
 	}
 	m["client"] = id.Client
 	return m
 }
 
+// auditRole is the role as the audit records it: none on the command line.
 func (id Identity) auditRole() string {
 	if id.Via == ledger.AuditCLI {
 		return ""
