@@ -15,7 +15,7 @@ import (
 // does not sync done/; call Sync(Done) once after a run of removals. It is
 // for spool prune --files, which removes the files whose ledger rows it
 // removes; nothing else in spool removes a message, and error/ is never
-// pruned. It removes the done-files of done/ too (ListDoneFiles).
+// pruned. Prune also gives it the done-files of done/ (ListDoneFiles).
 func (d *Dir) RemoveDone(name string, ino uint64) (bool, error) {
 	if err := CheckName(name); err != nil {
 		return false, err
@@ -41,10 +41,10 @@ func (d *Dir) RemoveDone(name string, ino uint64) (bool, error) {
 
 // ListDoneFiles calls fn for every done-file of a stage (by the rule
 // SetDoneFiles gave, and no message name; none without one) with its
-// lstat information. A
-// done-file is moved into done/ or error/ with its data file and no
-// ledger row records it: spool prune --files lists done/ with it to remove
-// the done-files of the files it prunes, which nothing else would.
+// lstat information. A done-file is moved into done/ or error/ with its
+// data file and no ledger row records it: spool prune --files lists
+// done/ with it, and removes those old enough with RemoveDone, which
+// nothing else would.
 func (d *Dir) ListDoneFiles(s Stage, fn func(Entry) error) error {
 	if d.doneFiles == nil {
 		return nil
