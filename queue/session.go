@@ -316,14 +316,7 @@ func readFd(fd int, buf []byte, max, size int64, cold *atomic.Int64) ([]byte, er
 // name collision; it returns the name the file got there. The caller must
 // have committed the claim's outcome durably first (I3, I4).
 func (s *Session) Finish(c *Claim, to Stage) (string, error) {
-	if to != Done && to != Error && to != Inbox {
-		return "", fmt.Errorf("finish %s: cannot move to %s", c.Name, to)
-	}
-	final, err := moveUnique(s.fd, c.Name, s.d.fd(to))
-	if err != nil {
-		return "", fmt.Errorf("finish %s to %s: %w", c.Name, to, err)
-	}
-	return final, nil
+	return s.FinishAs(c, to, c.Name)
 }
 
 // FreeName is the name Finish would give c in stage to now: its own when
