@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -155,21 +155,19 @@ func (as *unprivileged) chown(t testing.TB, root string) {
 	}
 }
 
+// copyFile copies from to a new file to, of mode, in a cp process: the
+// copy is often a program a test runs next, and a descriptor open for
+// writing in this process would be inherited by whatever another test
+// forks meanwhile, failing the exec with "text file busy" (ETXTBSY)
+// until that child execs in turn.
 func copyFile(from, to string, mode os.FileMode) error {
-	src, err := os.Open(from)
-	if err != nil {
-		return err
+	if _, err := os.Lstat(to); err == nil {
+		return fmt.Errorf("copy %s: %w", to, fs.ErrExist)
 	}
-	defer src.Close()
-	dst, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
-	if err != nil {
-		return err
+	if out, err := exec.Command("cp", "--", from, to).CombinedOutput(); err != nil {
+		return fmt.Errorf("copy %s: %v: %s", to, err, out)
 	}
-	if _, err := io.Copy(dst, src); err != nil {
-		dst.Close()
-		return err
-	}
-	return dst.Close()
+	return os.Chmod(to, mode)
 }
 
 // TestRecoveredDeadLetterNotified: a dead letter recorded by a consumer
