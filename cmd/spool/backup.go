@@ -18,28 +18,7 @@ var backupCommand = &command{
 	name:    "backup",
 	args:    "DIR --to FILE [--force] [--json] [--db PATH]",
 	summary: "copy the SQLite ledger into FILE while consumers run, crash-safely, and check the copy",
-	help: `
-Copies the queue's SQLite ledger into FILE: one consistent snapshot of it
-(SQLite's VACUUM INTO), taken while consumers go on recording. The copy is
-written to a hidden temp file beside FILE (.NAME.tmp-RANDOM, mode 0600: the
-ledger holds the messages' bodies), fsynced, then checked: opened as a
-ledger, PRAGMA integrity_check, and bound to this queue's identity. Only
-then is it renamed to FILE and the directory fsynced, so FILE is a whole,
-checked copy or does not exist. A backup killed before the rename leaves
-only its temp file, which the next backup to FILE removes.
-
-FILE must not exist (--force replaces it; never the live ledger or one of
-its -wal, -shm or -turn files, which are refused, exit 2). Keep it on
-another disk or host than the queue (see docs/OPERATIONS.md, "Backup and
-restore": restoring it, then spool fsck --repair, records what came after).
-
-A PostgreSQL or MariaDB ledger is not copied: exit 2, saying to use the
-server's tool (pg_dump, mariadb-dump).
-
-Prints: backed up LEDGER to FILE: N bytes, processed=P deliveries=D
-replays=R, queue ID, integrity ok. --json prints one object: ledger, file,
-bytes, queue_id, processed, deliveries, replays, integrity.`,
-	opts: newOpts[backupOpts],
+	opts:    newOpts[backupOpts],
 }
 
 // backupOpts are spool backup's.

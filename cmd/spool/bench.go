@@ -18,65 +18,7 @@ var benchCommand = &command{
 	name:    "bench",
 	args:    "[--relay URL [--relay URL...] [--aggregates A] [--broker-pid PID]] [--n N] [--dup F] [--poison F] [--floor] [--rounds R] [--cold] [--syscalls] [--durability full|relaxed] [--handler post|exec --latency D --concurrency C [--procs P] [--db URL]] [--watch [--idle D] [--arrivals N --gap D] [--steady-rate N --steady D] [--poll D]]",
 	summary: "drain a generated queue and report throughput, latency, memory",
-	help: `
-Generates a queue of N realistic ~200-byte messages (with fractions of
-redeliveries and poison) in a temporary directory, drains it durably, and
-reports messages per second, the processor time per message (user and
-system, all cores), p50/p99 time per message (claim to done/), peak RSS,
-and the outcome counts against what was generated: a fast wrong
-run shows as MISMATCH and exits 1. --floor also runs, in this process and
-on the same filesystem, the least any consumer must do per message (rename
-in, read, rename out; no parsing, no ledger, no fsync), once with package
-os and once with dirfd-relative system calls, and prints spool's rate as a
-ratio of each: the figure to quote, since absolute rates drift on shared
-machines. --rounds R repeats the whole measurement R times, spool and the
-floors interleaved, each round on freshly generated queues, and ends with
-the medians of the rounds (of each round's own ratios, for the ratios).
---cold evicts each generated queue's files from the page cache before its
-run, so that the messages are read from the disk, as they are when a
-backlog has sat for a while. --format jsonl|csv writes the messages as the
-records of one batch file instead (the same redeliveries and poison) and
-drains it as a queue of that format; the floors still move a file a
-message. --syscalls also counts the process's system calls per message,
-spool's and the floors', with the kernel's raw_syscalls:sys_enter
-tracepoint (as root, with tracefs mounted); a counted call is a little
-slower, so quote the rates of a run without it. With --handler (one
-consumer) each record is called.
-
---handler post|exec measures consumers with an external handler instead:
-post calls an HTTP endpoint in this process that answers after --latency;
-exec runs "sleep LATENCY" through /bin/sh. Each of --procs consumers (1:
-in this process; more: spool consume processes at once on one queue)
-calls it --concurrency times at once. Reports msg/s, calls in flight (max
-and mean), the ideal procs × concurrency / latency, processor time per
-message (this process and the consumers), the outcome counts, and for exec
-how many times a second this machine runs the command with no latency
-(sh -c "sleep 0") at that concurrency, the ceiling for exec.
---db postgres://... or mysql://... puts the ledger (of the plain drain,
-or of --handler) in a schema (a database on MariaDB) of the run's own on
-that server, removed afterwards: each round gets a new one.
-
---relay URL measures the outbox relay instead, once per --relay given
-(nats://..., amqp://..., kafka://...: the targets of spool relay): for
-each, an outbox of --n events (default 5000 here) over --aggregates
-aggregates (16) in a temporary SQLite ledger, relayed by spool relay's
-code in this process, then the broker's official Go client (nats.go,
-amqp091-go, franz-go) publishing the same documents with 256 in flight,
-the ceiling; relay and client alternate which goes first by round. It
-prints both rates, the ratio relay/client and the processor time per
-event of each (this process's, over each part), and with --rounds R the
-medians. --broker-pid PID, with one --relay, adds the broker's CPU per
-event over each part (process PID on this machine, from /proc): on
-shared cores the broker's share bounds both rates.
-
---watch measures a watching consumer instead (durable, SQLite), in this
-process: its CPU over --idle with nothing arriving, then the latency from
-the rename of each message into inbox/ to its file durably in done/ (the
-bench fsyncs done/ after each move it is told of), for --arrivals messages
---gap apart and for --steady at --steady-rate a second: p50, p99, max. The
-load average at the start is printed with them; --poll INTERVAL measures
-polling instead of notifications.`,
-	opts: newOpts[benchOpts],
+	opts:    newOpts[benchOpts],
 }
 
 // benchOpts are spool bench's: the options of each of its measurements

@@ -16,30 +16,7 @@ var checkCommand = &command{
 	args:    "DIR [consume's FLAGS]",
 	groups:  consumeGroups,
 	summary: "check a queue's setup, and print the configuration consume would run with",
-	help: `
-Checks, without changing anything, what 'spool consume DIR' given the same
-flags and environment would run with, and prints it: the queue, its
-ledger, its filesystem, and every setting with where it came from (flag,
-its SPOOL_ variable, spool.conf, or default). Each problem is one line on
-stderr, and the exit status is then 1.
-
-It checks DIR/spool.conf, read strictly as consume reads it (a misspelt
-key is a problem, not a default), and the flags; the environment: a SPOOL_
-variable that is no setting (SPOOL_MINAGE for SPOOL_MIN_AGE), which
-consume would ignore with a warning, is a problem here, naming the
-closest real one; the ledger: it answers, belongs to this queue (its
-queue.id) and has the schema of this spool; the stages: one filesystem,
-each takes a new file (run the check as the user consume runs as: sudo -u
-spool spool check DIR), and at least 64 MiB and 1024 inodes free there;
-and with --watch, that this user's processes leave an inotify instance
-and a watch free (fs.inotify.max_user_instances and max_user_watches,
-without which consume polls). A queue without a ledger yet is not a
-problem: the first consume creates it.
-
-Prints: the lines queue, ledger, stages and inotify, then the settings by
-group, each as FLAG VALUE FROM ("(none)" for an empty value; a password in
-a URL masked).`,
-	opts: newOpts[checkOpts],
+	opts:    newOpts[checkOpts],
 }
 
 // checkOpts are spool check's: consume's flags, checked as consume

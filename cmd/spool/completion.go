@@ -14,32 +14,14 @@ var completionCommand = &command{
 	name:    "completion",
 	args:    "bash|zsh|fish",
 	summary: "print a shell completion script for spool's commands and flags",
-	help: `
-Prints a completion script for the shell named, generated from the
-commands and flags of this spool. make install puts each where its shell
-finds it (PREFIX/share/bash-completion/completions/spool,
-PREFIX/share/zsh/site-functions/_spool,
-PREFIX/share/fish/vendor_completions.d/spool.fish); or load it from the
-shell's startup file:
-  bash  source <(spool completion bash)        (~/.bashrc)
-  zsh   source <(spool completion zsh)         (~/.zshrc, after compinit)
-  fish  spool completion fish > ~/.config/fish/completions/spool.fish
-Commands complete after spool, flags after a command, and the rest as
-file names.`,
-	opts: newOpts[completionOpts],
+	opts:    newOpts[completionOpts],
 }
 
 var manCommand = &command{
 	name:    "man",
 	args:    "DIR",
 	summary: "write the manual pages, spool.1 and spool-COMMAND.1, into DIR",
-	help: `
-Writes the manual pages into DIR, which must exist: spool.1 with the list
-of commands and exit statuses, and spool-COMMAND.1 for each command, from
-the same text as spool help. make install (or make install-man) writes
-them into $(PREFIX)/share/man/man1; nothing generated is kept in the
-repository.`,
-	opts: newOpts[manOpts],
+	opts:    newOpts[manOpts],
 }
 
 // completionOpts are spool completion's: the shell named.

@@ -23,19 +23,7 @@ var demoCommand = &command{
 	name:    "demo",
 	args:    "[DIR] [--db PATH] [--format csv] [contract flags]",
 	summary: "create a queue with the lab's 20 sample messages, consume it and show the reports",
-	help: `
-Creates a queue (in DIR, which must be empty or absent; else in a new
-temporary directory), writes the built-in sample into inbox/ (15 order events,
-3 redeliveries by a producer that re-sent them, 1 truncated file, 1 event
-without amount), consumes it, and shows what the reporting commands say.
-The queue is left in place to explore with the other commands.
-
---format csv writes the same sample as the rows of one CSV file,
-orders.csv, in a queue whose spool.conf says {"format": "csv"}: each row
-is a message, the truncated event is a row cut short and the one without
-amount a row with an empty amount, each a dead letter of its own
-(orders~L20.csv, orders~L21.csv), and the file goes to done/.`,
-	opts: newOpts[demoOpts],
+	opts:    newOpts[demoOpts],
 }
 
 // demoOpts are spool demo's: a DIR, or none for a temporary one.

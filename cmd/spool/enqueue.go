@@ -17,17 +17,7 @@ var enqueueCommand = &command{
 	name:    "enqueue",
 	args:    "DIR FILE...",
 	summary: "the safe producer: copy files into inbox/ atomically (temp file, fsync, rename)",
-	help: `
-Copies each FILE into inbox/ as a new delivery: written to a hidden temp
-file, fsynced and renamed in, so a consumer never sees a partial file. Every
-FILE is checked first (it exists, is a regular file or a link to one, and is
-named as the queue takes its messages, NAME.json or a name its include
-patterns match, not starting with '.'), so a bad argument changes nothing.
-A name already in inbox/ gets a ~N suffix. In a queue with a done_file,
-each file is then announced by its done-file, under the name it got.
-
-Prints the name each file got in inbox/, one a line.`,
-	opts: newOpts[enqueueOpts],
+	opts:    newOpts[enqueueOpts],
 }
 
 // enqueueOpts are spool enqueue's: the queue and the files.

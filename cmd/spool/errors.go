@@ -12,37 +12,7 @@ var errorsCommand = &command{
 	name:    "errors",
 	args:    "DIR [-o FILE] [--detail | --long | --json | --group-by reason] [--format csv|table] [--db PATH]",
 	summary: "CSV file,reason of the dead letters in error/; --long, --json, --group-by reason for more",
-	help: `
-Lists every message in error/, sorted by name, as CSV with the header
-file,reason. The reason is the one the ledger recorded (parse,
-missing-field, invalid-field, not-regular, too-large, unreadable, handler,
-retries-exhausted), or unknown for a file the ledger has no record of (one
-dropped into error/ by hand). unreadable is a file spool could not open or
-read, its errno in the detail (permission denied (EACCES)): fix its
-permissions, then spool replay it. --detail adds the columns field and detail.
-
---detail at a terminal prints an aligned table for people instead,
-file reason detail, the field before its detail ("amount: required field
-is missing"), as spool demo shows it; to a pipe, a file or -o it prints
-the CSV, whose columns scripts may rely on. --format csv or table chooses
-either wherever it goes.
-
---long prints a table for people instead: file, reason, attempts, first and
-last failure (UTC), the consumer that dead-lettered it (host:pid), the name
-it was claimed under when that differs, how often it was replayed and
-failed before (REPLAYS, PREVIOUS), and the detail. A poison message counts
-one attempt, at the time it was inspected.
-
---json prints one JSON array with an object per file: file, original_file,
-reason, field, detail, msg_id, attempts, first_failure, last_failure, at,
-consumer, consumer_host, consumer_pid, ino, replays, previous_failures and
-history (earlier dead letters and replays, oldest first). Times are RFC 3339
-UTC; unknown values are null.
-
---group-by reason is the triage view: CSV reason,count,first,last, one row
-per reason of the files in error/, most frequent first, with the earliest
-first failure and the latest last failure.`,
-	opts: newOpts[errorsOpts],
+	opts:    newOpts[errorsOpts],
 }
 
 // errorsOpts are spool errors's: the list, or one of its views.

@@ -13,19 +13,7 @@ var flushCommand = &command{
 	name:    "flush",
 	args:    "DIR [MSG_ID...] [--db PATH]",
 	summary: "make the retries waiting for their time due now (postqueue -f)",
-	help: `
-Makes the retries that wait for their time due now: those of the msg_ids
-named, or every one when none is named. Their attempt counts are kept, so a
-message that fails again is still dead-lettered after --retry-max attempts
-in all. The next consume takes them (a drain leaves a retry that is not due
-in inbox/ and holds it until its time: after a flush it takes it). A
-consume --watch that already holds a retry in processing/ keeps it until
-the time it had; restart it, or flush before it claims.
-
-Prints: flushed N retries, then each msg_id. A msg_id named that waits for
-no retry (unknown, processed, dead-lettered or already due) is reported on
-stderr, and the exit status is then 1; the others are flushed all the same.`,
-	opts: newOpts[flushOpts],
+	opts:    newOpts[flushOpts],
 }
 
 // flushOpts are spool flush's: the queue and the msg_ids (none: all).

@@ -14,72 +14,21 @@ var holdCommand = &command{
 	name:    "hold",
 	args:    "DIR [FILE...] [--msg-id ID]... [--note TEXT] [--db PATH]",
 	summary: "hold messages aside: files of inbox/ into held/, msg_ids from every consumer (postsuper -h)",
-	help: `
-Holds messages aside until spool release (docs/DESIGN.md, "Pause and
-hold"), as Postfix's postsuper -h does: the rest of the queue goes on.
-
-Each FILE, a message's name in inbox/, is moved into DIR/held/ (suffixed
-~N on a collision, as every move is) and recorded with who held it, when
-and why; no consumer scans held/, so it is never claimed there. A FILE no
-longer in inbox/ (a consumer claimed it first: hold its msg_id instead, or
-it never was there) is said on stderr, and the exit status is then 1;
-the others are held all the same.
-
-Each --msg-id ID (repeatable) is held in the ledger: within about a
-second every consumer, on every host, moves each delivery of it into
-held/ when it reads it, instead of processing it, until the msg_id is
-released; files of it already in inbox/ are held as they are claimed. A
-delivery a consumer has read already when the hold arrives is processed.
-One processed already is said (its later deliveries are held). Holding a
-message of an order key takes it out of that key's sequence until it is
-released (order-check reports the gap meanwhile); a retry waiting for its
-time is held when it falls due.
-
---note TEXT says why. Every hold is an audit row (action hold). spool
-holds DIR lists what is held, spool status counts it.`,
-	opts: newOpts[holdOpts],
+	opts:    newOpts[holdOpts],
 }
 
 var releaseCommand = &command{
 	name:    "release",
 	args:    "DIR [FILE...] [--msg-id ID]... [--db PATH]",
 	summary: "release held messages back into inbox/ (postsuper -H)",
-	help: `
-Releases what spool hold held. Each FILE, a file's name in held/ (or the
-name it had in inbox/, when one held file had it), goes back into inbox/
-under the name it had there (suffixed ~N on a collision), to be consumed
-as if it had just arrived. A FILE whose msg_id is still held is refused:
-release the msg_id instead.
-
-Each --msg-id ID ends that msg_id's hold, and every file held under it
-goes back into inbox/.
-
-Prints each file released with its name in inbox/. A name or msg_id that
-is not held is said on stderr, and the exit status is then 1; the others
-are released all the same. Every release is an audit row (action
-release).`,
-	opts: newOpts[releaseOpts],
+	opts:    newOpts[releaseOpts],
 }
 
 var holdsCommand = &command{
 	name:    "holds",
 	args:    "DIR [--json] [--db PATH]",
 	summary: "what is held back: the pause, the msg_ids held and the files in held/",
-	help: `
-Lists what an operator holds back from the queue's consumers: whether the
-queue is paused (by whom, since when, why), the msg_ids held, and the
-files in held/, each with the name it had in inbox/, its msg_id, who held
-it, when and why (a msg_id's hold: the consumer set it aside). A file in
-held/ without a record (a hold killed between its move and its record, or
-a file put there by hand) is listed as such: it is held all the same, and
-spool release DIR FILE releases it. It changes nothing.
-
---json prints one object: paused (null, or {by, role, via, note, at}),
-msg_ids [{msg_id, by, role, via, note, at}], files [{file, origin,
-msg_id, cause, by, role, via, note, at, size, recorded}], and
-stale_records (records whose file is gone from held/: removed by hand,
-which spool fsck reports).`,
-	opts: newOpts[holdsOpts],
+	opts:    newOpts[holdsOpts],
 }
 
 // holdArgs are the options of hold and release: DIR [FILE...] and

@@ -16,30 +16,7 @@ var initCommand = &command{
 	name:    "init",
 	args:    "DIR [contract and format flags [--force]] [--from SRC] [--db PATH]",
 	summary: "create a queue, its ledger and its spool.conf; optionally copy SRC/*.json into inbox/",
-	help: `
-Creates DIR with its stages (inbox, processing, done, error, and held
-for spool hold), its
-identity (DIR/queue.id) and the ledger, and records the queue's identity
-in the ledger; running it again on a queue is harmless. A ledger that
-belongs to another queue is refused (exit 2). The contract flags (--key,
---order-key, --seq, --amount, --require, --max-size) write DIR/spool.conf,
-the contract every consumer of the queue reads, with the keys they give
-(a key left out keeps its default), atomically; one that says the same
-already is left as it is, and one that says otherwise is refused (exit 2,
-nothing changed) unless --force. The format flags (--format, --encoding,
---include, --delimiter, --comment, --record, --done-file, --hash-key)
-write the keys of a queue of batch files into the same spool.conf, as
-spool init DIR --format csv --encoding shift_jis --done-file '{name}.done'.
-'spool check DIR' then checks the setup. With --from, every message
-file of SRC (NAME.json, or a name the include patterns match; not
-starting with '.') is copied into inbox/
-atomically, as a new delivery: a name already in inbox/ gets a ~N suffix.
-Symbolic links are followed, as cp does; anything not a regular file is
-skipped with a warning, and the exit status is then 1.
-
-Prints: initialized DIR[; wrote DIR/spool.conf][; copied N messages from
-SRC into inbox/[, skipped M]] ("1 message" for one).`,
-	opts: newOpts[initOpts],
+	opts:    newOpts[initOpts],
 }
 
 // initOpts are spool init's.

@@ -17,41 +17,7 @@ var lagCommand = &command{
 	name:    "lag",
 	args:    "DIR THRESHOLD [--max-age DURATION] [--json] [--db PATH]",
 	summary: "print inbox=N processing=N error=N; exit 1 when inbox > THRESHOLD",
-	help: `
-Prints exactly one line, inbox=N processing=N error=N, counting messages
-(NAME.json, or the files the include patterns of a queue of batch files
-match; not starting with '.'), and exits 1 when inbox holds more than
-THRESHOLD, a non-negative integer. It reads directory names only, never file
-contents or the ledger, so it stays cheap on a million waiting files.
-
---max-age DURATION (30s, 15m, 2h) also exits 1 when the oldest message in
-inbox/ is older than DURATION. A message's age is now minus its modification
-time (lstat, links not followed), the oldest being the one with the earliest
-modification time whatever its name, as spool status reports it: the time
-the producer wrote the file (a copy preserving times, cp -p or rsync -t,
-carries the source's). An empty inbox is never too old. --max-age and --json
-cost one lstat per waiting message; the line stays exactly the same.
-
---json prints one object instead of the line, with stable field names
-(fields may be added, none renamed or removed), and the same exit status:
-  inbox, processing, error   the counts of the line
-  oldest_age_seconds         the oldest inbox message's age in seconds
-                             (milliseconds as a fraction), null when inbox/
-                             holds none
-  threshold                  THRESHOLD
-  max_age_seconds            --max-age in seconds, null without it
-  over                       true when the exit status is 1: inbox over
-                             THRESHOLD, or the oldest message over --max-age
-  held                       the messages held aside in held/ (spool hold),
-                             never counted in inbox
-  paused                     true while the queue is paused (spool pause):
-                             its consumers claim nothing, so inbox grows;
-                             null when the ledger could not be read (said
-                             on stderr; the exit status is the same)
-
---json reads the ledger for paused alone (one row; --db names it as for
-the other commands); the line never reads it.`,
-	opts: newOpts[lagOpts],
+	opts:    newOpts[lagOpts],
 }
 
 // lagOpts are spool lag's.

@@ -40,8 +40,6 @@ type command struct {
 	args string
 	// summary is one line for `spool help`.
 	summary string
-	// help is the longer description for `spool help COMMAND`.
-	help string
 	// env says every flag may also come from an environment variable
 	// (cmdline.Program.EnvName): the daemons', consume and serve, for a systemd
 	// EnvironmentFile.
@@ -91,7 +89,7 @@ var program = &cmdline.Program{
 // spec is c as package cli reads it, its flags bound on a fresh options
 // value each time.
 func (c *command) spec() *cmdline.Command {
-	return &cmdline.Command{Name: c.name, Args: c.args, Summary: c.summary, Help: c.help, Env: c.env, Groups: c.groups,
+	return &cmdline.Command{Name: c.name, Args: c.args, Summary: c.summary, Help: c.help(), Env: c.env, Groups: c.groups,
 		Flags: func(fs *flag.FlagSet) { c.opts().flags(fs) }}
 }
 

@@ -13,19 +13,7 @@ var orderCheckCommand = &command{
 	name:    "order-check",
 	args:    "DIR [-o FILE] [--sql | --json] [--db PATH]",
 	summary: "OK, or CSV order_no,seq,problem of sequence gaps and duplicates (exit 1)",
-	help: `
-Checks the sequences of the processed messages, per order: they start at 1,
-with no gap and no seq shared by two msg_ids. Prints OK and exits 0 when all
-is well; otherwise prints CSV with the header order_no,seq,problem, one row
-per problem (duplicate: two msg_ids share the seq; missing: the seq, or a
-run from-to, is absent), and exits 1.
-
---json prints one object instead: {"ok": true|false, "problems":
-[{"order_no", "seq", "problem"}, ...]}, with the same exit status.
-
---sql prints the portable query instead (it runs unchanged in sqlite3 and
-psql); DIR is then optional and need not exist.`,
-	opts: newOpts[orderCheckOpts],
+	opts:    newOpts[orderCheckOpts],
 }
 
 // orderCheckOpts are spool order-check's: DIR, or with --sql none.

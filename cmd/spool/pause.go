@@ -13,27 +13,7 @@ var pauseCommand = &command{
 	name:    "pause",
 	args:    "DIR [--note TEXT] [--db PATH]",
 	summary: "stop every consumer of the queue claiming, on every host, until spool resume DIR",
-	help: `
-Pauses the queue: within about a second every consumer of it, on every
-host, stops claiming messages and starting calls (docs/DESIGN.md, "Pause
-and hold"). What is under way finishes: batches claimed are recorded and
-moved, calls started (--exec, --post) run to their end and are settled;
-nothing is given back, and claims not yet called wait in processing/.
-The pause is in the ledger, so it holds across restarts of the consumers
-and of the hosts, until spool resume DIR.
-
-A consume --watch started while the queue is paused waits, saying once
-that it is paused. A drain (consume without --watch) on a paused queue
-claims nothing: it recovers what dead consumers left, finishes what it
-claimed before the pause, gives back what it did not call, says "queue
-paused" and exits 0; its summary line counts what it did.
-
---note TEXT says why (an outage downstream, a bad deploy): status, lag
---json, the audit and the console show it with who paused and when.
-
-A queue paused already stays paused by whoever paused it first (the
-command says so, exit 0). Every pause is an audit row (action pause).`,
-	opts: newOpts[pauseOpts],
+	opts:    newOpts[pauseOpts],
 }
 
 // pauseOpts are spool pause's.

@@ -15,30 +15,7 @@ var policyCommand = &command{
 	name:    "policy",
 	args:    "show|set DIR [replay_over=N] [discard_over=N] [--json] [--db PATH]",
 	summary: "show or set the queue's approval policy (four eyes), which its ledger holds",
-	help: `
-The approval policy says how many files a replay, a discard, may select
-before it waits for spool approve by another person: replay_over=N,
-discard_over=N (N files; none: no approval for that kind; 0: every one).
-Under a policy every replay and discard is a task (spool tasks), and
---by may name only the OS user.
-
-The policy is the ledger's, not a file's: the first time a replay,
-discard, approve, cancel, resume or serve --auth sees an "approval"
-section in DIR/spool.conf while the ledger holds none, the ledger adopts
-it (an audit row). From then on moving or deleting spool.conf changes
-nothing, and a section that says otherwise than the ledger is refused
-(exit 2, naming both) until it is made the same or removed.
-
-spool policy show DIR prints the ledger's policy, who set it and when,
-and exits 1 when spool.conf's section differs from it; --json for a
-script.
-
-spool policy set DIR replay_over=N discard_over=N changes it (a key left
-out keeps its value), as the OS user, an approver on the command line
-(a uid without a passwd name is refused, exit 2), with an audit row that
-holds the old and the new values, written in the transaction that
-changes it. It prints "approval policy: OLD -> NEW".`,
-	opts: newOpts[policyOpts],
+	opts:    newOpts[policyOpts],
 }
 
 // policyOpts are spool policy's: show or set, the queue, and set's

@@ -14,48 +14,7 @@ var pruneCommand = &command{
 	name:    "prune",
 	args:    "DIR --older-than DURATION [--files] [--dry-run] [--db PATH]",
 	summary: "remove ledger rows past the dedup window (a later redelivery is processed again)",
-	help: `
-Removes the processed rows processed more than DURATION ago, and the
-processed and duplicate deliveries inspected more than DURATION ago: the
-dedup window's periodic clean-up. DURATION is required: a Go duration
-(36h, 90m) or a number of days (30d, or 1d12h); zero and negative are
-refused.
-
-What it costs: a msg_id whose row was removed is forgotten, so a redelivery
-of it after the window is processed again instead of being absorbed as a
-duplicate. Choose a window longer than any producer may redeliver. The
-pruned rows also leave order-check (their sequences look missing) and dups.
-
-It never removes dead-letter records (the history of error/ and of its
-replays), the replay log, pending retries, anything of a claim still in
-processing/, whose recovery asks the ledger about it, or the processed row
-of a message whose outbox events are not all published (the relay sends
-the message's headers with them).
-
---files also removes the files of done/ that the pruned rows record, so
-that a long-lived queue's done/ does not grow forever: a file goes when a
-pruned row records it and no kept row does. In a queue of batch files
-with done_file, the done-files that came into done/ more than DURATION
-ago go too (no row records one). Never a file of error/, nor
-one of done/ that the ledger has no record of (the only evidence of a lost
-row: spool fsck reports it). The files go first (done/ fsynced), then the
-rows: a prune killed at any instant leaves at most rows whose file is gone,
-which spool fsck reports as informational, and the next prune removes
-them. Without --files the files stay in done/ with no row: the prune
-says how many, and records its horizon in the ledger, so that spool fsck
-reports them as informational (kept-after-prune), never as rows lost, and
---repair never records them again; a later prune with --files removes
-them.
-
-It also removes the outbox rows spool relay published more than DURATION
-ago; never one not yet published, nor a parked one.
-
-Prints: pruned N rows older than TIME: processed=P deliveries=D, with
---files: files=F bytes=B, and when it removed outbox rows: outbox=O (with --dry-run: would prune ..., and nothing is
-removed). Without --files, when files of done/ stay without their rows, a
-second line: kept K files in done/ (B bytes) without their rows, and the
-command that removes them.`,
-	opts: newOpts[pruneOpts],
+	opts:    newOpts[pruneOpts],
 }
 
 // pruneOpts are spool prune's.

@@ -19,50 +19,7 @@ var relayCommand = &command{
 	name:    "relay",
 	args:    "DIR --to TARGET [--watch] [--window N] [--on-park block|skip] [--listen ADDR] [--db PATH]",
 	summary: "deliver the ledger's outbox to another queue, HTTP, NATS JetStream, RabbitMQ or Kafka, at least once",
-	help: `
-Publishes the rows of the ledger's outbox (written by a --sql handler's
-INSERT INTO outbox, or spool.Emit) to TARGET, in id order within each
-aggregate, and marks each row published once the target acknowledged it.
-TARGET is one of:
-
-  dir://PATH                                   another spool queue's inbox/, in its contract
-  http://... or https://...                    a POST per event
-  nats://HOST:PORT/SUBJECT?stream=NAME         JetStream (stream made if missing)
-  amqp://USER:PASS@HOST:PORT/VHOST?exchange=X&routing_key=K   (or ?queue=Q)
-  kafka://HOST:PORT/TOPIC                      Kafka (topic must exist; key = aggregate)
-
-Every event carries its id (the queue's identity and the row id) as the
-receiver's dedup key: msg_id, Idempotency-Key, Nats-Msg-Id, message-id,
-the Spool-Event-Id header. To dir:// each event is a message in the
-receiving queue's contract (its spool.conf, or the default one): its key
-field the event id, its order field the aggregate, its seq field the
-outbox row id, its amount the payload's field of that name (0 when the
-payload has none); a contract that would dead-letter the events (one
-requiring a field they do not carry) is refused, exit 2. A relay killed between the acknowledgement and
-the mark sends the event again; the receiver's dedup absorbs it. Several
-relays may run at once: each aggregate is published by one of them at a
-time (--lease).
-
-To nats, amqp and kafka up to --window events are in flight at once on
-one connection, many of one aggregate, in order; the acknowledged ones
-are marked published in batches. When event k fails, none after k is
-marked before k is: k is retried and the events after it sent again after
-it (duplicates the receiver's dedup absorbs). dir and http have one event
-of an aggregate in flight at a time, --window aggregates at once.
-
-A failed publish is retried with backoff (--max-attempts); a permanent
-failure, or the last attempt, parks the row with its reason (spool status
-shows parked rows). With --on-park block (the default) the rows of its
-aggregate after it wait; with skip they go on. --unpark puts parked rows
-back (all, or --aggregate's) and exits.
-
---listen serves /metrics (the outbox's pending and parked rows, the
-oldest pending row's age, spool_relay_published_total and
-spool_relay_failures_total by target), /healthz and /readyz, as consume's.
-
-Without --watch it exits once every row is published or parked. Prints:
-published=N failed=N parked=N.`,
-	opts: newOpts[relayOpts],
+	opts:    newOpts[relayOpts],
 }
 
 // relayOpts are spool relay's.

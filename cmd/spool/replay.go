@@ -15,51 +15,7 @@ var replayCommand = &command{
 	name:    "replay",
 	args:    "DIR [FILE...] [--reason R] [--all] [--dry-run] [--force] [filters] [--rate N] [--by USER] [--note TEXT] [contract flags] [--db PATH]",
 	summary: "move dead letters from error/ back to inbox/, all or nothing, recorded in the ledger",
-	help: `
-Moves dead letters from error/ back to inbox/ to be consumed again, and
-records every replay in the ledger (when, who, why: see spool replays).
-Select exactly one way: FILE names, --reason R (every dead letter whose
-reason is R, e.g. handler, or unknown for files without a record), or --all.
-
-All or nothing: a name with / or .. (exit 2) or a name not in error/
-(exit 1) changes nothing. A name already in inbox/ gets a ~N suffix. The
-replay is committed to the ledger, with every file it selected, before the
-first file moves; one killed at any instant is finished by the next
-spool replay, spool consume or spool fsck --repair, so in the end every
-selected file was replayed, with one replay record each, or none was.
-
-The ledger is consulted first: a dead letter whose msg_id is already in
-processed (it was sent again and processed meanwhile) is not requeued, and
-is reported as "skip NAME: msg_id X already processed"; --force requeues it
-anyway (the ledger will absorb it as a duplicate, or flag a conflict if
-the bodies differ). The msg_id is read from the file with the queue's
-contract (spool.conf, or --key), or else is the one the ledger recorded.
-
---dry-run prints what would be replayed and changes nothing, in the queue
-or in the ledger.
-
-Filters narrow the selection (alone, they select among all dead letters):
---since T and --until T on the time of dead-lettering (RFC 3339, or a
-duration ago such as 24h), --detail-match REGEX on the recorded detail,
---msg-id ID, --order-no K.
-
-Every replay is a task (spool tasks): recorded with the exact files it
-selected, and run at once, or, over the queue's approval policy
-(replay_over=N: spool policy), left waiting: it prints the task's id,
-count and digest and moves nothing until spool approve by another
-operator (under a policy --by may only name the OS user: exit 2).
-Without --rate the files move as one, all or nothing, which spool cancel
-cannot stop once begun. --rate N (files a second) moves them in chunks a
-kill -9 cannot split (spool resume goes on) and spool cancel can stop
-between, without losing a file. With a filter or --rate the task's id is
-printed before its files and its end after them.
-
-Prints one line per file, in the order given (name order for --reason and
---all):
-  replayed NAME -> inbox/NEWNAME
-  would replay NAME                      (--dry-run)
-  skip NAME: msg_id X already processed`,
-	opts: newOpts[replayOpts],
+	opts:    newOpts[replayOpts],
 }
 
 // deadOpts are the options replay and discard share: the queue, the

@@ -12,15 +12,7 @@ var replaysCommand = &command{
 	name:    "replays",
 	args:    "DIR [-o FILE] [--json] [--db PATH]",
 	summary: "the replay history: CSV at,file,new_name,by,note, oldest first",
-	help: `
-Prints every replay the ledger recorded, oldest first (in the order they
-were recorded), as CSV with the header at,file,new_name,by,note: when
-(RFC 3339 UTC), the name in error/, the name it got in inbox/, who replayed
-it (--by, or the OS user) and why (--note).
-
---json prints one JSON array instead, with the keys at, file, new_name, ino,
-by and note (null when none was given).`,
-	opts: newOpts[replaysOpts],
+	opts:    newOpts[replaysOpts],
 }
 
 // replaysOpts are spool replays's.

@@ -17,100 +17,28 @@ var tasksCommand = &command{
 	name:    "tasks",
 	args:    "DIR [ID] [--files N] [--json] [--db PATH]",
 	summary: "the replay and discard tasks: state, who asked and approved, what, progress; one task in full",
-	help: `
-Every spool replay and spool discard, and every replay or discard asked
-over the HTTP API, is a task (docs/DESIGN.md, "Tasks"): recorded with
-what was asked and the exact file set it selected, approved (at once, or
-by a second person under the approval policy: spool policy), then run.
-Without ID, lists them newest first.
-
-Columns: id, kind, state (waiting, approved, running, done, cancelled,
-failed), files (the set), begun, done, gone (before their chunk), changed
-(since the request, left in error/), who asked, who approved, when asked,
-what was asked (the selection, its filters, and --to, --force, --rate
-when given) and the note.
-
-With ID, shows that task as an approver sees it (spool approve prints the
-same before it asks): the kind and state, who asked, when and why, the
-selection with its filters, --to (where a discard moves the files, or
-that it deletes them), --force, --rate, the digest of the set (sha256 of
-each file's name, inode and body hash, in order) and its files, the first
-N (--files N, 20 by default; 0 lists them all) each with its reason,
-msg_id, body hash and size, and how many more there are.
-
---json prints one JSON array of the tasks, with every field; with ID, the
-task as GET /api/v1/tasks/ID answers it, its first N files under
-"file_list".`,
-	opts: newOpts[tasksOpts],
+	opts:    newOpts[tasksOpts],
 }
 
 var approveCommand = &command{
 	name:    "approve",
 	args:    "DIR ID [--yes] [--digest SHA256] [--files N] [--db PATH]",
 	summary: "show another operator's waiting task, and approve it and run it",
-	help: `
-Approves task ID, which waits for a second person under the approval
-policy (spool policy), and runs it here, printing each file as it moves.
-The approver is the OS user: the passwd name of the real uid (under
-sudo, the user who ran sudo), never $USER; a uid without a passwd name
-is refused (exit 2, audited).
-
-Before it acts it prints the task as spool tasks DIR ID does: the kind,
-who asked and why, the selection and its filters, --to, --force, --rate,
-the digest of the set and its files (the first N, --files N, and how
-many more). Then it asks for a confirmation on the terminal (y to
-approve). The approval names the digest it printed: it approves exactly
-that set. --yes approves without asking, for a script; without a
-terminal and without --yes it approves nothing (exit 2). --digest SHA256
-approves only a set with that digest (one printed earlier by spool tasks
-DIR ID): another is refused.
-
-Refused (exit 1, one line, nothing changed, an audit row with the
-reason) when the approver asked for the task themselves, in any realm
-(a console token of the same name in any case, or whose line says
-os=USER, is the same person), when the task is not waiting, when
---digest names another set, or when a file of its set
-changed since the request (gone from error/, replaced, its body edited):
-those are named, and nothing is moved blindly; ask again to see the queue
-as it is now. Answering anything but y at the question approves nothing
-(exit 1).`,
-	opts: newOpts[approveOpts],
+	opts:    newOpts[approveOpts],
 }
 
 var cancelCommand = &command{
 	name:    "cancel",
 	args:    "DIR ID [--db PATH]",
 	summary: "cancel a task: waiting or approved, it never runs; running at a rate, it stops after its chunk",
-	help: `
-Cancels task ID. A waiting or approved task will never run. A running one
-(with --rate: chunks) stops after the chunk under way, which finishes:
-every file of the task is then moved and recorded, or still in error/
-under its own name. Refused (exit 1) for a task that is done, cancelled
-or failed, and for a running task whose every file is in a chunk begun
-(a task without --rate is one chunk, all or nothing).`,
-	opts: newOpts[cancelOpts],
+	opts:    newOpts[cancelOpts],
 }
 
 var resumeCommand = &command{
 	name:    "resume",
 	args:    "DIR [--note TEXT] | DIR ID [--db PATH]",
 	summary: "resume a paused queue (DIR), or run a task from where it is (DIR ID)",
-	help: `
-spool resume DIR resumes the queue that spool pause DIR paused: within
-about a second its consumers, on every host, claim and call again. A
-queue that is not paused is left so (exit 0, said). --note TEXT says why,
-in the audit (action resume).
-
-spool resume DIR ID runs task ID from where it is: an approved task from
-its start, a running one whose run was killed (or runs elsewhere: runs
-share the chunks, each begun once) or a failed one from its cursor. The
-chunk a killed run left under way is finished first, so each file of the
-set moves once. ID is a task's number, as spool tasks lists them.
-
-The two share a name as their opposites do (pause and resume a queue,
-cancel and resume a task): the number of arguments says which is meant,
-and a second argument that is not a task's number is refused (exit 2).`,
-	opts: newOpts[resumeOpts],
+	opts:    newOpts[resumeOpts],
 }
 
 // defaultFiles is how many files of a task's set the approver's view

@@ -13,25 +13,7 @@ var tokenCommand = &command{
 	name:    "token",
 	args:    "add TOKENFILE NAME ROLE [--os USER]",
 	summary: "add an identity to serve --auth's token file, and print its new token once",
-	help: `
-Makes a new random token for NAME with ROLE (viewer, operator or
-approver), appends its line "NAME ROLE SHA256-OF-TOKEN [os=USER]" to
-TOKENFILE, and prints the token on stdout, alone on its line: the only
-time it is shown, since the file keeps its hash alone. Give it to NAME;
-serve --auth reads the file when it starts (restart it).
-
---os USER names the OS user NAME is, written os=USER on the line: four
-eyes then knows the token and that OS user for one person, so that
-neither approves the other's request. Without it a token and an OS user
-are one person when their names are the same, in any case.
-
-TOKENFILE is created with mode 0600 when missing. An existing one must be
-a regular file that only its owner may change and not every user may
-read (else exit 2: chmod 600 it), and must parse; a NAME already in it,
-in any case, is refused (exit 2): remove its line to replace its token.
-The line is appended in one write and fsynced before the token is
-printed; adds at once take turns on a lock of the file.`,
-	opts: newOpts[tokenOpts],
+	opts:    newOpts[tokenOpts],
 }
 
 // tokenOpts are spool token add's.

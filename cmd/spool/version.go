@@ -10,10 +10,7 @@ import (
 var versionCommand = &command{
 	name:    "version",
 	summary: "print spool's version, from the build information",
-	help: `
-Prints the module version spool was built as (or (devel) for a build from a
-source tree), with the VCS revision and the Go version when known.`,
-	opts: newOpts[versionOpts],
+	opts:    newOpts[versionOpts],
 }
 
 // versionOpts are spool version's: none.
