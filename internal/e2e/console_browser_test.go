@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,25 +25,51 @@ import (
 // to Debian's chromium).
 const chromiumEnv = "SPOOL_TEST_CHROMIUM"
 
-// browser starts a headless Chromium for t, or skips (fails on CI)
-// without one; each console session is a browser context of its own.
+// sharedBrowser is the package's one headless Chromium, started by the
+// first browser test and stopped after the last (closeBrowser, from
+// runMain). The browser tests run in parallel, and a Chromium each,
+// with its own GPU, network and renderer processes, cost more of a
+// two-core machine's time than the tests themselves; each test's
+// sessions are browser contexts of their own in it (consoleSession), as
+// separate as two profiles, so sharing the process shares no cookie nor
+// storage.
+var sharedBrowser struct {
+	once   sync.Once
+	ctx    context.Context
+	cancel context.CancelFunc
+	err    error
+}
+
+// browser returns the shared headless Chromium, started on first use, or
+// skips (fails on CI) without one.
 func browser(t *testing.T) context.Context {
 	t.Helper()
 	exe := os.Getenv(chromiumEnv)
 	if exe == "" {
 		testenv.Missing(t, "skipped: set "+chromiumEnv+" to a Chromium, e.g. "+chromiumEnv+"=/usr/bin/chromium (apt-get install chromium)")
 	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox,
-		chromedp.WindowSize(1400, 1000), chromedp.Flag("disable-gpu", true))
-	alloc, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancel)
-	ctx, cancel := chromedp.NewContext(alloc)
-	t.Cleanup(cancel)
-	// The first run starts the browser: no timeout on it (see chromedp.Run).
-	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
-		t.Fatalf("start %s: %v", exe, err)
+	b := &sharedBrowser
+	b.once.Do(func() {
+		opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox,
+			chromedp.WindowSize(1400, 1000), chromedp.Flag("disable-gpu", true))
+		alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+		ctx, cancelCtx := chromedp.NewContext(alloc)
+		b.ctx, b.cancel = ctx, func() { cancelCtx(); cancelAlloc() }
+		// The first run starts the browser: no timeout on it (see
+		// chromedp.Run).
+		b.err = chromedp.Do(ctx, chromedp.Navigate("about:blank"))
+	})
+	if b.err != nil {
+		t.Fatalf("start %s: %v", exe, b.err)
 	}
-	return ctx
+	return b.ctx
+}
+
+// closeBrowser stops the shared Chromium, if a test started it.
+func closeBrowser() {
+	if sharedBrowser.cancel != nil {
+		sharedBrowser.cancel()
+	}
 }
 
 // consoleSession signs in at base with token in a new browser context

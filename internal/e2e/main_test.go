@@ -82,6 +82,7 @@ func runMain(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "e2e: go %s: %v\n", strings.Join(args, " "), err)
 		return 1
 	}
+	defer closeBrowser()
 	return m.Run()
 }
 
