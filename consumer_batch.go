@@ -650,8 +650,10 @@ func (b *batchRun) finish(to queue.Stage) error {
 	if b.done != nil {
 		// The done-file goes under the name announcing the one the file
 		// will get there (orders~2.csv.done for orders~2.csv), so that a
-		// replay or discard of the file finds it.
-		name = b.s.FreeName(b.cl, to)
+		// replay or discard of the file finds it; a name whose done-file
+		// is taken is not free (a done-file a kill left between the two
+		// moves of an earlier finish).
+		name = b.s.FreeName(b.cl, to, c.announcer())
 		doneName := cmp.Or(c.cfg.Batch.DoneFile(name), b.done.Name)
 		if _, err := b.s.FinishAs(b.done, to, doneName); err != nil {
 			return err

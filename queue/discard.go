@@ -294,10 +294,7 @@ func (d *Dir) HashFile(s Stage, name string, ino uint64) (string, int64, error) 
 // name; so a discard resumed after a kill calls it again safely. Call
 // Sync(Error) (and t.Sync) after a batch.
 func (d *Dir) DiscardDoneFile(name string, t *Target) error {
-	if d.announce == nil {
-		return nil
-	}
-	done := d.announce(name)
+	done := d.announce.of(name)
 	if done == "" {
 		return nil
 	}

@@ -324,15 +324,25 @@ func (s *Session) Finish(c *Claim, to Stage) (string, error) {
 // (a~2.json). A batch file's done-file is moved first under the name that
 // announces it (FinishAs), so that the pair keeps matching names whatever
 // the collisions; a name taken between the two moves only costs the match.
-func (s *Session) FreeName(c *Claim, to Stage) string {
+// With announce (the done-file's name of a name, "" for none), a name is
+// free only when its done-file's name is free too: a done-file left in to
+// by a finish killed between its two moves, or by hand, then stays as it
+// is, and the pair still matches under the next suffix.
+func (s *Session) FreeName(c *Claim, to Stage, announce Announcer) string {
 	fd := s.d.fd(to)
-	var st unix.Stat_t
-	if unix.Fstatat(fd, c.Name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+	free := func(name string) bool {
+		var st unix.Stat_t
+		if unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+			return false
+		}
+		done := announce.of(name)
+		return done == "" || unix.Fstatat(fd, done, &st, unix.AT_SYMLINK_NOFOLLOW) != nil
+	}
+	if free(c.Name) {
 		return c.Name
 	}
 	for n := 2; n < maxSuffixTries; n++ {
-		cand := suffixed(c.Name, n)
-		if unix.Fstatat(fd, cand, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+		if cand := suffixed(c.Name, n); free(cand) {
 			return cand
 		}
 	}

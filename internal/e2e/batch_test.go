@@ -836,6 +836,38 @@ func TestBatchDiscardWholeFile(t *testing.T) {
 	checkFsck(t, q)
 }
 
+// TestBatchFinishBesideStrayDoneFile: a done-file already in error/
+// without its file (a finish killed between its two moves leaves one, as
+// does an operator) is left as it is, and a dead letter of that name
+// goes in beside it under the next suffix with its own done-file, the
+// pair still matching: before, the file took the free name and its
+// done-file a suffix (g.xml with g.xml~2.done), so a replay or discard of
+// g.xml took the stray and left its own done-file behind.
+func TestBatchFinishBesideStrayDoneFile(t *testing.T) {
+	t.Parallel()
+	q := batchQueue(t, `{"format": "xml", "record": "Order", "done_file": "{name}.done"}`)
+	if err := os.WriteFile(filepath.Join(q, errorStage, "g.xml.done"), []byte("stray"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	putBytes(t, q, "g.xml", []byte("<!-- nothing -->\n"))
+	putBytes(t, q, "g.xml.done", []byte("sent"))
+	if st := parseStats(t, mustRun(t, 0, "consume", q)); st.DeadLetters != 1 {
+		t.Fatalf("%+v, want the file one dead letter", st)
+	}
+	if got := stageNames(t, q, errorStage); !slices.Equal(got, []string{"g.xml.done", "g~2.xml", "g~2.xml.done"}) {
+		t.Fatalf("error/ holds %q, want the stray done-file and the dead letter beside it with its own", got)
+	}
+	for name, want := range map[string]string{"g.xml.done": "stray", "g~2.xml.done": "sent"} {
+		if b, err := os.ReadFile(filepath.Join(q, errorStage, name)); err != nil || string(b) != want {
+			t.Errorf("error/%s = %q, %v: want %q", name, b, err, want)
+		}
+	}
+	mustRun(t, 0, "discard", q, "g~2.xml", "--note", "not an export")
+	if got := stageNames(t, q, errorStage); !slices.Equal(got, []string{"g.xml.done"}) {
+		t.Errorf("error/ holds %q after the discard, want the stray alone", got)
+	}
+}
+
 // TestBatchReplayWholeFileAnnounced: a file that is no XML document is
 // one dead letter, the file itself, which goes to error/ with its
 // done-file; replayed, it comes back into inbox/ announced by that
