@@ -111,6 +111,13 @@ const (
 	// processing/ that hold no reservation. Informational; repaired by
 	// removing them, as a consumer's start does.
 	StaleCallsLocks = "stale-calls-locks"
+	// StrayDoneFiles: done-files in error/ that announce no file there,
+	// left by a consumer killed between moving a batch file's done-file
+	// and the file (the file came in later beside it, under a suffixed
+	// name with a done-file of its own), or by an operator who moved or
+	// removed the file alone. Informational: no replay or discard will
+	// ever take them; remove them by hand once looked at.
+	StrayDoneFiles = "stray-done-files"
 	// Rebuilding: the ledger is marked as being rebuilt from the
 	// directories (ledger.BeginRebuild), by a repair running now or killed
 	// before it was complete; every command refuses it meanwhile.
@@ -341,7 +348,11 @@ func (c *checker) run(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	findings = append(findings, done, invalid, kept, errs, deadMissing, deadReplaced, orphans, discarded)
+	strays, err := c.strayDoneFiles()
+	if err != nil {
+		return nil, err
+	}
+	findings = append(findings, done, invalid, kept, errs, deadMissing, deadReplaced, orphans, discarded, strays)
 	findings = append(findings, held...)
 	if c.byInode == 0 && c.moved > 0 {
 		f := c.newFinding(Copied, true)

@@ -187,6 +187,20 @@ func (c *checker) errorStage(ctx context.Context) (*finding, error) {
 	return f, nil
 }
 
+// strayDoneFiles reports the done-files of error/ that announce no file
+// there (queue.Dir.StrayDoneFiles). A finish under way moves a done-file
+// a moment before its file, so a check beside a consumer may tell of one
+// that is not stray for long: the finding is informational.
+func (c *checker) strayDoneFiles() (*finding, error) {
+	f := c.newFinding(StrayDoneFiles, true)
+	err := c.d.StrayDoneFiles(queue.Error, func(e queue.Entry) error {
+		f.add("error/" + e.Name)
+		return nil
+	})
+	f.Text = fmt.Sprintf("%d done-files in error/ announce no file there (a consumer killed between moving a batch file's done-file and the file, or a file moved by hand): remove them by hand", f.Count)
+	return f, err
+}
+
 // deadLetterNames returns the name hashes of every dead-letter record,
 // sorted, never nil.
 func (c *checker) deadLetterNames(ctx context.Context) ([]uint64, error) {

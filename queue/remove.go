@@ -54,3 +54,45 @@ func (d *Dir) ListDoneFiles(s Stage, fn func(Entry) error) error {
 		return done && n[0] != '.' && !d.isMessage(s, []byte(n))
 	}, d.statEach(s, fn))
 }
+
+// StrayDoneFiles calls fn for every done-file of stage s (ListDoneFiles)
+// that announces no file of s. A batch file's done-file goes into done/ or
+// error/ just before the file itself, so one alone there was left by a
+// finish killed between the two moves, or by an operator's mv or rm: in
+// error/ nothing would ever take it, since replay and discard take a
+// done-file with its file. A finish under way shows its done-file alone
+// for the moment between its moves.
+func (d *Dir) StrayDoneFiles(s Stage, fn func(Entry) error) error {
+	if d.announce == nil {
+		return nil
+	}
+	// The done-files first: a pair moved in after them is not looked at,
+	// rather than seen half.
+	var doneFiles []Entry
+	if err := d.ListDoneFiles(s, func(e Entry) error {
+		doneFiles = append(doneFiles, e)
+		return nil
+	}); err != nil || len(doneFiles) == 0 {
+		return err
+	}
+	announced := map[string]bool{}
+	err := d.scanWhere(s, func(n string) bool { return n[0] != '.' }, func(names []string) error {
+		for _, n := range names {
+			if done := d.announce.of(n); done != "" {
+				announced[done] = true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, e := range doneFiles {
+		if !announced[e.Name] {
+			if err := fn(e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -862,9 +862,22 @@ func TestBatchFinishBesideStrayDoneFile(t *testing.T) {
 			t.Errorf("error/%s = %q, %v: want %q", name, b, err, want)
 		}
 	}
+	// fsck tells of the stray, and of nothing else: g~2.xml.done has its
+	// file beside it.
+	r := mustRun(t, 0, "fsck", q)
+	if !strings.Contains(r.stdout, "info stray-done-files: 1 done-files in error/") || !strings.Contains(r.stdout, "e.g. error/g.xml.done\n") ||
+		!strings.Contains(r.stdout, ": ok") {
+		t.Errorf("fsck does not tell of the stray alone:\n%s", r)
+	}
 	mustRun(t, 0, "discard", q, "g~2.xml", "--note", "not an export")
 	if got := stageNames(t, q, errorStage); !slices.Equal(got, []string{"g.xml.done"}) {
 		t.Errorf("error/ holds %q after the discard, want the stray alone", got)
+	}
+	if err := os.Remove(filepath.Join(q, errorStage, "g.xml.done")); err != nil {
+		t.Fatal(err)
+	}
+	if r := mustRun(t, 0, "fsck", q); strings.Contains(r.stdout, "stray") {
+		t.Errorf("fsck tells of a stray once it is removed:\n%s", r)
 	}
 }
 
