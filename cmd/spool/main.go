@@ -206,11 +206,8 @@ Commands:
 		fmt.Fprintf(tw, "  %s\t%s\n", strings.TrimSpace(c.name+" "+cmdline.Synopsis(c.args)), c.summary)
 	}
 	tw.Flush()
-	fmt.Fprint(w, `
-Run 'spool help COMMAND' for a command's flags. Try 'spool demo' first.
-Exit status: 0 ok, 1 a check found a problem, 2 bad usage or configuration,
-3 runtime failure, 4 consume stopped at a signal with calls cut short.
-`)
+	fmt.Fprintf(w, "\nRun 'spool help COMMAND' for a command's flags. Try 'spool demo' first.\n%s\n",
+		cmdline.Wrap("Exit status: "+program.ExitStatus, 76))
 }
 
 // flagSet returns the command's flag set. Errors and help are handled by

@@ -207,3 +207,24 @@ func nearestVar(known map[string]string, name string) string {
 	}
 	return best
 }
+
+// Wrap breaks s between words into lines of at most width bytes (a
+// longer word stands alone on its line).
+func Wrap(s string, width int) string {
+	var b strings.Builder
+	line := 0
+	for i, word := range strings.Fields(s) {
+		switch {
+		case i == 0:
+		case line+1+len(word) > width:
+			b.WriteByte('\n')
+			line = 0
+		default:
+			b.WriteByte(' ')
+			line++
+		}
+		b.WriteString(word)
+		line += len(word)
+	}
+	return b.String()
+}
