@@ -465,7 +465,7 @@ func TestControlPlaneUnderSiege(t *testing.T) {
 				// Each answer within a second; the race detector's build
 				// of the server is given two.
 				limit := time.Second
-				if raceEnabled {
+				if raceSpool() {
 					limit = 2 * time.Second
 				}
 				var slowest time.Duration

@@ -137,8 +137,8 @@ func (s spoolAt) fsck(t testing.TB, want int, q string, args ...string) fsckRepo
 }
 
 // plainSpool returns a spool binary built without the race detector: the
-// one under test, or, when the tests run with -race, a plain build of the
-// same source. For crash tests that need thousands of files and dozens of
+// one under test, or, when that one is race-built (raceSpool), a plain
+// build of the same source. For crash tests that need thousands of files and dozens of
 // rounds, which the race-instrumented binary (20 to 40 times slower on
 // the ledger's SQLite) cannot run in minutes; every other test runs the
 // instrumented one over the same code paths.
@@ -147,7 +147,7 @@ func (s spoolAt) fsck(t testing.TB, want int, q string, args ...string) fsckRepo
 // spoolBin, and shared by all.
 func plainSpool(t *testing.T) string {
 	t.Helper()
-	if !raceEnabled {
+	if !raceSpool() {
 		return spoolBin
 	}
 	plain.once.Do(func() {
