@@ -227,7 +227,8 @@ func TestBenchDBDelay(t *testing.T) {
 // TestBenchFormat: --format writes the messages as the records of one
 // batch file, drains it as a queue of batch files, and the counts stay
 // exact (a poison record is a dead letter, a redelivered one a
-// duplicate); a format it does not generate is a usage error.
+// duplicate); a format it does not generate is a usage error; --floor
+// adds the ledger's floor to the files'.
 func TestBenchFormat(t *testing.T) {
 	for _, f := range []string{"jsonl", "csv"} {
 		r := cli(t, "bench", "--n", "400", "--poison", "0.05", "--format", f, "--tmp", t.TempDir())
@@ -236,6 +237,11 @@ func TestBenchFormat(t *testing.T) {
 		}
 	}
 	cli(t, "bench", "--format", "xml").wantFail(t, 2, "bench", "--format")
+	// With --floor, the records' own floor: their rows in a ledger.
+	r := cli(t, "bench", "--n", "300", "--format", "jsonl", "--floor", "--tmp", t.TempDir())
+	if r.code != 0 || !strings.Contains(r.stdout, "floor (ledger)") || !strings.Contains(r.stdout, "floor (os)") {
+		t.Errorf("--format jsonl --floor: exit %d, stdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
 }
 
 // TestBenchBrokerPIDRefused: --broker-pid wants --relay, one target, and

@@ -164,7 +164,7 @@ func (r Run) Rate() float64 { return float64(r.N) / r.Elapsed.Seconds() }
 type Round struct {
 	Spool  Run
 	Got    spool.Stats
-	Floors []Run // plain os calls, then dirfd-relative calls
+	Floors []Run // plain os calls, then dirfd-relative calls; with Format and SQLite, the ledger's rows
 }
 
 // Ratio is spool's rate as a fraction of the i-th floor's in this round.
@@ -310,6 +310,18 @@ func bench(ctx context.Context, root string, o Options, sc *syscallCounter, firs
 			return round, exp, err
 		}
 		r, err := f.run(dir, sc)
+		if err != nil {
+			return round, exp, err
+		}
+		round.Floors = append(round.Floors, r)
+	}
+	if o.Format != "" && o.DB == "" {
+		// A batch file's records: the least their SQLite ledger costs.
+		dir := filepath.Join(root, "floor-ledger")
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			return round, exp, fmt.Errorf("bench: %w", err)
+		}
+		r, err := floorLedger(ctx, dir, o.N, gen, o.Relaxed, sc)
 		if err != nil {
 			return round, exp, err
 		}
