@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spoolq/spool/queue"
 )
 
 // fsck against damage to the queue's files: messages removed from done/
@@ -148,6 +150,10 @@ func TestFsckDeadClaims(t *testing.T) {
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The repair releases the reservations once no process of the calls
+	// holds the lock: the handlers see the gate within 20 ms, but on a
+	// busy machine they may take longer to exit.
+	waitCallsGone(t, q)
 	out := repairThenClean(t, q, nil)
 	if want := fmt.Sprintf("repaired processing/: recovered %d claims of dead consumers", claims); !slices.Contains(out, want) {
 		t.Errorf("--repair does not say %q:\n%s", want, strings.Join(out, "\n"))
@@ -341,4 +347,31 @@ func TestFsckInodeReused(t *testing.T) {
 	repairThenClean(t, q, map[string]int{"processed-without-file": removed})
 	redeliver(t, q, "b.json")
 	requireStats(t, "redelivery of b.json", mustRun(t, 0, "consume", q), consumeStats{Duplicates: 1})
+}
+
+// waitCallsGone waits until no calls lock of the queue at q is held by a
+// process of a dead session's calls (queue.Dir.ProbeCalls).
+func waitCallsGone(t *testing.T, q string) {
+	t.Helper()
+	d, err := queue.Open(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	waitFor(t, cmdTimeout, "the killed consumer's handlers to exit", func() bool {
+		names, err := os.ReadDir(filepath.Join(q, queue.CallsLockDir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range names {
+			st, err := d.ProbeCalls(n.Name())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st == queue.CallsRunning {
+				return false
+			}
+		}
+		return true
+	})
 }
