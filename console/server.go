@@ -333,8 +333,10 @@ func (s *Server) record(ctx context.Context, id task.Identity, action string, se
 // entry is the audit entry of id's action over HTTP; its selection holds
 // id's client address, as the Service's rows do.
 func (s *Server) entry(id task.Identity, action string, selection any, taskID int64) (ledger.AuditEntry, error) {
-	e := ledger.AuditEntry{Actor: id.Name, Role: id.Role.String(), Via: ledger.AuditHTTP, Action: action, Host: s.o.Host, PID: s.o.PID, Task: taskID}
-	return e.Select(id.AuditSelection(selection))
+	id.Via = ledger.AuditHTTP
+	e, err := id.AuditEntry(action, selection, s.o.Host, s.o.PID)
+	e.Task = taskID
+	return e, err
 }
 
 // secure sets the headers every answer carries: nothing from another

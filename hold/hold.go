@@ -516,11 +516,7 @@ func (s *Service) audited(ctx context.Context, e ledger.AuditEntry, res *Result,
 
 // entry is the audit entry of who's action on selection.
 func (s *Service) entry(who task.Identity, action string, selection any) (ledger.AuditEntry, error) {
-	e := ledger.AuditEntry{Actor: who.Name, Via: who.Via, Action: action, Host: s.Host, PID: s.PID}
-	if who.Via != ledger.AuditCLI {
-		e.Role = who.Role.String() // the command line has no role of its own
-	}
-	return e.Select(who.AuditSelection(selection))
+	return who.AuditEntry(action, selection, s.Host, s.PID)
 }
 
 // holder is who as the ledger's hold records name them.

@@ -20,31 +20,24 @@ import (
 // console call the Service and write none of these rows themselves.
 
 // entry is the audit entry of an action of who, for the requester by
-// ("" for who), on task (0 for none), with selection sel (nil for {}).
-// A requester other than who is the actor, and who is kept as os_user;
-// an HTTP client's address is kept as client.
+// ("" for who), on task (0 for none), with selection sel (nil for {}):
+// Identity.AuditEntry, but a requester other than who is the actor, and
+// who is kept as os_user.
 func (s *Service) entry(who Identity, by, action string, task int64, sel map[string]any) ledger.AuditEntry {
-	name := who.Name
 	if by != "" && by != who.Name {
 		if sel == nil {
 			sel = map[string]any{}
 		}
 		sel["os_user"] = who.Name
-		name = by
+		who.Name = by
 	}
-	text := "{}"
-	if sel != nil || who.Client != "" {
-		b, _ := json.Marshal(who.AuditSelection(sel)) // maps of plain data always marshal
-		text = string(b)
+	var selection any
+	if sel != nil {
+		selection = sel
 	}
-	if name == "" {
-		name = "(anonymous)"
-	}
-	via := who.Via
-	if via == "" {
-		via = ledger.AuditCLI
-	}
-	return ledger.AuditEntry{Actor: name, Role: who.auditRole(), Via: via, Action: action, Selection: text, Host: s.Host, PID: s.PID, Task: task}
+	e, _ := who.AuditEntry(action, selection, s.Host, s.PID) // maps of plain data always marshal
+	e.Task = task
+	return e
 }
 
 // requestSelection is the audit's selection of a request: what was

@@ -56,3 +56,36 @@ func TestEntrySelection(t *testing.T) {
 		t.Errorf("a selection over HTTP: %q, want it with the client", e.Selection)
 	}
 }
+
+// TestAuditEntry: the one builder of an identity's audit entry records
+// no role on the command line and the role over HTTP, the command line
+// for an identity that names no way in, "(anonymous)" for no name, and
+// the writer's host and process.
+func TestAuditEntry(t *testing.T) {
+	for _, tc := range []struct {
+		name                  string
+		who                   Identity
+		actor, role, via, sel string
+	}{
+		{"command line", CLI("os:alice"), "os:alice", "", ledger.AuditCLI, "{}"},
+		{"http", Identity{Name: "token:olga", Role: RoleOperator, Via: ledger.AuditHTTP, Client: "192.0.2.7"},
+			"token:olga", RoleOperator.String(), ledger.AuditHTTP, `{"client":"192.0.2.7","note":"n"}`},
+		{"no way in, no name", Identity{Role: RoleApprover}, "(anonymous)", "", ledger.AuditCLI, "{}"},
+	} {
+		var sel any
+		if tc.who.Via == ledger.AuditHTTP {
+			sel = map[string]any{"note": "n"}
+		}
+		e, err := tc.who.AuditEntry("pause", sel, "h1", 42)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if e.Actor != tc.actor || e.Role != tc.role || e.Via != tc.via || e.Selection != tc.sel ||
+			e.Action != "pause" || e.Host != "h1" || e.PID != 42 {
+			t.Errorf("%s: %+v, want actor %q role %q via %q selection %s", tc.name, e, tc.actor, tc.role, tc.via, tc.sel)
+		}
+	}
+	if _, err := CLI("a").AuditEntry("pause", func() {}, "h", 1); err == nil {
+		t.Error("a selection that does not marshal: no error")
+	}
+}

@@ -1,6 +1,7 @@
 package task
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -108,7 +109,26 @@ func (id Identity) AuditSelection(selection any) any {
 	return m
 }
 
-// auditRole is the role as the audit records it: none on the command line.
+// AuditEntry is the audit entry of id's action on selection, written by
+// the process pid on host: id's name as the actor ("(anonymous)" without
+// one), its way in (the command line when unset), its role except on the
+// command line, where the OS user has none of its own, and its selection
+// as AuditSelection records it ({} for none). Every writer of audit rows
+// for an identity (the Service, the console, package hold) builds its
+// entry here, so that a row says the same of an identity whichever face
+// wrote it.
+func (id Identity) AuditEntry(action string, selection any, host string, pid int) (ledger.AuditEntry, error) {
+	e := ledger.AuditEntry{Actor: cmp.Or(id.Name, "(anonymous)"), Via: cmp.Or(id.Via, ledger.AuditCLI),
+		Action: action, Host: host, PID: pid}
+	if e.Via != ledger.AuditCLI {
+		e.Role = id.Role.String()
+	}
+	e.Selection = "{}" // for a nil selection, as the ledger stores it
+	return e.Select(id.AuditSelection(selection))
+}
+
+// auditRole is the role as the audit and a task record it: none on the
+// command line.
 func (id Identity) auditRole() string {
 	if id.Via == ledger.AuditCLI {
 		return ""
