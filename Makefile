@@ -61,6 +61,7 @@ fuzz: ## fuzz the message, spool.conf, --sql and batch record parsers for a minu
 	$(GO) test -run '^$$' -fuzz FuzzCSV -fuzztime 60s ./batch
 	$(GO) test -run '^$$' -fuzz FuzzJSONL -fuzztime 60s ./batch
 	$(GO) test -run '^$$' -fuzz FuzzXML -fuzztime 60s ./batch
+	$(GO) test -run '^$$' -fuzz FuzzUTF16 -fuzztime 60s ./batch
 
 lint: ## gofmt, go vet and staticcheck (the version go.mod pins as a tool)
 	@test -z "$$(gofmt -l .)" || (gofmt -l .; exit 1)

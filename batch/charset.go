@@ -2,6 +2,7 @@ package batch
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -31,10 +32,11 @@ import (
 // byte (| is one in Shift_JIS), so fields are split only after decoding,
 // and the splitter looks for the delimiter only to know where a quoted
 // field may open; ] may be one too, so the XML splitter checks a CDATA
-// end by decoding (xmlLexer.cdataEnd). Refused: UTF-16, whose every
-// ASCII character is two bytes; ISO-2022-JP, whose two-byte characters
-// are made of ASCII bytes (quotes and < among them); and the WHATWG
-// "replacement" encoding, which decodes any file to one error.
+// end by decoding (xmlLexer.cdataEnd). UTF-16, whose every ASCII
+// character is two bytes, is decoded to UTF-8 before it is split instead
+// (utf16.go). Refused: ISO-2022-JP, whose two-byte characters are made of
+// ASCII bytes (quotes and < among them); and the WHATWG "replacement"
+// encoding, which decodes any file to one error.
 
 // charset is an encoding the reader can split in the file's bytes.
 type charset struct {
@@ -43,6 +45,10 @@ type charset struct {
 	// multi is set for the CJK multi-byte encodings, whose trail bytes
 	// include ASCII letters and punctuation from 0x40 up.
 	multi bool
+	// utf16 is the byte order of UTF-16 (utf-16le, utf-16be), nil for
+	// the others: the file is decoded to UTF-8 as it is read, and the
+	// records are split and decoded as UTF-8 (enc is nil).
+	utf16 byteOrder
 	// fffd is U+FFFD as the encoding writes it, nil when it cannot: the
 	// decoders write U+FFFD for an invalid sequence, so it means an error
 	// unless the file can hold the character itself.
@@ -68,8 +74,10 @@ func lookupCharset(label string) (*charset, error) {
 	switch name {
 	case "utf-8":
 		return &charset{name: name, fffd: []byte("\uFFFD")}, nil
-	case "utf-16be", "utf-16le":
-		return nil, fmt.Errorf("encoding %q (%s) is not supported: records are split in the file's bytes, and UTF-16 writes every character in two; convert the files to UTF-8", label, name)
+	case "utf-16le":
+		return &charset{name: name, fffd: []byte("\uFFFD"), utf16: binary.LittleEndian}, nil
+	case "utf-16be":
+		return &charset{name: name, fffd: []byte("\uFFFD"), utf16: binary.BigEndian}, nil
 	case "iso-2022-jp":
 		return nil, fmt.Errorf("encoding %q (%s) is not supported: its two-byte characters are made of ASCII bytes, quotes and < among them, so records cannot be split in the file's bytes; use shift_jis, euc-jp or utf-8", label, name)
 	case "replacement":
@@ -82,8 +90,9 @@ func lookupCharset(label string) (*charset, error) {
 	return cs, nil
 }
 
-// encode writes s in the encoding, or fails when it holds a character
-// the encoding has not.
+// encode writes s in the encoding the records are split in, or fails
+// when it holds a character the encoding has not (UTF-8 for UTF-16,
+// decoded before it is split).
 func (cs *charset) encode(s string) ([]byte, error) {
 	if cs.enc == nil {
 		return []byte(s), nil
@@ -115,6 +124,10 @@ type invalidSeq struct {
 
 // describe says what is wrong for a RejectError's detail.
 func (e *invalidSeq) describe(cs *charset) string {
+	if cs.utf16 != nil {
+		// The record was decoded already: its bytes are not the file's.
+		return fmt.Sprintf("invalid %s: an unpaired surrogate, or a last byte without its pair, at byte %d of the record decoded to UTF-8", cs.name, e.at)
+	}
 	var b strings.Builder
 	for i, c := range e.seq {
 		if i > 0 {

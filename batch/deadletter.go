@@ -49,6 +49,14 @@ func (r *Reader) DeadLetter(rec Record) DeadLetter {
 	if rec.Raw != nil {
 		d.Content = append(append(make([]byte, 0, len(r.prefix)+len(rec.Raw)), r.prefix...), rec.Raw...)
 	}
+	if o := r.cs.utf16; o != nil {
+		// Decoded as read: written back in the queue's UTF-16, with
+		// the byte order mark the file had.
+		d.Prefix = appendUTF16(nil, d.Prefix, o)
+		if d.Content != nil {
+			d.Content = appendUTF16(nil, d.Content, o)
+		}
+	}
 	return d
 }
 
@@ -106,9 +114,15 @@ func (r *Reader) Prefix() []byte { return r.prefix }
 
 // CopyRange copies the bytes start to end of the stream of the file named
 // name, which src reads from its start (gunzipped when name ends in
-// ".gz", as Open reads it), to w: the content of a record over the limit,
-// which the Reader did not hold, for its dead letter. Memory is bounded.
-func CopyRange(w io.Writer, src io.Reader, name string, start, end int64) error {
+// ".gz", decoded from UTF-16 when the format's encoding is, as Open reads
+// it), to w, in the file's encoding: the content of a record over the
+// limit, which the Reader did not hold, for its dead letter. Memory is
+// bounded.
+func (f Format) CopyRange(w io.Writer, src io.Reader, name string, start, end int64) error {
+	cs, err := lookupCharset(f.Encoding)
+	if err != nil {
+		return fmt.Errorf("copy %s: %w", name, err)
+	}
 	r := src
 	if strings.HasSuffix(name, ".gz") {
 		zr, err := gzip.NewReader(src)
@@ -116,6 +130,12 @@ func CopyRange(w io.Writer, src io.Reader, name string, start, end int64) error 
 			return fmt.Errorf("copy %s: %w", name, err)
 		}
 		r = zr
+	}
+	var uw *utf16Writer
+	if cs.utf16 != nil {
+		r = newUTF16Reader(r, cs.utf16)
+		uw = &utf16Writer{w: w, order: cs.utf16}
+		w = uw
 	}
 	if _, err := io.CopyN(io.Discard, r, start); err != nil {
 		return fmt.Errorf("copy %s from %d: %w", name, start, err)
@@ -125,6 +145,11 @@ func CopyRange(w io.Writer, src io.Reader, name string, start, end int64) error 
 			err = io.ErrUnexpectedEOF
 		}
 		return fmt.Errorf("copy %s to %d: %w", name, end, err)
+	}
+	if uw != nil {
+		if err := uw.Close(); err != nil {
+			return fmt.Errorf("copy %s: %w", name, err)
+		}
 	}
 	return nil
 }

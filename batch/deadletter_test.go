@@ -121,13 +121,13 @@ func TestDeadLetterOverLimit(t *testing.T) {
 		}
 		var b bytes.Buffer
 		b.Write(d.Prefix)
-		if err := CopyRange(&b, bytes.NewReader(src), name, d.Start, d.End); err != nil {
+		if err := f.CopyRange(&b, bytes.NewReader(src), name, d.Start, d.End); err != nil {
 			t.Fatal(err)
 		}
 		if want := "id,v\n1," + long + "\n"; b.String() != want {
 			t.Errorf("%s: copied %q", name, b.String())
 		}
-		if err := CopyRange(&b, bytes.NewReader(src), name, d.Start, int64(len(data))+1); err == nil {
+		if err := f.CopyRange(&b, bytes.NewReader(src), name, d.Start, int64(len(data))+1); err == nil {
 			t.Errorf("%s: a range past the end copied", name)
 		}
 	}

@@ -111,7 +111,7 @@ func (fr *fileReader) Next() (spool.BatchRecord, error) {
 		if _, err := w.Write(dl.Prefix); err != nil {
 			return err
 		}
-		if err := CopyRange(w, fr.r, fr.name, dl.Start, dl.End); err != nil {
+		if err := fr.fs.f.CopyRange(w, fr.r, fr.name, dl.Start, dl.End); err != nil {
 			return err
 		}
 		if _, err := fr.r.Seek(cur, io.SeekStart); err != nil {

@@ -50,8 +50,11 @@ type Format struct {
 	// are decoded to UTF-8 as they are read; a byte sequence that is
 	// invalid in it fails its record (reason parse). The WHATWG standard
 	// maps the labels "iso-8859-1", "latin1" and "ascii" to windows-1252,
-	// a superset, and so does spool. UTF-16 and ISO-2022-JP are refused
-	// (see charset.go: records are split in the file's own bytes).
+	// a superset, and so does spool. A UTF-16 file (utf-16le, utf-16be;
+	// the label "utf-16" is utf-16le) is decoded as it is read, and its
+	// byte order mark, if any, says which order it is in. ISO-2022-JP is
+	// refused (see charset.go: records are split in the file's own
+	// bytes).
 	Encoding string
 	// Delimiter separates CSV fields: one character, "" meaning ",".
 	// CSV only.

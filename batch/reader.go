@@ -127,7 +127,7 @@ func Open(r io.Reader, name string, f Format) (*Reader, error) {
 	cs, _ := lookupCharset(f.Encoding) // Check resolved it
 	rd := &Reader{
 		name: name, f: f, kind: f.kind(), limit: f.limit(), cs: cs, dec: cs.newDecoder(),
-		src:  newSource(r, strings.HasSuffix(name, ".gz"), f.limit()),
+		src:  newSource(r, strings.HasSuffix(name, ".gz"), cs.utf16, f.limit()),
 		line: 1,
 	}
 	switch rd.kind {
@@ -225,7 +225,9 @@ func (r *Reader) start() (*Record, error) {
 		rec, err := r.tail(unit{}, 1, r.elementNext(), fmt.Sprintf("the file starts with a UTF-8 byte order mark, and the queue's encoding is %s: convert the file, or set the encoding to utf-8", r.cs.name))
 		return &rec, err
 	case bytes.HasPrefix(d, bomUTF16LE), bytes.HasPrefix(d, bomUTF16BE):
-		rec, err := r.tail(unit{}, 1, r.elementNext(), "the file starts with a UTF-16 byte order mark: spool reads UTF-8 and the ASCII-compatible encodings; convert the file to UTF-8")
+		// A UTF-16 file's mark was decoded to UTF-8's: this file is UTF-16
+		// in a queue of another encoding.
+		rec, err := r.tail(unit{}, 1, r.elementNext(), fmt.Sprintf("the file starts with a UTF-16 byte order mark, and the queue's encoding is %s: set the encoding to utf-16le (or utf-16be), or convert the file", r.cs.name))
 		return &rec, err
 	}
 	if r.kind == CSV {

@@ -35,7 +35,7 @@ func (r *Reader) Resume(p Position) error {
 	if p.Record < 1 || p.Offset < 0 || p.Line < 1 {
 		return fmt.Errorf("resume %s at %+v: %w", r.name, p, ErrPosition)
 	}
-	if sk, ok := r.src.file.r.(io.Seeker); ok && !r.src.gz && (r.kind == JSONL || r.kind == CSV) {
+	if sk, ok := r.src.file.r.(io.Seeker); ok && !r.src.decoded() && (r.kind == JSONL || r.kind == CSV) {
 		return r.seek(sk, p)
 	}
 	r.light = true

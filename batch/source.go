@@ -21,7 +21,11 @@ const (
 type source struct {
 	file *tracked  // the reader given to Open, its errors kept apart
 	gz   bool      // the file is gzip, read through r
-	r    io.Reader // what the window reads: the file, or a gzip reader on it
+	u16  byteOrder // the file is UTF-16 of this byte order, decoded to UTF-8 through r
+	r    io.Reader // what the window reads: the file, a gzip reader on it, a UTF-16 decoder on either
+	// wrapped is set once r is the file's reader chain (gzip, UTF-16):
+	// gzip reads its header at its start, which may fail.
+	wrapped bool
 
 	buf    []byte
 	lo, hi int   // buf[lo:hi] is the data not consumed yet
@@ -49,10 +53,14 @@ func (t *tracked) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func newSource(r io.Reader, gz bool, limit int64) *source {
+func newSource(r io.Reader, gz bool, u16 byteOrder, limit int64) *source {
 	t := &tracked{r: r}
-	return &source{file: t, gz: gz, r: t, max: int(min(limit, 1<<40)) + chunk}
+	return &source{file: t, gz: gz, u16: u16, r: t, max: int(min(limit, 1<<40)) + chunk}
 }
+
+// decoded reports whether the stream's offsets are not the file's, so
+// that a resume cannot seek to them: a gzip or UTF-16 file.
+func (s *source) decoded() bool { return s.gz || s.u16 != nil }
 
 // data is the window's unconsumed bytes, from the read position.
 func (s *source) data() []byte { return s.buf[s.lo:s.hi] }
@@ -93,16 +101,22 @@ func (s *source) fill() bool {
 		s.base += int64(s.lo)
 		s.buf, s.lo, s.hi = nb, 0, s.hi-s.lo
 	}
-	if s.gz && s.r == s.file {
-		zr, err := gzip.NewReader(s.file)
-		if err == io.EOF {
-			err = errEmptyGzip // no header: gzip -d says "unexpected end of file"
+	if !s.wrapped {
+		if s.gz {
+			zr, err := gzip.NewReader(s.file)
+			if err == io.EOF {
+				err = errEmptyGzip // no header: gzip -d says "unexpected end of file"
+			}
+			if err != nil {
+				s.fail(err)
+				return false
+			}
+			s.r = zr
 		}
-		if err != nil {
-			s.fail(err)
-			return false
+		if s.u16 != nil {
+			s.r = newUTF16Reader(s.r, s.u16)
 		}
-		s.r = zr
+		s.wrapped = true
 	}
 	for range 100 {
 		n, err := s.r.Read(s.buf[s.hi:])

@@ -127,6 +127,8 @@ func (x *xmlReader) declaration(pi []byte) string {
 	switch {
 	case err != nil:
 		return fmt.Sprintf("the XML declaration names the encoding %q, and the queue reads %s", label, r.cs.name)
+	case cs.utf16 != nil && r.cs.utf16 != nil:
+		// "UTF-16" names either byte order: the file's mark says which.
 	case cs.name != r.cs.name:
 		return fmt.Sprintf("the XML declaration names the encoding %q (%s), and the queue reads %s: set the queue's encoding, or convert the file", label, cs.name, r.cs.name)
 	}

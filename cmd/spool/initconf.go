@@ -45,7 +45,7 @@ type formatFlags struct {
 func addFormatFlags(fs *flag.FlagSet) *formatFlags {
 	f := &formatFlags{fs: fs}
 	fs.StringVar(&f.format, "format", "", "the queue's files: `KIND` json (a message a file, the default), jsonl, csv or xml (spool.conf's format)")
-	fs.StringVar(&f.encoding, "encoding", "", "with --format: the files' WHATWG encoding `LABEL` (utf-8, windows-1252, shift_jis, euc-kr, gb18030...)")
+	fs.StringVar(&f.encoding, "encoding", "", "with --format: the files' WHATWG encoding `LABEL` (utf-8, windows-1252, shift_jis, euc-kr, gb18030, utf-16le...)")
 	fs.StringVar(&f.include, "include", "", "with --format: which names of inbox/ are files of the queue, comma-separated `PATTERNS` (*.csv,*.csv.gz)")
 	fs.StringVar(&f.delimiter, "delimiter", "", "with --format csv: the field `CHAR` (default ,)")
 	fs.StringVar(&f.comment, "comment", "", "with --format csv: lines starting with `CHAR` are comments")
