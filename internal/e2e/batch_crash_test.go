@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/internal/testenv"
+	"golang.org/x/text/encoding/htmlindex"
 )
 
 // TestBatchCrash kills consumers with SIGKILL in the middle of an
@@ -69,12 +71,40 @@ func TestBatchCrashEngines(t *testing.T) {
 	}
 }
 
+// TestBatchCrashDecoded is TestBatchCrash on the files whose offsets are
+// not the file's, so that a resumed run reads the file again from its
+// start: a gzipped JSON Lines file and a UTF-16LE CSV file. 20 000
+// records and 4 kills quick, 200 000 and 20 long.
+func TestBatchCrashDecoded(t *testing.T) {
+	t.Parallel()
+	for _, format := range []string{"jsonl.gz", "csv/utf-16le"} {
+		t.Run(strings.ReplaceAll(format, "/", " "), func(t *testing.T) {
+			t.Parallel()
+			if testenv.IsLong() {
+				batchCrash(t, spoolAt{bin: plainSpool(t)}, sqliteEngine, format, 200_000, 20)
+				return
+			}
+			batchCrash(t, spoolAt{bin: spoolBin}, sqliteEngine, format, 20_000, 4)
+		})
+	}
+}
+
 // batchCrash is the crash test of an announced batch file of records in
-// format (jsonl or csv), with sp's binary on backend's ledger, killed
-// minKills times at least.
+// format (jsonl or csv; with ".gz", gzipped; with "/" and an encoding,
+// such as csv/utf-16le, written in it), with sp's binary on backend's
+// ledger, killed minKills times at least.
 func batchCrash(t *testing.T, sp spoolAt, backend ledgerBackend, format string, records, minKills int) {
 	rng := newRand(t)
-	q := batchQueue(t, `{"format": "`+format+`", "done_file": "{name}.done"}`)
+	format, encoding, _ := strings.Cut(format, "/")
+	format, gzipped := strings.CutSuffix(format, ".gz")
+	conf := `{"format": "` + format + `", "done_file": "{name}.done"`
+	if encoding != "" {
+		conf += `, "encoding": "` + encoding + `"`
+	}
+	if gzipped {
+		conf += `, "include": ["*.` + format + `", "*.` + format + `.gz"]`
+	}
+	q := batchQueue(t, conf+"}")
 	l := backend.open(t, q)
 	args := l.args
 	var b bytes.Buffer
@@ -103,7 +133,30 @@ func batchCrash(t *testing.T, sp spoolAt, backend ledgerBackend, format string, 
 	slices.Sort(bad)
 	good := records - len(bad)
 	file := "feed." + format
-	putBytes(t, q, file, b.Bytes())
+	data := b.Bytes()
+	if encoding != "" {
+		e, err := htmlindex.Get(encoding)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if data, err = e.NewEncoder().Bytes(data); err != nil {
+			t.Fatal(err)
+		}
+		data = append([]byte{0xFF, 0xFE}, data...) // the mark of utf-16le, as Windows writes it
+	}
+	if gzipped {
+		file += ".gz"
+		var z bytes.Buffer
+		zw := gzip.NewWriter(&z)
+		if _, err := zw.Write(data); err != nil {
+			t.Fatal(err)
+		}
+		if err := zw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		data = z.Bytes()
+	}
+	putBytes(t, q, file, data)
 	putBytes(t, q, file+".done", nil)
 	kills := 0
 	for run := 0; kills < minKills; run++ {
@@ -140,7 +193,7 @@ func batchCrash(t *testing.T, sp spoolAt, backend ledgerBackend, format string, 
 			break
 		}
 		// The batch file is claimed whole: it is in inbox/ or in one claim.
-		if in, claims := countNames(t, q, inbox)+countNamesLike(t, q, inbox, "."+format), liveClaims(q); in+claims < 1 {
+		if in, claims := countNames(t, q, inbox)+countNamesLike(t, q, inbox, filepath.Ext(file)), liveClaims(q); in+claims < 1 {
 			t.Fatalf("after kill %d the batch file is neither in inbox/ nor claimed", kills)
 		}
 	}
