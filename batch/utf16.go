@@ -44,6 +44,7 @@ type utf16Reader struct {
 	utf8  bool   // the file is UTF-8 (its mark says so): passed as it is
 	eof   bool
 	err   error
+	empty int // reads in a row that returned nothing
 }
 
 func newUTF16Reader(r io.Reader, order byteOrder) *utf16Reader {
@@ -69,7 +70,13 @@ func (u *utf16Reader) Read(p []byte) (int, error) {
 			u.eof = true
 		case err != nil:
 			u.err = err
+		case k == 0:
+			if u.empty++; u.empty >= 100 {
+				u.err = io.ErrNoProgress
+			}
+			continue
 		}
+		u.empty = 0
 		u.decode()
 	}
 	n := copy(p, u.out)

@@ -234,3 +234,16 @@ func FuzzUTF16(f *testing.F) {
 		}
 	})
 }
+
+// stuck returns no byte and no error, forever.
+type stuck struct{}
+
+func (stuck) Read([]byte) (int, error) { return 0, nil }
+
+// TestUTF16NoProgress: a reader that never returns anything is an
+// error, not a loop.
+func TestUTF16NoProgress(t *testing.T) {
+	if _, err := io.ReadAll(newUTF16Reader(stuck{}, binary.LittleEndian)); err != io.ErrNoProgress {
+		t.Fatalf("got %v, want io.ErrNoProgress", err)
+	}
+}
