@@ -96,6 +96,15 @@ func TestUTF16Invalid(t *testing.T) {
 
 	recs = readAll(t, "w.csv", data, Format{Kind: CSV})
 	checkRecords(t, nil, recs, []want{{line: 1, err: "set the encoding to utf-16le", tail: true}})
+
+	// The other formats fail such a record as well.
+	lone := func(before, after string) []byte {
+		return slicesConcat(u16(before, le, false), []byte{0x00, 0xD8}, u16(after, le, false))
+	}
+	recs = readAll(t, "l.jsonl", lone(`{"a":"x`, "\"}\n"), Format{Kind: JSONL, Encoding: "utf-16le"})
+	checkRecords(t, nil, recs, []want{bad(1, "unpaired surrogate")})
+	recs = readAll(t, "l.xml", lone(`<a><r b="x`, `"/></a>`), Format{Kind: XML, Record: "r", Encoding: "utf-16le"})
+	checkRecords(t, nil, recs, []want{{line: 1, element: 1, err: "unpaired surrogate"}})
 }
 
 // TestUTF16DeadLetterReplays: a dead letter written back in UTF-16,
