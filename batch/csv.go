@@ -187,6 +187,11 @@ func (c *csvReader) header() (*Record, error) {
 		if len(name) == 2 {
 			return whole("field %d has no name", i+1)
 		}
+		if bytes.Contains(name, []byte(`\r`)) {
+			// Lines that end with CR alone (classic Mac OS) are one line:
+			// its header would be the whole file, and its rows none.
+			return whole("field %d holds a carriage return: the file's lines end with CR alone, which is no line end in CSV; convert them to LF or CRLF", i+1)
+		}
 		for _, prev := range names[:i] {
 			if bytes.Equal(prev, name) {
 				return whole("the name %s is given twice", name)

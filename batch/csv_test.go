@@ -67,6 +67,7 @@ func TestCSV(t *testing.T) {
 			[]want{ok(2, `{"a":"1","b":"2"}`), {line: 3, err: "line 3: a quoted field is not closed before the end of the file", tail: true}}},
 		{"header names twice", "a,a\n1,2\n", csv, []want{{line: 1, err: `the header (line 1): the name "a" is given twice`, tail: true}}},
 		{"header name empty", "a,,c\n1,2,3\n", csv, []want{{line: 1, err: "the header (line 1): field 2 has no name", tail: true}}},
+		{"lines end with cr alone", "a,b\r1,2\r3,4\r", csv, []want{{line: 1, err: "the header (line 1): field 2 holds a carriage return: the file's lines end with CR alone", tail: true}}},
 		{"header with a bare quote", "a,b\"\n1,2\n", csv, []want{{line: 1, err: "the header (line 1): field 2: a quote", tail: true}}},
 		{"header after comments", "#c\n\na,b\n1,2\n", Format{Kind: CSV, Comment: "#"}, []want{ok(4, `{"a":"1","b":"2"}`)}},
 		{"too large row", "a\nshort\n" + strings.Repeat("x", 100) + "\nok\n", Format{Kind: CSV, MaxSize: 50},
