@@ -177,20 +177,25 @@ func (c *csvReader) header() (*Record, error) {
 		return whole("%s", bad.describe(r.cs))
 	}
 	var names [][]byte
+	odd := ""
 	n, msg := c.parse(text, func(i int, v []byte) {
 		names = append(names, appendString(nil, v))
+		if odd == "" {
+			odd = oddName(v)
+			if odd != "" {
+				odd = fmt.Sprintf("field %d %s", i+1, odd)
+			}
+		}
 	})
 	if msg != "" {
 		return whole("%s", msg)
 	}
+	if odd != "" {
+		return whole("%s", odd)
+	}
 	for i, name := range names {
 		if len(name) == 2 {
 			return whole("field %d has no name", i+1)
-		}
-		if bytes.Contains(name, []byte(`\r`)) {
-			// Lines that end with CR alone (classic Mac OS) are one line:
-			// its header would be the whole file, and its rows none.
-			return whole("field %d holds a carriage return: the file's lines end with CR alone, which is no line end in CSV; convert them to LF or CRLF", i+1)
 		}
 		for _, prev := range names[:i] {
 			if bytes.Equal(prev, name) {
@@ -201,6 +206,25 @@ func (c *csvReader) header() (*Record, error) {
 	c.names = names[:n]
 	r.prefix = append(append([]byte{}, bomUTF8[:r.bom]...), u.raw...)
 	return nil, nil
+}
+
+// oddName says what in a header name v shows that the file was not read
+// as it was written, "" when nothing does: the whole file would be read
+// wrong, quietly (a header of every row and no record).
+func oddName(v []byte) string {
+	switch {
+	case bytes.IndexByte(v, 0) >= 0:
+		// ASCII written in two bytes, read in one.
+		return "holds a NUL character: the file looks like UTF-16 without a byte order mark; set the encoding to utf-16le (or utf-16be), or convert the file"
+	case bytes.Contains(v, []byte("\u0a00")):
+		// U+0A00 is no character: a line feed in UTF-16 of the other
+		// byte order, so the whole file was one line.
+		return "holds U+0A00, a line feed in the other byte order: the file is UTF-16 of the other order without a byte order mark; set the encoding to that order, or add the mark"
+	case bytes.IndexByte(v, '\r') >= 0:
+		// Lines that end with CR alone (classic Mac OS) are one line.
+		return "holds a carriage return: the file's lines end with CR alone, which is no line end in CSV; convert them to LF or CRLF"
+	}
+	return ""
 }
 
 // next reads the next record.

@@ -68,6 +68,7 @@ func TestCSV(t *testing.T) {
 		{"header names twice", "a,a\n1,2\n", csv, []want{{line: 1, err: `the header (line 1): the name "a" is given twice`, tail: true}}},
 		{"header name empty", "a,,c\n1,2,3\n", csv, []want{{line: 1, err: "the header (line 1): field 2 has no name", tail: true}}},
 		{"lines end with cr alone", "a,b\r1,2\r3,4\r", csv, []want{{line: 1, err: "the header (line 1): field 2 holds a carriage return: the file's lines end with CR alone", tail: true}}},
+		{"utf-16 without a mark", "a\x00,\x00b\x00\n\x001\x00,\x002\x00\n\x00", csv, []want{{line: 1, err: "field 1 holds a NUL character: the file looks like UTF-16 without a byte order mark", tail: true}}},
 		{"header with a bare quote", "a,b\"\n1,2\n", csv, []want{{line: 1, err: "the header (line 1): field 2: a quote", tail: true}}},
 		{"header after comments", "#c\n\na,b\n1,2\n", Format{Kind: CSV, Comment: "#"}, []want{ok(4, `{"a":"1","b":"2"}`)}},
 		{"too large row", "a\nshort\n" + strings.Repeat("x", 100) + "\nok\n", Format{Kind: CSV, MaxSize: 50},

@@ -97,6 +97,12 @@ func TestUTF16Invalid(t *testing.T) {
 	recs = readAll(t, "w.csv", data, Format{Kind: CSV})
 	checkRecords(t, nil, recs, []want{{line: 1, err: "set the encoding to utf-16le", tail: true}})
 
+	// A file of the other byte order without a mark is one line: its
+	// header holds U+0A00, the other order's line feed.
+	other := u16("id,v\n1,a\n", binary.BigEndian, false)
+	recs = readAll(t, "b.csv", other, f)
+	checkRecords(t, nil, recs, []want{{line: 1, err: "a line feed in the other byte order", tail: true}})
+
 	// The other formats fail such a record as well.
 	lone := func(before, after string) []byte {
 		return slicesConcat(u16(before, le, false), []byte{0x00, 0xD8}, u16(after, le, false))
