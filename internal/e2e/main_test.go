@@ -91,8 +91,9 @@ func runMain(m *testing.M) int {
 // storms, million-record drains and soaks run a plain build even under
 // -race: they test what survives kills and volume, and the race-built
 // binary, 20 to 40 times slower on SQLite, took the package past its
-// 25-minute timeout on two cores. .ci/run also runs the quick sizes under
-// -race, so every scenario still runs a race-built spool.
+// 25-minute timeout on two cores. CI runs the long sizes, the harness
+// race-built; `go test -race ./internal/e2e` at the quick sizes runs every
+// scenario against a race-built spool.
 func raceSpool() bool { return raceEnabled && !testenv.IsLong() }
 
 // quickRaceExit makes the race-instrumented spool processes the tests
