@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"bytes"
-	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -96,12 +95,12 @@ func TestBatchCrashDecoded(t *testing.T) {
 func batchCrash(t *testing.T, sp spoolAt, backend ledgerBackend, format string, records, minKills int) {
 	rng := newRand(t)
 	format, encoding, _ := strings.Cut(format, "/")
-	format, gzipped := strings.CutSuffix(format, ".gz")
+	format, gz := strings.CutSuffix(format, ".gz")
 	conf := `{"format": "` + format + `", "done_file": "{name}.done"`
 	if encoding != "" {
 		conf += `, "encoding": "` + encoding + `"`
 	}
-	if gzipped {
+	if gz {
 		conf += `, "include": ["*.` + format + `", "*.` + format + `.gz"]`
 	}
 	q := batchQueue(t, conf+"}")
@@ -144,17 +143,9 @@ func batchCrash(t *testing.T, sp spoolAt, backend ledgerBackend, format string, 
 		}
 		data = append([]byte{0xFF, 0xFE}, data...) // the mark of utf-16le, as Windows writes it
 	}
-	if gzipped {
+	if gz {
 		file += ".gz"
-		var z bytes.Buffer
-		zw := gzip.NewWriter(&z)
-		if _, err := zw.Write(data); err != nil {
-			t.Fatal(err)
-		}
-		if err := zw.Close(); err != nil {
-			t.Fatal(err)
-		}
-		data = z.Bytes()
+		data = gzipped(t, data)
 	}
 	putBytes(t, q, file, data)
 	putBytes(t, q, file+".done", nil)

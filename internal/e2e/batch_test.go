@@ -53,6 +53,20 @@ func putBytes(t *testing.T, q, name string, data []byte) {
 	}
 }
 
+// gzipped is data compressed with gzip.
+func gzipped(t *testing.T, data []byte) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	if _, err := zw.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
 // stageNames lists the names of a stage, sorted.
 func stageNames(t *testing.T, q, stage string) []string {
 	t.Helper()
@@ -289,15 +303,7 @@ func TestBatchGzipCSV(t *testing.T) {
 	q := batchQueue(t, `{"format": "csv", "include": ["*.csv", "*.csv.gz"]}`)
 	data, _ := ordersCSV(500, func(int) bool { return false })
 	data = append(data, "z1,o,0,1.00\n"...) // seq 0: refused as ever
-	var gz bytes.Buffer
-	zw := gzip.NewWriter(&gz)
-	if _, err := zw.Write(data); err != nil {
-		t.Fatal(err)
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	putBytes(t, q, "orders.csv.gz", gz.Bytes())
+	putBytes(t, q, "orders.csv.gz", gzipped(t, data))
 	st := parseStats(t, mustRun(t, 0, "consume", q))
 	if st != (consumeStats{Processed: 500, DeadLetters: 1}) {
 		t.Fatalf("%+v, want 500 processed and the seq 0 row dead-lettered", st)
