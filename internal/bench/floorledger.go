@@ -29,12 +29,13 @@ var floorLedgerColumns = []string{"msg_id", "order_no", "seq", "amount", "proces
 // ledger: n generated records' processed rows inserted into a fresh
 // ledger of spool's schema and durability through database/sql, as
 // multi-row INSERTs of 128 rows, 1024 rows a transaction. The records are
-// parsed and their rows and content hashes built before the meter starts;
-// a redelivery is skipped by the PRIMARY KEY (ON CONFLICT DO NOTHING) with
-// no lookup and no deliveries row, and a poison record is not written. No
-// file is read, nothing is decided or fsynced but the commits: a drain of
-// batch files cannot be faster on this machine, whatever spool does
-// around its ledger, as long as every record keeps its processed row.
+// parsed and their rows and content hashes built between the metered
+// commits; a redelivery is skipped by the PRIMARY KEY (ON CONFLICT DO
+// NOTHING) with no lookup and no deliveries row, and a poison record is
+// not written. No file is read, nothing is decided or fsynced but the
+// commits: a drain of batch files that keeps each record's processed row
+// in this SQLite, through database/sql, is not faster on this machine,
+// whatever it does around its ledger.
 func floorLedger(ctx context.Context, dir string, n int, gen sample.Options, relaxed bool, sc *syscallCounter) (Run, error) {
 	run := Run{Name: "floor (ledger)"}
 	db, err := sqlite.OpenWith(ctx, filepath.Join(dir, "ledger.db"), sqlite.Options{Relaxed: relaxed})
