@@ -91,8 +91,18 @@ func TestUTF16Invalid(t *testing.T) {
 	}
 
 	odd := append(slicesConcat(head, row2), '3')
-	recs = readAll(t, "o.csv", odd, f)
+	r, err = Open(bytes.NewReader(odd), "o.csv", f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs = nextAll(t, r)
 	checkRecords(t, nil, recs, []want{ok(2, `{"id":"1","v":"a"}`), bad(3, "a last byte without its pair")})
+	if len(recs) == 2 {
+		// The byte cannot be restored: U+FFFD stands for it.
+		if dl, want := r.DeadLetter(recs[1]), slicesConcat(head, u16("\ufffd", le, false)); !bytes.Equal(dl.Content, want) {
+			t.Errorf("dead letter of the lone last byte: % x, want % x", dl.Content, want)
+		}
+	}
 
 	recs = readAll(t, "w.csv", data, Format{Kind: CSV})
 	checkRecords(t, nil, recs, []want{{line: 1, err: "set the encoding to utf-16le", tail: true}})

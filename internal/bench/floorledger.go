@@ -36,13 +36,17 @@ var floorLedgerColumns = []string{"msg_id", "order_no", "seq", "amount", "proces
 // commits: a drain of batch files that keeps each record's processed row
 // in this SQLite, through database/sql, is not faster on this machine,
 // whatever it does around its ledger.
-func floorLedger(ctx context.Context, dir string, n int, gen sample.Options, relaxed bool, sc *syscallCounter) (Run, error) {
-	run := Run{Name: "floor (ledger)"}
+func floorLedger(ctx context.Context, dir string, n int, gen sample.Options, relaxed bool, sc *syscallCounter) (run Run, err error) {
+	run = Run{Name: "floor (ledger)"}
 	db, err := sqlite.OpenWith(ctx, filepath.Join(dir, "ledger.db"), sqlite.Options{Relaxed: relaxed})
 	if err != nil {
 		return run, fmt.Errorf("floor (ledger): %w", err)
 	}
-	defer db.Close()
+	defer func() {
+		if cerr := db.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("floor (ledger): %w", cerr)
+		}
+	}()
 	row := "(" + strings.TrimSuffix(strings.Repeat("?, ", len(floorLedgerColumns)), ", ") + ")"
 	text := func(k int) string {
 		return "INSERT INTO processed (" + strings.Join(floorLedgerColumns, ", ") + ") VALUES " +
