@@ -2,6 +2,7 @@ package spool
 
 import (
 	"io"
+	"strconv"
 	"strings"
 )
 
@@ -123,13 +124,27 @@ func (n *BatchCounts) addAll(m BatchCounts) {
 // name, then its inode, size and modification time, each after a colon
 // (a name may hold colons of its own).
 func BatchFileName(file string) string {
-	name := file
-	for range 3 {
+	name, _, _ := SplitBatchFileID(file)
+	return name
+}
+
+// SplitBatchFileID returns the name and the inode a BatchProgress.File
+// identity was made of; ok is false, and name the whole of file, when
+// file is not such an identity (fewer than three colons, or an inode that
+// is not a number).
+func SplitBatchFileID(file string) (name string, ino uint64, ok bool) {
+	name = file
+	var fields [3]string
+	for k := range 3 {
 		i := strings.LastIndexByte(name, ':')
 		if i < 0 {
-			return file
+			return file, 0, false
 		}
-		name = name[:i]
+		fields[2-k], name = name[i+1:], name[:i]
 	}
-	return name
+	ino, err := strconv.ParseUint(fields[0], 10, 64)
+	if err != nil {
+		return file, 0, false
+	}
+	return name, ino, true
 }

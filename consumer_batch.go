@@ -87,6 +87,9 @@ type batchRun struct {
 	// resumed says the file had a progress row when claimed: with a
 	// Caller, records past the progress may be settled already.
 	resumed bool
+	// recorded says the file has a progress row: it had one, or a commit
+	// wrote it.
+	recorded bool
 }
 
 // consumeBatch consumes the claimed batch file cl. An error fails the
@@ -109,6 +112,7 @@ func (c *Consumer) consumeBatch(s *queue.Session, cl *queue.Claim, claimed time.
 	if err != nil {
 		return fmt.Errorf("ledger: %w", err)
 	}
+	recorded := found
 	if !found {
 		p = BatchProgress{File: file, Batch: cl.ID}
 		if c.cfg.Caller != nil {
@@ -119,6 +123,7 @@ func (c *Consumer) consumeBatch(s *queue.Session, cl *queue.Claim, claimed time.
 			if _, err := c.ledger.RecordBatch(ctx, nil, Work{}, p); err != nil {
 				return fmt.Errorf("ledger: %w", err)
 			}
+			recorded = true
 		}
 	}
 	f, err := s.Open(cl)
@@ -130,7 +135,7 @@ func (c *Consumer) consumeBatch(s *queue.Session, cl *queue.Claim, claimed time.
 	if err != nil {
 		return fmt.Errorf("consume batch file %s: %w", cl.Name, err)
 	}
-	b := &batchRun{c: c, s: s, cl: cl, done: done, claimed: claimed, p: p, resumed: found}
+	b := &batchRun{c: c, s: s, cl: cl, done: done, claimed: claimed, p: p, resumed: found, recorded: recorded}
 	if found {
 		n, err := b.writeUnwritten(ctx)
 		if err != nil {
@@ -173,6 +178,9 @@ func (c *Consumer) consumeBatch(s *queue.Session, cl *queue.Claim, claimed time.
 			return err
 		}
 		if ch.last {
+			if err := b.recordEmpty(ctx); err != nil {
+				return err
+			}
 			return b.finish(queue.Done)
 		}
 	}
@@ -449,12 +457,28 @@ func (b *batchRun) commit(ctx context.Context) error {
 		return fmt.Errorf("ledger: %d results for a batch of %d", len(res), len(batch))
 	}
 	c.cfg.Observer.Committed(len(batch), time.Since(start))
+	b.recorded = true
 	for i, br := range b.pending {
 		if err := b.report(ctx, br, res[i]); err != nil {
 			return err
 		}
 	}
 	b.pending = b.pending[:0]
+	return nil
+}
+
+// recordEmpty writes the progress row of a file that ends with no row
+// yet, a file of no records (empty, or a header alone): the row is the
+// ledger's record of it, which spool status lists and spool fsck knows
+// the file in done/ by.
+func (b *batchRun) recordEmpty(ctx context.Context) error {
+	if b.recorded {
+		return nil
+	}
+	if _, err := b.c.ledger.RecordBatch(ctx, nil, Work{}, b.p); err != nil {
+		return fmt.Errorf("ledger: %w", err)
+	}
+	b.recorded = true
 	return nil
 }
 

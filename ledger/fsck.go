@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/spoolq/spool"
 )
 
 // This file holds what spool fsck reads from the ledger (package fsck);
@@ -25,9 +27,12 @@ type Fsck struct{ db *DB }
 func (db *DB) Fsck() Fsck { return Fsck{db} }
 
 // EachKnownFile calls fn with the inode and the recorded name of every
-// file the ledger recorded as processed or as a duplicate: the files that
-// may sit in done/. It streams: the rows are never all in memory. Rows
-// recorded before inodes were are left out.
+// file the ledger recorded as processed or as a duplicate, and of every
+// batch file it kept progress of (spool_batch_progress): the files that
+// may sit in done/. A batch file is known by its progress row even when
+// none of its records was processed (all of them dead letters, or a file
+// of no records at all). It streams: the rows are never all in memory.
+// Rows recorded before inodes were are left out.
 func (fk Fsck) EachKnownFile(ctx context.Context, fn func(ino uint64, file string) error) error {
 	if err := fk.db.open(); err != nil {
 		return err
@@ -39,6 +44,31 @@ func (fk Fsck) EachKnownFile(ctx context.Context, fn func(ino uint64, file strin
 		if err := fk.db.eachFile(ctx, q, fn); err != nil {
 			return err
 		}
+	}
+	return fk.eachBatchFile(ctx, fn)
+}
+
+// eachBatchFile calls fn with the inode and the name of every batch file
+// with a progress row, as its identity names them (spool.SplitBatchFileID).
+func (fk Fsck) eachBatchFile(ctx context.Context, fn func(ino uint64, file string) error) error {
+	rows, err := fk.db.sql.QueryContext(ctx, `SELECT file FROM spool_batch_progress`)
+	if err != nil {
+		return fk.db.fail("list batch files", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return fk.db.fail("list batch files", err)
+		}
+		if name, ino, ok := spool.SplitBatchFileID(id); ok {
+			if err := fn(ino, name); err != nil {
+				return err
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fk.db.fail("list batch files", err)
 	}
 	return nil
 }

@@ -321,6 +321,39 @@ func TestBatchGzipCSV(t *testing.T) {
 	checkFsck(t, q)
 }
 
+// TestBatchNoRecordProcessed: batch files of which no record is
+// processed (empty, a header alone, every row a dead letter) go to done/
+// as the others do, and the ledger knows them: spool status lists each,
+// and spool fsck finds done/ clean, with a handler (--exec) as without.
+func TestBatchNoRecordProcessed(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{nil, {"--exec", "exit 64"}} {
+		q := batchQueue(t, `{"format": "csv"}`)
+		files := map[string]string{
+			"empty.csv":  "",
+			"header.csv": "msg_id,order_no,seq,amount\n",
+			"allbad.csv": "msg_id,order_no,seq,amount\nz1,o,x,1\nz2,o,0,1\n",
+		}
+		for name, data := range files {
+			putBytes(t, q, name, []byte(data))
+		}
+		st := parseStats(t, mustRun(t, 0, append([]string{"consume", q}, args...)...))
+		if st != (consumeStats{DeadLetters: 2}) {
+			t.Fatalf("%v: %+v, want the 2 bad rows dead-lettered and nothing else", args, st)
+		}
+		if got := stageNames(t, q, done); !slices.Equal(got, []string{"allbad.csv", "empty.csv", "header.csv"}) {
+			t.Fatalf("%v: done/ holds %q, want the three files", args, got)
+		}
+		status := mustRun(t, 0, "status", q).stdout
+		for name := range files {
+			if !strings.Contains(status, name+": 0 processed") {
+				t.Errorf("%v: spool status does not list %s:\n%s", args, name, status)
+			}
+		}
+		checkFsck(t, q)
+	}
+}
+
 // TestBatchEncodings: EUC-KR, Shift_JIS and GB18030 files (the last with
 // a character outside the BMP, four bytes in GB18030) have their
 // characters kept exactly in the ledger, in UTF-8.
