@@ -32,6 +32,9 @@ func (l Consumer) RecordBatch(ctx context.Context, batch []*spool.Delivery, w sp
 		}
 	}
 	now := formatTime(time.Now())
+	// The identity holds the file's name, stored as every name is (clean):
+	// a name that is not UTF-8 is no error on any engine.
+	file := clean(p.File)
 	// The file's counts grow by the records the progress passes now: the
 	// batch's own, decided in this transaction, and p.Passed, recorded
 	// before it (migration 046).
@@ -49,7 +52,7 @@ func (l Consumer) RecordBatch(ctx context.Context, batch []*spool.Delivery, w sp
 		}
 		upd, err := tx.ExecContext(ctx, l.db.dialect.Rebind(`UPDATE spool_batch_progress SET position = ?, at = ?,
 			processed = processed + ?, duplicates = duplicates + ?, dead_letters = dead_letters + ? WHERE file = ?`),
-			p.Position, now, n.Processed, n.Duplicates, n.DeadLetters, p.File)
+			p.Position, now, n.Processed, n.Duplicates, n.DeadLetters, file)
 		if err != nil {
 			return fmt.Errorf("progress of %s: %w", p.File, err)
 		}
@@ -59,7 +62,7 @@ func (l Consumer) RecordBatch(ctx context.Context, batch []*spool.Delivery, w sp
 			return nil
 		}
 		_, err = tx.ExecContext(ctx, l.db.dialect.Rebind(`INSERT INTO spool_batch_progress (file, batch, position, at, processed, duplicates, dead_letters)
-			VALUES (?, ?, ?, ?, ?, ?, ?)`), p.File, p.Batch, p.Position, now, n.Processed, n.Duplicates, n.DeadLetters)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`), file, p.Batch, p.Position, now, n.Processed, n.Duplicates, n.DeadLetters)
 		if err != nil {
 			return fmt.Errorf("progress of %s: %w", p.File, err)
 		}
@@ -89,7 +92,8 @@ func (l Consumer) BatchProgress(ctx context.Context, file string) (spool.BatchPr
 		return spool.BatchProgress{}, false, err
 	}
 	p := spool.BatchProgress{File: file}
-	err := l.db.sql.QueryRowContext(ctx, l.db.dialect.Rebind(`SELECT batch, position FROM spool_batch_progress WHERE file = ?`), file).Scan(&p.Batch, &p.Position)
+	// Stored as RecordBatch stores it.
+	err := l.db.sql.QueryRowContext(ctx, l.db.dialect.Rebind(`SELECT batch, position FROM spool_batch_progress WHERE file = ?`), clean(file)).Scan(&p.Batch, &p.Position)
 	if errors.Is(err, sql.ErrNoRows) {
 		return spool.BatchProgress{}, false, nil
 	}
@@ -153,6 +157,8 @@ func (l Consumer) UnwrittenDeadLetters(ctx context.Context, batch, origin string
 		return nil, l.db.fail("unwritten dead letters", err)
 	}
 	defer rows.Close()
+	// The file column holds names as clean stores them.
+	origin = clean(origin)
 	var out []string
 	for rows.Next() {
 		var claim, file string

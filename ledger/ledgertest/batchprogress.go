@@ -88,7 +88,26 @@ func testBatchProgress(t *testing.T, db *ledger.DB) {
 		t.Error("RecordBatch without a batch identity: nil error, want one")
 	}
 
+	testBatchOddName(t, db)
 	testBatchCounts(t, db, p.File)
+}
+
+// testBatchOddName: a batch file whose name is not UTF-8 (or holds a
+// NUL) has its progress kept and found, on every engine, and its
+// records' unwritten dead letters found under its origin.
+func testBatchOddName(t *testing.T, db *ledger.DB) {
+	ctx := t.Context()
+	p := spool.BatchProgress{File: "odd\xff\x00.csv:5:6:7", Batch: "o:5:6", Position: "1:20:2"}
+	h := rejected("o:5:6#0", "odd\xff\x00.csv#L2", 0, spool.ReasonHandler, "", "refused")
+	if _, err := db.Consumer().RecordBatch(ctx, []*spool.Delivery{h}, spool.Work{}, p); err != nil {
+		t.Fatalf("RecordBatch of a file whose name is not UTF-8: %v", err)
+	}
+	if got, ok, err := db.Consumer().BatchProgress(ctx, p.File); err != nil || !ok || got != p {
+		t.Fatalf("BatchProgress of a file whose name is not UTF-8 = %+v, %v, %v; want %+v", got, ok, err, p)
+	}
+	if got, err := db.Consumer().UnwrittenDeadLetters(ctx, "o:5:6", "odd\xff\x00.csv#"); err != nil || !slices.Equal(got, []string{"o:5:6#0"}) {
+		t.Fatalf("UnwrittenDeadLetters of a file whose name is not UTF-8 = %q, %v; want o:5:6#0", got, err)
+	}
 }
 
 // testBatchCounts: a batch file's counts are those of the records its
