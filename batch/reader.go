@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/spoolq/spool"
 )
@@ -231,9 +232,46 @@ func (r *Reader) start() (*Record, error) {
 		return &rec, err
 	}
 	if r.kind == CSV {
-		return r.csv.header()
+		return r.csv.header() // the header's names say it (oddName)
+	}
+	if why := r.unmarkedUTF16(); why != "" {
+		rec, err := r.tail(unit{}, 1, r.elementNext(), why)
+		return &rec, err
 	}
 	return nil, nil
+}
+
+// unmarkedUTF16 says why a JSON Lines or XML file that starts as no such
+// file can is UTF-16 without a byte order mark, of another byte order than
+// the queue's or in a queue of another encoding, or "" when it does not
+// look so. Its first character is ASCII (a brace, an angle bracket,
+// white space), which UTF-16 writes with a NUL byte beside it, and which
+// UTF-16 of the other order decodes to U+XX00; neither can start a JSON
+// object or an XML document, so the file would fail anyway, a record at
+// a time and without a word on the cause.
+func (r *Reader) unmarkedUTF16() string {
+	for len(r.src.data()) < 3 && r.src.fill() {
+	}
+	d := r.src.data()
+	ascii := func(b byte) bool { return b >= '\t' && b <= '~' }
+	if r.cs.utf16 == nil {
+		switch {
+		case len(d) >= 2 && d[0] != 0 && ascii(d[0]) && d[1] == 0:
+			return fmt.Sprintf("the file looks like UTF-16LE without a byte order mark (a NUL byte after its first character), and the queue's encoding is %s: set the encoding to utf-16le, or convert the file", r.cs.name)
+		case len(d) >= 2 && d[0] == 0 && ascii(d[1]):
+			return fmt.Sprintf("the file looks like UTF-16BE without a byte order mark (a NUL byte before its first character), and the queue's encoding is %s: set the encoding to utf-16be, or convert the file", r.cs.name)
+		}
+		return ""
+	}
+	c, _ := utf8.DecodeRune(d)
+	if c&0xFF != 0 || !ascii(byte(c>>8)) {
+		return ""
+	}
+	other := "utf-16be"
+	if r.cs.name == "utf-16be" {
+		other = "utf-16le"
+	}
+	return fmt.Sprintf("the file looks like %s without a byte order mark (it starts with U+%04X, %q in the other byte order), and the queue reads %s: set the encoding to %s, or add the mark", strings.ToUpper(other), c, rune(c>>8), r.cs.name, other)
 }
 
 // splitter finds where a unit of a file ends: a record, or what lies

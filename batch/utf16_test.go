@@ -123,6 +123,45 @@ func TestUTF16Invalid(t *testing.T) {
 	checkRecords(t, nil, recs, []want{{line: 1, element: 1, err: "unpaired surrogate"}})
 }
 
+// TestUTF16Unmarked: a JSON Lines or XML file in UTF-16 without a byte
+// order mark, in a queue of another encoding or of the other byte order,
+// is one failure of the whole file that names the encoding to set; a
+// file of the queue's own encoding that merely starts with white space
+// reads as ever.
+func TestUTF16Unmarked(t *testing.T) {
+	le, be := binary.LittleEndian, binary.BigEndian
+	jsonl, xml := "{\"a\":1}\n{\"a\":2}\n", "\n<as><a>1</a></as>\n"
+	for _, c := range []struct {
+		name string
+		data []byte
+		f    Format
+		err  string
+	}{
+		{"jsonl le in utf-8", u16(jsonl, le, false), Format{Kind: JSONL}, "UTF-16LE without a byte order mark (a NUL byte after its first character), and the queue's encoding is utf-8: set the encoding to utf-16le"},
+		{"jsonl be in utf-8", u16(jsonl, be, false), Format{Kind: JSONL}, "UTF-16BE without a byte order mark (a NUL byte before its first character), and the queue's encoding is utf-8: set the encoding to utf-16be"},
+		{"xml le in windows-1252", u16(xml, le, false), Format{Kind: XML, Record: "a", Encoding: "windows-1252"}, "queue's encoding is windows-1252: set the encoding to utf-16le"},
+		{"jsonl be in utf-16le", u16(jsonl, be, false), Format{Kind: JSONL, Encoding: "utf-16le"}, "UTF-16BE without a byte order mark (it starts with U+7B00, '{' in the other byte order), and the queue reads utf-16le: set the encoding to utf-16be"},
+		{"xml le in utf-16be", u16(xml, le, false), Format{Kind: XML, Record: "a", Encoding: "utf-16be"}, "UTF-16LE without a byte order mark (it starts with U+0A00, '\\n' in the other byte order), and the queue reads utf-16be: set the encoding to utf-16le"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for _, name := range []string{"f", "f.gz"} {
+				data := c.data
+				if name == "f.gz" {
+					data = gz(t, data)
+				}
+				recs := readAll(t, name, data, c.f)
+				if len(recs) != 1 || !recs[0].Whole || recs[0].Err == nil || !strings.Contains(recs[0].Err.Detail, c.err) {
+					t.Fatalf("%s: %s, want the whole file refused: %q", name, describeAll(recs), c.err)
+				}
+			}
+		})
+	}
+	// The queue's own encoding, from white space on, reads as ever.
+	checkRecords(t, nil, readAll(t, "w.jsonl", []byte(" \t\n"+jsonl), Format{Kind: JSONL}), []want{ok(2, `{"a":1}`), ok(3, `{"a":2}`)})
+	checkRecords(t, nil, readAll(t, "w.jsonl", u16(jsonl, be, false), Format{Kind: JSONL, Encoding: "utf-16be"}), []want{ok(1, `{"a":1}`), ok(2, `{"a":2}`)})
+	checkRecords(t, nil, readAll(t, "w.xml", u16(xml, le, false), Format{Kind: XML, Record: "a", Encoding: "utf-16le"}), []want{{line: 2, element: 1, json: `{"#text":"1"}`}})
+}
+
 // TestUTF16DeadLetterReplays: a dead letter written back in UTF-16,
 // fixed, reads in the same queue as its record would have.
 func TestUTF16DeadLetterReplays(t *testing.T) {
