@@ -185,6 +185,9 @@ func (f Format) Check() error {
 		if err := checkDoneFile(f.DoneFile); err != nil {
 			return fmt.Errorf("%w: %w", ErrBadFormat, err)
 		}
+		if err := f.checkDoneShape(); err != nil {
+			return fmt.Errorf("%w: %w", ErrBadFormat, err)
+		}
 	}
 	if f.MaxSize < 0 {
 		return bad("max size %d is negative", f.MaxSize)
@@ -255,6 +258,24 @@ func (f Format) checkInclude() error {
 		}
 		if plain, ok := strings.CutSuffix(p, ".gz"); ok && plain != "" && !slices.Contains(f.Include, plain) {
 			return fmt.Errorf("include has %q but not %q: a bad record of a gzipped file goes to error/ uncompressed, and is taken again after a replay only if %q is included too", p, plain, plain)
+		}
+	}
+	return nil
+}
+
+// checkDoneShape refuses a done-file pattern whose shape the data files
+// have: a name of the done-file's shape is never data (Includes), so with
+// "{name}.csv" beside "*.csv" every data file would pass for a done-file,
+// and nothing would be consumed. A pattern is tried by a name it matches
+// ("*" and "?" as "x"); one with a class or an escape is not tried.
+func (f Format) checkDoneShape() error {
+	for _, p := range f.includes() {
+		if strings.ContainsAny(p, "[\\") {
+			continue
+		}
+		example := strings.NewReplacer("*", "x", "?", "x").Replace(p)
+		if f.isDoneName(example) {
+			return fmt.Errorf("done_file %q has the shape of the data files include names (%q is of %q): every data file would pass for a done-file and none would be taken; give the done-files a suffix of their own, such as \"{name}.done\"", f.DoneFile, example, p)
 		}
 	}
 	return nil

@@ -49,6 +49,11 @@ func TestCheck(t *testing.T) {
 		{"done is the file", Format{DoneFile: "{name}"}, "would be the data file itself"},
 		{"done slash", Format{DoneFile: "done/{name}"}, "has a slash"},
 		{"done hidden", Format{DoneFile: ".{name}.done"}, "starts with a dot"},
+		{"done of the data's shape", Format{Kind: CSV, Include: []string{"*.csv"}, DoneFile: "{name}.csv"}, `done_file "{name}.csv" has the shape of the data files include names ("x.csv" is of "*.csv")`},
+		{"done of the default include's shape", Format{Kind: JSONL, DoneFile: "{name}.jsonl"}, `("x.jsonl" is of "*.jsonl")`},
+		{"done of the shape of one pattern", Format{Kind: CSV, Include: []string{"*.csv", "*.ok"}, DoneFile: "{name}.ok"}, `("x.ok" is of "*.ok")`},
+		{"done beside every name", Format{Kind: CSV, Include: []string{"*"}, DoneFile: "{name}.done"}, ""},
+		{"done with a prefix", Format{Kind: CSV, Include: []string{"*.csv"}, DoneFile: "ok_{name}"}, ""},
 		{"negative size", Format{MaxSize: -1}, "negative"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
