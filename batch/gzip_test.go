@@ -114,6 +114,19 @@ func TestGzipDamage(t *testing.T) {
 	if len(got) != 1 || !got[0].Whole || got[0].Err.Detail != "not a gzip file (invalid gzip header)" {
 		t.Errorf("not gzip:\n%s", describeAll(got))
 	}
+	// Shorter than gzip's header: not gzip by its first bytes, or a
+	// stream cut in its header.
+	for _, short := range []struct{ data, detail string }{
+		{"garbage", "not a gzip file (invalid gzip header)"},
+		{"g", "not a gzip file (invalid gzip header)"},
+		{"\x1fx", "not a gzip file (invalid gzip header)"},
+		{string(z[:5]), "the gzip stream is truncated after 0 bytes of content"},
+		{string(z[:1]), "the gzip stream is truncated after 0 bytes of content"},
+	} {
+		if got := readAll(t, "s.jsonl.gz", []byte(short.data), f); len(got) != 1 || !got[0].Whole || got[0].Err.Detail != short.detail {
+			t.Errorf("%q:\n%s\nwant %q", short.data, describeAll(got), short.detail)
+		}
+	}
 	if d := (&Reader{name: "o.jsonl.gz", kind: JSONL}).DeadLetter(got[0]); !d.Whole || d.Name != "o.jsonl.gz" {
 		t.Errorf("not gzip: dead letter %+v, want the file itself", d)
 	}

@@ -1,6 +1,7 @@
 package batch
 
 import (
+	"bufio"
 	"compress/gzip"
 	"errors"
 	"fmt"
@@ -103,7 +104,17 @@ func (s *source) fill() bool {
 	}
 	if !s.wrapped {
 		if s.gz {
-			zr, err := gzip.NewReader(s.file)
+			// A file shorter than gzip's header is no truncated gzip
+			// stream when its first bytes are not gzip's magic number.
+			br := bufio.NewReader(s.file)
+			magic, _ := br.Peek(2)
+			for i, b := range magic {
+				if b != gzipMagic[i] {
+					s.fail(gzip.ErrHeader)
+					return false
+				}
+			}
+			zr, err := gzip.NewReader(br)
 			if err == io.EOF {
 				err = errEmptyGzip // no header: gzip -d says "unexpected end of file"
 			}
@@ -146,6 +157,9 @@ func (s *source) fail(err error) {
 		s.ioErr = err
 	}
 }
+
+// gzipMagic is how every gzip stream starts (RFC 1952).
+var gzipMagic = [2]byte{0x1f, 0x8b}
 
 // errEmptyGzip is the failure of an empty file named like a gzip file.
 var errEmptyGzip = errors.New("empty gzip file")
