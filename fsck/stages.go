@@ -156,7 +156,11 @@ func (c *checker) errorStage(ctx context.Context) (*finding, error) {
 	)
 	for _, r := range rows {
 		c.staged = stageKeys(c.staged, r.Ino, r.File)
-		if r.Known {
+		switch {
+		case r.ByName: // edited or copied to a new inode
+			c.moved++
+			continue
+		case r.Known:
 			c.byInode++
 			continue
 		}

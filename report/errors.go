@@ -36,6 +36,10 @@ type ErrorRow struct {
 	// Known reports whether the ledger has a record of this file; false
 	// exactly when Reason is ReasonUnknown.
 	Known bool
+	// ByName reports a Known file whose inode has no record, found by its
+	// name instead: a dead letter edited in error/ (sed -i, an editor
+	// that writes a new file) or copied with its queue to a new inode.
+	ByName bool
 	// OriginalFile is the name the message had in inbox/ when it was
 	// claimed: File without the collision suffix a move into error/ may have
 	// added. Empty when unknown.
@@ -102,14 +106,73 @@ func Errors(ctx context.Context, d *queue.Dir, l *ledger.DB) ([]ErrorRow, error)
 		}
 	}
 	rows := make([]ErrorRow, 0, len(entries))
+	var unknown []int
 	for _, e := range entries {
 		recs, err := l.DeadLetters().History(ctx, e.Ino)
 		if err != nil {
 			return nil, fmt.Errorf("errors report: %s: %w", e.Name, err)
 		}
-		rows = append(rows, errorRow(e, recs, replays[e.Ino]))
+		if rows = append(rows, errorRow(e, recs, replays[e.Ino])); !rows[len(rows)-1].Known {
+			unknown = append(unknown, len(rows)-1)
+		}
+	}
+	if len(unknown) > 0 {
+		if err := byName(ctx, l, rows, unknown, replays); err != nil {
+			return nil, fmt.Errorf("errors report: %w", err)
+		}
 	}
 	return rows, nil
+}
+
+// byName finds the records of the rows unknown by their inode under their
+// names, as InError does from the ledger's side: a file of error/ edited
+// in place or copied has a new inode, and is still the dead letter
+// recorded under its name, the latest current one (not replayed,
+// discarded or found removed) whose inode is no other known file's now. It
+// reads the current dead letters once, and the history of each inode
+// found.
+func byName(ctx context.Context, l *ledger.DB, rows []ErrorRow, unknown []int, replays map[uint64][]ledger.ReplayRecord) error {
+	want := make(map[string]bool, len(unknown))
+	for _, i := range unknown {
+		want[storedName(rows[i].File)] = true
+	}
+	// The inodes whose records are their files': an edit's new inode may
+	// be one an earlier edit freed, which no record of its name holds.
+	present := make(map[uint64]bool, len(rows))
+	for _, r := range rows {
+		if r.Known {
+			present[r.Ino] = true
+		}
+	}
+	// Newest first: the first record of a name is its latest.
+	latest := map[string]uint64{}
+	err := l.DeadLetters().Current(ctx, func(files []ledger.DeadLetterFile) error {
+		for _, f := range files {
+			if _, seen := latest[f.File]; want[f.File] && !seen && f.Ino != 0 && !present[f.Ino] {
+				latest[f.File] = f.Ino
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, i := range unknown {
+		e := rows[i].entry
+		ino, ok := latest[storedName(e.Name)]
+		if !ok {
+			continue
+		}
+		recs, err := l.DeadLetters().History(ctx, ino)
+		if err != nil {
+			return fmt.Errorf("%s: %w", e.Name, err)
+		}
+		if r := errorRow(e, recs, replays[ino]); r.Known {
+			r.ByName = true
+			rows[i] = r
+		}
+	}
+	return nil
 }
 
 // errorRow builds the row of the file e from the dead-letter records and
