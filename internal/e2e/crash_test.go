@@ -66,7 +66,9 @@ func logDelay(rng *rand.Rand, lo, hi time.Duration) time.Duration {
 // flight however fast or slow the machine is. Once there were minKills,
 // the runs last longer so that inbox/ drains; but until minOrphaning kills
 // also left claims behind, they stay aimed kills, short after the first
-// sign of work: a loaded machine's blind kills may all hit start-ups. It checks
+// sign of work: a loaded machine's blind kills may all hit start-ups, and
+// a fast one may drain inbox/ first, which late redeliveries then fill
+// again. It checks
 // after each kill that no message was lost or duplicated so far, and
 // returns how many kills hit a live process and how many of those left
 // claims behind.
@@ -78,6 +80,14 @@ func killLoop(t *testing.T, rng *rand.Rand, q string, c *corpus, minKills, minOr
 	late := 0
 	for run := 0; ; run++ {
 		remaining := countNames(t, q, inbox) + countClaims(t, q)
+		if remaining == 0 && kills >= minKills && orphaning < minOrphaning && time.Now().Before(deadline) {
+			// The inbox drained before kills enough hit claims in flight
+			// (a fast machine, the quick size): a late producer delivers
+			// processed messages again, so that the kills to come have
+			// work to hit.
+			late += c.redeliverLate(t, rng, q, 50)
+			remaining = countNames(t, q, inbox)
+		}
 		if kills >= minKills && (remaining == 0 || time.Now().After(deadline)) {
 			t.Logf("%d runs, %d kills of a live consumer, %d left claims behind, %d late redeliveries; %d messages left for the clean run",
 				run, kills, orphaning, late, remaining)
