@@ -214,9 +214,9 @@ func TestDedupAbsorbs(t *testing.T) {
 
 // TestDedupInFlightOneCall: two consumers on one key in flight. The first
 // posts it (a slow endpoint); a redelivery of it arrives meanwhile and a
-// second consumer claims it, which finds the key in flight in the window,
-// waits, and once the first has committed absorbs it as a duplicate: the
-// endpoint sees one call, and the ledger records no duplicate row.
+// second consumer claims it, which finds the key in flight in the window
+// and holds it; once the first has committed, it is absorbed as a
+// duplicate: the endpoint sees one call.
 func TestDedupInFlightOneCall(t *testing.T) {
 	t.Parallel()
 	r := startRedis(t)
@@ -261,8 +261,15 @@ func TestDedupInFlightOneCall(t *testing.T) {
 	if len(errs) > 0 {
 		t.Fatalf("%v\n%s\n%s", errs, ra, rb)
 	}
-	requireStats(t, "first consumer", ra, consumeStats{Processed: 1})
-	requireStats(t, "second consumer", rb, consumeStats{Duplicates: 1})
+	// The second consumer held the redelivery while the first call was
+	// in flight (onFirst saw its claim), then put it back to inbox/ to
+	// claim it again: whichever consumer's next pass takes it absorbs it
+	// (a loaded machine once gave it to the first). One call, one
+	// processed row and one duplicate between them is the rule.
+	sa, sb := parseStats(t, ra), parseStats(t, rb)
+	if sum := (consumeStats{Processed: sa.Processed + sb.Processed, Duplicates: sa.Duplicates + sb.Duplicates, DeadLetters: sa.DeadLetters + sb.DeadLetters}); sum != (consumeStats{Processed: 1, Duplicates: 1}) || sa.Processed != 1 {
+		t.Errorf("the consumers: %+v and %+v, want the first to process k-1 and one of them to absorb its redelivery\n%s\n%s", sa, sb, ra, rb)
+	}
 	seen, _ := srv.seen(t)
 	if seen["k-1"] != 1 || len(seen) != 1 {
 		t.Errorf("the endpoint saw %v, want k-1 once", seen)
