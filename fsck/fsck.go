@@ -118,6 +118,14 @@ const (
 	// removed the file alone. Informational: no replay or discard will
 	// ever take them; remove them by hand once looked at.
 	StrayDoneFiles = "stray-done-files"
+	// PendingDeadLetters: files in error/ without a dead-letter record
+	// that are the one-record dead letters of a batch file not finished
+	// (in inbox/, processing/ or held/): a chunk's dead letters are
+	// written before the transaction that records them, and the run that
+	// resumes the file finds and records them (a consumer killed, or out
+	// of disk space, between the two). Informational; not repaired, which
+	// would record them a second time beside the resumed run's.
+	PendingDeadLetters = "pending-dead-letters"
 	// Rebuilding: the ledger is marked as being rebuilt from the
 	// directories (ledger.BeginRebuild), by a repair running now or killed
 	// before it was complete; every command refuses it meanwhile.
@@ -328,7 +336,7 @@ func (c *checker) run(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	errs, err := c.errorStage(ctx)
+	errs, pending, err := c.errorStage(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -352,7 +360,7 @@ func (c *checker) run(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	findings = append(findings, done, invalid, kept, errs, deadMissing, deadReplaced, orphans, discarded, strays)
+	findings = append(findings, done, invalid, kept, errs, pending, deadMissing, deadReplaced, orphans, discarded, strays)
 	findings = append(findings, held...)
 	if c.byInode == 0 && c.moved > 0 {
 		f := c.newFinding(Copied, true)

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/batch"
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/queue"
 	"github.com/spoolq/spool/report"
@@ -142,17 +144,21 @@ func (c *checker) lost(f ledger.RepairedFile, repaired map[string]time.Time) boo
 	return c.repair && !at.IsZero() && (c.rebuilding || at.Equal(c.now.Truncate(time.Microsecond)))
 }
 
-// errorStage compares error/ with the dead-letter records.
-func (c *checker) errorStage(ctx context.Context) (*finding, error) {
-	f := c.newFinding(ErrorUnrecorded, false)
+// errorStage compares error/ with the dead-letter records; the files of
+// error/ without one that a batch file still to finish will record are
+// pending, not unrecorded.
+func (c *checker) errorStage(ctx context.Context) (f, pending *finding, err error) {
+	f = c.newFinding(ErrorUnrecorded, false)
+	pending = c.newFinding(PendingDeadLetters, true)
 	rows, err := report.Errors(ctx, c.d, c.l)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var (
 		lost     []ledger.RepairedFile
 		recorded []uint64 // name hashes of the dead-letter records, once needed
 		keys     []fileKey
+		claimed  map[string]bool // the names in processing/, once needed
 	)
 	for _, r := range rows {
 		c.staged = stageKeys(c.staged, r.Ino, r.File)
@@ -168,7 +174,7 @@ func (c *checker) errorStage(ctx context.Context) (*finding, error) {
 		// copied with the queue to a new inode.
 		if recorded == nil {
 			if recorded, err = c.deadLetterNames(ctx); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 		keys = stageKeys(keys[:0], r.Ino, r.File)
@@ -176,19 +182,84 @@ func (c *checker) errorStage(ctx context.Context) (*finding, error) {
 			c.moved++
 			continue
 		}
+		if data := batchDataNames(r.File); data != nil {
+			if claimed == nil {
+				if claimed, err = c.claimedNames(); err != nil {
+					return nil, nil, err
+				}
+			}
+			if from, ok, err := c.unfinished(data, claimed); err != nil {
+				return nil, nil, err
+			} else if ok {
+				pending.add("error/" + r.File + " (of " + from + ")")
+				continue
+			}
+		}
 		f.add("error/" + r.File)
 		lost = append(lost, ledger.RepairedFile{Name: r.File, Ino: r.Ino, Size: r.Size(), At: r.ModTime()})
 	}
 	f.Text = fmt.Sprintf("%d files in error/ have no dead-letter record", f.Count)
+	pending.Text = fmt.Sprintf("%d files in error/ are dead letters of batch files not finished, written before the commit that records them: the run that resumes each file records them (not repaired)", pending.Count)
 	if c.repair && len(lost) > 0 {
 		if err := c.l.Fsck().RepairError(ctx, lost, c.o.Consumer, c.now); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for _, r := range lost {
 			c.o.Log(fmt.Sprintf("repaired error/%s: recorded as a dead letter with reason %s", r.Name, report.ReasonUnknown))
 		}
 	}
-	return f, nil
+	return f, pending, nil
+}
+
+// batchDataNames returns the names of the batch file whose record a file
+// of error/ named name may be the dead letter of (batch.DeadLetterName:
+// "orders~L17.csv" of orders.csv or orders.csv.gz, a collision suffix
+// aside), or nil when name has no such shape.
+func batchDataNames(name string) []string {
+	stem, ext := name, ""
+	if i := strings.LastIndexByte(name, '.'); i > 0 {
+		stem, ext = name[:i], name[i:]
+	}
+	if i := strings.LastIndexByte(stem, '~'); i > 0 && !batch.IsDeadLetterName(stem+ext) && strings.Trim(stem[i+1:], "0123456789") == "" {
+		stem = stem[:i] // a collision suffix
+	}
+	if !batch.IsDeadLetterName(stem + ext) {
+		return nil
+	}
+	data := stem[:strings.LastIndexByte(stem, '~')] + ext
+	return []string{data, data + ".gz"}
+}
+
+// claimedNames returns the names of the files in processing/, live and
+// dead consumers' claims alike.
+func (c *checker) claimedNames() (map[string]bool, error) {
+	files, err := c.d.ClaimFiles()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]bool, len(files))
+	for _, f := range files {
+		out[f.Name] = true
+	}
+	return out, nil
+}
+
+// unfinished returns where the first of names is waiting to be consumed
+// (claimed in processing/, or in inbox/ or held/), and whether one is.
+func (c *checker) unfinished(names []string, claimed map[string]bool) (string, bool, error) {
+	for _, n := range names {
+		if claimed[n] {
+			return "processing/…/" + n, true, nil
+		}
+		for _, s := range []queue.Stage{queue.Inbox, queue.Held} {
+			if _, ok, err := c.d.Inode(s, n); err != nil {
+				return "", false, err
+			} else if ok {
+				return string(s) + "/" + n, true, nil
+			}
+		}
+	}
+	return "", false, nil
 }
 
 // strayDoneFiles reports the done-files of error/ that announce no file

@@ -168,3 +168,48 @@ func mustSize(t *testing.T, f *os.File) int64 {
 	}
 	return fi.Size()
 }
+
+// TestDiskFullBatchDeadLetters: a batch file whose bad rows' dead letters
+// fill the disk. A chunk's dead letters are written before the commit
+// that records them, so the failed run leaves some in error/ without a
+// record; fsck calls them pending (the file's resumed run records them),
+// not unrecorded, and --repair leaves them alone rather than record them
+// as "unknown" beside the resumed run's own. Once there is room the file
+// finishes with each bad row one dead letter, recorded with its reason.
+func TestDiskFullBatchDeadLetters(t *testing.T) {
+	mnt := smallFS(t)
+	q := filepath.Join(mnt, "q")
+	db := filepath.Join(t.TempDir(), "ledger.db") // the dead letters, not the ledger, fill the disk
+	mustRun(t, 0, "init", q, "--format", "csv", "--db", db)
+	const n = 2000 // every other row bad: 1 000 one-record files, a page each, over 3 MiB
+	data, bad := ordersCSV(n, func(i int) bool { return i%2 == 0 })
+	putBytes(t, q, "orders.csv", data)
+	r := run(t, "consume", q, "--db", db)
+	if r.code != 3 || !strings.Contains(r.stderr, "no space left on device") {
+		t.Fatalf("consume on a full disk: want exit 3 and ENOSPC\n%s", r)
+	}
+	const recorded = `SELECT COUNT(*) FROM deliveries WHERE outcome = 'dead-letter'`
+	pending := len(stageNames(t, q, errorStage)) - queryLedger(t, db, recorded)
+	if pending <= 0 {
+		t.Fatalf("the failed run left no dead letter without its record: the test tries nothing\n%s", r)
+	}
+	rep := fsck(t, 1, q, "--db", db) // the dead claim
+	requireFindings(t, "fsck after the failed run", rep, map[string]int{"dead-claims": 1, "pending-dead-letters": pending})
+	if r := mustRun(t, 0, "fsck", q, "--db", db, "--repair"); strings.Contains(r.stdout, "recorded as a dead letter") {
+		t.Fatalf("fsck --repair recorded the pending dead letters:\n%s", r)
+	}
+	if out, err := exec.Command("mount", "-o", "remount,size=64m", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("remount: %v: %s", err, out)
+	}
+	mustRun(t, 0, "consume", q, "--db", db)
+	if got := queryLedger(t, db, `SELECT COUNT(*) FROM processed`); got != n-len(bad) {
+		t.Fatalf("once there is room: %d processed rows, want %d", got, n-len(bad))
+	}
+	if got := len(stageNames(t, q, errorStage)); got != len(bad) {
+		t.Fatalf("error/ holds %d files, want one for each of the %d bad rows", got, len(bad))
+	}
+	if got := queryLedger(t, db, `SELECT COUNT(*) FROM deliveries WHERE outcome = 'dead-letter' AND reason = 'parse'`); got != len(bad) {
+		t.Fatalf("%d dead letters recorded with reason parse, want %d", got, len(bad))
+	}
+	checkFsck(t, q, "--db", db)
+}
