@@ -123,6 +123,18 @@ func (f Format) comment() rune {
 	return r
 }
 
+// IncludesRule says which names of inbox/ are the format's data files, for
+// an operator: its include patterns (or the default one), and its
+// done-file pattern when it has one ("*.csv, *.csv.gz, once {name}.done
+// is there").
+func (f Format) IncludesRule() string {
+	rule := strings.Join(f.includes(), ", ")
+	if f.DoneFile != "" {
+		rule += ", once " + f.DoneFile + " is there"
+	}
+	return rule
+}
+
 // includes is f.Include with its default.
 func (f Format) includes() []string {
 	if len(f.Include) == 0 {

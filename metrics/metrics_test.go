@@ -212,7 +212,7 @@ func TestRefreshWaiting(t *testing.T) {
 		}
 		_, err := os.Lstat(filepath.Join(inbox, name+".done"))
 		return s != queue.Inbox || err == nil
-	})
+	}, "*.csv, once {name}.done is there")
 	hour := time.Now().Add(-time.Hour)
 	put(t, d, queue.Inbox, "ready.csv", time.Now())
 	put(t, d, queue.Inbox, "ready.csv.done", time.Now())

@@ -64,8 +64,10 @@ type Dir struct {
 	// process, so it is opened when first needed.
 	held atomic.Int32
 	// names, when set, says which names of a stage are messages in
-	// place of IsMessageName (SetMessageNames).
-	names func(s Stage, name string) bool
+	// place of IsMessageName (SetMessageNames), and namesRule says so to
+	// an operator (MessageNamesRule).
+	names     func(s Stage, name string) bool
+	namesRule string
 	// doneFiles, when set, says which names of inbox/ are done-files, and
 	// which of those have no data file there (SetDoneFiles).
 	doneFiles func(name string) (done, orphan bool)
@@ -81,9 +83,22 @@ type Dir struct {
 // place of IsMessageName, for the claim scanner (ScanOrdered), Scan, List,
 // Inode and the stage counts: for a queue of batch files, whose format
 // says which names are data files (in inbox/, once their done-file is
-// there). Names starting with "." never are, whatever is says; is must be
-// safe for concurrent use. Call it before the Dir is used.
-func (d *Dir) SetMessageNames(is func(s Stage, name string) bool) { d.names = is }
+// there). rule says which in a few words, for the operator told of a
+// file the queue never takes ("*.csv, *.csv.gz"). Names starting with
+// "." never are, whatever is says; is must be safe for concurrent use.
+// Call it before the Dir is used.
+func (d *Dir) SetMessageNames(is func(s Stage, name string) bool, rule string) {
+	d.names, d.namesRule = is, rule
+}
+
+// MessageNamesRule says which names of inbox/ are messages, for an
+// operator: "NAME.json", or the rule SetMessageNames gave.
+func (d *Dir) MessageNamesRule() string {
+	if d.names == nil || d.namesRule == "" {
+		return "NAME.json"
+	}
+	return d.namesRule
+}
 
 // SetDoneFiles makes is decide which names of inbox/ are done-files, and
 // of those which have no data file there (orphan), for the stage counts

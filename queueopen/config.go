@@ -531,7 +531,7 @@ func UseFormat(d *queue.Dir, file *Config) {
 		}
 		_, err := os.Lstat(filepath.Join(inbox, done))
 		return err == nil
-	})
+	}, f.IncludesRule())
 	if f.DoneFile == "" {
 		return
 	}

@@ -337,7 +337,7 @@ func warnNotTaken(d *queue.Dir, logger *slog.Logger) {
 	if err != nil || st.NotTaken == 0 {
 		return // the consumer says what is wrong with inbox/ itself
 	}
-	logger.Warn("inbox/ holds entries the queue never takes, not named as its messages are (NAME.json, or spool.conf's include)",
+	logger.Warn("inbox/ holds entries the queue never takes, not named as its messages are ("+d.MessageNamesRule()+")",
 		"entries", st.NotTaken, "first", st.NotTakenNames)
 }
 

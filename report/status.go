@@ -37,6 +37,9 @@ type StatusReport struct {
 	// name it includes), NotTakenNames the first few.
 	NotTaken      int
 	NotTakenNames []string
+	// NamesRule says which names of inbox/ the queue takes
+	// (queue.Dir.MessageNamesRule), for the line on those it does not.
+	NamesRule string
 	// Now is when the report was taken; ages are relative to it.
 	Now time.Time
 	// Ledger counts processed rows, duplicates and dead letters by reason.
@@ -104,7 +107,7 @@ func Status(ctx context.Context, d *queue.Dir, l *ledger.DB) (StatusReport, erro
 		*c.n = st.Messages
 		if c.s == queue.Inbox {
 			r.WaitingForDoneFile, r.WaitingOldest, r.OrphanDoneFiles = st.Waiting, st.WaitingOldest, st.OrphanDoneFiles
-			r.NotTaken, r.NotTakenNames = st.NotTaken, st.NotTakenNames
+			r.NotTaken, r.NotTakenNames, r.NamesRule = st.NotTaken, st.NotTakenNames, d.MessageNamesRule()
 		}
 	}
 	oldest, err := OldestInbox(ctx, d)
@@ -425,8 +428,8 @@ func WriteStatus(w io.Writer, r StatusReport) error {
 		if r.NotTaken > 1 {
 			what = fmt.Sprintf("%d entries", r.NotTaken)
 		}
-		fmt.Fprintf(tw, "\t%s the queue never takes, not named as its messages are (NAME.json, or spool.conf's include): %s%s\n",
-			what, strings.Join(names, ", "), more)
+		fmt.Fprintf(tw, "\t%s the queue never takes, not named as its messages are (%s): %s%s\n",
+			what, cmp.Or(r.NamesRule, "NAME.json"), strings.Join(names, ", "), more)
 	}
 	fmt.Fprintf(tw, "processing\t%d\n", r.Processing)
 	fmt.Fprintf(tw, "done\t%d\n", r.Done)

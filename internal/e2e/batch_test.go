@@ -416,7 +416,7 @@ func TestBatchDoneFile(t *testing.T) {
 		if !strings.Contains(text, "1 done-file without its data file") {
 			t.Errorf("status does not name the done-file without its data file:\n%s", text)
 		}
-		if !strings.Contains(text, "1 entry the queue never takes, not named as its messages are (NAME.json, or spool.conf's include): more.csv.gz\n") {
+		if !strings.Contains(text, "1 entry the queue never takes, not named as its messages are (*.csv, once {name}.done is there): more.csv.gz\n") {
 			t.Errorf("status does not name the file its include does not take:\n%s", text)
 		}
 		var st struct {
@@ -462,7 +462,7 @@ func TestBatchDoneFile(t *testing.T) {
 	if st != (consumeStats{Processed: 20}) {
 		t.Fatalf("with its done-file: %+v, want 20 processed", st)
 	}
-	if !strings.Contains(r.stderr, `level=WARN msg="inbox/ holds entries the queue never takes, not named as its messages are (NAME.json, or spool.conf's include)" entries=1 first=[more.csv.gz]`) {
+	if !strings.Contains(r.stderr, `level=WARN msg="inbox/ holds entries the queue never takes, not named as its messages are (*.csv, once {name}.done is there)" entries=1 first=[more.csv.gz]`) {
 		t.Errorf("the drain does not warn of the file its include does not take:\n%s", r.stderr)
 	}
 	if got := stageNames(t, q, done); !slices.Equal(got, []string{"orders.csv", "orders.csv.done"}) {
