@@ -123,8 +123,12 @@ func New(ctx context.Context, db *sql.DB, d Dialect, o Options) (*DB, error) {
 		if err != nil {
 			return nil, fmt.Errorf("new %s ledger: %w", d.Name(), err)
 		}
-		if current, err := upToDate(ctx, db, ms); err != nil || !current {
-			return nil, fmt.Errorf("new %s ledger: the schema is older than this spool's, and a reader does not migrate it: run a consumer or fsck --repair first (%v)", d.Name(), err)
+		current, err := upToDate(ctx, db, ms)
+		if err != nil {
+			return nil, fmt.Errorf("new %s ledger: read schema_migrations: %w", d.Name(), err)
+		}
+		if !current {
+			return nil, fmt.Errorf("new %s ledger: the schema is older than this spool's, and a reader does not migrate it: run a consumer or fsck --repair first", d.Name())
 		}
 	} else if err := migrate(ctx, db, d); err != nil {
 		return nil, fmt.Errorf("new %s ledger: migrate: %w", d.Name(), err)
