@@ -34,7 +34,7 @@ func (ms Messages) RecentBatchFiles(ctx context.Context, n int) ([]BatchFile, er
 		return nil, err
 	}
 	rows, err := db.sql.QueryContext(ctx, db.dialect.Rebind(
-		`SELECT file, processed, duplicates, dead_letters, at FROM spool_batch_progress ORDER BY at DESC, file LIMIT ?`), n)
+		`SELECT file, processed, duplicates, dead_letters, at FROM spool_batch_progress ORDER BY at DESC, file DESC LIMIT ?`), n)
 	if err != nil {
 		return nil, db.fail("recent batch files", err)
 	}
