@@ -302,3 +302,28 @@ func TestReadOnlyWALWithoutShm(t *testing.T) {
 		t.Errorf("the read-only ledger does not see the commit in the -wal")
 	}
 }
+
+// TestReadOnlyOlderSchema: a reader does not migrate: a ledger whose last
+// migration is not applied yet (a spool upgraded, no consumer run since)
+// is refused with what to run, and nothing else on the line.
+func TestReadOnlyOlderSchema(t *testing.T) {
+	path := newLedgerFile(t, 0o644)
+	db, err := Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.SQL().ExecContext(t.Context(), `DELETE FROM schema_migrations WHERE version = (SELECT MAX(version) FROM schema_migrations)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := OpenWith(t.Context(), path, Options{ReadOnly: true, MustExist: true})
+	if err == nil {
+		ro.Close()
+		t.Fatal("a reader opened a ledger of an older schema")
+	}
+	if msg := err.Error(); !strings.HasSuffix(msg, "a reader does not migrate it: run a consumer or fsck --repair first") {
+		t.Errorf("refusal: %q, want it to end with what to run", msg)
+	}
+}
