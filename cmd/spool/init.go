@@ -15,7 +15,7 @@ import (
 var initCommand = &command{
 	name:    "init",
 	args:    "DIR [contract and format flags [--force]] [--from SRC] [--db PATH]",
-	summary: "create a queue, its ledger and its spool.conf; optionally copy SRC/*.json into inbox/",
+	summary: "create a queue, its ledger and its spool.conf; optionally copy the messages of SRC into inbox/",
 	opts:    newOpts[initOpts],
 }
 
