@@ -124,27 +124,40 @@ func (n *BatchCounts) addAll(m BatchCounts) {
 // name, then its inode, size and modification time, each after a colon
 // (a name may hold colons of its own).
 func BatchFileName(file string) string {
-	name, _, _ := SplitBatchFileID(file)
-	return name
+	if id, ok := ParseBatchFileID(file); ok {
+		return id.Name
+	}
+	return file
 }
 
-// SplitBatchFileID returns the name and the inode a BatchProgress.File
-// identity was made of; ok is false, and name the whole of file, when
-// file is not such an identity (fewer than three colons, or an inode that
-// is not a number).
-func SplitBatchFileID(file string) (name string, ino uint64, ok bool) {
-	name = file
+// BatchFileID is what a BatchProgress.File identity is made of: the
+// claimed file's name, inode, size and modification time when it was
+// claimed.
+type BatchFileID struct {
+	Name  string
+	Ino   uint64
+	Size  int64
+	Mtime int64 // Unix nanoseconds
+}
+
+// ParseBatchFileID returns the parts of a BatchProgress.File identity;
+// ok is false when file is not one (fewer than three colons, or an
+// inode, size or time that is not a number).
+func ParseBatchFileID(file string) (id BatchFileID, ok bool) {
+	name := file
 	var fields [3]string
 	for k := range 3 {
 		i := strings.LastIndexByte(name, ':')
 		if i < 0 {
-			return file, 0, false
+			return BatchFileID{}, false
 		}
 		fields[2-k], name = name[i+1:], name[:i]
 	}
-	ino, err := strconv.ParseUint(fields[0], 10, 64)
-	if err != nil {
-		return file, 0, false
+	ino, err1 := strconv.ParseUint(fields[0], 10, 64)
+	size, err2 := strconv.ParseInt(fields[1], 10, 64)
+	mtime, err3 := strconv.ParseInt(fields[2], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return BatchFileID{}, false
 	}
-	return name, ino, true
+	return BatchFileID{Name: name, Ino: ino, Size: size, Mtime: mtime}, true
 }

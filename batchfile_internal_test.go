@@ -16,13 +16,14 @@ func TestBatchFileName(t *testing.T) {
 		if got := BatchFileName(id); got != name {
 			t.Errorf("BatchFileName(%q) = %q, want %q", id, got, name)
 		}
-		if got, ino, ok := SplitBatchFileID(id); got != name || ino != cl.Ino || !ok {
-			t.Errorf("SplitBatchFileID(%q) = %q, %d, %v, want %q, %d, true", id, got, ino, ok, name, cl.Ino)
+		want := BatchFileID{Name: name, Ino: cl.Ino, Size: cl.Size, Mtime: cl.Mtime.UnixNano()}
+		if got, ok := ParseBatchFileID(id); got != want || !ok {
+			t.Errorf("ParseBatchFileID(%q) = %+v, %v, want %+v, true", id, got, ok, want)
 		}
 	}
-	for _, file := range []string{"no-colons", "a:1:2", "a:x:1:2", "a:-1:1:2"} {
-		if got, _, ok := SplitBatchFileID(file); got != file || ok {
-			t.Errorf("SplitBatchFileID(%q) = %q, %v, want it whole and not ok", file, got, ok)
+	for _, file := range []string{"no-colons", "a:1:2", "a:x:1:2", "a:-1:1:2", "a:1:x:2", "a:1:2:x"} {
+		if got, ok := ParseBatchFileID(file); got != (BatchFileID{}) || ok || BatchFileName(file) != file {
+			t.Errorf("ParseBatchFileID(%q) = %+v, %v, want nothing and not ok, and BatchFileName the whole", file, got, ok)
 		}
 	}
 }

@@ -668,6 +668,9 @@ func (c *Consumer) claimDoneFile(s *queue.Session, cl *queue.Claim) (*queue.Clai
 // recovery puts back in inbox/ with a new done-file (queue.Announcer).
 func (b *batchRun) finish(to queue.Stage) error {
 	c := b.c
+	if to == queue.Done {
+		b.warnChanged()
+	}
 	c.moves.Lock()
 	defer c.moves.Unlock()
 	name := b.cl.Name
@@ -698,6 +701,17 @@ func (b *batchRun) finish(to queue.Stage) error {
 		return nil
 	}
 	return c.dir.Sync(to)
+}
+
+// warnChanged logs a file that changed after its claim, read to its end
+// and about to go to done/: its producer writes it in place, and what it
+// writes from now on lands in done/, unread. spool fsck reports such a
+// file afterwards (done-changed), however late the producer wrote.
+func (b *batchRun) warnChanged() {
+	if changed, err := b.s.Changed(b.cl); err == nil && changed {
+		b.c.log.Warn("batch file changed while it was read: its producer writes it in place, and what it writes after this read is not consumed; give it a done_file or --min-age",
+			"file", b.cl.Name)
+	}
 }
 
 // announcer names the done-file that announces a batch file in inbox/,

@@ -118,6 +118,13 @@ const (
 	// removed the file alone. Informational: no replay or discard will
 	// ever take them; remove them by hand once looked at.
 	StrayDoneFiles = "stray-done-files"
+	// DoneChanged: a batch file in done/ whose size or modification time
+	// is not what it was when it was claimed (its progress identity): a
+	// producer wrote it in place, without a done-file or --min-age, and
+	// went on after the claim; what it wrote then was not consumed. Not
+	// repaired: an operator puts the file back into inbox/ under a new
+	// name, where its records read before are absorbed as duplicates.
+	DoneChanged = "done-changed"
 	// PendingDeadLetters: files in error/ without a dead-letter record
 	// that are the one-record dead letters of a batch file not finished
 	// (in inbox/, processing/ or held/): a chunk's dead letters are
@@ -332,7 +339,7 @@ func (c *checker) run(ctx context.Context) (*Report, error) {
 		}
 		findings = append(findings, f)
 	}
-	done, invalid, kept, err := c.done(ctx)
+	done, invalid, kept, changed, err := c.done(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -360,7 +367,7 @@ func (c *checker) run(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	findings = append(findings, done, invalid, kept, errs, pending, deadMissing, deadReplaced, orphans, discarded, strays)
+	findings = append(findings, done, invalid, kept, changed, errs, pending, deadMissing, deadReplaced, orphans, discarded, strays)
 	findings = append(findings, held...)
 	if c.byInode == 0 && c.moved > 0 {
 		f := c.newFinding(Copied, true)

@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/batch"
 )
 
 // This file holds how fsck tells files apart without keeping their names:
@@ -74,17 +77,41 @@ func storedName(name string) string {
 	return strings.ReplaceAll(strings.ToValidUTF8(name, "\uFFFD"), "\x00", "\uFFFD")
 }
 
+// batchClaim is a claim of a batch file as its progress row keeps it:
+// the file as it was claimed, and how far into its stream the records
+// committed go (-1 when the position cannot be read).
+type batchClaim struct {
+	id     spool.BatchFileID
+	offset int64
+}
+
 // knownFiles returns the keys of every file the ledger recorded as
-// processed or as a duplicate, sorted and without repeats.
-func (c *checker) knownFiles(ctx context.Context) ([]fileKey, error) {
+// processed or as a duplicate, and of every batch file it kept progress
+// of, sorted and without repeats; and the batch files' claims by key (a
+// file claimed again after a change has one identity a claim).
+func (c *checker) knownFiles(ctx context.Context) ([]fileKey, map[fileKey][]batchClaim, error) {
 	var known []fileKey
 	err := c.l.Fsck().EachKnownFile(ctx, func(ino uint64, file string) error {
 		known = append(known, recordedKey(ino, file))
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	batches := map[fileKey][]batchClaim{}
+	err = c.l.Fsck().EachBatchFile(ctx, func(id spool.BatchFileID, position string) error {
+		k := fileKey{id.Ino, nameHash(storedName(id.Name))}
+		known = append(known, k)
+		offset := int64(-1)
+		if p, err := batch.ParsePosition(position); err == nil {
+			offset = p.Offset
+		}
+		batches[k] = append(batches[k], batchClaim{id, offset})
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
 	}
 	slices.SortFunc(known, compareKeys)
-	return slices.Compact(known), nil
+	return slices.Compact(known), batches, nil
 }

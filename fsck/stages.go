@@ -26,16 +26,16 @@ const RepairBatch = 256
 // or its message's msg_id must have a processed row, or it got there
 // before the prune horizon (kept: spool prune removed its row on purpose,
 // and such a file is never read nor recorded again).
-func (c *checker) done(ctx context.Context) (unrecorded, invalid, kept *finding, err error) {
+func (c *checker) done(ctx context.Context) (unrecorded, invalid, kept, changed *finding, err error) {
 	unrecorded, invalid = c.newFinding(DoneUnrecorded, false), c.newFinding(DoneInvalid, false)
-	kept = c.newFinding(KeptAfterPrune, true)
-	known, err := c.knownFiles(ctx)
+	kept, changed = c.newFinding(KeptAfterPrune, true), c.newFinding(DoneChanged, false)
+	known, batches, err := c.knownFiles(ctx)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	horizon, err := c.l.Fsck().PruneHorizon(ctx)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	var pending []queue.Entry
 	flush := func() error {
@@ -46,6 +46,9 @@ func (c *checker) done(ctx context.Context) (unrecorded, invalid, kept *finding,
 	err = c.d.List(queue.Done, func(e queue.Entry) error {
 		n := len(c.staged)
 		c.staged = stageKeys(c.staged, e.Ino, e.Name)
+		if grewAfterClaim(e, c.staged[n:], batches) {
+			changed.add("done/" + e.Name)
+		}
 		for _, k := range c.staged[n:] {
 			if _, ok := slices.BinarySearchFunc(known, k, compareKeys); ok {
 				c.byInode++
@@ -65,12 +68,33 @@ func (c *checker) done(ctx context.Context) (unrecorded, invalid, kept *finding,
 		err = flush()
 	}
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	unrecorded.Text = fmt.Sprintf("%d files in done/ have no processed or duplicate record (rows lost)", unrecorded.Count)
 	invalid.Text = fmt.Sprintf("%d files in done/ have no record and are not valid messages", invalid.Count)
 	kept.Text = fmt.Sprintf("%d files in done/ were kept when spool prune removed their rows (not lost: spool prune DIR --older-than DURATION --files removes them)", kept.Count)
-	return unrecorded, invalid, kept, nil
+	changed.Text = fmt.Sprintf("%d batch files in done/ changed after they were claimed: a producer wrote them in place, and what it wrote after the claim was not consumed (give such a producer a done_file or --min-age; to consume the rest, put the file back into inbox/ under a new name: the records read before are absorbed as duplicates)", changed.Count)
+	return unrecorded, invalid, kept, changed, nil
+}
+
+// grewAfterClaim reports whether the file e of done/ is a batch file
+// (a progress row under one of its keys) that changed after its claim,
+// and not as far as its records were read: a producer wrote on in place,
+// and spool read only what was there. A file read to its last byte as it
+// is now (a producer that wrote on while the consumer read it all) is not
+// one; the offsets of a gzipped or UTF-16 file are its decoded stream's,
+// which its size never equals, so one that changed is.
+func grewAfterClaim(e queue.Entry, keys []fileKey, batches map[fileKey][]batchClaim) bool {
+	found := false
+	for _, k := range keys {
+		for _, b := range batches[k] {
+			if b.id.Size == e.Size && b.id.Mtime == e.ModTime || b.offset == e.Size {
+				return false
+			}
+			found = true
+		}
+	}
+	return found
 }
 
 // resolveDone reads the files of done/ unknown by key: one whose msg_id

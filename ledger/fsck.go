@@ -27,12 +27,10 @@ type Fsck struct{ db *DB }
 func (db *DB) Fsck() Fsck { return Fsck{db} }
 
 // EachKnownFile calls fn with the inode and the recorded name of every
-// file the ledger recorded as processed or as a duplicate, and of every
-// batch file it kept progress of (spool_batch_progress): the files that
-// may sit in done/. A batch file is known by its progress row even when
-// none of its records was processed (all of them dead letters, or a file
-// of no records at all). It streams: the rows are never all in memory.
-// Rows recorded before inodes were are left out.
+// file the ledger recorded as processed or as a duplicate: the files that
+// may sit in done/ (a batch file, which its records name "NAME#L17", is
+// known by its progress row too: EachBatchFile). It streams: the rows are
+// never all in memory. Rows recorded before inodes were are left out.
 func (fk Fsck) EachKnownFile(ctx context.Context, fn func(ino uint64, file string) error) error {
 	if err := fk.db.open(); err != nil {
 		return err
@@ -45,24 +43,32 @@ func (fk Fsck) EachKnownFile(ctx context.Context, fn func(ino uint64, file strin
 			return err
 		}
 	}
-	return fk.eachBatchFile(ctx, fn)
+	return nil
 }
 
-// eachBatchFile calls fn with the inode and the name of every batch file
-// with a progress row, as its identity names them (spool.SplitBatchFileID).
-func (fk Fsck) eachBatchFile(ctx context.Context, fn func(ino uint64, file string) error) error {
-	rows, err := fk.db.sql.QueryContext(ctx, `SELECT file FROM spool_batch_progress`)
+// EachBatchFile calls fn with the identity of every batch file the ledger
+// kept progress of (spool_batch_progress), its name, inode, size and
+// modification time when it was claimed, and its progress (the position
+// after the last record committed, batch.Position as text). Every file a
+// consumer finished has one, a file of which no record was processed too
+// (all of them dead letters, or none at all), so that spool fsck knows it
+// in done/, and can tell one that changed after its claim. It streams.
+func (fk Fsck) EachBatchFile(ctx context.Context, fn func(id spool.BatchFileID, position string) error) error {
+	if err := fk.db.open(); err != nil {
+		return err
+	}
+	rows, err := fk.db.sql.QueryContext(ctx, `SELECT file, position FROM spool_batch_progress`)
 	if err != nil {
 		return fk.db.fail("list batch files", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
+		var file, position string
+		if err := rows.Scan(&file, &position); err != nil {
 			return fk.db.fail("list batch files", err)
 		}
-		if name, ino, ok := spool.SplitBatchFileID(id); ok {
-			if err := fn(ino, name); err != nil {
+		if id, ok := spool.ParseBatchFileID(file); ok {
+			if err := fn(id, position); err != nil {
 				return err
 			}
 		}

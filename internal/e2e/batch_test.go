@@ -1059,3 +1059,34 @@ func TestBatchInPlaceMinAge(t *testing.T) {
 	}
 	checkFsck(t, q)
 }
+
+// TestBatchWrittenOnAfterClaim: a producer that writes a batch file in
+// place, without a done-file or --min-age, and goes on after the consumer
+// claimed it (here a handler appends a row to the claimed file, after the
+// reader has reached its end). The consumer warns as it moves the file to
+// done/, and spool fsck reports the file as changed after its claim (exit
+// 1), since the row written then was never read; put back into inbox/
+// under a new name, the file gives that row, its others absorbed as
+// duplicates, and fsck is clean. A file the consumer read to its end,
+// however it grew meanwhile, is no finding: every other test's fsck.
+func TestBatchWrittenOnAfterClaim(t *testing.T) {
+	t.Parallel()
+	q := batchQueue(t, `{"format": "csv"}`)
+	putBytes(t, q, "live.csv", []byte("msg_id,order_no,seq,amount\nw1,o,1,1.00\nw2,o,2,1.00\n"))
+	appendRow := `case "$SPOOL_SEQ" in 1) printf 'w3,o,3,1.00\n' >> "$(ls -d "$SPOOL_QUEUE"/processing/*/live.csv)";; esac`
+	r := mustRun(t, 0, "consume", q, "--exec", appendRow)
+	if st := parseStats(t, r); st != (consumeStats{Processed: 2}) {
+		t.Fatalf("%+v, want the 2 rows read before the append", st)
+	}
+	if !strings.Contains(r.stderr, `msg="batch file changed while it was read`) {
+		t.Errorf("the consumer does not warn of the file written on in place:\n%s", r.stderr)
+	}
+	requireFindings(t, "fsck after the append", fsck(t, 1, q), map[string]int{"done-changed": 1})
+	if err := os.Rename(filepath.Join(q, done, "live.csv"), filepath.Join(q, inbox, "live-rest.csv")); err != nil {
+		t.Fatal(err)
+	}
+	if st := parseStats(t, mustRun(t, 0, "consume", q)); st != (consumeStats{Processed: 1, Duplicates: 2}) {
+		t.Fatalf("the file put back: %+v, want the appended row processed and the 2 others duplicates", st)
+	}
+	checkFsck(t, q)
+}

@@ -108,6 +108,18 @@ func testBatchOddName(t *testing.T, db *ledger.DB) {
 	if got, err := db.Consumer().UnwrittenDeadLetters(ctx, "o:5:6", "odd\xff\x00.csv#"); err != nil || !slices.Equal(got, []string{"o:5:6#0"}) {
 		t.Fatalf("UnwrittenDeadLetters of a file whose name is not UTF-8 = %q, %v; want o:5:6#0", got, err)
 	}
+	// fsck lists it, its name as the ledger stores names.
+	want := spool.BatchFileID{Name: "odd\uFFFD\uFFFD.csv", Ino: 5, Size: 6, Mtime: 7}
+	found := false
+	err := db.Fsck().EachBatchFile(ctx, func(id spool.BatchFileID, position string) error {
+		if id == want {
+			found = found || position == p.Position
+		}
+		return nil
+	})
+	if err != nil || !found {
+		t.Fatalf("EachBatchFile: %v; want %+v at %s among the files", err, want, p.Position)
+	}
 }
 
 // testBatchCounts: a batch file's counts are those of the records its
