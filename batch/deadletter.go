@@ -87,6 +87,26 @@ func deadLetterName(file string, rec Record) string {
 // replay, needs no done-file (Match).
 func IsDeadLetterName(name string) bool { return isDeadLetterName(name) }
 
+// DeadLetterSources returns the names of the batch file whose record a
+// file of error/ named name may be the dead letter of, the inverse of the
+// naming above ("orders~L17.csv", or "orders~L17~2.csv" with a collision
+// suffix, of orders.csv or orders.csv.gz), or nil when name has no such
+// shape. A name shortened to fit NAME_MAX gives the shortened stem.
+func DeadLetterSources(name string) []string {
+	stem, ext := name, ""
+	if i := strings.LastIndexByte(name, '.'); i > 0 {
+		stem, ext = name[:i], name[i:]
+	}
+	if i := strings.LastIndexByte(stem, '~'); i > 0 && !isDeadLetterName(stem+ext) && strings.Trim(stem[i+1:], "0123456789") == "" {
+		stem = stem[:i] // a collision suffix
+	}
+	if !isDeadLetterName(stem + ext) {
+		return nil
+	}
+	data := stem[:strings.LastIndexByte(stem, '~')] + ext
+	return []string{data, data + ".gz"}
+}
+
 // isDeadLetterName reports whether name has the shape deadLetterName
 // gives: a stem, "~L" or "~E", a number from 1 without leading zeros,
 // then the extension if any.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/spoolq/spool"
@@ -206,7 +205,7 @@ func (c *checker) errorStage(ctx context.Context) (f, pending *finding, err erro
 			c.moved++
 			continue
 		}
-		if data := batchDataNames(r.File); data != nil {
+		if data := batch.DeadLetterSources(r.File); data != nil {
 			if claimed == nil {
 				if claimed, err = c.claimedNames(); err != nil {
 					return nil, nil, err
@@ -233,25 +232,6 @@ func (c *checker) errorStage(ctx context.Context) (f, pending *finding, err erro
 		}
 	}
 	return f, pending, nil
-}
-
-// batchDataNames returns the names of the batch file whose record a file
-// of error/ named name may be the dead letter of (batch.DeadLetterName:
-// "orders~L17.csv" of orders.csv or orders.csv.gz, a collision suffix
-// aside), or nil when name has no such shape.
-func batchDataNames(name string) []string {
-	stem, ext := name, ""
-	if i := strings.LastIndexByte(name, '.'); i > 0 {
-		stem, ext = name[:i], name[i:]
-	}
-	if i := strings.LastIndexByte(stem, '~'); i > 0 && !batch.IsDeadLetterName(stem+ext) && strings.Trim(stem[i+1:], "0123456789") == "" {
-		stem = stem[:i] // a collision suffix
-	}
-	if !batch.IsDeadLetterName(stem + ext) {
-		return nil
-	}
-	data := stem[:strings.LastIndexByte(stem, '~')] + ext
-	return []string{data, data + ".gz"}
 }
 
 // claimedNames returns the names of the files in processing/, live and

@@ -1,14 +1,14 @@
-package fsck
+package batch
 
 import (
 	"slices"
 	"testing"
 )
 
-// TestBatchDataNames: the batch file a record's dead letter came from, by
+// TestDeadLetterSources: the batch file a record's dead letter came from, by
 // its name (batch.DeadLetterName), a collision suffix aside; nothing for
 // the other names of error/.
-func TestBatchDataNames(t *testing.T) {
+func TestDeadLetterSources(t *testing.T) {
 	for name, want := range map[string][]string{
 		"orders~L17.csv":    {"orders.csv", "orders.csv.gz"},
 		"orders~L17~2.csv":  {"orders.csv", "orders.csv.gz"},
@@ -25,8 +25,8 @@ func TestBatchDataNames(t *testing.T) {
 		"orders~L17~x.csv":  nil,
 		"orders~L17~2~3.cs": nil,
 	} {
-		if got := batchDataNames(name); !slices.Equal(got, want) {
-			t.Errorf("batchDataNames(%q) = %q, want %q", name, got, want)
+		if got := DeadLetterSources(name); !slices.Equal(got, want) {
+			t.Errorf("DeadLetterSources(%q) = %q, want %q", name, got, want)
 		}
 	}
 }
