@@ -27,11 +27,16 @@ func putNames(t *testing.T, d *Dir, names []string) {
 }
 
 func messageNames(n int) []string {
+	if n > 1_000_000 {
+		panic("messageNames: at most 1 000 000 distinct names")
+	}
 	var out []string
 	for i := range n {
 		// Not all the same length, so that the order is not just that of
-		// the numbers' widths.
-		out = append(out, fmt.Sprintf("%0*d-order.json", 3+i%3, rand.IntN(1_000_000)*1000+i))
+		// the numbers' widths; distinct, as i is below the multiplier (at
+		// 1 000 two names of 1 500 could be the same, and the test then
+		// wanted a name twice).
+		out = append(out, fmt.Sprintf("%0*d-order.json", 3+i%3, rand.IntN(1_000_000)*1_000_000+i))
 	}
 	slices.Sort(out)
 	return out
