@@ -1,11 +1,12 @@
 package spool
 
 import (
-	"bytes"
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"strconv"
 	"strings"
@@ -63,8 +64,11 @@ type batchRecord struct {
 	// stored is the dead letter's name in error/, once written.
 	stored string
 	// unwritten is the content of a dead letter to write before the
-	// chunk's commit (writeDeadLetters); nil once written.
+	// chunk's commit (writeDeadLetters), or, with streamed, nil: a dead
+	// letter too large to hold, which rec.WriteDeadLetter writes from the
+	// batch file. Both are cleared once it is written.
 	unwritten []byte
+	streamed  bool
 	// absorbed marks a record of a resumed file that a killed run settled
 	// already, with a Caller, past the progress it committed: it is not
 	// recorded nor called again (settledBefore). absorbedAs is what it
@@ -299,7 +303,18 @@ func (b *batchRun) writeDeadLetters(ch *batchChunk) error {
 	var files []queue.StageFile
 	var which []int
 	for i := range ch.recs {
-		if content := ch.recs[i].unwritten; content != nil {
+		br := &ch.recs[i]
+		if br.streamed {
+			// Read from the batch file, on this goroutine, the reader's:
+			// WriteStageFiles fills its files at once.
+			stored, ino, err := b.writeDeadLetter(context.Background(), br.rec, false)
+			if err != nil {
+				return err
+			}
+			br.d.File, br.d.Ino, br.stored, br.streamed = stored, ino, stored, false
+			continue
+		}
+		if content := br.unwritten; content != nil {
 			files = append(files, queue.StageFile{Name: ch.recs[i].rec.DeadLetter, Fill: func(w io.Writer) error {
 				_, err := w.Write(content)
 				return err
@@ -358,12 +373,12 @@ func (b *batchRun) add(ctx context.Context, rec BatchRecord) (batchRecord, error
 		// once found a second copy when the resumed run's first commit
 		// ended the look before the record that an earlier run, with a
 		// larger batch, had written). The look is an fstatat or two.
-		stored, ino, content, err := b.lookDeadLetter(ctx, rec)
+		stored, ino, body, err := b.lookDeadLetter(ctx, rec)
 		if err != nil {
 			return br, err
 		}
 		if stored == "" {
-			br.unwritten = content
+			br.unwritten, br.streamed = body.held, body.over
 		} else {
 			d.File, d.Ino, br.stored = stored, ino, stored
 		}
@@ -385,22 +400,13 @@ func originText(o string) string {
 // of the same bytes under its name or a collision name of it, whose inode
 // no dead letter is recorded with.
 func (b *batchRun) writeDeadLetter(ctx context.Context, rec BatchRecord, check bool) (string, uint64, error) {
-	c := b.c
-	if !check {
-		stored, ino, err := c.dir.WriteStage(queue.Error, rec.DeadLetter, rec.WriteDeadLetter)
-		if err != nil {
-			return "", 0, fmt.Errorf("dead letter of %s %s: %w", b.cl.Name, rec.Origin, err)
+	if check {
+		stored, ino, _, err := b.lookDeadLetter(ctx, rec)
+		if err != nil || stored != "" {
+			return stored, ino, err
 		}
-		return stored, ino, nil
 	}
-	stored, ino, content, err := b.lookDeadLetter(ctx, rec)
-	if err != nil || stored != "" {
-		return stored, ino, err
-	}
-	stored, ino, err = c.dir.WriteStage(queue.Error, rec.DeadLetter, func(w io.Writer) error {
-		_, err := w.Write(content)
-		return err
-	})
+	stored, ino, err := b.c.dir.WriteStage(queue.Error, rec.DeadLetter, rec.WriteDeadLetter)
 	if err != nil {
 		return "", 0, fmt.Errorf("dead letter of %s %s: %w", b.cl.Name, rec.Origin, err)
 	}
@@ -410,14 +416,16 @@ func (b *batchRun) writeDeadLetter(ctx context.Context, rec BatchRecord, check b
 // lookDeadLetter finds the dead letter of rec that an earlier run wrote
 // before it died: a file of the same bytes under its name or a collision
 // name of it, whose inode no dead letter is recorded with. Without one,
-// stored is "" and content is what to write.
-func (b *batchRun) lookDeadLetter(ctx context.Context, rec BatchRecord) (stored string, ino uint64, content []byte, err error) {
+// stored is "" and body is what to write.
+func (b *batchRun) lookDeadLetter(ctx context.Context, rec BatchRecord) (stored string, ino uint64, body *deadLetterBody, err error) {
 	c := b.c
-	var buf bytes.Buffer
-	if err := rec.WriteDeadLetter(&buf); err != nil {
+	body = &deadLetterBody{sum: sha256.New()}
+	if err := rec.WriteDeadLetter(body); err != nil {
 		return "", 0, nil, fmt.Errorf("dead letter of %s %s: %w", b.cl.Name, rec.Origin, err)
 	}
-	copies, err := c.dir.Copies(queue.Error, rec.DeadLetter, buf.Bytes())
+	var sum [sha256.Size]byte
+	body.sum.Sum(sum[:0])
+	copies, err := c.dir.Copies(queue.Error, rec.DeadLetter, body.size, sum)
 	if err != nil {
 		return "", 0, nil, fmt.Errorf("dead letter of %s %s: %w", b.cl.Name, rec.Origin, err)
 	}
@@ -430,7 +438,36 @@ func (b *batchRun) lookDeadLetter(ctx context.Context, rec BatchRecord) (stored 
 			return cp.Name, cp.Ino, nil, nil // ours, from before the crash
 		}
 	}
-	return "", 0, buf.Bytes(), nil
+	return "", 0, body, nil
+}
+
+// deadLetterBody is a dead letter as it is written through it: its
+// size and SHA-256, and its bytes up to maxHeldDeadLetter. A larger one
+// (over is set, held dropped) is not held but written again from its
+// batch file: a record over the limit is not held by the reader either,
+// and a CSV file whose quote is never closed is one record of the rest
+// of the file (a 90 MB file held 363 MB before).
+type deadLetterBody struct {
+	sum  hash.Hash
+	size int64
+	held []byte
+	over bool
+}
+
+// maxHeldDeadLetter is the largest dead letter a chunk holds until it
+// writes it: the default record limit.
+const maxHeldDeadLetter = 1 << 20
+
+func (d *deadLetterBody) Write(p []byte) (int, error) {
+	d.sum.Write(p)
+	d.size += int64(len(p))
+	if !d.over && len(d.held)+len(p) > maxHeldDeadLetter {
+		d.over, d.held = true, nil
+	}
+	if !d.over {
+		d.held = append(d.held, p...)
+	}
+	return len(p), nil
 }
 
 // commit records the pending chunk with the progress after it, then

@@ -3,7 +3,7 @@
 package queue
 
 import (
-	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -179,11 +179,13 @@ type StoredCopy struct {
 	Ino  uint64
 }
 
-// Copies lists the regular files of stage s whose content is data, under
-// name or one of the names a collision gives it (name~2...), up to the
-// first of those names that is free: where WriteFile may have put data
-// under name before a crash. Files larger than data are not read.
-func (d *Dir) Copies(s Stage, name string, data []byte) ([]StoredCopy, error) {
+// Copies lists the regular files of stage s of size bytes whose SHA-256
+// is sum, under name or one of the names a collision gives it
+// (name~2...), up to the first of those names that is free: where
+// WriteFile may have put that content under name before a crash. A file
+// is read only when its size is size, and then streamed: a dead letter
+// may be as large as the batch file it came from.
+func (d *Dir) Copies(s Stage, name string, size int64, sum [sha256.Size]byte) ([]StoredCopy, error) {
 	var out []StoredCopy
 	for n := 1; n < maxSuffixTries; n++ {
 		cand := name
@@ -198,21 +200,47 @@ func (d *Dir) Copies(s Stage, name string, data []byte) ([]StoredCopy, error) {
 		if err != nil {
 			return nil, fmt.Errorf("stat %s/%s: %w", s, cand, err)
 		}
-		if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != int64(len(data)) {
+		if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != size {
 			continue
 		}
-		got, err := readAt(d.fd(s), &Claim{Name: cand, Mode: st.Mode, Size: st.Size}, int64(len(data)), nil)
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOENT) {
-			continue
+		got, err := d.sum(s, cand)
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, ErrNotRegular) {
+			continue // gone or replaced since the stat
 		}
 		if err != nil {
 			return nil, fmt.Errorf("read %s/%s: %w", s, cand, err)
 		}
-		if bytes.Equal(got, data) {
+		if got == sum {
 			out = append(out, StoredCopy{Name: cand, Ino: st.Ino})
 		}
 	}
 	return out, nil
+}
+
+// sum returns the SHA-256 of the regular file name of stage s, read as
+// it streams by.
+func (d *Dir) sum(s Stage, name string) ([sha256.Size]byte, error) {
+	var sum [sha256.Size]byte
+	fd, err := unix.Openat(d.fd(s), name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ELOOP) {
+		return sum, ErrNotRegular
+	}
+	if err != nil {
+		return sum, err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close() // read-only: a close error loses nothing
+	if fi, err := f.Stat(); err != nil {
+		return sum, err
+	} else if !fi.Mode().IsRegular() {
+		return sum, ErrNotRegular
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return sum, err
+	}
+	h.Sum(sum[:0])
+	return sum, nil
 }
 
 // Announce creates name in stage s as an empty file if nothing has that

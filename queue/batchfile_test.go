@@ -3,6 +3,7 @@
 package queue
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -37,14 +38,14 @@ func TestBatchFileHelpers(t *testing.T) {
 	if err != nil || n3 != "orders~L3~3.csv" {
 		t.Fatalf("WriteStage = %q, %v", n3, err)
 	}
-	got, err := d.Copies(Error, "orders~L3.csv", []byte("h\nr\n"))
+	got, err := d.Copies(Error, "orders~L3.csv", 4, sha256.Sum256([]byte("h\nr\n")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := []StoredCopy{{n1, ino1}, {n3, ino3}}; !slices.Equal(got, want) {
 		t.Fatalf("Copies = %+v, want %+v", got, want)
 	}
-	if got, err := d.Copies(Error, "other.csv", []byte("h\nr\n")); err != nil || len(got) != 0 {
+	if got, err := d.Copies(Error, "other.csv", 4, sha256.Sum256([]byte("h\nr\n"))); err != nil || len(got) != 0 {
 		t.Fatalf("Copies of a free name = %+v, %v", got, err)
 	}
 	if ok, err := d.Announce(Inbox, "orders.csv.done"); err != nil || !ok {

@@ -1,0 +1,159 @@
+package e2e
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/spoolq/spool/internal/testenv"
+)
+
+// unclosedCSV writes into inbox/ orders.csv: a header, a good row, then
+// a row whose quote is never closed, followed by rows of about size
+// bytes, which the quote makes one record with it to the end of the
+// file. It returns the bytes of that record's dead letter: the header and
+// everything from the bad row on.
+func unclosedCSV(t *testing.T, q string, size int) []byte {
+	t.Helper()
+	const header = "msg_id,order_no,seq,amount\n"
+	var rest bytes.Buffer
+	rest.WriteString(`b2,"o,2,1.00` + "\n")
+	for i := 3; rest.Len() < size; i++ {
+		fmt.Fprintf(&rest, "b%d,o,%d,1.00\n", i, i)
+	}
+	putBytes(t, q, "orders.csv", append([]byte(header+"b1,o,1,1.00\n"), rest.Bytes()...))
+	return append([]byte(header), rest.Bytes()...)
+}
+
+// sameFile fails t unless the file at path holds want, compared by size
+// and SHA-256 (the files are large).
+func sameFile(t *testing.T, path string, want []byte) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != int64(len(want)) || [sha256.Size]byte(h.Sum(nil)) != sha256.Sum256(want) {
+		t.Fatalf("%s: %d bytes, not the %d of the record's dead letter", path, n, len(want))
+	}
+}
+
+// TestBatchLargeDeadLetter: a dead letter as large as its batch file (a
+// CSV whose quote is never closed, which makes the rest of the file one
+// record) is copied from the file, never held: the consumer stays in
+// bounded memory (it held four times the record before), and the dead
+// letter is the record, whole. The plain build is measured: the race
+// detector's own memory would hide the bound.
+func TestBatchLargeDeadLetter(t *testing.T) {
+	t.Parallel()
+	size := 40 << 20
+	if testenv.IsLong() {
+		size = 256 << 20
+	}
+	q := batchQueue(t, `{"format": "csv"}`)
+	want := unclosedCSV(t, q, size)
+	// A watching consumer, measured once the file is done: its VmHWM is
+	// its peak since its exec. (ru_maxrss would count this test's own
+	// memory, which the child had before its exec.)
+	p := spoolAt{bin: plainSpool(t)}.start(t, "consume", q, "--watch")
+	waitFor(t, cmdTimeout, "orders.csv in done/", func() bool {
+		_, err := os.Stat(filepath.Join(q, "done", "orders.csv"))
+		return err == nil
+	})
+	peak := vmHWM(t, p.cmd.Process.Pid)
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	r := p.wait(t)
+	if r.code != 0 {
+		t.Fatalf("consume: exit %d\n%s", r.code, r)
+	}
+	if st := parseStats(t, r); st != (consumeStats{Processed: 1, DeadLetters: 1}) {
+		t.Fatalf("%+v, want b1 processed and the rest one dead letter\n%s", st, r)
+	}
+	sameFile(t, filepath.Join(q, errorStage, "orders~L3.csv"), want)
+	const bound = 64 << 20
+	if peak > bound {
+		t.Fatalf("consume's peak RSS was %d MiB for a dead letter of %d MiB, over %d MiB", peak>>20, len(want)>>20, bound>>20)
+	}
+	checkFsck(t, q)
+}
+
+// vmHWM is the peak resident memory of process pid since its exec, in
+// bytes (VmHWM of /proc/PID/status).
+func vmHWM(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				t.Fatalf("VmHWM %q: %v", v, err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatalf("no VmHWM in /proc/%d/status", pid)
+	return 0
+}
+
+// TestBatchLargeDeadLetterCopy: a large dead letter an earlier run wrote
+// into error/ and died before recording is found by its content, streamed,
+// and recorded instead of writing another; a file of its name and size
+// but other bytes is not taken for it.
+func TestBatchLargeDeadLetterCopy(t *testing.T) {
+	t.Parallel()
+	for _, same := range []bool{true, false} {
+		t.Run(fmt.Sprint("same=", same), func(t *testing.T) {
+			q := batchQueue(t, `{"format": "csv"}`)
+			want := unclosedCSV(t, q, 3<<20) // over what a chunk holds
+			left := want
+			if !same {
+				left = bytes.Clone(want)
+				left[len(left)-2] = '9'
+			}
+			stray := filepath.Join(q, errorStage, "orders~L3.csv")
+			if err := os.WriteFile(stray, left, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var st syscall.Stat_t
+			if err := syscall.Stat(stray, &st); err != nil {
+				t.Fatal(err)
+			}
+			r := mustRun(t, 0, "consume", q)
+			if got := parseStats(t, r); got != (consumeStats{Processed: 1, DeadLetters: 1}) {
+				t.Fatalf("%+v, want b1 processed and the rest one dead letter\n%s", got, r)
+			}
+			names, stored := []string{"orders~L3.csv"}, "orders~L3.csv"
+			if !same {
+				names, stored = []string{"orders~L3.csv", "orders~L3~2.csv"}, "orders~L3~2.csv"
+			}
+			if got := stageNames(t, q, errorStage); !slices.Equal(got, names) {
+				t.Fatalf("error/ holds %q, want %q", got, names)
+			}
+			sameFile(t, filepath.Join(q, errorStage, stored), want)
+			db := filepath.Join(q, "ledger.db")
+			ino := queryLedger(t, db, `SELECT ino FROM deliveries WHERE outcome = 'dead-letter' AND file = '`+stored+`'`)
+			if same != (uint64(ino) == st.Ino) {
+				t.Fatalf("the dead letter is recorded with inode %d; the file left in error/ has %d (same content: %v)", ino, st.Ino, same)
+			}
+		})
+	}
+}
