@@ -19,6 +19,7 @@ type xmlReader struct {
 	elements int64 // the records found so far
 	root     bool  // the root element has opened
 	closed   bool  // the root element has closed
+	named    int   // the bytes of split.outer's names, within maxNames
 }
 
 func newXMLReader(r *Reader) *xmlReader {
@@ -78,7 +79,14 @@ func (x *xmlReader) next() (Record, bool, error) {
 			}
 			x.root = true
 			if !s.empty {
+				switch {
+				case len(s.outer) >= spool.MaxDepth:
+					return bad("elements nested deeper than %d around the records", spool.MaxDepth)
+				case x.named+len(s.name) > maxNames:
+					return bad("the names of the elements open around the records are longer than %d bytes in all", maxNames)
+				}
 				s.outer = append(s.outer, bytes.Clone(s.name))
+				x.named += len(s.name)
 			} else if len(s.outer) == 0 {
 				x.closed = true
 			}
@@ -90,6 +98,7 @@ func (x *xmlReader) next() (Record, bool, error) {
 			if !bytes.Equal(s.outer[n-1], s.name) {
 				return bad("end tag </%s> where </%s> belongs", s.name, s.outer[n-1])
 			}
+			x.named -= len(s.outer[n-1])
 			s.outer = s.outer[:n-1]
 			x.closed = n == 1
 		case uBad:

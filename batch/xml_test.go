@@ -1,8 +1,11 @@
 package batch
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/spoolq/spool"
 
 	"golang.org/x/text/encoding/htmlindex"
 )
@@ -102,6 +105,55 @@ func TestXML(t *testing.T) {
 			}
 			checkRecords(t, []byte(c.data), recs, c.want)
 		})
+	}
+}
+
+// TestXMLNesting: the names of open elements the lexer holds are
+// bounded (maxNames), inside a record and around the records. A record
+// nested past spool.MaxDepth fails alone and the records after it read;
+// one of long names within the bounds reads, its end found by counting;
+// elements around the records past the bounds are the rest of the file's
+// failure. A file of 30 MB of nested start tags held 480 MB before.
+func TestXMLNesting(t *testing.T) {
+	order := Format{Kind: XML, Record: "Order"}
+	deep := strings.Repeat("<a>", 100_000) + strings.Repeat("</a>", 100_000)
+	data := "<r><Order>" + deep + "</Order><Order id=\"2\"/></r>"
+	r, err := Open(strings.NewReader(data), "f.xml", order)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []Record
+	for {
+		rec, err := r.Next()
+		if err != nil {
+			break
+		}
+		recs = append(recs, rec)
+		if n := cap(r.xml.split.stack); n > spool.MaxDepth*2 {
+			t.Fatalf("the lexer holds room for %d names inside a record", n)
+		}
+	}
+	checkRecords(t, []byte(data), recs, []want{elBad(1, 1, "elements nested deeper than 512"), el(2, 1, `{"id":"2"}`)})
+
+	long := strings.Repeat("n", 1000)
+	var open, close, obj strings.Builder
+	for i := range 80 { // 80 000 bytes of names, within the depth
+		name := fmt.Sprintf("%s%d", long, i)
+		open.WriteString("<" + name + ">")
+		close.WriteString(fmt.Sprintf("</%s%d>", long, 79-i))
+		obj.WriteString(`{"` + name + `":`)
+	}
+	data = "<r><Order>" + open.String() + "1" + close.String() + "</Order><Order id=\"2\"/></r>"
+	recs = readAll(t, "f.xml", []byte(data), order)
+	checkRecords(t, []byte(data), recs, []want{el(1, 1, obj.String()+`"1"`+strings.Repeat("}", 80)), el(2, 1, `{"id":"2"}`)})
+
+	for _, c := range []struct{ name, around, err string }{
+		{"deep", strings.Repeat("<w>", spool.MaxDepth), "elements nested deeper than 512 around the records"},
+		{"long names", strings.Repeat("<"+long+">", 70), "longer than 65536 bytes in all"},
+	} {
+		data := "<r><Order id=\"1\"/>" + c.around + "<Order id=\"2\"/></r>"
+		recs := readAll(t, "f.xml", []byte(data), order)
+		checkRecords(t, []byte(data), recs, []want{el(1, 1, `{"id":"1"}`), {line: 1, element: 2, err: c.err, tail: true}})
 	}
 }
 

@@ -2,6 +2,8 @@ package batch
 
 import (
 	"bytes"
+
+	"github.com/spoolq/spool"
 )
 
 // The XML of a batch file is split by this lexer, in the file's bytes,
@@ -63,6 +65,8 @@ type xmlSplit struct {
 
 	inRecord bool
 	stack    [][]byte // the elements open inside the record, the record's first
+	named    int      // the bytes of stack's names
+	deep     int      // the elements open inside the record past stack (push)
 	outer    [][]byte // the elements open around the records
 
 	// What the unit just split was.
@@ -76,7 +80,27 @@ type xmlSplit struct {
 }
 
 func (s *xmlSplit) reset() {
-	s.pos, s.c, s.cstart, s.inRecord, s.stack = 0, cNone, 0, false, s.stack[:0]
+	s.pos, s.c, s.cstart, s.inRecord, s.stack, s.named, s.deep = 0, cNone, 0, false, s.stack[:0], 0, 0
+}
+
+// maxNames bounds the names of open elements the lexer holds, inside a
+// record and around the records: spool.MaxDepth of them, and this many
+// bytes of them in all. Each is a copy, as the window moves on; without a
+// bound a file of 30 MB of nested start tags held 480 MB.
+const maxNames = 64 << 10
+
+// push takes a start tag inside the record: its name onto the stack
+// within the bounds, else counted (deep). Past them the record fails
+// anyway (encoding/xml's decoding refuses nesting past spool.MaxDepth,
+// and a record of that many long names is over the limit); its end is
+// then found by counting the end tags until the stack is in reach again.
+func (s *xmlSplit) push(name []byte) {
+	if s.deep > 0 || len(s.stack) > spool.MaxDepth || s.named+len(name) > maxNames {
+		s.deep++
+		return
+	}
+	s.stack = append(s.stack, bytes.Clone(name))
+	s.named += len(name)
 }
 
 func (s *xmlSplit) keep() int {
@@ -333,7 +357,8 @@ func (s *xmlSplit) construct(c construct, data []byte, end int) int {
 			return s.finish(end, uRecord)
 		}
 		s.inRecord = true
-		s.stack = append(s.stack[:0], bytes.Clone(name))
+		s.stack, s.named, s.deep = s.stack[:0], 0, 0
+		s.push(name)
 		return -1
 	case !s.inRecord && c == cEndTag:
 		s.name = tagName(data, s.cstart, end, true)
@@ -343,14 +368,19 @@ func (s *xmlSplit) construct(c construct, data []byte, end int) int {
 		return s.finish(end, uMarkup)
 	case c == cTag:
 		if end < 2 || data[end-2] != '/' {
-			s.stack = append(s.stack, bytes.Clone(tagName(data, s.cstart, end, false)))
+			s.push(tagName(data, s.cstart, end, false))
 		}
+	case c == cEndTag && s.deep > 0:
+		s.deep--
 	case c == cEndTag:
 		name := tagName(data, s.cstart, end, true)
 		for i := len(s.stack) - 1; i >= 0; i-- {
 			if bytes.Equal(s.stack[i], name) {
 				// The record's own end tag ends it, whatever is still
 				// open inside: encoding/xml names the mismatch.
+				for _, n := range s.stack[i:] {
+					s.named -= len(n)
+				}
 				if s.stack = s.stack[:i]; i == 0 {
 					return s.finish(end, uRecord)
 				}
