@@ -3,6 +3,7 @@ package batch
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"runtime"
 	"testing"
@@ -105,6 +106,27 @@ func BenchmarkKey(b *testing.B) {
 	for range b.N {
 		if _, err := Key(obj); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCSVWideHeader reads the header of a CSV of 100 000 columns and
+// its one row: the header's names are checked for one given twice in a
+// set (a look back at each name took 17 s here).
+func BenchmarkCSVWideHeader(b *testing.B) {
+	var head, row bytes.Buffer
+	for i := range 100_000 {
+		if i > 0 {
+			head.WriteByte(',')
+			row.WriteByte(',')
+		}
+		fmt.Fprintf(&head, "c%d", i)
+	}
+	data := append(append(head.Bytes(), '\n'), append(row.Bytes(), '\n')...)
+	for b.Loop() {
+		recs := readAll(b, "w.csv", data, Format{Kind: CSV, MaxSize: 4 << 20})
+		if len(recs) != 1 || recs[0].Err != nil {
+			b.Fatalf("%d records, want the row: %v", len(recs), recs)
 		}
 	}
 }

@@ -193,15 +193,16 @@ func (c *csvReader) header() (*Record, error) {
 	if odd != "" {
 		return whole("%s", odd)
 	}
+	// A set, not a look back at each name: 100 000 columns took 17 s.
+	seen := make(map[string]bool, len(names))
 	for i, name := range names {
 		if len(name) == 2 {
 			return whole("field %d has no name", i+1)
 		}
-		for _, prev := range names[:i] {
-			if bytes.Equal(prev, name) {
-				return whole("the name %s is given twice", name)
-			}
+		if seen[string(name)] {
+			return whole("the name %s is given twice", name)
 		}
+		seen[string(name)] = true
 	}
 	c.names = names[:n]
 	r.prefix = append(append([]byte{}, bomUTF8[:r.bom]...), u.raw...)
