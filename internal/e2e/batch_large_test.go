@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"fmt"
@@ -19,23 +20,53 @@ import (
 // unclosedCSV writes into inbox/ orders.csv: a header, a good row, then
 // a row whose quote is never closed, followed by rows of about size
 // bytes, which the quote makes one record with it to the end of the
-// file. It returns the bytes of that record's dead letter: the header and
-// everything from the bad row on.
-func unclosedCSV(t *testing.T, q string, size int) []byte {
+// file. It returns that record's dead letter (the header and everything
+// from the bad row on) as its size and SHA-256: the file is written as
+// it is made, never held.
+func unclosedCSV(t *testing.T, q string, size int) fileDigest {
 	t.Helper()
 	const header = "msg_id,order_no,seq,amount\n"
-	var rest bytes.Buffer
-	rest.WriteString(`b2,"o,2,1.00` + "\n")
-	for i := 3; rest.Len() < size; i++ {
-		fmt.Fprintf(&rest, "b%d,o,%d,1.00\n", i, i)
+	tmp := filepath.Join(q, inbox, ".orders.csv.tmp")
+	f, err := os.Create(tmp)
+	if err != nil {
+		t.Fatal(err)
 	}
-	putBytes(t, q, "orders.csv", append([]byte(header+"b1,o,1,1.00\n"), rest.Bytes()...))
-	return append([]byte(header), rest.Bytes()...)
+	h := sha256.New()
+	w := bufio.NewWriter(f)
+	rest := io.MultiWriter(w, h)
+	if _, err := io.WriteString(w, header+"b1,o,1,1.00\n"); err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(h, header)
+	n, err := io.WriteString(rest, `b2,"o,2,1.00`+"\n")
+	for i := 3; err == nil && n < size; i++ {
+		var k int
+		k, err = fmt.Fprintf(rest, "b%d,o,%d,1.00\n", i, i)
+		n += k
+	}
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(q, inbox, "orders.csv")); err != nil {
+		t.Fatal(err)
+	}
+	return fileDigest{size: int64(len(header) + n), sum: [sha256.Size]byte(h.Sum(nil))}
 }
 
-// sameFile fails t unless the file at path holds want, compared by size
-// and SHA-256 (the files are large).
-func sameFile(t *testing.T, path string, want []byte) {
+// fileDigest is a large file's size and SHA-256.
+type fileDigest struct {
+	size int64
+	sum  [sha256.Size]byte
+}
+
+// largeFileSum returns the size and SHA-256 of the file at path.
+func largeFileSum(t *testing.T, path string) fileDigest {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -47,8 +78,14 @@ func sameFile(t *testing.T, path string, want []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n != int64(len(want)) || [sha256.Size]byte(h.Sum(nil)) != sha256.Sum256(want) {
-		t.Fatalf("%s: %d bytes, not the %d of the record's dead letter", path, n, len(want))
+	return fileDigest{size: n, sum: [sha256.Size]byte(h.Sum(nil))}
+}
+
+// sameFile fails t unless the file at path is want.
+func sameFile(t *testing.T, path string, want fileDigest) {
+	t.Helper()
+	if got := largeFileSum(t, path); got != want {
+		t.Fatalf("%s: %d bytes, not the %d of the record's dead letter, or other bytes", path, got.size, want.size)
 	}
 }
 
@@ -88,7 +125,7 @@ func TestBatchLargeDeadLetter(t *testing.T) {
 	sameFile(t, filepath.Join(q, errorStage, "orders~L3.csv"), want)
 	const bound = 64 << 20
 	if peak > bound {
-		t.Fatalf("consume's peak RSS was %d MiB for a dead letter of %d MiB, over %d MiB", peak>>20, len(want)>>20, bound>>20)
+		t.Fatalf("consume's peak RSS was %d MiB for a dead letter of %d MiB, over %d MiB", peak>>20, want.size>>20, bound>>20)
 	}
 	checkFsck(t, q)
 }
@@ -124,14 +161,22 @@ func TestBatchLargeDeadLetterCopy(t *testing.T) {
 		t.Run(fmt.Sprint("same=", same), func(t *testing.T) {
 			q := batchQueue(t, `{"format": "csv"}`)
 			want := unclosedCSV(t, q, 3<<20) // over what a chunk holds
-			left := want
+			data, err := os.ReadFile(filepath.Join(q, inbox, "orders.csv"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The dead letter: the header, then from the bad row on.
+			head := bytes.IndexByte(data, '\n') + 1
+			left := append(data[:head:head], data[bytes.Index(data, []byte(`b2,"o`)):]...)
 			if !same {
-				left = bytes.Clone(want)
 				left[len(left)-2] = '9'
 			}
 			stray := filepath.Join(q, errorStage, "orders~L3.csv")
 			if err := os.WriteFile(stray, left, 0o644); err != nil {
 				t.Fatal(err)
+			}
+			if same && largeFileSum(t, stray) != want {
+				t.Fatal("the copy made for the test is not the dead letter")
 			}
 			var st syscall.Stat_t
 			if err := syscall.Stat(stray, &st); err != nil {
