@@ -419,7 +419,7 @@ func (b *batchRun) writeDeadLetter(ctx context.Context, rec BatchRecord, check b
 // stored is "" and body is what to write.
 func (b *batchRun) lookDeadLetter(ctx context.Context, rec BatchRecord) (stored string, ino uint64, body *deadLetterBody, err error) {
 	c := b.c
-	body = &deadLetterBody{sum: sha256.New()}
+	body = &deadLetterBody{sum: sha256.New(), held: []byte{}} // non-nil: to write, even empty
 	if err := rec.WriteDeadLetter(body); err != nil {
 		return "", 0, nil, fmt.Errorf("dead letter of %s %s: %w", b.cl.Name, rec.Origin, err)
 	}
