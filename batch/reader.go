@@ -234,11 +234,42 @@ func (r *Reader) start() (*Record, error) {
 	if r.kind == CSV {
 		return r.csv.header() // the header's names say it (oddName)
 	}
-	if why := r.unmarkedUTF16(); why != "" {
+	why := r.unmarkedUTF16()
+	if why == "" && r.kind == JSONL {
+		why = r.notJSONLines()
+	}
+	if why != "" {
 		rec, err := r.tail(unit{}, 1, r.elementNext(), why)
 		return &rec, err
 	}
 	return nil, nil
+}
+
+// notJSONLines says why a JSON Lines file is none, when its first
+// character after white space cannot start a JSON object, or "": the file
+// is then another format (a CSV export, a binary) sent to the wrong queue,
+// and every line would fail alone, a dead letter each (20 001 files in
+// error/ for a CSV of 20 000 rows). One dead letter of the whole file
+// says it instead. A file whose first record is an object, or a broken
+// one, is read a record at a time as ever.
+func (r *Reader) notJSONLines() string {
+	for {
+		d := r.src.data()
+		i := bytes.IndexFunc(d, func(c rune) bool { return c != ' ' && c != '\t' && c != '\r' && c != '\n' })
+		switch {
+		case i >= 0 && d[i] == '{':
+			return ""
+		case i >= 0:
+			what := fmt.Sprintf("byte 0x%02X", d[i])
+			if d[i] > ' ' && d[i] <= '~' {
+				what = fmt.Sprintf("%q", d[i])
+			}
+			return fmt.Sprintf("line %d starts with %s, where a JSON object starts with {: the file is not JSON Lines (one JSON object a line)",
+				1+bytes.Count(d[:i], newline), what)
+		case !r.src.fill():
+			return "" // empty, blank, or white space past the window: read as ever
+		}
+	}
 }
 
 // unmarkedUTF16 says why a JSON Lines or XML file that starts as no such

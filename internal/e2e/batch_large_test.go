@@ -202,3 +202,36 @@ func TestBatchLargeDeadLetterCopy(t *testing.T) {
 		})
 	}
 }
+
+// TestBatchWrongFormat: a file of another format sent to a JSON Lines
+// queue (a CSV export, a binary) is one dead letter of the whole file
+// that says so, not a dead letter a line (20 001 files in error/ for a
+// CSV of 20 000 rows before). A CSV or XML queue already refuses such a
+// file by its header or its root.
+func TestBatchWrongFormat(t *testing.T) {
+	t.Parallel()
+	q := batchQueue(t, `{"format": "jsonl"}`)
+	var csv strings.Builder
+	csv.WriteString("msg_id,order_no,seq,amount\n")
+	for i := 1; i <= 2000; i++ {
+		fmt.Fprintf(&csv, "c%d,o,%d,1.00\n", i, i)
+	}
+	putBytes(t, q, "orders.jsonl", []byte(csv.String()))
+	putBytes(t, q, "tool.jsonl", []byte("\x7fELF\x02\x01\x01\x00\x00\n\x00\x00"))
+	if st := parseStats(t, mustRun(t, 0, "consume", q)); st != (consumeStats{DeadLetters: 2}) {
+		t.Fatalf("%+v, want the two files dead-lettered whole", st)
+	}
+	if got := stageNames(t, q, errorStage); !slices.Equal(got, []string{"orders.jsonl", "tool.jsonl"}) {
+		t.Fatalf("error/ holds %q, want the two files", got)
+	}
+	out := mustRun(t, 0, "errors", q, "--detail").stdout
+	for _, want := range []string{
+		`orders.jsonl,parse,,"line 1 starts with 'm', where a JSON object starts with {: the file is not JSON Lines`,
+		`tool.jsonl,parse,,"line 1 starts with byte 0x7F`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("spool errors --detail does not say %q:\n%s", want, out)
+		}
+	}
+	checkFsck(t, q)
+}
