@@ -204,9 +204,27 @@ func (c *csvReader) header() (*Record, error) {
 		}
 		seen[string(name)] = true
 	}
+	for _, want := range r.f.columns {
+		if !seen[string(want)] {
+			return whole("no column %s, which the contract requires: every row would fail%s (is the file this queue's?)", want, alike(names, want))
+		}
+	}
 	c.names = names[:n]
 	r.prefix = append(append([]byte{}, bomUTF8[:r.bom]...), u.raw...)
 	return nil, nil
+}
+
+// alike names a header name that differs from the wanted one, a JSON
+// string as both are, only by spaces around it or by case, as "; the
+// header has ...", or "".
+func alike(names [][]byte, want []byte) string {
+	w := bytes.TrimSpace(want[1 : len(want)-1])
+	for _, n := range names {
+		if bytes.EqualFold(bytes.TrimSpace(n[1:len(n)-1]), w) {
+			return fmt.Sprintf("; the header has %s", n)
+		}
+	}
+	return ""
 }
 
 // oddName says what in a header name v shows that the file was not read

@@ -27,7 +27,26 @@ func Files(f Format, c spool.Contract) (spool.BatchFiles, error) {
 	if f.MaxSize == 0 {
 		f.MaxSize = c.Limit()
 	}
+	if f.kind() == CSV {
+		f.columns = columns(c, f.HashKey)
+	}
 	return files{f: f, c: c}, nil
+}
+
+// columns are the fields of c that a CSV header must name, as
+// Format.columns holds them: the required ones, and the key field unless
+// hashKey makes the key.
+func columns(c spool.Contract, hashKey bool) [][]byte {
+	var out [][]byte
+	seen := map[string]bool{}
+	for _, name := range append([]string{c.KeyField}, c.Required...) {
+		if name == "" || seen[name] || hashKey && name == c.KeyField {
+			continue
+		}
+		seen[name] = true
+		out = append(out, appendString(nil, []byte(name)))
+	}
+	return out
 }
 
 type files struct {

@@ -128,3 +128,34 @@ func TestFilesBatched(t *testing.T) {
 		t.Errorf("Files of an unknown format: %v, want ErrBadFormat", err)
 	}
 }
+
+// TestFilesRequiredColumns: a CSV header without a column for a field
+// the contract requires (the key field unless HashKey makes it) fails
+// the whole file, where every row would fail alone; the message names a
+// column that differs only by spaces or case. A header that has them all
+// reads as ever.
+func TestFilesRequiredColumns(t *testing.T) {
+	c := spool.DefaultContract()
+	for _, tc := range []struct {
+		name, data, err string
+		f               Format
+		c               spool.Contract
+	}{
+		{"another export", "id,customer,total\n1,a,2\n", `no column "msg_id", which the contract requires`, Format{Kind: CSV}, c},
+		{"spaces after the commas", "msg_id, order_no, seq, amount\na,o,1,1\n", `no column "order_no", which the contract requires: every row would fail; the header has " order_no"`, Format{Kind: CSV}, c},
+		{"case", "MSG_ID,order_no,seq,amount\na,o,1,1\n", `no column "msg_id", which the contract requires: every row would fail; the header has "MSG_ID"`, Format{Kind: CSV}, c},
+		{"hashed key", "item,qty\nbolt,1\n", "", Format{Kind: CSV, HashKey: true}, spool.Contract{KeyField: "msg_id", Required: []string{"msg_id", "item"}}},
+		{"hashed key, a required field missing", "item,qty\nbolt,1\n", `no column "sku"`, Format{Kind: CSV, HashKey: true}, spool.Contract{KeyField: "msg_id", Required: []string{"sku"}}},
+		{"all there, more besides", "note,amount,seq,order_no,msg_id\nx,1,1,o,a\n", "", Format{Kind: CSV}, c},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			recs := consumerRecords(t, tc.f, tc.c, "o.csv", tc.data, "")
+			switch {
+			case tc.err == "" && (len(recs) != 1 || recs[0].Reject != nil):
+				t.Fatalf("%d records, %+v; want the row", len(recs), recs)
+			case tc.err != "" && (len(recs) != 1 || !recs[0].Whole || recs[0].Reject == nil || !strings.Contains(recs[0].Reject.Detail, tc.err)):
+				t.Fatalf("%d records, %+v; want the whole file failed with %q", len(recs), recs, tc.err)
+			}
+		})
+	}
+}

@@ -87,6 +87,12 @@ type Format struct {
 	// (reason too-large) without being held in memory. Zero means
 	// spool.DefaultMaxSize. Not a key of spool.conf.
 	MaxSize int64
+
+	// columns are the fields a CSV header must name, each as a JSON
+	// string (Files sets them from the contract): without a column for a
+	// required field every row would fail, a dead letter each, so the
+	// header fails the whole file instead.
+	columns [][]byte
 }
 
 // kind is f.Kind with its default.

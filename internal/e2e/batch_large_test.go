@@ -206,8 +206,8 @@ func TestBatchLargeDeadLetterCopy(t *testing.T) {
 // TestBatchWrongFormat: a file of another format sent to a JSON Lines
 // queue (a CSV export, a binary) is one dead letter of the whole file
 // that says so, not a dead letter a line (20 001 files in error/ for a
-// CSV of 20 000 rows before). A CSV or XML queue already refuses such a
-// file by its header or its root.
+// CSV of 20 000 rows before); so is a CSV export whose header has no
+// column for the key (2 000 dead letters for 2 000 rows before).
 func TestBatchWrongFormat(t *testing.T) {
 	t.Parallel()
 	q := batchQueue(t, `{"format": "jsonl"}`)
@@ -232,6 +232,23 @@ func TestBatchWrongFormat(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("spool errors --detail does not say %q:\n%s", want, out)
 		}
+	}
+	checkFsck(t, q)
+
+	// A CSV export of another system, whose header has no column for the
+	// contract's key: one dead letter, not one a row.
+	q = batchQueue(t, `{"format": "csv"}`)
+	var other strings.Builder
+	other.WriteString("id,customer,total\n")
+	for i := 1; i <= 2000; i++ {
+		fmt.Fprintf(&other, "%d,c,%d.00\n", i, i)
+	}
+	putBytes(t, q, "export.csv", []byte(other.String()))
+	if st := parseStats(t, mustRun(t, 0, "consume", q)); st != (consumeStats{DeadLetters: 1}) {
+		t.Fatalf("%+v, want the file dead-lettered whole", st)
+	}
+	if out := mustRun(t, 0, "errors", q, "--detail").stdout; !strings.Contains(out, `export.csv,parse,,"the header (line 1): no column ""msg_id"", which the contract requires`) {
+		t.Errorf("spool errors --detail does not name the missing column:\n%s", out)
 	}
 	checkFsck(t, q)
 }
