@@ -151,11 +151,11 @@ func TestSchema(t *testing.T) {
 			if c.KeyField == "" {
 				c = spool.DefaultContract()
 			}
-			rows, err := Schema(context.Background(), d, c, nil)
+			in, err := Schema(context.Background(), d, c, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := schemaCSV(t, rows); got != tt.want {
+			if got := schemaCSV(t, in.Rows()); got != tt.want {
 				t.Errorf("got:\n%s\nwant:\n%s", got, tt.want)
 			}
 		})
@@ -179,9 +179,9 @@ func TestSchemaSkipsSpecialFilesAndOversize(t *testing.T) {
 	c := spool.DefaultContract()
 	c.MaxSize = 100
 	done := make(chan struct{})
-	var rows []SchemaRow
+	var in *Inference
 	var err error
-	go func() { rows, err = Schema(context.Background(), d, c, nil); close(done) }()
+	go func() { in, err = Schema(context.Background(), d, c, nil); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
@@ -191,8 +191,13 @@ func TestSchemaSkipsSpecialFilesAndOversize(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "field,type,role\nmsg_id,string,idempotency-key\norder_no,string,order-key\nseq,integer,sequence\namount,integer,\n"
-	if got := schemaCSV(t, rows); got != want {
+	if got := schemaCSV(t, in.Rows()); got != want {
 		t.Errorf("got:\n%s\nwant:\n%s", got, want)
+	}
+	// The message over the limit is counted as skipped; a link and a
+	// FIFO are no messages.
+	if n, first := in.Skipped(); n != 1 || !strings.HasPrefix(first, "big.json: ") {
+		t.Errorf("Skipped() = %d, %q; want big.json alone", n, first)
 	}
 }
 
@@ -203,10 +208,11 @@ func TestSchemaLab(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rows, err := Schema(context.Background(), d, spool.DefaultContract(), nil)
+	in, err := Schema(context.Background(), d, spool.DefaultContract(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	rows := in.Rows()
 	want := "field,type,role\n" +
 		"msg_id,string,idempotency-key\n" +
 		"order_no,string,order-key\n" +

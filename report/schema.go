@@ -73,7 +73,25 @@ func (f *firstSeen) compare(file string, record int64, pos int) int {
 type Inference struct {
 	c      spool.Contract
 	fields map[string]*firstSeen
+	// skipped counts the messages and records left out, and first says
+	// why the first of them was (Skipped).
+	skipped int
+	first   string
 }
+
+// skip counts a message or record of file left out, for the reason why.
+func (in *Inference) skip(file, why string) {
+	if in.skipped == 0 {
+		in.first = file + ": " + why
+	}
+	in.skipped++
+}
+
+// Skipped returns how many messages and records were left out, invalid
+// or unreadable, and why the first of them was ("orders.csv: the header
+// (line 1): no column ..."): an inference of nothing, with every message
+// skipped, is a contract that does not fit the files, which that says.
+func (in *Inference) Skipped() (int, string) { return in.skipped, in.first }
 
 // NewInference returns an empty Inference for messages of contract c.
 func NewInference(c spool.Contract) *Inference {
@@ -112,14 +130,17 @@ func (in *Inference) AddRecords(ctx context.Context, file string, r spool.BatchR
 		case err != nil:
 			return fmt.Errorf("schema of %s: %w", file, err)
 		case rec.Whole:
+			in.skip(file, rec.Reject.Error())
 			return nil
 		case rec.Reject != nil:
+			in.skip(file, rec.Reject.Error())
 			continue
 		}
 		m, err := in.c.Parse(rec.JSON)
 		var rej *spool.RejectError
 		switch {
 		case errors.As(err, &rej):
+			in.skip(file, rej.Error())
 			continue
 		case err != nil:
 			return fmt.Errorf("schema of %s: %w", file, err)
@@ -147,9 +168,10 @@ func (in *Inference) Rows() []SchemaRow {
 // each file's keys in document order. Files are read as `spool consume`
 // would inspect them, without claiming: a message that is not a regular
 // file, is over the contract's size limit, fails to parse or validate, or
-// is consumed while Schema runs is skipped. Memory is bounded by the number
-// of distinct fields, not of files.
-func Schema(ctx context.Context, d *queue.Dir, c spool.Contract, files spool.BatchFiles) ([]SchemaRow, error) {
+// is consumed while Schema runs is skipped (Inference.Skipped counts them).
+// Memory is bounded by the number of distinct fields, not of files. The
+// schema is the Inference's Rows.
+func Schema(ctx context.Context, d *queue.Dir, c spool.Contract, files spool.BatchFiles) (*Inference, error) {
 	in := NewInference(c)
 	err := d.List(queue.Inbox, func(e queue.Entry) error {
 		if err := ctx.Err(); err != nil {
@@ -164,7 +186,10 @@ func Schema(ctx context.Context, d *queue.Dir, c spool.Contract, files spool.Bat
 		data, err := d.ReadEntry(queue.Inbox, e, c.Limit())
 		var tooLarge *queue.TooLargeError
 		switch {
-		case errors.Is(err, queue.ErrNotRegular), errors.As(err, &tooLarge), errors.Is(err, fs.ErrNotExist):
+		case errors.As(err, &tooLarge):
+			in.skip(e.Name, err.Error())
+			return nil
+		case errors.Is(err, queue.ErrNotRegular), errors.Is(err, fs.ErrNotExist):
 			return nil
 		case err != nil:
 			return err
@@ -173,6 +198,7 @@ func Schema(ctx context.Context, d *queue.Dir, c spool.Contract, files spool.Bat
 		var rej *spool.RejectError
 		switch {
 		case errors.As(err, &rej):
+			in.skip(e.Name, rej.Error())
 			return nil
 		case err != nil:
 			return err
@@ -183,7 +209,7 @@ func Schema(ctx context.Context, d *queue.Dir, c spool.Contract, files spool.Bat
 	if err != nil {
 		return nil, fmt.Errorf("schema: %w", err)
 	}
-	return in.Rows(), nil
+	return in, nil
 }
 
 // addBatch adds the records of the batch file of entry e of inbox/.

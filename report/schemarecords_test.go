@@ -26,6 +26,17 @@ func TestSchemaRecords(t *testing.T) {
 		{"o.xml", `<os><o msg_id="1"><order_no>A</order_no><amount>12.50</amount></o><o msg_id="2" order_no="B"><amount>3</amount><note>x</note></o><o><bad></o></os>`,
 			batch.Format{Kind: batch.XML, Record: "o"}},
 	}
+	// The records each file's inference leaves out, and why the first:
+	// CSV's "3,C" (a field short) and ",D,1" (no key), JSON Lines' [] and
+	// empty key, XML's <bad>.
+	skipped := map[string]struct {
+		n     int
+		first string
+	}{
+		"o.csv":   {2, "o.csv: parse: line 4: 2 fields, and the header has 3"},
+		"o.jsonl": {2, "o.jsonl: parse: line 3: "},
+		"o.xml":   {1, "o.xml: parse: element 3 (line 1): "},
+	}
 	want := map[string]string{
 		"o.csv":   "field,type,role\nmsg_id,string,idempotency-key\norder_no,string,order-key\namount,number,\n",
 		"o.jsonl": "field,type,role\nmsg_id,string,idempotency-key\norder_no,string,order-key\namount,number,\nnote,string,\n",
@@ -39,6 +50,9 @@ func TestSchemaRecords(t *testing.T) {
 		}
 		if got := schemaCSV(t, in.Rows()); got != want[f.name] {
 			t.Errorf("%s:\n%s\nwant:\n%s", f.name, got, want[f.name])
+		}
+		if n, first := in.Skipped(); n != skipped[f.name].n || !strings.HasPrefix(first, skipped[f.name].first) {
+			t.Errorf("%s: Skipped() = %d, %q; want %d, %q...", f.name, n, first, skipped[f.name].n, skipped[f.name].first)
 		}
 	}
 

@@ -41,9 +41,13 @@ func (o *schemaOpts) run(ctx context.Context, e *env) (err error) {
 	if err != nil {
 		return err
 	}
-	rows, err := report.Schema(ctx, d, c, files)
+	in, err := report.Schema(ctx, d, c, files)
 	if err != nil {
 		return err
+	}
+	rows := in.Rows()
+	if n, first := in.Skipped(); n > 0 && len(rows) == 0 {
+		e.warn("no message in inbox/ fits the contract: %d skipped, the first %s (the contract flags, --key --require..., name the fields)", n, first)
 	}
 	return e.output(*o.out, func(w io.Writer) error {
 		if *o.asJSON {

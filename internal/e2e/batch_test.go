@@ -714,6 +714,23 @@ func TestBatchSchema(t *testing.T) {
 	if got := stageNames(t, q, inbox); !slices.Equal(got, []string{"a.csv", "b.json"}) {
 		t.Errorf("inbox/ after schema: %q", got)
 	}
+	if strings.Contains(r.stderr, "fits the contract") {
+		t.Errorf("schema warned with messages that fit:\n%s", r.stderr)
+	}
+
+	// A new user's export, whose fields the contract does not name yet:
+	// nothing fits, and schema says why instead of an empty schema alone;
+	// with the contract flags that name its fields, it infers them.
+	q = batchQueue(t, `{"format": "csv"}`)
+	putBytes(t, q, "e.csv", []byte("id,customer,total\n1,a,2.00\n"))
+	r = mustRun(t, 0, "schema", q)
+	if r.stdout != "field,type,role\n" || !strings.Contains(r.stderr, `no message in inbox/ fits the contract: 1 skipped, the first e.csv: parse: the header (line 1): no column "msg_id"`) {
+		t.Errorf("schema of a file the contract does not fit:\n%s", r)
+	}
+	r = mustRun(t, 0, "schema", q, "--key", "id", "--require", "id", "--amount", "total")
+	if want := "field,type,role\nid,string,idempotency-key\ncustomer,string,\ntotal,number,\n"; r.stdout != want || r.stderr != "" {
+		t.Errorf("schema with the file's fields named:\n%s\nwant:\n%s", r, want)
+	}
 }
 
 // TestBatchHold: a batch file is held and released by its name, and not
