@@ -17,6 +17,9 @@ import (
 	"github.com/spoolq/spool/internal/testenv"
 )
 
+// Batch files as a hostile or careless producer sends them: a dead letter
+// as large as its file, another format in the queue.
+
 // unclosedCSV writes into inbox/ orders.csv: a header, a good row, then
 // a row whose quote is never closed, followed by rows of about size
 // bytes, which the quote makes one record with it to the end of the
