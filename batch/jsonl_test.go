@@ -46,6 +46,8 @@ func TestJSONL(t *testing.T) {
 		{"whitespace around", " \t{\"a\" : [ 1 , 2 ] }\t\r\n", jsonl, []want{ok(1, `{"a" : [ 1 , 2 ] }`)}},
 		{"two objects on a line", `{"a":1}{"b":2}` + "\n" + `{"c":3}`, jsonl,
 			[]want{bad(1, "data after the object at column 8"), ok(2, `{"c":3}`)}},
+		{"lines that end with CR alone", "{\"a\":1}\r{\"b\":2}\r", jsonl,
+			[]want{bad(1, "data after the object at column 9, after a carriage return: the file's lines end with CR alone")}},
 		{"not json", "{}\nhello\n", jsonl, []want{ok(1, `{}`), bad(2, `invalid character 'h' at column 1`)}},
 		{"not json lines: a word first", "hello\n{}\n", jsonl, []want{{line: 1, err: "line 1 starts with 'h', where a JSON object starts with {: the file is not JSON Lines", tail: true}}},
 		{"not json lines: a CSV export", "msg_id,amount\na,1\n", jsonl, []want{{line: 1, err: "line 1 starts with 'm'", tail: true}}},

@@ -95,8 +95,13 @@ func checkObject(line []byte) string {
 	if !j.value(0) {
 		return j.err
 	}
+	end := j.pos
 	j.ws()
 	if j.pos != len(line) {
+		if bytes.IndexByte(line[end:j.pos], '\r') >= 0 {
+			// Lines that end with CR alone (classic Mac OS) read as one.
+			return fmt.Sprintf("data after the object at column %d, after a carriage return: the file's lines end with CR alone, which JSON Lines does not take as line ends (convert them to LF)", j.column())
+		}
 		return fmt.Sprintf("data after the object at column %d", j.column())
 	}
 	return ""
