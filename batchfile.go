@@ -44,6 +44,13 @@ type BatchReader interface {
 	Next() (BatchRecord, error)
 }
 
+// batchNoter is a BatchReader that may have something to say once its
+// file is read to its end though nothing failed: the consumer logs it as
+// a warning (package batch: an XML file without the queue's records).
+type batchNoter interface {
+	Note() string
+}
+
 // BatchRecord is one record of a batch file as the consumer needs it.
 type BatchRecord struct {
 	// Index is the record's place among the file's records and failures,

@@ -182,6 +182,11 @@ func (c *Consumer) consumeBatch(s *queue.Session, cl *queue.Claim, claimed time.
 			return err
 		}
 		if ch.last {
+			if n, ok := rd.(batchNoter); ok {
+				if note := n.Note(); note != "" { // read to the end: the reader is done
+					c.log.Warn("batch file read", "file", cl.Name, "note", note)
+				}
+			}
 			if err := b.recordEmpty(ctx); err != nil {
 				return err
 			}

@@ -91,6 +91,9 @@ type fileReader struct {
 	name string
 }
 
+// Note is the reader's: see spool.BatchReader.
+func (fr *fileReader) Note() string { return fr.rd.Note() }
+
 // Next converts the reader's next record for the consumer.
 func (fr *fileReader) Next() (spool.BatchRecord, error) {
 	rec, err := fr.rd.Next()

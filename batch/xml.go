@@ -16,10 +16,30 @@ import (
 type xmlReader struct {
 	r        *Reader
 	split    xmlSplit
-	elements int64 // the records found so far
-	root     bool  // the root element has opened
-	closed   bool  // the root element has closed
-	named    int   // the bytes of split.outer's names, within maxNames
+	elements int64  // the records found so far
+	root     bool   // the root element has opened
+	closed   bool   // the root element has closed
+	named    int    // the bytes of split.outer's names, within maxNames
+	other    []byte // the first element inside the root that is no record (note)
+}
+
+// note says, once the file is read, that it held elements inside its
+// root but none of the queue's records, or "": a record name that is not
+// the files' (a typo, another case, another system's file) would
+// otherwise pass every file to done/ with no record and no word.
+func (x *xmlReader) note() string {
+	if x.elements > 0 || x.other == nil {
+		return ""
+	}
+	other, bad := x.r.dec.decode(x.other)
+	if bad != nil {
+		return fmt.Sprintf("no <%s> element, the queue's record, in the file", x.r.f.Record)
+	}
+	hint := "is the queue's record name right, and the file this queue's?"
+	if bytes.EqualFold(local(other), []byte(x.r.f.Record)) {
+		hint = "record names are case-sensitive"
+	}
+	return fmt.Sprintf("no <%s> element, the queue's record, in the file, which holds <%s>: %s", x.r.f.Record, other, hint)
 }
 
 func newXMLReader(r *Reader) *xmlReader {
@@ -76,6 +96,9 @@ func (x *xmlReader) next() (Record, bool, error) {
 		case uOpen:
 			if x.closed {
 				return bad("a second root element <%s>", s.name)
+			}
+			if x.root && x.other == nil {
+				x.other = bytes.Clone(s.name)
 			}
 			x.root = true
 			if !s.empty {

@@ -157,6 +157,42 @@ func TestXMLNesting(t *testing.T) {
 	}
 }
 
+// TestXMLNote: a file read to its end whose root holds elements and none
+// of the queue's records has a note that says so, naming the first
+// element (and case, when only case differs); a file of records, or of a
+// root alone, has none.
+func TestXMLNote(t *testing.T) {
+	for _, c := range []struct{ data, note string }{
+		{"<Invoices><Invoice><id>1</id></Invoice></Invoices>", "no <Order> element, the queue's record, in the file, which holds <Invoice>: is the queue's record name right"},
+		{"<Orders><order/></Orders>", "which holds <order>: record names are case-sensitive"},
+		{"<Orders><Order/></Orders>", ""},
+		{"<Orders><Count>1</Count><Order/></Orders>", ""},
+		{"<Orders/>", ""},
+		{"<Orders>\n</Orders>", ""},
+	} {
+		r, err := Open(strings.NewReader(c.data), "f.xml", Format{Kind: XML, Record: "Order"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			if _, err := r.Next(); err != nil {
+				break
+			}
+		}
+		if got := r.Note(); c.note == "" && got != "" || !strings.Contains(got, c.note) {
+			t.Errorf("%s: note %q, want %q", c.data, got, c.note)
+		}
+	}
+	r, err := Open(strings.NewReader("{}\n"), "f.jsonl", Format{Kind: JSONL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Next()
+	if got := r.Note(); got != "" {
+		t.Errorf("a JSON Lines file's note: %q", got)
+	}
+}
+
 // TestXMLLongMarkup: what the lexer cannot hold, a tag longer than the
 // window, is the rest of the file's failure; a long comment or CDATA
 // section is scanned through.

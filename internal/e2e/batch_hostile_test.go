@@ -210,7 +210,9 @@ func TestBatchLargeDeadLetterCopy(t *testing.T) {
 // queue (a CSV export, a binary) is one dead letter of the whole file
 // that says so, not a dead letter a line (20 001 files in error/ for a
 // CSV of 20 000 rows before); so is a CSV export whose header has no
-// column for the key (2 000 dead letters for 2 000 rows before).
+// column for the key (2 000 dead letters for 2 000 rows before). An XML
+// file without the queue's record elements is no failure (an export of
+// none is not either), but consume warns.
 func TestBatchWrongFormat(t *testing.T) {
 	t.Parallel()
 	q := batchQueue(t, `{"format": "jsonl"}`)
@@ -254,4 +256,13 @@ func TestBatchWrongFormat(t *testing.T) {
 		t.Errorf("spool errors --detail does not name the missing column:\n%s", out)
 	}
 	checkFsck(t, q)
+
+	// An XML file whose elements are not the queue's record holds no
+	// record, and goes to done/ as a file of none would; consume warns.
+	q = batchQueue(t, `{"format": "xml", "record": "Order"}`)
+	putBytes(t, q, "inv.xml", []byte("<Invoices><Invoice><id>1</id></Invoice></Invoices>\n"))
+	r := mustRun(t, 0, "consume", q)
+	if st := parseStats(t, r); st != (consumeStats{}) || !strings.Contains(r.stderr, `level=WARN msg="batch file read" file=inv.xml note="no <Order> element, the queue's record, in the file, which holds <Invoice>`) {
+		t.Errorf("consume of an XML file without the queue's records did not warn:\n%s", r)
+	}
 }
