@@ -250,36 +250,57 @@ func (r *Reader) start() (*Record, error) {
 		why = r.notJSONLines()
 	}
 	if why != "" {
-		rec, err := r.tail(unit{}, 1, r.elementNext(), why)
+		// From the read position: after a byte order mark it skipped.
+		rec, err := r.tail(unit{start: r.src.offset()}, 1, r.elementNext(), why)
 		return &rec, err
 	}
 	return nil, nil
 }
 
-// notJSONLines says why a JSON Lines file is none, when its first
-// character after white space cannot start a JSON object, or "": the file
-// is then another format (a CSV export, a binary) sent to the wrong queue,
-// and every line would fail alone, a dead letter each (20 001 files in
-// error/ for a CSV of 20 000 rows). One dead letter of the whole file
-// says it instead. A file whose first record is an object, or a broken
-// one, is read a record at a time as ever.
+// notJSONLines says why a JSON Lines file is none, or "": when its first
+// character after white space cannot start a JSON object, or when its
+// first line ends inside the object it starts, with more lines after it
+// (JSON written over several lines). The file is then another format (a
+// CSV export, a binary, pretty-printed JSON) sent to the wrong queue, and
+// every line would fail alone, a dead letter each (20 001 files in error/
+// for a CSV of 20 000 rows, six for one pretty-printed object); one dead
+// letter of the whole file says it instead. A first line that is an
+// object, or that breaks otherwise, or the file's only line cut short,
+// is read a record at a time as ever.
 func (r *Reader) notJSONLines() string {
 	for {
 		d := r.src.data()
 		i := bytes.IndexFunc(d, func(c rune) bool { return c != ' ' && c != '\t' && c != '\r' && c != '\n' })
-		switch {
-		case i >= 0 && d[i] == '{':
-			return ""
-		case i >= 0:
+		if i < 0 {
+			if !r.src.fill() {
+				return "" // empty, blank, or white space past the window: read as ever
+			}
+			continue
+		}
+		line := 1 + bytes.Count(d[:i], newline)
+		if d[i] != '{' {
 			what := fmt.Sprintf("byte 0x%02X", d[i])
 			if d[i] > ' ' && d[i] <= '~' {
 				what = fmt.Sprintf("%q", d[i])
 			}
-			return fmt.Sprintf("line %d starts with %s, where a JSON object starts with {: the file is not JSON Lines (one JSON object a line)",
-				1+bytes.Count(d[:i], newline), what)
-		case !r.src.fill():
-			return "" // empty, blank, or white space past the window: read as ever
+			return fmt.Sprintf("line %d starts with %s, where a JSON object starts with {: the file is not JSON Lines (one JSON object a line)", line, what)
 		}
+		k := bytes.IndexByte(d[i:], '\n')
+		if k < 0 {
+			if !r.src.fill() {
+				return "" // the only line, or one longer than the window
+			}
+			continue
+		}
+		first, bad := r.dec.decode(bytes.TrimRight(d[i:i+k], "\r"))
+		if bad != nil {
+			return "" // its record fails, naming the bytes
+		}
+		j := jsonText{data: first}
+		if !j.value(0) && j.pos >= len(first) {
+			return fmt.Sprintf("line %d ends inside the JSON object it starts: the file is JSON written over several lines, not JSON Lines (one JSON object a line)", line)
+		}
+		return ""
 	}
 }
 
