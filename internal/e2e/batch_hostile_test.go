@@ -223,16 +223,18 @@ func TestBatchWrongFormat(t *testing.T) {
 	}
 	putBytes(t, q, "orders.jsonl", []byte(csv.String()))
 	putBytes(t, q, "tool.jsonl", []byte("\x7fELF\x02\x01\x01\x00\x00\n\x00\x00"))
-	if st := parseStats(t, mustRun(t, 0, "consume", q)); st != (consumeStats{DeadLetters: 2}) {
-		t.Fatalf("%+v, want the two files dead-lettered whole", st)
+	putBytes(t, q, "pretty.jsonl", []byte("{\n  \"msg_id\": \"p1\",\n  \"order_no\": \"o\",\n  \"seq\": 1,\n  \"amount\": \"1.00\"\n}\n"))
+	if st := parseStats(t, mustRun(t, 0, "consume", q)); st != (consumeStats{DeadLetters: 3}) {
+		t.Fatalf("%+v, want the three files dead-lettered whole", st)
 	}
-	if got := stageNames(t, q, errorStage); !slices.Equal(got, []string{"orders.jsonl", "tool.jsonl"}) {
-		t.Fatalf("error/ holds %q, want the two files", got)
+	if got := stageNames(t, q, errorStage); !slices.Equal(got, []string{"orders.jsonl", "pretty.jsonl", "tool.jsonl"}) {
+		t.Fatalf("error/ holds %q, want the three files", got)
 	}
 	out := mustRun(t, 0, "errors", q, "--detail").stdout
 	for _, want := range []string{
 		`orders.jsonl,parse,,"line 1 starts with 'm', where a JSON object starts with {: the file is not JSON Lines`,
 		`tool.jsonl,parse,,"line 1 starts with byte 0x7F`,
+		`pretty.jsonl,parse,,"line 1 ends inside the JSON object it starts: the file is JSON written over several lines`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("spool errors --detail does not say %q:\n%s", want, out)
