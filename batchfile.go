@@ -35,7 +35,10 @@ type BatchFiles interface {
 	IsDoneFile(name string) bool
 }
 
-// BatchReader gives a batch file's records in file order.
+// BatchReader gives a batch file's records in file order. One that also
+// has a method Note() string is asked, once its file is read to its end,
+// what the operator should know though nothing failed ("" for nothing),
+// and the consumer logs it as a warning.
 type BatchReader interface {
 	// Next returns the next record, or a failed one in its place, and
 	// io.EOF after the last. Any other error is a failure to read the
