@@ -144,17 +144,6 @@ func Open(r io.Reader, name string, f Format) (*Reader, error) {
 // after the last. Any other error is a failure to read the file (an I/O
 // error of the reader given to Open), not of its content: the caller
 // stops and tries the file again later; Next keeps returning it.
-// Note says what the reader of a file read to its end found that the
-// operator should know though nothing failed, or "": an XML file whose
-// root holds elements and none of the queue's records (see
-// spool.BatchReader).
-func (r *Reader) Note() string {
-	if r.xml == nil {
-		return ""
-	}
-	return r.xml.note()
-}
-
 func (r *Reader) Next() (Record, error) {
 	switch {
 	case r.err != nil:
@@ -185,6 +174,17 @@ func (r *Reader) Next() (Record, error) {
 		r.done = true
 	}
 	return rec, nil
+}
+
+// Note says what the reader of a file read to its end found that the
+// operator should know though nothing failed, or "": an XML file whose
+// root holds elements and none of the queue's records (see
+// spool.BatchReader).
+func (r *Reader) Note() string {
+	if r.xml == nil {
+		return ""
+	}
+	return r.xml.note()
 }
 
 func (r *Reader) next() (Record, bool, error) {

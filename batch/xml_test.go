@@ -147,6 +147,15 @@ func TestXMLNesting(t *testing.T) {
 	recs = readAll(t, "f.xml", []byte(data), order)
 	checkRecords(t, []byte(data), recs, []want{el(1, 1, obj.String()+`"1"`+strings.Repeat("}", 80)), el(2, 1, `{"id":"2"}`)})
 
+	// A record whose own name is past the bounds (a prefix of 70 000
+	// bytes) still ends at its end tag, and the next record reads.
+	prefix := strings.Repeat("p", 70_000)
+	data = "<r xmlns:" + prefix + "=\"urn:x\"><" + prefix + ":Order id=\"1\"></" + prefix + ":Order><Order id=\"2\"/></r>"
+	recs = readAll(t, "f.xml", []byte(data), Format{Kind: XML, Record: "Order", MaxSize: 1 << 20})
+	if len(recs) != 2 || recs[1].Err != nil || string(recs[1].JSON) != `{"id":"2"}` {
+		t.Errorf("after a record of a long name: %s", describeAll(recs))
+	}
+
 	for _, c := range []struct{ name, around, err string }{
 		{"deep", strings.Repeat("<w>", spool.MaxDepth), "elements nested deeper than 512 around the records"},
 		{"long names", strings.Repeat("<"+long+">", 70), "longer than 65536 bytes in all"},

@@ -357,8 +357,8 @@ func (s *xmlSplit) construct(c construct, data []byte, end int) int {
 			return s.finish(end, uRecord)
 		}
 		s.inRecord = true
-		s.stack, s.named, s.deep = s.stack[:0], 0, 0
-		s.push(name)
+		// The record's own name always: its end tag ends it.
+		s.stack, s.named, s.deep = append(s.stack[:0], bytes.Clone(name)), len(name), 0
 		return -1
 	case !s.inRecord && c == cEndTag:
 		s.name = tagName(data, s.cstart, end, true)
