@@ -57,6 +57,7 @@ func TestJSONL(t *testing.T) {
 		{"not json lines: pretty-printed after blank lines", "\r\n\n{ \"a\": [\r\n1]}\n", jsonl, []want{{line: 1, err: "line 3 ends inside the JSON object", tail: true}}},
 		{"a broken object first is read as ever", "{\"a\":1,,}\n{\"b\":1}\n", jsonl, []want{bad(1, "at column 8"), ok(2, `{"b":1}`)}},
 		{"the only line cut short is read as ever", "{\"a\":", jsonl, []want{bad(1, "unexpected end")}},
+		{"the only line cut short, its line end kept, is read as ever", "{\"a\":\n\n", jsonl, []want{bad(1, "unexpected end")}},
 		{"numbers", `{"a":-0.5e+3,"b":01}`, jsonl, []want{bad(1, "want a comma or } after a member at column 19")}},
 		{"control character in a string", "{\"a\":\"x\ty\"}\n", jsonl, []want{bad(1, "control character '\\t' in a string")}},
 		{"bad escape", `{"a":"\x"}`, jsonl, []want{bad(1, "invalid escape")}},

@@ -286,7 +286,8 @@ func (r *Reader) notJSONLines() string {
 			return fmt.Sprintf("line %d starts with %s, where a JSON object starts with {: the file is not JSON Lines (one JSON object a line)", line, what)
 		}
 		k := bytes.IndexByte(d[i:], '\n')
-		if k < 0 {
+		more := k >= 0 && bytes.ContainsFunc(d[i+k:], func(c rune) bool { return c != ' ' && c != '\t' && c != '\r' && c != '\n' })
+		if !more {
 			if !r.src.fill() {
 				return "" // the only line, or one longer than the window
 			}
