@@ -63,7 +63,11 @@ func lookupCharset(label string) (*charset, error) {
 	if label == "" {
 		label = "utf-8"
 	}
-	enc, err := htmlindex.Get(label)
+	lookup := label
+	if l, ok := codePages[strings.ToLower(strings.TrimSpace(label))]; ok {
+		lookup = l
+	}
+	enc, err := htmlindex.Get(lookup)
 	if err != nil {
 		return nil, fmt.Errorf("encoding %q is unknown: give a WHATWG label such as utf-8, windows-1252, iso-8859-15, shift_jis, euc-kr or gb18030", label)
 	}
@@ -88,6 +92,19 @@ func lookupCharset(label string) (*charset, error) {
 		cs.fffd = b
 	}
 	return cs, nil
+}
+
+// codePages maps the names of Windows' code pages and their aliases that
+// are no WHATWG labels, but are what a Windows, Python or Java user
+// knows the encoding by ("cp949" for Korean exports), to a WHATWG label
+// of the same encoding: WHATWG's euc-kr is code page 949, its gbk 936,
+// its shift_jis 932 and its big5 950.
+var codePages = map[string]string{
+	"cp932": "shift_jis", "ms932": "shift_jis",
+	"cp936": "gbk", "ms936": "gbk",
+	"cp949": "euc-kr", "ms949": "euc-kr", "uhc": "euc-kr",
+	"cp950": "big5", "ms950": "big5",
+	"cp65001": "utf-8",
 }
 
 // encode writes s in the encoding the records are split in, or fails

@@ -285,3 +285,22 @@ func TestBOM(t *testing.T) {
 		})
 	}
 }
+
+// TestCodePages: the names Windows, Python and Java give the East Asian
+// code pages, which WHATWG does not list, are the WHATWG encodings of the
+// same code page, in any case; an unknown name is still refused.
+func TestCodePages(t *testing.T) {
+	for label, want := range map[string]string{
+		"cp949": "euc-kr", "CP949": "euc-kr", " ms949 ": "euc-kr", "UHC": "euc-kr",
+		"cp936": "gbk", "cp932": "shift_jis", "cp950": "big5", "cp65001": "utf-8",
+		"windows-949": "euc-kr", "euc-kr": "euc-kr",
+	} {
+		cs, err := lookupCharset(label)
+		if err != nil || cs.name != want {
+			t.Errorf("%q: %v, %v; want %s", label, cs, err, want)
+		}
+	}
+	if _, err := lookupCharset("cp999"); err == nil || !strings.Contains(err.Error(), `"cp999" is unknown`) {
+		t.Errorf("cp999: %v", err)
+	}
+}

@@ -54,7 +54,8 @@ type Format struct {
 	// the label "utf-16" is utf-16le) is decoded as it is read, and its
 	// byte order mark, if any, says which order it is in. ISO-2022-JP is
 	// refused (see charset.go: records are split in the file's own
-	// bytes).
+	// bytes). Windows' names of the East Asian code pages, which WHATWG
+	// does not list (cp932, cp936, cp949, cp950), name the same encodings.
 	Encoding string
 	// Delimiter separates CSV fields: one character, "" meaning ",".
 	// CSV only.
