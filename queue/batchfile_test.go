@@ -246,3 +246,20 @@ func TestWriteStageFilesSyncedFirst(t *testing.T) {
 	}
 	noTemps()
 }
+
+// TestNotTakenHint: of the names a queue never takes, the first that its
+// case alone keeps out is named, by the queue's rule (NAME.json, or the
+// one SetMessageNames gave); a name another way out has no hint.
+func TestNotTakenHint(t *testing.T) {
+	d := newQueue(t)
+	if got := d.NotTakenHint([]string{"notes.txt", "M1.JSON"}); got != "names are case-sensitive: M1.JSON is not m1.json" {
+		t.Errorf("NAME.json queue: %q", got)
+	}
+	d.SetMessageNames(func(_ Stage, name string) bool { return strings.HasSuffix(name, ".csv") }, "*.csv")
+	if got := d.NotTakenHint([]string{"ORDERS.CSV"}); got != "names are case-sensitive: ORDERS.CSV is not orders.csv" {
+		t.Errorf("*.csv queue: %q", got)
+	}
+	if got := d.NotTakenHint([]string{"orders.txt", "ORDERS.TXT", ".hidden.CSV"}); got != "" {
+		t.Errorf("names out for another reason: %q", got)
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -121,6 +122,19 @@ func (d *Dir) SetAnnouncer(a Announcer) { d.announce = a }
 // the stages other than inbox/. For Enqueue, and for a program that
 // checks a name before it writes the file.
 func (d *Dir) Takes(name string) bool { return d.IsMessage(Done, name) }
+
+// NotTakenHint says, of names the queue never takes, the first that only
+// its case keeps from being taken ("names are case-sensitive: ORDERS.CSV
+// is not orders.csv"), or "": an export from Windows is often named in
+// capitals, and the rule's patterns are matched as written.
+func (d *Dir) NotTakenHint(names []string) string {
+	for _, n := range names {
+		if l := strings.ToLower(n); l != n && d.Takes(l) {
+			return fmt.Sprintf("names are case-sensitive: %s is not %s", n, l)
+		}
+	}
+	return ""
+}
 
 // IsMessage reports whether name is a message of stage s by the Dir's
 // rule: IsMessageName, or the one SetMessageNames gave.

@@ -337,8 +337,11 @@ func warnNotTaken(d *queue.Dir, logger *slog.Logger) {
 	if err != nil || st.NotTaken == 0 {
 		return // the consumer says what is wrong with inbox/ itself
 	}
-	logger.Warn("inbox/ holds entries the queue never takes, not named as its messages are ("+d.MessageNamesRule()+")",
-		"entries", st.NotTaken, "first", st.NotTakenNames)
+	args := []any{"entries", st.NotTaken, "first", st.NotTakenNames}
+	if hint := d.NotTakenHint(st.NotTakenNames); hint != "" {
+		args = append(args, "hint", hint)
+	}
+	logger.Warn("inbox/ holds entries the queue never takes, not named as its messages are ("+d.MessageNamesRule()+")", args...)
 }
 
 // dedupWindow gives w the queue's key prefix and returns it. Its keys

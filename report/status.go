@@ -38,8 +38,10 @@ type StatusReport struct {
 	NotTaken      int
 	NotTakenNames []string
 	// NamesRule says which names of inbox/ the queue takes
-	// (queue.Dir.MessageNamesRule), for the line on those it does not.
-	NamesRule string
+	// (queue.Dir.MessageNamesRule), for the line on those it does not;
+	// NamesHint, when only case keeps one of them from being taken
+	// (queue.Dir.NotTakenHint).
+	NamesRule, NamesHint string
 	// Now is when the report was taken; ages are relative to it.
 	Now time.Time
 	// Ledger counts processed rows, duplicates and dead letters by reason.
@@ -108,6 +110,7 @@ func Status(ctx context.Context, d *queue.Dir, l *ledger.DB) (StatusReport, erro
 		if c.s == queue.Inbox {
 			r.WaitingForDoneFile, r.WaitingOldest, r.OrphanDoneFiles = st.Waiting, st.WaitingOldest, st.OrphanDoneFiles
 			r.NotTaken, r.NotTakenNames, r.NamesRule = st.NotTaken, st.NotTakenNames, d.MessageNamesRule()
+			r.NamesHint = d.NotTakenHint(st.NotTakenNames)
 		}
 	}
 	oldest, err := OldestInbox(ctx, d)
@@ -428,8 +431,12 @@ func WriteStatus(w io.Writer, r StatusReport) error {
 		if r.NotTaken > 1 {
 			what = fmt.Sprintf("%d entries", r.NotTaken)
 		}
-		fmt.Fprintf(tw, "\t%s the queue never takes, not named as its messages are (%s): %s%s\n",
-			what, cmp.Or(r.NamesRule, "NAME.json"), strings.Join(names, ", "), more)
+		hint := ""
+		if r.NamesHint != "" {
+			hint = " (" + Terminal(r.NamesHint) + ")"
+		}
+		fmt.Fprintf(tw, "\t%s the queue never takes, not named as its messages are (%s): %s%s%s\n",
+			what, cmp.Or(r.NamesRule, "NAME.json"), strings.Join(names, ", "), more, hint)
 	}
 	fmt.Fprintf(tw, "processing\t%d\n", r.Processing)
 	fmt.Fprintf(tw, "done\t%d\n", r.Done)

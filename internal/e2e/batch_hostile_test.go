@@ -268,3 +268,20 @@ func TestBatchWrongFormat(t *testing.T) {
 		t.Errorf("consume of an XML file without the queue's records did not warn:\n%s", r)
 	}
 }
+
+// TestBatchCapitalNames: a file named in capitals (ORDERS.CSV, as
+// Windows exports often are) is not taken by *.csv, and status and
+// consume say that case alone keeps it out.
+func TestBatchCapitalNames(t *testing.T) {
+	t.Parallel()
+	q := batchQueue(t, `{"format": "csv"}`)
+	putBytes(t, q, "ORDERS.CSV", []byte("msg_id,order_no,seq,amount\nk1,o,1,1.00\n"))
+	const hint = "names are case-sensitive: ORDERS.CSV is not orders.csv"
+	if out := mustRun(t, 0, "status", q).stdout; !strings.Contains(out, "1 entry the queue never takes, not named as its messages are (*.csv): ORDERS.CSV ("+hint+")\n") {
+		t.Errorf("status does not say why ORDERS.CSV waits:\n%s", out)
+	}
+	r := mustRun(t, 0, "consume", q)
+	if !strings.Contains(r.stderr, `first=[ORDERS.CSV] hint="`+hint+`"`) {
+		t.Errorf("consume does not say why ORDERS.CSV waits:\n%s", r.stderr)
+	}
+}
