@@ -104,6 +104,7 @@ type csvReader struct {
 	comment []byte // the comment character in the file's encoding; nil for none
 	delim   []byte // the delimiter in UTF-8, for the decoded fields
 	names   [][]byte
+	sepSeen bool   // the file's first line was Excel's sep=, skipped
 	field   []byte // scratch: a quoted value without its doubled quotes
 	body    []byte // scratch: a record with its CRLFs made LF
 	out     []byte // scratch: the record's JSON object
@@ -176,6 +177,13 @@ func (c *csvReader) header() (*Record, error) {
 	if bad != nil {
 		return whole("%s", bad.describe(r.cs))
 	}
+	if d, ok := excelSep(text); ok && !c.sepSeen {
+		if d != r.f.delimiter() {
+			return whole("sep=%c, Excel's line naming the file's delimiter, and the queue's delimiter is %q: set delimiter to %q, or remove the line", d, string(r.f.delimiter()), string(d))
+		}
+		c.sepSeen = true
+		return c.header() // it says what the queue knows: the header follows
+	}
 	var names [][]byte
 	odd := ""
 	n, msg := c.parse(text, func(i int, v []byte) {
@@ -212,6 +220,18 @@ func (c *csvReader) header() (*Record, error) {
 	c.names = names[:n]
 	r.prefix = append(append([]byte{}, bomUTF8[:r.bom]...), u.raw...)
 	return nil, nil
+}
+
+// excelSep reports whether text, the file's first line, is the line
+// sep=D that Excel writes before a CSV file's header to name its
+// delimiter D, and D.
+func excelSep(text []byte) (rune, bool) {
+	rest, ok := bytes.CutPrefix(trimLineEnd(text), []byte("sep="))
+	if !ok || len(rest) == 0 {
+		return 0, false
+	}
+	d, size := utf8.DecodeRune(rest)
+	return d, size == len(rest) && d != utf8.RuneError
 }
 
 // alike names a header name that differs from the wanted one, a JSON
