@@ -94,6 +94,18 @@ func lookupCharset(label string) (*charset, error) {
 	return cs, nil
 }
 
+// EncodingName returns the WHATWG name of the encoding label names
+// ("euc-kr" for "cp949", "windows-949" or "EUC-KR"; "utf-8" for "" and
+// "utf8"), or why the queue cannot read files in it: labels of one
+// encoding name one format.
+func EncodingName(label string) (string, error) {
+	cs, err := lookupCharset(label)
+	if err != nil {
+		return "", err
+	}
+	return cs.name, nil
+}
+
 // codePages maps the names of Windows' code pages and their aliases that
 // are no WHATWG labels, but are what a Windows, Python or Java user
 // knows the encoding by ("cp949" for Korean exports), to a WHATWG label

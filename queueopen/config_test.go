@@ -142,6 +142,13 @@ func TestOpenHoldsFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	open(t, dir, queueopen.Options{Use: queueopen.Consume}) // the same: joins
+	// Another label of the same encoding is the same format.
+	for _, label := range []string{"utf-8", "UTF8"} {
+		if err := os.WriteFile(conf, []byte(`{"format": "csv", "encoding": "`+label+`"}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		open(t, dir, queueopen.Options{Use: queueopen.Consume})
+	}
 
 	plain := newQueue(t)
 	open(t, plain, queueopen.Options{Use: queueopen.Consume})

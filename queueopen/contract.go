@@ -64,7 +64,16 @@ func recordOf(f batch.Format) *formatRecord {
 	if f.Kind == "" || f.Kind == batch.JSON {
 		return nil
 	}
-	return &formatRecord{Kind: f.Kind, Encoding: f.Encoding, Delimiter: f.Delimiter, Comment: f.Comment,
+	// One encoding whatever its label: cp949 and euc-kr, utf8 and the
+	// default, are one format.
+	enc := f.Encoding
+	if name, err := batch.EncodingName(enc); err == nil {
+		enc = name
+		if enc == "utf-8" {
+			enc = "" // as the default is recorded
+		}
+	}
+	return &formatRecord{Kind: f.Kind, Encoding: enc, Delimiter: f.Delimiter, Comment: f.Comment,
 		Record: f.Record, Include: f.Include, DoneFile: f.DoneFile, HashKey: f.HashKey}
 }
 
