@@ -94,6 +94,13 @@ type batchRun struct {
 	// recorded says the file has a progress row: it had one, or a commit
 	// wrote it.
 	recorded bool
+	// rd reads the file; finish asks it for its Note (batchNoter).
+	rd BatchReader
+	// settled and dead count this run's records settled (processed or
+	// duplicates) and dead-lettered, and firstDead says why the first
+	// dead letter was: a file of dead letters alone is worth a word.
+	settled, dead int
+	firstDead     string
 }
 
 // consumeBatch consumes the claimed batch file cl. An error fails the
@@ -139,7 +146,7 @@ func (c *Consumer) consumeBatch(s *queue.Session, cl *queue.Claim, claimed time.
 	if err != nil {
 		return fmt.Errorf("consume batch file %s: %w", cl.Name, err)
 	}
-	b := &batchRun{c: c, s: s, cl: cl, done: done, claimed: claimed, p: p, resumed: found, recorded: recorded}
+	b := &batchRun{c: c, s: s, cl: cl, done: done, claimed: claimed, p: p, resumed: found, recorded: recorded, rd: rd}
 	if found {
 		n, err := b.writeUnwritten(ctx)
 		if err != nil {
@@ -182,11 +189,6 @@ func (c *Consumer) consumeBatch(s *queue.Session, cl *queue.Claim, claimed time.
 			return err
 		}
 		if ch.last {
-			if n, ok := rd.(batchNoter); ok {
-				if note := n.Note(); note != "" { // read to the end: the reader is done
-					c.log.Warn("batch file read", "file", cl.Name, "note", note)
-				}
-			}
 			if err := b.recordEmpty(ctx); err != nil {
 				return err
 			}
@@ -547,6 +549,14 @@ func (b *batchRun) report(ctx context.Context, br batchRecord, r Result) error {
 	c.batchMu.Lock()
 	c.batchStats.add(r.Outcome)
 	c.batchMu.Unlock()
+	switch r.Outcome {
+	case OutcomeProcessed, OutcomeDuplicate:
+		b.settled++
+	case OutcomeDeadLetter:
+		if b.dead++; b.dead == 1 && r.Reject != nil {
+			b.firstDead = r.Reject.Error()
+		}
+	}
 	c.cfg.Observer.Delivered(br.d, r)
 	if r.Outcome == OutcomeRetry {
 		c.log.Info("retry scheduled", append([]any{"file", br.d.File, "msg_id", br.d.Message.MsgID,
@@ -712,6 +722,7 @@ func (b *batchRun) finish(to queue.Stage) error {
 	c := b.c
 	if to == queue.Done {
 		b.warnChanged()
+		b.warnRead()
 	}
 	c.moves.Lock()
 	defer c.moves.Unlock()
@@ -743,6 +754,23 @@ func (b *batchRun) finish(to queue.Stage) error {
 		return nil
 	}
 	return c.dir.Sync(to)
+}
+
+// warnRead logs, of a file read to its end, what its reader notes (an
+// XML file without the queue's records), and a run whose every record
+// was a dead letter, several of them: another system's file sent to the
+// queue, or a contract that does not fit the files, which the dead
+// letters' own lines, one a record, do not say at a glance.
+func (b *batchRun) warnRead() {
+	if n, ok := b.rd.(batchNoter); ok {
+		if note := n.Note(); note != "" { // read to the end: the reader is done
+			b.c.log.Warn("batch file read", "file", b.cl.Name, "note", note)
+		}
+	}
+	if b.settled == 0 && b.dead > 1 {
+		b.c.log.Warn("batch file read: every record is a dead letter; is the file this queue's, and the contract the files'?",
+			"file", b.cl.Name, "dead_letters", b.dead, "first", b.firstDead)
+	}
 }
 
 // warnChanged logs a file that changed after its claim, read to its end

@@ -285,3 +285,33 @@ func TestBatchCapitalNames(t *testing.T) {
 		t.Errorf("consume does not say why ORDERS.CSV waits:\n%s", r.stderr)
 	}
 }
+
+// TestBatchReadWarnings: a batch file read to its end whose every record
+// is a dead letter (another system's JSON Lines, without the key) is
+// warned of once, with the first reason, beside its dead letters' lines;
+// and an XML file without the queue's records is warned of with calls
+// (--exec) as without them.
+func TestBatchReadWarnings(t *testing.T) {
+	t.Parallel()
+	q := batchQueue(t, `{"format": "jsonl"}`)
+	putBytes(t, q, "other.jsonl", []byte(`{"id":1,"customer":"c"}`+"\n"+`{"id":2,"customer":"d"}`+"\n"))
+	putBytes(t, q, "mixed.jsonl", []byte(`{"id":1}`+"\n"+`{"msg_id":"m1","order_no":"o","seq":1,"amount":"1.00"}`+"\n"))
+	r := mustRun(t, 0, "consume", q)
+	if st := parseStats(t, r); st != (consumeStats{Processed: 1, DeadLetters: 3}) {
+		t.Fatalf("%+v, want m1 processed and the three others dead-lettered", st)
+	}
+	const warn = `level=WARN msg="batch file read: every record is a dead letter; is the file this queue's, and the contract the files'?"`
+	if !strings.Contains(r.stderr, warn+` file=other.jsonl dead_letters=2 first="missing-field: msg_id: line 1: required field is missing"`) {
+		t.Errorf("consume does not warn of other.jsonl:\n%s", r.stderr)
+	}
+	if strings.Count(r.stderr, warn) != 1 {
+		t.Errorf("consume warns of a file with a record processed:\n%s", r.stderr)
+	}
+
+	q = batchQueue(t, `{"format": "xml", "record": "Order"}`)
+	putBytes(t, q, "inv.xml", []byte("<Invoices><Invoice><id>1</id></Invoice></Invoices>\n"))
+	r = mustRun(t, 0, "consume", q, "--exec", "cat >/dev/null")
+	if !strings.Contains(r.stderr, `level=WARN msg="batch file read" file=inv.xml note="no <Order> element`) {
+		t.Errorf("consume --exec does not warn of an XML file without records:\n%s", r.stderr)
+	}
+}
