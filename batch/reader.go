@@ -270,7 +270,7 @@ func (r *Reader) start() (*Record, error) {
 func (r *Reader) notJSONLines() string {
 	for {
 		d := r.src.data()
-		i := bytes.IndexFunc(d, func(c rune) bool { return c != ' ' && c != '\t' && c != '\r' && c != '\n' })
+		i := bytes.IndexFunc(d, notSpace)
 		if i < 0 {
 			if !r.src.fill() {
 				return "" // empty, blank, or white space past the window: read as ever
@@ -286,7 +286,7 @@ func (r *Reader) notJSONLines() string {
 			return fmt.Sprintf("line %d starts with %s, where a JSON object starts with {: the file is not JSON Lines (one JSON object a line)", line, what)
 		}
 		k := bytes.IndexByte(d[i:], '\n')
-		more := k >= 0 && bytes.ContainsFunc(d[i+k:], func(c rune) bool { return c != ' ' && c != '\t' && c != '\r' && c != '\n' })
+		more := k >= 0 && bytes.ContainsFunc(d[i+k:], notSpace)
 		if !more {
 			if !r.src.fill() {
 				return "" // the only line, or one longer than the window
@@ -304,6 +304,9 @@ func (r *Reader) notJSONLines() string {
 		return ""
 	}
 }
+
+// notSpace reports whether c is not JSON's white space.
+func notSpace(c rune) bool { return c != ' ' && c != '\t' && c != '\r' && c != '\n' }
 
 // unmarkedUTF16 says why a JSON Lines or XML file that starts as no such
 // file can is UTF-16 without a byte order mark, of another byte order than

@@ -222,9 +222,12 @@ type StatusJSON struct {
 	// NotTaken counts the entries of inbox/ the queue never takes, not
 	// starting with "." (not NAME.json, or not a name spool.conf's
 	// include matches); NotTakenNames are the first 3 of them.
-	NotTaken      int        `json:"inbox_not_taken"`
-	NotTakenNames []string   `json:"inbox_not_taken_names"`
-	Ledger        LedgerJSON `json:"ledger"`
+	NotTaken      int      `json:"inbox_not_taken"`
+	NotTakenNames []string `json:"inbox_not_taken_names"`
+	// NotTakenHint is Status.NamesHint: that case alone keeps one of them
+	// out; omitted when none.
+	NotTakenHint string     `json:"inbox_not_taken_hint,omitempty"`
+	Ledger       LedgerJSON `json:"ledger"`
 	// TempFiles counts the temp files in the queue; StaleTempFiles those
 	// whose writer is gone (spool fsck --repair removes them).
 	TempFiles      int `json:"temp_files"`
@@ -357,7 +360,7 @@ func (r StatusReport) JSON() StatusJSON {
 		j.OldestInbox, j.OldestAgeSeconds = &oldest, &secs
 	}
 	j.DoneFilesWithoutData = r.OrphanDoneFiles
-	j.NotTaken, j.NotTakenNames = r.NotTaken, r.NotTakenNames
+	j.NotTaken, j.NotTakenNames, j.NotTakenHint = r.NotTaken, r.NotTakenNames, r.NamesHint
 	if j.NotTakenNames == nil {
 		j.NotTakenNames = []string{}
 	}

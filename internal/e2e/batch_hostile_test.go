@@ -280,6 +280,9 @@ func TestBatchCapitalNames(t *testing.T) {
 	if out := mustRun(t, 0, "status", q).stdout; !strings.Contains(out, "1 entry the queue never takes, not named as its messages are (*.csv): ORDERS.CSV ("+hint+")\n") {
 		t.Errorf("status does not say why ORDERS.CSV waits:\n%s", out)
 	}
+	if out := mustRun(t, 0, "status", q, "--json").stdout; !strings.Contains(out, `"inbox_not_taken_hint": "`+hint+`"`) {
+		t.Errorf("status --json does not say why ORDERS.CSV waits:\n%s", out)
+	}
 	r := mustRun(t, 0, "consume", q)
 	if !strings.Contains(r.stderr, `first=[ORDERS.CSV] hint="`+hint+`"`) {
 		t.Errorf("consume does not say why ORDERS.CSV waits:\n%s", r.stderr)
