@@ -239,7 +239,10 @@ type Config struct {
 	BatchSize int
 	// BatchBytes closes a batch early once the files claimed into it reach
 	// this many bytes; the file that crosses the bound stays in the batch,
-	// so a batch always holds at least one message. Zero:
+	// so a batch always holds at least one message. A batch file's chunk
+	// of records closes early at this many bytes of what its records hold
+	// (as read, as JSON and parsed), with a Handler or a Caller too, and
+	// a Caller holds at most twice as many ahead of its calls. Zero:
 	// DefaultBatchBytes.
 	BatchBytes int64
 	// Lease is how long a session of another host may go silent before its

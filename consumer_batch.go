@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/spoolq/spool/queue"
 )
@@ -266,7 +267,7 @@ func (b *batchRun) readChunks(ctx context.Context, rd BatchReader, chunks chan<-
 		}
 		ch.recs = append(ch.recs, br)
 		ch.position = rec.After
-		held += int64(len(rec.JSON) + len(br.unwritten))
+		held += br.weight()
 		if len(ch.recs) >= size || (limit > 0 && held >= limit) {
 			if err := b.writeDeadLetters(&ch); err != nil {
 				send(batchChunk{err: err})
@@ -288,15 +289,30 @@ func (b *batchRun) readChunks(ctx context.Context, rd BatchReader, chunks chan<-
 }
 
 // recordChunk is the most records of a chunk of readChunks, and the
-// bytes of records (their JSON and dead letters held) that close one
-// early, 0 for no such bound: without a Handler or a Caller, recordBatch
-// and BatchBytes; with one, BatchSize alone, as the calls' window and a
-// handler's transaction are sized by it.
+// weight of records (batchRecord.weight) that closes one early: without
+// a Handler or a Caller, recordBatch and BatchBytes; with one, BatchSize
+// (the calls' window and a handler's transaction are sized by it) and
+// BatchBytes. Records of a few hundred KiB, or a CSV row of 100 000
+// columns, made 256 of them 3 GB in memory with --sql before the chunk
+// was bounded by weight with a Handler too.
 func (c *Consumer) recordChunk() (int, int64) {
 	if c.cfg.Caller == nil && c.cfg.Handler == nil {
 		return max(1, c.recordBatch), c.cfg.BatchBytes
 	}
-	return max(1, c.cfg.BatchSize), 0
+	return max(1, c.cfg.BatchSize), c.cfg.BatchBytes
+}
+
+// weight is about what br holds in memory: the record's JSON, and as
+// much again for its bytes as read and the strings of its Message; its
+// dead letter not yet written; and its Message's Fields, which cost
+// more than the JSON they come from when the fields are many and small
+// (a field of 8 bytes is a Field of 48).
+func (br *batchRecord) weight() int64 {
+	w := 2*len(br.rec.JSON) + len(br.unwritten)
+	if m := br.d.Message; m != nil {
+		w += cap(m.Fields) * int(unsafe.Sizeof(Field{}))
+	}
+	return int64(w)
 }
 
 // writeDeadLetters writes the dead letters of ch that add left to write,

@@ -55,6 +55,9 @@ type recordCall struct {
 	// that advance dropped since its position passes theirs. They go
 	// into the file's counts with the progress that passes it.
 	counts BatchCounts
+	// weight is br's when it was read (batchRecord.weight), in
+	// callRun.held while it is in the window.
+	weight int64
 }
 
 // recordDone is what a record's goroutine hands back to the file's.
@@ -81,6 +84,9 @@ type callRun struct {
 	// unsettled counts the records of the window not settled: reserved,
 	// called, or waiting to be reserved again (busy, a retry).
 	unsettled int
+	// held is the weight of the window's records: with unsettled, it
+	// bounds what the file holds ahead of its calls (callAll's admit).
+	held int64
 	// retrying holds the records waiting for their retry to fall due,
 	// with when it does.
 	retrying map[*recordCall]time.Time
@@ -143,12 +149,14 @@ func (b *batchRun) callAll(ctx context.Context, chunks <-chan batchChunk, stopRe
 	defer close(r.quit)
 	// What a pass with a Caller holds ahead of its calls (callAll's
 	// admit): records waiting for a retry count, settled ones do not, so
-	// the file goes on past a retry until that many wait.
-	bound := n + 2*max(1, c.cfg.BatchSize)
+	// the file goes on past a retry until that many wait; and the weight
+	// of the window, 2×BatchBytes, so that large records are not held
+	// by the hundred (with the chunk read ahead, 3×BatchBytes).
+	bound, heavy := n+2*max(1, c.cfg.BatchSize), 2*c.cfg.BatchBytes
 	in, last := chunks, false
 	for in != nil || r.inflight > 0 {
 		take := in
-		if r.unsettled >= bound && !p.sd.stopped() {
+		if (r.unsettled >= bound || (r.unsettled > 0 && r.held >= heavy)) && !p.sd.stopped() {
 			take = nil // a stopping run reads what the reader sent, to record its dead letters
 		}
 		if take == nil && r.inflight == 0 {
@@ -295,8 +303,9 @@ func (r *callRun) holdForRetries(ctx context.Context, due time.Time) error {
 func (r *callRun) read(recs []batchRecord) []*recordCall {
 	var out []*recordCall
 	for _, br := range recs {
-		rc := &recordCall{br: br, settled: br.absorbed}
+		rc := &recordCall{br: br, settled: br.absorbed, weight: br.weight()}
 		r.window = append(r.window, rc)
+		r.held += rc.weight
 		if br.absorbed {
 			rc.counts.add(br.absorbedAs)
 			continue
@@ -568,12 +577,14 @@ func (r *callRun) advance(ctx context.Context, now bool) error {
 	for i < len(r.window) && r.window[i].settled {
 		b.p.Position = r.window[i].br.rec.After
 		b.p.Passed.addAll(r.window[i].counts)
+		r.held -= r.window[i].weight
 		i++
 	}
 	kept := r.window[:0]
 	for k := i; k < len(r.window); k++ {
 		if rc := r.window[k]; rc.settled && k+1 < len(r.window) && r.window[k+1].settled {
 			r.window[k+1].counts.addAll(rc.counts)
+			r.held -= rc.weight
 			continue // the next one's position passes it
 		}
 		kept = append(kept, r.window[k])

@@ -65,9 +65,8 @@ func (c timedCaller) CallTimeout() time.Duration          { return time.Duration
 type callLedgerStub struct{ Ledger }
 
 // TestRecordChunk: a batch file's plain records go in chunks of
-// DefaultRecordBatchSize unless BatchSize is set, closed early at
-// BatchBytes; with a Handler or a Caller, BatchSize's own default and no
-// byte bound.
+// DefaultRecordBatchSize unless BatchSize is set; with a Handler or a
+// Caller, BatchSize's own default; closed early at BatchBytes either way.
 func TestRecordChunk(t *testing.T) {
 	handler := HandlerFunc(func(context.Context, *sql.Tx, *Delivery) error { return nil })
 	for _, tt := range []struct {
@@ -78,9 +77,9 @@ func TestRecordChunk(t *testing.T) {
 	}{
 		{"default", Config{}, DefaultRecordBatchSize, DefaultBatchBytes},
 		{"batch size set", Config{BatchSize: 50, BatchBytes: 1 << 10}, 50, 1 << 10},
-		{"handler", Config{Handler: handler}, DefaultBatchSize, 0},
-		{"handler, batch size set", Config{Handler: handler, BatchSize: 7}, 7, 0},
-		{"caller", Config{Caller: timedCaller(0)}, CallerBatchSize(DefaultConcurrency), 0},
+		{"handler", Config{Handler: handler}, DefaultBatchSize, DefaultBatchBytes},
+		{"handler, batch size set", Config{Handler: handler, BatchSize: 7, BatchBytes: 1 << 20}, 7, 1 << 20},
+		{"caller", Config{Caller: timedCaller(0)}, CallerBatchSize(DefaultConcurrency), DefaultBatchBytes},
 	} {
 		c, err := NewConsumer(nil, nil, tt.cfg)
 		if err != nil {

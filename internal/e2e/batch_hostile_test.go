@@ -318,3 +318,102 @@ func TestBatchReadWarnings(t *testing.T) {
 		t.Errorf("consume --exec does not warn of an XML file without records:\n%s", r.stderr)
 	}
 }
+
+// TestBatchHeavyRecords: records that weigh much in memory, large ones
+// or CSV rows of many columns (a row's Fields outweigh its bytes), are
+// held a few at a time with a handler and with calls too: a chunk of
+// BatchSize records with --sql held 283 MB for records of 3 MiB and
+// 1.09 GB for rows of 20 000 columns before chunks were bounded by what
+// their records weigh with a handler (BatchBytes).
+func TestBatchHeavyRecords(t *testing.T) {
+	t.Parallel()
+	large := func(t *testing.T, q string) int {
+		f, err := os.Create(filepath.Join(q, inbox, ".orders.jsonl.tmp"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := bufio.NewWriter(f)
+		doc := strings.Repeat("x", 3<<20)
+		const n = 40
+		for i := 1; i <= n; i++ {
+			fmt.Fprintf(w, `{"msg_id":"b%d","order_no":"o%d","seq":%d,"amount":"2.50","doc":"%s"}`+"\n", i, i%9, i, doc)
+		}
+		closeRename(t, f, w, filepath.Join(q, inbox, "orders.jsonl"))
+		return n
+	}
+	wide := func(t *testing.T, q string) int {
+		f, err := os.Create(filepath.Join(q, inbox, ".orders.csv.tmp"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := bufio.NewWriter(f)
+		const n, columns = 400, 20000
+		w.WriteString("msg_id,order_no,seq,amount")
+		for c := range columns {
+			fmt.Fprintf(w, ",c%d", c)
+		}
+		empty := strings.Repeat(",", columns)
+		for i := 1; i <= n; i++ {
+			fmt.Fprintf(w, "\nm%d,o%d,%d,1.00%s", i, i%7, i, empty)
+		}
+		w.WriteString("\n")
+		closeRename(t, f, w, filepath.Join(q, inbox, "orders.csv"))
+		return n
+	}
+	for _, tc := range []struct {
+		name, conf, file string
+		write            func(*testing.T, string) int
+		handler          []string
+	}{
+		{"large/sql", `{"format": "jsonl", "max_size": 4194304}`, "orders.jsonl", large, []string{"--sql"}},
+		{"large/exec", `{"format": "jsonl", "max_size": 4194304}`, "orders.jsonl", large, []string{"--exec", "cat >/dev/null"}},
+		{"wide/sql", `{"format": "csv"}`, "orders.csv", wide, []string{"--sql"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			q := batchQueue(t, tc.conf)
+			if tc.handler[0] == "--sql" {
+				tc.handler = append(tc.handler, writeFile(t, t.TempDir(), "book.sql",
+					"CREATE TABLE IF NOT EXISTS booked (msg_id TEXT PRIMARY KEY);\nINSERT INTO booked (msg_id) VALUES (:msg_id);\n"))
+			}
+			n := tc.write(t, q)
+			p := spoolAt{bin: plainSpool(t)}.start(t, append([]string{"consume", q, "--watch"}, tc.handler...)...)
+			waitFor(t, cmdTimeout, tc.file+" in done/", func() bool {
+				_, err := os.Stat(filepath.Join(q, "done", tc.file))
+				return err == nil
+			})
+			peak := vmHWM(t, p.cmd.Process.Pid)
+			if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			r := p.wait(t)
+			if r.code != 0 {
+				t.Fatalf("consume: exit %d\n%s", r.code, r)
+			}
+			if st := parseStats(t, r); st != (consumeStats{Processed: n}) {
+				t.Fatalf("%+v, want %d processed\n%s", st, n, r)
+			}
+			const bound = 160 << 20
+			if peak > bound {
+				t.Fatalf("consume %s: peak RSS %d MiB, over %d MiB", strings.Join(tc.handler, " "), peak>>20, bound>>20)
+			}
+			t.Logf("peak RSS %d MiB", peak>>20)
+			checkFsck(t, q)
+		})
+	}
+}
+
+// closeRename flushes w, closes f and renames it to name, as a producer
+// puts a finished file into inbox/.
+func closeRename(t *testing.T, f *os.File, w *bufio.Writer, name string) {
+	t.Helper()
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(f.Name(), name); err != nil {
+		t.Fatal(err)
+	}
+}
