@@ -238,8 +238,9 @@ type Config struct {
 	// DefaultRecordBatchSize. 1 gives one commit per message.
 	BatchSize int
 	// BatchBytes closes a batch early once the files claimed into it reach
-	// this many bytes; the file that crosses the bound stays in the batch,
-	// so a batch always holds at least one message. A batch file's chunk
+	// this many bytes, with what their fields hold parsed (a field is 56
+	// bytes however short); the file that crosses the bound stays in the
+	// batch, so a batch always holds at least one message. A batch file's chunk
 	// of records closes early at this many bytes of what its records hold
 	// (as read, as JSON and parsed), with a Handler or a Caller too, and
 	// a Caller holds at most twice as many ahead of its calls. Zero:
@@ -467,6 +468,10 @@ type Consumer struct {
 	// and ledger could have used (docs/PERFORMANCE.md, "Kept, and what it
 	// bought").
 	moves sync.Mutex
+	// parsedPerKiB is the parsedWeight a KiB of the last batch's files
+	// (inspectBatch): the next batch's claims are bounded by it before
+	// they are parsed.
+	parsedPerKiB atomic.Int64
 
 	// waiting are claims held in processing/ until their retry is due;
 	// schedule is the ledger's retry schedule as of the current pass.

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unsafe"
 
 	"github.com/spoolq/spool/queue"
 )
@@ -304,15 +303,9 @@ func (c *Consumer) recordChunk() (int, int64) {
 
 // weight is about what br holds in memory: the record's JSON, and as
 // much again for its bytes as read and the strings of its Message; its
-// dead letter not yet written; and its Message's Fields, which cost
-// more than the JSON they come from when the fields are many and small
-// (a field of 8 bytes is a Field of 48).
+// dead letter not yet written; and its Message's Fields (parsedWeight).
 func (br *batchRecord) weight() int64 {
-	w := 2*len(br.rec.JSON) + len(br.unwritten)
-	if m := br.d.Message; m != nil {
-		w += cap(m.Fields) * int(unsafe.Sizeof(Field{}))
-	}
-	return int64(w)
+	return int64(2*len(br.rec.JSON)+len(br.unwritten)) + parsedWeight(br.d.Message)
 }
 
 // writeDeadLetters writes the dead letters of ch that add left to write,
