@@ -106,12 +106,29 @@ func TestBatchLargeDeadLetter(t *testing.T) {
 	}
 	q := batchQueue(t, `{"format": "csv"}`)
 	want := unclosedCSV(t, q, size)
-	// A watching consumer, measured once the file is done: its VmHWM is
-	// its peak since its exec. (ru_maxrss would count this test's own
-	// memory, which the child had before its exec.)
-	p := spoolAt{bin: plainSpool(t)}.start(t, "consume", q, "--watch")
-	waitFor(t, cmdTimeout, "orders.csv in done/", func() bool {
-		_, err := os.Stat(filepath.Join(q, "done", "orders.csv"))
+	peak, r := watchPeak(t, q, "orders.csv")
+	if st := parseStats(t, r); st != (consumeStats{Processed: 1, DeadLetters: 1}) {
+		t.Fatalf("%+v, want b1 processed and the rest one dead letter\n%s", st, r)
+	}
+	sameFile(t, filepath.Join(q, errorStage, "orders~L3.csv"), want)
+	const bound = 64 << 20
+	if peak > bound {
+		t.Fatalf("consume's peak RSS was %d MiB for a dead letter of %d MiB, over %d MiB", peak>>20, want.size>>20, bound>>20)
+	}
+	checkFsck(t, q)
+}
+
+// watchPeak runs spool consume q --watch with args until file is in
+// done/, stops it, and returns its peak resident memory (vmHWM) and
+// what it printed; it fails unless consume exited 0.
+func watchPeak(t *testing.T, q, file string, args ...string) (int64, result) {
+	t.Helper()
+	// Measured once the file is done: a process's VmHWM is its peak since
+	// its exec. (ru_maxrss would count this test's own memory, which the
+	// child had before its exec.)
+	p := spoolAt{bin: plainSpool(t)}.start(t, append([]string{"consume", q, "--watch"}, args...)...)
+	waitFor(t, cmdTimeout, file+" in done/", func() bool {
+		_, err := os.Stat(filepath.Join(q, "done", file))
 		return err == nil
 	})
 	peak := vmHWM(t, p.cmd.Process.Pid)
@@ -122,15 +139,7 @@ func TestBatchLargeDeadLetter(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("consume: exit %d\n%s", r.code, r)
 	}
-	if st := parseStats(t, r); st != (consumeStats{Processed: 1, DeadLetters: 1}) {
-		t.Fatalf("%+v, want b1 processed and the rest one dead letter\n%s", st, r)
-	}
-	sameFile(t, filepath.Join(q, errorStage, "orders~L3.csv"), want)
-	const bound = 64 << 20
-	if peak > bound {
-		t.Fatalf("consume's peak RSS was %d MiB for a dead letter of %d MiB, over %d MiB", peak>>20, want.size>>20, bound>>20)
-	}
-	checkFsck(t, q)
+	return peak, r
 }
 
 // vmHWM is the peak resident memory of process pid since its exec, in
@@ -377,19 +386,7 @@ func TestBatchHeavyRecords(t *testing.T) {
 					"CREATE TABLE IF NOT EXISTS booked (msg_id TEXT PRIMARY KEY);\nINSERT INTO booked (msg_id) VALUES (:msg_id);\n"))
 			}
 			n := tc.write(t, q)
-			p := spoolAt{bin: plainSpool(t)}.start(t, append([]string{"consume", q, "--watch"}, tc.handler...)...)
-			waitFor(t, cmdTimeout, tc.file+" in done/", func() bool {
-				_, err := os.Stat(filepath.Join(q, "done", tc.file))
-				return err == nil
-			})
-			peak := vmHWM(t, p.cmd.Process.Pid)
-			if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-				t.Fatal(err)
-			}
-			r := p.wait(t)
-			if r.code != 0 {
-				t.Fatalf("consume: exit %d\n%s", r.code, r)
-			}
+			peak, r := watchPeak(t, q, tc.file, tc.handler...)
 			if st := parseStats(t, r); st != (consumeStats{Processed: n}) {
 				t.Fatalf("%+v, want %d processed\n%s", st, n, r)
 			}
