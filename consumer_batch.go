@@ -10,6 +10,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spoolq/spool/queue"
@@ -234,6 +235,33 @@ func (b *batchRun) readChunks(ctx context.Context, rd BatchReader, chunks chan<-
 			return false
 		}
 	}
+	// flush writes ch's dead letters and sends it. A dead letter too
+	// large for the room left sets the file aside instead (noRoom): the
+	// records before it are sent, then the file's whole failure.
+	flush := func(ch batchChunk) bool {
+		err := b.writeDeadLetters(&ch)
+		var nr *noRoom
+		switch {
+		case errors.As(err, &nr):
+			head := batchChunk{recs: ch.recs[:nr.i]}
+			if nr.i > 0 {
+				head.position = ch.recs[nr.i-1].rec.After
+				if err := b.writeDeadLetters(&head); err != nil {
+					send(batchChunk{err: err})
+					return false
+				}
+				if !send(head) {
+					return false
+				}
+			}
+			send(batchChunk{whole: &nr.whole})
+			return false
+		case err != nil:
+			send(batchChunk{err: err})
+			return false
+		}
+		return send(ch)
+	}
 	size, limit := b.c.recordChunk()
 	stop := b.c.batchStop
 	var ch batchChunk
@@ -241,10 +269,7 @@ func (b *batchRun) readChunks(ctx context.Context, rd BatchReader, chunks chan<-
 	sent := false
 	for {
 		if sent && stop != nil && stop.Err() != nil {
-			if err := b.writeDeadLetters(&ch); err != nil {
-				ch = batchChunk{err: err}
-			}
-			send(ch)
+			flush(ch)
 			return
 		}
 		rec, err := rd.Next()
@@ -268,23 +293,15 @@ func (b *batchRun) readChunks(ctx context.Context, rd BatchReader, chunks chan<-
 		ch.position = rec.After
 		held += br.weight()
 		if len(ch.recs) >= size || (limit > 0 && held >= limit) {
-			if err := b.writeDeadLetters(&ch); err != nil {
-				send(batchChunk{err: err})
-				return
-			}
-			if !send(ch) {
+			if !flush(ch) {
 				return
 			}
 			sent = true
 			ch, held = batchChunk{recs: make([]batchRecord, 0, size)}, 0
 		}
 	}
-	if err := b.writeDeadLetters(&ch); err != nil {
-		send(batchChunk{err: err})
-		return
-	}
 	ch.last = true
-	send(ch)
+	flush(ch)
 }
 
 // recordChunk is the most records of a chunk of readChunks, and the
@@ -325,6 +342,9 @@ func (b *batchRun) writeDeadLetters(ch *batchChunk) error {
 			// WriteStageFiles fills its files at once.
 			stored, ino, err := b.writeDeadLetter(context.Background(), br.rec, false)
 			if err != nil {
+				if noSpace(err) {
+					return b.noRoom(i, br, err)
+				}
 				return err
 			}
 			br.d.File, br.d.Ino, br.stored, br.streamed = stored, ino, stored, false
@@ -350,6 +370,43 @@ func (b *batchRun) writeDeadLetters(ch *batchChunk) error {
 		br.d.File, br.d.Ino, br.stored, br.unwritten = stored[k].Name, stored[k].Ino, stored[k].Name, nil
 	}
 	return nil
+}
+
+// noRoom is writeDeadLetters' failure to write the dead letter of the
+// chunk's record i, a record over the record limit (streamed), for want
+// of room: whole is the file's failure that sets it aside in error/
+// instead. The dead letter of a record over the limit is the record
+// whole, and must stay whole to be fixed and replayed (a CSV quote never
+// closed makes the rest of the file one record), so it is not cut; but a
+// record of gigabytes (a gzip bomb) whose dead letter cannot be written
+// must not fail every run that takes its file, first by name, again.
+type noRoom struct {
+	i     int
+	whole BatchRecord
+}
+
+func (nr *noRoom) Error() string { return nr.whole.Reject.Error() }
+
+// noRoom sets the file aside at the chunk's record i, br, whose dead
+// letter could not be written: err.
+func (b *batchRun) noRoom(i int, br *batchRecord, err error) *noRoom {
+	var why error = err
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		why = errno // "no space left on device": the rest names paths
+	}
+	rej := *br.d.Reject
+	rej.Detail += fmt.Sprintf("; its dead letter could not be written (%v): the file is set aside whole, "+
+		"and spool replay resumes it at that record once error/ has room", why)
+	b.c.log.Warn("batch file set aside: a record's dead letter does not fit", "file", b.cl.Name, "record", br.rec.Origin, "err", err)
+	return &noRoom{i: i, whole: BatchRecord{Whole: true, Reject: &rej}}
+}
+
+// noSpace reports whether err says the filesystem, or the user's quota,
+// has no room for what was written, or the file is larger than the
+// filesystem allows.
+func noSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.EFBIG)
 }
 
 // add turns rec into a delivery of a chunk; when it is a dead letter,

@@ -154,6 +154,9 @@ func (b *batchRun) callAll(ctx context.Context, chunks <-chan batchChunk, stopRe
 	// by the hundred (with the chunk read ahead, 3×BatchBytes).
 	bound, heavy := n+2*max(1, c.cfg.BatchSize), 2*c.cfg.BatchBytes
 	in, last := chunks, false
+	// aside is the file's whole failure the reader sent after records
+	// (noRoom): the file is set aside once they are settled.
+	var aside *BatchRecord
 	for in != nil || r.inflight > 0 {
 		take := in
 		if (r.unsettled >= bound || (r.unsettled > 0 && r.held >= heavy)) && !p.sd.stopped() {
@@ -185,8 +188,10 @@ func (b *batchRun) callAll(ctx context.Context, chunks <-chan batchChunk, stopRe
 				in = nil
 			case ch.err != nil:
 				return ch.err
-			case ch.whole != nil:
+			case ch.whole != nil && len(r.window) == 0 && r.inflight == 0:
 				return b.whole(ctx, *ch.whole)
+			case ch.whole != nil:
+				aside, in = ch.whole, nil
 			default:
 				last = ch.last
 				err = r.reserve(ctx, r.read(ch.recs))
@@ -251,8 +256,11 @@ func (b *batchRun) callAll(ctx context.Context, chunks <-chan batchChunk, stopRe
 	if err := r.advance(ctx, true); err != nil {
 		return err
 	}
-	if last && len(r.window) == 0 {
+	switch {
+	case last && len(r.window) == 0:
 		return b.finish(queue.Done)
+	case aside != nil && len(r.window) == 0:
+		return b.whole(ctx, *aside)
 	}
 	return b.giveBack()
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -212,4 +213,62 @@ func TestDiskFullBatchDeadLetters(t *testing.T) {
 		t.Fatalf("%d dead letters recorded with reason parse, want %d", got, len(bad))
 	}
 	checkFsck(t, q, "--db", db)
+}
+
+// TestBatchDeadLetterNoRoom: a record over the record limit whose dead
+// letter (the record, whole) does not fit in what is left of the disk,
+// as a gzip bomb's line of zeros, sets its batch file aside whole in
+// error/ after committing the records before it, with a reason that says
+// so, instead of failing every run that takes the file (first by name)
+// again; once there is room, spool replay resumes the file at that
+// record. With calls too, once the calls before it are settled.
+func TestBatchDeadLetterNoRoom(t *testing.T) {
+	for _, handler := range [][]string{nil, {"--exec", "cat >/dev/null"}} {
+		t.Run(fmt.Sprint("handler=", handler), func(t *testing.T) {
+			mnt := smallFS(t)
+			q := filepath.Join(mnt, "q")
+			mustRun(t, 0, "init", q, "--format", "jsonl", "--include", "*.jsonl,*.jsonl.gz")
+			line := func(id string, seq int, pad string) string {
+				return fmt.Sprintf(`{"msg_id":%q,"order_no":"O","seq":%d,"amount":"1.00","pad":%q}`+"\n", id, seq, pad)
+			}
+			bomb := line("a1", 1, "") + line("a2", 2, "") + line("a3", 3, strings.Repeat("0", 8<<20)) + line("a4", 4, "")
+			putBytes(t, q, "a.jsonl.gz", gzipped(t, []byte(bomb)))
+			putBytes(t, q, "b.jsonl", []byte(line("b1", 1, "")))
+			consume := append([]string{"consume", q}, handler...)
+			st := parseStats(t, mustRun(t, 0, consume...))
+			if st != (consumeStats{Processed: 3, DeadLetters: 1}) {
+				t.Fatalf("%+v, want a1, a2 and b1 processed and a.jsonl.gz set aside", st)
+			}
+			if got := stageNames(t, q, errorStage); !slices.Equal(got, []string{"a.jsonl.gz"}) {
+				t.Fatalf("error/ holds %q, want a.jsonl.gz alone", got)
+			}
+			r := mustRun(t, 0, "errors", q, "--detail")
+			if !strings.Contains(r.stdout, "line 3: a record of") || !strings.Contains(r.stdout, "no space left on device") ||
+				!strings.Contains(r.stdout, "set aside whole") {
+				t.Fatalf("spool errors does not say why a.jsonl.gz is set aside:\n%s", r)
+			}
+			checkFsck(t, q)
+
+			// Room again: the replayed file resumes at a3.
+			if out, err := exec.Command("mount", "-o", "remount,size=64m", mnt).CombinedOutput(); err != nil {
+				t.Fatalf("grow the tmpfs: %v: %s", err, out)
+			}
+			mustRun(t, 0, "replay", q, "a.jsonl.gz")
+			st = parseStats(t, mustRun(t, 0, consume...))
+			if st != (consumeStats{Processed: 1, DeadLetters: 1}) {
+				t.Fatalf("%+v after the replay, want a4 processed and a3 a dead letter: a1 and a2 are not read again", st)
+			}
+			if got := stageNames(t, q, errorStage); !slices.Equal(got, []string{"a~L3.jsonl"}) {
+				t.Fatalf("error/ holds %q, want a~L3.jsonl", got)
+			}
+			want := int64(len(line("a3", 3, strings.Repeat("0", 8<<20))))
+			if fi, err := os.Stat(filepath.Join(q, errorStage, "a~L3.jsonl")); err != nil || fi.Size() != want {
+				t.Fatalf("a~L3.jsonl: %v, want the record whole, %d bytes", fi, want)
+			}
+			if n := queryLedger(t, filepath.Join(q, "ledger.db"), `SELECT COUNT(*) FROM processed`); n != 4 {
+				t.Fatalf("%d processed rows, want 4", n)
+			}
+			checkFsck(t, q)
+		})
+	}
 }
