@@ -204,6 +204,9 @@ func (c *csvReader) header() (*Record, error) {
 	// A set, not a look back at each name: 100 000 columns took 17 s.
 	seen := make(map[string]bool, len(names))
 	for i, name := range names {
+		if len(name) == 2 && i == len(names)-1 && i > 0 {
+			return whole("field %d has no name: the header ends with the delimiter; remove it (and the rows' last, empty field)", i+1)
+		}
 		if len(name) == 2 {
 			return whole("field %d has no name", i+1)
 		}
@@ -214,6 +217,9 @@ func (c *csvReader) header() (*Record, error) {
 	}
 	for _, want := range r.f.columns {
 		if !seen[string(want)] {
+			if d := otherDelimiter(names, want, r.f.delimiter()); d != "" {
+				return whole("no column %s, which the contract requires: every row would fail%s", want, d)
+			}
 			return whole("no column %s, which the contract requires: every row would fail%s (is the file this queue's?)", want, alike(names, want))
 		}
 	}
@@ -242,6 +248,35 @@ func alike(names [][]byte, want []byte) string {
 	for _, n := range names {
 		if bytes.EqualFold(bytes.TrimSpace(n[1:len(n)-1]), w) {
 			return fmt.Sprintf("; the header has %s", n)
+		}
+	}
+	return ""
+}
+
+// delimiters are the field separators of CSV files that otherDelimiter
+// tries, as they appear in a JSON string.
+var delimiters = []struct {
+	d         rune
+	name, sep string
+}{{';', `";"`, ";"}, {'\t', `"\t"`, `\t`}, {'|', `"|"`, "|"}, {',', `","`, ","}}
+
+// otherDelimiter says, as "; ...", which other delimiter would split
+// a header read as one field into fields one of which is the wanted one,
+// a JSON string as the names are (a European export, "msg_id;order_no",
+// read with commas), or "".
+func otherDelimiter(names [][]byte, want []byte, queue rune) string {
+	if len(names) != 1 {
+		return ""
+	}
+	name, w := names[0][1:len(names[0])-1], want[1:len(want)-1]
+	for _, d := range delimiters {
+		if d.d == queue {
+			continue
+		}
+		for _, f := range bytes.Split(name, []byte(d.sep)) {
+			if bytes.Equal(bytes.TrimSpace(f), w) && !bytes.Equal(f, name) {
+				return fmt.Sprintf("; the header is one field that %s splits: set the delimiter to %s", d.name, d.name)
+			}
 		}
 	}
 	return ""
@@ -297,8 +332,10 @@ func (c *csvReader) next() (Record, bool, error) {
 		return rec, true, nil
 	}
 	c.out = append(c.out[:0], '{')
+	extraEmpty := true // the fields past the header's are empty
 	n, msg := c.parse(text, func(i int, v []byte) {
 		if i >= len(c.names) {
+			extraEmpty = extraEmpty && len(v) == 0
 			return
 		}
 		if i > 0 {
@@ -311,6 +348,9 @@ func (c *csvReader) next() (Record, bool, error) {
 	case msg != "":
 		rec.Raw = bytes.Clone(u.raw)
 		r.fail(&rec, "%s", msg)
+	case n == len(c.names)+1 && extraEmpty:
+		rec.Raw = bytes.Clone(u.raw)
+		r.fail(&rec, "%d fields, and the header has %d: the line ends with the delimiter", n, len(c.names))
 	case n != len(c.names):
 		rec.Raw = bytes.Clone(u.raw)
 		r.fail(&rec, "%d fields, and the header has %d", n, len(c.names))

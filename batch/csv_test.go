@@ -1,6 +1,7 @@
 package batch
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -72,6 +73,8 @@ func TestCSV(t *testing.T) {
 			[]want{ok(2, `{"a":"1","b":"2"}`), {line: 3, err: "line 3: a quoted field is not closed before the end of the file", tail: true}}},
 		{"header names twice", "a,a\n1,2\n", csv, []want{{line: 1, err: `the header (line 1): the name "a" is given twice`, tail: true}}},
 		{"header name empty", "a,,c\n1,2,3\n", csv, []want{{line: 1, err: "the header (line 1): field 2 has no name", tail: true}}},
+		{"header ends with the delimiter", "a,b,\n1,2,\n", csv, []want{{line: 1, err: "the header (line 1): field 3 has no name: the header ends with the delimiter", tail: true}}},
+		{"rows end with the delimiter", "a,b\n1,2,\n3,4,5\n", csv, []want{bad(2, "line 2: 3 fields, and the header has 2: the line ends with the delimiter"), bad(3, "line 3: 3 fields, and the header has 2")}},
 		{"lines end with cr alone", "a,b\r1,2\r3,4\r", csv, []want{{line: 1, err: "the header (line 1): field 2 holds a carriage return: the file's lines end with CR alone", tail: true}}},
 		{"utf-16 without a mark", "a\x00,\x00b\x00\n\x001\x00,\x002\x00\n\x00", csv, []want{{line: 1, err: "field 1 holds a NUL character: the file looks like UTF-16 without a byte order mark", tail: true}}},
 		{"header with a bare quote", "a,b\"\n1,2\n", csv, []want{{line: 1, err: "the header (line 1): field 2: a quote", tail: true}}},
@@ -92,6 +95,23 @@ func TestCSV(t *testing.T) {
 			}
 			checkRecords(t, []byte(c.data), recs, c.want)
 		})
+	}
+}
+
+// TestCSVTrailingDelimiter: a row with one field more than the header,
+// empty, is said to end with the delimiter (an exporter that ends every
+// line so); one whose extra field holds something is not.
+func TestCSVTrailingDelimiter(t *testing.T) {
+	recs := readAll(t, "f.csv", []byte("a,b\n1,2,\n3,4,5\n"), Format{Kind: CSV})
+	var got []string
+	for _, rec := range recs {
+		if rec.Err != nil {
+			got = append(got, rec.Err.Detail)
+		}
+	}
+	want := []string{"line 2: 3 fields, and the header has 2: the line ends with the delimiter", "line 3: 3 fields, and the header has 2"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("failures %q, want %q", got, want)
 	}
 }
 
