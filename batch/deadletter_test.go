@@ -96,6 +96,49 @@ func TestDeadLetterReplays(t *testing.T) {
 	}
 }
 
+// TestDeadLetterKeepsUTF8Mark: a file that starts with UTF-8's byte order
+// mark is read as UTF-8 in a queue of any encoding, and its dead letters
+// keep the mark: fixed and replayed into the same queue, they are read as
+// UTF-8 again, their characters intact (without it, a JSON Lines line of
+// Tokyo read as Shift_JIS is mojibake).
+func TestDeadLetterKeepsUTF8Mark(t *testing.T) {
+	for _, c := range []struct {
+		name, data, bad, fix, want string
+		f                          Format
+	}{
+		{"orders.jsonl", "\ufeff{\"a\":\"ok\"}\n{\"a\":\"\u6771\u4eac\"\n", "\"\u6771\u4eac\"\n", "\"\u6771\u4eac\"}\n",
+			"{\"a\":\"\u6771\u4eac\"}", Format{Kind: JSONL, Encoding: "shift_jis"}},
+		{"orders.csv", "\ufeffid,name\n1,M\u00fcller,x\n", ",x\n", "\n",
+			"{\"id\":\"1\",\"name\":\"M\u00fcller\"}", Format{Kind: CSV, Encoding: "windows-1252"}},
+		{"orders.xml", "\ufeff<?xml version=\"1.0\"?>\n<rs><r a=\"\ub611\"><b></r></rs>", "<b></r>", "</r>",
+			"{\"a\":\"\ub611\"}", Format{Kind: XML, Record: "r", Encoding: "euc-kr"}},
+	} {
+		r, err := Open(strings.NewReader(c.data), c.name, c.f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d DeadLetter
+		for {
+			rec, err := r.Next()
+			if err != nil {
+				t.Fatalf("%s: no failed record: %v", c.name, err)
+			}
+			if rec.Err != nil {
+				d = r.DeadLetter(rec)
+				break
+			}
+		}
+		if !bytes.HasPrefix(d.Content, bomUTF8) {
+			t.Errorf("%s: dead letter %q without the mark", c.name, d.Content)
+		}
+		fixed := bytes.Replace(d.Content, []byte(c.bad), []byte(c.fix), 1)
+		got := readAll(t, d.Name, fixed, c.f)
+		if len(got) != 1 || string(got[0].JSON) != c.want {
+			t.Errorf("%s: the fixed dead letter %q reads as\n%s", c.name, fixed, describeAll(got))
+		}
+	}
+}
+
 // TestDeadLetterOverLimit: a record over the limit is not held; its dead
 // letter is the prefix and a range CopyRange copies from the file.
 func TestDeadLetterOverLimit(t *testing.T) {

@@ -230,12 +230,12 @@ func (r *Reader) start() (*Record, error) {
 	}
 	d := r.src.data()
 	switch {
-	case bytes.HasPrefix(d, bomUTF8) && r.cs.enc == nil:
+	case bytes.HasPrefix(d, bomUTF8):
+		if r.cs.enc != nil {
+			r.asUTF8()
+		}
 		r.bom = len(bomUTF8)
 		r.src.consume(r.bom)
-	case bytes.HasPrefix(d, bomUTF8):
-		rec, err := r.tail(unit{}, 1, r.elementNext(), fmt.Sprintf("the file starts with a UTF-8 byte order mark, and the queue's encoding is %s: convert the file, or set the encoding to utf-8", r.cs.name))
-		return &rec, err
 	case bytes.HasPrefix(d, bomUTF16LE), bytes.HasPrefix(d, bomUTF16BE):
 		// A UTF-16 file's mark was decoded to UTF-8's: this file is UTF-16
 		// in a queue of another encoding.
@@ -255,6 +255,26 @@ func (r *Reader) start() (*Record, error) {
 		return &rec, err
 	}
 	return nil, nil
+}
+
+// asUTF8 reads the file as UTF-8 whatever the queue's encoding, as WHATWG
+// decoding does: it starts with UTF-8's byte order mark, which no text of
+// another encoding does (in windows-1252 it would be "ï»¿"). Excel's "CSV
+// UTF-8" writes one, and so do editors that save a dead letter fixed.
+// Its dead letters keep the mark (the CSV header's and the XML
+// declaration's prefix have it; a JSON Lines line is given it), so that
+// replayed they are read as UTF-8 again.
+func (r *Reader) asUTF8() {
+	r.cs, _ = lookupCharset("utf-8")
+	r.dec = r.cs.newDecoder()
+	switch r.kind {
+	case CSV:
+		r.csv = newCSVReader(r)
+	case XML:
+		r.xml = newXMLReader(r)
+	case JSONL:
+		r.prefix = bomUTF8
+	}
 }
 
 // notJSONLines says why a JSON Lines file is none, or "": when its first

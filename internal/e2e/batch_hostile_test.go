@@ -414,3 +414,32 @@ func closeRename(t *testing.T, f *os.File, w *bufio.Writer, name string) {
 		t.Fatal(err)
 	}
 }
+
+// TestBatchFixedAsUTF8: a dead letter of a windows-1252 queue, fixed and
+// saved as Excel's "CSV UTF-8" does (UTF-8, with its byte order mark),
+// is replayed and read as UTF-8, its characters intact; before, a UTF-8
+// mark in a queue of another encoding failed the file whole.
+func TestBatchFixedAsUTF8(t *testing.T) {
+	t.Parallel()
+	q := batchQueue(t, `{"format": "csv", "encoding": "windows-1252"}`)
+	putBytes(t, q, "orders.csv", []byte("msg_id,order_no,seq,amount,name\r\nw1,A,1,1.00,M\xfcller,extra\r\nw2,A,2,2.00,G\xf6del\r\n"))
+	if st := parseStats(t, mustRun(t, 0, "consume", q)); st != (consumeStats{Processed: 1, DeadLetters: 1}) {
+		t.Fatalf("%+v, want w2 processed and w1 a dead letter", st)
+	}
+	dl := filepath.Join(q, errorStage, "orders~L2.csv")
+	if err := os.WriteFile(dl, []byte("\ufeffmsg_id,order_no,seq,amount,name\r\nw1,A,1,1.00,M\u00fcller\r\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, 0, "replay", q, "orders~L2.csv")
+	if st := parseStats(t, mustRun(t, 0, "consume", q)); st != (consumeStats{Processed: 1}) {
+		t.Fatalf("%+v, want the fixed w1 processed", st)
+	}
+	var payload string
+	if err := openLedger(t, q).QueryRow(`SELECT payload FROM processed WHERE msg_id = 'w1'`).Scan(&payload); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(payload, "\"name\":\"M\u00fcller\"") {
+		t.Fatalf("w1's payload is %s, want its name M\u00fcller", payload)
+	}
+	checkFsck(t, q)
+}
