@@ -240,11 +240,11 @@ type Config struct {
 	// BatchBytes closes a batch early once the files claimed into it reach
 	// this many bytes, with what their fields hold parsed (a field is 56
 	// bytes however short); the file that crosses the bound stays in the
-	// batch, so a batch always holds at least one message. A batch file's chunk
-	// of records closes early at this many bytes of what its records hold
-	// (as read, as JSON and parsed), with a Handler or a Caller too, and
-	// a Caller holds at most twice as many ahead of its calls. Zero:
-	// DefaultBatchBytes.
+	// batch, so a batch always holds at least one message. A batch file's
+	// chunk of records closes early at this many bytes of what its
+	// records hold (as read, as JSON and parsed), with a Handler or a
+	// Caller too, and a Caller holds at most twice as many ahead of its
+	// calls. Zero: DefaultBatchBytes.
 	BatchBytes int64
 	// Lease is how long a session of another host may go silent before its
 	// claims are taken over. Zero: queue.DefaultLease.
