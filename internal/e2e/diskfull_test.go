@@ -221,9 +221,10 @@ func TestDiskFullBatchDeadLetters(t *testing.T) {
 // error/ after committing the records before it, with a reason that says
 // so, instead of failing every run that takes the file (first by name)
 // again; once there is room, spool replay resumes the file at that
-// record. With calls too, once the calls before it are settled.
+// record. With calls too, once the calls before it are settled (they
+// take 0.2 s, so the file's failure comes while they are in flight).
 func TestBatchDeadLetterNoRoom(t *testing.T) {
-	for _, handler := range [][]string{nil, {"--exec", "cat >/dev/null"}} {
+	for _, handler := range [][]string{nil, {"--exec", "sleep 0.2; cat >/dev/null"}} {
 		t.Run(fmt.Sprint("handler=", handler), func(t *testing.T) {
 			mnt := smallFS(t)
 			q := filepath.Join(mnt, "q")
