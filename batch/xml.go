@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/spoolq/spool"
 )
@@ -250,6 +251,10 @@ func convertXML(text []byte, line int64) ([]byte, string) {
 		}
 		var syn *xml.SyntaxError
 		switch {
+		case errors.As(err, &syn) && strings.HasPrefix(syn.Msg, "invalid character entity &"):
+			// Its DOCTYPE may declare it: such entities are not expanded,
+			// nor external ones fetched (no billion laughs, no XXE).
+			return nil, fmt.Sprintf("XML syntax error on line %d: %s (only XML's five and character references are expanded, not those a DOCTYPE declares)", line+int64(syn.Line)-1, syn.Msg)
 		case errors.As(err, &syn):
 			return nil, fmt.Sprintf("XML syntax error on line %d: %s", line+int64(syn.Line)-1, syn.Msg)
 		case err != nil:

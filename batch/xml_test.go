@@ -24,7 +24,7 @@ func TestXMLFile(t *testing.T) {
 			`"line":[{"sku":"p1","#text":"2"},{"sku":"p2","#text":"1"}],"note":"<b>bold</b> & more","empty":""}`),
 		elBad(2, 16, "element 2 (line 16): XML syntax error on line 16: element <bad> closed by </Order>"),
 		el(3, 17, `{"id":"3","order_no":"A-2","amount":"7 & 8"}`),
-		elBad(4, 19, "element 4 (line 19): XML syntax error on line 19: invalid character entity &unknown;"),
+		elBad(4, 19, "element 4 (line 19): XML syntax error on line 19: invalid character entity &unknown; (only XML's five and character references are expanded, not those a DOCTYPE declares)"),
 		el(5, 20, `{"id":"5","order_no":"A-3"}`),
 		elBad(6, 21, `element <Order> has an attribute and a child element both named "order_no"`),
 		elBad(7, 22, "element 7 (line 22): the record has no end tag: </Orders> closes the element around it first"),
@@ -55,6 +55,9 @@ func TestXML(t *testing.T) {
 		f          Format
 		want       []want
 	}{
+		{"entities a DOCTYPE declares (billion laughs, XXE) are not expanded",
+			"<!DOCTYPE o [<!ENTITY a \"aa\"><!ENTITY b \"&a;&a;\"><!ENTITY x SYSTEM \"file:///etc/passwd\">]>\n<os><Order n=\"&b;\"/><Order n=\"&x;\"/><Order n=\"&amp;&#65;\"/></os>", order,
+			[]want{elBad(1, 2, "invalid character entity &b; (only XML's five and character references are expanded"), elBad(2, 2, "invalid character entity &x;"), el(3, 2, `{"n":"&A"}`)}},
 		{"empty file", "", order, []want{{line: 1, element: 1, err: "no root element: the file is not an XML document", tail: true}}},
 		{"only a declaration and comments", "<?xml version=\"1.0\"?>\n<!-- none -->\n", order,
 			[]want{{line: 3, element: 1, err: "no root element", tail: true}}},
