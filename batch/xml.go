@@ -162,6 +162,9 @@ func (x *xmlReader) declaration(pi []byte) string {
 		return fmt.Sprintf("the XML declaration names the encoding %q, and the queue reads %s", label, r.cs.name)
 	case cs.utf16 != nil && r.cs.utf16 != nil:
 		// "UTF-16" names either byte order: the file's mark says which.
+	case cs.name != r.cs.name && r.bom > 0:
+		// The mark made the file UTF-8 whatever the queue's encoding.
+		return fmt.Sprintf("the file starts with UTF-8's byte order mark, and its XML declaration names the encoding %q (%s): remove the one that is wrong", label, cs.name)
 	case cs.name != r.cs.name:
 		return fmt.Sprintf("the XML declaration names the encoding %q (%s), and the queue reads %s: set the queue's encoding, or convert the file", label, cs.name, r.cs.name)
 	}

@@ -58,6 +58,8 @@ func TestXML(t *testing.T) {
 		{"entities a DOCTYPE declares (billion laughs, XXE) are not expanded",
 			"<!DOCTYPE o [<!ENTITY a \"aa\"><!ENTITY b \"&a;&a;\"><!ENTITY x SYSTEM \"file:///etc/passwd\">]>\n<os><Order n=\"&b;\"/><Order n=\"&x;\"/><Order n=\"&amp;&#65;\"/></os>", order,
 			[]want{elBad(1, 2, "invalid character entity &b; (only XML's five and character references are expanded"), elBad(2, 2, "invalid character entity &x;"), el(3, 2, `{"n":"&A"}`)}},
+		{"a UTF-8 mark and a declaration of another encoding", "\ufeff<?xml version=\"1.0\" encoding=\"windows-1252\"?><os/>", Format{Kind: XML, Record: "Order", Encoding: "windows-1252"},
+			[]want{{line: 1, element: 1, err: `the file starts with UTF-8's byte order mark, and its XML declaration names the encoding "windows-1252" (windows-1252): remove the one that is wrong`, tail: true}}},
 		{"empty file", "", order, []want{{line: 1, element: 1, err: "no root element: the file is not an XML document", tail: true}}},
 		{"only a declaration and comments", "<?xml version=\"1.0\"?>\n<!-- none -->\n", order,
 			[]want{{line: 3, element: 1, err: "no root element", tail: true}}},
