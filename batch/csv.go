@@ -254,11 +254,12 @@ func alike(names [][]byte, want []byte) string {
 }
 
 // delimiters are the field separators of CSV files that otherDelimiter
-// tries, as they appear in a JSON string.
+// tries, each with how it appears in a JSON string, which is also how
+// spool.conf spells it.
 var delimiters = []struct {
-	d         rune
-	name, sep string
-}{{';', `";"`, ";"}, {'\t', `"\t"`, `\t`}, {'|', `"|"`, "|"}, {',', `","`, ","}}
+	d   rune
+	sep string
+}{{';', ";"}, {'\t', `\t`}, {'|', "|"}, {',', ","}}
 
 // otherDelimiter says, as "; ...", which other delimiter would split
 // a header read as one field into fields one of which is the wanted one,
@@ -275,7 +276,7 @@ func otherDelimiter(names [][]byte, want []byte, queue rune) string {
 		}
 		for _, f := range bytes.Split(name, []byte(d.sep)) {
 			if bytes.Equal(bytes.TrimSpace(f), w) && !bytes.Equal(f, name) {
-				return fmt.Sprintf("; the header is one field that %s splits: set the delimiter to %s", d.name, d.name)
+				return fmt.Sprintf(`; the header is one field that "%s" splits: set the delimiter to "%s"`, d.sep, d.sep)
 			}
 		}
 	}
