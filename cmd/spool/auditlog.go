@@ -29,7 +29,7 @@ func cliAudit() ledger.AuditEntry { return cliEntry(ledger.AuditBind) }
 // actions (queueopen.Audited): the OS user, this process, the command's
 // name; a failure to end the row of an action that failed is warned of.
 func cliAudited(e *env) queueopen.Audited {
-	return queueopen.Audited{Who: cliEntry(""), By: e.cmd.name, Warn: func(err error) { e.warn("%v", err) }}
+	return queueopen.Audited{Who: cliEntry(""), By: e.Cmd.Name, Warn: func(err error) { e.Warn("%v", err) }}
 }
 
 // Audit actions of the commands (ledger.AuditBind and

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/spoolq/spool/internal/cmdline"
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/ledger/sqlite"
 	"github.com/spoolq/spool/queueopen"
@@ -14,11 +15,11 @@ import (
 	"github.com/spoolq/spool/task"
 )
 
-var backupCommand = &command{
-	name:    "backup",
-	args:    "DIR --to FILE [--force] [--json] [--db PATH]",
-	summary: "copy the SQLite ledger into FILE while consumers run, crash-safely, and check the copy",
-	opts:    newOpts[backupOpts],
+var backupCommand = &cmdline.Command{
+	Name:    "backup",
+	Args:    "DIR --to FILE [--force] [--json] [--db PATH]",
+	Summary: "copy the SQLite ledger into FILE while consumers run, crash-safely, and check the copy",
+	Options: cmdline.New[backupOpts],
 }
 
 // backupOpts are spool backup's.
@@ -28,24 +29,24 @@ type backupOpts struct {
 	force, asJSON *bool
 }
 
-func (o *backupOpts) flags(fs *flag.FlagSet) {
+func (o *backupOpts) Flags(fs *flag.FlagSet) {
 	o.to = fs.String("to", "", "write the copy to `FILE`; required, and refused when FILE exists unless --force")
 	o.force = fs.Bool("force", false, "replace FILE when it exists (never the live ledger)")
 	o.asJSON = fs.Bool("json", false, "one JSON object (see above)")
-	o.dirOpts.flags(fs)
+	o.dirOpts.Flags(fs)
 }
 
-func (o *backupOpts) validate(e *env, pos []string) error {
-	if err := o.dirOpts.validate(e, pos); err != nil {
+func (o *backupOpts) Validate(e *env, pos []string) error {
+	if err := o.dirOpts.Validate(e, pos); err != nil {
 		return err
 	}
 	if *o.to == "" {
-		return e.usage("missing --to FILE: where to write the copy")
+		return e.Usage("missing --to FILE: where to write the copy")
 	}
 	return nil
 }
 
-func (o *backupOpts) run(ctx context.Context, e *env) (err error) {
+func (o *backupOpts) Run(ctx context.Context, e *env) (err error) {
 	dir, db, to, force, asJSON := o.dir, o.db, o.to, o.force, o.asJSON
 	_, l, done, err := openBound(ctx, dir, *db, ledgerOpts{use: readLedger})
 	if err != nil {
@@ -54,7 +55,7 @@ func (o *backupOpts) run(ctx context.Context, e *env) (err error) {
 	defer done(&err)
 	live, _ := queueopen.SQLiteFile(dir, *db)
 	b, err := sqlite.PrepareBackup(ctx, l, live, *to, *force, func(n string) {
-		e.warn("removed %s, left beside %s by a backup that was killed", report.Shown(n), *to)
+		e.Warn("removed %s, left beside %s by a backup that was killed", report.Shown(n), *to)
 	})
 	var (
 		nse *ledger.NoSnapshotError
@@ -82,9 +83,9 @@ func (o *backupOpts) run(ctx context.Context, e *env) (err error) {
 		return err
 	}
 	if *asJSON {
-		return e.output("", func(w io.Writer) error { return report.WriteJSON(w, out) })
+		return output(e, "", func(w io.Writer) error { return report.WriteJSON(w, out) })
 	}
-	fmt.Fprintf(e.stdout, "backed up %s to %s: %d bytes, processed=%d deliveries=%d replays=%d, queue %s, integrity ok\n",
+	fmt.Fprintf(e.Stdout, "backed up %s to %s: %d bytes, processed=%d deliveries=%d replays=%d, queue %s, integrity ok\n",
 		live, *to, out.Bytes, out.Processed, out.Deliveries, out.Replays, out.QueueID)
 	return nil
 }

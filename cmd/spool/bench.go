@@ -12,13 +12,14 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/internal/bench"
+	"github.com/spoolq/spool/internal/cmdline"
 )
 
-var benchCommand = &command{
-	name:    "bench",
-	args:    "[--relay URL [--relay URL...] [--aggregates A] [--broker-pid PID]] [--n N] [--dup F] [--poison F] [--floor] [--rounds R] [--cold] [--syscalls] [--durability full|relaxed] [--handler post|exec --latency D --concurrency C [--procs P] [--db URL]] [--watch [--idle D] [--arrivals N --gap D] [--steady-rate N --steady D] [--poll D]]",
-	summary: "drain a generated queue and report throughput, latency, memory",
-	opts:    newOpts[benchOpts],
+var benchCommand = &cmdline.Command{
+	Name:    "bench",
+	Args:    "[--relay URL [--relay URL...] [--aggregates A] [--broker-pid PID]] [--n N] [--dup F] [--poison F] [--floor] [--rounds R] [--cold] [--syscalls] [--durability full|relaxed] [--handler post|exec --latency D --concurrency C [--procs P] [--db URL]] [--watch [--idle D] [--arrivals N --gap D] [--steady-rate N --steady D] [--poll D]]",
+	Summary: "drain a generated queue and report throughput, latency, memory",
+	Options: cmdline.New[benchOpts],
 }
 
 // benchOpts are spool bench's: the options of each of its measurements
@@ -39,7 +40,7 @@ type benchOpts struct {
 	calls bool
 }
 
-func (b *benchOpts) flags(flags *flag.FlagSet) {
+func (b *benchOpts) Flags(flags *flag.FlagSet) {
 	o, co, wo := &b.o, &b.co, &b.wo
 	flags.IntVar(&o.N, "n", 10000, "messages to generate")
 	flags.Float64Var(&o.DupFrac, "dup", 0.10, "fraction of redeliveries")
@@ -74,35 +75,35 @@ func (b *benchOpts) flags(flags *flag.FlagSet) {
 	b.durability = addDurabilityFlag(flags)
 }
 
-func (b *benchOpts) validate(e *env, pos []string) (err error) {
+func (b *benchOpts) Validate(e *env, pos []string) (err error) {
 	o := &b.o
-	if err := e.positionals(pos, 0, 0); err != nil {
+	if err := e.Positionals(pos, 0, 0); err != nil {
 		return err
 	}
-	if o.Relaxed, err = e.relaxed(*b.durability); err != nil {
+	if o.Relaxed, err = durability(e, *b.durability); err != nil {
 		return err
 	}
 	if err := o.Check(); err != nil {
-		return e.usage("%v", err)
+		return e.Usage("%v", err)
 	}
 	switch {
-	case len(b.relays) > 0 || e.given("aggregates"):
+	case len(b.relays) > 0 || e.Given("aggregates"):
 		b.ro = bench.RelayOptions{Targets: b.relays, N: o.N, Aggregates: *b.aggregates, Rounds: o.Rounds, Parent: o.Parent, BrokerPID: *b.brokerPID}
-		return benchUsage(e, b.ro.Check(e.given))
-	case e.given("broker-pid"):
-		return e.usage("--broker-pid goes with --relay URL")
+		return benchUsage(e, b.ro.Check(e.Given))
+	case e.Given("broker-pid"):
+		return e.Usage("--broker-pid goes with --relay URL")
 	case *b.watch:
-		return benchUsage(e, b.wo.Check(*o, e.given))
+		return benchUsage(e, b.wo.Check(*o, e.Given))
 	}
-	if e.given("db-delay") && (!e.given("db") || *b.dbDelay <= 0) {
-		return e.usage("--db-delay wants --db and a duration above 0")
+	if e.Given("db-delay") && (!e.Given("db") || *b.dbDelay <= 0) {
+		return e.Usage("--db-delay wants --db and a duration above 0")
 	}
-	if b.co.Handler != "" || e.given("latency") || e.given("concurrency") || e.given("procs") {
+	if b.co.Handler != "" || e.Given("latency") || e.Given("concurrency") || e.Given("procs") {
 		b.calls = true
 		return benchUsage(e, b.co.Check(*o))
 	}
-	if e.given("db") && o.Relaxed {
-		return e.usage("--db measures a server's ledger, whose durability is its own: no relaxed durability")
+	if e.Given("db") && o.Relaxed {
+		return e.Usage("--db measures a server's ledger, whose durability is its own: no relaxed durability")
 	}
 	return nil
 }
@@ -110,12 +111,12 @@ func (b *benchOpts) validate(e *env, pos []string) (err error) {
 // benchUsage words a refusal of package bench's checks as a usage error.
 func benchUsage(e *env, err error) error {
 	if err != nil {
-		return e.usage("%v", err)
+		return e.Usage("%v", err)
 	}
 	return nil
 }
 
-func (b *benchOpts) run(ctx context.Context, e *env) (err error) {
+func (b *benchOpts) Run(ctx context.Context, e *env) (err error) {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if *b.watch { // --relay refuses it
@@ -124,7 +125,7 @@ func (b *benchOpts) run(ctx context.Context, e *env) (err error) {
 		if err != nil {
 			return err
 		}
-		rep.Write(e.stdout, load)
+		rep.Write(e.Stdout, load)
 		return exact(rep.Exact())
 	}
 	if b.ro.Targets != nil {
@@ -136,13 +137,13 @@ func (b *benchOpts) run(ctx context.Context, e *env) (err error) {
 		if err != nil {
 			return err
 		}
-		rep.Write(e.stdout)
+		rep.Write(e.Stdout)
 		return nil
 	}
-	if e.given("db-delay") {
+	if e.Given("db-delay") {
 		through, stopProxy, err := bench.Delay(ctx, b.co.DB, *b.dbDelay)
 		if err != nil {
-			return e.usage("%v", err)
+			return e.Usage("%v", err)
 		}
 		defer func() {
 			if perr := stopProxy(); perr != nil && err == nil {
@@ -165,17 +166,17 @@ func (b *benchOpts) run(ctx context.Context, e *env) (err error) {
 		if err != nil {
 			return err
 		}
-		rep.Write(e.stdout, b.co)
+		rep.Write(e.Stdout, b.co)
 		return exact(rep.Exact())
 	}
-	if e.given("db") {
+	if e.Given("db") {
 		b.o.DB = b.co.DB
 	}
 	rep, err := bench.Bench(ctx, b.o)
 	if err != nil {
 		return err
 	}
-	rep.Write(e.stdout, b.o)
+	rep.Write(e.Stdout, b.o)
 	return exact(rep.AllExact())
 }
 

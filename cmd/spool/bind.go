@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 
+	"github.com/spoolq/spool/internal/cmdline"
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/queue"
 	"github.com/spoolq/spool/queueopen"
@@ -71,7 +72,7 @@ func ledgerFailure(err error, dir, db string) error {
 	var le *queueopen.LedgerError
 	switch {
 	case errors.Is(err, queueopen.ErrKeywordDSN):
-		return &usageError{msg: fmt.Sprintf("--db %q looks like a PostgreSQL keyword/value connection string; give a postgres:// URL", db)}
+		return &cmdline.UsageError{Msg: fmt.Sprintf("--db %q looks like a PostgreSQL keyword/value connection string; give a postgres:// URL", db)}
 	case !errors.As(err, &le):
 		return nameDBFlag(db, err)
 	}

@@ -8,15 +8,16 @@ import (
 	"text/tabwriter"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/internal/cmdline"
 	"github.com/spoolq/spool/queueopen"
 )
 
-var checkCommand = &command{
-	name:    "check",
-	args:    "DIR [consume's FLAGS]",
-	groups:  consumeGroups,
-	summary: "check a queue's setup, and print the configuration consume would run with",
-	opts:    newOpts[checkOpts],
+var checkCommand = &cmdline.Command{
+	Name:    "check",
+	Args:    "DIR [consume's FLAGS]",
+	Groups:  consumeGroups,
+	Summary: "check a queue's setup, and print the configuration consume would run with",
+	Options: cmdline.New[checkOpts],
 }
 
 // checkOpts are spool check's: consume's flags, checked as consume
@@ -26,24 +27,24 @@ type checkOpts struct {
 	cfl *consumeFlags
 }
 
-func (o *checkOpts) flags(fs *flag.FlagSet) { o.cfl = addConsumeFlags(fs) }
+func (o *checkOpts) Flags(fs *flag.FlagSet) { o.cfl = addConsumeFlags(fs) }
 
-func (o *checkOpts) validate(e *env, pos []string) error {
-	if err := e.positionals(pos, 1, 1, "DIR"); err != nil {
+func (o *checkOpts) Validate(e *env, pos []string) error {
+	if err := e.Positionals(pos, 1, 1, "DIR"); err != nil {
 		return err
 	}
 	o.dir = pos[0]
 	return nil
 }
 
-func (o *checkOpts) run(ctx context.Context, e *env) (err error) {
-	dir, cfl, flags := o.dir, o.cfl, e.fs
+func (o *checkOpts) Run(ctx context.Context, e *env) (err error) {
+	dir, cfl, flags := o.dir, o.cfl, e.FS
 	var problems []string
 	problem := func(err error) { problems = append(problems, err.Error()) }
 	// The environment as consume reads it (check is not a command with
 	// env, so that a bad value is a problem found, not a usage error).
 	set, envErr := program.ApplyEnv(flags)
-	e.fromEnv = set
+	e.FromEnv = set
 	if envErr != nil {
 		problem(envErr)
 	}
@@ -53,7 +54,7 @@ func (o *checkOpts) run(ctx context.Context, e *env) (err error) {
 	}
 	defer cfl.dedup.close()
 
-	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
 	var contract *spool.Contract
 	var file, run *queueopen.Config
 	if c, f, err := cfl.contract.contractFrom(dir); err != nil {
@@ -77,12 +78,12 @@ func (o *checkOpts) run(ctx context.Context, e *env) (err error) {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(e.stdout)
-	if err := queueopen.WriteSettings(e.stdout, effectiveConfig(flags, e.fromEnv, contract, file, run)); err != nil {
+	fmt.Fprintln(e.Stdout)
+	if err := queueopen.WriteSettings(e.Stdout, effectiveConfig(flags, e.FromEnv, contract, file, run)); err != nil {
 		return err
 	}
 	for _, p := range problems {
-		e.warn("%s", p)
+		e.Warn("%s", p)
 	}
 	if len(problems) > 0 {
 		return errCheckFailed

@@ -11,9 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/spoolq/spool/internal/sample"
 	"github.com/spoolq/spool/ledger"
-	"golang.org/x/sys/unix"
 )
 
 func msg(id, order string, seq int, amount string) string {
@@ -108,17 +109,17 @@ func TestHelpAndVersion(t *testing.T) {
 		t.Errorf("help: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	for _, c := range commands {
-		r := cli(t, "help", c.name)
-		if r.code != 0 || !strings.HasPrefix(r.stdout, "Usage: spool "+c.name) {
-			t.Errorf("help %s: exit %d\n%s%s", c.name, r.code, r.stdout, r.stderr)
+		r := cli(t, "help", c.Name)
+		if r.code != 0 || !strings.HasPrefix(r.stdout, "Usage: spool "+c.Name) {
+			t.Errorf("help %s: exit %d\n%s%s", c.Name, r.code, r.stdout, r.stderr)
 		}
 		// -h is the short form: the synopsis, the summary, the flags and
 		// where the rest is; never longer than the whole help.
-		r2 := cli(t, c.name, "-h")
-		if r2.code != 0 || !strings.HasPrefix(r2.stdout, "Usage: spool "+c.name) ||
-			!strings.Contains(r2.stdout, c.summary) || !strings.Contains(r2.stdout, "spool help "+c.name) ||
+		r2 := cli(t, c.Name, "-h")
+		if r2.code != 0 || !strings.HasPrefix(r2.stdout, "Usage: spool "+c.Name) ||
+			!strings.Contains(r2.stdout, c.Summary) || !strings.Contains(r2.stdout, "spool help "+c.Name) ||
 			len(r2.stdout) > len(r.stdout)+100 {
-			t.Errorf("%s -h: exit %d\n%s%s", c.name, r2.code, r2.stdout, r2.stderr)
+			t.Errorf("%s -h: exit %d\n%s%s", c.Name, r2.code, r2.stdout, r2.stderr)
 		}
 	}
 	r = cli(t, "help", "consume")

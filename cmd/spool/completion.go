@@ -8,38 +8,40 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/spoolq/spool/internal/cmdline"
 )
 
-var completionCommand = &command{
-	name:    "completion",
-	args:    "bash|zsh|fish",
-	summary: "print a shell completion script for spool's commands and flags",
-	opts:    newOpts[completionOpts],
+var completionCommand = &cmdline.Command{
+	Name:    "completion",
+	Args:    "bash|zsh|fish",
+	Summary: "print a shell completion script for spool's commands and flags",
+	Options: cmdline.New[completionOpts],
 }
 
-var manCommand = &command{
-	name:    "man",
-	args:    "DIR",
-	summary: "write the manual pages, spool.1 and spool-COMMAND.1, into DIR",
-	opts:    newOpts[manOpts],
+var manCommand = &cmdline.Command{
+	Name:    "man",
+	Args:    "DIR",
+	Summary: "write the manual pages, spool.1 and spool-COMMAND.1, into DIR",
+	Options: cmdline.New[manOpts],
 }
 
 // completionOpts are spool completion's: the shell named.
 type completionOpts struct{ shell string }
 
-func (*completionOpts) flags(*flag.FlagSet) {}
+func (*completionOpts) Flags(*flag.FlagSet) {}
 
-func (o *completionOpts) validate(e *env, pos []string) error {
-	if err := e.positionals(pos, 1, 1, "SHELL"); err != nil {
+func (o *completionOpts) Validate(e *env, pos []string) error {
+	if err := e.Positionals(pos, 1, 1, "SHELL"); err != nil {
 		return err
 	}
 	o.shell = pos[0]
 	return nil
 }
 
-func (o *completionOpts) run(_ context.Context, e *env) error {
-	if err := program.Completion(e.stdout, o.shell); err != nil {
-		return e.usage("%v", err)
+func (o *completionOpts) Run(_ context.Context, e *env) error {
+	if err := program.Completion(e.Stdout, o.shell); err != nil {
+		return e.Usage("%v", err)
 	}
 	return nil
 }
@@ -47,35 +49,35 @@ func (o *completionOpts) run(_ context.Context, e *env) error {
 // manOpts are spool man's: the directory the pages go to.
 type manOpts struct{ dir string }
 
-func (*manOpts) flags(*flag.FlagSet) {}
+func (*manOpts) Flags(*flag.FlagSet) {}
 
-func (o *manOpts) validate(e *env, pos []string) error {
-	if err := e.positionals(pos, 1, 1, "DIR"); err != nil {
+func (o *manOpts) Validate(e *env, pos []string) error {
+	if err := e.Positionals(pos, 1, 1, "DIR"); err != nil {
 		return err
 	}
 	o.dir = pos[0]
 	if fi, err := os.Stat(o.dir); err != nil || !fi.IsDir() {
-		return e.usage("%s: not a directory", o.dir)
+		return e.Usage("%s: not a directory", o.dir)
 	}
 	return nil
 }
 
-func (o *manOpts) run(_ context.Context, e *env) error {
+func (o *manOpts) Run(_ context.Context, e *env) error {
 	dir := o.dir
 	date := time.Now().UTC().Format("2006-01-02")
 	if err := writeManFile(filepath.Join(dir, "spool.1"), func(w io.Writer) { program.ManIndex(w, date) }); err != nil {
 		return err
 	}
 	for _, c := range commands {
-		if err := writeManFile(filepath.Join(dir, "spool-"+c.name+".1"), func(w io.Writer) { program.ManPage(w, c.spec(), date) }); err != nil {
+		if err := writeManFile(filepath.Join(dir, "spool-"+c.Name+".1"), func(w io.Writer) { program.ManPage(w, c, date) }); err != nil {
 			return err
 		}
 	}
-	fmt.Fprintf(e.stdout, "wrote %d manual pages to %s\n", len(commands)+1, dir)
+	fmt.Fprintf(e.Stdout, "wrote %d manual pages to %s\n", len(commands)+1, dir)
 	return nil
 }
 
 // writeManFile writes one page, atomically.
 func writeManFile(path string, fill func(io.Writer)) error {
-	return (&env{}).output(path, func(w io.Writer) error { fill(w); return nil })
+	return output(nil, path, func(w io.Writer) error { fill(w); return nil })
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/internal/cmdline"
 	"github.com/spoolq/spool/queueopen"
 )
 
@@ -89,7 +90,7 @@ func TestKeywordDSNRefused(t *testing.T) {
 	const db = "host=127.0.0.1 dbname=test"
 	_, err := queueopen.OpenLedger(t.Context(), dir, ledgerOpts{use: writeLedger}.options(db))
 	err = ledgerFailure(err, dir, db)
-	var u *usageError
+	var u *cmdline.UsageError
 	if !errors.As(err, &u) {
 		t.Fatalf("openLedger with a keyword DSN: %v, want a usage error", err)
 	}

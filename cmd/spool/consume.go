@@ -11,17 +11,18 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/handler"
+	"github.com/spoolq/spool/internal/cmdline"
 	"github.com/spoolq/spool/queueopen"
 	"github.com/spoolq/spool/task"
 )
 
-var consumeCommand = &command{
-	name:    "consume",
-	env:     true,
-	args:    "DIR [--watch] [--exec CMD | --sql FILE | --post URL] [FLAGS]",
-	groups:  consumeGroups,
-	summary: "drain inbox/ into the ledger (or keep consuming with --watch)",
-	opts:    newOpts[consumeOpts],
+var consumeCommand = &cmdline.Command{
+	Name:    "consume",
+	Env:     true,
+	Args:    "DIR [--watch] [--exec CMD | --sql FILE | --post URL] [FLAGS]",
+	Groups:  consumeGroups,
+	Summary: "drain inbox/ into the ledger (or keep consuming with --watch)",
+	Options: cmdline.New[consumeOpts],
 }
 
 // consumeOpts are spool consume's: its many flags (consumeFlags).
@@ -31,37 +32,37 @@ type consumeOpts struct {
 	relaxed bool
 }
 
-func (o *consumeOpts) flags(fs *flag.FlagSet) { o.cfl = addConsumeFlags(fs) }
+func (o *consumeOpts) Flags(fs *flag.FlagSet) { o.cfl = addConsumeFlags(fs) }
 
 // validate checks every flag (consumeFlags.check) before the queue or
 // the ledger is touched.
-func (o *consumeOpts) validate(e *env, pos []string) (err error) {
-	if err := e.positionals(pos, 1, 1, "DIR"); err != nil {
+func (o *consumeOpts) Validate(e *env, pos []string) (err error) {
+	if err := e.Positionals(pos, 1, 1, "DIR"); err != nil {
 		return err
 	}
 	o.dir = pos[0]
-	o.relaxed, err = o.cfl.check(e, e.fs)
+	o.relaxed, err = o.cfl.check(e, e.FS)
 	return err
 }
 
-func (o *consumeOpts) run(ctx context.Context, e *env) error {
+func (o *consumeOpts) Run(ctx context.Context, e *env) error {
 	cfl := o.cfl
 	defer cfl.dedup.close()
 	// The logger, the notifier and the progress bar write to stderr from
 	// several goroutines. With --log-format json the command's warnings
 	// and its final error are records of the logger too (see warn and
 	// finish), so that every line of stderr is one object.
-	terminal := isTerminal(e.stderr)
-	stderr := &stderrWriter{w: e.stderr}
-	e.stderr = stderr
+	terminal := isTerminal(e.Stderr)
+	stderr := &stderrWriter{w: e.Stderr}
+	e.Stderr = stderr
 	logger := cfl.log.logger(stderr)
 	if cfl.log.json() {
-		e.log = logger
+		e.Log = logger
 	}
 	// A SPOOL_ variable that is no setting is most likely a typo of one,
 	// which would otherwise be ignored without a word.
 	for _, line := range program.UnknownVars(os.Environ()) {
-		e.warn("%s", line)
+		e.Warn("%s", line)
 	}
 	// The clients' own lines too, in the same format.
 	clientLogs.Use(logger)
@@ -87,17 +88,17 @@ func (o *consumeOpts) run(ctx context.Context, e *env) error {
 		}
 	}
 	qo.OnConfig = func(abs string, c spool.Contract, file, run *queueopen.Config) {
-		queueopen.LogSettings(logger, abs, effectiveConfig(e.fs, e.fromEnv, &c, file, run))
+		queueopen.LogSettings(logger, abs, effectiveConfig(e.FS, e.FromEnv, &c, file, run))
 	}
 	st, err := queueopen.RunConsumer(ctx, o.dir, qo)
 	if st != nil {
-		fmt.Fprintf(e.stdout, "processed=%d duplicates=%d dead-letters=%d recovered=%d\n",
+		fmt.Fprintf(e.Stdout, "processed=%d duplicates=%d dead-letters=%d recovered=%d\n",
 			st.Processed, st.Duplicates, st.DeadLetters, st.Recovered)
 		if *cfl.watch {
-			fmt.Fprintf(e.stdout, "rescans=%d overflows=%d\n", st.Rescans, st.Overflows)
+			fmt.Fprintf(e.Stdout, "rescans=%d overflows=%d\n", st.Rescans, st.Overflows)
 		}
 		if st.Deferred > 0 {
-			fmt.Fprintf(e.stdout, "waiting-retries=%d next-retry=%s\n", st.Deferred, st.NextRetry.UTC().Format(time.RFC3339))
+			fmt.Fprintf(e.Stdout, "waiting-retries=%d next-retry=%s\n", st.Deferred, st.NextRetry.UTC().Format(time.RFC3339))
 		}
 	}
 	return consumeFailure(err, o.dir, *cfl.db)
@@ -117,7 +118,7 @@ func consumeFailure(err error, dir, db string) error {
 	case errors.Is(err, task.ErrPolicyMismatch):
 		return policyUsage(err)
 	case errors.As(err, new(*queueopen.FormatFlagError)):
-		return &usageError{msg: err.Error()}
+		return &cmdline.UsageError{Msg: err.Error()}
 	}
 	return ledgerFailure(err, dir, db)
 }

@@ -95,12 +95,12 @@ func (f *consumeFlags) check(e *env, fs *flag.FlagSet) (relaxed bool, err error)
 	if err := f.run.Check(); err != nil {
 		return false, optionUsage(e, err)
 	}
-	if relaxed, err = e.relaxed(*f.durability); err != nil {
+	if relaxed, err = durability(e, *f.durability); err != nil {
 		return false, err
 	}
 	if err := f.run.CheckWork(); err != nil {
 		if errors.As(err, new(*queueopen.FormatFlagError)) {
-			return false, e.usage("%v", err)
+			return false, e.Usage("%v", err)
 		}
 		return false, optionUsage(e, err)
 	}
@@ -136,6 +136,6 @@ func (f *consumeFlags) options(e *env, relaxed bool, logger *slog.Logger) queueo
 	}
 	o.Logger, o.Operator, o.Resume = logger, currentOperator().Identity(), runOptions(e)
 	o.OnReplayFinished, o.OnTempRemoved = startReports(e).OnReplayFinished, startReports(e).OnTempRemoved
-	o.Warn = func(err error) { e.warn("%v", err) }
+	o.Warn = func(err error) { e.Warn("%v", err) }
 	return o
 }

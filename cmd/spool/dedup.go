@@ -28,7 +28,7 @@ func (f *dedupFlag) check(e *env) error {
 	}
 	w, err := window.Open(f.url)
 	if err != nil {
-		return e.usage("--dedup %q: %v", f.url, window.ErrBadURL)
+		return e.Usage("--dedup %q: %v", f.url, window.ErrBadURL)
 	}
 	f.w = w
 	return nil

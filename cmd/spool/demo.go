@@ -13,17 +13,18 @@ import (
 	"time"
 
 	"github.com/spoolq/spool"
+	"github.com/spoolq/spool/internal/cmdline"
 	"github.com/spoolq/spool/internal/sample"
 	"github.com/spoolq/spool/queue"
 	"github.com/spoolq/spool/queueopen"
 	"github.com/spoolq/spool/report"
 )
 
-var demoCommand = &command{
-	name:    "demo",
-	args:    "[DIR] [--db PATH] [--format csv] [contract flags]",
-	summary: "create a queue with the lab's 20 sample messages, consume it and show the reports",
-	opts:    newOpts[demoOpts],
+var demoCommand = &cmdline.Command{
+	Name:    "demo",
+	Args:    "[DIR] [--db PATH] [--format csv] [contract flags]",
+	Summary: "create a queue with the lab's 20 sample messages, consume it and show the reports",
+	Options: cmdline.New[demoOpts],
 }
 
 // demoOpts are spool demo's: a DIR, or none for a temporary one.
@@ -33,17 +34,17 @@ type demoOpts struct {
 	format *string
 }
 
-func (o *demoOpts) flags(fs *flag.FlagSet) {
-	o.dirOpts.flags(fs)
+func (o *demoOpts) Flags(fs *flag.FlagSet) {
+	o.dirOpts.Flags(fs)
 	o.cf = addContractFlags(fs)
 	o.format = fs.String("format", "", "write the sample as the rows of one batch file: `csv`")
 }
 
-func (o *demoOpts) validate(e *env, pos []string) error {
+func (o *demoOpts) Validate(e *env, pos []string) error {
 	if *o.format != "" && *o.format != "csv" {
-		return e.usage("--format %q: want csv", *o.format)
+		return e.Usage("--format %q: want csv", *o.format)
 	}
-	if err := e.positionals(pos, 0, 1, "DIR"); err != nil {
+	if err := e.Positionals(pos, 0, 1, "DIR"); err != nil {
 		return err
 	}
 	if len(pos) == 1 {
@@ -52,7 +53,7 @@ func (o *demoOpts) validate(e *env, pos []string) error {
 	return nil
 }
 
-func (o *demoOpts) run(ctx context.Context, e *env) (err error) {
+func (o *demoOpts) Run(ctx context.Context, e *env) (err error) {
 	db, cf, format := o.db, o.cf, o.format
 	dir := o.dir
 	if dir != "" {
@@ -118,7 +119,7 @@ func (o *demoOpts) run(ctx context.Context, e *env) (err error) {
 		return err
 	}
 
-	w := e.stdout
+	w := e.Stdout
 	fmt.Fprintf(w, "queue: %s\n", dir)
 	what := fmt.Sprintf("%d sample messages", sample.LabMessages)
 	if *format != "" {
@@ -144,7 +145,7 @@ func (o *demoOpts) run(ctx context.Context, e *env) (err error) {
 			args = append(args, dbArgs...)
 		}
 		fmt.Fprintf(w, "\n$ spool %s\n", strings.Join(args, " "))
-		if code := run(ctx, args, nil, w, e.stderr); code != exitOK {
+		if code := run(ctx, args, nil, w, e.Stderr); code != exitOK {
 			return fmt.Errorf("demo: spool %s: exit %d", args[0], code)
 		}
 	}
@@ -179,13 +180,13 @@ func checkEmpty(dir string) error {
 		return err
 	}
 	if !fi.IsDir() {
-		return &usageError{msg: fmt.Sprintf("%s is not a directory; give an empty or absent DIR", dir)}
+		return &cmdline.UsageError{Msg: fmt.Sprintf("%s is not a directory; give an empty or absent DIR", dir)}
 	}
 	if _, err := f.Readdirnames(1); !errors.Is(err, io.EOF) {
 		if err != nil {
 			return err
 		}
-		return &usageError{msg: fmt.Sprintf("%s is not empty; give an empty or absent DIR, or none for a temporary one", dir)}
+		return &cmdline.UsageError{Msg: fmt.Sprintf("%s is not empty; give an empty or absent DIR, or none for a temporary one", dir)}
 	}
 	return nil
 }

@@ -7,15 +7,16 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/spoolq/spool/internal/cmdline"
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/task"
 )
 
-var discardCommand = &command{
-	name:    "discard",
-	args:    "DIR [FILE...] [--reason R] [--all] [filters] [--rate N] --note TEXT [--dry-run] [--to DIR2] [--by USER] [contract flags] [--db PATH]",
-	summary: "remove dead letters from error/ on purpose (delete, or --to DIR2), each recorded in the ledger",
-	opts:    newOpts[discardOpts],
+var discardCommand = &cmdline.Command{
+	Name:    "discard",
+	Args:    "DIR [FILE...] [--reason R] [--all] [filters] [--rate N] --note TEXT [--dry-run] [--to DIR2] [--by USER] [contract flags] [--db PATH]",
+	Summary: "remove dead letters from error/ on purpose (delete, or --to DIR2), each recorded in the ledger",
+	Options: cmdline.New[discardOpts],
 }
 
 // discardOpts are spool discard's.
@@ -25,24 +26,24 @@ type discardOpts struct {
 	req task.Request
 }
 
-func (o *discardOpts) flags(fs *flag.FlagSet) {
+func (o *discardOpts) Flags(fs *flag.FlagSet) {
 	o.bind(fs, "discard")
 	o.note = fs.String("note", "", "why, for the ledger (required)")
 	o.to = fs.String("to", "", "move the files into `DIR2` (outside the queue, on its filesystem, closed to other users) instead of deleting them")
 	o.by = fs.String("by", "", "who discards, for the ledger (default: the OS user)")
 }
 
-func (o *discardOpts) validate(e *env, pos []string) (err error) {
-	if err := o.deadOpts.validate(e, pos); err != nil {
+func (o *discardOpts) Validate(e *env, pos []string) (err error) {
+	if err := o.deadOpts.Validate(e, pos); err != nil {
 		return err
 	}
 	if strings.TrimSpace(*o.note) == "" {
-		return e.usage("--note TEXT is required: say why these dead letters go, for the ledger")
+		return e.Usage("--note TEXT is required: say why these dead letters go, for the ledger")
 	}
 	o.req = task.Request{Kind: task.Discard, Selection: o.sel, Note: *o.note, Rate: o.tf.rate, By: *o.by}
-	if e.given("to") {
+	if e.Given("to") {
 		if *o.to == "" {
-			return e.usage("--to is empty")
+			return e.Usage("--to is empty")
 		}
 		// The ledger records the absolute path: a resume may run elsewhere.
 		if o.req.To, err = filepath.Abs(*o.to); err != nil {
@@ -52,7 +53,7 @@ func (o *discardOpts) validate(e *env, pos []string) (err error) {
 	return nil
 }
 
-func (o *discardOpts) run(ctx context.Context, e *env) error { return o.ask(ctx, e, o.req) }
+func (o *discardOpts) Run(ctx context.Context, e *env) error { return o.ask(ctx, e, o.req) }
 
 // printDiscards prints one line per file of a batch.
 func printDiscards(e *env, b ledger.DiscardBatch) {
@@ -63,11 +64,11 @@ func printDiscards(e *env, b ledger.DiscardBatch) {
 		}
 		switch it.Outcome {
 		case ledger.DiscardDeleted:
-			fmt.Fprintf(e.stdout, "discarded %s (sha256 %s)\n", cell(it.File), hash)
+			fmt.Fprintf(e.Stdout, "discarded %s (sha256 %s)\n", cell(it.File), hash)
 		case ledger.DiscardMoved:
-			fmt.Fprintf(e.stdout, "discarded %s -> %s/%s (sha256 %s)\n", cell(it.File), cell(b.ToDir), cell(it.NewName), hash)
+			fmt.Fprintf(e.Stdout, "discarded %s -> %s/%s (sha256 %s)\n", cell(it.File), cell(b.ToDir), cell(it.NewName), hash)
 		case ledger.DiscardMissing:
-			e.warn("skip %s: gone from error/ before the discard reached it", cell(it.File))
+			e.Warn("skip %s: gone from error/ before the discard reached it", cell(it.File))
 		}
 	}
 }
@@ -81,5 +82,5 @@ func warnDiscardFinished(e *env, b ledger.DiscardBatch) {
 			n++
 		}
 	}
-	e.warn("finished discard %d by %s, interrupted before: %d of its %d files discarded", b.ID, b.By, n, len(b.Items))
+	e.Warn("finished discard %d by %s, interrupted before: %d of its %d files discarded", b.ID, b.By, n, len(b.Items))
 }

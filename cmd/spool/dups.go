@@ -5,14 +5,15 @@ import (
 	"flag"
 	"io"
 
+	"github.com/spoolq/spool/internal/cmdline"
 	"github.com/spoolq/spool/report"
 )
 
-var dupsCommand = &command{
-	name:    "dups",
-	args:    "DIR [-o FILE] [--conflicts] [--json] [--db PATH]",
-	summary: "the msg_ids ignored as duplicates, distinct and ascending, one a line",
-	opts:    newOpts[dupsOpts],
+var dupsCommand = &cmdline.Command{
+	Name:    "dups",
+	Args:    "DIR [-o FILE] [--conflicts] [--json] [--db PATH]",
+	Summary: "the msg_ids ignored as duplicates, distinct and ascending, one a line",
+	Options: cmdline.New[dupsOpts],
 }
 
 // dupsOpts are spool dups's.
@@ -21,12 +22,12 @@ type dupsOpts struct {
 	conflicts *bool
 }
 
-func (o *dupsOpts) flags(fs *flag.FlagSet) {
+func (o *dupsOpts) Flags(fs *flag.FlagSet) {
 	o.conflicts = fs.Bool("conflicts", false, "CSV of the redeliveries whose body differs; exit 1 when there is one")
 	o.bind(fs, "one JSON array: of msg_id strings, or with --conflicts of objects with the CSV's keys")
 }
 
-func (o *dupsOpts) run(ctx context.Context, e *env) (err error) {
+func (o *dupsOpts) Run(ctx context.Context, e *env) (err error) {
 	_, l, done, err := openBound(ctx, o.dir, *o.db, ledgerOpts{use: readLedger, readOnly: true})
 	if err != nil {
 		return err
@@ -37,7 +38,7 @@ func (o *dupsOpts) run(ctx context.Context, e *env) (err error) {
 		if err != nil {
 			return err
 		}
-		if err := e.output(*o.out, func(w io.Writer) error {
+		if err := output(e, *o.out, func(w io.Writer) error {
 			if *o.asJSON {
 				return report.WriteConflictsJSON(w, cs)
 			}
@@ -54,7 +55,7 @@ func (o *dupsOpts) run(ctx context.Context, e *env) (err error) {
 	if err != nil {
 		return err
 	}
-	return e.output(*o.out, func(w io.Writer) error {
+	return output(e, *o.out, func(w io.Writer) error {
 		if *o.asJSON {
 			return report.WriteDupsJSON(w, ids)
 		}

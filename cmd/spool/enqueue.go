@@ -9,15 +9,16 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/spoolq/spool/internal/cmdline"
 	"github.com/spoolq/spool/queue"
 	"github.com/spoolq/spool/queueopen"
 )
 
-var enqueueCommand = &command{
-	name:    "enqueue",
-	args:    "DIR FILE...",
-	summary: "the safe producer: copy files into inbox/ atomically (temp file, fsync, rename)",
-	opts:    newOpts[enqueueOpts],
+var enqueueCommand = &cmdline.Command{
+	Name:    "enqueue",
+	Args:    "DIR FILE...",
+	Summary: "the safe producer: copy files into inbox/ atomically (temp file, fsync, rename)",
+	Options: cmdline.New[enqueueOpts],
 }
 
 // enqueueOpts are spool enqueue's: the queue and the files.
@@ -26,20 +27,20 @@ type enqueueOpts struct {
 	srcs []string
 }
 
-func (*enqueueOpts) flags(*flag.FlagSet) {}
+func (*enqueueOpts) Flags(*flag.FlagSet) {}
 
-func (o *enqueueOpts) validate(e *env, pos []string) error {
+func (o *enqueueOpts) Validate(e *env, pos []string) error {
 	if len(pos) == 0 {
-		return e.usage("missing DIR")
+		return e.Usage("missing DIR")
 	}
 	if len(pos) == 1 {
-		return e.usage("missing FILE")
+		return e.Usage("missing FILE")
 	}
 	o.dir, o.srcs = pos[0], pos[1:]
 	return nil
 }
 
-func (o *enqueueOpts) run(_ context.Context, e *env) (err error) {
+func (o *enqueueOpts) Run(_ context.Context, e *env) (err error) {
 	d, err := openQueue(o.dir)
 	if err != nil {
 		return err
@@ -54,7 +55,7 @@ func (o *enqueueOpts) run(_ context.Context, e *env) (err error) {
 	// otherwise stay, full size, with nothing to remove them.
 	removed, err := d.RemoveStaleTemps()
 	for _, t := range removed {
-		e.warn("removed %s, a temp file a killed writer left (%d bytes)", t.Path(), t.Size)
+		e.Warn("removed %s, a temp file a killed writer left (%d bytes)", t.Path(), t.Size)
 	}
 	if err != nil {
 		return err
@@ -64,7 +65,7 @@ func (o *enqueueOpts) run(_ context.Context, e *env) (err error) {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintln(e.stdout, cell(name))
+		fmt.Fprintln(e.Stdout, cell(name))
 	}
 	return nil
 }
@@ -82,7 +83,7 @@ func checkSource(d *queue.Dir, src string) error {
 	case err != nil:
 		return err
 	case !fi.Mode().IsRegular():
-		return &usageError{msg: fmt.Sprintf("%s: not a regular file (%s)", src, queue.ModeType(fi.Mode()))}
+		return &cmdline.UsageError{Msg: fmt.Sprintf("%s: not a regular file (%s)", src, queue.ModeType(fi.Mode()))}
 	}
 	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/spoolq/spool/internal/cmdline"
 )
 
 func TestUnknownVars(t *testing.T) {
@@ -39,20 +41,20 @@ func TestUnknownVars(t *testing.T) {
 func TestKnownVarsAreRead(t *testing.T) {
 	known := program.KnownVars()
 	for _, c := range commands {
-		if !c.env {
+		if !c.Env {
 			continue
 		}
-		for _, f := range c.spec().FlagList() {
+		for _, f := range c.FlagList() {
 			v, read := program.FlagVar(f.Name)
 			if _, ok := known[v]; !ok {
-				t.Errorf("%s's --%s (%s) is not known", c.name, f.Name, v)
+				t.Errorf("%s's --%s (%s) is not known", c.Name, f.Name, v)
 			}
 			if !read && !strings.Contains(known[v], "sets for the programs") {
 				t.Errorf("%s is not read, yet known as %q", v, known[v])
 			}
 		}
 	}
-	if !slices.ContainsFunc(commands, func(c *command) bool { return c.env }) {
+	if !slices.ContainsFunc(commands, func(c *cmdline.Command) bool { return c.Env }) {
 		t.Fatal("no command reads the environment")
 	}
 }

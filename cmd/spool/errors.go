@@ -5,14 +5,15 @@ import (
 	"flag"
 	"io"
 
+	"github.com/spoolq/spool/internal/cmdline"
 	"github.com/spoolq/spool/report"
 )
 
-var errorsCommand = &command{
-	name:    "errors",
-	args:    "DIR [-o FILE] [--detail | --long | --json | --group-by reason] [--format csv|table] [--db PATH]",
-	summary: "CSV file,reason of the dead letters in error/; --long, --json, --group-by reason for more",
-	opts:    newOpts[errorsOpts],
+var errorsCommand = &cmdline.Command{
+	Name:    "errors",
+	Args:    "DIR [-o FILE] [--detail | --long | --json | --group-by reason] [--format csv|table] [--db PATH]",
+	Summary: "CSV file,reason of the dead letters in error/; --long, --json, --group-by reason for more",
+	Options: cmdline.New[errorsOpts],
 }
 
 // errorsOpts are spool errors's: the list, or one of its views.
@@ -24,7 +25,7 @@ type errorsOpts struct {
 	table bool
 }
 
-func (o *errorsOpts) flags(fs *flag.FlagSet) {
+func (o *errorsOpts) Flags(fs *flag.FlagSet) {
 	o.detail = fs.Bool("detail", false, "add the columns field,detail to the CSV")
 	o.long = fs.Bool("long", false, "a readable table with attempts, times, consumer and history")
 	o.groupBy = fs.String("group-by", "", "`reason`: CSV reason,count,first,last, most frequent first")
@@ -32,8 +33,8 @@ func (o *errorsOpts) flags(fs *flag.FlagSet) {
 	o.bind(fs, "one JSON array of objects with every recorded field")
 }
 
-func (o *errorsOpts) validate(e *env, pos []string) error {
-	if err := o.reportOpts.validate(e, pos); err != nil {
+func (o *errorsOpts) Validate(e *env, pos []string) error {
+	if err := o.reportOpts.Validate(e, pos); err != nil {
 		return err
 	}
 	views := 0
@@ -43,26 +44,26 @@ func (o *errorsOpts) validate(e *env, pos []string) error {
 		}
 	}
 	if views > 1 {
-		return e.usage("--detail, --long, --json and --group-by are exclusive")
+		return e.Usage("--detail, --long, --json and --group-by are exclusive")
 	}
 	if *o.groupBy != "" && *o.groupBy != "reason" {
-		return e.usage("--group-by %q: only reason is supported", *o.groupBy)
+		return e.Usage("--group-by %q: only reason is supported", *o.groupBy)
 	}
-	o.table = *o.detail && *o.out == "" && isTerminal(e.stdout)
+	o.table = *o.detail && *o.out == "" && isTerminal(e.Stdout)
 	switch {
-	case e.given("format") && (*o.long || *o.asJSON || *o.groupBy != ""):
-		return e.usage("--format is for the list and --detail, not --long, --json or --group-by")
+	case e.Given("format") && (*o.long || *o.asJSON || *o.groupBy != ""):
+		return e.Usage("--format is for the list and --detail, not --long, --json or --group-by")
 	case *o.format == "table":
 		o.table = true
 	case *o.format == "csv":
 		o.table = false
-	case e.given("format"):
-		return e.usage("--format %q: want csv or table", *o.format)
+	case e.Given("format"):
+		return e.Usage("--format %q: want csv or table", *o.format)
 	}
 	return nil
 }
 
-func (o *errorsOpts) run(ctx context.Context, e *env) (err error) {
+func (o *errorsOpts) Run(ctx context.Context, e *env) (err error) {
 	d, l, done, err := openBound(ctx, o.dir, *o.db, ledgerOpts{use: readLedger, readOnly: true})
 	if err != nil {
 		return err
@@ -72,7 +73,7 @@ func (o *errorsOpts) run(ctx context.Context, e *env) (err error) {
 	if err != nil {
 		return err
 	}
-	return e.output(*o.out, func(w io.Writer) error {
+	return output(e, *o.out, func(w io.Writer) error {
 		switch {
 		case *o.long:
 			return report.WriteErrorsLong(w, rows)

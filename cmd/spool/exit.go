@@ -6,6 +6,7 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/hold"
+	"github.com/spoolq/spool/internal/cmdline"
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/ledger/sqlite"
 	"github.com/spoolq/spool/queue"
@@ -33,27 +34,10 @@ const (
 	exitShutdownTimeout = 4
 )
 
-// errHelp is returned after a command printed its help on request.
-var errHelp = errors.New("help requested")
-
 // errCheckFailed is returned by a check whose output already shows what it
 // found (lag over the threshold, order problems, skipped sources): exit 1
 // with nothing more on stderr.
-var errCheckFailed = errors.New("check found a problem")
-
-// usageError is a command line that cannot be right.
-type usageError struct {
-	msg string
-	// cmd, when set, names the command whose help the error points to.
-	cmd string
-}
-
-func (e *usageError) Error() string {
-	if e.cmd == "" {
-		return e.msg
-	}
-	return e.msg + ". Try: spool help " + e.cmd
-}
+var errCheckFailed = cmdline.ErrReported
 
 // inputError is an input file named on the command line (a file to
 // enqueue, init's --from directory) that does not exist: "file not found"
@@ -83,13 +67,13 @@ func isRefusal(err error) bool {
 // exitCode is the one place that maps errors to exit statuses.
 func exitCode(err error) int {
 	var (
-		usage   *usageError
+		usage   *cmdline.UsageError
 		config  *queueopen.ConfigError
 		input   *inputError
 		fileErr *sqlite.FileError // a directory, a missing one, not a database, read-only
 	)
 	switch {
-	case err == nil, errors.Is(err, errHelp):
+	case err == nil, errors.Is(err, cmdline.ErrHelp):
 		return exitOK
 	case errors.Is(err, sqlite.ErrDiskFull):
 		// A *sqlite.FileError, but the machine's state, not the usage's.
@@ -109,20 +93,6 @@ func exitCode(err error) int {
 		return exitShutdownTimeout
 	}
 	return exitFailure
-}
-
-// finish prints err as one line on stderr, unless the command's output
-// already said it all, and returns the exit status.
-func finish(e *env, err error) int {
-	code := exitCode(err)
-	if err != nil && !errors.Is(err, errHelp) && !errors.Is(err, errCheckFailed) {
-		if e.log != nil {
-			e.log.Error(oneLine(err.Error()), "command", e.cmd.name, "exit", code)
-			return code
-		}
-		fmt.Fprintf(e.stderr, "spool: %s: %s\n", e.cmd.name, oneLine(err.Error()))
-	}
-	return code
 }
 
 // oneLine keeps a message on one line, its control characters escaped

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/hold"
+	"github.com/spoolq/spool/internal/cmdline"
 	"github.com/spoolq/spool/ledger/sqlite"
 	"github.com/spoolq/spool/queue"
 	"github.com/spoolq/spool/queueopen"
@@ -21,11 +22,11 @@ func TestExitCode(t *testing.T) {
 		want int
 	}{
 		{nil, 0},
-		{errHelp, 0},
+		{cmdline.ErrHelp, 0},
 		{errCheckFailed, 1},
 		{wrap(queue.ErrNotInError), 1},
 		{&inputError{path: "x.json", err: fs.ErrNotExist}, 1},
-		{&usageError{msg: "bad"}, 2},
+		{&cmdline.UsageError{Msg: "bad"}, 2},
 		{&queueopen.ConfigError{Path: "spool.conf", Err: errors.New("bad")}, 2},
 		{wrap(&queueopen.ContractError{Queue: "q"}), 2},
 		{wrap(queue.ErrNotQueue), 2},

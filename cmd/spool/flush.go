@@ -5,15 +5,16 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/spoolq/spool/internal/cmdline"
 	"github.com/spoolq/spool/queueopen"
 	"github.com/spoolq/spool/report"
 )
 
-var flushCommand = &command{
-	name:    "flush",
-	args:    "DIR [MSG_ID...] [--db PATH]",
-	summary: "make the retries waiting for their time due now (postqueue -f)",
-	opts:    newOpts[flushOpts],
+var flushCommand = &cmdline.Command{
+	Name:    "flush",
+	Args:    "DIR [MSG_ID...] [--db PATH]",
+	Summary: "make the retries waiting for their time due now (postqueue -f)",
+	Options: cmdline.New[flushOpts],
 }
 
 // flushOpts are spool flush's: the queue and the msg_ids (none: all).
@@ -22,29 +23,29 @@ type flushOpts struct {
 	ids []string
 }
 
-func (o *flushOpts) validate(e *env, pos []string) error {
-	if err := e.positionals(pos, 1, -1, "DIR"); err != nil {
+func (o *flushOpts) Validate(e *env, pos []string) error {
+	if err := e.Positionals(pos, 1, -1, "DIR"); err != nil {
 		return err
 	}
 	o.dir, o.ids = pos[0], pos[1:]
 	return nil
 }
 
-func (o *flushOpts) run(ctx context.Context, e *env) error {
+func (o *flushOpts) Run(ctx context.Context, e *env) error {
 	var missing []string
 	err := queueopen.Flush(ctx, o.dir, ledgerOpts{use: writeLedger}.options(*o.db), cliAudited(e), o.ids, func(flushed, m []string) {
-		fmt.Fprintf(e.stdout, "flushed %d retries\n", len(flushed))
+		fmt.Fprintf(e.Stdout, "flushed %d retries\n", len(flushed))
 		for _, id := range flushed {
-			fmt.Fprintf(e.stdout, "  %s\n", report.Shown(id))
+			fmt.Fprintf(e.Stdout, "  %s\n", report.Shown(id))
 		}
 		for _, id := range m {
 			missing = append(missing, report.Shown(id))
 		}
 	})
 	if len(missing) > 0 {
-		e.warn("no retry waiting for %s", strings.Join(missing, ", "))
+		e.Warn("no retry waiting for %s", strings.Join(missing, ", "))
 		if err != nil { // the audit row's end alone: the flush was done
-			e.warn("%v", err)
+			e.Warn("%v", err)
 		}
 		return errCheckFailed
 	}

@@ -7,15 +7,16 @@ import (
 	"fmt"
 
 	"github.com/spoolq/spool/fsck"
+	"github.com/spoolq/spool/internal/cmdline"
 	"github.com/spoolq/spool/queueopen"
 	"github.com/spoolq/spool/report"
 )
 
-var fsckCommand = &command{
-	name:    "fsck",
-	args:    "DIR [--repair] [--json] [contract flags] [--db PATH]",
-	summary: "check that the ledger and the directories agree; --repair fixes what it can",
-	opts:    newOpts[fsckOpts],
+var fsckCommand = &cmdline.Command{
+	Name:    "fsck",
+	Args:    "DIR [--repair] [--json] [contract flags] [--db PATH]",
+	Summary: "check that the ledger and the directories agree; --repair fixes what it can",
+	Options: cmdline.New[fsckOpts],
 }
 
 // fsckOpts are spool fsck's.
@@ -26,21 +27,21 @@ type fsckOpts struct {
 	cf     *contractFlags
 }
 
-func (o *fsckOpts) flags(fs *flag.FlagSet) {
+func (o *fsckOpts) Flags(fs *flag.FlagSet) {
 	o.repair = fs.Bool("repair", false, "repair what can be repaired without guessing")
 	o.asJSON = fs.Bool("json", false, "print the report as JSON")
 	o.cf = addContractFlags(fs)
-	o.dirOpts.flags(fs)
+	o.dirOpts.Flags(fs)
 }
 
-func (o *fsckOpts) run(ctx context.Context, e *env) error {
+func (o *fsckOpts) Run(ctx context.Context, e *env) error {
 	db := *o.db
 	fo := queueopen.FsckOptions{Override: o.cf.override(), Repair: *o.repair, Audited: cliAudited(e)}
 	// With --json the repairs go into the one JSON object, as "repairs",
 	// so that stdout stays one value a tool can parse.
 	var repairs []string
 	if *o.repair {
-		fo.Log = func(line string) { fmt.Fprintln(e.stdout, cell(line)) }
+		fo.Log = func(line string) { fmt.Fprintln(e.Stdout, cell(line)) }
 		if *o.asJSON {
 			repairs = []string{}
 			fo.Log = func(line string) { repairs = append(repairs, line) }
@@ -54,7 +55,7 @@ func (o *fsckOpts) run(ctx context.Context, e *env) error {
 		return ledgerFailure(err, o.dir, db)
 	}
 	if *o.asJSON && repairs != nil {
-		err = report.WriteJSON(e.stdout, struct {
+		err = report.WriteJSON(e.Stdout, struct {
 			*fsck.Report
 			Repairs []string `json:"repairs"`
 		}{r, repairs})
@@ -66,9 +67,9 @@ func (o *fsckOpts) run(ctx context.Context, e *env) error {
 // writeFsck prints the report of a check with --db db.
 func writeFsck(e *env, r *fsck.Report, db string, asJSON bool) error {
 	if asJSON {
-		return checked(r, report.WriteJSON(e.stdout, r))
+		return checked(r, report.WriteJSON(e.Stdout, r))
 	}
-	r.WriteText(e.stdout, queueopen.FsckLine(r.Queue, db))
+	r.WriteText(e.Stdout, queueopen.FsckLine(r.Queue, db))
 	return checked(r, nil)
 }
 

@@ -49,7 +49,7 @@ func optionUsage(e *env, err error) error {
 	case !errors.As(err, &oe):
 		return err
 	case oe.Content || e == nil:
-		return &usageError{msg: oe.Msg}
+		return &cmdline.UsageError{Msg: oe.Msg}
 	}
-	return e.usage("%s", oe.Msg)
+	return e.Usage("%s", oe.Msg)
 }

@@ -13,12 +13,12 @@ import (
 //go:embed help/*.txt
 var helpText embed.FS
 
-// help is the command's description (help/NAME.txt), with the leading
+// help is the command name's description (help/NAME.txt), with the leading
 // newline that separates it from the synopsis. A command without its
 // file is a build mistake that TestEveryCommandHasHelp catches; here it
 // has no description rather than a panic.
-func (c *command) help() string {
-	b, err := helpText.ReadFile("help/" + c.name + ".txt")
+func help(name string) string {
+	b, err := helpText.ReadFile("help/" + name + ".txt")
 	if err != nil {
 		return ""
 	}

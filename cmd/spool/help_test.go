@@ -13,13 +13,13 @@ import (
 func TestEveryCommandHasHelp(t *testing.T) {
 	names := map[string]bool{}
 	for _, c := range commands {
-		names[c.name] = true
-		h := c.help()
+		names[c.Name] = true
+		h := help(c.Name)
 		if strings.TrimSpace(h) == "" {
-			t.Errorf("%s: no help/%s.txt", c.name, c.name)
+			t.Errorf("%s: no help/%s.txt", c.Name, c.Name)
 		}
 		if !strings.HasPrefix(h, "\n") || strings.HasPrefix(h, "\n\n") || strings.HasSuffix(h, "\n") {
-			t.Errorf("%s: help/%s.txt should start with its first line and end with one newline", c.name, c.name)
+			t.Errorf("%s: help/%s.txt should start with its first line and end with one newline", c.Name, c.Name)
 		}
 	}
 	files, err := fs.Glob(helpText, "help/*")

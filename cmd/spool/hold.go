@@ -7,28 +7,29 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/hold"
+	"github.com/spoolq/spool/internal/cmdline"
 	"github.com/spoolq/spool/queue"
 )
 
-var holdCommand = &command{
-	name:    "hold",
-	args:    "DIR [FILE...] [--msg-id ID]... [--note TEXT] [--db PATH]",
-	summary: "hold messages aside: files of inbox/ into held/, msg_ids from every consumer (postsuper -h)",
-	opts:    newOpts[holdOpts],
+var holdCommand = &cmdline.Command{
+	Name:    "hold",
+	Args:    "DIR [FILE...] [--msg-id ID]... [--note TEXT] [--db PATH]",
+	Summary: "hold messages aside: files of inbox/ into held/, msg_ids from every consumer (postsuper -h)",
+	Options: cmdline.New[holdOpts],
 }
 
-var releaseCommand = &command{
-	name:    "release",
-	args:    "DIR [FILE...] [--msg-id ID]... [--db PATH]",
-	summary: "release held messages back into inbox/ (postsuper -H)",
-	opts:    newOpts[releaseOpts],
+var releaseCommand = &cmdline.Command{
+	Name:    "release",
+	Args:    "DIR [FILE...] [--msg-id ID]... [--db PATH]",
+	Summary: "release held messages back into inbox/ (postsuper -H)",
+	Options: cmdline.New[releaseOpts],
 }
 
-var holdsCommand = &command{
-	name:    "holds",
-	args:    "DIR [--json] [--db PATH]",
-	summary: "what is held back: the pause, the msg_ids held and the files in held/",
-	opts:    newOpts[holdsOpts],
+var holdsCommand = &cmdline.Command{
+	Name:    "holds",
+	Args:    "DIR [--json] [--db PATH]",
+	Summary: "what is held back: the pause, the msg_ids held and the files in held/",
+	Options: cmdline.New[holdsOpts],
 }
 
 // holdArgs are the options of hold and release: DIR [FILE...] and
@@ -41,7 +42,7 @@ type holdArgs struct {
 	db   *string
 }
 
-func (o *holdArgs) flags(fs *flag.FlagSet) {
+func (o *holdArgs) Flags(fs *flag.FlagSet) {
 	fs.Func("msg-id", "hold (release) the msg_id `ID`; repeat it for more", func(v string) error {
 		o.r.MsgIDs = append(o.r.MsgIDs, v)
 		return nil
@@ -50,17 +51,17 @@ func (o *holdArgs) flags(fs *flag.FlagSet) {
 	o.db = addDBFlag(fs)
 }
 
-func (o *holdArgs) validate(e *env, pos []string) error {
-	if err := e.positionals(pos, 1, -1, "DIR"); err != nil {
+func (o *holdArgs) Validate(e *env, pos []string) error {
+	if err := e.Positionals(pos, 1, -1, "DIR"); err != nil {
 		return err
 	}
 	o.dir, o.r.Files = pos[0], pos[1:]
 	if len(o.r.Files) == 0 && len(o.r.MsgIDs) == 0 {
-		return e.usage("name a FILE or a --msg-id ID")
+		return e.Usage("name a FILE or a --msg-id ID")
 	}
 	for _, f := range o.r.Files {
 		if err := queue.CheckName(f); err != nil {
-			return e.usage("%v: FILE is a file's name in the stage, not a path", err)
+			return e.Usage("%v: FILE is a file's name in the stage, not a path", err)
 		}
 	}
 	if o.note != nil {
@@ -72,12 +73,12 @@ func (o *holdArgs) validate(e *env, pos []string) error {
 // holdOpts are spool hold's.
 type holdOpts struct{ holdArgs }
 
-func (o *holdOpts) flags(fs *flag.FlagSet) {
+func (o *holdOpts) Flags(fs *flag.FlagSet) {
 	o.note = fs.String("note", "", "why they are held (`TEXT`)")
-	o.holdArgs.flags(fs)
+	o.holdArgs.Flags(fs)
 }
 
-func (o *holdOpts) run(ctx context.Context, e *env) (err error) {
+func (o *holdOpts) Run(ctx context.Context, e *env) (err error) {
 	s, done, err := holdService(ctx, o.dir, *o.db, o.cf, ledgerOpts{use: writeLedger})
 	if err != nil {
 		return err
@@ -90,7 +91,7 @@ func (o *holdOpts) run(ctx context.Context, e *env) (err error) {
 	for _, it := range res.Items {
 		switch {
 		case it.File != "" && it.Done:
-			fmt.Fprintf(e.stdout, "held %s as held/%s\n", cell(it.File), cell(it.Name))
+			fmt.Fprintf(e.Stdout, "held %s as held/%s\n", cell(it.File), cell(it.Name))
 		case it.MsgID != "" && (it.Done || it.Why == hold.HeldAlready):
 			line := "msg_id " + cell(it.MsgID) + " held"
 			if !it.Done {
@@ -99,9 +100,9 @@ func (o *holdOpts) run(ctx context.Context, e *env) (err error) {
 			if it.Processed != nil {
 				line += fmt.Sprintf(" (processed already at %s: its later deliveries are held)", it.Processed.Format(time.RFC3339))
 			}
-			fmt.Fprintln(e.stdout, line)
+			fmt.Fprintln(e.Stdout, line)
 		default:
-			e.warn("%s: %s", cell(it.File), it.Why)
+			e.Warn("%s: %s", cell(it.File), it.Why)
 		}
 	}
 	if res.Unmet() > 0 {
@@ -113,7 +114,7 @@ func (o *holdOpts) run(ctx context.Context, e *env) (err error) {
 // releaseOpts are spool release's.
 type releaseOpts struct{ holdArgs }
 
-func (o *releaseOpts) run(ctx context.Context, e *env) (err error) {
+func (o *releaseOpts) Run(ctx context.Context, e *env) (err error) {
 	s, done, err := holdService(ctx, o.dir, *o.db, o.cf, ledgerOpts{use: writeLedger})
 	if err != nil {
 		return err
@@ -127,19 +128,19 @@ func (o *releaseOpts) run(ctx context.Context, e *env) (err error) {
 		switch {
 		case it.MsgID != "":
 			if it.Done {
-				fmt.Fprintf(e.stdout, "msg_id %s released\n", cell(it.MsgID))
+				fmt.Fprintf(e.Stdout, "msg_id %s released\n", cell(it.MsgID))
 			} else {
-				e.warn("msg_id %s: %s", cell(it.MsgID), it.Why)
+				e.Warn("msg_id %s: %s", cell(it.MsgID), it.Why)
 			}
 			for _, f := range it.Released {
 				if f.Done {
-					fmt.Fprintf(e.stdout, "released held/%s as inbox/%s\n", cell(f.File), cell(f.Name))
+					fmt.Fprintf(e.Stdout, "released held/%s as inbox/%s\n", cell(f.File), cell(f.Name))
 				}
 			}
 		case it.Done:
-			fmt.Fprintf(e.stdout, "released %s as inbox/%s\n", cell(it.File), cell(it.Name))
+			fmt.Fprintf(e.Stdout, "released %s as inbox/%s\n", cell(it.File), cell(it.Name))
 		default:
-			e.warn("%s: %s", cell(it.File), it.Why)
+			e.Warn("%s: %s", cell(it.File), it.Why)
 		}
 	}
 	if res.Missing > 0 {
@@ -155,13 +156,13 @@ type holdsOpts struct {
 	cf     *contractFlags
 }
 
-func (o *holdsOpts) flags(fs *flag.FlagSet) {
+func (o *holdsOpts) Flags(fs *flag.FlagSet) {
 	o.asJSON = fs.Bool("json", false, "one JSON object (see above)")
 	o.cf = addContractFlags(fs)
-	o.dirOpts.flags(fs)
+	o.dirOpts.Flags(fs)
 }
 
-func (o *holdsOpts) run(ctx context.Context, e *env) (err error) {
+func (o *holdsOpts) Run(ctx context.Context, e *env) (err error) {
 	s, done, err := holdService(ctx, o.dir, *o.db, o.cf, ledgerOpts{use: readLedger, readOnly: true})
 	if err != nil {
 		return err
@@ -172,7 +173,7 @@ func (o *holdsOpts) run(ctx context.Context, e *env) (err error) {
 		return err
 	}
 	if *o.asJSON {
-		return e.output("", st.WriteJSON)
+		return output(e, "", st.WriteJSON)
 	}
-	return e.output("", st.WriteText)
+	return output(e, "", st.WriteText)
 }

@@ -9,14 +9,15 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/spoolq/spool/internal/cmdline"
 	"github.com/spoolq/spool/queueopen"
 )
 
-var initCommand = &command{
-	name:    "init",
-	args:    "DIR [contract and format flags [--force]] [--from SRC] [--db PATH]",
-	summary: "create a queue, its ledger and its spool.conf; optionally copy the messages of SRC into inbox/",
-	opts:    newOpts[initOpts],
+var initCommand = &cmdline.Command{
+	Name:    "init",
+	Args:    "DIR [contract and format flags [--force]] [--from SRC] [--db PATH]",
+	Summary: "create a queue, its ledger and its spool.conf; optionally copy the messages of SRC into inbox/",
+	Options: cmdline.New[initOpts],
 }
 
 // initOpts are spool init's.
@@ -31,9 +32,9 @@ type initOpts struct {
 	conf []byte
 }
 
-func (o *initOpts) flags(flags *flag.FlagSet) {
+func (o *initOpts) Flags(flags *flag.FlagSet) {
 	o.from = flags.String("from", "", "copy the message files of directory `SRC` into inbox/")
-	o.dirOpts.flags(flags)
+	o.dirOpts.Flags(flags)
 	o.newLedger = addNewLedgerFlag(flags)
 	o.cf = addContractFlags(flags)
 	o.ff = addFormatFlags(flags)
@@ -43,17 +44,17 @@ func (o *initOpts) flags(flags *flag.FlagSet) {
 // validate refuses before anything is created, so that a refusal changes
 // nothing: a contract that differs from DIR/spool.conf's without --force,
 // a --from that is no directory.
-func (o *initOpts) validate(e *env, pos []string) (err error) {
-	if err := o.dirOpts.validate(e, pos); err != nil {
+func (o *initOpts) Validate(e *env, pos []string) (err error) {
+	if err := o.dirOpts.Validate(e, pos); err != nil {
 		return err
 	}
 	dir := o.dir
 	o.conf, err = o.cf.configFile(o.ff)
 	if err != nil {
-		return e.usage("%v", err)
+		return e.Usage("%v", err)
 	}
 	if *o.force && o.conf == nil {
-		return e.usage("--force needs contract or format flags: it replaces the spool.conf they write")
+		return e.Usage("--force needs contract or format flags: it replaces the spool.conf they write")
 	}
 	if o.conf != nil {
 		// Refuse before creating anything, so that a refusal changes
@@ -74,13 +75,13 @@ func (o *initOpts) validate(e *env, pos []string) (err error) {
 		case err != nil:
 			return fmt.Errorf("--from: %w", err)
 		case !fi.IsDir():
-			return e.usage("--from %s: not a directory", *o.from)
+			return e.Usage("--from %s: not a directory", *o.from)
 		}
 	}
 	return nil
 }
 
-func (o *initOpts) run(ctx context.Context, e *env) (err error) {
+func (o *initOpts) Run(ctx context.Context, e *env) (err error) {
 	dir, from, db, newLedger, force, conf := o.dir, o.from, o.db, o.newLedger, o.force, o.conf
 	d, err := queueopen.Init(ctx, dir, ledgerOpts{use: writeLedger, newLedger: *newLedger}.options(*db))
 	if err != nil {
@@ -105,10 +106,10 @@ func (o *initOpts) run(ctx context.Context, e *env) (err error) {
 		}
 	}
 	if *from == "" {
-		fmt.Fprintln(e.stdout, head)
+		fmt.Fprintln(e.Stdout, head)
 		return nil
 	}
-	copied, skipped, err := queueopen.CopyMessages(d, *from, func(path string, why error) { e.warn("skipped %s: %v", path, why) })
+	copied, skipped, err := queueopen.CopyMessages(d, *from, func(path string, why error) { e.Warn("skipped %s: %v", path, why) })
 	if err != nil {
 		return err
 	}
@@ -120,7 +121,7 @@ func (o *initOpts) run(ctx context.Context, e *env) (err error) {
 	if skipped > 0 {
 		line += fmt.Sprintf(", skipped %d", skipped)
 	}
-	fmt.Fprintln(e.stdout, line)
+	fmt.Fprintln(e.Stdout, line)
 	if skipped > 0 {
 		return errCheckFailed
 	}

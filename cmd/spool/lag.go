@@ -8,16 +8,17 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/spoolq/spool/internal/cmdline"
 	"github.com/spoolq/spool/queue"
 	"github.com/spoolq/spool/queueopen"
 	"github.com/spoolq/spool/report"
 )
 
-var lagCommand = &command{
-	name:    "lag",
-	args:    "DIR THRESHOLD [--max-age DURATION] [--json] [--db PATH]",
-	summary: "print inbox=N processing=N error=N; exit 1 when inbox > THRESHOLD",
-	opts:    newOpts[lagOpts],
+var lagCommand = &cmdline.Command{
+	Name:    "lag",
+	Args:    "DIR THRESHOLD [--max-age DURATION] [--json] [--db PATH]",
+	Summary: "print inbox=N processing=N error=N; exit 1 when inbox > THRESHOLD",
+	Options: cmdline.New[lagOpts],
 }
 
 // lagOpts are spool lag's.
@@ -29,30 +30,30 @@ type lagOpts struct {
 	db        *string
 }
 
-func (o *lagOpts) flags(fs *flag.FlagSet) {
+func (o *lagOpts) Flags(fs *flag.FlagSet) {
 	o.maxAge = fs.Duration("max-age", 0, "also exit 1 when the oldest message in inbox/ is older than `DURATION` (by modification time)")
 	o.asJSON = fs.Bool("json", false, "print one JSON object instead of the line (see above)")
 	o.db = addDBFlag(fs)
 }
 
-func (o *lagOpts) validate(e *env, pos []string) (err error) {
-	if err := e.positionals(pos, 2, 2, "DIR", "THRESHOLD"); err != nil {
+func (o *lagOpts) Validate(e *env, pos []string) (err error) {
+	if err := e.Positionals(pos, 2, 2, "DIR", "THRESHOLD"); err != nil {
 		return err
 	}
 	o.dir = pos[0]
 	if o.threshold, err = strconv.ParseUint(pos[1], 10, 64); err != nil {
-		return e.usage("THRESHOLD %q: want a non-negative integer", pos[1])
+		return e.Usage("THRESHOLD %q: want a non-negative integer", pos[1])
 	}
 	if *o.maxAge < 0 {
-		return e.usage("--max-age %v: want a duration of 0 or more", *o.maxAge)
+		return e.Usage("--max-age %v: want a duration of 0 or more", *o.maxAge)
 	}
-	if !e.given("max-age") {
+	if !e.Given("max-age") {
 		*o.maxAge = -1 // no bound
 	}
 	return nil
 }
 
-func (o *lagOpts) run(ctx context.Context, e *env) (err error) {
+func (o *lagOpts) Run(ctx context.Context, e *env) (err error) {
 	d, err := openQueue(o.dir)
 	if err != nil {
 		return err
@@ -64,11 +65,11 @@ func (o *lagOpts) run(ctx context.Context, e *env) (err error) {
 	}
 	if *o.asJSON {
 		lag.Paused = lagPaused(ctx, e, d, *o.db)
-		if err := e.output("", func(w io.Writer) error { return report.WriteJSON(w, lag) }); err != nil {
+		if err := output(e, "", func(w io.Writer) error { return report.WriteJSON(w, lag) }); err != nil {
 			return err
 		}
 	} else {
-		fmt.Fprintf(e.stdout, "inbox=%d processing=%d error=%d\n", lag.Inbox, lag.Processing, lag.Error)
+		fmt.Fprintf(e.Stdout, "inbox=%d processing=%d error=%d\n", lag.Inbox, lag.Processing, lag.Error)
 	}
 	if lag.Over {
 		return errCheckFailed
@@ -82,7 +83,7 @@ func (o *lagOpts) run(ctx context.Context, e *env) (err error) {
 func lagPaused(ctx context.Context, e *env, d *queue.Dir, db string) *bool {
 	l, err := openLedgerFor(ctx, d, db, ledgerOpts{use: readLedger, readOnly: true})
 	if err != nil {
-		e.warn("paused: null: %v", err)
+		e.Warn("paused: null: %v", err)
 		return nil
 	}
 	p, err := l.Holding().PauseState(ctx)
@@ -90,7 +91,7 @@ func lagPaused(ctx context.Context, e *env, d *queue.Dir, db string) *bool {
 		err = fmt.Errorf("close ledger: %w", cerr)
 	}
 	if err != nil {
-		e.warn("paused: null: %v", err)
+		e.Warn("paused: null: %v", err)
 		return nil
 	}
 	return &p.Paused

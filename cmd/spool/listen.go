@@ -47,14 +47,14 @@ func addAuthFlag(fs *flag.FlagSet, what string) *authFlag {
 // check loads the token file, refusing an empty or unreadable one as a
 // usage error (exit 2).
 func (a *authFlag) check(e *env) (err error) {
-	if !e.given("auth") {
+	if !e.Given("auth") {
 		return nil
 	}
 	if *a.file == "" {
-		return e.usage("--auth is empty: want the token file's path")
+		return e.Usage("--auth is empty: want the token file's path")
 	}
 	if a.tokens, err = console.LoadTokens(*a.file); err != nil {
-		return e.usage("--auth: %v", err)
+		return e.Usage("--auth: %v", err)
 	}
 	return nil
 }
@@ -69,7 +69,7 @@ func (f *listenFlags) check(e *env, need bool) (err error) {
 	case !errors.As(err, &le):
 		return err
 	case le.Alone:
-		return &usageError{msg: le.Msg}
+		return &cmdline.UsageError{Msg: le.Msg}
 	}
-	return e.usage("%s", le.Msg)
+	return e.Usage("%s", le.Msg)
 }

@@ -32,13 +32,13 @@ var levels = map[string]slog.Level{
 // check validates the flags.
 func (f *logFlags) check(e *env) error {
 	if f.format != "text" && f.format != "json" {
-		return e.usage("--log-format %q: want text or json", f.format)
+		return e.Usage("--log-format %q: want text or json", f.format)
 	}
 	if _, ok := levels[f.level]; !ok {
 		if _, lower := levels[strings.ToLower(f.level)]; lower {
-			return e.usage("--log-level %q: want debug, info, warn or error, in lower case", f.level)
+			return e.Usage("--log-level %q: want debug, info, warn or error, in lower case", f.level)
 		}
-		return e.usage("--log-level %q: want debug, info, warn or error", f.level)
+		return e.Usage("--log-level %q: want debug, info, warn or error", f.level)
 	}
 	return nil
 }

@@ -29,10 +29,10 @@ func warnNotify(e *env, err error) {
 	var ne *handler.NotifyError
 	switch {
 	case errors.As(err, &ne) && errors.Is(err, handler.ErrBacklog):
-		e.warn("on-dead-letter: %s %v", ne.File, ne.Err)
+		e.Warn("on-dead-letter: %s %v", ne.File, ne.Err)
 	case errors.As(err, &ne):
-		e.warn("on-dead-letter %s: %v", ne.File, ne.Err)
+		e.Warn("on-dead-letter %s: %v", ne.File, ne.Err)
 	default:
-		e.warn("on-dead-letter: %v", err)
+		e.Warn("on-dead-letter: %v", err)
 	}
 }

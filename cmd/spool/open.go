@@ -40,9 +40,9 @@ func addOutputFlag(fs *flag.FlagSet) *string {
 // output writes what fill produces to stdout, or, when path is set, to
 // the file at path atomically and durably (queue.ReplaceFile), so a reader
 // of path sees the old content or the new, never a part.
-func (e *env) output(path string, fill func(io.Writer) error) error {
+func output(e *env, path string, fill func(io.Writer) error) error {
 	if path == "" {
-		bw := bufio.NewWriter(e.stdout)
+		bw := bufio.NewWriter(e.Stdout)
 		if err := fill(bw); err != nil {
 			return err
 		}
@@ -56,13 +56,13 @@ func addDurabilityFlag(fs *flag.FlagSet) *string {
 	return fs.String("durability", "full", "`full` (every batch fsynced before its files move) or relaxed (a power cut may lose the last batches; a crash loses nothing)")
 }
 
-// relaxed parses a --durability value.
-func (e *env) relaxed(durability string) (bool, error) {
-	switch durability {
+// durability parses a --durability value: whether it is relaxed.
+func durability(e *env, value string) (bool, error) {
+	switch value {
 	case "full", "":
 		return false, nil
 	case "relaxed":
 		return true, nil
 	}
-	return false, e.usage("--durability %q: want full or relaxed", durability)
+	return false, e.Usage("--durability %q: want full or relaxed", value)
 }

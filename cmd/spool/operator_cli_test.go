@@ -108,8 +108,8 @@ func TestCompletion(t *testing.T) {
 			t.Fatalf("completion %s: exit %d %s", sh, r.code, r.stderr)
 		}
 		for _, c := range commands {
-			if !strings.Contains(r.stdout, c.name) {
-				t.Errorf("completion %s lacks %s", sh, c.name)
+			if !strings.Contains(r.stdout, c.Name) {
+				t.Errorf("completion %s lacks %s", sh, c.Name)
 			}
 		}
 	}
@@ -141,12 +141,12 @@ func TestManPages(t *testing.T) {
 		t.Fatalf("man: exit %d %s", r.code, r.stderr)
 	}
 	for _, c := range commands {
-		b, err := os.ReadFile(filepath.Join(dir, "spool-"+c.name+".1"))
+		b, err := os.ReadFile(filepath.Join(dir, "spool-"+c.Name+".1"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !strings.HasPrefix(string(b), ".TH SPOOL") || !strings.Contains(string(b), ".SH DESCRIPTION") {
-			t.Errorf("spool-%s.1 is no man page:\n%.200s", c.name, b)
+			t.Errorf("spool-%s.1 is no man page:\n%.200s", c.Name, b)
 		}
 	}
 	page, _ := os.ReadFile(filepath.Join(dir, "spool-consume.1"))

@@ -5,15 +5,16 @@ import (
 	"flag"
 	"io"
 
+	"github.com/spoolq/spool/internal/cmdline"
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/report"
 )
 
-var orderCheckCommand = &command{
-	name:    "order-check",
-	args:    "DIR [-o FILE] [--sql | --json] [--db PATH]",
-	summary: "OK, or CSV order_no,seq,problem of sequence gaps and duplicates (exit 1)",
-	opts:    newOpts[orderCheckOpts],
+var orderCheckCommand = &cmdline.Command{
+	Name:    "order-check",
+	Args:    "DIR [-o FILE] [--sql | --json] [--db PATH]",
+	Summary: "OK, or CSV order_no,seq,problem of sequence gaps and duplicates (exit 1)",
+	Options: cmdline.New[orderCheckOpts],
 }
 
 // orderCheckOpts are spool order-check's: DIR, or with --sql none.
@@ -22,21 +23,21 @@ type orderCheckOpts struct {
 	sql *bool
 }
 
-func (o *orderCheckOpts) flags(fs *flag.FlagSet) {
+func (o *orderCheckOpts) Flags(fs *flag.FlagSet) {
 	o.sql = fs.Bool("sql", false, "print the order-check SQL instead of running it")
 	o.bind(fs, `one JSON object {"ok": bool, "problems": [{"order_no", "seq", "problem"}]}`)
 }
 
-func (o *orderCheckOpts) validate(e *env, pos []string) error {
+func (o *orderCheckOpts) Validate(e *env, pos []string) error {
 	if *o.sql {
-		return e.positionals(pos, 0, 1, "DIR")
+		return e.Positionals(pos, 0, 1, "DIR")
 	}
-	return o.reportOpts.validate(e, pos)
+	return o.reportOpts.Validate(e, pos)
 }
 
-func (o *orderCheckOpts) run(ctx context.Context, e *env) (err error) {
+func (o *orderCheckOpts) Run(ctx context.Context, e *env) (err error) {
 	if *o.sql {
-		return e.output(*o.out, func(w io.Writer) error {
+		return output(e, *o.out, func(w io.Writer) error {
 			_, err := io.WriteString(w, ledger.OrderCheckSQL)
 			return err
 		})
@@ -51,7 +52,7 @@ func (o *orderCheckOpts) run(ctx context.Context, e *env) (err error) {
 		return err
 	}
 	ok := true
-	if err := e.output(*o.out, func(w io.Writer) (err error) {
+	if err := output(e, *o.out, func(w io.Writer) (err error) {
 		if *o.asJSON {
 			ok, err = report.WriteOrderCheckJSON(w, problems)
 			return err

@@ -6,14 +6,15 @@ import (
 	"fmt"
 
 	"github.com/spoolq/spool/hold"
+	"github.com/spoolq/spool/internal/cmdline"
 	"github.com/spoolq/spool/queueopen"
 )
 
-var pauseCommand = &command{
-	name:    "pause",
-	args:    "DIR [--note TEXT] [--db PATH]",
-	summary: "stop every consumer of the queue claiming, on every host, until spool resume DIR",
-	opts:    newOpts[pauseOpts],
+var pauseCommand = &cmdline.Command{
+	Name:    "pause",
+	Args:    "DIR [--note TEXT] [--db PATH]",
+	Summary: "stop every consumer of the queue claiming, on every host, until spool resume DIR",
+	Options: cmdline.New[pauseOpts],
 }
 
 // pauseOpts are spool pause's.
@@ -22,12 +23,12 @@ type pauseOpts struct {
 	note *string
 }
 
-func (o *pauseOpts) flags(fs *flag.FlagSet) {
+func (o *pauseOpts) Flags(fs *flag.FlagSet) {
 	o.note = fs.String("note", "", "why the queue is paused (`TEXT`), shown with the pause")
-	o.dirOpts.flags(fs)
+	o.dirOpts.Flags(fs)
 }
 
-func (o *pauseOpts) run(ctx context.Context, e *env) error {
+func (o *pauseOpts) Run(ctx context.Context, e *env) error {
 	return pauseQueue(ctx, e, o.dir, *o.db, *o.note, true)
 }
 
@@ -56,13 +57,13 @@ func pauseQueue(ctx context.Context, e *env, dir, db, note string, paused bool) 
 	b := c.Before
 	switch {
 	case paused && c.Changed:
-		fmt.Fprintf(e.stdout, "queue %s paused: its consumers stop claiming and calling within a second; those under way finish. spool resume %s lets them go on\n", dir, queueopen.ShellWord(dir))
+		fmt.Fprintf(e.Stdout, "queue %s paused: its consumers stop claiming and calling within a second; those under way finish. spool resume %s lets them go on\n", dir, queueopen.ShellWord(dir))
 	case paused:
-		fmt.Fprintf(e.stdout, "queue %s is paused already, %s; nothing changed\n", dir, hold.PausedBy(b))
+		fmt.Fprintf(e.Stdout, "queue %s is paused already, %s; nothing changed\n", dir, hold.PausedBy(b))
 	case c.Changed:
-		fmt.Fprintf(e.stdout, "queue %s resumed (it was paused %s): its consumers go on within a second\n", dir, hold.PausedBy(b))
+		fmt.Fprintf(e.Stdout, "queue %s resumed (it was paused %s): its consumers go on within a second\n", dir, hold.PausedBy(b))
 	default:
-		fmt.Fprintf(e.stdout, "queue %s is not paused; nothing changed (spool resume DIR ID runs a task)\n", dir)
+		fmt.Fprintf(e.Stdout, "queue %s is not paused; nothing changed (spool resume DIR ID runs a task)\n", dir)
 	}
 	return nil
 }

@@ -7,14 +7,15 @@ import (
 	"time"
 
 	"github.com/spoolq/spool/fsck"
+	"github.com/spoolq/spool/internal/cmdline"
 	"github.com/spoolq/spool/queueopen"
 )
 
-var pruneCommand = &command{
-	name:    "prune",
-	args:    "DIR --older-than DURATION [--files] [--dry-run] [--db PATH]",
-	summary: "remove ledger rows past the dedup window (a later redelivery is processed again)",
-	opts:    newOpts[pruneOpts],
+var pruneCommand = &cmdline.Command{
+	Name:    "prune",
+	Args:    "DIR --older-than DURATION [--files] [--dry-run] [--db PATH]",
+	Summary: "remove ledger rows past the dedup window (a later redelivery is processed again)",
+	Options: cmdline.New[pruneOpts],
 }
 
 // pruneOpts are spool prune's.
@@ -25,27 +26,27 @@ type pruneOpts struct {
 	window        time.Duration
 }
 
-func (o *pruneOpts) flags(fs *flag.FlagSet) {
+func (o *pruneOpts) Flags(fs *flag.FlagSet) {
 	o.olderThan = fs.String("older-than", "", "the dedup window: remove rows older than `DURATION` (e.g. 30d, 36h); required")
 	o.dryRun = fs.Bool("dry-run", false, "count what would be removed; remove nothing")
 	o.files = fs.Bool("files", false, "also remove the files of done/ that the pruned rows record (never error/, never a file without a record)")
-	o.dirOpts.flags(fs)
+	o.dirOpts.Flags(fs)
 }
 
-func (o *pruneOpts) validate(e *env, pos []string) (err error) {
-	if err := o.dirOpts.validate(e, pos); err != nil {
+func (o *pruneOpts) Validate(e *env, pos []string) (err error) {
+	if err := o.dirOpts.Validate(e, pos); err != nil {
 		return err
 	}
 	if *o.olderThan == "" {
-		return e.usage("missing --older-than DURATION: prune removes nothing without an explicit window")
+		return e.Usage("missing --older-than DURATION: prune removes nothing without an explicit window")
 	}
 	if o.window, err = queueopen.ParseWindow(*o.olderThan); err != nil {
-		return e.usage("--older-than: %v", err)
+		return e.Usage("--older-than: %v", err)
 	}
 	return nil
 }
 
-func (o *pruneOpts) run(ctx context.Context, e *env) error {
+func (o *pruneOpts) Run(ctx context.Context, e *env) error {
 	verb := "pruned"
 	if *o.dryRun {
 		verb = "would prune"
@@ -53,7 +54,7 @@ func (o *pruneOpts) run(ctx context.Context, e *env) error {
 	_, _, err := queueopen.Prune(ctx, o.dir, queueopen.Options{DB: *o.db}, queueopen.PruneOptions{
 		OlderThan: *o.olderThan, Window: o.window, Files: *o.files, DryRun: *o.dryRun, Audited: cliAudited(e),
 		OnPruned: func(n fsck.Pruned, before time.Time) {
-			e.printPruned(verb, before, n, *o.files, pruneCommandLine(o.dir, *o.db, *o.olderThan))
+			printPruned(e, verb, before, n, *o.files, pruneCommandLine(o.dir, *o.db, *o.olderThan))
 		},
 	})
 	if err != nil {
@@ -64,22 +65,22 @@ func (o *pruneOpts) run(ctx context.Context, e *env) error {
 
 // printPruned prints prune's line, and without files, what it leaves in
 // done/ and how to remove it.
-func (e *env) printPruned(verb string, before time.Time, n fsck.Pruned, files bool, again string) {
-	fmt.Fprintf(e.stdout, "%s %d rows older than %s: processed=%d deliveries=%d",
+func printPruned(e *env, verb string, before time.Time, n fsck.Pruned, files bool, again string) {
+	fmt.Fprintf(e.Stdout, "%s %d rows older than %s: processed=%d deliveries=%d",
 		verb, n.Rows.Total(), before.UTC().Format(time.RFC3339), n.Rows.Processed, n.Rows.Deliveries)
 	if files {
-		fmt.Fprintf(e.stdout, " files=%d bytes=%d", n.Files, n.Bytes)
+		fmt.Fprintf(e.Stdout, " files=%d bytes=%d", n.Files, n.Bytes)
 	}
 	if n.Rows.Outbox > 0 {
-		fmt.Fprintf(e.stdout, " outbox=%d", n.Rows.Outbox)
+		fmt.Fprintf(e.Stdout, " outbox=%d", n.Rows.Outbox)
 	}
-	fmt.Fprintln(e.stdout)
+	fmt.Fprintln(e.Stdout)
 	if !files && n.Kept > 0 {
 		kept := "kept"
 		if verb != "pruned" {
 			kept = "would keep"
 		}
-		fmt.Fprintf(e.stdout, "%s %d files in done/ (%d bytes) without their rows: %s --files removes them\n",
+		fmt.Fprintf(e.Stdout, "%s %d files in done/ (%d bytes) without their rows: %s --files removes them\n",
 			kept, n.Kept, n.KeptBytes, cell(again))
 	}
 }

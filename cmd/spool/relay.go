@@ -11,15 +11,16 @@ import (
 
 	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/endpoint"
+	"github.com/spoolq/spool/internal/cmdline"
 	"github.com/spoolq/spool/queueopen"
 	"github.com/spoolq/spool/relay"
 )
 
-var relayCommand = &command{
-	name:    "relay",
-	args:    "DIR --to TARGET [--watch] [--window N] [--on-park block|skip] [--listen ADDR] [--db PATH]",
-	summary: "deliver the ledger's outbox to another queue, HTTP, NATS JetStream, RabbitMQ or Kafka, at least once",
-	opts:    newOpts[relayOpts],
+var relayCommand = &cmdline.Command{
+	Name:    "relay",
+	Args:    "DIR --to TARGET [--watch] [--window N] [--on-park block|skip] [--listen ADDR] [--db PATH]",
+	Summary: "deliver the ledger's outbox to another queue, HTTP, NATS JetStream, RabbitMQ or Kafka, at least once",
+	Options: cmdline.New[relayOpts],
 }
 
 // relayOpts are spool relay's.
@@ -33,7 +34,7 @@ type relayOpts struct {
 	policy                     relay.Policy
 }
 
-func (o *relayOpts) flags(flags *flag.FlagSet) {
+func (o *relayOpts) Flags(flags *flag.FlagSet) {
 	o.to = flags.String("to", "", "the `TARGET` URL to publish to (required)")
 	o.watch = flags.Bool("watch", false, "keep running and publish new rows as they commit, until SIGINT or SIGTERM")
 	o.onPark = flags.String("on-park", "block", "what a parked row does to its aggregate: `block` its later rows, or skip it")
@@ -46,11 +47,11 @@ func (o *relayOpts) flags(flags *flag.FlagSet) {
 	o.unpark = flags.Bool("unpark", false, "put the parked rows back into the relay's work (all, or --aggregate's) and exit")
 	o.aggregate = flags.String("aggregate", "", "with --unpark: only this aggregate's rows")
 	o.listen = addListenFlags(flags, "")
-	o.dirOpts.flags(flags)
+	o.dirOpts.Flags(flags)
 }
 
-func (o *relayOpts) validate(e *env, pos []string) error {
-	if err := o.dirOpts.validate(e, pos); err != nil {
+func (o *relayOpts) Validate(e *env, pos []string) error {
+	if err := o.dirOpts.Validate(e, pos); err != nil {
 		return err
 	}
 	to, onPark, aggregate, unpark, lease, retryBase, poll, batch, window, maxAttempts, listen :=
@@ -61,35 +62,35 @@ func (o *relayOpts) validate(e *env, pos []string) error {
 	case "skip":
 		o.policy = relay.PolicySkip
 	default:
-		return e.usage("--on-park %q: want block or skip", *onPark)
+		return e.Usage("--on-park %q: want block or skip", *onPark)
 	}
 	switch {
 	case *unpark && *to != "":
-		return e.usage("--unpark exits after unparking: give it no --to")
+		return e.Usage("--unpark exits after unparking: give it no --to")
 	case !*unpark && *to == "":
-		return e.usage("missing --to TARGET")
+		return e.Usage("missing --to TARGET")
 	case *aggregate != "" && !*unpark:
-		return e.usage("--aggregate goes with --unpark")
+		return e.Usage("--aggregate goes with --unpark")
 	case *batch < 1 || *maxAttempts < 1 || *window < 0 || *lease <= 0 || *poll <= 0 || *retryBase <= 0:
-		return e.usage("--batch and --max-attempts want 1 or more, --window 0 or more, --lease, --poll and --retry-base a positive duration")
+		return e.Usage("--batch and --max-attempts want 1 or more, --window 0 or more, --lease, --poll and --retry-base a positive duration")
 	}
 	if err := listen.check(e, false); err != nil {
 		return err
 	}
 	if *unpark && listen.addr != "" {
-		return e.usage("--unpark exits after unparking: give it no --listen")
+		return e.Usage("--unpark exits after unparking: give it no --listen")
 	}
 	return nil
 }
 
-func (o *relayOpts) run(ctx context.Context, e *env) error {
+func (o *relayOpts) Run(ctx context.Context, e *env) error {
 	lo := ledgerOpts{use: writeLedger}.options(*o.db)
 	if *o.unpark {
 		n, err := queueopen.Unpark(ctx, o.dir, lo, *o.aggregate)
 		if err != nil {
 			return ledgerFailure(err, o.dir, *o.db)
 		}
-		fmt.Fprintf(e.stdout, "unparked=%d\n", n)
+		fmt.Fprintf(e.Stdout, "unparked=%d\n", n)
 		return nil
 	}
 	sigCtx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
@@ -99,11 +100,11 @@ func (o *relayOpts) run(ctx context.Context, e *env) error {
 		Relay: relay.Options{Lease: *o.lease, Batch: *o.batch, Window: *o.window, Policy: o.policy,
 			Retry: spool.Retry{Base: *o.retryBase, MaxAttempts: *o.maxAttempts}, Watch: *o.watch, Poll: *o.poll},
 		Listen: endpoint.ServeOptions{Addr: o.listen.addr, TLS: o.listen.tls, Refresh: o.listen.refresh},
-		Logger: slog.New(slog.NewTextHandler(e.stderr, nil)),
-		Warn:   func(line string) { e.warn("%s", line) },
+		Logger: slog.New(slog.NewTextHandler(e.Stderr, nil)),
+		Warn:   func(line string) { e.Warn("%s", line) },
 	})
 	if st != nil {
-		fmt.Fprintf(e.stdout, "published=%d failed=%d parked=%d\n", st.Published, st.Failed, st.Parked)
+		fmt.Fprintf(e.Stdout, "published=%d failed=%d parked=%d\n", st.Published, st.Failed, st.Parked)
 	}
 	if err != nil {
 		return ledgerFailure(err, o.dir, *o.db)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 
+	"github.com/spoolq/spool/internal/cmdline"
 	"github.com/spoolq/spool/queue"
 	"github.com/spoolq/spool/queueopen"
 	"github.com/spoolq/spool/replay"
@@ -11,11 +12,11 @@ import (
 	"github.com/spoolq/spool/task"
 )
 
-var replayCommand = &command{
-	name:    "replay",
-	args:    "DIR [FILE...] [--reason R] [--all] [--dry-run] [--force] [filters] [--rate N] [--by USER] [--note TEXT] [contract flags] [--db PATH]",
-	summary: "move dead letters from error/ back to inbox/, all or nothing, recorded in the ledger",
-	opts:    newOpts[replayOpts],
+var replayCommand = &cmdline.Command{
+	Name:    "replay",
+	Args:    "DIR [FILE...] [--reason R] [--all] [--dry-run] [--force] [filters] [--rate N] [--by USER] [--note TEXT] [contract flags] [--db PATH]",
+	Summary: "move dead letters from error/ back to inbox/, all or nothing, recorded in the ledger",
+	Options: cmdline.New[replayOpts],
 }
 
 // deadOpts are the options replay and discard share: the queue, the
@@ -43,12 +44,12 @@ func (o *deadOpts) bind(fs *flag.FlagSet, verb string) {
 	o.db = addDBFlag(fs)
 }
 
-func (o *deadOpts) validate(e *env, pos []string) (err error) {
+func (o *deadOpts) Validate(e *env, pos []string) (err error) {
 	if len(pos) == 0 {
-		return e.usage("missing DIR")
+		return e.Usage("missing DIR")
 	}
 	o.dir = pos[0]
-	o.sel, err = o.tf.selection(e, pos[1:], *o.reason, e.given("reason"), *o.all)
+	o.sel, err = o.tf.selection(e, pos[1:], *o.reason, e.Given("reason"), *o.all)
 	return err
 }
 
@@ -63,21 +64,21 @@ type replayOpts struct {
 	force *bool
 }
 
-func (o *replayOpts) flags(fs *flag.FlagSet) {
+func (o *replayOpts) Flags(fs *flag.FlagSet) {
 	o.bind(fs, "replay")
 	o.force = fs.Bool("force", false, "requeue dead letters whose msg_id is already processed")
 	o.by = fs.String("by", "", "who replays, for the ledger (default: the OS user)")
 	o.note = fs.String("note", "", "why, for the ledger")
 }
 
-func (o *replayOpts) run(ctx context.Context, e *env) error {
+func (o *replayOpts) Run(ctx context.Context, e *env) error {
 	return o.ask(ctx, e, task.Request{Kind: task.Replay, Selection: o.sel, Note: *o.note, Force: *o.force, Rate: o.tf.rate, By: *o.by})
 }
 
 // warnFinished says on stderr that a replay a killed run left unfinished
 // was finished.
 func warnFinished(e *env, f replay.Finished) {
-	e.warn("finished replay %d by %s, interrupted before: %d of its %d files replayed", f.Intent.ID, f.Intent.By, len(f.Replays), len(f.Intent.Items))
+	e.Warn("finished replay %d by %s, interrupted before: %d of its %d files replayed", f.Intent.ID, f.Intent.By, len(f.Replays), len(f.Intent.Items))
 }
 
 // startReports has a consumer's start (queueopen.Start) say on stderr
@@ -86,7 +87,7 @@ func startReports(e *env) queueopen.Options {
 	return queueopen.Options{
 		OnReplayFinished: func(f replay.Finished) { warnFinished(e, f) },
 		OnTempRemoved: func(t queue.Temp) {
-			e.warn("removed %s, a temp file a killed writer left (%d bytes)", t.Path(), t.Size)
+			e.Warn("removed %s, a temp file a killed writer left (%d bytes)", t.Path(), t.Size)
 		},
 	}
 }

@@ -5,15 +5,16 @@ import (
 	"flag"
 	"io"
 
+	"github.com/spoolq/spool/internal/cmdline"
 	"github.com/spoolq/spool/queueopen"
 	"github.com/spoolq/spool/report"
 )
 
-var schemaCommand = &command{
-	name:    "schema",
-	args:    "DIR [-o FILE] [--json] [contract flags]",
-	summary: "CSV field,type,role of the valid messages waiting in inbox/",
-	opts:    newOpts[schemaOpts],
+var schemaCommand = &cmdline.Command{
+	Name:    "schema",
+	Args:    "DIR [-o FILE] [--json] [contract flags]",
+	Summary: "CSV field,type,role of the valid messages waiting in inbox/",
+	Options: cmdline.New[schemaOpts],
 }
 
 // schemaOpts are spool schema's.
@@ -22,12 +23,12 @@ type schemaOpts struct {
 	cf *contractFlags
 }
 
-func (o *schemaOpts) flags(fs *flag.FlagSet) {
+func (o *schemaOpts) Flags(fs *flag.FlagSet) {
 	o.bind(fs, "one JSON array of {field, type, role} objects")
 	o.cf = addContractFlags(fs)
 }
 
-func (o *schemaOpts) run(ctx context.Context, e *env) (err error) {
+func (o *schemaOpts) Run(ctx context.Context, e *env) (err error) {
 	d, err := openQueue(o.dir)
 	if err != nil {
 		return err
@@ -47,9 +48,9 @@ func (o *schemaOpts) run(ctx context.Context, e *env) (err error) {
 	}
 	rows := in.Rows()
 	if n, first := in.Skipped(); n > 0 && len(rows) == 0 {
-		e.warn("no message in inbox/ fits the contract: %d skipped, the first %s (the contract flags, --key --require..., name the fields)", n, first)
+		e.Warn("no message in inbox/ fits the contract: %d skipped, the first %s (the contract flags, --key --require..., name the fields)", n, first)
 	}
-	return e.output(*o.out, func(w io.Writer) error {
+	return output(e, *o.out, func(w io.Writer) error {
 		if *o.asJSON {
 			return report.WriteSchemaJSON(w, rows)
 		}

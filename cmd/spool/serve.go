@@ -7,15 +7,16 @@ import (
 	"syscall"
 
 	"github.com/spoolq/spool/endpoint"
+	"github.com/spoolq/spool/internal/cmdline"
 	"github.com/spoolq/spool/queueopen"
 )
 
-var serveCommand = &command{
-	name:    "serve",
-	env:     true,
-	args:    "DIR --listen ADDR [--auth FILE] [--tls-cert FILE --tls-key FILE] [--metrics-refresh DURATION] [--db PATH] [--log-format text|json] [--log-level LEVEL]",
-	summary: "serve a queue's metrics and health over HTTP without consuming it, and with --auth its API and web console",
-	opts:    newOpts[serveOpts],
+var serveCommand = &cmdline.Command{
+	Name:    "serve",
+	Env:     true,
+	Args:    "DIR --listen ADDR [--auth FILE] [--tls-cert FILE --tls-key FILE] [--metrics-refresh DURATION] [--db PATH] [--log-format text|json] [--log-level LEVEL]",
+	Summary: "serve a queue's metrics and health over HTTP without consuming it, and with --auth its API and web console",
+	Options: cmdline.New[serveOpts],
 }
 
 // serveOpts are spool serve's.
@@ -26,15 +27,15 @@ type serveOpts struct {
 	auth *authFlag
 }
 
-func (o *serveOpts) flags(flags *flag.FlagSet) {
+func (o *serveOpts) Flags(flags *flag.FlagSet) {
 	o.lf = addLogFlags(flags)
 	o.hf = addListenFlags(flags, "; required")
-	o.dirOpts.flags(flags)
+	o.dirOpts.Flags(flags)
 	o.auth = addAuthFlag(flags, "")
 }
 
-func (o *serveOpts) validate(e *env, pos []string) (err error) {
-	if err := o.dirOpts.validate(e, pos); err != nil {
+func (o *serveOpts) Validate(e *env, pos []string) (err error) {
+	if err := o.dirOpts.Validate(e, pos); err != nil {
 		return err
 	}
 	if err := o.lf.check(e); err != nil {
@@ -46,13 +47,13 @@ func (o *serveOpts) validate(e *env, pos []string) (err error) {
 	return o.auth.check(e)
 }
 
-func (o *serveOpts) run(ctx context.Context, e *env) error {
+func (o *serveOpts) Run(ctx context.Context, e *env) error {
 	lf, hf := o.lf, o.hf
-	stderr := &stderrWriter{w: e.stderr}
-	e.stderr = stderr
+	stderr := &stderrWriter{w: e.Stderr}
+	e.Stderr = stderr
 	logger := lf.logger(stderr)
 	if lf.json() {
-		e.log = logger
+		e.Log = logger
 	}
 	// The clients' own lines too, in the same format.
 	clientLogs.Use(logger)

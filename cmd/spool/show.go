@@ -7,14 +7,15 @@ import (
 	"io"
 	"time"
 
+	"github.com/spoolq/spool/internal/cmdline"
 	"github.com/spoolq/spool/report"
 )
 
-var showCommand = &command{
-	name:    "show",
-	args:    "DIR MSG_ID|FILE [--json] [--db PATH]",
-	summary: "one message's story: where it is now, its ledger record, deliveries, retry and replays",
-	opts:    newOpts[showOpts],
+var showCommand = &cmdline.Command{
+	Name:    "show",
+	Args:    "DIR MSG_ID|FILE [--json] [--db PATH]",
+	Summary: "one message's story: where it is now, its ledger record, deliveries, retry and replays",
+	Options: cmdline.New[showOpts],
 }
 
 // showOpts are spool show's: the queue and a message's msg_id or file.
@@ -24,20 +25,20 @@ type showOpts struct {
 	asJSON *bool
 }
 
-func (o *showOpts) flags(fs *flag.FlagSet) {
+func (o *showOpts) Flags(fs *flag.FlagSet) {
 	o.asJSON = fs.Bool("json", false, "one JSON object (see above)")
-	o.dirOpts.flags(fs)
+	o.dirOpts.Flags(fs)
 }
 
-func (o *showOpts) validate(e *env, pos []string) error {
-	if err := e.positionals(pos, 2, 2, "DIR", "MSG_ID or FILE"); err != nil {
+func (o *showOpts) Validate(e *env, pos []string) error {
+	if err := e.Positionals(pos, 2, 2, "DIR", "MSG_ID or FILE"); err != nil {
 		return err
 	}
 	o.dir, o.what = pos[0], pos[1]
 	return nil
 }
 
-func (o *showOpts) run(ctx context.Context, e *env) (err error) {
+func (o *showOpts) Run(ctx context.Context, e *env) (err error) {
 	d, l, done, err := openBound(ctx, o.dir, *o.db, ledgerOpts{use: readLedger})
 	if err != nil {
 		return err
@@ -52,7 +53,7 @@ func (o *showOpts) run(ctx context.Context, e *env) (err error) {
 	}
 	now := time.Now()
 	if *o.asJSON {
-		return e.output("", func(w io.Writer) error { return report.WriteJSON(w, m.JSON(now)) })
+		return output(e, "", func(w io.Writer) error { return report.WriteJSON(w, m.JSON(now)) })
 	}
-	return e.output("", func(w io.Writer) error { return report.WriteStory(w, m, now) })
+	return output(e, "", func(w io.Writer) error { return report.WriteStory(w, m, now) })
 }

@@ -5,15 +5,16 @@ import (
 	"flag"
 	"io"
 
+	"github.com/spoolq/spool/internal/cmdline"
 	"github.com/spoolq/spool/queueopen"
 	"github.com/spoolq/spool/report"
 )
 
-var statusCommand = &command{
-	name:    "status",
-	args:    "DIR [--json] [--db PATH]",
-	summary: "human summary: messages per stage, oldest waiting, ledger counts, dead letters by reason",
-	opts:    newOpts[statusOpts],
+var statusCommand = &cmdline.Command{
+	Name:    "status",
+	Args:    "DIR [--json] [--db PATH]",
+	Summary: "human summary: messages per stage, oldest waiting, ledger counts, dead letters by reason",
+	Options: cmdline.New[statusOpts],
 }
 
 // statusOpts are spool status's.
@@ -22,12 +23,12 @@ type statusOpts struct {
 	asJSON *bool
 }
 
-func (o *statusOpts) flags(fs *flag.FlagSet) {
+func (o *statusOpts) Flags(fs *flag.FlagSet) {
 	o.asJSON = fs.Bool("json", false, "one JSON object with every field of the report (see above)")
-	o.dirOpts.flags(fs)
+	o.dirOpts.Flags(fs)
 }
 
-func (o *statusOpts) run(ctx context.Context, e *env) (err error) {
+func (o *statusOpts) Run(ctx context.Context, e *env) (err error) {
 	d, l, done, err := openBound(ctx, o.dir, *o.db, ledgerOpts{use: readLedger, readOnly: true})
 	if err != nil {
 		return err
@@ -40,10 +41,10 @@ func (o *statusOpts) run(ctx context.Context, e *env) (err error) {
 	// A status that looks fine over a spool.conf every consumer refuses
 	// says too little.
 	if _, cerr := queueopen.ReadConfig(o.dir); cerr != nil {
-		e.warn("consume refuses %v. Try: spool check %s", cerr, o.dir)
+		e.Warn("consume refuses %v. Try: spool check %s", cerr, o.dir)
 	}
 	if *o.asJSON {
-		return e.output("", func(w io.Writer) error { return report.WriteJSON(w, r.JSON()) })
+		return output(e, "", func(w io.Writer) error { return report.WriteJSON(w, r.JSON()) })
 	}
-	return e.output("", func(w io.Writer) error { return report.WriteStatus(w, r) })
+	return output(e, "", func(w io.Writer) error { return report.WriteStatus(w, r) })
 }

@@ -9,36 +9,37 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/spoolq/spool/internal/cmdline"
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/task"
 )
 
-var tasksCommand = &command{
-	name:    "tasks",
-	args:    "DIR [ID] [--files N] [--json] [--db PATH]",
-	summary: "the replay and discard tasks: state, who asked and approved, what, progress; one task in full",
-	opts:    newOpts[tasksOpts],
+var tasksCommand = &cmdline.Command{
+	Name:    "tasks",
+	Args:    "DIR [ID] [--files N] [--json] [--db PATH]",
+	Summary: "the replay and discard tasks: state, who asked and approved, what, progress; one task in full",
+	Options: cmdline.New[tasksOpts],
 }
 
-var approveCommand = &command{
-	name:    "approve",
-	args:    "DIR ID [--yes] [--digest SHA256] [--files N] [--db PATH]",
-	summary: "show another operator's waiting task, and approve it and run it",
-	opts:    newOpts[approveOpts],
+var approveCommand = &cmdline.Command{
+	Name:    "approve",
+	Args:    "DIR ID [--yes] [--digest SHA256] [--files N] [--db PATH]",
+	Summary: "show another operator's waiting task, and approve it and run it",
+	Options: cmdline.New[approveOpts],
 }
 
-var cancelCommand = &command{
-	name:    "cancel",
-	args:    "DIR ID [--db PATH]",
-	summary: "cancel a task: waiting or approved, it never runs; running at a rate, it stops after its chunk",
-	opts:    newOpts[cancelOpts],
+var cancelCommand = &cmdline.Command{
+	Name:    "cancel",
+	Args:    "DIR ID [--db PATH]",
+	Summary: "cancel a task: waiting or approved, it never runs; running at a rate, it stops after its chunk",
+	Options: cmdline.New[cancelOpts],
 }
 
-var resumeCommand = &command{
-	name:    "resume",
-	args:    "DIR [--note TEXT] | DIR ID [--db PATH]",
-	summary: "resume a paused queue (DIR), or run a task from where it is (DIR ID)",
-	opts:    newOpts[resumeOpts],
+var resumeCommand = &cmdline.Command{
+	Name:    "resume",
+	Args:    "DIR [--note TEXT] | DIR ID [--db PATH]",
+	Summary: "resume a paused queue (DIR), or run a task from where it is (DIR ID)",
+	Options: cmdline.New[resumeOpts],
 }
 
 // defaultFiles is how many files of a task's set the approver's view
@@ -55,14 +56,14 @@ type tasksOpts struct {
 	db     *string
 }
 
-func (o *tasksOpts) flags(fs *flag.FlagSet) {
+func (o *tasksOpts) Flags(fs *flag.FlagSet) {
 	o.asJSON = fs.Bool("json", false, "one JSON array of the tasks (with ID: the task and its first files)")
 	o.files = fs.Int("files", defaultFiles, "with ID, list the first `N` files of the set (0: all)")
 	o.db = addDBFlag(fs)
 }
 
-func (o *tasksOpts) validate(e *env, pos []string) (err error) {
-	if err := e.positionals(pos, 1, 2, "DIR"); err != nil {
+func (o *tasksOpts) Validate(e *env, pos []string) (err error) {
+	if err := e.Positionals(pos, 1, 2, "DIR"); err != nil {
 		return err
 	}
 	o.dir = pos[0]
@@ -74,7 +75,7 @@ func (o *tasksOpts) validate(e *env, pos []string) (err error) {
 	return checkFiles(e, *o.files)
 }
 
-func (o *tasksOpts) run(ctx context.Context, e *env) (err error) {
+func (o *tasksOpts) Run(ctx context.Context, e *env) (err error) {
 	// Reading needs neither the contract nor the policy.
 	d, l, done, err := openBound(ctx, o.dir, *o.db, ledgerOpts{use: readLedger, readOnly: true})
 	if err != nil {
@@ -90,7 +91,7 @@ func (o *tasksOpts) run(ctx context.Context, e *env) (err error) {
 		if *o.asJSON {
 			return writeJSON(e, v)
 		}
-		task.WriteView(e.stdout, o.dir, v)
+		task.WriteView(e.Stdout, o.dir, v)
 		return nil
 	}
 	ts, err := s.List(ctx, ledger.TaskQuery{})
@@ -103,20 +104,20 @@ func (o *tasksOpts) run(ctx context.Context, e *env) (err error) {
 		}
 		return writeJSON(e, ts)
 	}
-	return task.WriteList(e.stdout, ts)
+	return task.WriteList(e.Stdout, ts)
 }
 
 // checkFiles refuses a negative --files.
 func checkFiles(e *env, files int) error {
 	if files < 0 {
-		return e.usage("--files %d: want a number of files >= 0 (0: all)", files)
+		return e.Usage("--files %d: want a number of files >= 0 (0: all)", files)
 	}
 	return nil
 }
 
 // writeJSON prints v as indented JSON.
 func writeJSON(e *env, v any) error {
-	enc := json.NewEncoder(e.stdout)
+	enc := json.NewEncoder(e.Stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
@@ -125,7 +126,7 @@ func writeJSON(e *env, v any) error {
 func taskID(e *env, s string) (int64, error) {
 	id, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || id <= 0 {
-		return 0, e.usage("task ID %q: want a task's number, as spool tasks lists them", s)
+		return 0, e.Usage("task ID %q: want a task's number, as spool tasks lists them", s)
 	}
 	return id, nil
 }
@@ -141,28 +142,28 @@ type approveOpts struct {
 	db     *string
 }
 
-func (o *approveOpts) flags(fs *flag.FlagSet) {
+func (o *approveOpts) Flags(fs *flag.FlagSet) {
 	o.yes = fs.Bool("yes", false, "approve without asking (a script): what is printed is approved")
 	o.digest = fs.String("digest", "", "approve only a set of this `SHA256` digest (as spool tasks DIR ID printed it)")
 	o.files = fs.Int("files", defaultFiles, "list the first `N` files of the set (0: all)")
 	o.db = addDBFlag(fs)
 }
 
-func (o *approveOpts) validate(e *env, pos []string) (err error) {
-	if err := e.positionals(pos, 2, 2, "DIR", "ID"); err != nil {
+func (o *approveOpts) Validate(e *env, pos []string) (err error) {
+	if err := e.Positionals(pos, 2, 2, "DIR", "ID"); err != nil {
 		return err
 	}
 	o.dir = pos[0]
 	if o.id, err = taskID(e, pos[1]); err != nil {
 		return err
 	}
-	if e.given("digest") && strings.TrimSpace(*o.digest) == "" {
-		return e.usage("--digest is empty")
+	if e.Given("digest") && strings.TrimSpace(*o.digest) == "" {
+		return e.Usage("--digest is empty")
 	}
 	return checkFiles(e, *o.files)
 }
 
-func (o *approveOpts) run(ctx context.Context, e *env) (err error) {
+func (o *approveOpts) Run(ctx context.Context, e *env) (err error) {
 	dir, id := o.dir, o.id
 	s, done, err := taskService(ctx, dir, *o.db, nil, false)
 	if err != nil {
@@ -182,19 +183,19 @@ func (o *approveOpts) run(ctx context.Context, e *env) (err error) {
 	if err != nil {
 		return err
 	}
-	task.WriteView(e.stdout, dir, v)
+	task.WriteView(e.Stdout, dir, v)
 	sum := v.Digest
-	if e.given("digest") {
+	if e.Given("digest") {
 		sum = *o.digest
 	}
 	if !*o.yes {
-		if !isTerminal(e.stdin) {
-			return &usageError{msg: fmt.Sprintf("task %d: no terminal to ask on: give --yes to approve it as printed (sha256 %s)", id, v.Digest)}
+		if !isTerminal(e.Stdin) {
+			return &cmdline.UsageError{Msg: fmt.Sprintf("task %d: no terminal to ask on: give --yes to approve it as printed (sha256 %s)", id, v.Digest)}
 		}
-		fmt.Fprintf(e.stderr, "approve task %d, %s of %d files asked by %s (sha256 %s)? [y/N] ", id, v.Kind, v.Files, cell(v.By), v.Digest)
-		answer, _ := bufio.NewReader(e.stdin).ReadString('\n')
+		fmt.Fprintf(e.Stderr, "approve task %d, %s of %d files asked by %s (sha256 %s)? [y/N] ", id, v.Kind, v.Files, cell(v.By), v.Digest)
+		answer, _ := bufio.NewReader(e.Stdin).ReadString('\n')
 		if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
-			e.warn("task %d not approved: nothing changed", id)
+			e.Warn("task %d not approved: nothing changed", id)
 			return errCheckFailed
 		}
 	}
@@ -202,7 +203,7 @@ func (o *approveOpts) run(ctx context.Context, e *env) (err error) {
 	if err != nil {
 		return taskUsage(err)
 	}
-	fmt.Fprintf(e.stdout, "task %d approved: %s of %d files asked by %s\n", t.ID, t.Kind, t.Files, cell(t.By))
+	fmt.Fprintf(e.Stdout, "task %d approved: %s of %d files asked by %s\n", t.ID, t.Kind, t.Files, cell(t.By))
 	return runTask(ctx, e, s, who, id, dir)
 }
 
@@ -213,10 +214,10 @@ type cancelOpts struct {
 	db  *string
 }
 
-func (o *cancelOpts) flags(fs *flag.FlagSet) { o.db = addDBFlag(fs) }
+func (o *cancelOpts) Flags(fs *flag.FlagSet) { o.db = addDBFlag(fs) }
 
-func (o *cancelOpts) validate(e *env, pos []string) (err error) {
-	if err := e.positionals(pos, 2, 2, "DIR", "ID"); err != nil {
+func (o *cancelOpts) Validate(e *env, pos []string) (err error) {
+	if err := e.Positionals(pos, 2, 2, "DIR", "ID"); err != nil {
 		return err
 	}
 	o.dir = pos[0]
@@ -224,7 +225,7 @@ func (o *cancelOpts) validate(e *env, pos []string) (err error) {
 	return err
 }
 
-func (o *cancelOpts) run(ctx context.Context, e *env) (err error) {
+func (o *cancelOpts) Run(ctx context.Context, e *env) (err error) {
 	s, done, err := taskService(ctx, o.dir, *o.db, nil, false)
 	if err != nil {
 		return err
@@ -238,7 +239,7 @@ func (o *cancelOpts) run(ctx context.Context, e *env) (err error) {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "task %d cancelled: %d of its %d files begun (a chunk under way finishes)\n", t.ID, t.Next, t.Files)
+	fmt.Fprintf(e.Stdout, "task %d cancelled: %d of its %d files begun (a chunk under way finishes)\n", t.ID, t.Next, t.Files)
 	return nil
 }
 
@@ -251,27 +252,27 @@ type resumeOpts struct {
 	db   *string
 }
 
-func (o *resumeOpts) flags(fs *flag.FlagSet) {
+func (o *resumeOpts) Flags(fs *flag.FlagSet) {
 	o.note = fs.String("note", "", "without ID: why the queue is resumed (`TEXT`), in the audit")
 	o.db = addDBFlag(fs)
 }
 
-func (o *resumeOpts) validate(e *env, pos []string) (err error) {
-	if err := e.positionals(pos, 1, 2, "DIR", "ID"); err != nil {
+func (o *resumeOpts) Validate(e *env, pos []string) (err error) {
+	if err := e.Positionals(pos, 1, 2, "DIR", "ID"); err != nil {
 		return err
 	}
 	o.dir = pos[0]
 	if len(pos) == 1 {
 		return nil
 	}
-	if e.given("note") {
-		return e.usage("--note is for resuming a queue (spool resume DIR --note TEXT), not a task")
+	if e.Given("note") {
+		return e.Usage("--note is for resuming a queue (spool resume DIR --note TEXT), not a task")
 	}
 	o.id, err = taskID(e, pos[1])
 	return err
 }
 
-func (o *resumeOpts) run(ctx context.Context, e *env) (err error) {
+func (o *resumeOpts) Run(ctx context.Context, e *env) (err error) {
 	if o.id == 0 {
 		return runResumeQueue(ctx, e, o.dir, *o.db, *o.note)
 	}

@@ -59,9 +59,9 @@ func (tf *taskFlags) selection(e *env, names []string, reason string, reasonGive
 	s := task.Selection{Names: names, Reason: reason, All: all, DetailMatch: tf.detail, MsgID: tf.msgID, OrderNo: tf.orderN}
 	if reasonGiven && reason == "" {
 		if len(names) > 0 || all {
-			return s, e.usage("give FILE names, --reason or --all, not several")
+			return s, e.Usage("give FILE names, --reason or --all, not several")
 		}
-		return s, e.usage("--reason is empty")
+		return s, e.Usage("--reason is empty")
 	}
 	now := time.Now()
 	var err error
@@ -73,22 +73,22 @@ func (tf *taskFlags) selection(e *env, names []string, reason string, reasonGive
 			continue
 		}
 		if *f.to, err = queueopen.ParseSince(f.val, now); err != nil {
-			return s, e.usage("--%s: %v", f.name, err)
+			return s, e.Usage("--%s: %v", f.name, err)
 		}
 	}
 	for _, f := range []struct{ name, val string }{{"detail-match", tf.detail}, {"msg-id", tf.msgID}, {"order-no", tf.orderN}} {
 		if cmdline.Given(tf.fs, f.name) && f.val == "" {
-			return s, e.usage("--%s is empty", f.name)
+			return s, e.Usage("--%s is empty", f.name)
 		}
 	}
 	if cmdline.Given(tf.fs, "rate") && tf.rate <= 0 {
-		return s, e.usage("--rate %v: want files a second > 0", tf.rate)
+		return s, e.Usage("--rate %v: want files a second > 0", tf.rate)
 	}
 	switch err := s.Check(); {
 	case errors.Is(err, replay.ErrNoSelection):
-		return s, e.usage("missing FILE (or --reason R, or --all)")
+		return s, e.Usage("missing FILE (or --reason R, or --all)")
 	case errors.Is(err, replay.ErrManySelections):
-		return s, e.usage("give FILE names, --reason or --all, not several")
+		return s, e.Usage("give FILE names, --reason or --all, not several")
 	case err != nil:
 		return s, taskUsage(err)
 	}
@@ -159,14 +159,14 @@ func askTask(ctx context.Context, e *env, cf *contractFlags, r taskRun) (err err
 		}
 		printPreview(e, r.req, p, true)
 		if !plain {
-			fmt.Fprintf(e.stdout, "%d files (sha256 %s), %d skipped%s\n", p.Count, p.Digest, p.Skipped, approvalNote(p.NeedsApproval))
+			fmt.Fprintf(e.Stdout, "%d files (sha256 %s), %d skipped%s\n", p.Count, p.Digest, p.Skipped, approvalNote(p.NeedsApproval))
 		}
 		return nil
 	}
 	opt := runOptions(e)
 	opt.OnPreview = func(p task.Preview) { printPreview(e, r.req, p, false) }
 	if !plain {
-		opt.OnStart = func(t task.Task) { fmt.Fprintf(e.stdout, "task %d: %s of %d files\n", t.ID, t.Kind, t.Files) }
+		opt.OnStart = func(t task.Task) { fmt.Fprintf(e.Stdout, "task %d: %s of %d files\n", t.ID, t.Kind, t.Files) }
 	}
 	t, err := s.Do(ctx, who, r.req, opt)
 	switch {
@@ -179,10 +179,10 @@ func askTask(ctx context.Context, e *env, cf *contractFlags, r taskRun) (err err
 	case err != nil:
 		return fmt.Errorf("%w (task %d is recorded: spool resume %s %d goes on once the cause is fixed)", err, t.ID, r.dir, t.ID)
 	case t.State == task.StateWaiting:
-		fmt.Fprintf(e.stdout, "task %d: %s of %d files waits for approval (sha256 %s): spool approve %s %d\n",
+		fmt.Fprintf(e.Stdout, "task %d: %s of %d files waits for approval (sha256 %s): spool approve %s %d\n",
 			t.ID, t.Kind, t.Files, t.Digest, r.dir, t.ID)
 	case !plain:
-		task.WriteEnd(e.stdout, t)
+		task.WriteEnd(e.Stdout, t)
 	}
 	return nil
 }
@@ -190,8 +190,8 @@ func askTask(ctx context.Context, e *env, cf *contractFlags, r taskRun) (err err
 // printPreview prints the files p selected (task.WritePreview), and
 // warns when it selected nothing.
 func printPreview(e *env, req task.Request, p task.Preview, dry bool) {
-	if warning := task.WritePreview(e.stdout, req, p, dry); warning != "" {
-		e.warn("%s", warning)
+	if warning := task.WritePreview(e.Stdout, req, p, dry); warning != "" {
+		e.Warn("%s", warning)
 	}
 }
 
@@ -220,7 +220,7 @@ func taskUsage(err error) error {
 	if f, ok := taskFields[re.Field]; ok && strings.HasPrefix(msg, re.Field) {
 		msg = "--" + f + msg[len(re.Field):]
 	}
-	return &usageError{msg: msg}
+	return &cmdline.UsageError{Msg: msg}
 }
 
 // runOptions print a run's moves as they are made: a line per file moved,
@@ -230,11 +230,11 @@ func runOptions(e *env) task.RunOptions {
 	return task.RunOptions{
 		OnChunk: func(c task.Chunk) {
 			for _, r := range c.Replays {
-				fmt.Fprintf(e.stdout, "replayed %s -> inbox/%s\n", cell(r.File), cell(r.NewName))
+				fmt.Fprintf(e.Stdout, "replayed %s -> inbox/%s\n", cell(r.File), cell(r.NewName))
 			}
 			printDiscards(e, c.Discarded)
 			for _, f := range c.Changed {
-				e.warn("skip %s: %s since the request", cell(f.File), f.ChangedWhy)
+				e.Warn("skip %s: %s since the request", cell(f.File), f.ChangedWhy)
 			}
 		},
 		OnResumed:        func(f replay.Finished) { warnFinished(e, f) },
@@ -255,6 +255,6 @@ func runTask(ctx context.Context, e *env, s *task.Service, who task.Identity, id
 		}
 		return err
 	}
-	task.WriteEnd(e.stdout, t)
+	task.WriteEnd(e.Stdout, t)
 	return nil
 }

@@ -6,14 +6,15 @@ import (
 	"flag"
 	"fmt"
 
+	"github.com/spoolq/spool/internal/cmdline"
 	"github.com/spoolq/spool/task"
 )
 
-var tokenCommand = &command{
-	name:    "token",
-	args:    "add TOKENFILE NAME ROLE [--os USER]",
-	summary: "add an identity to serve --auth's token file, and print its new token once",
-	opts:    newOpts[tokenOpts],
+var tokenCommand = &cmdline.Command{
+	Name:    "token",
+	Args:    "add TOKENFILE NAME ROLE [--os USER]",
+	Summary: "add an identity to serve --auth's token file, and print its new token once",
+	Options: cmdline.New[tokenOpts],
 }
 
 // tokenOpts are spool token add's.
@@ -23,36 +24,36 @@ type tokenOpts struct {
 	osUserName *string
 }
 
-func (o *tokenOpts) flags(fs *flag.FlagSet) {
+func (o *tokenOpts) Flags(fs *flag.FlagSet) {
 	o.osUserName = fs.String("os", "", "the OS user `USER` the token's holder is (os=USER on the line), for four eyes")
 }
 
-func (o *tokenOpts) validate(e *env, pos []string) (err error) {
+func (o *tokenOpts) Validate(e *env, pos []string) (err error) {
 	if len(pos) == 0 || pos[0] != "add" {
-		return e.usage("want spool token add TOKENFILE NAME ROLE")
+		return e.Usage("want spool token add TOKENFILE NAME ROLE")
 	}
-	if err := e.positionals(pos[1:], 3, 3, "TOKENFILE", "NAME", "ROLE"); err != nil {
+	if err := e.Positionals(pos[1:], 3, 3, "TOKENFILE", "NAME", "ROLE"); err != nil {
 		return err
 	}
 	o.path, o.name = pos[1], pos[2]
 	if o.role, err = task.ParseRole(pos[3]); err != nil {
-		return e.usage("%v", err)
+		return e.Usage("%v", err)
 	}
-	if e.given("os") && *o.osUserName == "" {
-		return e.usage("--os is empty: want the OS user's name")
+	if e.Given("os") && *o.osUserName == "" {
+		return e.Usage("--os is empty: want the OS user's name")
 	}
 	return nil
 }
 
-func (o *tokenOpts) run(_ context.Context, e *env) error {
+func (o *tokenOpts) Run(_ context.Context, e *env) error {
 	token, err := task.AddToken(o.path, o.name, o.role, *o.osUserName)
 	if errors.Is(err, task.ErrTokenRefused) {
 		// Nothing written: the command line or the file must change.
-		return &usageError{msg: err.Error()}
+		return &cmdline.UsageError{Msg: err.Error()}
 	}
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintln(e.stdout, token)
+	_, err = fmt.Fprintln(e.Stdout, token)
 	return err
 }

@@ -5,23 +5,25 @@ import (
 	"flag"
 	"fmt"
 	"runtime/debug"
+
+	"github.com/spoolq/spool/internal/cmdline"
 )
 
-var versionCommand = &command{
-	name:    "version",
-	summary: "print spool's version, from the build information",
-	opts:    newOpts[versionOpts],
+var versionCommand = &cmdline.Command{
+	Name:    "version",
+	Summary: "print spool's version, from the build information",
+	Options: cmdline.New[versionOpts],
 }
 
 // versionOpts are spool version's: none.
 type versionOpts struct{}
 
-func (*versionOpts) flags(*flag.FlagSet) {}
+func (*versionOpts) Flags(*flag.FlagSet) {}
 
-func (*versionOpts) validate(e *env, pos []string) error { return e.positionals(pos, 0, 0) }
+func (*versionOpts) Validate(e *env, pos []string) error { return e.Positionals(pos, 0, 0) }
 
-func (*versionOpts) run(_ context.Context, e *env) error {
-	fmt.Fprintln(e.stdout, "spool "+version())
+func (*versionOpts) Run(_ context.Context, e *env) error {
+	fmt.Fprintln(e.Stdout, "spool "+version())
 	return nil
 }
 

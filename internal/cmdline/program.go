@@ -6,7 +6,8 @@ import (
 	"strings"
 )
 
-// Command describes one subcommand for help, completion and manual pages.
+// Command is one subcommand: what runs it (Options), and what help,
+// completion and manual pages say of it.
 type Command struct {
 	// Name is what selects the command: spool NAME.
 	Name string
@@ -23,9 +24,10 @@ type Command struct {
 	// order, and the help shows the first paragraph of Help before them
 	// and the rest after.
 	Groups []FlagGroup
-	// Flags binds the command's flags to fs, on a fresh options value:
-	// the one definition the help, completion and manual pages read.
-	Flags func(fs *flag.FlagSet)
+	// Options returns a fresh value of the command's options (New[O]):
+	// its Flags are the one definition that parsing, the help,
+	// completion and manual pages read.
+	Options func() Options
 }
 
 // FlagGroup is a titled group of a command's flags in its help, in the
@@ -66,13 +68,22 @@ type Program struct {
 	Description, ExitStatus string
 	// ManSynopsis is the program's SYNOPSIS after its name, in roff.
 	ManSynopsis string
+	// Headline opens the list of commands, Usage follows "Usage: " under
+	// it, and UsageHint ends the line after the list.
+	Headline, Usage, UsageHint string
+	// ExitCode maps a command's error (nil for success) to the exit
+	// status Run returns: how errors map is the program's.
+	ExitCode func(error) int
+	// OneLine keeps a message on one line, escaping what a terminal
+	// would act on (nil: spaces for line breaks).
+	OneLine func(string) string
 }
 
 // FlagList returns the flags of c, as its Flags binds them, without
 // running it.
 func (c *Command) FlagList() []*flag.Flag {
 	fs := flag.NewFlagSet(c.Name, flag.ContinueOnError)
-	c.Flags(fs)
+	c.Options().Flags(fs)
 	var flags []*flag.Flag
 	fs.VisitAll(func(f *flag.Flag) { flags = append(flags, f) })
 	return flags
