@@ -402,12 +402,15 @@ func (c *Consumer) stillWriting(s *queue.Session, cl *queue.Claim, claimed time.
 	rej.Detail += rej.hint
 }
 
-// cutShort reports whether data is empty or ends before a JSON object
-// could: anything but a closing brace after the last byte that is not
-// white space.
+// cutShort reports whether data is empty or is the start of a JSON
+// object that ends before the object could: an opening brace first (after
+// a UTF-8 byte order mark and white space) and anything but a closing
+// brace after the last byte that is not white space. A file that is no
+// JSON object from its first byte ("not json", an array) is as wrong
+// complete as half-written, and the guess would mislead.
 func cutShort(data []byte) bool {
-	data = bytes.TrimRight(data, " \t\r\n")
-	return len(data) == 0 || data[len(data)-1] != '}'
+	data = bytes.Trim(bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")), " \t\r\n")
+	return len(data) == 0 || data[0] == '{' && data[len(data)-1] != '}'
 }
 
 // logDetail is a dead letter's detail for its log line: the whole of it,

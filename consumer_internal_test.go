@@ -90,3 +90,26 @@ func TestRecordChunk(t *testing.T) {
 		}
 	}
 }
+
+// TestCutShort: the guess that a dead letter was taken half-written is
+// for the start of a JSON object without its end, or nothing at all; a
+// file that is no object from its first byte says nothing of the kind.
+func TestCutShort(t *testing.T) {
+	for data, want := range map[string]bool{
+		"":                        true,
+		" \n":                     true,
+		`{"msg_id":"a","seq":1`:   true,
+		"\ufeff{\"msg_id\":":      true,
+		"  {\"a\":1,\n":           true,
+		`{"msg_id":"a"}`:          false,
+		"{\"msg_id\":\"a\"}\r\n":  false,
+		"not json":                false,
+		`[1,2`:                    false,
+		`"a string"`:              false,
+		"\ufeffplain text, no {}": false,
+	} {
+		if got := cutShort([]byte(data)); got != want {
+			t.Errorf("cutShort(%q) = %v, want %v", data, got, want)
+		}
+	}
+}

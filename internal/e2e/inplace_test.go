@@ -99,3 +99,29 @@ func TestInPlaceWriterHint(t *testing.T) {
 		t.Errorf("want 2 dead-letter records, 1 of them saying %q; got %d and %d\n%s", inPlaceHint, dead, hinted, r.stderr)
 	}
 }
+
+// A complete file that is no JSON object at all, enqueued the instant
+// before consume takes it, is a parse dead letter like any other: the
+// guess that it was still being written is for an object cut short.
+func TestNotJSONIsNoInPlaceWriter(t *testing.T) {
+	t.Parallel()
+	q := filepath.Join(t.TempDir(), "q")
+	mustRun(t, 0, "init", q)
+	src := t.TempDir()
+	for name, body := range map[string]string{"c.json": "not json\n", "d.json": "[1, 2]\n"} {
+		if err := os.WriteFile(filepath.Join(src, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		mustRun(t, 0, "enqueue", q, filepath.Join(src, name))
+	}
+	mustRun(t, 0, "consume", q)
+	rows, err := csv.NewReader(strings.NewReader(mustRun(t, 0, "errors", q, "--detail").stdout)).ReadAll()
+	if err != nil || len(rows) != 3 {
+		t.Fatalf("errors --detail: %v %q", err, rows)
+	}
+	for _, row := range rows[1:] {
+		if row[1] != "parse" || strings.Contains(row[3], inPlaceHint) {
+			t.Errorf("dead letter %s: reason %s, detail %q: want parse, without %q", row[0], row[1], row[3], inPlaceHint)
+		}
+	}
+}
