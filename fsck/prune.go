@@ -54,6 +54,11 @@ type Pruned struct {
 // records again. The horizon is committed with the rows' removal.
 func Prune(ctx context.Context, d *queue.Dir, l *ledger.DB, p ledger.Prune, files bool) (Pruned, error) {
 	var res Pruned
+	keep, err := readableInodes(ctx, d, p.KeepClaims)
+	if err != nil {
+		return res, err
+	}
+	p.KeepInodes = keep
 	if files {
 		if err := pruneDoneFiles(ctx, d, p, &res); err != nil {
 			return res, err
@@ -70,6 +75,32 @@ func Prune(ctx context.Context, d *queue.Dir, l *ledger.DB, p ledger.Prune, file
 	}
 	res.Rows = n
 	return res, nil
+}
+
+// readableInodes returns the inodes of the files a consumer may still
+// read from where it stopped, whose batch progress a prune keeps: those
+// of inbox/ (a claim given back), error/ (a batch file set aside whole,
+// which a replay resumes), held/, and of the claims of processing/. A
+// file that moves from one stage to another while they are listed can be
+// missed; read again from its start, its records' keys absorb what was
+// committed.
+func readableInodes(ctx context.Context, d *queue.Dir, claims []string) (map[uint64]bool, error) {
+	keep := map[uint64]bool{}
+	for _, c := range claims {
+		if ino, ok := queue.ClaimInode(c); ok {
+			keep[ino] = true
+		}
+	}
+	for _, s := range []queue.Stage{queue.Inbox, queue.Error, queue.Held} {
+		err := d.List(s, func(e queue.Entry) error {
+			keep[e.Ino] = true
+			return ctx.Err()
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return keep, nil
 }
 
 // pruneDone goes through done/ once for Prune: with files it removes (in a

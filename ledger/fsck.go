@@ -116,11 +116,11 @@ func (db *DB) eachFile(ctx context.Context, q string, fn func(ino uint64, file s
 
 // EachPruneFile calls fn with the inode and the recorded name of every
 // file the ledger recorded as processed or as a duplicate, as
-// Fsck.EachKnownFile does, and whether Prune with p removes the row that
-// records it: spool prune --files removes a file of done/ only when a row
-// that Prune removes records it and no row that it keeps does. It
-// streams; rows recorded before inodes were are left out. p.DryRun is
-// ignored.
+// Fsck.EachKnownFile does, and of every batch file it kept progress of,
+// and whether Prune with p removes the row that records it: spool prune
+// --files removes a file of done/ only when a row that Prune removes
+// records it and no row that it keeps does. It streams; rows recorded
+// before inodes were are left out. p.DryRun is ignored.
 func (fk Fsck) EachPruneFile(ctx context.Context, p Prune, fn func(ino uint64, file string, pruned bool) error) error {
 	if err := fk.db.open(); err != nil {
 		return err
@@ -143,6 +143,31 @@ func (fk Fsck) EachPruneFile(ctx context.Context, p Prune, fn func(ino uint64, f
 		if err := fk.db.eachPruneFile(ctx, q.query, q.args, fn); err != nil {
 			return err
 		}
+	}
+	// A batch file is recorded by its progress row too (EachBatchFile),
+	// the only row of one whose records were all dead letters, or none.
+	rows, err := fk.db.sql.QueryContext(ctx, fk.db.dialect.Rebind(`SELECT file, CASE WHEN at < ? THEN 1 ELSE 0 END FROM spool_batch_progress`),
+		formatTime(p.Before))
+	if err != nil {
+		return fk.db.fail("list files to prune", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			file   string
+			pruned int
+		)
+		if err := rows.Scan(&file, &pruned); err != nil {
+			return fk.db.fail("list files to prune", err)
+		}
+		if id, ok := spool.ParseBatchFileID(file); ok {
+			if err := fn(id.Ino, id.Name, pruned == 1 && !p.KeepInodes[id.Ino]); err != nil {
+				return err
+			}
+		}
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return fk.db.fail("list files to prune", err)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -83,6 +84,13 @@ type Prune struct {
 	// ledger about such a claim (I7) and must not find it forgotten. At
 	// most MaxPruneKeep.
 	KeepClaims []string
+	// KeepInodes are the inodes of the files in inbox/, processing/,
+	// error/ and held/ now: a batch file's progress row
+	// (spool_batch_progress) is kept whatever its age while its file may
+	// be read again from where it stopped (given back, set aside whole,
+	// held); other progress rows go with the window, as processed rows
+	// do. Any number.
+	KeepInodes map[uint64]bool
 	// DryRun counts what would be removed and removes nothing.
 	DryRun bool
 	// FilesBefore, when later than Before, is the latest status-change
@@ -124,10 +132,13 @@ type Pruned struct {
 	// Outbox counts the outbox rows published before the window's edge
 	// (spool relay): delivered, they are needed no more.
 	Outbox int64
+	// BatchFiles counts the batch files' progress rows last moved before
+	// the window's edge (Prune.KeepInodes keeps some).
+	BatchFiles int64
 }
 
 // Total is the number of rows removed.
-func (p Pruned) Total() int64 { return p.Processed + p.Deliveries + p.Outbox }
+func (p Pruned) Total() int64 { return p.Processed + p.Deliveries + p.Outbox + p.BatchFiles }
 
 // MaxPruneKeep bounds Prune.KeepClaims: each claim is a bind parameter, and
 // the engines cap how many one statement may carry.
@@ -266,17 +277,20 @@ func (ms Messages) ProcessedIDs(ctx context.Context, ids []string) (map[string]b
 }
 
 // Prune removes the ledger rows past the dedup window: processed rows whose
-// processed_at is before p.Before, and processed and duplicate deliveries
-// inspected before it, in one transaction. It never removes dead-letter
-// records (they are the history of the files in error/ and of their
-// replays), the replay log, retry attempts, anything of a claim still in
-// processing/ (p.KeepClaims), or the processed row of a message whose
-// events are not all published yet (the relay sends its headers with them).
+// processed_at is before p.Before, processed and duplicate deliveries
+// inspected before it, the outbox rows published before it, and the
+// progress rows of the batch files whose progress last moved before it,
+// in one transaction. It never removes dead-letter records (they are the
+// history of the files in error/ and of their replays), the replay log,
+// retry attempts, anything of a claim still in processing/
+// (p.KeepClaims), the progress of a batch file that may be read again
+// (p.KeepInodes), or the processed row of a message whose events are not
+// all published yet (the relay sends its headers with them).
 //
 // What it costs: a msg_id whose processed row is gone is no longer known,
 // so a redelivery of it is processed again, not absorbed as a duplicate;
 // order-check no longer sees the pruned sequences; dups forgets the pruned
-// duplicates.
+// duplicates; status and show forget the pruned batch files' counts.
 func (fk Fsck) Prune(ctx context.Context, p Prune) (Pruned, error) {
 	if err := fk.db.open(); err != nil {
 		return Pruned{}, err
@@ -294,7 +308,7 @@ func (fk Fsck) Prune(ctx context.Context, p Prune) (Pruned, error) {
 		err error
 	)
 	if p.DryRun {
-		res, err = fk.db.countPrune(ctx, before, procWhere, procArgs, delWhere, delArgs)
+		res, err = fk.db.countPrune(ctx, before, p.KeepInodes, procWhere, procArgs, delWhere, delArgs)
 	} else {
 		horizon := p.Before
 		if !p.FilesBefore.Before(horizon) {
@@ -302,7 +316,7 @@ func (fk Fsck) Prune(ctx context.Context, p Prune) (Pruned, error) {
 			// horizon, and FilesBefore is a kept file's change time.
 			horizon = p.FilesBefore.Add(time.Nanosecond)
 		}
-		res, err = fk.db.prune(ctx, horizon, before, procWhere, procArgs, delWhere, delArgs)
+		res, err = fk.db.prune(ctx, horizon, before, p.KeepInodes, procWhere, procArgs, delWhere, delArgs)
 	}
 	if err != nil {
 		return Pruned{}, fk.db.fail("prune before "+before, err)
@@ -310,7 +324,7 @@ func (fk Fsck) Prune(ctx context.Context, p Prune) (Pruned, error) {
 	return res, nil
 }
 
-func (db *DB) countPrune(ctx context.Context, before, procWhere string, procArgs []any, delWhere string, delArgs []any) (Pruned, error) {
+func (db *DB) countPrune(ctx context.Context, before string, keep map[uint64]bool, procWhere string, procArgs []any, delWhere string, delArgs []any) (Pruned, error) {
 	// Read-only: on SQLite it begins deferred and never takes the write
 	// lock from consumers; one snapshot for both counts.
 	tx, err := db.sql.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
@@ -331,10 +345,13 @@ func (db *DB) countPrune(ctx context.Context, before, procWhere string, procArgs
 		before).Scan(&res.Outbox); err != nil {
 		return Pruned{}, fmt.Errorf("count outbox: %w", err)
 	}
+	if res.BatchFiles, err = db.pruneBatchProgress(ctx, tx, before, keep, true); err != nil {
+		return Pruned{}, err
+	}
 	return res, nil
 }
 
-func (db *DB) prune(ctx context.Context, horizon time.Time, before, procWhere string, procArgs []any, delWhere string, delArgs []any) (Pruned, error) {
+func (db *DB) prune(ctx context.Context, horizon time.Time, before string, keep map[uint64]bool, procWhere string, procArgs []any, delWhere string, delArgs []any) (Pruned, error) {
 	tx, err := db.sql.BeginTx(ctx, nil)
 	if err != nil {
 		return Pruned{}, fmt.Errorf("begin: %w", err)
@@ -364,7 +381,10 @@ func (db *DB) prune(ctx context.Context, horizon time.Time, before, procWhere st
 	if res.Outbox, err = r.RowsAffected(); err != nil {
 		return Pruned{}, fmt.Errorf("delete outbox: %w", err)
 	}
-	if res.Processed+res.Deliveries > 0 {
+	if res.BatchFiles, err = db.pruneBatchProgress(ctx, tx, before, keep, false); err != nil {
+		return Pruned{}, err
+	}
+	if res.Processed+res.Deliveries+res.BatchFiles > 0 {
 		// In the transaction that forgets the rows: fsck must never see
 		// them gone without the horizon that says so.
 		if err := db.raiseHorizon(ctx, tx, horizon); err != nil {
@@ -383,6 +403,79 @@ func (db *DB) prune(ctx context.Context, horizon time.Time, before, procWhere st
 		return res, fmt.Errorf("delete outbox order locks: %w", err)
 	}
 	return res, nil
+}
+
+// pruneBatchPage is how many progress rows pruneBatchProgress reads
+// and deletes at a time: a bound on its memory and on a statement's bind
+// parameters, whatever the number of batch files ever consumed.
+const pruneBatchPage = 500
+
+// pruneBatchProgress deletes in tx (with count, counts) the batch files'
+// progress rows last moved before the edge before, but those of a file
+// whose inode keep holds, a page at a time in the order of their key,
+// and returns how many. The inode is part of the row's key (its file
+// identity, spool.BatchFileID), so which rows stay is decided here, not
+// in SQL.
+func (db *DB) pruneBatchProgress(ctx context.Context, tx *sql.Tx, before string, keep map[uint64]bool, count bool) (int64, error) {
+	var (
+		n     int64
+		after string
+		first = true
+	)
+	for {
+		q := `SELECT file FROM spool_batch_progress WHERE at < ?`
+		args := []any{before}
+		if !first {
+			q += ` AND file > ?`
+			args = append(args, after)
+		}
+		page, err := batchProgressPage(ctx, tx, db.dialect.Rebind(q+` ORDER BY file LIMIT `+strconv.Itoa(pruneBatchPage)), args)
+		if err != nil {
+			return n, fmt.Errorf("list batch progress: %w", err)
+		}
+		var gone []any
+		for _, f := range page {
+			if id, ok := spool.ParseBatchFileID(f); !ok || !keep[id.Ino] {
+				gone = append(gone, f)
+			}
+		}
+		if count {
+			n += int64(len(gone))
+		} else if len(gone) > 0 {
+			r, err := tx.ExecContext(ctx, db.dialect.Rebind(`DELETE FROM spool_batch_progress WHERE file IN (`+placeholders(len(gone))+`)`), gone...)
+			if err != nil {
+				return n, fmt.Errorf("delete batch progress: %w", err)
+			}
+			k, err := r.RowsAffected()
+			if err != nil {
+				return n, fmt.Errorf("delete batch progress: %w", err)
+			}
+			n += k
+		}
+		if len(page) < pruneBatchPage {
+			return n, nil
+		}
+		after, first = page[len(page)-1], false
+	}
+}
+
+// batchProgressPage reads one page of pruneBatchProgress, the rows
+// closed before it deletes (one connection: a transaction's).
+func batchProgressPage(ctx context.Context, tx *sql.Tx, q string, args []any) ([]string, error) {
+	rows, err := tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var page []string
+	for rows.Next() {
+		var f string
+		if err := rows.Scan(&f); err != nil {
+			return nil, err
+		}
+		page = append(page, f)
+	}
+	return page, errors.Join(rows.Err(), rows.Close())
 }
 
 // raiseHorizon records horizon as the prune horizon, in tx, unless a prune

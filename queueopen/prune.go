@@ -76,6 +76,9 @@ func Prune(ctx context.Context, dir string, o Options, p PruneOptions) (n fsck.P
 	}
 	n, err = fsck.Prune(ctx, d, l, ledger.Prune{Before: before, KeepClaims: inFlight}, p.Files)
 	run.Counts["processed"], run.Counts["deliveries"] = n.Rows.Processed, n.Rows.Deliveries
+	if n.Rows.BatchFiles > 0 { // a queue of batch files
+		run.Counts["batch_files"] = n.Rows.BatchFiles
+	}
 	run.Counts["files"], run.Counts["bytes"] = n.Files, n.Bytes
 	if !p.Files {
 		run.Counts["kept"] = n.Kept

@@ -74,6 +74,9 @@ func printPruned(e *env, verb string, before time.Time, n fsck.Pruned, files boo
 	if n.Rows.Outbox > 0 {
 		fmt.Fprintf(e.Stdout, " outbox=%d", n.Rows.Outbox)
 	}
+	if n.Rows.BatchFiles > 0 {
+		fmt.Fprintf(e.Stdout, " batch-files=%d", n.Rows.BatchFiles)
+	}
 	fmt.Fprintln(e.Stdout)
 	if !files && n.Kept > 0 {
 		kept := "kept"

@@ -106,6 +106,7 @@ func Run(t *testing.T, b Backend) {
 		{"AuditSpan", testAuditSpan},
 		{"Snapshot", testSnapshot},
 		{"PruneFiles", testPruneFiles},
+		{"PruneBatchProgress", testPruneBatchProgress},
 		{"Tasks", testTasks},
 		{"StartTasks", testStartTasks},
 		{"ApprovalPolicy", testApprovalPolicy},

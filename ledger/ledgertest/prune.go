@@ -1,10 +1,12 @@
 package ledgertest
 
 import (
+	"fmt"
 	"maps"
 	"testing"
 	"time"
 
+	"github.com/spoolq/spool"
 	"github.com/spoolq/spool/ledger"
 )
 
@@ -112,5 +114,58 @@ func testPruneHorizon(t *testing.T, db *ledger.DB) {
 	}
 	if empty, err := db.Empty(ctx); err != nil || empty {
 		t.Errorf("Empty after a prune of every row = %v, %v; want false", empty, err)
+	}
+}
+
+// testPruneBatchProgress: Prune forgets the progress of the batch files
+// whose progress last moved before its edge, but that of a file whose
+// inode KeepInodes holds, and a recent one; a dry run counts the same and
+// removes nothing; EachPruneFile tells the batch files as Prune treats
+// them. More rows than a page, so that Prune goes through them a page at
+// a time.
+func testPruneBatchProgress(t *testing.T, db *ledger.DB) {
+	ctx := t.Context()
+	const files = 1203 // more than two pages of pruneBatchPage
+	for i := range files {
+		p := spool.BatchProgress{File: fmt.Sprintf("f%04d.csv:%d:10:20", i, 1000+i), Batch: fmt.Sprintf("s:%d:1", i), Position: "1:10:2"}
+		if _, err := db.Consumer().RecordBatch(ctx, nil, spool.Work{}, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-48 * time.Hour).UTC().Format(ledger.TimeLayout)
+	// f0000 stays recent; f0001 is old but its file still readable.
+	if _, err := db.SQL().ExecContext(ctx, db.Dialect().Rebind(`UPDATE spool_batch_progress SET at = ? WHERE file <> 'f0000.csv:1000:10:20'`), old); err != nil {
+		t.Fatal(err)
+	}
+	p := ledger.Prune{Before: time.Now().Add(-time.Hour), KeepInodes: map[uint64]bool{1001: true}}
+	pruned := map[uint64]bool{}
+	if err := db.Fsck().EachPruneFile(ctx, p, func(ino uint64, file string, gone bool) error {
+		if gone {
+			pruned[ino] = true
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(pruned) != files-2 || pruned[1000] || pruned[1001] || !pruned[1002] {
+		t.Errorf("EachPruneFile marks %d batch files pruned (1000: %v, 1001: %v, 1002: %v), want %d, not 1000 nor 1001",
+			len(pruned), pruned[1000], pruned[1001], pruned[1002], files-2)
+	}
+	dry := p
+	dry.DryRun = true
+	if n, err := db.Fsck().Prune(ctx, dry); err != nil || n != (ledger.Pruned{BatchFiles: files - 2}) {
+		t.Fatalf("Prune dry run = %+v, %v; want %d batch files", n, err, files-2)
+	}
+	if n, err := db.Fsck().Prune(ctx, p); err != nil || n != (ledger.Pruned{BatchFiles: files - 2}) {
+		t.Fatalf("Prune = %+v, %v; want %d batch files", n, err, files-2)
+	}
+	for i := range files {
+		_, ok, err := db.Consumer().BatchProgress(ctx, fmt.Sprintf("f%04d.csv:%d:10:20", i, 1000+i))
+		if err != nil || ok != (i < 2) {
+			t.Fatalf("BatchProgress of file %d after Prune: %v, %v; want kept %v", i, ok, err, i < 2)
+		}
+	}
+	if h, err := db.Fsck().PruneHorizon(ctx); err != nil || h.IsZero() {
+		t.Errorf("PruneHorizon after a prune of batch progress = %v, %v; want one", h, err)
 	}
 }
