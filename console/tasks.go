@@ -156,7 +156,7 @@ func (s *Server) ask(r *request, kind task.Kind) (int, any) {
 			return r.refusal(s.taskError(r, err)) // a preview audits nothing itself
 		}
 		return http.StatusOK, map[string]any{"dry_run": true, "kind": p.Kind, "count": p.Count, "skipped": p.Skipped,
-			"digest": p.Digest, "needs_approval": p.NeedsApproval}
+			"pending": len(p.Pending), "digest": p.Digest, "needs_approval": p.NeedsApproval}
 	}
 	t, _, err := s.o.Tasks.Create(r.Context(), r.id, req)
 	if err != nil {

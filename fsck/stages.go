@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/spoolq/spool"
-	"github.com/spoolq/spool/batch"
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/queue"
 	"github.com/spoolq/spool/report"
@@ -181,7 +180,7 @@ func (c *checker) errorStage(ctx context.Context) (f, pending *finding, err erro
 		lost     []ledger.RepairedFile
 		recorded []uint64 // name hashes of the dead-letter records, once needed
 		keys     []fileKey
-		claimed  map[string]bool // the names in processing/, once needed
+		pend     = report.NewPendingDeadLetters(c.d)
 	)
 	for _, r := range rows {
 		c.staged = stageKeys(c.staged, r.Ino, r.File)
@@ -205,18 +204,11 @@ func (c *checker) errorStage(ctx context.Context) (f, pending *finding, err erro
 			c.moved++
 			continue
 		}
-		if data := batch.DeadLetterSources(r.File); data != nil {
-			if claimed == nil {
-				if claimed, err = c.claimedNames(); err != nil {
-					return nil, nil, err
-				}
-			}
-			if from, ok, err := c.unfinished(data, claimed); err != nil {
-				return nil, nil, err
-			} else if ok {
-				pending.add("error/" + r.File + " (of " + from + ")")
-				continue
-			}
+		if from, ok, err := pend.Of(r.File); err != nil {
+			return nil, nil, err
+		} else if ok {
+			pending.add("error/" + r.File + " (of " + from + ")")
+			continue
 		}
 		f.add("error/" + r.File)
 		lost = append(lost, ledger.RepairedFile{Name: r.File, Ino: r.Ino, Size: r.Size(), At: r.ModTime()})
@@ -232,38 +224,6 @@ func (c *checker) errorStage(ctx context.Context) (f, pending *finding, err erro
 		}
 	}
 	return f, pending, nil
-}
-
-// claimedNames returns the names of the files in processing/, live and
-// dead consumers' claims alike.
-func (c *checker) claimedNames() (map[string]bool, error) {
-	files, err := c.d.ClaimFiles()
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]bool, len(files))
-	for _, f := range files {
-		out[f.Name] = true
-	}
-	return out, nil
-}
-
-// unfinished returns where the first of names is waiting to be consumed
-// (claimed in processing/, or in inbox/ or held/), and whether one is.
-func (c *checker) unfinished(names []string, claimed map[string]bool) (string, bool, error) {
-	for _, n := range names {
-		if claimed[n] {
-			return "processing/…/" + n, true, nil
-		}
-		for _, s := range []queue.Stage{queue.Inbox, queue.Held} {
-			if _, ok, err := c.d.Inode(s, n); err != nil {
-				return "", false, err
-			} else if ok {
-				return string(s) + "/" + n, true, nil
-			}
-		}
-	}
-	return "", false, nil
 }
 
 // strayDoneFiles reports the done-files of error/ that announce no file

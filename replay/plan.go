@@ -79,12 +79,18 @@ func (s Step) MessageKey() string {
 type Plan struct {
 	Selection Selection
 	Steps     []Step
+	// Pending are the files of error/ a reason or all selected that are
+	// pending dead letters (report.PendingDeadLetters), left out: the run
+	// that resumes their batch file records them, and would write them
+	// again were they moved.
+	Pending []report.PendingError
 }
 
 // Resolve resolves s against the dead letters in error/ and the ledger
 // into a plan, and changes nothing. Every name must be a message in
-// error/, or nothing is selected (an error wrapping queue.ErrNotInError);
-// a name given twice is selected once. A reason or all that matches
+// error/, and no pending dead letter (a *report.PendingError, which is
+// queue.ErrNotInError), or nothing is selected (an error wrapping
+// queue.ErrNotInError); a name given twice is selected once. A reason or all that matches
 // nothing is an empty plan, not an error. Each file's key is read with
 // contract c (an operator may have fixed the file in error/), else taken
 // from the ledger's record; a step whose key processed already holds is
@@ -106,11 +112,11 @@ func Resolve(ctx context.Context, d *queue.Dir, l *ledger.DB, c spool.Contract, 
 	if err != nil {
 		return Plan{}, fmt.Errorf("replay plan: %w", err)
 	}
-	selected, err := pick(rows, s)
+	selected, pending, err := pick(rows, s, report.NewPendingDeadLetters(d))
 	if err != nil {
 		return Plan{}, err
 	}
-	p := Plan{Selection: s}
+	p := Plan{Selection: s, Pending: pending}
 	if len(selected) == 0 {
 		return p, nil
 	}
@@ -128,11 +134,21 @@ func Resolve(ctx context.Context, d *queue.Dir, l *ledger.DB, c spool.Contract, 
 }
 
 // pick selects the rows of s: the named files, every one with the
-// reason, or all.
-func pick(rows []report.ErrorRow, s Selection) ([]report.ErrorRow, error) {
-	var out []report.ErrorRow
-	switch {
-	case len(s.Names) > 0:
+// reason, or all; the pending dead letters a reason or all selected are
+// left out and returned apart, and a named one is refused.
+func pick(rows []report.ErrorRow, s Selection, pend *report.PendingDeadLetters) (out []report.ErrorRow, pending []report.PendingError, err error) {
+	// isPending: only a file without a record can be.
+	isPending := func(r report.ErrorRow) (*report.PendingError, error) {
+		if r.Known {
+			return nil, nil
+		}
+		of, ok, err := pend.Of(r.File)
+		if err != nil || !ok {
+			return nil, err
+		}
+		return &report.PendingError{File: r.File, Of: of}, nil
+	}
+	if len(s.Names) > 0 {
 		byName := make(map[string]report.ErrorRow, len(rows))
 		for _, r := range rows {
 			byName[r.File] = r
@@ -141,21 +157,33 @@ func pick(rows []report.ErrorRow, s Selection) ([]report.ErrorRow, error) {
 		for _, n := range s.Names {
 			r, ok := byName[n]
 			if !ok {
-				return nil, fmt.Errorf("%s: %w", n, queue.ErrNotInError)
+				return nil, nil, fmt.Errorf("%s: %w", n, queue.ErrNotInError)
+			}
+			if pe, err := isPending(r); err != nil {
+				return nil, nil, err
+			} else if pe != nil {
+				return nil, nil, pe
 			}
 			if !seen[n] {
 				seen[n] = true
 				out = append(out, r)
 			}
 		}
-	case s.All:
-		out = rows
-	default:
-		for _, r := range rows {
-			if r.Reason == s.Reason {
-				out = append(out, r)
-			}
+		return out, nil, nil
+	}
+	for _, r := range rows {
+		if !s.All && r.Reason != s.Reason {
+			continue
+		}
+		pe, err := isPending(r)
+		switch {
+		case err != nil:
+			return nil, nil, err
+		case pe != nil:
+			pending = append(pending, *pe)
+		default:
+			out = append(out, r)
 		}
 	}
-	return out, nil
+	return out, pending, nil
 }

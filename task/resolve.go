@@ -28,6 +28,9 @@ type Preview struct {
 	// Skips are the selected files left out of the set: a replay's
 	// messages processed already, unless Force.
 	Skips []Skip `json:"-"`
+	// Pending are the files a reason or all selected that are pending
+	// dead letters (report.PendingDeadLetters), left out of the set.
+	Pending []report.PendingError `json:"pending,omitempty"`
 	// Count is len(Files), Skipped len(Skips).
 	Count   int `json:"count"`
 	Skipped int `json:"skipped"`
@@ -99,7 +102,7 @@ func (s *Service) resolve(ctx context.Context, req Request) (Preview, error) {
 	if err != nil {
 		return Preview{}, err
 	}
-	p := Preview{Kind: req.Kind}
+	p := Preview{Kind: req.Kind, Pending: plan.Pending}
 	for _, st := range plan.Steps {
 		if st.Skip {
 			p.Skips = append(p.Skips, Skip{At: len(p.Files), File: st.File, MsgID: st.MessageKey()})

@@ -152,6 +152,12 @@ func WriteView(w io.Writer, dir string, v View) {
 // one warning that says so; otherwise it returns "".
 func WritePreview(w io.Writer, req Request, p Preview, dry bool) (warning string) {
 	cell := report.Terminal
+	for _, pe := range p.Pending {
+		fmt.Fprintf(w, "skip %s\n", cell(pe.Error()))
+	}
+	if p.Count == 0 && p.Skipped == 0 && len(p.Pending) > 0 {
+		return fmt.Sprintf("the dead letters selected are not recorded yet: nothing to %s", req.Kind)
+	}
 	if p.Count == 0 && p.Skipped == 0 {
 		sel := req.Selection
 		switch {

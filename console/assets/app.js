@@ -286,6 +286,7 @@
       const n = dry.count;
       const said = [el("span", { id: id("dry-run-count") }, plural(n, "dead letter matches", "dead letters match"))];
       if (dry.skipped) said.push(el("span", { class: "hint" }, "; " + plural(dry.skipped, "more is", "more are") + " left out: processed already (tick force to replay " + (dry.skipped === 1 ? "it" : "them") + ")"));
+      if (dry.pending) said.push(el("span", { class: "hint" }, "; " + plural(dry.pending, "more is", "more are") + " left out: not recorded yet, a batch file's run still to record " + (dry.pending === 1 ? "it" : "them")));
       if (n === 0) {
         put(out, el("p", {}, said, ": nothing to " + kind + "."));
         return;
