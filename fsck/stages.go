@@ -180,7 +180,6 @@ func (c *checker) errorStage(ctx context.Context) (f, pending *finding, err erro
 		lost     []ledger.RepairedFile
 		recorded []uint64 // name hashes of the dead-letter records, once needed
 		keys     []fileKey
-		pend     = report.NewPendingDeadLetters(c.d)
 	)
 	for _, r := range rows {
 		c.staged = stageKeys(c.staged, r.Ino, r.File)
@@ -204,10 +203,8 @@ func (c *checker) errorStage(ctx context.Context) (f, pending *finding, err erro
 			c.moved++
 			continue
 		}
-		if from, ok, err := pend.Of(r.File); err != nil {
-			return nil, nil, err
-		} else if ok {
-			pending.add("error/" + r.File + " (of " + from + ")")
+		if r.PendingOf != "" {
+			pending.add("error/" + r.File + " (of " + r.PendingOf + ")")
 			continue
 		}
 		f.add("error/" + r.File)

@@ -80,7 +80,7 @@ type Plan struct {
 	Selection Selection
 	Steps     []Step
 	// Pending are the files of error/ a reason or all selected that are
-	// pending dead letters (report.PendingDeadLetters), left out: the run
+	// pending dead letters (report.ErrorRow.PendingOf), left out: the run
 	// that resumes their batch file records them, and would write them
 	// again were they moved.
 	Pending []report.PendingError
@@ -112,7 +112,7 @@ func Resolve(ctx context.Context, d *queue.Dir, l *ledger.DB, c spool.Contract, 
 	if err != nil {
 		return Plan{}, fmt.Errorf("replay plan: %w", err)
 	}
-	selected, pending, err := pick(rows, s, report.NewPendingDeadLetters(d))
+	selected, pending, err := pick(rows, s)
 	if err != nil {
 		return Plan{}, err
 	}
@@ -136,18 +136,7 @@ func Resolve(ctx context.Context, d *queue.Dir, l *ledger.DB, c spool.Contract, 
 // pick selects the rows of s: the named files, every one with the
 // reason, or all; the pending dead letters a reason or all selected are
 // left out and returned apart, and a named one is refused.
-func pick(rows []report.ErrorRow, s Selection, pend *report.PendingDeadLetters) (out []report.ErrorRow, pending []report.PendingError, err error) {
-	// isPending: only a file without a record can be.
-	isPending := func(r report.ErrorRow) (*report.PendingError, error) {
-		if r.Known {
-			return nil, nil
-		}
-		of, ok, err := pend.Of(r.File)
-		if err != nil || !ok {
-			return nil, err
-		}
-		return &report.PendingError{File: r.File, Of: of}, nil
-	}
+func pick(rows []report.ErrorRow, s Selection) (out []report.ErrorRow, pending []report.PendingError, err error) {
 	if len(s.Names) > 0 {
 		byName := make(map[string]report.ErrorRow, len(rows))
 		for _, r := range rows {
@@ -159,10 +148,8 @@ func pick(rows []report.ErrorRow, s Selection, pend *report.PendingDeadLetters) 
 			if !ok {
 				return nil, nil, fmt.Errorf("%s: %w", n, queue.ErrNotInError)
 			}
-			if pe, err := isPending(r); err != nil {
-				return nil, nil, err
-			} else if pe != nil {
-				return nil, nil, pe
+			if r.PendingOf != "" {
+				return nil, nil, &report.PendingError{File: r.File, Of: r.PendingOf}
 			}
 			if !seen[n] {
 				seen[n] = true
@@ -175,13 +162,9 @@ func pick(rows []report.ErrorRow, s Selection, pend *report.PendingDeadLetters) 
 		if !s.All && r.Reason != s.Reason {
 			continue
 		}
-		pe, err := isPending(r)
-		switch {
-		case err != nil:
-			return nil, nil, err
-		case pe != nil:
-			pending = append(pending, *pe)
-		default:
+		if r.PendingOf != "" {
+			pending = append(pending, report.PendingError{File: r.File, Of: r.PendingOf})
+		} else {
 			out = append(out, r)
 		}
 	}

@@ -65,6 +65,11 @@ type ErrorRow struct {
 	Previous []ledger.DeadLetterRecord
 	// Replays are the replays of the same message, oldest first.
 	Replays []ledger.ReplayRecord
+	// PendingOf, for a file without a record that is a pending dead
+	// letter (pendingDeadLetters), is where its batch file waits
+	// ("inbox/orders.csv"): the run that consumes it records the file,
+	// which no replay or discard moves until then. Its Detail says so.
+	PendingOf string
 
 	// entry is the file's directory entry, for reading it (ReplayPlan).
 	entry queue.Entry
@@ -119,6 +124,21 @@ func Errors(ctx context.Context, d *queue.Dir, l *ledger.DB) ([]ErrorRow, error)
 	if len(unknown) > 0 {
 		if err := byName(ctx, l, rows, unknown, replays); err != nil {
 			return nil, fmt.Errorf("errors report: %w", err)
+		}
+		pend := newPendingDeadLetters(d)
+		for _, i := range unknown {
+			r := &rows[i]
+			if r.Known {
+				continue
+			}
+			of, ok, err := pend.Of(r.File)
+			if err != nil {
+				return nil, fmt.Errorf("errors report: %w", err)
+			}
+			if ok {
+				r.PendingOf = of
+				r.Detail = (&PendingError{File: r.File, Of: of}).why()
+			}
 		}
 	}
 	return rows, nil

@@ -7,7 +7,7 @@ import (
 	"github.com/spoolq/spool/queue"
 )
 
-// PendingDeadLetters tells which files of error/ without a dead-letter
+// pendingDeadLetters tells which files of error/ without a dead-letter
 // record are pending: the dead letters of a batch file's records that a
 // consumer writes before the commit that records them, left by a run
 // killed (or out of disk space) between the two while the batch file
@@ -15,21 +15,21 @@ import (
 // and records it, so they are neither lost (fsck) nor a replay's or a
 // discard's: moved away, the resumed run would write the record's dead
 // letter again, and the record would have two.
-type PendingDeadLetters struct {
+type pendingDeadLetters struct {
 	d *queue.Dir
 	// claimed are the names claimed in processing/, read once needed.
 	claimed map[string]bool
 }
 
-// NewPendingDeadLetters tells the pending dead letters of d's error/.
-func NewPendingDeadLetters(d *queue.Dir) *PendingDeadLetters { return &PendingDeadLetters{d: d} }
+// newPendingDeadLetters tells the pending dead letters of d's error/.
+func newPendingDeadLetters(d *queue.Dir) *pendingDeadLetters { return &pendingDeadLetters{d: d} }
 
 // Of returns where the batch file that the file name of error/, which has
 // no dead-letter record, may be a record's dead letter of waits to be
 // consumed ("inbox/orders.csv", claimed in processing/, or in held/), and
 // whether one does: a name not of a record's dead letter's shape
 // ("orders~L17.csv") never is.
-func (p *PendingDeadLetters) Of(name string) (string, bool, error) {
+func (p *pendingDeadLetters) Of(name string) (string, bool, error) {
 	sources := batch.DeadLetterSources(name)
 	if sources == nil {
 		return "", false, nil
@@ -60,7 +60,7 @@ func (p *PendingDeadLetters) Of(name string) (string, bool, error) {
 }
 
 // PendingError is a replay or discard of a pending dead letter by name
-// (PendingDeadLetters), refused: it is not a dead letter of the ledger
+// (pendingDeadLetters), refused: it is not a dead letter of the ledger
 // yet. It is queue.ErrNotInError for the callers that tell those apart.
 type PendingError struct {
 	// File is the name in error/; Of where its batch file waits.
@@ -69,7 +69,12 @@ type PendingError struct {
 }
 
 func (e *PendingError) Error() string {
-	return fmt.Sprintf("%s: not recorded yet: a dead letter of %s, which the run that consumes it records (replay or discard it after)", e.File, e.Of)
+	return e.File + ": " + e.why() + " (replay or discard it after)"
+}
+
+// why is what a pending dead letter is, for its row's detail too.
+func (e *PendingError) why() string {
+	return fmt.Sprintf("not recorded yet: a dead letter of %s, which the run that consumes it records", e.Of)
 }
 
 // Is makes a PendingError a queue.ErrNotInError.

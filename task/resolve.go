@@ -29,7 +29,7 @@ type Preview struct {
 	// messages processed already, unless Force.
 	Skips []Skip `json:"-"`
 	// Pending are the files a reason or all selected that are pending
-	// dead letters (report.PendingDeadLetters), left out of the set.
+	// dead letters (report.ErrorRow.PendingOf), left out of the set.
 	Pending []report.PendingError `json:"pending,omitempty"`
 	// Count is len(Files), Skipped len(Skips).
 	Count   int `json:"count"`

@@ -17,6 +17,7 @@ import (
 // is refused (exit 1, the line says why); by --all it is left out and
 // said so, the other dead letters going as asked; the resumed run then
 // records it, one file for one bad record, and it replays by name.
+// errors says what it is meanwhile.
 func TestPendingDeadLetterNotMoved(t *testing.T) {
 	t.Parallel()
 	header := "msg_id,order_no,seq,amount\n"
@@ -46,6 +47,9 @@ func TestPendingDeadLetterNotMoved(t *testing.T) {
 	}
 	if got := stageNames(t, q, errorStage); !slices.Equal(got, []string{"orders~L4.csv"}) {
 		t.Fatalf("error/ holds %q after discard --all, want the pending dead letter alone", got)
+	}
+	if r := mustRun(t, 0, "errors", q, "--detail"); !strings.Contains(r.stdout, "orders~L4.csv,unknown,,\"not recorded yet: a dead letter of inbox/orders.csv, which the run that consumes it records\"") {
+		t.Errorf("errors --detail does not say the dead letter is pending:\n%s", r)
 	}
 	if r := mustRun(t, 0, "replay", q, "--all"); !strings.Contains(r.stderr, "not recorded yet: nothing to replay") {
 		t.Errorf("replay --all of nothing but the pending dead letter:\n%s", r)
