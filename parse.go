@@ -265,7 +265,7 @@ func (s *scanner) amount(name string) (span, *RejectError) {
 	case KindString:
 		s.decodeString(m)
 		if !isJSONNumber(s.keys[start:]) {
-			return span{}, reject(ReasonInvalidField, name, "%s, found %s", rule, s.describe(m))
+			return span{}, reject(ReasonInvalidField, name, "%s, found %s%s", rule, s.describe(m), numberHint(s.keys[start:]))
 		}
 	default:
 		return span{}, reject(ReasonInvalidField, name, "%s, found %s", rule, s.describe(m))
@@ -274,6 +274,48 @@ func (s *scanner) amount(name string) (span, *RejectError) {
 		return span{}, reject(ReasonInvalidField, name, "must be at most %d bytes, found %d bytes", MaxAmountLen, n)
 	}
 	return span{start, len(s.keys)}, nil
+}
+
+// numberHint says what most likely keeps text, an amount's string that
+// is no JSON number, from being one, for its dead letter's detail: white
+// space around the number, a currency sign or code beside it ($5,
+// 5.00 EUR), a decimal comma or digit grouping (5,00, 1.234,56, 1 234.50,
+// 1'234.50: a spreadsheet's export in another locale); "" when none of
+// these. The amount is kept exactly as written, so spool never guesses
+// which of a comma and a point is the decimal mark: the producer writes
+// JSON number syntax.
+func numberHint(text []byte) string {
+	t := bytes.TrimFunc(text, unicode.IsSpace)
+	if len(t) == 0 {
+		return ""
+	}
+	if len(t) < len(text) && isJSONNumber(t) {
+		return " (white space around the number)"
+	}
+	core := bytes.TrimFunc(t, func(r rune) bool { return unicode.IsLetter(r) || unicode.Is(unicode.Sc, r) || unicode.IsSpace(r) })
+	if len(core) < len(t) && len(core) > 0 && isJSONNumber(core) {
+		return fmt.Sprintf(" (a currency sign or code beside the number: write %s alone)", clip(core))
+	}
+	// A comma, a grouping space or apostrophe, or points more than one:
+	// "1." alone is a number cut short, not another locale's.
+	digits, points, others := 0, 0, 0
+	for i, r := range string(core) {
+		switch {
+		case r >= '0' && r <= '9':
+			digits++
+		case r == '-' && i == 0:
+		case r == '.':
+			points++
+		case r == ',' || r == '\'' || r == ' ' || r == '\u00a0' || r == '\u202f':
+			others++
+		default:
+			return ""
+		}
+	}
+	if digits > 0 && (others > 0 || points > 1) {
+		return " (a decimal comma or digit grouping: write the number in JSON syntax, with a decimal point and no grouping, as 1234.56)"
+	}
+	return ""
 }
 
 // decodeString appends the decoded content of the string member m to

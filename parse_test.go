@@ -105,9 +105,10 @@ func check(t *testing.T, c Contract, in string, w want) {
 
 func TestParse(t *testing.T) {
 	const (
-		keyRule    = "must be a non-empty string or an integer"
-		seqRule    = "must be an integer >= 1"
-		amountRule = "must be a JSON number or a string in JSON number syntax"
+		keyRule      = "must be a non-empty string or an integer"
+		seqRule      = "must be an integer >= 1"
+		amountRule   = "must be a JSON number or a string in JSON number syntax"
+		groupingHint = " (a decimal comma or digit grouping: write the number in JSON syntax, with a decimal point and no grouping, as 1234.56)"
 	)
 	deep := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
 	tests := []struct {
@@ -256,15 +257,23 @@ func TestParse(t *testing.T) {
 		{"amount over the limit", msg("amount", "1"+strings.Repeat("0", MaxAmountLen)), rej(ReasonInvalidField, "amount", "must be at most 1024 bytes, found 1025 bytes")},
 		{"amount string over the limit", msg("amount", `"1.`+strings.Repeat("5", 70000)+`"`), rej(ReasonInvalidField, "amount", "must be at most 1024 bytes, found 70002 bytes")},
 		{"amount escaped string", msg("amount", `"\u0031\u0032.5"`), ok("m-1", "o-1", 1, "12.5")},
-		{"amount leading space", msg("amount", `" 12.5"`), rej(ReasonInvalidField, "amount", amountRule+`, found string " 12.5"`)},
-		{"amount trailing space", msg("amount", `"12.5 "`), rej(ReasonInvalidField, "amount", amountRule+`, found string "12.5 "`)},
+		{"amount leading space", msg("amount", `" 12.5"`), rej(ReasonInvalidField, "amount", amountRule+`, found string " 12.5" (white space around the number)`)},
+		{"amount trailing space", msg("amount", `"12.5 "`), rej(ReasonInvalidField, "amount", amountRule+`, found string "12.5 " (white space around the number)`)},
 		{"amount plus", msg("amount", `"+1"`), rej(ReasonInvalidField, "amount", amountRule+`, found string "+1"`)},
 		{"amount leading zero", msg("amount", `"012"`), rej(ReasonInvalidField, "amount", amountRule+`, found string "012"`)},
-		{"amount comma", msg("amount", `"1,50"`), rej(ReasonInvalidField, "amount", amountRule+`, found string "1,50"`)},
+		{"amount comma", msg("amount", `"1,50"`), rej(ReasonInvalidField, "amount", amountRule+`, found string "1,50"`+groupingHint)},
+		{"amount grouped", msg("amount", `"1.234,56"`), rej(ReasonInvalidField, "amount", amountRule+`, found string "1.234,56"`+groupingHint)},
+		{"amount grouped by spaces", msg("amount", `"-1\u00a0234.50"`), rej(ReasonInvalidField, "amount", amountRule+`, found string "-1\u00a0234.50"`+groupingHint)},
+		{"amount grouped by apostrophes", msg("amount", `"1'234.50"`), rej(ReasonInvalidField, "amount", amountRule+`, found string "1'234.50"`+groupingHint)},
+		{"amount currency code", msg("amount", `"5.00 EUR"`), rej(ReasonInvalidField, "amount", amountRule+`, found string "5.00 EUR" (a currency sign or code beside the number: write 5.00 alone)`)},
+		{"amount currency sign", msg("amount", `"€-5"`), rej(ReasonInvalidField, "amount", amountRule+`, found string "€-5" (a currency sign or code beside the number: write -5 alone)`)},
+		{"amount words", msg("amount", `"five"`), rej(ReasonInvalidField, "amount", amountRule+`, found string "five"`)},
+		{"amount dots only", msg("amount", `"..."`), rej(ReasonInvalidField, "amount", amountRule+`, found string "..."`)},
+		{"amount points", msg("amount", `"1.234.567"`), rej(ReasonInvalidField, "amount", amountRule+`, found string "1.234.567"`+groupingHint)},
 		{"amount empty string", msg("amount", `""`), rej(ReasonInvalidField, "amount", amountRule+`, found string ""`)},
 		{"amount dot", msg("amount", `"1."`), rej(ReasonInvalidField, "amount", amountRule+`, found string "1."`)},
 		{"amount NaN", msg("amount", `"NaN"`), rej(ReasonInvalidField, "amount", amountRule+`, found string "NaN"`)},
-		{"amount currency", msg("amount", `"$5"`), rej(ReasonInvalidField, "amount", amountRule+`, found string "$5"`)},
+		{"amount currency", msg("amount", `"$5"`), rej(ReasonInvalidField, "amount", amountRule+`, found string "$5" (a currency sign or code beside the number: write 5 alone)`)},
 		{"amount boolean", msg("amount", `true`), rej(ReasonInvalidField, "amount", amountRule+", found boolean true")},
 		{"amount object", msg("amount", `{"value":1}`), rej(ReasonInvalidField, "amount", amountRule+", found object")},
 		{"amount array", msg("amount", `[1]`), rej(ReasonInvalidField, "amount", amountRule+", found array")},
@@ -300,7 +309,7 @@ func TestParseCustomContract(t *testing.T) {
 		{"optional role still type-checked", `{"id":"x","value":1,"currency":"EUR","n":0}`, rej(ReasonInvalidField, "n", "must be an integer >= 1, found 0")},
 		{"optional order still type-checked", `{"id":"x","value":1,"currency":"EUR","account":""}`, rej(ReasonInvalidField, "account", "must be a non-empty string or an integer, found an empty string")},
 		{"configured key named", `{"id":1.5,"value":1,"currency":"EUR"}`, rej(ReasonInvalidField, "id", "must be a non-empty string or an integer, found number 1.5")},
-		{"configured amount named", `{"id":"x","value":"1 ","currency":"EUR"}`, rej(ReasonInvalidField, "value", `must be a JSON number or a string in JSON number syntax, found string "1 "`)},
+		{"configured amount named", `{"id":"x","value":"1 ","currency":"EUR"}`, rej(ReasonInvalidField, "value", `must be a JSON number or a string in JSON number syntax, found string "1 " (white space around the number)`)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { check(t, c, tt.in, tt.want) })
