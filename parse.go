@@ -3,6 +3,7 @@ package spool
 import (
 	"bytes"
 	"fmt"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -232,7 +233,17 @@ func (s *scanner) sequence(name string) (int64, *RejectError) {
 	}
 	const rule = "must be an integer >= 1"
 	if m.kind != KindInteger {
-		return 0, reject(ReasonInvalidField, name, "%s, found %s", rule, s.describe(m))
+		hint := ""
+		switch m.kind {
+		case KindNumber:
+			hint = seqHint(string(s.data[m.valStart:m.valEnd]), false)
+		case KindString:
+			start := len(s.keys)
+			s.decodeString(m)
+			hint = seqHint(string(s.keys[start:]), true)
+			s.keys = s.keys[:start]
+		}
+		return 0, reject(ReasonInvalidField, name, "%s, found %s%s", rule, s.describe(m), hint)
 	}
 	text := s.data[m.valStart:m.valEnd]
 	if text[0] == '-' || (len(text) == 1 && text[0] == '0') {
@@ -247,6 +258,36 @@ func (s *scanner) sequence(name string) (int64, *RejectError) {
 		n = n*10 + v
 	}
 	return n, nil
+}
+
+// seqHint says what most likely keeps v, a sequence's number or string
+// (quoted) that is no integer, from being one, for its dead letter's
+// detail: a whole number written with a zero fraction (1.0, as a float
+// column of a spreadsheet or a data frame exports it), quotes around an
+// integer, white space around it, leading zeros, digit grouping; "" when
+// none of these. spool does not read it as the integer it looks like:
+// the producer writes one.
+func seqHint(v string, quoted bool) string {
+	t := strings.TrimFunc(v, unicode.IsSpace)
+	whole := func(d string) bool { return d != "" && strings.Trim(d, "0123456789") == "" }
+	plain := strings.TrimLeft(t, "0")
+	switch {
+	case t == "":
+		return ""
+	case len(t) < len(v) && whole(t):
+		return " (white space around the number)"
+	case whole(t) && plain != t && plain != "":
+		return " (leading zeros: write " + clip([]byte(plain)) + ")"
+	case whole(t) && quoted && plain != "":
+		return " (a number in quotes: write it as an integer, " + clip([]byte(t)) + ")"
+	}
+	if i := strings.IndexByte(t, '.'); i > 0 && whole(t[:i]) && strings.Trim(t[i+1:], "0") == "" && t[:i] != strings.Repeat("0", i) {
+		return " (a whole number written with a fraction, as a float column exports it: write " + clip([]byte(strings.TrimLeft(t[:i], "0"))) + ")"
+	}
+	if g := strings.NewReplacer(",", "", "'", "", " ", "", "\u00a0", "", "\u202f", "").Replace(t); g != t && whole(g) {
+		return " (digit grouping: write " + clip([]byte(strings.TrimLeft(g, "0"))) + ")"
+	}
+	return ""
 }
 
 // amount checks the money field: a JSON number, or a string holding exactly
