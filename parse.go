@@ -2,10 +2,13 @@ package spool
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/spoolq/spool/internal/spelling"
 )
 
 // Parse checks one message's bytes against the contract and returns the
@@ -159,11 +162,55 @@ func (s *scanner) present(name string) *RejectError {
 	m, ok := s.field(name)
 	switch {
 	case !ok:
-		return reject(ReasonMissingField, name, "required field is missing")
+		return reject(ReasonMissingField, name, "required field is missing%s", s.missingHint(name))
 	case m.kind == KindNull:
 		return reject(ReasonMissingField, name, "required field is null")
 	}
 	return nil
+}
+
+// maxNestedLook bounds how many of a message's top-level objects
+// missingHint looks into for the missing field.
+const maxNestedLook = 8
+
+// missingHint says where a required field that is not among the
+// message's top-level members most likely is, for its dead letter's
+// detail: under another spelling of its name (MsgID, msgId, msg-id,
+// msg_idd: a producer's convention, or the contract's name, spool.conf,
+// to change), or inside an object (an envelope such as {"data": {...}}),
+// where the contract never looks; "" when neither. It runs on the dead
+// letter's path alone.
+func (s *scanner) missingHint(name string) string {
+	fold := func(k string) string {
+		return strings.Map(func(r rune) rune {
+			if r == '_' || r == '-' || r == '.' || r == ' ' {
+				return -1
+			}
+			return unicode.ToLower(r)
+		}, k)
+	}
+	want := fold(name)
+	for _, m := range s.members {
+		k := string(s.keys[m.keyStart:m.keyEnd])
+		if fold(k) == want || len(name) > 3 && spelling.Distance(k, name) <= 1 {
+			return fmt.Sprintf(" (the message has %q: the contract names the field %q)", clipTo([]byte(k), maxShown), clipTo([]byte(name), maxShown))
+		}
+	}
+	looked := 0
+	for _, m := range s.members {
+		if m.kind != KindObject || looked == maxNestedLook {
+			continue
+		}
+		looked++
+		var inner map[string]json.RawMessage
+		if json.Unmarshal(s.data[m.valStart:m.valEnd], &inner) != nil {
+			continue
+		}
+		if _, ok := inner[name]; ok {
+			return fmt.Sprintf(" (it is inside %q: the contract reads the top-level fields)", clipTo([]byte(s.keys[m.keyStart:m.keyEnd]), maxShown))
+		}
+	}
+	return ""
 }
 
 // identifier checks a key-like field (the idempotency key or the order

@@ -174,7 +174,12 @@ func TestParse(t *testing.T) {
 		{"then list order", `{"msg_id":"m","amount":null}`, rej(ReasonMissingField, "order_no", "required field is missing")},
 		{"seq before amount", `{"amount":null,"msg_id":"m","order_no":"o"}`, rej(ReasonMissingField, "seq", "required field is missing")},
 		{"missing beats invalid", msg("msg_id", "true", "amount", "-"), rej(ReasonMissingField, "amount", "required field is missing")},
-		{"nested field does not count", `{"x":{"msg_id":"m"},"order_no":"o","seq":1,"amount":1}`, rej(ReasonMissingField, "msg_id", "required field is missing")},
+		{"nested field does not count", `{"x":{"msg_id":"m"},"order_no":"o","seq":1,"amount":1}`, rej(ReasonMissingField, "msg_id", `required field is missing (it is inside "x": the contract reads the top-level fields)`)},
+		{"another case", `{"MsgID":"m","order_no":"o","seq":1,"amount":1}`, rej(ReasonMissingField, "msg_id", `required field is missing (the message has "MsgID": the contract names the field "msg_id")`)},
+		{"camel case", `{"msg_id":"m","orderNo":"o","seq":1,"amount":1}`, rej(ReasonMissingField, "order_no", `required field is missing (the message has "orderNo": the contract names the field "order_no")`)},
+		{"a letter off", `{"msg_idd":"m","order_no":"o","seq":1,"amount":1}`, rej(ReasonMissingField, "msg_id", `required field is missing (the message has "msg_idd": the contract names the field "msg_id")`)},
+		{"short names are not guessed", `{"msg_id":"m","order_no":"o","sqe":1,"amount":1}`, rej(ReasonMissingField, "seq", "required field is missing")},
+		{"nothing like it", `{"id":"m","order_no":"o","seq":1,"amount":1,"data":{"x":1},"more":[{"msg_id":1}]}`, rej(ReasonMissingField, "msg_id", "required field is missing")},
 
 		// The key.
 		{"integer key", msg("msg_id", "42"), ok("42", "o-1", 1, "10.00")},
