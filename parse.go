@@ -7,8 +7,6 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
-
-	"github.com/spoolq/spool/internal/spelling"
 )
 
 // Parse checks one message's bytes against the contract and returns the
@@ -175,9 +173,9 @@ const maxNestedLook = 8
 
 // missingHint says where a required field that is not among the
 // message's top-level members most likely is, for its dead letter's
-// detail: under another spelling of its name (MsgID, msgId, msg-id,
-// msg_idd: a producer's convention, or the contract's name, spool.conf,
-// to change), or inside an object (an envelope such as {"data": {...}}),
+// detail: under another spelling of its name, in another case or with
+// other separators (MsgID, msgId, msg-id: a producer's convention, or the
+// contract's name, spool.conf, to change), or inside an object (an envelope such as {"data": {...}}),
 // where the contract never looks; "" when neither. It runs on the dead
 // letter's path alone.
 func (s *scanner) missingHint(name string) string {
@@ -192,7 +190,7 @@ func (s *scanner) missingHint(name string) string {
 	want := fold(name)
 	for _, m := range s.members {
 		k := string(s.keys[m.keyStart:m.keyEnd])
-		if fold(k) == want || len(name) > 3 && spelling.Distance(k, name) <= 1 {
+		if fold(k) == want {
 			return fmt.Sprintf(" (the message has %q: the contract names the field %q)", clipTo([]byte(k), maxShown), clipTo([]byte(name), maxShown))
 		}
 	}
