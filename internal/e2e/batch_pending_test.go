@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,7 +18,7 @@ import (
 // is refused (exit 1, the line says why); by --all it is left out and
 // said so, the other dead letters going as asked; the resumed run then
 // records it, one file for one bad record, and it replays by name.
-// errors says what it is meanwhile.
+// errors and the API's dry run say what it is meanwhile.
 func TestPendingDeadLetterNotMoved(t *testing.T) {
 	t.Parallel()
 	header := "msg_id,order_no,seq,amount\n"
@@ -41,6 +42,14 @@ func TestPendingDeadLetterNotMoved(t *testing.T) {
 	}
 	if r := mustRun(t, 0, "replay", q, "--all", "--dry-run"); !strings.Contains(r.stdout, "skip "+why) || !strings.Contains(r.stdout, "would replay stray.csv") {
 		t.Errorf("replay --all --dry-run:\n%s", r)
+	}
+	// The API's dry run counts it apart.
+	tokens := tokenFile(t, t.TempDir(), "tokens", tokenLine("olga", "operator", "olga-token"))
+	_, base := startListening(t, "serve", q, "--listen", "127.0.0.1:0", "--auth", tokens)
+	code, body := apiCall(t, base, "olga-token", "POST", "/api/v1/replays", `{"all": true, "dry_run": true}`)
+	var dry struct{ Count, Skipped, Pending int }
+	if err := json.Unmarshal([]byte(body), &dry); code != 200 || err != nil || dry.Count != 1 || dry.Pending != 1 {
+		t.Errorf("the API's dry run of --all: %d %s (%v), want count 1, pending 1", code, body, err)
 	}
 	if r := mustRun(t, 0, "discard", q, "--all", "--note", "n"); !strings.Contains(r.stdout, "skip "+why) || !strings.Contains(r.stdout, "discarded stray.csv") {
 		t.Errorf("discard --all:\n%s", r)
