@@ -145,8 +145,8 @@ func (c *csvReader) unit() (u unit, line int64, ok bool, err error) {
 			return u, line, ok, err
 		}
 		r.line += u.lines
-		if u.raw != nil && !c.split.open && len(trimLineEnd(u.raw)) == 0 {
-			continue // an empty line
+		if u.raw != nil && !c.split.open && onlyDelims(trimLineEnd(u.raw), c.split.delim) {
+			continue // an empty line, or a spreadsheet's empty row (;;;)
 		}
 		return u, line, true, nil
 	}
@@ -226,6 +226,30 @@ func (c *csvReader) header() (*Record, error) {
 	c.names = names[:n]
 	r.prefix = append(append([]byte{}, bomUTF8[:r.bom]...), u.raw...)
 	return nil, nil
+}
+
+// isName reports whether the field v is the header's name, a JSON
+// string as the header's names are kept.
+func isName(name, v []byte) bool {
+	if len(name) == len(v)+2 && bytes.Equal(name[1:len(name)-1], v) {
+		return true
+	}
+	return len(name) > len(v)+2 && bytes.Equal(name, appendString(nil, v))
+}
+
+// onlyDelims reports whether line is empty or the delimiter alone,
+// repeated: a row of empty cells, which spreadsheets write for rows
+// that were once formatted and hold nothing. It carries no value, so it
+// is skipped as an empty line is, and not a dead letter a row.
+func onlyDelims(line, delim []byte) bool {
+	for len(line) > 0 {
+		rest, ok := bytes.CutPrefix(line, delim)
+		if !ok {
+			return false
+		}
+		line = rest
+	}
+	return true
 }
 
 // excelSep reports whether text, the file's first line, is the line
@@ -334,11 +358,13 @@ func (c *csvReader) next() (Record, bool, error) {
 	}
 	c.out = append(c.out[:0], '{')
 	extraEmpty := true // the fields past the header's are empty
+	header := true     // the fields are the header's names
 	n, msg := c.parse(text, func(i int, v []byte) {
 		if i >= len(c.names) {
 			extraEmpty = extraEmpty && len(v) == 0
 			return
 		}
+		header = header && isName(c.names[i], v)
 		if i > 0 {
 			c.out = append(c.out, ',')
 		}
@@ -355,6 +381,11 @@ func (c *csvReader) next() (Record, bool, error) {
 	case n != len(c.names):
 		rec.Raw = bytes.Clone(u.raw)
 		r.fail(&rec, "%d fields, and the header has %d", n, len(c.names))
+	case header:
+		// Files joined with cat: read as a row, the second header
+		// would be a record whose key is the key column's name.
+		rec.Raw = bytes.Clone(u.raw)
+		r.fail(&rec, "the header again, as a row: files joined into one? (a file has one header, its first line)")
 	default:
 		rec.Raw, rec.JSON = owned(u.raw, append(c.out, '}'), -1)
 	}
