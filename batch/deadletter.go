@@ -31,7 +31,9 @@ type DeadLetter struct {
 	Whole bool
 	// Content is the file's bytes: the CSV header's line (with the
 	// byte order mark the file had) then the record's, the XML
-	// declaration then the record's element, the JSON Lines line. It is
+	// declaration then the record's element (with the namespace
+	// declarations of the elements around it that it uses: xmlns.go),
+	// the JSON Lines line. It is
 	// uncompressed, and in the file's encoding. Nil when Whole, or when
 	// the record is over the limit: the content is then Prefix followed
 	// by the stream's bytes Start to End, for CopyRange to copy.
@@ -46,8 +48,11 @@ func (r *Reader) DeadLetter(rec Record) DeadLetter {
 		return DeadLetter{Name: r.name, Whole: true}
 	}
 	d := DeadLetter{Name: deadLetterName(r.name, rec), Prefix: r.prefix, Start: rec.Start, End: rec.End}
-	if rec.Raw != nil {
-		d.Content = append(append(make([]byte, 0, len(r.prefix)+len(rec.Raw)), r.prefix...), rec.Raw...)
+	if raw := rec.Raw; raw != nil {
+		if r.kind == XML && !rec.Tail {
+			raw = withScope(raw, rec.scope)
+		}
+		d.Content = append(append(make([]byte, 0, len(r.prefix)+len(raw)), r.prefix...), raw...)
 	}
 	if o := r.cs.utf16; o != nil {
 		// Decoded as read: written back in the queue's UTF-16, with

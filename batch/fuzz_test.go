@@ -263,7 +263,7 @@ func compareCSV(t *testing.T, data []byte, fm Format, recs []Record) {
 
 func FuzzXML(f *testing.F) {
 	fuzzSeeds(f, ".xml", "", "<r/>", "<rs><r a=\"1\"><b>x</b></r><r/></rs>", "<?xml version=\"1.0\"?><!DOCTYPE rs [<!ENTITY e \"v\">]><rs><!-- <r> --><r><![CDATA[</r>]]></r></rs>",
-		"<rs><r><a></r><r/></rs>", "<rs><r><a>1</a></rs>", "<rs><x:r xmlns:x=\"u\" x:a=\"1\" a=\"2\"/></rs>", "<rs><r>&bad;</r>< r/>", "{}")
+		"<rs><r><a></r><r/></rs>", "<rs><r><a>1</a></rs>", "<rs><x:r xmlns:x=\"u\" x:a=\"1\" a=\"2\"/></rs>", "<rs><r>&bad;</r>< r/>", "{}", "<n:rs xmlns:n=\"u\" xmlns=\"d\"><g xmlns:n=\"v\"><n:r n:k=\"1\"><n:a>1</n:a></n:r></g><r/></n:rs>")
 	f.Fuzz(func(t *testing.T, data []byte, _ uint8) {
 		fm := Format{Kind: XML, Record: "r"}
 		recs := fuzzRead(t, "f.xml", data, fm)
@@ -286,6 +286,30 @@ func FuzzXML(f *testing.F) {
 				t.Fatalf("encoding/xml reads the document, and %s fails: %v", rec.Origin(), rec.Err)
 			}
 		}
+		// A record's dead letter reads back as the record, and is
+		// namespace-well-formed when the document is.
+		r, err := Open(bytes.NewReader(data), "f.xml", fm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nsOK := nsWellFormed(data)
+		for range recs {
+			rec, err := r.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := r.DeadLetter(rec)
+			if d.Content == nil {
+				continue
+			}
+			if nsOK && !nsWellFormed(d.Content) {
+				t.Fatalf("the dead letter of %s is not namespace-well-formed:\n%s", rec.Origin(), d.Content)
+			}
+			back := readAll(t, d.Name, d.Content, fm)
+			if len(back) != 1 || !bytes.Equal(back[0].JSON, rec.JSON) || (back[0].Err == nil) != (rec.Err == nil) {
+				t.Fatalf("the dead letter of %s reads back as\n%s\nwant\n%s", rec.Origin(), describeAll(back), describeAll([]Record{rec}))
+			}
+		}
 	})
 }
 
@@ -299,6 +323,57 @@ func wellFormed(b []byte) bool {
 		}
 		if err != nil {
 			return false
+		}
+	}
+}
+
+// nsWellFormed reports whether b is XML that encoding/xml reads, whose
+// every prefix of an element or attribute name is declared in scope.
+func nsWellFormed(b []byte) bool {
+	d := xml.NewDecoder(bytes.NewReader(b))
+	d.Strict = true
+	var scopes []map[string]bool
+	declared := func(prefix string) bool {
+		if prefix == "" || prefix == "xml" || prefix == "xmlns" {
+			return true
+		}
+		for _, sc := range slices.Backward(scopes) {
+			if sc[prefix] {
+				return true
+			}
+		}
+		return false
+	}
+	for {
+		tok, err := d.RawToken()
+		if errors.Is(err, io.EOF) {
+			return true
+		}
+		if err != nil {
+			return false
+		}
+		switch t := tok.(type) {
+		case xml.StartElement:
+			sc := map[string]bool{}
+			for _, a := range t.Attr {
+				if a.Name.Space == "xmlns" {
+					sc[a.Name.Local] = true
+				}
+			}
+			scopes = append(scopes, sc)
+			if !declared(t.Name.Space) {
+				return false
+			}
+			for _, a := range t.Attr {
+				if !declared(a.Name.Space) {
+					return false
+				}
+			}
+		case xml.EndElement:
+			if len(scopes) == 0 {
+				return false
+			}
+			scopes = scopes[:len(scopes)-1]
 		}
 	}
 }

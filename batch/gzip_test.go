@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -35,7 +36,8 @@ var testFiles = []struct {
 func sameRecord(a, b Record) bool {
 	return a.Index == b.Index && a.Line == b.Line && a.Element == b.Element && a.Start == b.Start && a.End == b.End &&
 		bytes.Equal(a.Raw, b.Raw) && bytes.Equal(a.JSON, b.JSON) && (a.Err == nil) == (b.Err == nil) &&
-		(a.Err == nil || *a.Err == *b.Err) && a.Tail == b.Tail && a.next == b.next
+		(a.Err == nil || *a.Err == *b.Err) && a.Tail == b.Tail && a.next == b.next &&
+		slices.EqualFunc(a.scope, b.scope, func(x, y xmlnsDecl) bool { return bytes.Equal(x.text, y.text) })
 }
 
 func TestGzip(t *testing.T) {

@@ -60,7 +60,8 @@ type Record struct {
 	// error/ as spool has always done with a bad file.
 	Whole bool
 
-	next Position
+	next  Position
+	scope []xmlnsDecl // XML: the namespace declarations in scope, for the dead letter
 }
 
 // After is the position after the record: where a reader resumed with

@@ -22,6 +22,7 @@ type xmlReader struct {
 	closed   bool   // the root element has closed
 	named    int    // the bytes of split.outer's names, within maxNames
 	other    []byte // the first element inside the root that is no record (note)
+	ns       xmlScope
 }
 
 // note says, once the file is read, that it held elements inside its
@@ -110,6 +111,7 @@ func (x *xmlReader) next() (Record, bool, error) {
 					return bad("the names of the elements open around the records are longer than %d bytes in all", maxNames)
 				}
 				s.outer = append(s.outer, bytes.Clone(s.name))
+				x.ns.open(u.raw)
 				x.named += len(s.name)
 			} else if len(s.outer) == 0 {
 				x.closed = true
@@ -124,6 +126,7 @@ func (x *xmlReader) next() (Record, bool, error) {
 			}
 			x.named -= len(s.outer[n-1])
 			s.outer = s.outer[:n-1]
+			x.ns.close()
 			x.closed = n == 1
 		case uBad:
 			return bad("%s", s.bad)
@@ -197,6 +200,7 @@ func (x *xmlReader) record(u unit, line int64) (Record, bool, error) {
 	r, s := x.r, &x.split
 	rec := r.record(u, line)
 	rec.Element = x.elements
+	rec.scope = x.ns.current()
 	switch {
 	case s.byEnd && r.src.broken != nil:
 		rec, err := r.tail(u, line, x.elements, r.src.brokenDetail())

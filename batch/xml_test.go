@@ -40,7 +40,7 @@ func TestXMLFile(t *testing.T) {
 		}
 		if rec.Element == 2 {
 			d := r.DeadLetter(rec)
-			if want := "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n" + `<Order id="2"><order_no>A-1</order_no><amount>12.50</amount><bad></Order>`; string(d.Content) != want || d.Name != "orders~E2.xml" {
+			if want := "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n" + `<Order xmlns="urn:example:orders" xmlns:x="urn:example:x" id="2"><order_no>A-1</order_no><amount>12.50</amount><bad></Order>`; string(d.Content) != want || d.Name != "orders~E2.xml" {
 				t.Errorf("dead letter %s:\n%s\nwant:\n%s", d.Name, d.Content, want)
 			}
 			break
@@ -237,4 +237,63 @@ func TestXMLRecordNameEncoded(t *testing.T) {
 		el(1, 1, `{"番号":"1"}`),
 		el(2, 1, `{"品":["ソ","表"]}`),
 	})
+}
+
+// TestXMLDeadLetterNamespaces: a record's dead letter carries the
+// namespace declarations in scope that its start tag does not make, so
+// that an XML editor takes it, and reads back as the record did.
+func TestXMLDeadLetterNamespaces(t *testing.T) {
+	const decl = "<?xml version=\"1.0\"?>\n"
+	for _, c := range []struct {
+		name, data string
+		want       []string // each record's dead letter, after the declaration
+	}{
+		{"a prefix of the root", `<n:rs xmlns:n="urn:a" a="1"><n:r n:k="v"><n:x>1</n:x></n:r></n:rs>`,
+			[]string{`<n:r xmlns:n="urn:a" n:k="v"><n:x>1</n:x></n:r>`}},
+		{"the default namespace", `<rs xmlns="urn:d"><r/><r>x</r></rs>`,
+			[]string{`<r xmlns="urn:d"/>`, `<r xmlns="urn:d">x</r>`}},
+		{"the innermost wins", `<rs xmlns:n='urn:a' xmlns:m="urn:m"><g xmlns:n="urn:b"><n:r/></g></rs>`,
+			[]string{`<n:r xmlns:n="urn:b" xmlns:m="urn:m"/>`}},
+		{"the record's own declaration stays alone", `<rs xmlns:n="urn:a" xmlns="urn:d"><n:r xmlns:n="urn:own" ><n:x/></n:r></rs>`,
+			[]string{`<n:r xmlns="urn:d" xmlns:n="urn:own" ><n:x/></n:r>`}},
+		{"a closed element's scope ends", `<rs><g xmlns:n="urn:a"><n:r/></g><h><r/></h><e xmlns:n="urn:e"/><r/></rs>`,
+			[]string{`<n:r xmlns:n="urn:a"/>`, `<r/>`, `<r/>`}},
+		{"none in scope", `<rs><r a="1">x</r></rs>`, []string{`<r a="1">x</r>`}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fm := Format{Kind: XML, Record: "r"}
+			data := decl + c.data
+			for _, resumeAt := range []int{0, 1} {
+				r, err := Open(noSeek{strings.NewReader(data)}, "f.xml", fm)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if resumeAt > 0 {
+					// Resumed, a reader knows the scope as one that read
+					// the file from its start.
+					all := readAll(t, "f.xml", []byte(data), fm)
+					if err := r.Resume(all[resumeAt-1].After()); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for i, want := range c.want[resumeAt:] {
+					rec, err := r.Next()
+					if err != nil {
+						t.Fatal(err)
+					}
+					d := r.DeadLetter(rec)
+					if got := string(d.Content); got != decl+want {
+						t.Errorf("record %d (resumed at %d): dead letter\n%s\nwant\n%s", resumeAt+i+1, resumeAt, got, decl+want)
+					}
+					back := readAll(t, d.Name, d.Content, fm)
+					if len(back) != 1 || string(back[0].JSON) != string(rec.JSON) {
+						t.Errorf("record %d: the dead letter reads back as %s, want %s", resumeAt+i+1, describeAll(back), rec.JSON)
+					}
+				}
+				if len(c.want) <= 1 {
+					break
+				}
+			}
+		})
+	}
 }
