@@ -150,6 +150,19 @@ func (f Format) includes() []string {
 	return f.Include
 }
 
+// Same reports whether f and g read a queue's files alike, however each
+// is written: defaults spelled out or left out ("" and "json", "," and
+// no delimiter, no include and the kind's pattern), an encoding by any of
+// its labels ("sjis" and "shift_jis"). Both are checked formats. MaxSize
+// is the contract's, not compared.
+func (f Format) Same(g Format) bool {
+	fe, ferr := EncodingName(f.Encoding)
+	ge, gerr := EncodingName(g.Encoding)
+	return f.kind() == g.kind() && ferr == nil && gerr == nil && fe == ge &&
+		f.delimiter() == g.delimiter() && f.comment() == g.comment() && f.Record == g.Record &&
+		slices.Equal(f.includes(), g.includes()) && f.DoneFile == g.DoneFile && f.HashKey == g.HashKey
+}
+
 // Check reports a format that cannot work, as an error wrapping
 // ErrBadFormat that names the key and what to write instead. Open checks
 // it too; a program that reads spool.conf checks it at start, so that a

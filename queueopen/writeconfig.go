@@ -13,8 +13,9 @@ import (
 )
 
 // SameConfig reports whether the spool.conf of the queue at dir says
-// what data says: the same contract, however it is written (a file that
-// also holds an approval policy included). A missing file says nothing;
+// what data says: the same contract and the same format of the files,
+// however each is written (batch.Format.Same; a file that also holds an
+// approval policy included). A missing file says nothing;
 // a broken one says otherwise. An error is a file that cannot be read.
 func SameConfig(dir string, data []byte) (exists, same bool, err error) {
 	was, err := ReadConfig(dir)
@@ -31,7 +32,7 @@ func SameConfig(dir string, data []byte) (exists, same bool, err error) {
 	if err != nil {
 		return true, false, err
 	}
-	return true, reflect.DeepEqual(was.Contract, want.Contract), nil
+	return true, reflect.DeepEqual(was.Contract, want.Contract) && was.Format.Same(want.Format), nil
 }
 
 // OtherContractError refuses to replace a spool.conf (Path) that holds

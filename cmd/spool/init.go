@@ -38,7 +38,7 @@ func (o *initOpts) Flags(flags *flag.FlagSet) {
 	o.newLedger = addNewLedgerFlag(flags)
 	o.cf = addContractFlags(flags)
 	o.ff = addFormatFlags(flags)
-	o.force = flags.Bool("force", false, "with contract or format flags: replace a DIR/spool.conf that holds another contract")
+	o.force = flags.Bool("force", false, "with contract or format flags: replace a DIR/spool.conf that holds another contract or format")
 }
 
 // validate refuses before anything is created, so that a refusal changes

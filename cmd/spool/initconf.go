@@ -28,7 +28,7 @@ func writeConfigFile(dir string, data []byte, force bool) (bool, error) {
 	wrote, err := queueopen.WriteConfig(dir, data, force)
 	var oc *queueopen.OtherContractError
 	if errors.As(err, &oc) {
-		return false, &cmdline.UsageError{Msg: fmt.Sprintf("%s holds another contract than these flags give, and every consumer of the queue reads it. Try: spool check %s to see it, or --force to replace it", oc.Path, dir)}
+		return false, &cmdline.UsageError{Msg: fmt.Sprintf("%s holds another contract or format than these flags give, and every consumer of the queue reads it. Try: spool check %s to see it, or --force to replace it", oc.Path, dir)}
 	}
 	return wrote, err
 }

@@ -80,6 +80,24 @@ func TestInitThenCheck(t *testing.T) {
 	if now, _ := os.ReadFile(conf); string(now) != "{\n  \"key_field\": \"other\"\n}\n" {
 		t.Errorf("init --force wrote %q", now)
 	}
+
+	// The format is the files' as the contract is theirs: the same
+	// format, by another label of its encoding, changes nothing; another
+	// is refused as another contract is.
+	mustRun(t, 0, "init", q, "--format", "csv", "--encoding", "sjis", "--force")
+	data, _ = os.ReadFile(conf)
+	if r := mustRun(t, 0, "init", q, "--format", "csv", "--encoding", "shift_jis", "--delimiter", ","); r.stdout != "initialized "+q+"\n" {
+		t.Errorf("init again with the same format:\n%s", r)
+	}
+	for _, other := range [][]string{{"--format", "csv", "--encoding", "latin1"}, {"--format", "xml", "--record", "r", "--encoding", "sjis"}, {"--format", "csv", "--encoding", "sjis", "--include", "*.CSV"}} {
+		r = mustRun(t, 2, append([]string{"init", q}, other...)...)
+		if ls := lines(r.stderr); len(ls) != 1 || !strings.Contains(ls[0], conf+" holds another") {
+			t.Errorf("init %q over another format: want one line saying why\n%s", other, r)
+		}
+		if now, _ := os.ReadFile(conf); string(now) != string(data) {
+			t.Errorf("init %q over another format changed spool.conf:\n%s", other, now)
+		}
+	}
 }
 
 // Each mistake a first setup makes is one line of check, and exit 1.
