@@ -45,7 +45,7 @@ func (s Selection) Check() error {
 	}
 	for _, n := range s.Names {
 		if err := queue.CheckName(n); err != nil {
-			return err
+			return fmt.Errorf("%w: a dead letter is named by its name in error/, as spool errors lists it, not by a path", err)
 		}
 	}
 	return nil

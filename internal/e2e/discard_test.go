@@ -305,7 +305,7 @@ func TestDiscardRefusals(t *testing.T) {
 		{[]string{"p1.json", "--all", "--note", "x"}, 2, []string{"not several"}},
 		{[]string{"p1.json"}, 2, []string{"--note TEXT is required"}},
 		{[]string{"p1.json", "--note", " "}, 2, []string{"--note TEXT is required"}},
-		{[]string{"../q/error/p1.json", "--note", "x"}, 2, []string{"path-like name"}},
+		{[]string{"../q/error/p1.json", "--note", "x"}, 2, []string{"path-like name", "its name in error/, as spool errors lists it"}},
 		{[]string{"p1.json", "nope.json", "--note", "x"}, 1, []string{"nope.json: not in error/"}},
 		{[]string{"--reason", "nope", "--note", "x"}, 2, []string{`--reason "nope": no dead letter in error/ has it`, "in error/ now: missing-field, parse", "the reasons: parse,"}},
 		{[]string{"--reason", "handler", "--note", "x"}, 2, []string{`--reason "handler"`, "in error/ now: missing-field, parse"}},
