@@ -27,8 +27,16 @@ func Files(f Format, c spool.Contract) (spool.BatchFiles, error) {
 	if f.MaxSize == 0 {
 		f.MaxSize = c.Limit()
 	}
-	if f.kind() == CSV {
+	switch f.kind() {
+	case CSV:
 		f.columns = columns(c, f.HashKey)
+	case XML:
+		f.numbers = map[string]bool{}
+		for _, name := range []string{c.SeqField, c.AmountField} {
+			if name != "" {
+				f.numbers[name] = true
+			}
+		}
 	}
 	return files{f: f, c: c}, nil
 }

@@ -73,6 +73,43 @@ func TestFilesSeq(t *testing.T) {
 }
 
 // TestFilesResume: OpenBatch at a record's After goes on with the next.
+// TestFilesXMLNumbers: in an XML record the seq and amount fields' text
+// is read without the white space around it, as XML Schema reads its
+// numbers (a pretty-printer's <seq>\n  6\n</seq>); every other field, the
+// key among them, keeps its text, and so do fields of other names, of
+// other contracts, and nested.
+func TestFilesXMLNumbers(t *testing.T) {
+	c := spool.DefaultContract()
+	c.AmountField = "total"
+	c.Required = []string{"msg_id", "order_no", "seq", "total"}
+	data := "<rs><r>\n  <msg_id> a </msg_id>\n  <order_no>o</order_no>\n  <seq>\n    6\n  </seq>\n  <total>\t5.00 </total>\n" +
+		"  <amount> 1 </amount><x><seq> 2 </seq></x><note> n </note>\n</r>" +
+		"<r><msg_id>b</msg_id><order_no>o</order_no><seq> 0 </seq><total> 1,5 </total></r>" +
+		"<r><msg_id>c</msg_id><order_no>o</order_no><seq a=\"1\"> 7 </seq><total>1</total></r></rs>"
+	recs := consumerRecords(t, Format{Kind: XML, Record: "r"}, c, "o.xml", data, "")
+	if len(recs) != 3 {
+		t.Fatalf("%d records, want 3", len(recs))
+	}
+	want := `{"msg_id":" a ","order_no":"o","seq":6,"total":"5.00","amount":" 1 ","x":{"seq":" 2 "},"note":" n "}`
+	if got := string(recs[0].JSON); got != want {
+		t.Errorf("a's JSON is\n%s\nwant\n%s", got, want)
+	}
+	if m, err := c.Parse(recs[0].JSON); err != nil || m.Seq != 6 || m.Amount != "5.00" {
+		t.Errorf("a parses to %+v, %v; want seq 6, amount 5.00", m, err)
+	}
+	// Trimmed, what is no number is still refused as written.
+	for i, field := range []string{"seq", "seq"} {
+		var rej *spool.RejectError
+		if _, err := c.Parse(recs[i+1].JSON); !errors.As(err, &rej) || rej.Field != field {
+			t.Errorf("record %d (%s) parses with %v, want %s refused", i+1, recs[i+1].JSON, err, field)
+		}
+	}
+	var dl bytes.Buffer
+	if err := recs[1].WriteDeadLetter(&dl); err != nil || !strings.Contains(dl.String(), "<seq> 0 </seq><total> 1,5 </total>") {
+		t.Errorf("b's dead letter is %q, %v; want its text as written", dl.String(), err)
+	}
+}
+
 func TestFilesResume(t *testing.T) {
 	c := spool.DefaultContract()
 	data := "msg_id,order_no,seq,amount\na,o,1,1\nb,o,2,2\nc,o,3,3\n"

@@ -94,6 +94,12 @@ type Format struct {
 	// required field every row would fail, a dead letter each, so the
 	// header fails the whole file instead.
 	columns [][]byte
+	// numbers are the contract's seq and amount fields (Files sets
+	// them), whose text in an XML record is read without the white space
+	// around it, as XML Schema reads its numeric types: a pretty-printer
+	// writes <seq>\n  6\n</seq>. Every other field keeps its text as
+	// written.
+	numbers map[string]bool
 }
 
 // kind is f.Kind with its default.

@@ -224,7 +224,7 @@ func (x *xmlReader) record(u unit, line int64) (Record, bool, error) {
 		r.fail(&rec, "the record has no end tag: </%s> closes the element around it first", s.byParent)
 		return rec, true, nil
 	}
-	obj, msg := convertXML(text, line)
+	obj, msg := convertXML(text, line, r.f.numbers)
 	if msg != "" {
 		r.fail(&rec, "%s", msg)
 		return rec, true, nil
@@ -247,7 +247,7 @@ type xnode struct {
 // and converts it to a JSON object: see docs/DESIGN.md, "Batch files". It
 // returns what is wrong instead, naming the file's line (the record
 // starts on line).
-func convertXML(text []byte, line int64) ([]byte, string) {
+func convertXML(text []byte, line int64, numbers map[string]bool) ([]byte, string) {
 	dec := xml.NewDecoder(bytes.NewReader(text))
 	var root *xnode
 	var stack []*xnode
@@ -293,7 +293,7 @@ func convertXML(text []byte, line int64) ([]byte, string) {
 	if root == nil {
 		return nil, "no element" // the lexer gives a record only from a start tag: not reached
 	}
-	var c xmlConv
+	c := xmlConv{numbers: numbers}
 	out := c.element(nil, root, true)
 	if c.err != "" {
 		return nil, c.err
@@ -302,7 +302,12 @@ func convertXML(text []byte, line int64) ([]byte, string) {
 }
 
 // xmlConv converts xnodes to JSON, keeping the first conflict it meets.
-type xmlConv struct{ err string }
+type xmlConv struct {
+	err string
+	// numbers are the record's fields whose text is read without the
+	// XML white space around it (Format.numbers).
+	numbers map[string]bool
+}
 
 // element appends n's JSON: a string for an element with only text, an
 // object for the record and for an element with attributes or children:
@@ -353,8 +358,9 @@ func (c *xmlConv) element(out []byte, n *xnode, record bool) []byte {
 	for _, name := range order {
 		member(name)
 		g := groups[name]
+		numeric := record && c.numbers[name]
 		if len(g) == 1 {
-			out = c.element(out, g[0], false)
+			out = c.child(out, g[0], numeric)
 			continue
 		}
 		out = append(out, '[')
@@ -362,7 +368,7 @@ func (c *xmlConv) element(out []byte, n *xnode, record bool) []byte {
 			if i > 0 {
 				out = append(out, ',')
 			}
-			out = c.element(out, k, false)
+			out = c.child(out, k, numeric)
 		}
 		out = append(out, ']')
 	}
@@ -371,6 +377,16 @@ func (c *xmlConv) element(out []byte, n *xnode, record bool) []byte {
 		out = appendString(out, n.text)
 	}
 	return append(out, '}')
+}
+
+// child appends the JSON of n, a child element; numeric, the text of
+// one that holds text alone is taken without the XML white space around
+// it, as XML Schema reads its numeric types (<seq>\n  6\n</seq> is 6).
+func (c *xmlConv) child(out []byte, n *xnode, numeric bool) []byte {
+	if numeric && len(n.attrs) == 0 && len(n.kids) == 0 {
+		return appendString(out, bytes.Trim(n.text, " \t\r\n"))
+	}
+	return c.element(out, n, false)
 }
 
 func (c *xmlConv) fail(format string, args ...any) {
