@@ -141,6 +141,7 @@ func (hs Holding) SetPause(ctx context.Context, paused bool, h Holder, e AuditEn
 		want = 1
 	}
 	err = hs.db.inTx(ctx, func(tx *sql.Tx) error {
+		changed = false // a retried transaction starts again (inTx)
 		if before, err = readPause(ctx, tx, hs.db.forUpdate()); err != nil {
 			return err
 		}
@@ -372,6 +373,7 @@ func (l Consumer) RecordHeld(ctx context.Context, h spool.HeldAside) (bool, erro
 	}
 	held := false
 	err := l.db.inTx(ctx, func(tx *sql.Tx) error {
+		held = false // a retried transaction starts again (inTx)
 		f := HeldFile{File: h.File, Ino: h.Ino, Origin: h.Origin, MsgID: h.MsgID, Cause: HeldByMsgID}
 		err := tx.QueryRowContext(ctx, l.db.dialect.Rebind(`SELECT by_user, by_role, via, note FROM spool_held_ids WHERE msg_id = ?`)+l.db.forShare(), h.MsgID).
 			Scan(&f.By, &f.Role, &f.Via, &f.Note)

@@ -217,21 +217,3 @@ func (db *DB) replayItems(ctx context.Context, id int64) ([]ReplayItem, error) {
 	}
 	return out, nil
 }
-
-// inTx runs fn in a write transaction and commits it.
-func (db *DB) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := db.sql.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	// After Commit, Rollback is a no-op; before it, the error that matters
-	// is the one being returned.
-	defer func() { _ = tx.Rollback() }()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
-}

@@ -78,6 +78,7 @@ func (ms Messages) FlushRetries(ctx context.Context, ids []string, at time.Time)
 	now := formatTime(at)
 	var flushed []string
 	err := ms.db.inTx(ctx, func(tx *sql.Tx) error {
+		flushed = nil // a retried transaction starts again (inTx)
 		q := `SELECT msg_id FROM attempts WHERE next_at > ?`
 		args := []any{now}
 		if len(ids) > 0 {

@@ -22,8 +22,44 @@ const maxTries = 10
 // computes for the caller it must set afresh, as the last run's is the
 // one that committed.
 func (db *DB) writeTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return db.retried(ctx, func() error { return db.writeOnce(ctx, fn) })
+}
+
+// inTx runs fn in a write transaction of the operator's paths (replay,
+// discard, holds, tasks, the policy, the audit, repairs) and commits it,
+// rolling back when fn or the commit fails. These take no write turn:
+// they are rare, and wait in the engine like any other process's. A
+// transaction the engine gave up (Dialect.Retry: InnoDB's deadlock
+// victim, as two operators adopting a policy at once on a fresh table
+// make) runs again as writeTx's do, so fn too must start from nothing
+// each time.
+func (db *DB) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return db.retried(ctx, func() error { return db.txOnce(ctx, fn) })
+}
+
+// txOnce is one try of inTx.
+func (db *DB) txOnce(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := db.sql.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	// After Commit, Rollback is a no-op; before it, the error that matters
+	// is the one being returned.
+	defer func() { _ = tx.Rollback() }()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// retried runs once until it succeeds, fails with an error the engine
+// does not give up on (Dialect.Retry), ctx ends, or maxTries runs failed.
+func (db *DB) retried(ctx context.Context, once func() error) error {
 	for try := 1; ; try++ {
-		err := db.writeOnce(ctx, fn)
+		err := once()
 		if err == nil || try == maxTries || !db.dialect.Retry(err) || ctx.Err() != nil {
 			return err
 		}
