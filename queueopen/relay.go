@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/spoolq/spool/batch"
 	"github.com/spoolq/spool/endpoint"
 	"github.com/spoolq/spool/ledger"
 	"github.com/spoolq/spool/metrics"
@@ -29,12 +30,33 @@ type RelayOptions struct {
 	Warn func(line string)
 }
 
+// takesEvents refuses a receiving queue whose format would never take
+// the relayed events: JSON messages, a file each, named as name is, on
+// one line (so a JSON Lines queue that includes the name reads each as
+// its one record), renamed in without a done-file. Published, they would
+// wait in its inbox/ for good, marked published here.
+func takesEvents(path string, f batch.Format, name string) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("target dir://%s: %w: its spool.conf %s", path, relay.ErrBadTarget, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case f.Kind == batch.CSV || f.Kind == batch.XML:
+		return bad("reads %s batch files, and relayed events are JSON messages, a file each (%s), which it would never take", f.Kind, name)
+	case !f.Includes(name):
+		return bad("takes %s, and relayed events are files named as %s", f.IncludesRule(), name)
+	case f.AnnouncedBy(name) != "":
+		return bad("takes a file once its done-file (%s) is there, which the relay does not write", f.DoneFile)
+	}
+	return nil
+}
+
 // Relay publishes the outbox of the queue at dir (its ledger opened for
 // writing as lo says) to o.To until every row is published or parked, or
 // with o.Relay.Watch until ctx ends, as spool relay does. A dir:// target
 // receives the events in its own queue's contract (its spool.conf, read
-// strictly, or the default one), and one that would dead-letter them is
-// refused before anything is sent (relay.Dir.UseContract). Once the
+// strictly, or the default one), and one that would dead-letter them, or
+// whose format would never take them (takesEvents), is refused before
+// anything is sent (relay.Dir.UseContract). Once the
 // relay has run it returns what was published, failed and parked, also
 // with an error; nil when it failed before.
 func Relay(ctx context.Context, dir string, lo Options, o RelayOptions) (st *relay.Stats, err error) {
@@ -58,12 +80,17 @@ func Relay(ctx context.Context, dir string, lo Options, o RelayOptions) (st *rel
 		}
 	}()
 	if dt, ok := t.(*relay.Dir); ok {
-		c, _, err := LoadContract(dt.Path(), Override{})
+		c, file, err := LoadContract(dt.Path(), Override{})
 		if err != nil {
 			return nil, err
 		}
 		if err := dt.UseContract(c); err != nil {
 			return nil, err
+		}
+		if file != nil {
+			if err := takesEvents(dt.Path(), file.Format, relay.EventID(id, 1)+".json"); err != nil {
+				return nil, err
+			}
 		}
 	}
 	warn := o.Warn

@@ -66,19 +66,40 @@ func TestRelaySpoolToSpool(t *testing.T) {
 // TestRelayDirRefusesContract: a receiving queue whose spool.conf would
 // dead-letter the events (it requires a field they do not carry) is
 // refused with one line and exit 2, before anything is written there.
+//
+// So is a queue whose format would never take them (relayed events are
+// JSON messages, ID.json files, renamed in without a done-file):
+// published, they would wait in its inbox/ for good, marked published at
+// the source.
 func TestRelayDirRefusesContract(t *testing.T) {
 	t.Parallel()
 	q, _ := outboxQueue(t, 5, 1)
+	for _, c := range []struct{ conf, want string }{
+		{`{"required": ["msg_id", "customer"]}`, `requires field "customer"`},
+		{`{"format": "csv"}`, `reads csv batch files, and relayed events are JSON messages`},
+		{`{"format": "xml", "record": "r"}`, `reads xml batch files`},
+		{`{"format": "jsonl"}`, `takes *.jsonl, and relayed events are files named as `},
+		{`{"format": "jsonl", "include": ["*.json"], "done_file": "{name}.ok"}`, `takes a file once its done-file ({name}.ok) is there`},
+	} {
+		r, _ := workQueue(t)
+		writeFile(t, r, "spool.conf", c.conf)
+		res := mustRun(t, 2, "relay", q, "--to", "dir://"+r)
+		if !strings.Contains(res.stderr, c.want) || strings.Count(strings.TrimSpace(res.stderr), "\n") != 0 {
+			t.Fatalf("%s: want one line saying %q:\n%s", c.conf, c.want, res)
+		}
+		if des, err := os.ReadDir(filepath.Join(r, inbox)); err != nil || len(des) != 0 {
+			t.Fatalf("%s: the receiving inbox/ holds %d files (%v), want none", c.conf, len(des), err)
+		}
+		if n := pendingRows(t, q); n != 5 {
+			t.Fatalf("%s: %d rows pending, want 5", c.conf, n)
+		}
+	}
+	// A JSON Lines queue that takes the events' names reads each as its
+	// one record.
 	r, _ := workQueue(t)
-	writeFile(t, r, "spool.conf", `{"required": ["msg_id", "customer"]}`)
-	res := mustRun(t, 2, "relay", q, "--to", "dir://"+r)
-	if !strings.Contains(res.stderr, `requires field "customer"`) || strings.Count(strings.TrimSpace(res.stderr), "\n") != 0 {
-		t.Fatalf("want one line naming the field:\n%s", res)
-	}
-	if des, err := os.ReadDir(filepath.Join(r, inbox)); err != nil || len(des) != 0 {
-		t.Fatalf("the receiving inbox/ holds %d files (%v), want none", len(des), err)
-	}
-	if n := pendingRows(t, q); n != 5 {
-		t.Fatalf("%d rows pending, want 5", n)
+	writeFile(t, r, "spool.conf", `{"format": "jsonl", "include": ["*.json"]}`)
+	mustRun(t, 0, "relay", q, "--to", "dir://"+r)
+	if res := mustRun(t, 0, "consume", r); !strings.Contains(res.stdout, "processed=5 duplicates=0 dead-letters=0") {
+		t.Fatalf("the JSON Lines queue took the events as:\n%s", res)
 	}
 }
