@@ -364,7 +364,11 @@ func (c *csvReader) next() (Record, bool, error) {
 			extraEmpty = extraEmpty && len(v) == 0
 			return
 		}
-		header = header && isName(c.names[i], v)
+		name := v
+		if i == 0 {
+			name = bytes.TrimPrefix(v, bomUTF8) // the header again, with its file's mark
+		}
+		header = header && isName(c.names[i], name)
 		if i > 0 {
 			c.out = append(c.out, ',')
 		}

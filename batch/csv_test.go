@@ -75,6 +75,8 @@ func TestCSV(t *testing.T) {
 			[]want{ok(3, `{"a":"1","b":"2","c":"3"}`), ok(7, `{"a":"","b":"","c":""}`)}},
 		{"the header again (files joined)", "a,b\n1,2\na,b\n3,4\n\"a\",b\n", csv,
 			[]want{ok(2, `{"a":"1","b":"2"}`), bad(3, "line 3: the header again, as a row: files joined into one?"), ok(4, `{"a":"3","b":"4"}`), bad(5, "line 5: the header again")}},
+		{"the header again, with its byte order mark", "\ufeffa,b\r\n1,2\r\n\ufeffa,b\r\n\ufeff3,4\r\n", csv,
+			[]want{ok(2, `{"a":"1","b":"2"}`), bad(3, "line 3: the header again"), ok(4, "{\"a\":\"\ufeff3\",\"b\":\"4\"}")}},
 		{"the header again, escaped names", "\"a\"\"\",\"é\\\"\n\"a\"\"\",\"é\\\"\n", csv, []want{bad(2, "line 2: the header again")}},
 		{"header names twice", "a,a\n1,2\n", csv, []want{{line: 1, err: `the header (line 1): the name "a" is given twice`, tail: true}}},
 		{"header name empty", "a,,c\n1,2,3\n", csv, []want{{line: 1, err: "the header (line 1): field 2 has no name", tail: true}}},

@@ -88,12 +88,19 @@ func (r *Reader) nextJSONL() (Record, bool, error) {
 			r.fail(&rec, "%s", bad.describe(r.cs))
 			return rec, true, nil
 		}
-		if msg := checkObject(text); msg != "" {
+		// A byte order mark at a line's start: files joined into one,
+		// each with its mark (Windows tools write them). Each line is a
+		// JSON text, which RFC 8259 lets a parser read past its mark.
+		skip := 0
+		if bytes.HasPrefix(text, bomUTF8) {
+			skip = len(bomUTF8)
+		}
+		if msg := checkObject(text[skip:]); msg != "" {
 			rec.Raw = bytes.Clone(u.raw)
 			r.fail(&rec, "%s", msg)
 			return rec, true, nil
 		}
-		lead := len(text) - len(bytes.TrimLeft(text, " \t\r\n"))
+		lead := len(text) - len(bytes.TrimLeft(text[skip:], " \t\r\n"))
 		obj := bytes.TrimRight(text[lead:], " \t\r\n")
 		rec.Raw, rec.JSON = owned(u.raw, obj, within(u.raw, obj, lead))
 		return rec, true, nil

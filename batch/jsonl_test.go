@@ -61,6 +61,8 @@ func TestJSONL(t *testing.T) {
 		{"numbers", `{"a":-0.5e+3,"b":01}`, jsonl, []want{bad(1, "want a comma or } after a member at column 19")}},
 		{"control character in a string", "{\"a\":\"x\ty\"}\n", jsonl, []want{bad(1, "control character '\\t' in a string")}},
 		{"bad escape", `{"a":"\x"}`, jsonl, []want{bad(1, "invalid escape")}},
+		{"files joined, each with its byte order mark", "\ufeff{\"a\":1}\r\n\ufeff{\"b\":2}\r\n\ufeff \t{\"c\":3}\n \ufeff{}\n", jsonl,
+			[]want{ok(1, `{"a":1}`), ok(2, `{"b":2}`), ok(3, `{"c":3}`), bad(4, "invalid character '\\ufeff' at column 2")}},
 		{"lone surrogate escape is JSON", `{"a":"\ud800"}`, jsonl, []want{ok(1, `{"a":"\ud800"}`)}},
 		{"duplicate keys are left to the contract", `{"a":1,"a":2}`, jsonl, []want{ok(1, `{"a":1,"a":2}`)}},
 		{"too deep", "{}\n" + strings.Repeat("[", 600), jsonl, []want{ok(1, `{}`), bad(2, "nesting deeper than 512 at column 513")}},
