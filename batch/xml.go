@@ -97,7 +97,7 @@ func (x *xmlReader) next() (Record, bool, error) {
 			}
 		case uOpen:
 			if x.closed {
-				return bad("a second root element <%s>", s.name)
+				return bad("a second root element <%s>: files joined into one? (an XML document has one root; the rest of the file is this dead letter, which replays as a document of its own)", s.name)
 			}
 			if x.root && x.other == nil {
 				x.other = bytes.Clone(s.name)
@@ -132,7 +132,7 @@ func (x *xmlReader) next() (Record, bool, error) {
 			return bad("%s", s.bad)
 		case uRecord:
 			if x.closed {
-				return bad("a second root element <%s>", r.f.Record)
+				return bad("a second root element <%s>: records without an element around them, or files joined into one? (an XML document has one root)", r.f.Record)
 			}
 			x.root = true
 			x.closed = len(s.outer) == 0

@@ -95,6 +95,8 @@ func TestXML(t *testing.T) {
 		{"mismatched outer end tag", "<r><s><Order/></t><Order/></r>", order,
 			[]want{el(1, 1, `{}`), {line: 1, element: 2, err: "end tag </t> where </s> belongs", tail: true}}},
 		{"a second root", "<Order/><Order/>", order, []want{el(1, 1, `{}`), {line: 1, element: 2, err: "a second root element <Order>", tail: true}}},
+		{"files joined", "<?xml version=\"1.0\"?>\n<r><Order/></r>\n<?xml version=\"1.0\"?>\n<r><Order a=\"1\"/></r>\n", order,
+			[]want{el(1, 2, `{}`), {line: 4, element: 2, err: "a second root element <r>: files joined into one?", tail: true}}},
 		{"text after the root", "<r><Order/></r>junk", order, []want{el(1, 1, `{}`), {line: 1, element: 2, err: "text outside the root element", tail: true}}},
 		{"invalid markup outside records", "<r><Order/>< Order/></r>", order, []want{el(1, 1, `{}`), {line: 1, element: 2, err: "invalid markup", tail: true}}},
 		{"unterminated comment", "<r><Order/><!-- ...", order, []want{el(1, 1, `{}`), {line: 1, element: 2, err: "the file ends inside markup", tail: true}}},
@@ -237,6 +239,34 @@ func TestXMLRecordNameEncoded(t *testing.T) {
 		el(1, 1, `{"番号":"1"}`),
 		el(2, 1, `{"品":["ソ","表"]}`),
 	})
+}
+
+// TestXMLFilesJoined: two documents joined into one file fail from the
+// second root on, as one dead letter that is the second document, which
+// replays as it was written.
+func TestXMLFilesJoined(t *testing.T) {
+	fm := Format{Kind: XML, Record: "Order"}
+	doc := func(id string) string { return "<?xml version=\"1.0\"?>\n<r><Order id=\"" + id + "\"/></r>\n" }
+	r, err := Open(strings.NewReader(doc("1")+doc("2")), "f.xml", fm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tail Record
+	for {
+		rec, err := r.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Tail {
+			tail = rec
+			break
+		}
+	}
+	d := r.DeadLetter(tail)
+	back := readAll(t, d.Name, d.Content, fm)
+	if len(back) != 1 || string(back[0].JSON) != `{"id":"2"}` {
+		t.Errorf("the dead letter\n%s\nreads back as %s", d.Content, describeAll(back))
+	}
 }
 
 // TestXMLDeadLetterNamespaces: a record's dead letter carries the
