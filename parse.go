@@ -420,6 +420,9 @@ func (s *scanner) describe(m member) string {
 	case KindObject, KindArray:
 		return kindNoun(m.kind)
 	case KindString:
+		if m.valEnd-m.valStart == 2 {
+			return "an empty string"
+		}
 		return "string " + clip(s.data[m.valStart:m.valEnd])
 	}
 	return kindNoun(m.kind) + " " + clip(s.data[m.valStart:m.valEnd])

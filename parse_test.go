@@ -283,7 +283,7 @@ func TestParse(t *testing.T) {
 		{"amount words", msg("amount", `"five"`), rej(ReasonInvalidField, "amount", amountRule+`, found string "five"`)},
 		{"amount dots only", msg("amount", `"..."`), rej(ReasonInvalidField, "amount", amountRule+`, found string "..."`)},
 		{"amount points", msg("amount", `"1.234.567"`), rej(ReasonInvalidField, "amount", amountRule+`, found string "1.234.567"`+groupingHint)},
-		{"amount empty string", msg("amount", `""`), rej(ReasonInvalidField, "amount", amountRule+`, found string ""`)},
+		{"amount empty string", msg("amount", `""`), rej(ReasonInvalidField, "amount", amountRule+`, found an empty string`)},
 		{"amount dot", msg("amount", `"1."`), rej(ReasonInvalidField, "amount", amountRule+`, found string "1."`)},
 		{"amount NaN", msg("amount", `"NaN"`), rej(ReasonInvalidField, "amount", amountRule+`, found string "NaN"`)},
 		{"amount currency", msg("amount", `"$5"`), rej(ReasonInvalidField, "amount", amountRule+`, found string "$5" (a currency sign or code beside the number: write 5 alone)`)},

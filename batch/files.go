@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -17,7 +18,9 @@ import (
 // whose values are all strings, a seq field holding a decimal integer
 // ("17") becomes that number, so that the contract checks it as it
 // checks a JSON number (0 and -3 are refused as ever, and anything else,
-// "1.0" or "x", stays a string and is refused as one); with HashKey the
+// "1.0" or "x", stays a string and is refused as one), and an empty
+// value of a field the contract reads but does not require is null, the
+// field absent (stringValues); with HashKey the
 // record's Key is put in the contract's key field, which the record must
 // not have itself. f must pass Check.
 func Files(f Format, c spool.Contract) (spool.BatchFiles, error) {
@@ -38,7 +41,7 @@ func Files(f Format, c spool.Contract) (spool.BatchFiles, error) {
 			}
 		}
 	}
-	return files{f: f, c: c}, nil
+	return files{f: f, c: c, sv: newStringValues(c)}, nil
 }
 
 // columns are the fields of c that a CSV header must name, as
@@ -58,8 +61,9 @@ func columns(c spool.Contract, hashKey bool) [][]byte {
 }
 
 type files struct {
-	f Format
-	c spool.Contract
+	f  Format
+	c  spool.Contract
+	sv stringValues
 }
 
 // Batched: every file of a format other than JSON.
@@ -154,7 +158,7 @@ func (fr *fileReader) Next() (spool.BatchRecord, error) {
 	}
 	obj := rec.JSON
 	if fr.fs.f.kind() == CSV || fr.fs.f.kind() == XML {
-		obj = seqNumber(obj, fr.fs.c.SeqField)
+		obj = fr.fs.sv.apply(obj)
 	}
 	if fr.fs.f.HashKey {
 		key, err := Key(rec.JSON)
@@ -168,34 +172,70 @@ func (fr *fileReader) Next() (spool.BatchRecord, error) {
 	return out, nil
 }
 
-// seqNumber returns obj, a JSON object, with its objMember name's value, when
-// a string of a decimal integer without a sign's plus or leading zeros,
-// written as that number. Anything else is left as it is, for the
-// contract to refuse as it refuses a string.
-func seqNumber(obj []byte, name string) []byte {
-	if name == "" {
-		return obj
-	}
-	if out, ok := seqNumberCompact(obj, name); ok {
-		return out
-	}
-	return seqNumberSplit(obj, name)
+// stringValues are the contract's rules for reading the fields of a
+// record whose values are all strings (CSV, XML) as a JSON producer
+// would have written them: the seq field's decimal integer ("17") is
+// that number, and an optional field's empty value (an empty CSV cell,
+// <amount/>) is null, the field absent, where a JSON producer leaves the
+// field out. Anything else is left as it is, for the contract to refuse
+// as it refuses a string ("1.0", "x"; "" for a required field).
+type stringValues struct {
+	seq      string
+	optional map[string]bool // the contract's fields a record may leave out
 }
 
-// seqNumberCompact is seqNumber for the objects this package builds for
-// CSV and XML records: no whitespace between tokens, and member names
-// written as json.Marshal writes them (printable ASCII without an
-// escape). It changes the seq value in place, which then gives the bytes
-// seqNumberSplit's re-encoding would, without a json.Decoder; false for
-// any other object, left to seqNumberSplit.
-func seqNumberCompact(obj []byte, name string) ([]byte, bool) {
+// newStringValues are c's rules: optional are the order, seq and amount
+// fields and the header fields that c does not require (the key field
+// is always required).
+func newStringValues(c spool.Contract) stringValues {
+	sv := stringValues{seq: c.SeqField, optional: map[string]bool{}}
+	for _, name := range []string{c.OrderField, c.SeqField, c.AmountField, c.Headers.Version, c.Headers.Trace, c.Headers.Tenant} {
+		if name != "" && name != c.KeyField && !slices.Contains(c.Required, name) {
+			sv.optional[name] = true
+		}
+	}
+	return sv
+}
+
+// value returns what the top-level member name's value v (as written)
+// becomes, and false when it stays as it is.
+func (sv stringValues) value(name string, v []byte) ([]byte, bool) {
+	switch {
+	case name == sv.seq && len(v) >= 3 && v[0] == '"' && isDecimal(v[1:len(v)-1]):
+		return v[1 : len(v)-1], true
+	case string(v) == `""` && sv.optional[name]:
+		return []byte("null"), true
+	}
+	return nil, false
+}
+
+// apply returns obj, a JSON object, with its top-level members' values
+// changed as value says.
+func (sv stringValues) apply(obj []byte) []byte {
+	if out, ok := sv.applyCompact(obj); ok {
+		return out
+	}
+	return sv.applySplit(obj)
+}
+
+// applyCompact is apply for the objects this package builds for CSV and
+// XML records: no whitespace between tokens, and member names written as
+// json.Marshal writes them (printable ASCII without an escape), so that
+// a name's bytes are the name. It gives the bytes applySplit's
+// re-encoding would, without a json.Decoder; false for any other object,
+// left to applySplit.
+func (sv stringValues) applyCompact(obj []byte) ([]byte, bool) {
 	if len(obj) < 2 || obj[0] != '{' {
 		return nil, false
 	}
 	if len(obj) == 2 && obj[1] == '}' {
 		return obj, true
 	}
-	var spans [][2]int // the seq values to unquote
+	type change struct {
+		start, end int
+		to         []byte
+	}
+	var changes []change
 	j := jsonText{data: obj, pos: 1}
 	for {
 		if j.pos >= len(obj) || obj[j.pos] != '"' {
@@ -219,9 +259,8 @@ func seqNumberCompact(obj []byte, name string) ([]byte, bool) {
 		if vs >= len(obj) || obj[vs] == ' ' || obj[vs] == '\t' || obj[vs] == '\r' || obj[vs] == '\n' || !j.value(0) {
 			return nil, false
 		}
-		v := obj[vs:j.pos]
-		if string(raw) == name && len(v) >= 3 && v[0] == '"' && isDecimal(v[1:len(v)-1]) {
-			spans = append(spans, [2]int{vs, j.pos})
+		if to, ok := sv.value(string(raw), obj[vs:j.pos]); ok {
+			changes = append(changes, change{vs, j.pos, to})
 		}
 		if j.pos >= len(obj) {
 			return nil, false
@@ -238,33 +277,29 @@ func seqNumberCompact(obj []byte, name string) ([]byte, bool) {
 			return nil, false
 		}
 	}
-	if len(spans) == 0 {
+	if len(changes) == 0 {
 		return obj, true
 	}
 	out := make([]byte, 0, len(obj))
 	last := 0
-	for _, sp := range spans {
-		out = append(append(out, obj[last:sp[0]]...), obj[sp[0]+1:sp[1]-1]...)
-		last = sp[1]
+	for _, ch := range changes {
+		out = append(append(out, obj[last:ch.start]...), ch.to...)
+		last = ch.end
 	}
 	return append(out, obj[last:]...), true
 }
 
-// seqNumberSplit is seqNumber for any object: split into its members by
-// a json.Decoder, and joined again when changed.
-func seqNumberSplit(obj []byte, name string) []byte {
+// applySplit is apply for any object: split into its members by a
+// json.Decoder, and joined again when changed.
+func (sv stringValues) applySplit(obj []byte) []byte {
 	members, ok := splitObject(obj)
 	if !ok {
 		return obj
 	}
 	changed := false
 	for i, m := range members {
-		if m.name != name || len(m.value) < 3 || m.value[0] != '"' {
-			continue
-		}
-		digits := m.value[1 : len(m.value)-1]
-		if isDecimal(digits) {
-			members[i].value = digits
+		if to, ok := sv.value(m.name, m.value); ok {
+			members[i].value = to
 			changed = true
 		}
 	}

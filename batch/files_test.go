@@ -110,6 +110,42 @@ func TestFilesXMLNumbers(t *testing.T) {
 	}
 }
 
+// TestFilesEmptyOptional: in CSV and XML an empty value of a field the
+// contract reads and does not require is the field left out, as a JSON
+// producer leaves it out; a required one stays an empty string, refused.
+func TestFilesEmptyOptional(t *testing.T) {
+	c := spool.DefaultContract()
+	c.Required = []string{"msg_id", "seq"}
+	c.Headers.Trace = "trace"
+	csvData := "msg_id,order_no,seq,amount,trace,note\na,,1,,,\nb,o,,1,,x\n"
+	xmlData := "<rs><r><msg_id>a</msg_id><order_no/><seq>1</seq><amount></amount><trace/><note/></r>" +
+		"<r><msg_id>b</msg_id><order_no>o</order_no><seq/><amount>1</amount><note>x</note></r></rs>"
+	for _, tc := range []struct {
+		f    Format
+		name string
+		data string
+		want string
+	}{
+		{Format{Kind: CSV}, "o.csv", csvData, `{"msg_id":"a","order_no":null,"seq":1,"amount":null,"trace":null,"note":""}`},
+		{Format{Kind: XML, Record: "r"}, "o.xml", xmlData, `{"msg_id":"a","order_no":null,"seq":1,"amount":null,"trace":null,"note":""}`},
+	} {
+		recs := consumerRecords(t, tc.f, c, tc.name, tc.data, "")
+		if len(recs) != 2 {
+			t.Fatalf("%s: %d records, want 2", tc.name, len(recs))
+		}
+		if got := string(recs[0].JSON); got != tc.want {
+			t.Errorf("%s: a's JSON is\n%s\nwant\n%s", tc.name, got, tc.want)
+		}
+		if m, err := c.Parse(recs[0].JSON); err != nil || m.OrderNo != "" || m.Amount != "" {
+			t.Errorf("%s: a parses to %+v, %v; want no order key and no amount", tc.name, m, err)
+		}
+		var rej *spool.RejectError
+		if _, err := c.Parse(recs[1].JSON); !errors.As(err, &rej) || rej.Field != "seq" || !strings.Contains(rej.Detail, "found an empty string") {
+			t.Errorf("%s: b (%s) parses with %v, want its required seq refused as an empty string", tc.name, recs[1].JSON, err)
+		}
+	}
+}
+
 func TestFilesResume(t *testing.T) {
 	c := spool.DefaultContract()
 	data := "msg_id,order_no,seq,amount\na,o,1,1\nb,o,2,2\nc,o,3,3\n"
