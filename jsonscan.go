@@ -528,6 +528,12 @@ func (s *scanner) badChar(i int, context string) bool {
 		return s.fail(msg)
 	}
 	r, _ := utf8.DecodeRune(s.data[i:])
+	if r == '\uFEFF' && i == 0 {
+		// Windows PowerShell 5's Out-File -Encoding utf8 and some
+		// editors write one; JSON forbids it, and spool reads a message
+		// strictly (docs/DESIGN.md, "Why so strict").
+		return s.fail(fmt.Sprintf("invalid character U+FEFF (byte order mark) %s at offset %d: JSON allows none; write it as UTF-8 without one (PowerShell 5's Out-File -Encoding utf8 writes one)", context, i))
+	}
 	if r == '\uFEFF' {
 		return s.fail(fmt.Sprintf("invalid character U+FEFF (byte order mark) %s at offset %d", context, i))
 	}

@@ -59,7 +59,7 @@ func TestScanSyntax(t *testing.T) {
 		{"trailing data", `{"a":1} x`, "", "trailing data at offset 8"},
 		{"two objects", `{}{}`, "", "trailing data at offset 2"},
 		{"two objects newline", "{}\n{}\n", "", "trailing data at offset 3"},
-		{"BOM", "\xEF\xBB\xBF{}", "", "invalid character U+FEFF (byte order mark) looking for beginning of value at offset 0"},
+		{"BOM", "\xEF\xBB\xBF{}", "", "invalid character U+FEFF (byte order mark) looking for beginning of value at offset 0: JSON allows none; write it as UTF-8 without one (PowerShell 5's Out-File -Encoding utf8 writes one)"},
 		{"invalid utf8 in string", "{\"a\":\"x\xffy\"}", "", "invalid UTF-8 at offset 7"},
 		{"invalid utf8 in key", "{\"\xc3\":1}", "", "invalid UTF-8 at offset 2"},
 		{"invalid utf8 outside", "[\xff]", "", "invalid UTF-8 at offset 1"},

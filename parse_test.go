@@ -135,7 +135,7 @@ func TestParse(t *testing.T) {
 		{"trailing data", msg() + " x", rej(ReasonParse, "", "trailing data at offset 59")},
 		{"trailing comma", msg() + ",", rej(ReasonParse, "", "trailing data at offset 58")},
 		{"two objects", msg() + "\n" + msg(), rej(ReasonParse, "", "trailing data at offset 59")},
-		{"BOM", "\xEF\xBB\xBF" + msg(), rej(ReasonParse, "", "invalid character U+FEFF (byte order mark) looking for beginning of value at offset 0")},
+		{"BOM", "\xEF\xBB\xBF" + msg(), rej(ReasonParse, "", "invalid character U+FEFF (byte order mark) looking for beginning of value at offset 0: JSON allows none; write it as UTF-8 without one (PowerShell 5's Out-File -Encoding utf8 writes one)")},
 		{"invalid UTF-8 in msg_id", msg("msg_id", "\"m\xff\""), rej(ReasonParse, "", "invalid UTF-8 at offset 12")},
 		{"invalid UTF-8 in other field", msg("note", "\"caf\xe9\""), rej(ReasonParse, "", "invalid UTF-8 at offset 69")},
 		{"invalid UTF-8 in key", "{\"\xc3\x28\":1}", rej(ReasonParse, "", "invalid UTF-8 at offset 2")},
