@@ -34,10 +34,15 @@ func Files(f Format, c spool.Contract) (spool.BatchFiles, error) {
 	case CSV:
 		f.columns = columns(c, f.HashKey)
 	case XML:
-		f.numbers = map[string]bool{}
+		f.numbers, f.read = map[string]bool{}, map[string]bool{}
 		for _, name := range []string{c.SeqField, c.AmountField} {
 			if name != "" {
 				f.numbers[name] = true
+			}
+		}
+		for _, name := range []string{c.KeyField, c.OrderField, c.SeqField, c.AmountField, c.Headers.Version, c.Headers.Trace, c.Headers.Tenant} {
+			if name != "" {
+				f.read[name] = true
 			}
 		}
 	}

@@ -100,6 +100,12 @@ type Format struct {
 	// writes <seq>\n  6\n</seq>. Every other field keeps its text as
 	// written.
 	numbers map[string]bool
+	// read are the fields the contract reads (the key, order, seq and
+	// amount fields, the header fields; Files sets them): one that an
+	// XML record's xsi:nil says is null is null, the field absent. Other
+	// fields keep the nil attribute as ever, so that no record the
+	// contract took before reads otherwise, nor hashes to another key.
+	read map[string]bool
 }
 
 // kind is f.Kind with its default.

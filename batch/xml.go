@@ -224,7 +224,7 @@ func (x *xmlReader) record(u unit, line int64) (Record, bool, error) {
 		r.fail(&rec, "the record has no end tag: </%s> closes the element around it first", s.byParent)
 		return rec, true, nil
 	}
-	obj, msg := convertXML(text, line, r.f.numbers)
+	obj, msg := convertXML(text, line, xmlConv{numbers: r.f.numbers, read: r.f.read, xsi: x.ns.xsiPrefixes()})
 	if msg != "" {
 		r.fail(&rec, "%s", msg)
 		return rec, true, nil
@@ -247,7 +247,7 @@ type xnode struct {
 // and converts it to a JSON object: see docs/DESIGN.md, "Batch files". It
 // returns what is wrong instead, naming the file's line (the record
 // starts on line).
-func convertXML(text []byte, line int64, numbers map[string]bool) ([]byte, string) {
+func convertXML(text []byte, line int64, c xmlConv) ([]byte, string) {
 	dec := xml.NewDecoder(bytes.NewReader(text))
 	var root *xnode
 	var stack []*xnode
@@ -293,7 +293,6 @@ func convertXML(text []byte, line int64, numbers map[string]bool) ([]byte, strin
 	if root == nil {
 		return nil, "no element" // the lexer gives a record only from a start tag: not reached
 	}
-	c := xmlConv{numbers: numbers}
 	out := c.element(nil, root, true)
 	if c.err != "" {
 		return nil, c.err
@@ -307,6 +306,33 @@ type xmlConv struct {
 	// numbers are the record's fields whose text is read without the
 	// XML white space around it (Format.numbers).
 	numbers map[string]bool
+	// read are the record's fields the contract reads (Format.read),
+	// which xsi:nil makes null.
+	read map[string]bool
+	// xsi are the prefixes the elements around the record bind to the
+	// XML Schema instance namespace (xsiNS), for its nil attribute; one
+	// the record declares itself the decoder resolves.
+	xsi map[string]bool
+}
+
+// xsiNS is the XML Schema instance namespace, whose nil attribute says an
+// element has no value: .NET's XmlSerializer and SQL Server's FOR XML
+// ELEMENTS XSINIL write <amount xsi:nil="true"/> for a null.
+const xsiNS = "http://www.w3.org/2001/XMLSchema-instance"
+
+// isNil reports whether n is an empty element that its xsi:nil attribute
+// says is null.
+func (c *xmlConv) isNil(n *xnode) bool {
+	if len(n.kids) > 0 || n.mixed {
+		return false
+	}
+	for _, a := range n.attrs {
+		if a.Name.Local == "nil" && (a.Name.Space == xsiNS || c.xsi[a.Name.Space]) {
+			v := strings.TrimSpace(a.Value)
+			return v == "true" || v == "1"
+		}
+	}
+	return false
 }
 
 // element appends n's JSON: a string for an element with only text, an
@@ -358,9 +384,9 @@ func (c *xmlConv) element(out []byte, n *xnode, record bool) []byte {
 	for _, name := range order {
 		member(name)
 		g := groups[name]
-		numeric := record && c.numbers[name]
+		numeric, read := record && c.numbers[name], record && c.read[name]
 		if len(g) == 1 {
-			out = c.child(out, g[0], numeric)
+			out = c.child(out, g[0], numeric, read)
 			continue
 		}
 		out = append(out, '[')
@@ -368,7 +394,7 @@ func (c *xmlConv) element(out []byte, n *xnode, record bool) []byte {
 			if i > 0 {
 				out = append(out, ',')
 			}
-			out = c.child(out, k, numeric)
+			out = c.child(out, k, numeric, read)
 		}
 		out = append(out, ']')
 	}
@@ -379,10 +405,14 @@ func (c *xmlConv) element(out []byte, n *xnode, record bool) []byte {
 	return append(out, '}')
 }
 
-// child appends the JSON of n, a child element; numeric, the text of
-// one that holds text alone is taken without the XML white space around
-// it, as XML Schema reads its numeric types (<seq>\n  6\n</seq> is 6).
-func (c *xmlConv) child(out []byte, n *xnode, numeric bool) []byte {
+// child appends the JSON of n, a child element: null when it is a field
+// the contract reads (read) and its xsi:nil says so; numeric, the text of one that holds text alone is taken
+// without the XML white space around it, as XML Schema reads its numeric
+// types (<seq>\n  6\n</seq> is 6).
+func (c *xmlConv) child(out []byte, n *xnode, numeric, read bool) []byte {
+	if read && c.isNil(n) {
+		return append(out, "null"...)
+	}
 	if numeric && len(n.attrs) == 0 && len(n.kids) == 0 {
 		return appendString(out, bytes.Trim(n.text, " \t\r\n"))
 	}

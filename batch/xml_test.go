@@ -327,3 +327,34 @@ func TestXMLDeadLetterNamespaces(t *testing.T) {
 		})
 	}
 }
+
+// TestXMLNil: an empty element whose xsi:nil is true is null (the field
+// absent) when it is a field the contract reads, as .NET's XmlSerializer
+// and SQL Server's FOR XML ... XSINIL write a null; the prefix bound to
+// the XML Schema instance namespace by the elements around the record or
+// by the record itself, and by no other. Other fields keep the attribute
+// as ever, so that no record accepted before reads, or hashes, otherwise.
+func TestXMLNil(t *testing.T) {
+	const xsi = `"http://www.w3.org/2001/XMLSchema-instance"`
+	c := spool.DefaultContract()
+	c.Required = []string{"msg_id"}
+	c.Headers.Tenant = "tenant"
+	data := `<rs xmlns:xsi=` + xsi + ` xmlns:o="urn:other">` +
+		`<r><msg_id>a</msg_id><amount xsi:nil="true"/><order_no xsi:nil=" 1 "></order_no><tenant xsi:nil="true" /><note xsi:nil="true"/></r>` +
+		`<r xmlns:i=` + xsi + `><msg_id>b</msg_id><amount i:nil="true"/><seq xsi:nil="false"/><order_no o:nil="true"/><tenant xsi:nil="true">t</tenant></r>` +
+		`<g xmlns:xsi="urn:not-xsi"><r><msg_id>c</msg_id><amount xsi:nil="true"/></r></g>` +
+		`</rs>`
+	recs := consumerRecords(t, Format{Kind: XML, Record: "r"}, c, "f.xml", data, "")
+	for i, want := range []string{
+		`{"msg_id":"a","amount":null,"order_no":null,"tenant":null,"note":{"nil":"true"}}`,
+		`{"msg_id":"b","amount":null,"seq":{"nil":"false"},"order_no":{"nil":"true"},"tenant":{"nil":"true","#text":"t"}}`,
+		`{"msg_id":"c","amount":{"nil":"true"}}`,
+	} {
+		if i >= len(recs) || string(recs[i].JSON) != want {
+			t.Errorf("record %d: %s, want %s", i+1, recs[min(i, len(recs)-1)].JSON, want)
+		}
+	}
+	if m, err := c.Parse(recs[0].JSON); err != nil || m.Amount != "" || m.OrderNo != "" {
+		t.Errorf("a parses to %+v, %v: want no amount and no order key", m, err)
+	}
+}

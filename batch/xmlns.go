@@ -28,8 +28,9 @@ const maxScope = 64 << 10
 type xmlScope struct {
 	levels [][]xmlnsDecl
 	held   int         // the bytes of levels' declarations
-	scope  []xmlnsDecl // what is in scope, innermost first; shared by the records, never changed in place
-	stale  bool        // levels changed since scope was made
+	scope  []xmlnsDecl     // what is in scope, innermost first; shared by the records, never changed in place
+	xsi    map[string]bool // the prefixes scope binds to xsiNS; shared likewise
+	stale  bool            // levels changed since scope was made
 }
 
 // open takes the start tag of an element around the records, a
@@ -69,15 +70,41 @@ func (x *xmlScope) current() []xmlnsDecl {
 	}
 	x.stale = false
 	var scope []xmlnsDecl
+	var xsi map[string]bool
 	for i := len(x.levels) - 1; i >= 0; i-- {
 		for _, d := range x.levels[i] {
-			if !declares(scope, d.name) {
-				scope = append(scope, d)
+			if declares(scope, d.name) {
+				continue
+			}
+			scope = append(scope, d)
+			if prefix, ok := bytes.CutPrefix(d.name, []byte("xmlns:")); ok && declValue(d.text) == xsiNS {
+				if xsi == nil {
+					xsi = map[string]bool{}
+				}
+				xsi[string(prefix)] = true
 			}
 		}
 	}
-	x.scope = scope
+	x.scope, x.xsi = scope, xsi
 	return scope
+}
+
+// xsiPrefixes are the prefixes that the elements open around a record
+// starting now bind to the XML Schema instance namespace.
+func (x *xmlScope) xsiPrefixes() map[string]bool {
+	x.current()
+	return x.xsi
+}
+
+// declValue is the value of a declaration as xmlnsDecls found it
+// (xmlns:n="urn:x"), as written: namespace names are URIs, which hold no
+// character an entity must stand for.
+func declValue(text []byte) string {
+	i := bytes.IndexAny(text, `"'`)
+	if i < 0 || len(text) < i+2 {
+		return ""
+	}
+	return string(text[i+1 : len(text)-1])
 }
 
 func declares(decls []xmlnsDecl, name []byte) bool {
@@ -121,6 +148,17 @@ func tagNameEnd(tag []byte) int {
 	return i
 }
 
+// isDeclName reports whether an attribute's name declares a namespace:
+// xmlns, or xmlns:PREFIX with one prefix (not "xmlns:", nor two colons,
+// which are no declaration and would read as a field where it is put).
+func isDeclName(name []byte) bool {
+	if string(name) == "xmlns" {
+		return true
+	}
+	prefix, ok := bytes.CutPrefix(name, []byte("xmlns:"))
+	return ok && len(prefix) > 0 && bytes.IndexByte(prefix, ':') < 0
+}
+
 // xmlnsDecls finds the namespace declarations among the attributes of
 // the start tag that tag begins with. It reads as far as the attributes
 // are well-formed and stops there: an outer tag that is not is the
@@ -161,7 +199,7 @@ func xmlnsDecls(tag []byte) []xmlnsDecl {
 			return decls
 		}
 		i += end + 2
-		if string(name) == "xmlns" || bytes.HasPrefix(name, []byte("xmlns:")) {
+		if isDeclName(name) {
 			decls = append(decls, xmlnsDecl{name: name, text: tag[start:i]})
 		}
 	}
