@@ -85,10 +85,15 @@ func TestFilesXMLNumbers(t *testing.T) {
 	data := "<rs><r>\n  <msg_id> a </msg_id>\n  <order_no>o</order_no>\n  <seq>\n    6\n  </seq>\n  <total>\t5.00 </total>\n" +
 		"  <amount> 1 </amount><x><seq> 2 </seq></x><note> n </note>\n</r>" +
 		"<r><msg_id>b</msg_id><order_no>o</order_no><seq> 0 </seq><total> 1,5 </total></r>" +
-		"<r><msg_id>c</msg_id><order_no>o</order_no><seq a=\"1\"> 7 </seq><total>1</total></r></rs>"
+		"<r><msg_id>c</msg_id><order_no>o</order_no><seq a=\"1\"> 7 </seq><total>1</total></r>" +
+		"<r seq=\" 8\" total=\"2.5 \" note=\" n \"><msg_id>d</msg_id><order_no>o</order_no></r></rs>"
 	recs := consumerRecords(t, Format{Kind: XML, Record: "r"}, c, "o.xml", data, "")
-	if len(recs) != 3 {
-		t.Fatalf("%d records, want 3", len(recs))
+	if len(recs) != 4 {
+		t.Fatalf("%d records, want 4", len(recs))
+	}
+	// Attributes alike.
+	if got, want := string(recs[3].JSON), `{"seq":8,"total":"2.5","note":" n ","msg_id":"d","order_no":"o"}`; got != want {
+		t.Errorf("d's JSON is\n%s\nwant\n%s", got, want)
 	}
 	want := `{"msg_id":" a ","order_no":"o","seq":6,"total":"5.00","amount":" 1 ","x":{"seq":" 2 "},"note":" n "}`
 	if got := string(recs[0].JSON); got != want {

@@ -367,7 +367,11 @@ func (c *xmlConv) element(out []byte, n *xnode, record bool) []byte {
 		}
 		attrs[a.Name.Local] = true
 		member(a.Name.Local)
-		out = appendString(out, []byte(a.Value))
+		v := []byte(a.Value)
+		if record && c.numbers[a.Name.Local] {
+			v = bytes.Trim(v, " \t\r\n") // as a child's text (child)
+		}
+		out = appendString(out, v)
 	}
 	var order []string
 	groups := map[string][]*xnode{}
