@@ -33,7 +33,11 @@ func (r *Report) WriteText(w io.Writer, command string) {
 		fmt.Fprintln(w, line)
 	}
 	if n := r.Problems(); n > 0 {
-		fmt.Fprintf(w, "fsck %s: %d kinds of problem found (%s --repair fixes what it can)\n", report.Terminal(r.Queue), n, report.Terminal(command))
+		kinds := "kinds"
+		if n == 1 {
+			kinds = "kind"
+		}
+		fmt.Fprintf(w, "fsck %s: %d %s of problem found (%s --repair fixes what it can)\n", report.Terminal(r.Queue), n, kinds, report.Terminal(command))
 	} else {
 		fmt.Fprintf(w, "fsck %s: ok\n", report.Terminal(r.Queue))
 	}

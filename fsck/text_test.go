@@ -20,7 +20,7 @@ func TestWriteText(t *testing.T) {
 	var b bytes.Buffer
 	r.WriteText(&b, "spool fsck /q")
 	want := "orphan: 2 files; e.g. a.json, \"b\\x1b.json\"\ninfo note: fine\n" +
-		"fsck /q: 1 kinds of problem found (spool fsck /q --repair fixes what it can)\n"
+		"fsck /q: 1 kind of problem found (spool fsck /q --repair fixes what it can)\n"
 	if b.String() != want {
 		t.Errorf("wrote %q, want %q", b.String(), want)
 	}
