@@ -22,7 +22,7 @@ const maxTries = 10
 // computes for the caller it must set afresh, as the last run's is the
 // one that committed.
 func (db *DB) writeTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	return db.retried(ctx, func() error { return db.writeOnce(ctx, fn) })
+	return db.retried(ctx, func() error { return db.txOnce(ctx, fn, true) })
 }
 
 // inTx runs fn in a write transaction of the operator's paths (replay,
@@ -34,25 +34,7 @@ func (db *DB) writeTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 // make) runs again as writeTx's do, so fn too must start from nothing
 // each time.
 func (db *DB) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	return db.retried(ctx, func() error { return db.txOnce(ctx, fn) })
-}
-
-// txOnce is one try of inTx.
-func (db *DB) txOnce(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := db.sql.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	// After Commit, Rollback is a no-op; before it, the error that matters
-	// is the one being returned.
-	defer func() { _ = tx.Rollback() }()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
+	return db.retried(ctx, func() error { return db.txOnce(ctx, fn, false) })
 }
 
 // retried runs once until it succeeds, fails with an error the engine
@@ -74,9 +56,19 @@ func (db *DB) retried(ctx context.Context, once func() error) error {
 	}
 }
 
-// writeOnce is one try of writeTx.
-func (db *DB) writeOnce(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, release, err := db.beginWrite(ctx)
+// txOnce is one try of writeTx (turn: the write turn taken first,
+// beginWrite) or of inTx.
+func (db *DB) txOnce(ctx context.Context, fn func(tx *sql.Tx) error, turn bool) error {
+	var (
+		tx      *sql.Tx
+		release = func() {}
+		err     error
+	)
+	if turn {
+		tx, release, err = db.beginWrite(ctx)
+	} else if tx, err = db.sql.BeginTx(ctx, nil); err != nil {
+		err = fmt.Errorf("begin: %w", err)
+	}
 	if err != nil {
 		return err
 	}
