@@ -3,6 +3,7 @@ package batch
 import (
 	"bytes"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -220,7 +221,11 @@ func (c *csvReader) header() (*Record, error) {
 			if d := otherDelimiter(names, want, r.f.delimiter()); d != "" {
 				return whole("no column %s, which the contract requires: every row would fail%s", want, d)
 			}
-			return whole("no column %s, which the contract requires: every row would fail%s (is the file this queue's?)", want, alike(names, want))
+			hint := alike(names, want)
+			if !strings.Contains(hint, "space after") {
+				hint += " (is the file this queue's?)"
+			}
+			return whole("no column %s, which the contract requires: every row would fail%s", want, hint)
 		}
 	}
 	c.names = names[:n]
@@ -270,7 +275,11 @@ func excelSep(text []byte) (rune, bool) {
 func alike(names [][]byte, want []byte) string {
 	w := bytes.TrimSpace(want[1 : len(want)-1])
 	for _, n := range names {
-		if bytes.EqualFold(bytes.TrimSpace(n[1:len(n)-1]), w) {
+		name := n[1 : len(n)-1]
+		switch {
+		case bytes.Equal(bytes.TrimSpace(name), w) && bytes.HasPrefix(name, []byte(" ")):
+			return fmt.Sprintf("; the header has %s: a space after the delimiter is part of the field in CSV, write the file without one", n)
+		case bytes.EqualFold(bytes.TrimSpace(name), w):
 			return fmt.Sprintf("; the header has %s", n)
 		}
 	}

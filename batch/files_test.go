@@ -220,7 +220,7 @@ func TestFilesRequiredColumns(t *testing.T) {
 		c               spool.Contract
 	}{
 		{"another export", "id,customer,total\n1,a,2\n", `no column "msg_id", which the contract requires`, Format{Kind: CSV}, c},
-		{"spaces after the commas", "msg_id, order_no, seq, amount\na,o,1,1\n", `no column "order_no", which the contract requires: every row would fail; the header has " order_no"`, Format{Kind: CSV}, c},
+		{"spaces after the commas", "msg_id, order_no, seq, amount\na,o,1,1\n", `no column "order_no", which the contract requires: every row would fail; the header has " order_no": a space after the delimiter is part of the field in CSV, write the file without one`, Format{Kind: CSV}, c},
 		{"case", "MSG_ID,order_no,seq,amount\na,o,1,1\n", `no column "msg_id", which the contract requires: every row would fail; the header has "MSG_ID"`, Format{Kind: CSV}, c},
 		{"semicolons", "msg_id;order_no;seq;amount\na;o;1;1,50\n", `no column "msg_id", which the contract requires: every row would fail; the header is one field that ";" splits: set the delimiter to ";"`, Format{Kind: CSV}, c},
 		{"tabs", "msg_id\torder_no\tseq\tamount\na\to\t1\t1.50\n", `the header is one field that "\t" splits: set the delimiter to "\t"`, Format{Kind: CSV}, c},
