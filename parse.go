@@ -67,6 +67,11 @@ func (c Contract) Parse(data []byte) (*Message, error) {
 	if !ok {
 		return nil, reject(ReasonParse, "", "%s", s.err)
 	}
+	if kind == KindArray {
+		// An export of many messages as one array: a format spool does
+		// not read (it streams JSON Lines instead).
+		return nil, reject(ReasonParse, "", "not a JSON object, found array (a message is one object; for a file of many, write JSON Lines, an object a line, to a queue of format jsonl)")
+	}
 	if kind != KindObject {
 		return nil, reject(ReasonParse, "", "not a JSON object, found %s", kindNoun(kind))
 	}

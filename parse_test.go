@@ -124,7 +124,7 @@ func TestParse(t *testing.T) {
 		// Parse errors.
 		{"empty", ``, rej(ReasonParse, "", "empty message")},
 		{"only whitespace", " \n\t\r ", rej(ReasonParse, "", "empty message")},
-		{"array", `[{"msg_id":"m"}]`, rej(ReasonParse, "", "not a JSON object, found array")},
+		{"array", `[{"msg_id":"m"}]`, rej(ReasonParse, "", arrayDetail)},
 		{"string", `"msg"`, rej(ReasonParse, "", "not a JSON object, found string")},
 		{"integer", `42`, rej(ReasonParse, "", "not a JSON object, found number")},
 		{"number", `4.2`, rej(ReasonParse, "", "not a JSON object, found number")},
@@ -143,7 +143,7 @@ func TestParse(t *testing.T) {
 		{"nesting MaxDepth", msg("deep", deep(MaxDepth-1)), ok("m-1", "o-1", 1, "10.00")},
 		{"nesting 1M", msg("deep", strings.Repeat("[", 1<<20)), rej(ReasonParse, "", "nesting deeper than 512 levels at offset 576")},
 		{"syntax beats duplicate", `{"msg_id":"a","msg_id":"b"`, rej(ReasonParse, "", "unexpected end of input after object key:value pair at offset 26")},
-		{"not an object beats duplicate", `[{"a":1,"a":2}]`, rej(ReasonParse, "", "not a JSON object, found array")},
+		{"not an object beats duplicate", `[{"a":1,"a":2}]`, rej(ReasonParse, "", arrayDetail)},
 
 		// Duplicate keys.
 		{"duplicate key", `{"msg_id":"a","msg_id":"b","order_no":"o","seq":1,"amount":1}`, rej(ReasonInvalidField, "msg_id", "duplicate key")},
@@ -580,3 +580,6 @@ func BenchmarkParseEncodingJSON(b *testing.B) {
 		}
 	}
 }
+
+// arrayDetail is the detail of a message that is an array.
+const arrayDetail = "not a JSON object, found array (a message is one object; for a file of many, write JSON Lines, an object a line, to a queue of format jsonl)"
