@@ -27,7 +27,7 @@ const maxScope = 64 << 10
 // records, one level a start tag, and the scope they make together.
 type xmlScope struct {
 	levels [][]xmlnsDecl
-	held   int         // the bytes of levels' declarations
+	held   int             // the bytes of levels' declarations
 	scope  []xmlnsDecl     // what is in scope, innermost first; shared by the records, never changed in place
 	xsi    map[string]bool // the prefixes scope binds to xsiNS; shared likewise
 	stale  bool            // levels changed since scope was made
