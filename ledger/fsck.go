@@ -90,28 +90,14 @@ func (dls DeadLetters) EachFile(ctx context.Context, fn func(ino uint64, file st
 }
 
 func (db *DB) eachFile(ctx context.Context, q string, fn func(ino uint64, file string) error) error {
-	rows, err := db.sql.QueryContext(ctx, q)
-	if err != nil {
-		return db.fail("list recorded files", err)
+	type row struct {
+		ino  int64
+		file string
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			ino  int64
-			file string
-		)
-		if err := rows.Scan(&ino, &file); err != nil {
-			return db.fail("list recorded files", err)
-		}
+	return eachRow(ctx, db, "list recorded files", q, nil,
+		func(rows *sql.Rows) (r row, err error) { err = rows.Scan(&r.ino, &r.file); return r, err },
 		// Stored with the same bits; see nullIno.
-		if err := fn(uint64(ino), file); err != nil {
-			return err
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return db.fail("list recorded files", err)
-	}
-	return nil
+		func(r row) error { return fn(uint64(r.ino), r.file) })
 }
 
 // EachPruneFile calls fn with the inode and the recorded name of every
@@ -146,56 +132,34 @@ func (fk Fsck) EachPruneFile(ctx context.Context, p Prune, fn func(ino uint64, f
 	}
 	// A batch file is recorded by its progress row too (EachBatchFile),
 	// the only row of one whose records were all dead letters, or none.
-	rows, err := fk.db.sql.QueryContext(ctx, fk.db.dialect.Rebind(`SELECT file, CASE WHEN at < ? THEN 1 ELSE 0 END FROM spool_batch_progress`),
-		formatTime(p.Before))
-	if err != nil {
-		return fk.db.fail("list files to prune", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			file   string
-			pruned int
-		)
-		if err := rows.Scan(&file, &pruned); err != nil {
-			return fk.db.fail("list files to prune", err)
-		}
-		if id, ok := spool.ParseBatchFileID(file); ok {
-			if err := fn(id.Ino, id.Name, pruned == 1 && !p.KeepInodes[id.Ino]); err != nil {
-				return err
+	return eachRow(ctx, fk.db, "list files to prune", fk.db.dialect.Rebind(`SELECT file, CASE WHEN at < ? THEN 1 ELSE 0 END FROM spool_batch_progress`),
+		[]any{formatTime(p.Before)},
+		func(rows *sql.Rows) (r pruneRow, err error) { err = rows.Scan(&r.file, &r.pruned); return r, err },
+		func(r pruneRow) error {
+			id, ok := spool.ParseBatchFileID(r.file)
+			if !ok {
+				return nil
 			}
-		}
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return fk.db.fail("list files to prune", err)
-	}
-	return nil
+			return fn(id.Ino, id.Name, r.pruned == 1 && !p.KeepInodes[id.Ino])
+		})
+}
+
+// pruneRow is a row of EachPruneFile's queries: a recorded file, and
+// whether its row is past the window.
+type pruneRow struct {
+	ino    int64
+	file   string
+	pruned int
 }
 
 func (db *DB) eachPruneFile(ctx context.Context, q string, args []any, fn func(ino uint64, file string, pruned bool) error) error {
-	rows, err := db.sql.QueryContext(ctx, db.dialect.Rebind(q), args...)
-	if err != nil {
-		return db.fail("list files to prune", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			ino    int64
-			file   string
-			pruned int
-		)
-		if err := rows.Scan(&ino, &file, &pruned); err != nil {
-			return db.fail("list files to prune", err)
-		}
+	return eachRow(ctx, db, "list files to prune", db.dialect.Rebind(q), args,
+		func(rows *sql.Rows) (r pruneRow, err error) {
+			err = rows.Scan(&r.ino, &r.file, &r.pruned)
+			return r, err
+		},
 		// Stored with the same bits; see nullIno.
-		if err := fn(uint64(ino), file, pruned == 1); err != nil {
-			return err
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return db.fail("list files to prune", err)
-	}
-	return nil
+		func(r pruneRow) error { return fn(uint64(r.ino), r.file, r.pruned == 1) })
 }
 
 // ProcessedFile is a processed row as fsck sees it.

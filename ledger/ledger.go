@@ -196,31 +196,48 @@ func (db *DB) fail(op string, err error) error {
 }
 
 // queryAll runs query with args and returns scan of each of its rows, in
-// order, the rows closed (their connection free for the next query).
-// A closed ledger returns spool.ErrLedgerClosed, as DB.open; every other
-// error, scan's and Close's included, reads "op: …" through db.fail, so
-// that a read cut short by Close says spool.ErrLedgerClosed too.
+// order, the rows closed (their connection free for the next query), as
+// eachRow reads them.
 func queryAll[T any](ctx context.Context, db *DB, op, query string, args []any, scan func(*sql.Rows) (T, error)) ([]T, error) {
-	if err := db.open(); err != nil {
+	var out []T
+	err := eachRow(ctx, db, op, query, args, scan, func(v T) error {
+		out = append(out, v)
+		return nil
+	})
+	if err != nil {
 		return nil, err
+	}
+	return out, nil
+}
+
+// eachRow runs query with args and calls fn with scan of each of its
+// rows, in order, streaming: the rows are never all in memory. A closed
+// ledger returns spool.ErrLedgerClosed, as DB.open; the query's, scan's
+// and the rows' errors read "op: …" through db.fail, so that a read cut
+// short by Close says spool.ErrLedgerClosed too; fn's are returned as
+// they are, and end the read.
+func eachRow[T any](ctx context.Context, db *DB, op, query string, args []any, scan func(*sql.Rows) (T, error), fn func(T) error) error {
+	if err := db.open(); err != nil {
+		return err
 	}
 	rows, err := db.sql.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, db.fail(op, err)
+		return db.fail(op, err)
 	}
 	defer rows.Close() // on an early return; Close again below is a no-op
-	var out []T
 	for rows.Next() {
 		v, err := scan(rows)
 		if err != nil {
-			return nil, db.fail(op, err)
+			return db.fail(op, err)
 		}
-		out = append(out, v)
+		if err := fn(v); err != nil {
+			return err
+		}
 	}
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return nil, db.fail(op, err)
+		return db.fail(op, err)
 	}
-	return out, nil
+	return nil
 }
 
 // Record commits batch in one transaction, with w's business work in it,
